@@ -1,0 +1,114 @@
+//! The serde mirror of `anteroom.toml`: exactly what an operator may write, nothing validated.
+//!
+//! Every table rejects unknown keys so that a typo (`admit-per-secnd`) fails at boot instead of
+//! silently running with a default. Strings stay strings here (durations, addresses, `env:NAME`):
+//! [`super::build`] turns them into typed values and can then point at the key that is wrong.
+
+use serde::Deserialize;
+
+#[derive(Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct FileConfig {
+    pub listen: Option<ListenFile>,
+    pub store: Option<StoreFile>,
+    pub cookie: Option<CookieFile>,
+    pub admin: Option<AdminFile>,
+    pub server: Option<ServerFile>,
+    #[serde(default)]
+    pub upstream: Vec<UpstreamFile>,
+    pub default: Option<DefaultFile>,
+    #[serde(default)]
+    pub room: Vec<RoomFile>,
+}
+
+#[derive(Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct ListenFile {
+    pub http: Option<String>,
+    pub admin: Option<String>,
+}
+
+#[derive(Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct StoreFile {
+    pub backend: Option<String>,
+    pub redis_url: Option<String>,
+    pub redis_cluster: Option<Vec<String>>,
+    pub timeout: Option<String>,
+}
+
+#[derive(Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct CookieFile {
+    #[serde(default)]
+    pub keys: Vec<String>,
+    pub secure: Option<bool>,
+}
+
+#[derive(Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct AdminFile {
+    pub token: Option<String>,
+}
+
+#[derive(Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct ServerFile {
+    pub threads: Option<usize>,
+    pub work_stealing: Option<bool>,
+    pub grace_period: Option<String>,
+    pub shutdown_timeout: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct UpstreamFile {
+    pub name: String,
+    pub addr: String,
+    pub tls: Option<bool>,
+    pub sni: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct DefaultFile {
+    pub upstream: String,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct RoomFile {
+    pub name: String,
+    pub upstream: Option<String>,
+    pub hosts: Option<Vec<String>>,
+    #[serde(default)]
+    pub paths: Vec<String>,
+    pub admit_per_second: Option<f64>,
+    pub max_active: Option<i64>,
+    pub session_ttl: Option<String>,
+    pub claim_ttl: Option<String>,
+    pub abandon_after: Option<String>,
+    pub max_waiting: Option<i64>,
+    pub tick: Option<String>,
+    pub on_store_error: Option<String>,
+    #[serde(default)]
+    pub consume: Vec<String>,
+    pub template: Option<String>,
+    pub poll: Option<Vec<PollFile>>,
+    pub join_limit: Option<JoinLimitFile>,
+    pub waiting_status: Option<i64>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct PollFile {
+    pub below: Option<i64>,
+    pub every: String,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct JoinLimitFile {
+    pub per_ip: i64,
+    pub per: String,
+}

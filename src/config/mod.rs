@@ -1,0 +1,166 @@
+//! Operator configuration: one TOML file, read in two stages.
+//!
+//! [`file`] mirrors the file with serde (unknown keys rejected), [`build`] validates it into the
+//! typed [`model::Config`], and [`locate`] gives every complaint a `file:line:col`. Bad config
+//! fails at boot, never under traffic.
+
+mod build;
+pub mod file;
+pub mod locate;
+pub mod model;
+
+use std::fmt;
+use std::path::Path;
+
+pub use build::valid_room_name;
+pub use model::*;
+
+use locate::{KeyPath, Located};
+
+/// One thing wrong with a config file, with where and what to do about it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigError {
+    pub file: String,
+    pub line: usize,
+    pub col: usize,
+    /// The key at fault, such as `room[0].upstream`; empty when the file itself is unreadable.
+    pub key: String,
+    pub problem: String,
+    pub fix: String,
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}:{}: ", self.file, self.line, self.col)?;
+        if !self.key.is_empty() {
+            write!(f, "{}: ", self.key)?;
+        }
+        write!(f, "{}", self.problem)?;
+        if !self.fix.is_empty() {
+            write!(f, "\n  fix: {}", self.fix)?;
+        }
+        Ok(())
+    }
+}
+
+/// Every problem found in one file.
+#[derive(Debug, Clone)]
+pub struct ConfigErrors(pub Vec<ConfigError>);
+
+impl fmt::Display for ConfigErrors {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, e) in self.0.iter().enumerate() {
+            if i > 0 {
+                writeln!(f)?;
+            }
+            write!(f, "{e}")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for ConfigErrors {}
+
+impl ConfigErrors {
+    /// An error about the file as a whole (unreadable, or a problem found after validation).
+    pub fn whole_file(file: &str, problem: impl Into<String>, fix: impl Into<String>) -> Self {
+        Self(vec![ConfigError {
+            file: file.to_string(),
+            line: 1,
+            col: 1,
+            key: String::new(),
+            problem: problem.into(),
+            fix: fix.into(),
+        }])
+    }
+}
+
+/// Reads and validates a config file.
+pub fn load(path: &Path) -> Result<Config, ConfigErrors> {
+    let name = path.display().to_string();
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        ConfigErrors::whole_file(
+            &name,
+            format!("cannot read the file: {e}"),
+            "check the --config path",
+        )
+    })?;
+    let base = path.parent().unwrap_or(Path::new("."));
+    parse(&text, &name, base)
+}
+
+/// Validates config text; `name` is used in messages and `base_dir` for relative paths.
+pub fn parse(text: &str, name: &str, base_dir: &Path) -> Result<Config, ConfigErrors> {
+    let located = Located::new(text);
+    let mirror: file::FileConfig = match toml::from_str(text) {
+        Ok(m) => m,
+        Err(e) => return Err(ConfigErrors(vec![serde_error(&located, name, &e)])),
+    };
+    let mut b = build::Builder {
+        problems: Vec::new(),
+        base_dir,
+    };
+    let config = b.config(mirror, name);
+    if b.problems.is_empty() {
+        Ok(config)
+    } else {
+        Err(ConfigErrors(
+            b.problems
+                .into_iter()
+                .map(|p| positioned(&located, name, &p.key, p.what, p.fix))
+                .collect(),
+        ))
+    }
+}
+
+fn positioned(
+    located: &Located,
+    name: &str,
+    key: &KeyPath,
+    problem: String,
+    fix: String,
+) -> ConfigError {
+    let (line, col) = located
+        .span_of(key)
+        .map(|s| located.line_col(s.start))
+        .unwrap_or((1, 1));
+    ConfigError {
+        file: name.to_string(),
+        line,
+        col,
+        key: key.to_string(),
+        problem,
+        fix,
+    }
+}
+
+fn serde_error(located: &Located, name: &str, e: &toml::de::Error) -> ConfigError {
+    let span = e.span();
+    let (line, col) = span
+        .as_ref()
+        .map(|s| located.line_col(s.start))
+        .unwrap_or((1, 1));
+    let key = span
+        .as_ref()
+        .and_then(|s| located.path_at(s.start))
+        .map(|p| p.to_string())
+        .unwrap_or_default();
+    let message = e.message().trim().to_string();
+    let fix = if message.starts_with("unknown field") {
+        "check the spelling against conf/anteroom.toml (keys are kebab-case)"
+    } else if message.starts_with("missing field") {
+        "add the missing key"
+    } else if message.starts_with("invalid type") {
+        "check the value's type against conf/anteroom.toml (durations and addresses are quoted strings)"
+    } else {
+        "fix the TOML syntax at this position"
+    };
+    ConfigError {
+        file: name.to_string(),
+        line,
+        col,
+        key,
+        problem: message,
+        fix: fix.to_string(),
+    }
+}

@@ -1,0 +1,204 @@
+//! The validated configuration: typed, cross-checked, with every default applied.
+//!
+//! Nothing here can be wrong in a way the operator could have caught at boot: upstream names are
+//! indices, durations are `Duration`s, secrets are resolved. The rest of the program reads only
+//! these types, never the file mirror.
+
+use std::fmt;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::cookie::CookieKey;
+use crate::route::HostPattern;
+use crate::store::RoomParams;
+
+/// Where the public proxy listens unless `listen.http` says otherwise.
+pub const DEFAULT_HTTP: &str = "127.0.0.1:8080";
+/// The admin API listens on loopback by default: it must never face the internet by accident.
+pub const DEFAULT_ADMIN: &str = "127.0.0.1:9180";
+/// A store call that takes longer than this is treated as a store error.
+pub const DEFAULT_STORE_TIMEOUT: Duration = Duration::from_millis(250);
+/// Idle time after which an admitted session ends.
+pub const DEFAULT_SESSION_TTL: Duration = Duration::from_secs(600);
+/// An admitted visitor who does not come back within this gives the slot back.
+pub const DEFAULT_CLAIM_TTL: Duration = Duration::from_secs(60);
+/// A waiting visitor who stops polling for this long loses the place.
+pub const DEFAULT_ABANDON_AFTER: Duration = Duration::from_secs(60);
+/// The longest queue a room accepts before new visitors get `full`.
+pub const DEFAULT_MAX_WAITING: u64 = 1_000_000;
+/// How often the admission loop admits a batch (the seed's 100 ms scheduler).
+pub const DEFAULT_TICK: Duration = Duration::from_millis(100);
+/// HTTP status of the waiting page; some CDNs prefer 503 so nothing caches it.
+pub const DEFAULT_WAITING_STATUS: u16 = 200;
+/// HMAC keys shorter than this are refused: `openssl rand -base64 32` gives 44 characters.
+pub const MIN_COOKIE_KEY_LEN: usize = 32;
+/// Worker threads of the proxy service.
+pub const DEFAULT_THREADS: usize = 2;
+/// After SIGTERM, how long listeners stay open for a load balancer to notice.
+pub const DEFAULT_GRACE_PERIOD: Duration = Duration::from_secs(1);
+/// After the grace period, how long in-flight requests get to finish.
+pub const DEFAULT_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The whole validated configuration.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// The file it came from, for messages.
+    pub source: String,
+    pub listen: Listen,
+    pub store: StoreConfig,
+    pub cookie: CookieConfig,
+    pub admin: AdminConfig,
+    pub server: ServerSettings,
+    pub upstreams: Vec<Upstream>,
+    /// Index into `upstreams` for requests outside every room.
+    pub default_upstream: usize,
+    pub rooms: Vec<RoomConfig>,
+}
+
+#[derive(Debug, Clone)]
+pub struct Listen {
+    pub http: SocketAddr,
+    pub admin: SocketAddr,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StoreBackend {
+    Memory,
+    Redis { url: String },
+    RedisCluster { urls: Vec<String> },
+}
+
+#[derive(Debug, Clone)]
+pub struct StoreConfig {
+    pub backend: StoreBackend,
+    pub timeout: Duration,
+}
+
+#[derive(Clone)]
+pub struct CookieConfig {
+    /// The first key signs; every key verifies.
+    pub keys: Vec<CookieKey>,
+    /// `Some` forces the `Secure` attribute on or off; `None` sets it when served over TLS.
+    pub secure: Option<bool>,
+}
+
+impl fmt::Debug for CookieConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let ids: Vec<&str> = self.keys.iter().map(|k| k.id()).collect();
+        f.debug_struct("CookieConfig")
+            .field("key_ids", &ids)
+            .field("secure", &self.secure)
+            .finish()
+    }
+}
+
+#[derive(Clone)]
+pub struct AdminConfig {
+    pub token: Option<String>,
+}
+
+impl fmt::Debug for AdminConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AdminConfig")
+            .field("token", &self.token.as_ref().map(|_| "<redacted>"))
+            .finish()
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct ServerSettings {
+    pub threads: usize,
+    pub work_stealing: bool,
+    pub grace_period: Duration,
+    pub shutdown_timeout: Duration,
+}
+
+#[derive(Debug, Clone)]
+pub struct Upstream {
+    pub name: String,
+    pub addr: SocketAddr,
+    pub tls: bool,
+    pub sni: String,
+}
+
+/// What a room does when the store cannot answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StorePolicy {
+    /// Let everyone through (counted): the shop takes the risk.
+    Open,
+    /// Everyone without an admission waits on a `paused` page and keeps polling.
+    Closed,
+    /// Each instance admits at its share of the rate from an in-process bucket.
+    Local,
+}
+
+impl StorePolicy {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StorePolicy::Open => "open",
+            StorePolicy::Closed => "closed",
+            StorePolicy::Local => "local",
+        }
+    }
+}
+
+/// A request that uses up the admission, such as `POST /orders`.
+#[derive(Debug, Clone)]
+pub struct ConsumeRoute {
+    pub method: http::Method,
+    /// A path prefix, matched on segment boundaries like room paths.
+    pub path: String,
+}
+
+/// One poll tier: visitors at a position below `below` poll `every`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PollTier {
+    pub below: Option<u64>,
+    pub every: Duration,
+}
+
+#[derive(Debug, Clone)]
+pub struct JoinLimit {
+    pub per_ip: u32,
+    pub per: Duration,
+}
+
+#[derive(Debug, Clone)]
+pub struct RoomConfig {
+    pub params: RoomParams,
+    pub upstream: usize,
+    pub hosts: Vec<HostPattern>,
+    pub paths: Vec<String>,
+    pub on_store_error: StorePolicy,
+    pub consume: Vec<ConsumeRoute>,
+    /// The operator's waiting-page template, resolved to a file that exists.
+    pub template: Option<PathBuf>,
+    pub poll: Vec<PollTier>,
+    pub join_limit: Option<JoinLimit>,
+    pub waiting_status: u16,
+}
+
+impl RoomConfig {
+    pub fn name(&self) -> &str {
+        &self.params.name
+    }
+}
+
+/// The default poll tiers, the seed's 1 s / 3 s / 5 s by position.
+pub fn default_poll() -> Vec<PollTier> {
+    vec![
+        PollTier {
+            below: Some(100),
+            every: Duration::from_secs(1),
+        },
+        PollTier {
+            below: Some(1000),
+            every: Duration::from_secs(3),
+        },
+        PollTier {
+            below: None,
+            every: Duration::from_secs(5),
+        },
+    ]
+}

@@ -1,0 +1,255 @@
+//! The admission cookie: HMAC-SHA256-signed, verified locally on every admitted request.
+//!
+//! Value format, version 1 (at most [`MAX_VALUE_LEN`] bytes):
+//!
+//! ```text
+//! 1.<visitor id: 32 hex>.<expiry: unix seconds>.<key id: 8 hex>.<mac: 43 base64url>
+//! ```
+//!
+//! The MAC covers the format version, the room name (so a cookie for one room opens no other),
+//! the visitor id, the expiry and the key id. Verification needs no store round trip; that is
+//! what keeps the admitted path fast and keeps admitted visitors working while Redis is down.
+//! The first configured key signs and every key verifies, so keys rotate without logging anyone out.
+
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use base64::Engine;
+use hmac::{Hmac, Mac};
+use sha2::{Digest, Sha256};
+
+use crate::store::VisitorId;
+
+type HmacSha256 = Hmac<Sha256>;
+
+/// Cookie carrying the visitor id, set on a visitor's first protected request.
+pub const VID_COOKIE: &str = "anteroom_vid";
+/// Every cookie of ours starts with this; they are removed before the origin sees the request.
+pub const COOKIE_PREFIX: &str = "anteroom_";
+/// Longer cookie values are rejected before any parsing.
+pub const MAX_VALUE_LEN: usize = 128;
+/// How long the visitor-id cookie lives: long enough to survive a browser restart while waiting.
+pub const VID_MAX_AGE_SECS: u64 = 24 * 3600;
+
+const VERSION: &str = "1";
+const MAC_B64_LEN: usize = 43;
+
+/// One HMAC key with its public id.
+#[derive(Clone)]
+pub struct CookieKey {
+    id: String,
+    mac: HmacSha256,
+}
+
+impl CookieKey {
+    /// The id is a hash of the secret, so it is stable across restarts and list reordering,
+    /// and reveals nothing usable about the key.
+    /// `None` only if the HMAC implementation refused the key, which HMAC-SHA256 never does.
+    pub fn new(secret: &[u8]) -> Option<Self> {
+        let mut h = Sha256::new();
+        h.update(b"anteroom-key-id\0");
+        h.update(secret);
+        let digest = h.finalize();
+        let id = digest[..4].iter().map(|b| format!("{b:02x}")).collect();
+        let mac = HmacSha256::new_from_slice(secret).ok()?;
+        Some(Self { id, mac })
+    }
+
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    fn mac(&self, room: &str, vid: &str, exp: &str) -> HmacSha256 {
+        let mut m = self.mac.clone();
+        m.update(b"anteroom/1|");
+        m.update(room.as_bytes());
+        m.update(b"|");
+        m.update(vid.as_bytes());
+        m.update(b"|");
+        m.update(exp.as_bytes());
+        m.update(b"|");
+        m.update(self.id.as_bytes());
+        m
+    }
+}
+
+/// A cookie that verified: who it admits and until when.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Verified {
+    pub vid: VisitorId,
+    pub expires: u64,
+}
+
+/// Signs an admission for `vid` in `room`, valid until `expires` (unix seconds), with the
+/// first key.
+pub fn sign(keys: &[CookieKey], room: &str, vid: VisitorId, expires: u64) -> Option<String> {
+    let key = keys.first()?;
+    let vid = vid.to_string();
+    let exp = expires.to_string();
+    let tag = key.mac(room, &vid, &exp).finalize().into_bytes();
+    Some(format!(
+        "{VERSION}.{vid}.{exp}.{}.{}",
+        key.id,
+        URL_SAFE_NO_PAD.encode(tag)
+    ))
+}
+
+/// Checks an admission cookie value. Anything malformed, forged, expired, for another room or
+/// signed with an unknown key is `None`: the caller treats it as no cookie at all.
+pub fn verify(keys: &[CookieKey], room: &str, value: &str, now_secs: u64) -> Option<Verified> {
+    if value.len() > MAX_VALUE_LEN {
+        return None;
+    }
+    let mut parts = value.split('.');
+    let (ver, vid, exp, kid, tag) = (
+        parts.next()?,
+        parts.next()?,
+        parts.next()?,
+        parts.next()?,
+        parts.next()?,
+    );
+    if parts.next().is_some() || ver != VERSION || tag.len() != MAC_B64_LEN {
+        return None;
+    }
+    let visitor = VisitorId::parse(vid)?;
+    if exp.is_empty() || exp.len() > 12 || !exp.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let expires: u64 = exp.parse().ok()?;
+    let key = keys.iter().find(|k| k.id == kid)?;
+    let mut raw = [0u8; 33];
+    let n = URL_SAFE_NO_PAD.decode_slice(tag, &mut raw).ok()?;
+    // Constant-time comparison: `verify_slice` does not short-circuit on the first wrong byte.
+    key.mac(room, vid, exp).verify_slice(&raw[..n]).ok()?;
+    if expires <= now_secs {
+        return None;
+    }
+    Some(Verified {
+        vid: visitor,
+        expires,
+    })
+}
+
+/// Finds a cookie by name in the request's `Cookie` header values.
+pub fn find<'a>(headers: impl IntoIterator<Item = &'a [u8]>, name: &str) -> Option<&'a str> {
+    for h in headers {
+        let Ok(h) = std::str::from_utf8(h) else {
+            continue;
+        };
+        for pair in h.split(';') {
+            let pair = pair.trim_start();
+            if let Some(rest) = pair.strip_prefix(name) {
+                if let Some(v) = rest.strip_prefix('=') {
+                    return Some(v.trim_end());
+                }
+            }
+        }
+    }
+    None
+}
+
+/// A `Cookie` header value with our cookies removed: `None` when there were none to remove.
+pub fn without_ours(value: &[u8]) -> Option<String> {
+    let text = std::str::from_utf8(value).ok()?;
+    if !text.contains(COOKIE_PREFIX) {
+        return None;
+    }
+    let kept: Vec<&str> = text
+        .split(';')
+        .map(str::trim)
+        .filter(|p| !p.is_empty() && !p.starts_with(COOKIE_PREFIX))
+        .collect();
+    Some(kept.join("; "))
+}
+
+/// The cookie name for a room's admission.
+pub fn room_cookie_name(room: &str) -> String {
+    format!("{COOKIE_PREFIX}{room}")
+}
+
+fn attrs(secure: bool) -> &'static str {
+    if secure {
+        "; Path=/; HttpOnly; SameSite=Lax; Secure"
+    } else {
+        "; Path=/; HttpOnly; SameSite=Lax"
+    }
+}
+
+/// `Set-Cookie` for an admission.
+pub fn set_admission(room: &str, value: &str, max_age: u64, secure: bool) -> String {
+    format!(
+        "{COOKIE_PREFIX}{room}={value}; Max-Age={max_age}{}",
+        attrs(secure)
+    )
+}
+
+/// `Set-Cookie` that removes a room's admission (after it was consumed).
+pub fn clear_admission(room: &str, secure: bool) -> String {
+    format!("{COOKIE_PREFIX}{room}=; Max-Age=0{}", attrs(secure))
+}
+
+/// `Set-Cookie` for a new visitor id.
+pub fn set_vid(vid: VisitorId, secure: bool) -> String {
+    format!(
+        "{VID_COOKIE}={vid}; Max-Age={VID_MAX_AGE_SECS}{}",
+        attrs(secure)
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn keys() -> Vec<CookieKey> {
+        vec![CookieKey::new(b"0123456789abcdef0123456789abcdef").unwrap()]
+    }
+
+    #[test]
+    fn a_signed_cookie_verifies_until_it_expires() {
+        let k = keys();
+        let vid = VisitorId::random();
+        let v = sign(&k, "sale", vid, 1000).unwrap();
+        assert!(v.len() <= MAX_VALUE_LEN);
+        assert_eq!(
+            verify(&k, "sale", &v, 999),
+            Some(Verified { vid, expires: 1000 })
+        );
+        assert_eq!(verify(&k, "sale", &v, 1000), None);
+    }
+
+    #[test]
+    fn every_byte_matters() {
+        let k = keys();
+        let v = sign(&k, "sale", VisitorId::random(), 5000).unwrap();
+        for i in 0..v.len() {
+            let mut b = v.clone().into_bytes();
+            b[i] = if b[i] == b'A' { b'B' } else { b'A' };
+            let t = String::from_utf8(b).unwrap();
+            assert_eq!(verify(&k, "sale", &t, 1), None, "tampered at {i}: {t}");
+        }
+        assert_eq!(verify(&k, "other", &v, 1), None, "cross-room");
+        assert_eq!(verify(&k, "sale", &v[..v.len() - 1], 1), None, "truncated");
+        assert_eq!(verify(&k, "sale", &format!("{v}.x"), 1), None, "extended");
+    }
+
+    #[test]
+    fn rotation_verifies_with_old_keys_and_signs_with_the_first() {
+        let old = CookieKey::new(b"old-key-old-key-old-key-old-key-!").unwrap();
+        let new = CookieKey::new(b"new-key-new-key-new-key-new-key-!").unwrap();
+        let vid = VisitorId::random();
+        let by_old = sign(&[old.clone()], "sale", vid, 100).unwrap();
+        let both = vec![new.clone(), old.clone()];
+        assert!(verify(&both, "sale", &by_old, 1).is_some());
+        assert!(sign(&both, "sale", vid, 100).unwrap().contains(new.id()));
+        assert_eq!(verify(&[new], "sale", &by_old, 1), None);
+    }
+
+    #[test]
+    fn cookies_are_found_and_stripped() {
+        let h: &[u8] = b"a=1; anteroom_vid=abc; anteroom_sale=x.y; b=2";
+        assert_eq!(find([h], "anteroom_vid"), Some("abc"));
+        assert_eq!(find([h], "anteroom_sale"), Some("x.y"));
+        assert_eq!(find([h], "anteroom_s"), None);
+        assert_eq!(without_ours(h).as_deref(), Some("a=1; b=2"));
+        assert_eq!(without_ours(b"a=1"), None);
+        assert_eq!(without_ours(b"anteroom_vid=1").as_deref(), Some(""));
+    }
+}

@@ -1,0 +1,88 @@
+//! `anteroom demo`: a waiting room in front of a built-in legacy shop, one command, no Redis.
+//!
+//! Starts the demo shop on a loopback port, the proxy with the memory store in front of it (the
+//! built-in `conf/demo.toml`), and optionally a crowd of simulated visitors who join the line
+//! ahead of you, so the queue is visible from the first click.
+
+mod crowd;
+pub mod shop;
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::process::ExitCode;
+
+use pingora::services::background::background_service;
+use pingora::services::listening::Service;
+
+use crate::config;
+use crate::server;
+
+/// The demo's configuration, compiled in so the demo runs from any directory.
+pub const DEMO_TOML: &str = include_str!("../../conf/demo.toml");
+
+/// Options of `anteroom demo`.
+#[derive(Debug, Clone)]
+pub struct DemoOptions {
+    pub listen: SocketAddr,
+    pub shop: SocketAddr,
+    pub crowd: u32,
+}
+
+pub fn run(opts: DemoOptions) -> ExitCode {
+    let mut cfg = match config::parse(DEMO_TOML, "conf/demo.toml (built in)", Path::new(".")) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("{e}");
+            return ExitCode::from(2);
+        }
+    };
+    cfg.listen.http = opts.listen;
+    if let Some(up) = cfg.upstreams.first_mut() {
+        up.addr = opts.shop;
+    }
+    if let Err(e) = server::check_listen(opts.shop, "--shop") {
+        eprintln!("{e}");
+        return ExitCode::from(1);
+    }
+    let room = cfg.rooms.first().map(|r| r.params.clone());
+    let (mut server, shared) = match server::build(cfg) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("{e}");
+            return ExitCode::from(1);
+        }
+    };
+    let mut shop = Service::new("demo shop".to_string(), shop::Shop::new());
+    shop.add_tcp(&opts.shop.to_string());
+    server.add_service(shop);
+    if let (Some(room), true) = (room.clone(), opts.crowd > 0) {
+        server.add_service(background_service(
+            "crowd",
+            crowd::Crowd::new(shared, room, opts.crowd),
+        ));
+    }
+    let base = format!("http://{}", opts.listen);
+    println!("anteroom demo: a waiting room in front of a demo shop (memory store, no Redis)");
+    println!();
+    println!("  open    {base}/products   the sale: protected by the waiting room");
+    if let Some(r) = &room {
+        println!(
+            "                                  (admits {}/s, at most {} shoppers inside)",
+            r.admit_per_second, r.max_active
+        );
+    }
+    println!("  home    {base}/           not protected: goes straight to the shop");
+    println!("  status  curl -s '{base}/.anteroom/status?room=sale' -H 'Accept: application/json'");
+    println!(
+        "  shop    http://{}/   the origin itself, bypassing anteroom",
+        opts.shop
+    );
+    if opts.crowd > 0 {
+        println!("  crowd   {} simulated visitors are joining ahead of you (--crowd N to change, 0 for none)", opts.crowd);
+    } else {
+        println!("  crowd   none (--crowd N simulates N visitors in the line)");
+    }
+    println!();
+    println!("Press Ctrl-C to stop.");
+    server.run_forever()
+}

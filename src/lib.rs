@@ -1,0 +1,20 @@
+//! anteroom: a virtual waiting room that runs as a reverse proxy in front of a web shop.
+//!
+//! A visitor without a valid admission cookie gets a waiting page with their place and an ETA;
+//! an admission loop lets visitors in first-come-first-served at a controlled rate and up to a
+//! cap of active sessions; an admitted visitor carries an HMAC-signed cookie, checked locally,
+//! and is proxied to the untouched origin.
+
+pub mod admission;
+pub mod app;
+pub mod clock;
+pub mod commands;
+pub mod config;
+pub mod cookie;
+pub mod demo;
+pub mod page;
+pub mod proxy;
+pub mod room;
+pub mod route;
+pub mod server;
+pub mod store;

@@ -1,0 +1,363 @@
+//! What a visitor sees while not admitted: the waiting page (Tera, HTML) or its JSON twin.
+//!
+//! Templates are compiled once at boot; a per-room `template` replaces the built-in one. The
+//! poll interval is the server's choice, by position tier, with ±20 % jitter so that a crowd that
+//! arrived together does not poll together. Rendering can never turn into a 5xx: if a template
+//! fails at run time the visitor gets a minimal built-in page with the same refresh.
+
+use std::path::Path;
+use std::time::Duration;
+
+use serde::Serialize;
+use tera::{Context, Tera};
+
+use crate::config::{Config, PollTier};
+
+/// The built-in waiting page, compiled into the binary so `anteroom demo` needs no files.
+pub const DEFAULT_WAITING: &str = include_str!("../templates/waiting.html.tera");
+/// The built-in page for short messages (already used, shop unavailable).
+pub const DEFAULT_MESSAGE: &str = include_str!("../templates/message.html.tera");
+
+const WAITING: &str = "waiting.html.tera";
+const MESSAGE: &str = "message.html.tera";
+
+/// The visitor's state as shown in JSON and on the page.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum State {
+    Waiting,
+    Admitted,
+    Full,
+    Paused,
+}
+
+impl State {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            State::Waiting => "waiting",
+            State::Admitted => "admitted",
+            State::Full => "full",
+            State::Paused => "paused",
+        }
+    }
+}
+
+/// The JSON body of a waiting response and of `/.anteroom/status`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Status {
+    pub room: String,
+    pub state: State,
+    /// 1-based place in line; `null` when not in line.
+    pub position: Option<u64>,
+    pub waiting: u64,
+    /// `null` when unknown (the line is on hold, or the store cannot answer).
+    pub eta_seconds: Option<u64>,
+    pub retry_after_ms: u64,
+}
+
+impl Status {
+    /// `Retry-After` in whole seconds, at least one.
+    pub fn retry_after_secs(&self) -> u64 {
+        self.retry_after_ms.div_ceil(1000).max(1)
+    }
+}
+
+/// Everything a waiting-page template can use (documented in the README).
+#[derive(Debug, Serialize)]
+pub struct WaitingView<'a> {
+    pub room: &'a str,
+    pub state: &'a str,
+    pub position: u64,
+    pub waiting: u64,
+    pub eta_seconds: Option<u64>,
+    pub eta_text: String,
+    pub retry_after_ms: u64,
+    pub refresh_seconds: u64,
+    pub progress_percent: u64,
+    pub status_url: String,
+    pub lang: &'a str,
+}
+
+impl<'a> WaitingView<'a> {
+    pub fn new(s: &'a Status) -> Self {
+        let progress_percent = match s.position {
+            Some(p) if s.waiting > 0 => ((s.waiting.saturating_sub(p)) * 100 / s.waiting).min(100),
+            _ if s.state == State::Admitted => 100,
+            _ => 0,
+        };
+        Self {
+            room: &s.room,
+            state: s.state.as_str(),
+            position: s.position.unwrap_or(0),
+            waiting: s.waiting,
+            eta_seconds: s.eta_seconds,
+            eta_text: s.eta_seconds.map(eta_text).unwrap_or_default(),
+            retry_after_ms: s.retry_after_ms,
+            refresh_seconds: s.retry_after_secs(),
+            progress_percent,
+            status_url: format!("/.anteroom/status?room={}", s.room),
+            lang: "en",
+        }
+    }
+
+    /// A plausible context, used to test-render operator templates at boot.
+    pub fn sample() -> WaitingView<'static> {
+        WaitingView {
+            room: "sample",
+            state: "waiting",
+            position: 42,
+            waiting: 1000,
+            eta_seconds: Some(90),
+            eta_text: eta_text(90),
+            retry_after_ms: 3000,
+            refresh_seconds: 3,
+            progress_percent: 95,
+            status_url: "/.anteroom/status?room=sample".into(),
+            lang: "en",
+        }
+    }
+}
+
+/// Context of the message page.
+#[derive(Debug, Serialize)]
+pub struct MessageView<'a> {
+    pub status: u16,
+    pub title: &'a str,
+    pub message: &'a str,
+    pub retry_seconds: Option<u64>,
+    pub room: &'a str,
+    pub lang: &'a str,
+}
+
+/// "less than a minute", "about 3 minutes", "about 2 hours".
+pub fn eta_text(secs: u64) -> String {
+    match secs {
+        0..=59 => "less than a minute".to_string(),
+        60..=5399 => {
+            let m = (secs + 30) / 60;
+            if m == 1 {
+                "about a minute".to_string()
+            } else {
+                format!("about {m} minutes")
+            }
+        }
+        _ => {
+            let h = (secs + 1800) / 3600;
+            if h == 1 {
+                "about an hour".to_string()
+            } else {
+                format!("about {h} hours")
+            }
+        }
+    }
+}
+
+/// The wait for `position` at `rate` admissions per second.
+pub fn eta_seconds(position: u64, rate: f64) -> Option<u64> {
+    if rate > 0.0 && rate.is_finite() {
+        Some((position as f64 / rate).ceil() as u64)
+    } else {
+        None
+    }
+}
+
+/// The poll interval for a position: the first tier whose `below` exceeds it, with ±20 % jitter.
+pub fn poll_interval(tiers: &[PollTier], position: u64) -> Duration {
+    let every = tiers
+        .iter()
+        .find(|t| t.below.is_none_or(|b| position < b))
+        .or(tiers.last())
+        .map(|t| t.every)
+        .unwrap_or(Duration::from_secs(5));
+    every.mul_f64(0.8 + 0.4 * fastrand::f64())
+}
+
+/// Whether the `Accept` header prefers JSON over HTML.
+pub fn prefers_json(accept: &str) -> bool {
+    let (mut json, mut html, mut json_explicit, mut html_explicit) = (0.0f32, 0.0f32, false, false);
+    for item in accept.split(',') {
+        let mut parts = item.split(';');
+        let ty = parts.next().unwrap_or("").trim().to_ascii_lowercase();
+        let q = parts
+            .filter_map(|p| p.trim().strip_prefix("q="))
+            .find_map(|q| q.trim().parse::<f32>().ok())
+            .unwrap_or(1.0);
+        match ty.as_str() {
+            "application/json" => {
+                json = q;
+                json_explicit = true;
+            }
+            "text/html" => {
+                html = q;
+                html_explicit = true;
+            }
+            "application/*" if !json_explicit => json = json.max(q),
+            "text/*" if !html_explicit => html = html.max(q),
+            "*/*" => {
+                if !json_explicit {
+                    json = json.max(q);
+                }
+                if !html_explicit {
+                    html = html.max(q);
+                }
+            }
+            _ => {}
+        }
+    }
+    json > html || (json == html && json > 0.0 && json_explicit && !html_explicit)
+}
+
+/// Compiled templates: the built-ins and each room's override.
+pub struct Pages {
+    tera: Tera,
+    /// Per room index, the name of its waiting template.
+    room_templates: Vec<String>,
+}
+
+/// Checks that a template compiles and renders with a sample context; the error says why.
+pub fn check_template(source: &str) -> Result<(), String> {
+    let mut tera = Tera::default();
+    tera.autoescape_on(vec![".tera", ".html"]);
+    tera.add_raw_template("check.html.tera", source)
+        .map_err(|e| error_chain(&e))?;
+    let ctx = Context::from_serialize(WaitingView::sample()).map_err(|e| error_chain(&e))?;
+    tera.render("check.html.tera", &ctx)
+        .map(|_| ())
+        .map_err(|e| error_chain(&e))
+}
+
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut src = e.source();
+    while let Some(inner) = src {
+        s.push_str(": ");
+        s.push_str(&inner.to_string());
+        src = inner.source();
+    }
+    s
+}
+
+impl Pages {
+    /// Compiles the built-in templates and every room's override. Config validation has already
+    /// test-rendered the overrides, so an error here means the file changed since.
+    pub fn load(config: &Config) -> Result<Self, String> {
+        let mut tera = Tera::default();
+        tera.autoescape_on(vec![".tera", ".html"]);
+        tera.add_raw_template(WAITING, DEFAULT_WAITING)
+            .map_err(|e| error_chain(&e))?;
+        tera.add_raw_template(MESSAGE, DEFAULT_MESSAGE)
+            .map_err(|e| error_chain(&e))?;
+        let mut room_templates = Vec::new();
+        for room in &config.rooms {
+            match &room.template {
+                None => room_templates.push(WAITING.to_string()),
+                Some(path) => {
+                    let name = format!("room-{}.html.tera", room.name());
+                    let text = read(path)?;
+                    tera.add_raw_template(&name, &text)
+                        .map_err(|e| format!("{}: {}", path.display(), error_chain(&e)))?;
+                    room_templates.push(name);
+                }
+            }
+        }
+        Ok(Self {
+            tera,
+            room_templates,
+        })
+    }
+
+    pub fn waiting(&self, room: usize, status: &Status) -> String {
+        let view = WaitingView::new(status);
+        let name = self
+            .room_templates
+            .get(room)
+            .map(String::as_str)
+            .unwrap_or(WAITING);
+        let rendered = Context::from_serialize(&view).and_then(|ctx| self.tera.render(name, &ctx));
+        match rendered {
+            Ok(html) => html,
+            Err(e) => {
+                tracing::error!(room = status.room, error = %error_chain(&e), "waiting template failed; serving the fallback page");
+                fallback_page(
+                    "Please wait",
+                    "You are in line. This page refreshes by itself.",
+                    view.refresh_seconds,
+                )
+            }
+        }
+    }
+
+    pub fn message(&self, view: &MessageView<'_>) -> String {
+        let rendered =
+            Context::from_serialize(view).and_then(|ctx| self.tera.render(MESSAGE, &ctx));
+        match rendered {
+            Ok(html) => html,
+            Err(e) => {
+                tracing::error!(error = %error_chain(&e), "message template failed; serving the fallback page");
+                fallback_page(view.title, view.message, view.retry_seconds.unwrap_or(0))
+            }
+        }
+    }
+}
+
+fn read(path: &Path) -> Result<String, String> {
+    std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// The page of last resort; its inputs are our own constant strings.
+fn fallback_page(title: &str, message: &str, refresh: u64) -> String {
+    let refresh = if refresh > 0 {
+        format!("<meta http-equiv=\"refresh\" content=\"{refresh}\">")
+    } else {
+        String::new()
+    };
+    format!("<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">{refresh}<title>{title}</title></head><body><h1>{title}</h1><p>{message}</p></body></html>")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::default_poll;
+
+    #[test]
+    fn accept_negotiation() {
+        assert!(prefers_json("application/json"));
+        assert!(prefers_json("application/json, text/plain, */*"));
+        assert!(!prefers_json(
+            "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"
+        ));
+        assert!(!prefers_json("*/*"));
+        assert!(!prefers_json(""));
+        assert!(prefers_json("text/html;q=0.5, application/json"));
+        assert!(!prefers_json("application/json;q=0.1, text/html"));
+    }
+
+    #[test]
+    fn poll_tiers_with_jitter() {
+        let tiers = default_poll();
+        for _ in 0..200 {
+            let near = poll_interval(&tiers, 5).as_millis();
+            assert!((800..=1200).contains(&near), "{near}");
+            let mid = poll_interval(&tiers, 500).as_millis();
+            assert!((2400..=3600).contains(&mid), "{mid}");
+            let far = poll_interval(&tiers, 50_000).as_millis();
+            assert!((4000..=6000).contains(&far), "{far}");
+        }
+    }
+
+    #[test]
+    fn eta_is_worded_and_computed() {
+        assert_eq!(eta_text(10), "less than a minute");
+        assert_eq!(eta_text(150), "about 3 minutes");
+        assert_eq!(eta_text(7200), "about 2 hours");
+        assert_eq!(eta_seconds(350, 175.0), Some(2));
+        assert_eq!(eta_seconds(1, 0.0), None);
+    }
+
+    #[test]
+    fn built_in_templates_render() {
+        assert_eq!(check_template(DEFAULT_WAITING), Ok(()));
+        assert!(check_template("{% if %}").is_err());
+        assert!(check_template("{{ no_such_variable }}").is_err());
+    }
+}

@@ -1,0 +1,448 @@
+//! The Pingora `ProxyHttp` implementation: the waiting room in front of the origin.
+//!
+//! Phases, in the order Pingora calls them:
+//! - `request_filter`: the `/.anteroom/` endpoints; room matching; the admission decision.
+//!   Admitted visitors are decided locally from their signed cookie (no store call); everyone
+//!   else makes exactly one store call (`join`), which both places them and reports their turn.
+//! - `upstream_peer`: the room's upstream, or the default one outside every room.
+//! - `upstream_request_filter`: our own cookies are taken out of what the origin sees.
+//! - `response_filter`: cookies we decided to set ride on the origin's response.
+
+mod respond;
+mod status;
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use pingora::http::{RequestHeader, ResponseHeader};
+use pingora::proxy::{ProxyHttp, Session};
+use pingora::upstreams::peer::HttpPeer;
+use pingora::Result;
+
+use crate::app::Shared;
+use crate::config::StorePolicy;
+use crate::cookie;
+use crate::page::{self, MessageView, State, Status};
+use crate::route::{host_without_port, normalize_path, path_covers};
+use crate::store::{Admission, VisitorId};
+use respond::{Reply, HTML, JSON};
+
+/// How a request ended, for logs and metrics.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// Outside every room (or the room is switched off): straight to the origin.
+    Pass,
+    /// Carried a valid admission, or was admitted by this request.
+    Admit,
+    /// Got the waiting page or JSON.
+    Wait,
+    /// A consume route that won the admission.
+    Consume,
+    /// Refused: already consumed, line full, bad request under `/.anteroom/`.
+    Reject,
+    /// Answered by `/.anteroom/status`.
+    Status,
+}
+
+/// Per-request state.
+pub struct Ctx {
+    upstream: usize,
+    room: Option<usize>,
+    /// `Set-Cookie` values to add to whatever response the visitor gets.
+    set_cookies: Vec<String>,
+    pub outcome: Outcome,
+}
+
+/// The proxy.
+pub struct Proxy {
+    shared: Arc<Shared>,
+}
+
+impl Proxy {
+    pub fn new(shared: Arc<Shared>) -> Self {
+        Self { shared }
+    }
+}
+
+/// What `join` means for the request.
+enum Verdict {
+    /// Go on to the origin (admitted now, or the room is off, or the store policy is `open`).
+    Pass { admitted: bool },
+    /// Show the waiting response.
+    Wait(Status),
+}
+
+fn request_host(req: &RequestHeader) -> &str {
+    req.headers
+        .get(http::header::HOST)
+        .and_then(|v| v.to_str().ok())
+        .or_else(|| req.uri.host())
+        .map(host_without_port)
+        .unwrap_or("")
+}
+
+fn cookie_values(req: &RequestHeader) -> impl Iterator<Item = &[u8]> {
+    req.headers
+        .get_all(http::header::COOKIE)
+        .iter()
+        .map(|v| v.as_bytes())
+}
+
+fn wants_json(req: &RequestHeader) -> bool {
+    req.headers
+        .get(http::header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(page::prefers_json)
+}
+
+impl Proxy {
+    /// The visitor's id from their cookie, or a new one (and its cookie).
+    fn visitor(&self, req: &RequestHeader, ctx: &mut Ctx) -> VisitorId {
+        if let Some(vid) =
+            cookie::find(cookie_values(req), cookie::VID_COOKIE).and_then(VisitorId::parse)
+        {
+            return vid;
+        }
+        let vid = VisitorId::random();
+        ctx.set_cookies.push(cookie::set_vid(vid, self.secure()));
+        vid
+    }
+
+    fn secure(&self) -> bool {
+        self.shared.config.cookie.secure.unwrap_or(false)
+    }
+
+    /// Issues the admission cookie for a visitor who was just admitted.
+    fn grant(&self, ctx: &mut Ctx, room: usize, vid: VisitorId) {
+        let r = &self.shared.rooms[room];
+        let ttl = r.cfg.params.session_ttl.as_secs().max(1);
+        let expires = self.shared.clock.now_secs() + ttl;
+        if let Some(value) = cookie::sign(&self.shared.config.cookie.keys, r.name(), vid, expires) {
+            ctx.set_cookies
+                .push(cookie::set_admission(r.name(), &value, ttl, self.secure()));
+        }
+    }
+
+    /// One store call: places the visitor or lets them in.
+    async fn enter(&self, ctx: &mut Ctx, room: usize, vid: VisitorId) -> Verdict {
+        let shared = &*self.shared;
+        let r = &shared.rooms[room];
+        let joined = shared
+            .store_call("join", r.name(), shared.store.join(&r.cfg.params, vid))
+            .await;
+        let tiers = &r.cfg.poll;
+        let name = r.name().to_string();
+        match joined {
+            Ok(Admission::Admitted) => {
+                self.grant(ctx, room, vid);
+                Verdict::Pass { admitted: true }
+            }
+            Ok(Admission::Open) => Verdict::Pass { admitted: false },
+            Ok(Admission::Waiting {
+                position,
+                waiting,
+                eta_rate,
+            }) => Verdict::Wait(Status {
+                room: name,
+                state: State::Waiting,
+                position: Some(position),
+                waiting,
+                eta_seconds: page::eta_seconds(position, eta_rate),
+                retry_after_ms: page::poll_interval(tiers, position).as_millis() as u64,
+            }),
+            Ok(Admission::Paused { position, waiting }) => Verdict::Wait(Status {
+                room: name,
+                state: State::Paused,
+                position: Some(position),
+                waiting,
+                eta_seconds: None,
+                retry_after_ms: page::poll_interval(tiers, position).as_millis() as u64,
+            }),
+            Ok(Admission::Full { waiting }) => Verdict::Wait(Status {
+                room: name,
+                state: State::Full,
+                position: None,
+                waiting,
+                eta_seconds: None,
+                retry_after_ms: page::poll_interval(tiers, u64::MAX).as_millis() as u64,
+            }),
+            Err(e) => {
+                shared.warn_store_error(&e);
+                match r.cfg.on_store_error {
+                    StorePolicy::Open => Verdict::Pass { admitted: false },
+                    // `local` admission from an in-process bucket arrives with the resilience
+                    // work; until then it holds visitors like `closed`.
+                    StorePolicy::Closed | StorePolicy::Local => Verdict::Wait(Status {
+                        room: name,
+                        state: State::Paused,
+                        position: None,
+                        waiting: r.live.waiting(),
+                        eta_seconds: None,
+                        retry_after_ms: page::poll_interval(tiers, u64::MAX).as_millis() as u64,
+                    }),
+                }
+            }
+        }
+    }
+
+    async fn send_wait(
+        &self,
+        session: &mut Session,
+        ctx: &mut Ctx,
+        room: usize,
+        status: &Status,
+    ) -> Result<()> {
+        let r = &self.shared.rooms[room];
+        let json = wants_json(session.req_header());
+        let code = if status.state == State::Full {
+            503
+        } else {
+            r.cfg.waiting_status
+        };
+        let (content_type, body) = if json {
+            (
+                JSON,
+                Bytes::from(serde_json::to_vec(status).unwrap_or_default()),
+            )
+        } else {
+            (HTML, Bytes::from(self.shared.pages.waiting(room, status)))
+        };
+        ctx.outcome = if status.state == State::Full {
+            Outcome::Reject
+        } else {
+            Outcome::Wait
+        };
+        Reply {
+            status: code,
+            content_type,
+            body,
+            retry_after: Some(status.retry_after_secs()),
+            cookies: &ctx.set_cookies,
+        }
+        .send(session)
+        .await
+    }
+
+    /// A consume route: exactly one request per admission reaches the origin.
+    async fn consume(
+        &self,
+        session: &mut Session,
+        ctx: &mut Ctx,
+        room: usize,
+        vid: VisitorId,
+    ) -> Result<bool> {
+        let shared = &*self.shared;
+        let r = &shared.rooms[room];
+        let won = shared
+            .store_call(
+                "consume",
+                r.name(),
+                shared.store.consume(&r.cfg.params, vid),
+            )
+            .await;
+        let (status, title, message, retry) = match won {
+            Ok(true) => {
+                // The admission is used up: the cookie goes with the origin's response.
+                ctx.set_cookies.retain(|c| !c.starts_with(&r.cookie_name));
+                ctx.set_cookies.push(cookie::clear_admission(r.name(), self.secure()));
+                ctx.outcome = Outcome::Consume;
+                return Ok(false);
+            }
+            Ok(false) => (
+                409,
+                "Already used",
+                "This admission has already been used, for example in another tab. Join the line again to continue.",
+                None,
+            ),
+            Err(e) => {
+                shared.warn_store_error(&e);
+                if r.cfg.on_store_error == StorePolicy::Open {
+                    ctx.outcome = Outcome::Consume;
+                    return Ok(false);
+                }
+                (
+                    503,
+                    "Please try again",
+                    "We could not confirm your place just now. Nothing was lost: try again in a few seconds.",
+                    Some(5),
+                )
+            }
+        };
+        ctx.outcome = Outcome::Reject;
+        let body = if wants_json(session.req_header()) {
+            let state = if status == 409 { "consumed" } else { "retry" };
+            Bytes::from(
+                serde_json::json!({ "room": r.name(), "state": state, "error": message })
+                    .to_string(),
+            )
+        } else {
+            Bytes::from(shared.pages.message(&MessageView {
+                status,
+                title,
+                message,
+                retry_seconds: retry,
+                room: r.name(),
+                lang: "en",
+            }))
+        };
+        let content_type = if wants_json(session.req_header()) {
+            JSON
+        } else {
+            HTML
+        };
+        Reply {
+            status,
+            content_type,
+            body,
+            retry_after: retry,
+            cookies: &ctx.set_cookies,
+        }
+        .send(session)
+        .await?;
+        Ok(true)
+    }
+
+    /// Sliding expiry: past half its life the admission is renewed, if the store agrees. A store
+    /// that cannot answer postpones the renewal; the current cookie stays valid until it expires.
+    async fn refresh(&self, ctx: &mut Ctx, room: usize, vid: VisitorId, expires: u64) {
+        let shared = &*self.shared;
+        let r = &shared.rooms[room];
+        let ttl = r.cfg.params.session_ttl.as_secs().max(1);
+        if expires.saturating_sub(shared.clock.now_secs()) >= ttl / 2 {
+            return;
+        }
+        match shared
+            .store_call("touch", r.name(), shared.store.touch(&r.cfg.params, vid))
+            .await
+        {
+            Ok(true) => self.grant(ctx, room, vid),
+            Ok(false) => {}
+            Err(e) => shared.warn_store_error(&e),
+        }
+    }
+}
+
+#[async_trait]
+impl ProxyHttp for Proxy {
+    type CTX = Ctx;
+
+    fn new_ctx(&self) -> Ctx {
+        Ctx {
+            upstream: self.shared.config.default_upstream,
+            room: None,
+            set_cookies: Vec::new(),
+            outcome: Outcome::Pass,
+        }
+    }
+
+    async fn request_filter(&self, session: &mut Session, ctx: &mut Ctx) -> Result<bool> {
+        let shared = &*self.shared;
+        let req = session.req_header();
+        let path = normalize_path(req.uri.path());
+        if path == "/.anteroom" || path.starts_with("/.anteroom/") {
+            let endpoint = path.into_owned();
+            status::serve(self, session, ctx, &endpoint).await?;
+            return Ok(true);
+        }
+        let Some(room) = shared.router.route(request_host(req), &path) else {
+            return Ok(false);
+        };
+        let r = &shared.rooms[room];
+        ctx.upstream = r.cfg.upstream;
+        ctx.room = Some(room);
+        if !r.live.enabled() {
+            return Ok(false);
+        }
+        let is_consume = r
+            .cfg
+            .consume
+            .iter()
+            .any(|c| c.method == req.method && path_covers(&c.path, &path));
+        let verified = cookie::find(cookie_values(req), &r.cookie_name).and_then(|v| {
+            cookie::verify(
+                &shared.config.cookie.keys,
+                r.name(),
+                v,
+                shared.clock.now_secs(),
+            )
+        });
+        if let Some(v) = verified {
+            ctx.outcome = Outcome::Admit;
+            if is_consume {
+                return self.consume(session, ctx, room, v.vid).await;
+            }
+            self.refresh(ctx, room, v.vid, v.expires).await;
+            return Ok(false);
+        }
+        let vid = self.visitor(session.req_header(), ctx);
+        match self.enter(ctx, room, vid).await {
+            Verdict::Pass { admitted } => {
+                ctx.outcome = Outcome::Admit;
+                if admitted && is_consume {
+                    return self.consume(session, ctx, room, vid).await;
+                }
+                Ok(false)
+            }
+            Verdict::Wait(status) => {
+                self.send_wait(session, ctx, room, &status).await?;
+                Ok(true)
+            }
+        }
+    }
+
+    async fn upstream_peer(&self, _session: &mut Session, ctx: &mut Ctx) -> Result<Box<HttpPeer>> {
+        let up = &self.shared.config.upstreams[ctx.upstream];
+        Ok(Box::new(HttpPeer::new(up.addr, up.tls, up.sni.clone())))
+    }
+
+    async fn upstream_request_filter(
+        &self,
+        _session: &mut Session,
+        upstream_request: &mut RequestHeader,
+        _ctx: &mut Ctx,
+    ) -> Result<()> {
+        let values: Vec<&[u8]> = cookie_values(upstream_request).collect();
+        if !values.iter().any(|v| {
+            v.windows(cookie::COOKIE_PREFIX.len())
+                .any(|w| w == cookie::COOKIE_PREFIX.as_bytes())
+        }) {
+            return Ok(());
+        }
+        let kept: Vec<String> = values
+            .iter()
+            .map(|v| {
+                cookie::without_ours(v).unwrap_or_else(|| String::from_utf8_lossy(v).into_owned())
+            })
+            .filter(|s| !s.is_empty())
+            .collect();
+        upstream_request.remove_header(&http::header::COOKIE);
+        if !kept.is_empty() {
+            upstream_request.insert_header(http::header::COOKIE, kept.join("; "))?;
+        }
+        Ok(())
+    }
+
+    async fn response_filter(
+        &self,
+        _session: &mut Session,
+        upstream_response: &mut ResponseHeader,
+        ctx: &mut Ctx,
+    ) -> Result<()> {
+        for c in &ctx.set_cookies {
+            upstream_response.append_header(http::header::SET_COOKIE, c.as_str())?;
+        }
+        Ok(())
+    }
+
+    async fn logging(&self, session: &mut Session, _e: Option<&pingora::Error>, ctx: &mut Ctx) {
+        if tracing::enabled!(tracing::Level::DEBUG) {
+            let status = session
+                .response_written()
+                .map(|r| r.status.as_u16())
+                .unwrap_or(0);
+            let room = ctx.room.map(|i| self.shared.rooms[i].name()).unwrap_or("-");
+            tracing::debug!(room, outcome = ?ctx.outcome, status, "request");
+        }
+    }
+}

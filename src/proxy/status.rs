@@ -1,0 +1,116 @@
+//! The reserved `/.anteroom/` prefix: the status endpoint the waiting page polls.
+//!
+//! `GET /.anteroom/status?room=NAME` answers the status JSON. Like a protected request it joins
+//! the line and, once the visitor's turn has come, sets the admission cookie, so the page's
+//! script only has to reload. Nothing under `/.anteroom/` is ever forwarded to the origin.
+
+use bytes::Bytes;
+use pingora::proxy::Session;
+use pingora::Result;
+
+use super::respond::{json_error, Reply, JSON};
+use super::{cookie_values, Ctx, Outcome, Proxy, Verdict};
+use crate::cookie;
+use crate::page::{State, Status};
+
+/// The `room` parameter of a query string.
+fn room_param(query: Option<&str>) -> Option<&str> {
+    query?
+        .split('&')
+        .find_map(|kv| kv.strip_prefix("room="))
+        .filter(|v| !v.is_empty())
+}
+
+pub(super) async fn serve(
+    proxy: &Proxy,
+    session: &mut Session,
+    ctx: &mut Ctx,
+    path: &str,
+) -> Result<()> {
+    ctx.outcome = Outcome::Reject;
+    let shared = &*proxy.shared;
+    let req = session.req_header();
+    let fail = |status: u16, msg: &str| (status, json_error(msg));
+    let problem = if path != "/.anteroom/status" {
+        Some(fail(404, "not found"))
+    } else if req.method != http::Method::GET && req.method != http::Method::HEAD {
+        Some(fail(405, "use GET"))
+    } else {
+        None
+    };
+    let room = room_param(req.uri.query()).and_then(|name| shared.room_index(name));
+    let (room, problem) = match (problem, room) {
+        (Some(p), _) => (None, Some(p)),
+        (None, None) => (
+            None,
+            Some(fail(
+                404,
+                "unknown room: pass ?room=NAME of a configured room",
+            )),
+        ),
+        (None, Some(r)) => (Some(r), None),
+    };
+    let Some(room) = room else {
+        let (status, body) = problem.unwrap_or_else(|| fail(404, "not found"));
+        return Reply {
+            status,
+            content_type: JSON,
+            body,
+            retry_after: None,
+            cookies: &[],
+        }
+        .send(session)
+        .await;
+    };
+    ctx.room = Some(room);
+    ctx.outcome = Outcome::Status;
+    let r = &shared.rooms[room];
+    let admitted = Status {
+        room: r.name().to_string(),
+        state: State::Admitted,
+        position: None,
+        waiting: r.live.waiting(),
+        eta_seconds: Some(0),
+        retry_after_ms: 0,
+    };
+    let verified = cookie::find(cookie_values(req), &r.cookie_name).and_then(|v| {
+        cookie::verify(
+            &shared.config.cookie.keys,
+            r.name(),
+            v,
+            shared.clock.now_secs(),
+        )
+    });
+    let status = if !r.live.enabled() || verified.is_some() {
+        admitted
+    } else {
+        let vid = proxy.visitor(session.req_header(), ctx);
+        match proxy.enter(ctx, room, vid).await {
+            Verdict::Pass { .. } => admitted,
+            Verdict::Wait(s) => s,
+        }
+    };
+    let retry_after = (status.state != State::Admitted).then(|| status.retry_after_secs());
+    Reply {
+        status: 200,
+        content_type: JSON,
+        body: Bytes::from(serde_json::to_vec(&status).unwrap_or_default()),
+        retry_after,
+        cookies: &ctx.set_cookies,
+    }
+    .send(session)
+    .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::room_param;
+
+    #[test]
+    fn room_parameter() {
+        assert_eq!(room_param(Some("room=sale")), Some("sale"));
+        assert_eq!(room_param(Some("x=1&room=sale&y=2")), Some("sale"));
+        assert_eq!(room_param(Some("room=")), None);
+        assert_eq!(room_param(None), None);
+    }
+}

@@ -1,0 +1,85 @@
+//! Assembles the Pingora server: the proxy service, the admission loop, and (for the demo) more.
+
+use std::net::TcpListener;
+use std::sync::Arc;
+
+use pingora::server::configuration::ServerConf;
+use pingora::server::Server;
+use pingora::services::background::background_service;
+
+use crate::admission::AdmissionLoop;
+use crate::app::Shared;
+use crate::clock::{Clock, SystemClock};
+use crate::config::{Config, StoreBackend};
+use crate::proxy::Proxy;
+use crate::store::memory::MemoryStore;
+use crate::store::Store;
+
+/// Why the server could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error("{file}: store.backend: {what}")]
+    Store { file: String, what: String },
+    #[error("cannot listen on {addr} ({key}): {source}\n  fix: stop whatever uses that port, or change {key}")]
+    Listen {
+        addr: std::net::SocketAddr,
+        key: &'static str,
+        source: std::io::Error,
+    },
+    #[error("{0}")]
+    Pages(String),
+}
+
+/// Creates the store the config asks for.
+pub fn make_store(config: &Config, clock: Arc<dyn Clock>) -> Result<Arc<dyn Store>, StartError> {
+    match &config.store.backend {
+        StoreBackend::Memory => Ok(Arc::new(MemoryStore::new(clock))),
+        StoreBackend::Redis { .. } | StoreBackend::RedisCluster { .. } => Err(StartError::Store {
+            file: config.source.clone(),
+            what: "this build has only the memory store; the Redis store is not built yet".into(),
+        }),
+    }
+}
+
+/// Fails early, with the key to change, if a listen address is taken.
+pub fn check_listen(addr: std::net::SocketAddr, key: &'static str) -> Result<(), StartError> {
+    TcpListener::bind(addr)
+        .map(drop)
+        .map_err(|source| StartError::Listen { addr, key, source })
+}
+
+fn server_conf(config: &Config) -> ServerConf {
+    let s = &config.server;
+    ServerConf {
+        threads: s.threads,
+        work_stealing: s.work_stealing,
+        grace_period_seconds: Some(s.grace_period.as_secs()),
+        graceful_shutdown_timeout_seconds: Some(s.shutdown_timeout.as_secs().max(1)),
+        ..ServerConf::default()
+    }
+}
+
+/// A server with the proxy and the admission loop, ready for more services and `run_forever`.
+pub fn build(config: Config) -> Result<(Server, Arc<Shared>), StartError> {
+    check_listen(config.listen.http, "listen.http")?;
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let store = make_store(&config, clock.clone())?;
+    let conf = server_conf(&config);
+    let http = config.listen.http.to_string();
+    let shared = Arc::new(Shared::new(config, store, clock).map_err(StartError::Pages)?);
+
+    let mut server = Server::new_with_opt_and_conf(None, conf);
+    server.bootstrap();
+    let mut proxy = pingora::proxy::http_proxy_service_with_name(
+        &server.configuration,
+        Proxy::new(shared.clone()),
+        "anteroom proxy",
+    );
+    proxy.add_tcp(&http);
+    server.add_service(proxy);
+    server.add_service(background_service(
+        "admission",
+        AdmissionLoop::new(shared.clone()),
+    ));
+    Ok((server, shared))
+}

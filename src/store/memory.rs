@@ -1,0 +1,362 @@
+//! The in-process store: one instance, no Redis, the same semantics as the Redis backend.
+//!
+//! Each room's state sits behind its own `std::sync::Mutex`: every operation is a short,
+//! non-async critical section (no await while locked), which is cheaper than an async lock and
+//! makes each operation atomic exactly like a Lua script in Redis.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+
+use async_trait::async_trait;
+
+use super::ranks::Ranks;
+use super::*;
+use crate::clock::{micros, Clock, Micros};
+
+/// Time constant of the measured admission rate.
+const RATE_TAU_SECS: f64 = 10.0;
+
+#[derive(Debug)]
+struct Waiter {
+    seq: u64,
+    joined_at: Micros,
+    last_seen: Micros,
+}
+
+#[derive(Debug, Default)]
+struct RoomData {
+    next_seq: u64,
+    waiters: HashMap<VisitorId, Waiter>,
+    /// seq → visitor: the line, front first.
+    order: BTreeMap<u64, VisitorId>,
+    ranks: Ranks,
+    /// (last seen, seq): the longest-silent waiter first.
+    seen: BTreeSet<(Micros, u64)>,
+    /// Admitted sessions and their expiry: claim deadline or end of session.
+    active: HashMap<VisitorId, Micros>,
+    expiries: BTreeSet<(Micros, VisitorId)>,
+    tokens: f64,
+    refilled_at: Option<Micros>,
+    state: RoomState,
+    measured_rate: f64,
+    measured_at: Option<Micros>,
+    measured_count: u64,
+    admitted_total: u64,
+    joined_total: u64,
+    abandoned_total: u64,
+}
+
+impl RoomData {
+    fn new() -> Self {
+        Self {
+            state: RoomState::default(),
+            ..Default::default()
+        }
+    }
+
+    fn prune_active(&mut self, now: Micros) -> u64 {
+        let mut n = 0;
+        while let Some(&(exp, vid)) = self.expiries.first() {
+            if exp > now {
+                break;
+            }
+            self.expiries.pop_first();
+            self.active.remove(&vid);
+            n += 1;
+        }
+        n
+    }
+
+    fn prune_abandoned(&mut self, now: Micros, abandon_after: Micros) -> u64 {
+        let mut n = 0;
+        while let Some(&(last_seen, seq)) = self.seen.first() {
+            if last_seen.saturating_add(abandon_after) > now {
+                break;
+            }
+            if let Some(vid) = self.order.get(&seq).copied() {
+                self.remove_waiter(vid);
+            } else {
+                self.seen.pop_first();
+            }
+            n += 1;
+        }
+        self.abandoned_total += n;
+        n
+    }
+
+    /// Takes a visitor out of the line; returns when they joined.
+    fn remove_waiter(&mut self, vid: VisitorId) -> Option<Micros> {
+        let w = self.waiters.remove(&vid)?;
+        self.order.remove(&w.seq);
+        self.seen.remove(&(w.last_seen, w.seq));
+        self.ranks.remove(w.seq);
+        Some(w.joined_at)
+    }
+
+    fn enqueue(&mut self, vid: VisitorId, now: Micros) -> u64 {
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        self.order.insert(seq, vid);
+        self.ranks.insert(seq, self.order.keys().copied());
+        self.seen.insert((now, seq));
+        self.waiters.insert(
+            vid,
+            Waiter {
+                seq,
+                joined_at: now,
+                last_seen: now,
+            },
+        );
+        seq
+    }
+
+    fn activate(&mut self, vid: VisitorId, until: Micros) {
+        if let Some(old) = self.active.insert(vid, until) {
+            self.expiries.remove(&(old, vid));
+        }
+        self.expiries.insert((until, vid));
+    }
+
+    fn refill(&mut self, now: Micros, rate: f64, burst: f64) {
+        let elapsed = match self.refilled_at {
+            Some(at) => now.saturating_sub(at) as f64 / 1e6,
+            // A new room starts with a full bucket, like a Redis bucket that has no key yet.
+            None => f64::INFINITY,
+        };
+        self.tokens = (self.tokens + rate * elapsed).min(burst);
+        self.refilled_at = Some(now);
+    }
+
+    fn observe_rate(&mut self, now: Micros) {
+        let Some(at) = self.measured_at else {
+            self.measured_at = Some(now);
+            self.measured_count = self.admitted_total;
+            return;
+        };
+        let dt = now.saturating_sub(at) as f64 / 1e6;
+        if dt < 1.0 {
+            return;
+        }
+        let sample = (self.admitted_total - self.measured_count) as f64 / dt;
+        let alpha = 1.0 - (-dt / RATE_TAU_SECS).exp();
+        self.measured_rate += alpha * (sample - self.measured_rate);
+        self.measured_at = Some(now);
+        self.measured_count = self.admitted_total;
+    }
+
+    fn position(&self, seq: u64) -> u64 {
+        self.ranks.rank(seq)
+    }
+}
+
+/// The in-process store.
+pub struct MemoryStore {
+    clock: Arc<dyn Clock>,
+    rooms: RwLock<HashMap<Arc<str>, Arc<Mutex<RoomData>>>>,
+}
+
+impl MemoryStore {
+    pub fn new(clock: Arc<dyn Clock>) -> Self {
+        Self {
+            clock,
+            rooms: RwLock::new(HashMap::new()),
+        }
+    }
+
+    fn room(&self, name: &Arc<str>) -> Arc<Mutex<RoomData>> {
+        if let Some(r) = self
+            .rooms
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(name)
+        {
+            return r.clone();
+        }
+        self.rooms
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .entry(name.clone())
+            .or_insert_with(|| Arc::new(Mutex::new(RoomData::new())))
+            .clone()
+    }
+
+    fn with<T>(&self, p: &RoomParams, f: impl FnOnce(&mut RoomData, Micros) -> T) -> T {
+        let room = self.room(&p.name);
+        let mut guard: MutexGuard<'_, RoomData> = room.lock().unwrap_or_else(|e| e.into_inner());
+        let now = self.clock.now_micros();
+        guard.prune_active(now);
+        guard.prune_abandoned(now, micros(p.abandon_after));
+        f(&mut guard, now)
+    }
+}
+
+#[async_trait]
+impl Store for MemoryStore {
+    fn backend(&self) -> &'static str {
+        "memory"
+    }
+
+    async fn join(&self, p: &RoomParams, vid: VisitorId) -> Result<Admission, StoreError> {
+        Ok(self.with(p, |r, now| {
+            let state = r.state.clone();
+            if !state.enabled {
+                return Admission::Open;
+            }
+            if r.active.contains_key(&vid) {
+                r.activate(vid, now + micros(p.session_ttl));
+                return Admission::Admitted;
+            }
+            let waiting = r.waiters.len() as u64;
+            if let Some(w) = r.waiters.get_mut(&vid) {
+                let (old, seq) = (w.last_seen, w.seq);
+                w.last_seen = now;
+                r.seen.remove(&(old, seq));
+                r.seen.insert((now, seq));
+                let position = r.position(seq);
+                return if state.queue_all {
+                    Admission::Paused { position, waiting }
+                } else {
+                    Admission::Waiting {
+                        position,
+                        waiting,
+                        eta_rate: p.eta_rate(&state, r.measured_rate),
+                    }
+                };
+            }
+            let rate = p.rate(&state);
+            r.refill(now, rate, p.burst(rate));
+            if !state.queue_all
+                && r.waiters.is_empty()
+                && (r.active.len() as u64) < p.max_active(&state)
+                && r.tokens >= 1.0
+            {
+                r.tokens -= 1.0;
+                r.activate(vid, now + micros(p.session_ttl));
+                r.admitted_total += 1;
+                r.joined_total += 1;
+                return Admission::Admitted;
+            }
+            if waiting >= p.max_waiting {
+                return Admission::Full { waiting };
+            }
+            let seq = r.enqueue(vid, now);
+            r.joined_total += 1;
+            let position = r.position(seq);
+            let waiting = waiting + 1;
+            if state.queue_all {
+                Admission::Paused { position, waiting }
+            } else {
+                Admission::Waiting {
+                    position,
+                    waiting,
+                    eta_rate: p.eta_rate(&state, r.measured_rate),
+                }
+            }
+        }))
+    }
+
+    async fn admit(&self, p: &RoomParams) -> Result<AdmitReport, StoreError> {
+        let room = self.room(&p.name);
+        let mut r = room.lock().unwrap_or_else(|e| e.into_inner());
+        let now = self.clock.now_micros();
+        let expired = r.prune_active(now);
+        let abandoned = r.prune_abandoned(now, micros(p.abandon_after));
+        let state = r.state.clone();
+        let rate = p.rate(&state);
+        r.refill(now, rate, p.burst(rate));
+        let mut admitted = 0;
+        let mut admitted_visitors = Vec::new();
+        if state.enabled && !state.queue_all {
+            let room_left = p.max_active(&state).saturating_sub(r.active.len() as u64);
+            let n = (r.tokens.floor() as u64)
+                .min(room_left)
+                .min(r.waiters.len() as u64);
+            let until = now + micros(p.claim_ttl);
+            for _ in 0..n {
+                let Some((_, vid)) = r.order.first_key_value().map(|(s, v)| (*s, *v)) else {
+                    break;
+                };
+                let joined_at = r.remove_waiter(vid).unwrap_or(now);
+                r.activate(vid, until);
+                admitted += 1;
+                admitted_visitors.push(AdmittedVisitor {
+                    vid,
+                    waited: Duration::from_micros(now.saturating_sub(joined_at)),
+                });
+            }
+            r.tokens -= admitted as f64;
+            r.admitted_total += admitted;
+        }
+        r.observe_rate(now);
+        Ok(AdmitReport {
+            admitted,
+            admitted_visitors,
+            abandoned,
+            expired,
+            waiting: r.waiters.len() as u64,
+            active: r.active.len() as u64,
+            measured_rate: r.measured_rate,
+            state,
+        })
+    }
+
+    async fn touch(&self, p: &RoomParams, vid: VisitorId) -> Result<bool, StoreError> {
+        Ok(self.with(p, |r, now| {
+            let held = r.active.contains_key(&vid);
+            if held || (r.active.len() as u64) < p.max_active(&r.state) {
+                r.activate(vid, now + micros(p.session_ttl));
+                true
+            } else {
+                false
+            }
+        }))
+    }
+
+    async fn consume(&self, p: &RoomParams, vid: VisitorId) -> Result<bool, StoreError> {
+        Ok(self.with(p, |r, _| match r.active.remove(&vid) {
+            Some(exp) => {
+                r.expiries.remove(&(exp, vid));
+                true
+            }
+            None => false,
+        }))
+    }
+
+    async fn room_state(&self, p: &RoomParams) -> Result<RoomState, StoreError> {
+        Ok(self.with(p, |r, _| r.state.clone()))
+    }
+
+    async fn update_room_state(
+        &self,
+        p: &RoomParams,
+        patch: &RoomPatch,
+    ) -> Result<RoomState, StoreError> {
+        Ok(self.with(p, |r, _| {
+            r.state.apply(patch);
+            r.state.clone()
+        }))
+    }
+
+    async fn clear_waiting(&self, p: &RoomParams) -> Result<u64, StoreError> {
+        Ok(self.with(p, |r, _| {
+            let n = r.waiters.len() as u64;
+            r.waiters.clear();
+            r.order.clear();
+            r.seen.clear();
+            r.ranks = Ranks::default();
+            n
+        }))
+    }
+
+    async fn stats(&self, p: &RoomParams) -> Result<RoomStats, StoreError> {
+        Ok(self.with(p, |r, _| RoomStats {
+            waiting: r.waiters.len() as u64,
+            active: r.active.len() as u64,
+            admitted_total: r.admitted_total,
+            joined_total: r.joined_total,
+            abandoned_total: r.abandoned_total,
+            measured_rate: r.measured_rate,
+            state: r.state.clone(),
+        }))
+    }
+}

@@ -1,0 +1,268 @@
+//! The shared queue state, behind one trait with two backends of identical semantics.
+//!
+//! [`memory::MemoryStore`] keeps everything in-process (one instance, `anteroom demo`); the Redis
+//! backend keeps it in Redis so that any number of proxy instances share one queue and one rate.
+//! Outcomes are values ([`Admission`]); a [`StoreError`] only ever means "the store could not
+//! answer", and the room's `on-store-error` policy decides what visitors see then.
+//!
+//! Semantics every backend provides (the conformance suite in `tests/` checks each):
+//! - `join` is idempotent and FIFO by the time a visitor first joined; polling keeps the place.
+//! - A fresh visitor is admitted at once when nobody waits and both the rate budget and
+//!   `max-active` allow it.
+//! - `admit` (every tick) refills a token bucket at the room's rate with a burst of one tick's
+//!   worth, and moves that many visitors from waiting to active, never past `max-active`.
+//! - An admitted visitor who does not come back within `claim-ttl` frees the slot; a waiting
+//!   visitor who stops polling for `abandon-after` loses the place and costs no admission.
+//! - Active sessions are kept by expiry, so the count is exact and cannot drift.
+//! - `consume` removes an admission atomically: of concurrent calls exactly one returns `true`.
+
+pub mod memory;
+mod ranks;
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+/// A visitor, identified by the random id in the `anteroom_vid` cookie.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct VisitorId(Uuid);
+
+impl VisitorId {
+    pub fn random() -> Self {
+        Self(Uuid::new_v4())
+    }
+
+    /// Parses the cookie form: exactly 32 lowercase hex digits.
+    pub fn parse(s: &str) -> Option<Self> {
+        if s.len() != 32
+            || !s
+                .bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+        {
+            return None;
+        }
+        Uuid::try_parse(s).ok().map(Self)
+    }
+
+    pub fn as_bytes(&self) -> &[u8; 16] {
+        self.0.as_bytes()
+    }
+
+    pub fn from_bytes(b: [u8; 16]) -> Self {
+        Self(Uuid::from_bytes(b))
+    }
+}
+
+impl fmt::Display for VisitorId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.0.simple())
+    }
+}
+
+impl fmt::Debug for VisitorId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "VisitorId({})", self.0.simple())
+    }
+}
+
+/// What the store needs to know about a room, from the config.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RoomParams {
+    pub name: Arc<str>,
+    pub admit_per_second: f64,
+    pub max_active: u64,
+    pub max_waiting: u64,
+    pub session_ttl: Duration,
+    pub claim_ttl: Duration,
+    pub abandon_after: Duration,
+    pub tick: Duration,
+}
+
+impl RoomParams {
+    /// The rate in force: the runtime override if any, else the configured one.
+    pub fn rate(&self, state: &RoomState) -> f64 {
+        state.admit_per_second.unwrap_or(self.admit_per_second)
+    }
+
+    pub fn max_active(&self, state: &RoomState) -> u64 {
+        state.max_active.unwrap_or(self.max_active)
+    }
+
+    /// Bucket capacity: one tick's worth, at least one, so a burst never exceeds a tick's batch.
+    pub fn burst(&self, rate: f64) -> f64 {
+        (rate * self.tick.as_secs_f64()).ceil().max(1.0)
+    }
+
+    /// The rate an ETA should assume: the measured one once there is a measurement, never more
+    /// than the rate in force.
+    pub fn eta_rate(&self, state: &RoomState, measured: f64) -> f64 {
+        let configured = self.rate(state);
+        if measured >= 0.05 {
+            measured.min(configured)
+        } else {
+            configured
+        }
+    }
+}
+
+/// Runtime state of a room, kept in the store so every instance sees the same.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RoomState {
+    /// `false` switches the room off: everyone passes, nobody queues.
+    pub enabled: bool,
+    /// Hold the line: nobody is admitted, newcomers queue even when there is room. Turning it
+    /// off releases the queue in order.
+    pub queue_all: bool,
+    /// Override of `admit-per-second`.
+    pub admit_per_second: Option<f64>,
+    /// Override of `max-active`.
+    pub max_active: Option<u64>,
+}
+
+impl Default for RoomState {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            queue_all: false,
+            admit_per_second: None,
+            max_active: None,
+        }
+    }
+}
+
+/// A change to a room's runtime state; `None` leaves a field alone. For the overrides,
+/// `Some(None)` goes back to the configured value.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RoomPatch {
+    pub enabled: Option<bool>,
+    pub queue_all: Option<bool>,
+    pub admit_per_second: Option<Option<f64>>,
+    pub max_active: Option<Option<u64>>,
+}
+
+impl RoomState {
+    pub fn apply(&mut self, patch: &RoomPatch) {
+        if let Some(v) = patch.enabled {
+            self.enabled = v;
+        }
+        if let Some(v) = patch.queue_all {
+            self.queue_all = v;
+        }
+        if let Some(v) = patch.admit_per_second {
+            self.admit_per_second = v;
+        }
+        if let Some(v) = patch.max_active {
+            self.max_active = v;
+        }
+    }
+}
+
+/// Where a visitor stands after `join`.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Admission {
+    /// In: a fresh admission (fast path) or a claimed one whose turn had come.
+    Admitted,
+    /// In line at `position` (1 = next) of `waiting`; `eta_rate` is admissions per second to
+    /// base an ETA on.
+    Waiting {
+        position: u64,
+        waiting: u64,
+        eta_rate: f64,
+    },
+    /// In line, but the room holds the line (`queue_all`): nobody is admitted for now.
+    Paused { position: u64, waiting: u64 },
+    /// The line is at `max-waiting`; the visitor was not added.
+    Full { waiting: u64 },
+    /// The room is switched off: pass without an admission.
+    Open,
+}
+
+/// A visitor moved from waiting to active by an `admit` step.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AdmittedVisitor {
+    pub vid: VisitorId,
+    /// Time from joining the line to this admission.
+    pub waited: Duration,
+}
+
+/// What one `admit` step did.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AdmitReport {
+    pub admitted: u64,
+    /// Who was admitted, front of the line first.
+    pub admitted_visitors: Vec<AdmittedVisitor>,
+    pub abandoned: u64,
+    pub expired: u64,
+    pub waiting: u64,
+    pub active: u64,
+    /// Measured admissions per second (smoothed).
+    pub measured_rate: f64,
+    pub state: RoomState,
+}
+
+/// A room's figures, for the admin API and metrics.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RoomStats {
+    pub waiting: u64,
+    pub active: u64,
+    pub admitted_total: u64,
+    pub joined_total: u64,
+    pub abandoned_total: u64,
+    pub measured_rate: f64,
+    pub state: RoomState,
+}
+
+/// The store could not answer. Never a verdict about a visitor.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum StoreError {
+    #[error("store call {op} for room {room:?} timed out after {after:?}")]
+    Timeout {
+        op: &'static str,
+        room: String,
+        after: Duration,
+    },
+    #[error("store call {op} for room {room:?} failed: {reason}")]
+    Unavailable {
+        op: &'static str,
+        room: String,
+        reason: String,
+    },
+}
+
+/// The queue operations. Each is one atomic step in the backend (one Lua script in Redis).
+#[async_trait]
+pub trait Store: Send + Sync + 'static {
+    /// Short backend name for logs and the admin API.
+    fn backend(&self) -> &'static str;
+
+    /// Enter the line, or look up the place in it (this is also the status poll); claims the
+    /// admission when the visitor's turn has come.
+    async fn join(&self, room: &RoomParams, vid: VisitorId) -> Result<Admission, StoreError>;
+
+    /// One tick of the admission loop.
+    async fn admit(&self, room: &RoomParams) -> Result<AdmitReport, StoreError>;
+
+    /// Extends an admitted session by `session-ttl` (sliding expiry). `false` when the store no
+    /// longer holds the session and has no room to take it back.
+    async fn touch(&self, room: &RoomParams, vid: VisitorId) -> Result<bool, StoreError>;
+
+    /// Uses up an admission. Of concurrent calls for one visitor exactly one returns `true`.
+    async fn consume(&self, room: &RoomParams, vid: VisitorId) -> Result<bool, StoreError>;
+
+    async fn room_state(&self, room: &RoomParams) -> Result<RoomState, StoreError>;
+
+    async fn update_room_state(
+        &self,
+        room: &RoomParams,
+        patch: &RoomPatch,
+    ) -> Result<RoomState, StoreError>;
+
+    /// Empties the line (everyone waiting must join again); returns how many were removed.
+    async fn clear_waiting(&self, room: &RoomParams) -> Result<u64, StoreError>;
+
+    async fn stats(&self, room: &RoomParams) -> Result<RoomStats, StoreError>;
+}

@@ -1,0 +1,178 @@
+//! `anteroom check`: every shipped config passes; every broken fixture fails with
+//! `file:line:col`, the key, and a fix.
+
+mod common;
+
+use std::process::Command;
+
+fn check(path: &str) -> (bool, String, String) {
+    let out = Command::new(common::binary())
+        .args(["check", "--config", path])
+        .env(
+            "ANTEROOM_COOKIE_KEY",
+            "env-key-0123456789-0123456789-0123456789",
+        )
+        .env("ANTEROOM_ADMIN_TOKEN", "admin-token-0123456789")
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn every_shipped_config_passes() {
+    let mut n = 0;
+    for entry in std::fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/conf")).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "toml") {
+            let rel = path
+                .strip_prefix(env!("CARGO_MANIFEST_DIR"))
+                .unwrap()
+                .display()
+                .to_string();
+            let (ok, stdout, stderr) = check(&rel);
+            assert!(ok, "{rel}: {stderr}");
+            assert!(stdout.starts_with(&format!("{rel}: OK")), "{stdout}");
+            assert!(stdout.contains("room sale"), "{stdout}");
+            n += 1;
+        }
+    }
+    assert!(n >= 2, "conf/anteroom.toml and conf/demo.toml at least");
+}
+
+#[test]
+fn the_summary_shows_rooms_paths_and_rates() {
+    let (ok, stdout, _) = check("conf/anteroom.toml");
+    assert!(ok);
+    for needle in [
+        "/products, /cart, /orders",
+        "admit 175/s",
+        "at most 18 per 100ms tick",
+        "max-active 2000",
+        "POST /orders",
+    ] {
+        assert!(stdout.contains(needle), "{needle} in {stdout}");
+    }
+    assert!(
+        !stdout.contains("env-key-0123456789"),
+        "secrets are never printed"
+    );
+}
+
+/// (fixture, line, key, words of the problem)
+const BROKEN: &[(&str, usize, &str, &str)] = &[
+    (
+        "bad_unknown_key.toml",
+        11,
+        "room[0].admit-per-secnd",
+        "unknown field",
+    ),
+    (
+        "bad_unknown_upstream.toml",
+        10,
+        "room[0].upstream",
+        "unknown upstream \"shp\"",
+    ),
+    (
+        "bad_duplicate_room.toml",
+        15,
+        "room[1].name",
+        "defined twice",
+    ),
+    (
+        "bad_overlapping_paths.toml",
+        16,
+        "room[1].paths[1]",
+        "already claimed by room \"sale\"",
+    ),
+    (
+        "bad_zero_rate.toml",
+        11,
+        "room[0].admit-per-second",
+        "must be above 0",
+    ),
+    (
+        "bad_negative_max_active.toml",
+        12,
+        "room[0].max-active",
+        "at least 1",
+    ),
+    (
+        "bad_missing_cookie_key.toml",
+        1,
+        "cookie.keys",
+        "admissions cannot be signed",
+    ),
+    (
+        "bad_env_unset.toml",
+        2,
+        "cookie.keys[0]",
+        "ANTEROOM_TEST_SURELY_UNSET is not set",
+    ),
+    (
+        "bad_duration.toml",
+        13,
+        "room[0].session-ttl",
+        "not a duration",
+    ),
+    (
+        "bad_template.toml",
+        13,
+        "room[0].template",
+        "does not render",
+    ),
+    (
+        "bad_consume_outside.toml",
+        13,
+        "room[0].consume[0]",
+        "outside the room's paths",
+    ),
+    (
+        "bad_room_name.toml",
+        9,
+        "room[0].name",
+        "not a valid room name",
+    ),
+];
+
+#[test]
+fn broken_configs_say_where_what_and_how_to_fix() {
+    for (fixture, line, key, words) in BROKEN {
+        let path = format!("tests/fixtures/{fixture}");
+        let (ok, _, stderr) = check(&path);
+        assert!(!ok, "{fixture} passed");
+        let prefix = format!("{path}:{line}:");
+        assert!(
+            stderr.starts_with(&prefix),
+            "{fixture}: expected {prefix} in:\n{stderr}"
+        );
+        assert!(
+            stderr.contains(&format!(": {key}: ")),
+            "{fixture}: key {key} in:\n{stderr}"
+        );
+        assert!(stderr.contains(words), "{fixture}: {words:?} in:\n{stderr}");
+        assert!(stderr.contains("fix: "), "{fixture}: a fix in:\n{stderr}");
+    }
+}
+
+#[test]
+fn a_syntax_error_points_at_its_line() {
+    let (ok, _, stderr) = check("tests/fixtures/bad_syntax.toml");
+    assert!(!ok);
+    let line: usize = stderr.split(':').nth(1).unwrap().parse().unwrap();
+    assert!((10..=11).contains(&line), "{stderr}");
+}
+
+#[test]
+fn a_missing_file_is_named() {
+    let (ok, _, stderr) = check("tests/fixtures/no_such_file.toml");
+    assert!(!ok);
+    assert!(
+        stderr.contains("no_such_file.toml:1:1: cannot read the file"),
+        "{stderr}"
+    );
+}

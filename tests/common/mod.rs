@@ -1,0 +1,323 @@
+//! Test harness: a real origin HTTP server (hyper) and the real `anteroom` binary, each on a free
+//! loopback port, stopped on drop. Readiness is polled with a deadline, never slept through.
+#![allow(dead_code)]
+
+use std::convert::Infallible;
+use std::io::Read;
+use std::net::{SocketAddr, TcpListener as StdListener, TcpStream};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper::service::service_fn;
+use hyper::{Request, Response};
+use hyper_util::rt::TokioIo;
+use tokio::net::TcpListener;
+
+/// The cookie key every test config uses.
+pub const KEY: &str = "test-key-0123456789-0123456789-0123456789";
+/// A second key, for rotation and other-key tests.
+pub const OTHER_KEY: &str = "other-key-abcdefghij-abcdefghij-abcdefghij";
+
+/// A request as the origin saw it.
+#[derive(Debug, Clone)]
+pub struct Seen {
+    pub method: String,
+    pub uri: String,
+    pub headers: Vec<(String, Vec<u8>)>,
+    pub body: Vec<u8>,
+}
+
+impl Seen {
+    pub fn header(&self, name: &str) -> Option<String> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| String::from_utf8_lossy(v).into_owned())
+    }
+}
+
+/// An origin that records every request and answers `origin METHOD URI`, or a large body for
+/// `/big`, or echoes the body for `/echo`.
+pub struct Origin {
+    pub addr: SocketAddr,
+    pub seen: Arc<Mutex<Vec<Seen>>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+/// The body `/big` answers with: 2 MiB of a repeating pattern.
+pub fn big_body() -> Vec<u8> {
+    (0..2 * 1024 * 1024u32).map(|i| (i % 251) as u8).collect()
+}
+
+impl Origin {
+    pub async fn start() -> Origin {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let seen: Arc<Mutex<Vec<Seen>>> = Arc::default();
+        let log = seen.clone();
+        let task = tokio::spawn(async move {
+            loop {
+                let Ok((stream, _)) = listener.accept().await else {
+                    break;
+                };
+                let log = log.clone();
+                tokio::spawn(async move {
+                    let svc = service_fn(move |req: Request<Incoming>| {
+                        let log = log.clone();
+                        async move { Ok::<_, Infallible>(answer(req, log).await) }
+                    });
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(TokioIo::new(stream), svc)
+                        .await;
+                });
+            }
+        });
+        Origin { addr, seen, task }
+    }
+
+    pub fn requests(&self) -> Vec<Seen> {
+        self.seen.lock().unwrap().clone()
+    }
+
+    pub fn count(&self, path_prefix: &str) -> usize {
+        self.seen
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|s| s.uri.starts_with(path_prefix))
+            .count()
+    }
+}
+
+impl Drop for Origin {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+async fn answer(req: Request<Incoming>, log: Arc<Mutex<Vec<Seen>>>) -> Response<Full<Bytes>> {
+    let (parts, body) = req.into_parts();
+    let body = body
+        .collect()
+        .await
+        .map(|b| b.to_bytes().to_vec())
+        .unwrap_or_default();
+    let uri = parts.uri.to_string();
+    log.lock().unwrap().push(Seen {
+        method: parts.method.to_string(),
+        uri: uri.clone(),
+        headers: parts
+            .headers
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.as_bytes().to_vec()))
+            .collect(),
+        body: body.clone(),
+    });
+    let reply = if parts.uri.path() == "/big" {
+        big_body()
+    } else if parts.uri.path().ends_with("/echo") {
+        body
+    } else {
+        format!("origin {} {}", parts.method, uri).into_bytes()
+    };
+    Response::builder()
+        .header("x-origin", "yes")
+        .header("set-cookie", "shop_session=abc; Path=/")
+        .body(Full::new(Bytes::from(reply)))
+        .unwrap()
+}
+
+/// A port nobody listens on right now.
+pub fn free_port() -> u16 {
+    StdListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// The `[cookie]`, `[[upstream]]` and `[default]` part of a config, for an origin.
+pub fn base_config(origin: SocketAddr) -> String {
+    format!(
+        r#"
+[cookie]
+keys = ["{KEY}"]
+
+[[upstream]]
+name = "shop"
+addr = "{origin}"
+
+[default]
+upstream = "shop"
+"#
+    )
+}
+
+/// A running `anteroom run` process.
+pub struct Proxy {
+    child: Child,
+    pub addr: SocketAddr,
+    pub dir: tempfile::TempDir,
+}
+
+pub fn binary() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_anteroom"))
+}
+
+impl Proxy {
+    /// Starts the proxy with `config` plus a `[listen]` table on free ports; waits until it
+    /// accepts connections.
+    pub fn start(config: &str) -> Proxy {
+        let dir = tempfile::tempdir().unwrap();
+        let port = free_port();
+        let admin = free_port();
+        let text = format!(
+            "[listen]\nhttp = \"127.0.0.1:{port}\"\nadmin = \"127.0.0.1:{admin}\"\n{config}"
+        );
+        let path = dir.path().join("anteroom.toml");
+        std::fs::write(&path, text).unwrap();
+        let log = std::fs::File::create(dir.path().join("stderr.log")).unwrap();
+        let child = Command::new(binary())
+            .args(["run", "--config"])
+            .arg(&path)
+            .env("ANTEROOM_LOG", "warn")
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .unwrap();
+        let mut proxy = Proxy {
+            child,
+            addr: SocketAddr::from(([127, 0, 0, 1], port)),
+            dir,
+        };
+        proxy.wait_ready();
+        proxy
+    }
+
+    fn wait_ready(&mut self) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while Instant::now() < deadline {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                panic!("anteroom exited with {status}: {}", self.stderr());
+            }
+            if TcpStream::connect_timeout(&self.addr, Duration::from_millis(200)).is_ok() {
+                return;
+            }
+            std::thread::yield_now();
+            std::thread::park_timeout(Duration::from_millis(20));
+        }
+        panic!(
+            "anteroom did not listen on {} within 30 s: {}",
+            self.addr,
+            self.stderr()
+        );
+    }
+
+    pub fn stderr(&self) -> String {
+        let mut s = String::new();
+        if let Ok(mut f) = std::fs::File::open(self.dir.path().join("stderr.log")) {
+            let _ = f.read_to_string(&mut s);
+        }
+        s
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{}", self.addr, path)
+    }
+
+    /// Whether the process is still running.
+    pub fn alive(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// An HTTP client that keeps no cookies and follows no redirects: tests set cookies by hand.
+pub fn client() -> reqwest::Client {
+    reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .timeout(Duration::from_secs(20))
+        .build()
+        .unwrap()
+}
+
+/// The `name=value` pairs of every `Set-Cookie` in a response.
+pub fn set_cookies(resp: &reqwest::Response) -> Vec<(String, String, String)> {
+    resp.headers()
+        .get_all("set-cookie")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .filter_map(|v| {
+            let (pair, attrs) = v.split_once(';').unwrap_or((v, ""));
+            let (k, val) = pair.split_once('=')?;
+            Some((
+                k.trim().to_string(),
+                val.trim().to_string(),
+                attrs.to_string(),
+            ))
+        })
+        .collect()
+}
+
+/// A visitor: the cookies a browser would keep for the proxy.
+#[derive(Debug, Default, Clone)]
+pub struct Jar(pub Vec<(String, String)>);
+
+impl Jar {
+    pub fn absorb(&mut self, resp: &reqwest::Response) {
+        for (k, v, attrs) in set_cookies(resp) {
+            self.0.retain(|(n, _)| n != &k);
+            if !(v.is_empty() || attrs.contains("Max-Age=0")) {
+                self.0.push((k, v));
+            }
+        }
+    }
+
+    pub fn get(&self, name: &str) -> Option<&str> {
+        self.0
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    }
+
+    pub fn set(&mut self, name: &str, value: &str) {
+        self.0.retain(|(n, _)| n != name);
+        self.0.push((name.to_string(), value.to_string()));
+    }
+
+    pub fn header(&self) -> String {
+        self.0
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join("; ")
+    }
+}
+
+/// Polls `check` until it returns `Some`, or panics after `limit`.
+pub async fn eventually<T, F, Fut>(limit: Duration, what: &str, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(v) = check().await {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for: {what}");
+        tokio::task::yield_now().await;
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+}

@@ -1,0 +1,457 @@
+//! The store conformance suite: the semantics every backend must have, written against the
+//! `Store` trait and a harness that can move time. Each backend's test file runs every case
+//! here (`store_memory.rs` for the memory store; the Redis backends reuse it unchanged).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use anteroom::store::{Admission, RoomParams, RoomPatch, Store, VisitorId};
+
+/// A store under test plus control over its time.
+pub trait Harness: Send + Sync {
+    fn store(&self) -> Arc<dyn Store>;
+    /// Moves the store's clock forward.
+    fn advance(&self, by: Duration);
+}
+
+/// A room with a unique name (so backends sharing one server do not collide).
+pub fn room(tag: &str, rate: f64, max_active: u64) -> RoomParams {
+    RoomParams {
+        name: Arc::from(
+            format!("{tag}-{}", VisitorId::random())
+                .get(..24)
+                .unwrap_or(tag),
+        ),
+        admit_per_second: rate,
+        max_active,
+        max_waiting: 1_000_000,
+        session_ttl: Duration::from_secs(600),
+        claim_ttl: Duration::from_secs(60),
+        abandon_after: Duration::from_secs(60),
+        tick: Duration::from_millis(100),
+    }
+}
+
+fn waiting_pos(a: &Admission) -> Option<u64> {
+    match a {
+        Admission::Waiting { position, .. } | Admission::Paused { position, .. } => Some(*position),
+        _ => None,
+    }
+}
+
+/// Lets one visitor in through the fast path, so that the next ones must wait.
+async fn occupy(s: &dyn Store, p: &RoomParams) -> VisitorId {
+    let v = VisitorId::random();
+    assert_eq!(s.join(p, v).await.unwrap(), Admission::Admitted);
+    v
+}
+
+pub async fn fast_path_admits_when_nobody_waits(h: &dyn Harness) {
+    let s = h.store();
+    let p = room("fast", 100.0, 10);
+    for _ in 0..3 {
+        assert_eq!(
+            s.join(&p, VisitorId::random()).await.unwrap(),
+            Admission::Admitted
+        );
+    }
+    assert_eq!(s.stats(&p).await.unwrap().active, 3);
+}
+
+pub async fn join_is_idempotent_and_fifo(h: &dyn Harness) {
+    let s = h.store();
+    let p = room("fifo", 100.0, 1);
+    occupy(&*s, &p).await;
+    let vs: Vec<VisitorId> = (0..5).map(|_| VisitorId::random()).collect();
+    for (i, v) in vs.iter().enumerate() {
+        let a = s.join(&p, *v).await.unwrap();
+        assert_eq!(waiting_pos(&a), Some(i as u64 + 1), "{a:?}");
+    }
+    // Refreshing keeps the place, in any order.
+    for (i, v) in vs.iter().enumerate().rev() {
+        let a = s.join(&p, *v).await.unwrap();
+        assert_eq!(waiting_pos(&a), Some(i as u64 + 1));
+        if let Admission::Waiting { waiting, .. } = a {
+            assert_eq!(waiting, 5);
+        }
+    }
+    assert_eq!(s.stats(&p).await.unwrap().joined_total, 6);
+}
+
+pub async fn admission_follows_the_line(h: &dyn Harness) {
+    let s = h.store();
+    let p = room("order", 100.0, 100);
+    let mut p = p;
+    p.max_active = 1;
+    let first = occupy(&*s, &p).await;
+    let vs: Vec<VisitorId> = (0..4).map(|_| VisitorId::random()).collect();
+    for v in &vs {
+        s.join(&p, *v).await.unwrap();
+    }
+    assert!(s.consume(&p, first).await.unwrap());
+    for expected in &vs {
+        h.advance(Duration::from_millis(100));
+        let r = s.admit(&p).await.unwrap();
+        assert_eq!(
+            r.admitted_visitors
+                .iter()
+                .map(|a| a.vid)
+                .collect::<Vec<_>>(),
+            vec![*expected]
+        );
+        assert_eq!(
+            s.join(&p, *expected).await.unwrap(),
+            Admission::Admitted,
+            "claimed"
+        );
+        assert!(s.consume(&p, *expected).await.unwrap());
+    }
+}
+
+pub async fn admit_keeps_the_rate_and_the_burst(h: &dyn Harness) {
+    let s = h.store();
+    // 20/s with a 100 ms tick: 2 per tick, burst 2.
+    let p = room("rate", 20.0, 10_000);
+    s.update_room_state(
+        &p,
+        &RoomPatch {
+            queue_all: Some(true),
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    for _ in 0..100 {
+        s.join(&p, VisitorId::random()).await.unwrap();
+    }
+    s.update_room_state(
+        &p,
+        &RoomPatch {
+            queue_all: Some(false),
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    h.advance(Duration::from_secs(30));
+    // After a long pause the bucket holds one burst, not 30 s worth.
+    assert_eq!(s.admit(&p).await.unwrap().admitted, 2);
+    let mut total = 0;
+    for _ in 0..20 {
+        h.advance(Duration::from_millis(100));
+        let n = s.admit(&p).await.unwrap().admitted;
+        assert!(n <= 2, "{n} in one tick");
+        total += n;
+    }
+    assert_eq!(total, 40, "2 s at 20/s");
+}
+
+pub async fn max_active_is_never_exceeded(h: &dyn Harness) {
+    let s = h.store();
+    let p = room("cap", 1000.0, 3);
+    let mut admitted = Vec::new();
+    for _ in 0..3 {
+        admitted.push(occupy(&*s, &p).await);
+    }
+    let late = VisitorId::random();
+    assert_eq!(waiting_pos(&s.join(&p, late).await.unwrap()), Some(1));
+    h.advance(Duration::from_millis(100));
+    assert_eq!(s.admit(&p).await.unwrap().admitted, 0);
+    assert!(s.consume(&p, admitted[0]).await.unwrap());
+    h.advance(Duration::from_millis(100));
+    let r = s.admit(&p).await.unwrap();
+    assert_eq!(r.admitted, 1);
+    assert_eq!(r.active, 3);
+    assert_eq!(s.join(&p, late).await.unwrap(), Admission::Admitted);
+}
+
+pub async fn unclaimed_admissions_return_their_slot(h: &dyn Harness) {
+    let s = h.store();
+    let mut p = room("claim", 100.0, 1);
+    p.claim_ttl = Duration::from_secs(5);
+    let first = occupy(&*s, &p).await;
+    let absent = VisitorId::random();
+    let next = VisitorId::random();
+    s.join(&p, absent).await.unwrap();
+    s.join(&p, next).await.unwrap();
+    s.consume(&p, first).await.unwrap();
+    h.advance(Duration::from_millis(100));
+    assert_eq!(s.admit(&p).await.unwrap().admitted_visitors[0].vid, absent);
+    // `absent` never comes back; `next` keeps polling.
+    for _ in 0..6 {
+        h.advance(Duration::from_secs(1));
+        s.join(&p, next).await.unwrap();
+        s.admit(&p).await.unwrap();
+    }
+    assert_eq!(s.join(&p, next).await.unwrap(), Admission::Admitted);
+    // Coming back after the claim expired means joining again, at the back.
+    assert!(waiting_pos(&s.join(&p, absent).await.unwrap()).is_some());
+}
+
+pub async fn silent_waiters_lose_their_place(h: &dyn Harness) {
+    let s = h.store();
+    let mut p = room("abandon", 100.0, 1);
+    p.abandon_after = Duration::from_secs(10);
+    let first = occupy(&*s, &p).await;
+    let silent = VisitorId::random();
+    let polling = VisitorId::random();
+    s.join(&p, silent).await.unwrap();
+    s.join(&p, polling).await.unwrap();
+    for _ in 0..11 {
+        h.advance(Duration::from_secs(1));
+        s.join(&p, polling).await.unwrap();
+    }
+    assert_eq!(waiting_pos(&s.join(&p, polling).await.unwrap()), Some(1));
+    s.consume(&p, first).await.unwrap();
+    h.advance(Duration::from_millis(100));
+    let r = s.admit(&p).await.unwrap();
+    assert_eq!(
+        r.admitted_visitors
+            .iter()
+            .map(|a| a.vid)
+            .collect::<Vec<_>>(),
+        vec![polling],
+        "the silent one cost no admission"
+    );
+    assert!(s.stats(&p).await.unwrap().abandoned_total >= 1);
+}
+
+pub async fn sessions_expire_and_are_counted_exactly(h: &dyn Harness) {
+    let s = h.store();
+    let mut p = room("ttl", 100.0, 10);
+    p.session_ttl = Duration::from_secs(30);
+    let a = occupy(&*s, &p).await;
+    let b = occupy(&*s, &p).await;
+    h.advance(Duration::from_secs(20));
+    assert!(s.touch(&p, a).await.unwrap(), "sliding expiry");
+    h.advance(Duration::from_secs(15));
+    let st = s.stats(&p).await.unwrap();
+    assert_eq!(st.active, 1, "b expired, a was extended");
+    assert!(!s.consume(&p, b).await.unwrap());
+    assert!(s.consume(&p, a).await.unwrap());
+    assert_eq!(s.stats(&p).await.unwrap().active, 0);
+}
+
+pub async fn consume_wins_exactly_once(h: &dyn Harness) {
+    let s = h.store();
+    let p = room("consume", 100.0, 10);
+    let v = occupy(&*s, &p).await;
+    let mut tasks = Vec::new();
+    for _ in 0..20 {
+        let (s, p) = (s.clone(), p.clone());
+        tasks.push(tokio::spawn(async move { s.consume(&p, v).await.unwrap() }));
+    }
+    let mut wins = 0;
+    for t in tasks {
+        if t.await.unwrap() {
+            wins += 1;
+        }
+    }
+    assert_eq!(wins, 1);
+}
+
+pub async fn a_full_line_turns_newcomers_away(h: &dyn Harness) {
+    let s = h.store();
+    let mut p = room("full", 100.0, 1);
+    p.max_waiting = 2;
+    occupy(&*s, &p).await;
+    let a = VisitorId::random();
+    s.join(&p, a).await.unwrap();
+    s.join(&p, VisitorId::random()).await.unwrap();
+    assert_eq!(
+        s.join(&p, VisitorId::random()).await.unwrap(),
+        Admission::Full { waiting: 2 }
+    );
+    // Those already in line keep polling normally.
+    assert_eq!(waiting_pos(&s.join(&p, a).await.unwrap()), Some(1));
+}
+
+pub async fn queue_all_holds_the_line_and_releases_it_in_order(h: &dyn Harness) {
+    let s = h.store();
+    let p = room("hold", 100.0, 100);
+    let st = s
+        .update_room_state(
+            &p,
+            &RoomPatch {
+                queue_all: Some(true),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert!(st.queue_all);
+    let vs: Vec<VisitorId> = (0..3).map(|_| VisitorId::random()).collect();
+    for (i, v) in vs.iter().enumerate() {
+        assert_eq!(
+            s.join(&p, *v).await.unwrap(),
+            Admission::Paused {
+                position: i as u64 + 1,
+                waiting: i as u64 + 1
+            }
+        );
+    }
+    h.advance(Duration::from_secs(1));
+    assert_eq!(s.admit(&p).await.unwrap().admitted, 0);
+    s.update_room_state(
+        &p,
+        &RoomPatch {
+            queue_all: Some(false),
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    h.advance(Duration::from_millis(100));
+    let r = s.admit(&p).await.unwrap();
+    assert_eq!(
+        r.admitted_visitors
+            .iter()
+            .map(|a| a.vid)
+            .collect::<Vec<_>>(),
+        vs
+    );
+}
+
+pub async fn a_disabled_room_lets_everyone_pass(h: &dyn Harness) {
+    let s = h.store();
+    let p = room("off", 1.0, 1);
+    s.update_room_state(
+        &p,
+        &RoomPatch {
+            enabled: Some(false),
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    for _ in 0..5 {
+        assert_eq!(
+            s.join(&p, VisitorId::random()).await.unwrap(),
+            Admission::Open
+        );
+    }
+    assert_eq!(s.stats(&p).await.unwrap().waiting, 0);
+    let st = s.room_state(&p).await.unwrap();
+    assert!(!st.enabled);
+}
+
+pub async fn overrides_change_rate_and_cap(h: &dyn Harness) {
+    let s = h.store();
+    let p = room("override", 10.0, 1);
+    occupy(&*s, &p).await;
+    for _ in 0..50 {
+        s.join(&p, VisitorId::random()).await.unwrap();
+    }
+    s.update_room_state(
+        &p,
+        &RoomPatch {
+            max_active: Some(Some(100)),
+            admit_per_second: Some(Some(100.0)),
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    h.advance(Duration::from_millis(100));
+    assert_eq!(s.admit(&p).await.unwrap().admitted, 10, "100/s for 100 ms");
+    s.update_room_state(
+        &p,
+        &RoomPatch {
+            admit_per_second: Some(None),
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    h.advance(Duration::from_millis(100));
+    assert_eq!(s.admit(&p).await.unwrap().admitted, 1, "back to 10/s");
+}
+
+pub async fn clearing_the_line(h: &dyn Harness) {
+    let s = h.store();
+    let p = room("clear", 10.0, 1);
+    occupy(&*s, &p).await;
+    for _ in 0..7 {
+        s.join(&p, VisitorId::random()).await.unwrap();
+    }
+    assert_eq!(s.clear_waiting(&p).await.unwrap(), 7);
+    assert_eq!(s.stats(&p).await.unwrap().waiting, 0);
+    assert_eq!(
+        waiting_pos(&s.join(&p, VisitorId::random()).await.unwrap()),
+        Some(1)
+    );
+}
+
+pub async fn eta_rate_follows_measured_admissions(h: &dyn Harness) {
+    let s = h.store();
+    let p = room("eta", 10.0, 1_000_000);
+    s.update_room_state(
+        &p,
+        &RoomPatch {
+            queue_all: Some(true),
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    for _ in 0..400 {
+        s.join(&p, VisitorId::random()).await.unwrap();
+    }
+    s.update_room_state(
+        &p,
+        &RoomPatch {
+            queue_all: Some(false),
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    for _ in 0..300 {
+        h.advance(Duration::from_millis(100));
+        s.admit(&p).await.unwrap();
+    }
+    let st = s.stats(&p).await.unwrap();
+    assert!(
+        (st.measured_rate - 10.0).abs() < 1.0,
+        "measured {}",
+        st.measured_rate
+    );
+    let v = VisitorId::random();
+    match s.join(&p, v).await.unwrap() {
+        Admission::Waiting { eta_rate, .. } => assert!((eta_rate - 10.0).abs() < 1.0),
+        other => panic!("{other:?}"),
+    }
+}
+
+/// Runs every case against a fresh harness from `make`.
+#[macro_export]
+macro_rules! conformance_suite {
+    ($make:expr) => {
+        conformance_suite!(@cases $make;
+            fast_path_admits_when_nobody_waits,
+            join_is_idempotent_and_fifo,
+            admission_follows_the_line,
+            admit_keeps_the_rate_and_the_burst,
+            max_active_is_never_exceeded,
+            unclaimed_admissions_return_their_slot,
+            silent_waiters_lose_their_place,
+            sessions_expire_and_are_counted_exactly,
+            consume_wins_exactly_once,
+            a_full_line_turns_newcomers_away,
+            queue_all_holds_the_line_and_releases_it_in_order,
+            a_disabled_room_lets_everyone_pass,
+            overrides_change_rate_and_cap,
+            clearing_the_line,
+            eta_rate_follows_measured_admissions,
+        );
+    };
+    (@cases $make:expr; $($case:ident),* $(,)?) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $case() {
+                let h = $make;
+                conformance::$case(&h).await;
+            }
+        )*
+    };
+}
