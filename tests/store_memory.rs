@@ -100,14 +100,6 @@ mod properties {
             let mut m = Model::default();
             for op in ops {
                 let now = clock.now_micros();
-                // Silent waiters drop out of the model exactly when the store drops them.
-                m.line.retain(|(n, seen)| {
-                    let keep = seen + abandon > now;
-                    if !keep {
-                        m.last_position.remove(n);
-                    }
-                    keep
-                });
                 match op {
                     Op::Join(n) => {
                         let was_waiting = m.line.iter().any(|(x, _)| *x == n);
@@ -165,6 +157,16 @@ mod properties {
                         store.consume(&p, ids[n]).await.unwrap();
                     }
                 }
+                // Silent waiters drop out of the model exactly when the store drops them: at
+                // the next store call after abandon-after has passed (time moves only here).
+                let now = clock.now_micros();
+                m.line.retain(|(n, seen)| {
+                    let keep = seen + abandon > now;
+                    if !keep {
+                        m.last_position.remove(n);
+                    }
+                    keep
+                });
                 let st = store.stats(&p).await.unwrap();
                 prop_assert!(
                     st.active <= max_active,
