@@ -235,7 +235,7 @@ mod tests {
         let old = CookieKey::new(b"old-key-old-key-old-key-old-key-!").unwrap();
         let new = CookieKey::new(b"new-key-new-key-new-key-new-key-!").unwrap();
         let vid = VisitorId::random();
-        let by_old = sign(&[old.clone()], "sale", vid, 100).unwrap();
+        let by_old = sign(std::slice::from_ref(&old), "sale", vid, 100).unwrap();
         let both = vec![new.clone(), old.clone()];
         assert!(verify(&both, "sale", &by_old, 1).is_some());
         assert!(sign(&both, "sale", vid, 100).unwrap().contains(new.id()));

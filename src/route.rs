@@ -233,10 +233,10 @@ mod tests {
 
     #[test]
     fn longest_prefix_and_exact_host_win() {
-        let a_hosts = vec![HostPattern::Any];
-        let a_paths = vec!["/".to_string()];
-        let b_hosts = vec![HostPattern::parse("shop.test").unwrap()];
-        let b_paths = vec!["/orders".to_string()];
+        let a_hosts = [HostPattern::Any];
+        let a_paths = ["/".to_string()];
+        let b_hosts = [HostPattern::parse("shop.test").unwrap()];
+        let b_paths = ["/orders".to_string()];
         let r = Router::new([(&a_hosts[..], &a_paths[..]), (&b_hosts[..], &b_paths[..])]);
         assert_eq!(r.route("shop.test", "/orders/1"), Some(1));
         assert_eq!(r.route("other.test", "/orders/1"), Some(0));
