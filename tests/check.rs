@@ -176,3 +176,36 @@ fn a_missing_file_is_named() {
         "{stderr}"
     );
 }
+
+/// There is no Docker engine here: check what can be checked by reading the Dockerfile.
+#[test]
+fn the_dockerfile_copies_what_exists_and_runs_a_real_command() {
+    let root = env!("CARGO_MANIFEST_DIR");
+    let text = std::fs::read_to_string(format!("{root}/Dockerfile")).unwrap();
+    let mut copies = 0;
+    for line in text
+        .lines()
+        .map(str::trim)
+        .filter(|l| l.starts_with("COPY ") && !l.contains("--from="))
+    {
+        let parts: Vec<&str> = line.split_whitespace().collect();
+        for src in &parts[1..parts.len() - 1] {
+            assert!(
+                std::path::Path::new(root).join(src).exists(),
+                "COPY source {src} missing"
+            );
+            copies += 1;
+        }
+    }
+    assert!(copies >= 5);
+    let cmd = text.lines().find(|l| l.starts_with("CMD ")).expect("a CMD");
+    let args: Vec<String> = serde_json::from_str(cmd.trim_start_matches("CMD ")).unwrap();
+    assert_eq!(&args[..2], ["run", "--config"]);
+    let config = args[2]
+        .strip_prefix("/app/")
+        .expect("config under WORKDIR /app");
+    let (ok, _, stderr) = check(config);
+    assert!(ok, "the image's config must pass check: {stderr}");
+    assert!(text.contains("ENTRYPOINT [\"anteroom\"]"));
+    assert!(text.contains("USER anteroom"));
+}

@@ -127,6 +127,9 @@ impl RoomData {
         self.refilled_at = Some(now);
     }
 
+    /// Updates the measured admission rate. Only seconds in which visitors were waiting count:
+    /// with an empty line the admissions measure the demand, not what the room can admit, and
+    /// would make the ETA of the next queue too pessimistic. The first sample seeds the average.
     fn observe_rate(&mut self, now: Micros) {
         let Some(at) = self.measured_at else {
             self.measured_at = Some(now);
@@ -137,9 +140,15 @@ impl RoomData {
         if dt < 1.0 {
             return;
         }
-        let sample = (self.admitted_total - self.measured_count) as f64 / dt;
-        let alpha = 1.0 - (-dt / RATE_TAU_SECS).exp();
-        self.measured_rate += alpha * (sample - self.measured_rate);
+        if !self.waiters.is_empty() {
+            let sample = (self.admitted_total - self.measured_count) as f64 / dt;
+            if self.measured_rate == 0.0 {
+                self.measured_rate = sample;
+            } else {
+                let alpha = 1.0 - (-dt / RATE_TAU_SECS).exp();
+                self.measured_rate += alpha * (sample - self.measured_rate);
+            }
+        }
         self.measured_at = Some(now);
         self.measured_count = self.admitted_total;
     }

@@ -1,0 +1,28 @@
+# anteroom: build with the Rust toolchain, run on slim Debian as a non-root user.
+#   docker build -t anteroom .
+#   docker run -p 8080:8080 -e ANTEROOM_COOKIE_KEY=... -e ANTEROOM_ADMIN_TOKEN=... anteroom
+FROM rust:1-bookworm AS build
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends cmake \
+ && rm -rf /var/lib/apt/lists/*
+WORKDIR /src
+COPY Cargo.toml Cargo.lock ./
+COPY src ./src
+COPY templates ./templates
+COPY conf ./conf
+RUN cargo build --release --locked --bin anteroom
+
+FROM debian:bookworm-slim
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends ca-certificates \
+ && rm -rf /var/lib/apt/lists/* \
+ && useradd --system --uid 10001 --home-dir /app --shell /usr/sbin/nologin anteroom
+WORKDIR /app
+COPY --from=build /src/target/release/anteroom /usr/local/bin/anteroom
+COPY templates ./templates
+COPY conf ./conf
+USER anteroom
+# 8080: visitors (listen.http). 9180: admin API (listen.admin).
+EXPOSE 8080 9180
+ENTRYPOINT ["anteroom"]
+CMD ["run", "--config", "/app/conf/anteroom.toml"]
