@@ -13,12 +13,13 @@ use crate::clock::{Clock, SystemClock};
 use crate::config::{Config, StoreBackend};
 use crate::proxy::Proxy;
 use crate::store::memory::MemoryStore;
+use crate::store::redis::{RedisStore, Target};
 use crate::store::Store;
 
 /// Why the server could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
-    #[error("{file}: store.backend: {what}")]
+    #[error("{file}: store: {what}")]
     Store { file: String, what: String },
     #[error("cannot listen on {addr} ({key}): {source}\n  fix: stop whatever uses that port, or change {key}")]
     Listen {
@@ -34,9 +35,17 @@ pub enum StartError {
 pub fn make_store(config: &Config, clock: Arc<dyn Clock>) -> Result<Arc<dyn Store>, StartError> {
     match &config.store.backend {
         StoreBackend::Memory => Ok(Arc::new(MemoryStore::new(clock))),
-        StoreBackend::Redis { .. } | StoreBackend::RedisCluster { .. } => Err(StartError::Store {
+        StoreBackend::Redis { url } => redis_store(config, Target::Single(url.clone())),
+        StoreBackend::RedisCluster { urls } => redis_store(config, Target::Cluster(urls.clone())),
+    }
+}
+
+fn redis_store(config: &Config, target: Target) -> Result<Arc<dyn Store>, StartError> {
+    match RedisStore::new(target, config.store.timeout) {
+        Ok(s) => Ok(Arc::new(s)),
+        Err(what) => Err(StartError::Store {
             file: config.source.clone(),
-            what: "this build has only the memory store; the Redis store is not built yet".into(),
+            what,
         }),
     }
 }

@@ -36,6 +36,11 @@ impl conformance::Harness for Memory {
 
 conformance_suite!(Memory::new());
 
+#[test]
+fn properties_under_random_traffic() {
+    conformance::properties::random_traffic(&Memory::new(), 200);
+}
+
 /// Invariants under random traffic: no FIFO inversion, positions never go up, admissions in
 /// any window stay within rate × window + burst, active never exceeds max-active.
 mod properties {

@@ -18,6 +18,7 @@
 
 pub mod memory;
 mod ranks;
+pub mod redis;
 
 use std::fmt;
 use std::sync::Arc;
@@ -94,7 +95,8 @@ impl RoomParams {
 
     /// Bucket capacity: one tick's worth, at least one, so a burst never exceeds a tick's batch.
     pub fn burst(&self, rate: f64) -> f64 {
-        (rate * self.tick.as_secs_f64()).ceil().max(1.0)
+        // The epsilon keeps 20/s × 0.1 s at 2, whatever the float rounding.
+        (rate * self.tick.as_secs_f64() - 1e-9).ceil().max(1.0)
     }
 
     /// The rate an ETA should assume: the measured one once there is a measurement, never more

@@ -18,6 +18,8 @@ use hyper::{Request, Response};
 use hyper_util::rt::TokioIo;
 use tokio::net::TcpListener;
 
+pub mod redis;
+
 /// The cookie key every test config uses.
 pub const KEY: &str = "test-key-0123456789-0123456789-0123456789";
 /// A second key, for rotation and other-key tests.

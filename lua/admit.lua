@@ -1,0 +1,109 @@
+-- admit: one tick of the admission loop. Expires sessions by score, sweeps a slice of the line
+-- for visitors silent longer than abandon-after, refills the token bucket (burst = one tick's
+-- worth) and moves that many visitors from the front of the line to active, in one atomic step:
+-- there is no moment at which a visitor is in neither set. Every instance calls this each tick;
+-- the bucket lives here, so together they admit at the configured rate, not N times it. A
+-- retried call is harmless: the bucket was drained by the first, so the retry admits only what
+-- the time since then earned.
+--
+-- KEYS[1] waiting ZSET   KEYS[2] active ZSET   KEYS[3] room HASH
+-- ARGV[1] configured rate/s   ARGV[2] configured max-active   ARGV[3] claim-ttl µs
+-- ARGV[4] tick µs   ARGV[5] abandon-after µs   ARGV[6] clock skew µs   ARGV[7] sweep slice size
+-- Reply: { admitted, abandoned, expired, waiting, active, measured rate (string),
+--          enabled, queue_all, rate override or '', max-active override or '',
+--          id1, waited1 µs, id2, waited2 µs, ... }
+
+local waiting, active, room = KEYS[1], KEYS[2], KEYS[3]
+local now = now_us(tonumber(ARGV[6]))
+local abandon_us = tonumber(ARGV[5])
+local h = redis.call('HMGET', room, 'enabled', 'queue_all', 'rate', 'max_active',
+  'tokens', 'refilled', 'epoch', 'm_rate', 'm_at', 'm_count', 'admitted', 'sweep')
+local rate = tonumber(h[3]) or tonumber(ARGV[1])
+local max_active = tonumber(h[4]) or tonumber(ARGV[2])
+local epoch = tonumber(h[7]) or now
+
+local expired = redis.call('ZREMRANGEBYSCORE', active, '-inf', now)
+
+local function silent(score)
+  return silent_secs(score, now) * 1000000 >= abandon_us
+end
+
+-- Sweep one slice of the line, resuming where the last tick stopped.
+local abandoned = 0
+local slice = tonumber(ARGV[7])
+local cursor = tonumber(h[12]) or 0
+local batch = redis.call('ZRANGE', waiting, cursor, cursor + slice - 1, 'WITHSCORES')
+for i = 1, #batch, 2 do
+  if silent(tonumber(batch[i + 1])) then
+    redis.call('ZREM', waiting, batch[i])
+    abandoned = abandoned + 1
+  end
+end
+if #batch < 2 * slice then
+  cursor = 0
+else
+  cursor = cursor + slice - abandoned
+end
+
+local burst = burst_of(rate, tonumber(ARGV[4]))
+local tokens = refill(tonumber(h[5]) or 0, tonumber(h[6]), now, rate, burst)
+local out = {}
+local admitted = 0
+if h[1] ~= '0' and h[2] ~= '1' then
+  local room_left = max_active - redis.call('ZCARD', active)
+  local want = math.min(math.floor(tokens), room_left)
+  local until_us = now + tonumber(ARGV[3])
+  while admitted < want do
+    local head = redis.call('ZRANGE', waiting, 0, want - admitted - 1, 'WITHSCORES')
+    if #head == 0 then
+      break
+    end
+    for i = 1, #head, 2 do
+      local vid, score = head[i], tonumber(head[i + 1])
+      redis.call('ZREM', waiting, vid)
+      if silent(score) then
+        abandoned = abandoned + 1
+      else
+        redis.call('ZADD', active, until_us, vid)
+        admitted = admitted + 1
+        local offset = decode(score)
+        out[#out + 1] = vid
+        out[#out + 1] = math.max(0, now - (epoch + offset))
+      end
+    end
+  end
+  tokens = tokens - admitted
+end
+
+local total = (tonumber(h[11]) or 0) + admitted
+local n = redis.call('ZCARD', waiting)
+
+-- Measured admission rate: smoothed over about ten seconds, counted only while people wait.
+local m_rate, m_at, m_count = tonumber(h[8]) or 0, tonumber(h[9]), tonumber(h[10]) or total
+if not m_at then
+  m_at, m_count = now, total
+elseif now - m_at >= 1000000 then
+  if n > 0 then
+    local dt = (now - m_at) / 1000000
+    local sample = (total - m_count) / dt
+    if m_rate == 0 then
+      m_rate = sample
+    else
+      m_rate = m_rate + (1 - math.exp(-dt / 10)) * (sample - m_rate)
+    end
+  end
+  m_at, m_count = now, total
+end
+
+redis.call('HSET', room, 'tokens', tokens, 'refilled', now, 'admitted', total, 'sweep', cursor,
+  'm_rate', m_rate, 'm_at', m_at, 'm_count', m_count)
+if abandoned > 0 then
+  redis.call('HINCRBY', room, 'abandoned', abandoned)
+end
+
+local reply = { admitted, abandoned, expired, n, redis.call('ZCARD', active), tostring(m_rate),
+  h[1] == '0' and 0 or 1, h[2] == '1' and 1 or 0, h[3] or '', h[4] or '' }
+for i = 1, #out do
+  reply[#reply + 1] = out[i]
+end
+return reply

@@ -1,0 +1,79 @@
+-- join: enter the line, or look up the place in it (this is also the status poll). Claims an
+-- admission whose turn has come; admits at once (fast path) when nobody waits and the rate
+-- budget and max-active allow. Idempotent: a retried call finds the visitor where the first left
+-- them (ZADD NX for a newcomer; a claimed or fast-path admission is found in active).
+--
+-- KEYS[1] waiting ZSET   KEYS[2] active ZSET   KEYS[3] room HASH
+-- ARGV[1] visitor id   ARGV[2] configured rate/s   ARGV[3] configured max-active
+-- ARGV[4] max-waiting   ARGV[5] session-ttl µs   ARGV[6] tick µs   ARGV[7] abandon-after µs
+-- ARGV[8] clock skew µs (0 in production; tests move time with it)
+-- Reply: { code, position, waiting, eta rate (string) }
+--   code 0 admitted, 1 waiting, 2 paused (queue_all), 3 full, 4 open (room switched off)
+
+local waiting, active, room = KEYS[1], KEYS[2], KEYS[3]
+local vid = ARGV[1]
+local now = now_us(tonumber(ARGV[8]))
+local h = redis.call('HMGET', room, 'enabled', 'queue_all', 'rate', 'max_active',
+  'tokens', 'refilled', 'epoch', 'last_off', 'm_rate')
+if h[1] == '0' then
+  return { 4, 0, 0, '0' }
+end
+local held = h[2] == '1'
+local rate = tonumber(h[3]) or tonumber(ARGV[2])
+local max_active = tonumber(h[4]) or tonumber(ARGV[3])
+local measured = tonumber(h[9]) or 0
+local code = held and 2 or 1
+
+-- Admitted already (turn came, or a session): claim it / keep it.
+local exp = redis.call('ZSCORE', active, vid)
+if exp then
+  if tonumber(exp) > now then
+    redis.call('ZADD', active, now + tonumber(ARGV[5]), vid)
+    return { 0, 0, 0, '0' }
+  end
+  redis.call('ZREM', active, vid)
+end
+
+-- In line: refresh "last seen" and report the place, unless silent for too long.
+local score = redis.call('ZSCORE', waiting, vid)
+if score then
+  score = tonumber(score)
+  if silent_secs(score, now) * 1000000 < tonumber(ARGV[7]) then
+    local offset = decode(score)
+    redis.call('ZADD', waiting, 'XX', offset * SLOTS + slot_of(now), vid)
+    local rank = redis.call('ZRANK', waiting, vid)
+    local n = redis.call('ZCARD', waiting)
+    return { code, rank + 1, n, tostring(eta_rate(measured, rate)) }
+  end
+  redis.call('ZREM', waiting, vid)
+  redis.call('HINCRBY', room, 'abandoned', 1)
+end
+
+-- A newcomer.
+redis.call('ZREMRANGEBYSCORE', active, '-inf', now)
+local n = redis.call('ZCARD', waiting)
+local burst = burst_of(rate, tonumber(ARGV[6]))
+local tokens = refill(tonumber(h[5]) or 0, tonumber(h[6]), now, rate, burst)
+if not held and n == 0 and tokens >= 1 and redis.call('ZCARD', active) < max_active then
+  redis.call('HSET', room, 'tokens', tokens - 1, 'refilled', now)
+  redis.call('ZADD', active, now + tonumber(ARGV[5]), vid)
+  redis.call('HINCRBY', room, 'admitted', 1)
+  redis.call('HINCRBY', room, 'joined', 1)
+  return { 0, 0, 0, '0' }
+end
+redis.call('HSET', room, 'tokens', tokens, 'refilled', now)
+if n >= tonumber(ARGV[4]) then
+  return { 3, 0, n, '0' }
+end
+local epoch = tonumber(h[7])
+local last = tonumber(h[8])
+if n == 0 or not epoch then
+  -- An empty line starts a new epoch, which keeps offsets small.
+  epoch = now
+  last = -1
+end
+local offset = math.min(MAX_OFFSET, math.max(now - epoch, last + 1))
+redis.call('ZADD', waiting, 'NX', offset * SLOTS + slot_of(now), vid)
+redis.call('HSET', room, 'epoch', epoch, 'last_off', offset)
+redis.call('HINCRBY', room, 'joined', 1)
+return { code, n + 1, n + 1, tostring(eta_rate(measured, rate)) }

@@ -1,0 +1,59 @@
+-- prelude: helpers prepended to every anteroom script (see src/store/redis.rs).
+--
+-- Key layout of a room R (one hash tag, so every script touches one cluster slot):
+--   {anteroom:R}:waiting   ZSET  member = visitor id (16 bytes), score = offset * SLOTS + slot
+--                                offset: microseconds from the room's epoch at joining (Redis TIME,
+--                                strictly increasing), slot: second (mod SLOTS) last seen polling
+--   {anteroom:R}:active    ZSET  member = visitor id, score = expiry in microseconds (Redis TIME)
+--   {anteroom:R}:room      HASH  runtime state, token bucket, rate meter, totals, sweep cursor
+--   {anteroom:R}:consumed:<visitor hex>  STRING  request id of the consume that won (short TTL)
+--
+-- Keeping "last seen" inside the waiting score costs no memory per visitor: order comes from the
+-- high part, so ZRANK is still the place in line, and a poll rewrites only the low part.
+
+local SLOTS = 4096
+local MAX_OFFSET = 2 ^ 41 - 1   -- offset * SLOTS + slot stays below 2^53: exact in a double
+
+local function now_us(skew)
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000000 + tonumber(t[2]) + skew
+end
+
+local function slot_of(us)
+  return math.floor(us / 1000000) % SLOTS
+end
+
+local function decode(score)
+  local offset = math.floor(score / SLOTS)
+  return offset, score - offset * SLOTS
+end
+
+-- Seconds since the visitor behind this score last polled (one-second granularity).
+local function silent_secs(score, now)
+  local _, slot = decode(score)
+  return (slot_of(now) - slot) % SLOTS
+end
+
+local function burst_of(rate, tick_us)
+  return math.max(1, math.ceil(rate * tick_us / 1000000 - 1e-9))
+end
+
+local function refill(tokens, refilled, now, rate, burst)
+  if not refilled then
+    return burst
+  end
+  local elapsed = (now - refilled) / 1000000
+  if elapsed < 0 then
+    elapsed = 0
+  end
+  return math.min(burst, tokens + rate * elapsed)
+end
+
+-- The rate an ETA should assume: the measured one once there is one, never above the rate in force.
+local function eta_rate(measured, rate)
+  if measured >= 0.05 then
+    return math.min(measured, rate)
+  end
+  return rate
+end
+

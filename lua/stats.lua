@@ -1,0 +1,15 @@
+-- stats: a room's figures for the admin API and metrics. Expired sessions are removed first, so
+-- the active count is exact.
+--
+-- KEYS[1] waiting ZSET   KEYS[2] active ZSET   KEYS[3] room HASH
+-- ARGV[1] clock skew µs
+-- Reply: { waiting, active, admitted total, joined total, abandoned total, measured rate (string),
+--          enabled, queue_all, rate override or '', max-active override or '' }
+
+local now = now_us(tonumber(ARGV[1]))
+redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
+local h = redis.call('HMGET', KEYS[3], 'admitted', 'joined', 'abandoned', 'm_rate',
+  'enabled', 'queue_all', 'rate', 'max_active')
+return { redis.call('ZCARD', KEYS[1]), redis.call('ZCARD', KEYS[2]), tonumber(h[1]) or 0,
+  tonumber(h[2]) or 0, tonumber(h[3]) or 0, h[4] or '0',
+  h[5] == '0' and 0 or 1, h[6] == '1' and 1 or 0, h[7] or '', h[8] or '' }

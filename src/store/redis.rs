@@ -1,0 +1,419 @@
+//! The Redis backend: the same semantics as the memory store, for any number of proxy
+//! instances on one Redis or a Redis Cluster.
+//!
+//! Each store operation is one Lua script from `lua/` (the file is named after the method),
+//! prefixed with `lua/prelude.lua` and embedded in the binary. Scripts run through redis-rs
+//! [`Script`]: `EVALSHA`, and a load on `NOSCRIPT`, which also covers a restarted Redis, a
+//! failover and each cluster node's own script cache. All of a room's keys share the hash tag
+//! `{anteroom:ROOM}`, so every script touches one slot. Queue order and expiry use Redis
+//! `TIME`; no proxy clock decides who is first.
+//!
+//! Retries: `join`, `touch`, `room_state` and `clear_waiting` are idempotent; `admit` is
+//! harmless when repeated (its token bucket was drained by the first run); `consume` carries a
+//! request id, so a call whose reply was lost and that the client re-sends still wins, while
+//! any other request for the same admission loses.
+//!
+//! Every call is bounded by the store timeout in [`crate::app::Shared::store_call`]; the
+//! connection itself is made lazily on first use (inside the caller's runtime) and re-made
+//! by redis-rs after a failure.
+
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::time::Duration;
+
+use ::redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use ::redis::cluster::ClusterClient;
+use ::redis::cluster_async::ClusterConnection;
+use ::redis::{FromRedisValue, Script, ScriptInvocation, Value};
+use async_trait::async_trait;
+use tokio::sync::OnceCell;
+
+use super::{
+    Admission, AdmitReport, AdmittedVisitor, RoomParams, RoomPatch, RoomState, RoomStats, Store,
+    StoreError, VisitorId,
+};
+
+macro_rules! lua {
+    ($name:literal) => {
+        concat!(
+            include_str!("../../lua/prelude.lua"),
+            include_str!(concat!("../../lua/", $name, ".lua"))
+        )
+    };
+}
+
+/// The scripts, one per store operation.
+struct Scripts {
+    join: Script,
+    admit: Script,
+    touch: Script,
+    consume: Script,
+    room_state: Script,
+    clear_waiting: Script,
+    stats: Script,
+}
+
+impl Scripts {
+    fn new() -> Self {
+        Self {
+            join: Script::new(lua!("join")),
+            admit: Script::new(lua!("admit")),
+            touch: Script::new(lua!("touch")),
+            consume: Script::new(lua!("consume")),
+            room_state: Script::new(lua!("room_state")),
+            clear_waiting: Script::new(lua!("clear_waiting")),
+            stats: Script::new(lua!("stats")),
+        }
+    }
+}
+
+/// Where the store lives.
+#[derive(Debug, Clone)]
+pub enum Target {
+    Single(String),
+    Cluster(Vec<String>),
+}
+
+#[derive(Clone)]
+enum Conn {
+    Single(ConnectionManager),
+    Cluster(ClusterConnection),
+}
+
+/// How many waiting visitors one `admit` call checks for abandonment.
+const SWEEP_SLICE: u64 = 500;
+/// How long a won consume is remembered, for retried calls.
+const CONSUME_MARKER_MS: u64 = 60_000;
+
+/// The Redis store.
+pub struct RedisStore {
+    target: Target,
+    timeout: Duration,
+    conn: OnceCell<Conn>,
+    scripts: Scripts,
+    /// Added to Redis `TIME` in every script; always 0 outside tests.
+    skew_us: AtomicI64,
+    /// Request ids for `consume`: unique per process (random prefix) and per call.
+    instance: String,
+    next_request: AtomicU64,
+}
+
+/// The keys of a room.
+struct Keys {
+    waiting: String,
+    active: String,
+    room: String,
+}
+
+impl Keys {
+    fn of(room: &str) -> Self {
+        Self {
+            waiting: format!("{{anteroom:{room}}}:waiting"),
+            active: format!("{{anteroom:{room}}}:active"),
+            room: format!("{{anteroom:{room}}}:room"),
+        }
+    }
+}
+
+fn unavailable(op: &'static str, room: &str, reason: impl ToString) -> StoreError {
+    StoreError::Unavailable {
+        op,
+        room: room.to_string(),
+        reason: reason.to_string(),
+    }
+}
+
+fn micros(d: Duration) -> u64 {
+    u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
+}
+
+/// Reads reply element `i` as `T`.
+fn at<T: FromRedisValue>(
+    v: &[Value],
+    i: usize,
+    op: &'static str,
+    room: &str,
+) -> Result<T, StoreError> {
+    let item = v
+        .get(i)
+        .ok_or_else(|| unavailable(op, room, format!("reply too short ({} items)", v.len())))?;
+    ::redis::from_redis_value_ref(item)
+        .map_err(|e| unavailable(op, room, format!("reply item {i}: {e}")))
+}
+
+fn float(s: &str) -> f64 {
+    s.parse().unwrap_or(0.0)
+}
+
+fn state_from(
+    v: &[Value],
+    from: usize,
+    op: &'static str,
+    room: &str,
+) -> Result<RoomState, StoreError> {
+    let enabled: i64 = at(v, from, op, room)?;
+    let queue_all: i64 = at(v, from + 1, op, room)?;
+    let rate: String = at(v, from + 2, op, room)?;
+    let max: String = at(v, from + 3, op, room)?;
+    Ok(RoomState {
+        enabled: enabled != 0,
+        queue_all: queue_all != 0,
+        admit_per_second: rate.parse().ok(),
+        max_active: max.parse().ok(),
+    })
+}
+
+impl RedisStore {
+    /// Checks the URLs; connects on first use.
+    pub fn new(target: Target, timeout: Duration) -> Result<Self, String> {
+        match &target {
+            Target::Single(url) => {
+                ::redis::Client::open(url.as_str()).map_err(|e| format!("redis-url: {e}"))?;
+            }
+            Target::Cluster(urls) => {
+                ClusterClient::new(urls.iter().map(String::as_str))
+                    .map_err(|e| format!("redis-cluster: {e}"))?;
+            }
+        }
+        Ok(Self {
+            target,
+            timeout,
+            conn: OnceCell::new(),
+            scripts: Scripts::new(),
+            skew_us: AtomicI64::new(0),
+            instance: format!("{:016x}", fastrand::u64(..)),
+            next_request: AtomicU64::new(0),
+        })
+    }
+
+    /// Test hook: moves this store's notion of time forward (added to Redis `TIME`).
+    pub fn shift_clock(&self, by: Duration) {
+        self.skew_us.fetch_add(micros(by) as i64, Ordering::SeqCst);
+    }
+
+    fn skew(&self) -> i64 {
+        self.skew_us.load(Ordering::Relaxed)
+    }
+
+    async fn connect(&self) -> Result<Conn, ::redis::RedisError> {
+        match &self.target {
+            Target::Single(url) => {
+                let client = ::redis::Client::open(url.as_str())?;
+                let config = ConnectionManagerConfig::new()
+                    .set_connection_timeout(Some(self.timeout))
+                    .set_response_timeout(Some(self.timeout))
+                    .set_number_of_retries(1)
+                    .set_max_delay(Duration::from_millis(200));
+                Ok(Conn::Single(ConnectionManager::new_lazy_with_config(
+                    client, config,
+                )?))
+            }
+            Target::Cluster(urls) => {
+                let client = ClusterClient::builder(urls.iter().map(String::as_str))
+                    .retries(1)
+                    .connection_timeout(self.timeout)
+                    .response_timeout(self.timeout)
+                    .build()?;
+                Ok(Conn::Cluster(client.get_async_connection().await?))
+            }
+        }
+    }
+
+    /// Runs one script invocation.
+    async fn run<T: FromRedisValue>(
+        &self,
+        op: &'static str,
+        room: &str,
+        inv: &ScriptInvocation<'_>,
+    ) -> Result<T, StoreError> {
+        let conn = self
+            .conn
+            .get_or_try_init(|| self.connect())
+            .await
+            .map_err(|e| unavailable(op, room, e))?;
+        let result = match conn.clone() {
+            Conn::Single(mut c) => inv.invoke_async(&mut c).await,
+            Conn::Cluster(mut c) => inv.invoke_async(&mut c).await,
+        };
+        result.map_err(|e| unavailable(op, room, e))
+    }
+}
+
+#[async_trait]
+impl Store for RedisStore {
+    fn backend(&self) -> &'static str {
+        match self.target {
+            Target::Single(_) => "redis",
+            Target::Cluster(_) => "redis-cluster",
+        }
+    }
+
+    async fn join(&self, p: &RoomParams, vid: VisitorId) -> Result<Admission, StoreError> {
+        let k = Keys::of(&p.name);
+        let mut inv = self.scripts.join.prepare_invoke();
+        inv.key(&k.waiting)
+            .key(&k.active)
+            .key(&k.room)
+            .arg(&vid.as_bytes()[..])
+            .arg(p.admit_per_second)
+            .arg(p.max_active)
+            .arg(p.max_waiting)
+            .arg(micros(p.session_ttl))
+            .arg(micros(p.tick))
+            .arg(micros(p.abandon_after))
+            .arg(self.skew());
+        let (code, position, waiting, eta): (i64, u64, u64, String) =
+            self.run("join", &p.name, &inv).await?;
+        Ok(match code {
+            0 => Admission::Admitted,
+            1 => Admission::Waiting {
+                position,
+                waiting,
+                eta_rate: float(&eta),
+            },
+            2 => Admission::Paused { position, waiting },
+            3 => Admission::Full { waiting },
+            4 => Admission::Open,
+            other => {
+                return Err(unavailable(
+                    "join",
+                    &p.name,
+                    format!("unknown reply code {other}"),
+                ))
+            }
+        })
+    }
+
+    async fn admit(&self, p: &RoomParams) -> Result<AdmitReport, StoreError> {
+        let k = Keys::of(&p.name);
+        let mut inv = self.scripts.admit.prepare_invoke();
+        inv.key(&k.waiting)
+            .key(&k.active)
+            .key(&k.room)
+            .arg(p.admit_per_second)
+            .arg(p.max_active)
+            .arg(micros(p.claim_ttl))
+            .arg(micros(p.tick))
+            .arg(micros(p.abandon_after))
+            .arg(self.skew())
+            .arg(SWEEP_SLICE);
+        let v: Vec<Value> = self.run("admit", &p.name, &inv).await?;
+        let room = &*p.name;
+        let rate: String = at(&v, 5, "admit", room)?;
+        let mut admitted_visitors = Vec::new();
+        let mut i = 10;
+        while i + 1 < v.len() {
+            let id: Vec<u8> = at(&v, i, "admit", room)?;
+            let waited: u64 = at(&v, i + 1, "admit", room)?;
+            let id: [u8; 16] = id
+                .try_into()
+                .map_err(|_| unavailable("admit", room, "a visitor id is not 16 bytes"))?;
+            admitted_visitors.push(AdmittedVisitor {
+                vid: VisitorId::from_bytes(id),
+                waited: Duration::from_micros(waited),
+            });
+            i += 2;
+        }
+        Ok(AdmitReport {
+            admitted: at(&v, 0, "admit", room)?,
+            admitted_visitors,
+            abandoned: at(&v, 1, "admit", room)?,
+            expired: at(&v, 2, "admit", room)?,
+            waiting: at(&v, 3, "admit", room)?,
+            active: at(&v, 4, "admit", room)?,
+            measured_rate: float(&rate),
+            state: state_from(&v, 6, "admit", room)?,
+        })
+    }
+
+    async fn touch(&self, p: &RoomParams, vid: VisitorId) -> Result<bool, StoreError> {
+        let k = Keys::of(&p.name);
+        let mut inv = self.scripts.touch.prepare_invoke();
+        inv.key(&k.active)
+            .key(&k.room)
+            .arg(&vid.as_bytes()[..])
+            .arg(micros(p.session_ttl))
+            .arg(p.max_active)
+            .arg(self.skew());
+        let held: i64 = self.run("touch", &p.name, &inv).await?;
+        Ok(held == 1)
+    }
+
+    async fn consume(&self, p: &RoomParams, vid: VisitorId) -> Result<bool, StoreError> {
+        let k = Keys::of(&p.name);
+        let marker = format!("{{anteroom:{}}}:consumed:{vid}", p.name);
+        let request = format!(
+            "{}-{}",
+            self.instance,
+            self.next_request.fetch_add(1, Ordering::Relaxed)
+        );
+        let mut inv = self.scripts.consume.prepare_invoke();
+        inv.key(&k.active)
+            .key(&marker)
+            .arg(&vid.as_bytes()[..])
+            .arg(&request)
+            .arg(CONSUME_MARKER_MS)
+            .arg(self.skew());
+        let won: i64 = self.run("consume", &p.name, &inv).await?;
+        Ok(won == 1)
+    }
+
+    async fn room_state(&self, p: &RoomParams) -> Result<RoomState, StoreError> {
+        self.update_room_state(p, &RoomPatch::default()).await
+    }
+
+    async fn update_room_state(
+        &self,
+        p: &RoomParams,
+        patch: &RoomPatch,
+    ) -> Result<RoomState, StoreError> {
+        let k = Keys::of(&p.name);
+        let flag = |v: Option<bool>| match v {
+            None => String::new(),
+            Some(true) => "1".to_string(),
+            Some(false) => "0".to_string(),
+        };
+        fn over<T: ToString>(v: &Option<Option<T>>) -> String {
+            match v {
+                None => String::new(),
+                Some(None) => "-".to_string(),
+                Some(Some(x)) => x.to_string(),
+            }
+        }
+        let mut inv = self.scripts.room_state.prepare_invoke();
+        inv.key(&k.room)
+            .arg(flag(patch.enabled))
+            .arg(flag(patch.queue_all))
+            .arg(over(&patch.admit_per_second))
+            .arg(over(&patch.max_active));
+        let v: Vec<Value> = self.run("room_state", &p.name, &inv).await?;
+        state_from(&v, 0, "room_state", &p.name)
+    }
+
+    async fn clear_waiting(&self, p: &RoomParams) -> Result<u64, StoreError> {
+        let k = Keys::of(&p.name);
+        let mut inv = self.scripts.clear_waiting.prepare_invoke();
+        inv.key(&k.waiting).key(&k.room);
+        self.run("clear_waiting", &p.name, &inv).await
+    }
+
+    async fn stats(&self, p: &RoomParams) -> Result<RoomStats, StoreError> {
+        let k = Keys::of(&p.name);
+        let mut inv = self.scripts.stats.prepare_invoke();
+        inv.key(&k.waiting)
+            .key(&k.active)
+            .key(&k.room)
+            .arg(self.skew());
+        let v: Vec<Value> = self.run("stats", &p.name, &inv).await?;
+        let room = &*p.name;
+        let rate: String = at(&v, 5, "stats", room)?;
+        Ok(RoomStats {
+            waiting: at(&v, 0, "stats", room)?,
+            active: at(&v, 1, "stats", room)?,
+            admitted_total: at(&v, 2, "stats", room)?,
+            joined_total: at(&v, 3, "stats", room)?,
+            abandoned_total: at(&v, 4, "stats", room)?,
+            measured_rate: float(&rate),
+            state: state_from(&v, 6, "stats", room)?,
+        })
+    }
+}

@@ -1,0 +1,174 @@
+//! Property tests any backend must pass: random traffic against a model of the line.
+//!
+//! Checked after every step: positions agree with join order (so none ever goes up), no FIFO
+//! inversion (the admit step takes exactly the front of the line), active never exceeds
+//! max-active, and over the whole run any window holds at most rate × window + burst
+//! admissions. Nobody stops polling for long here (abandon-after is an hour), which keeps the
+//! model exact on every backend; the memory store's own test covers abandonment too.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anteroom::store::{Admission, RoomParams, VisitorId};
+use proptest::prelude::*;
+use proptest::test_runner::{Config, TestCaseError, TestRunner};
+
+use super::Harness;
+
+#[derive(Debug, Clone)]
+pub enum Op {
+    /// Visitor n arrives or polls.
+    Join(usize),
+    Advance(u64),
+    Admit,
+    /// Visitor n places an order.
+    Consume(usize),
+}
+
+pub fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        4 => (0..40usize).prop_map(Op::Join),
+        3 => (1..400u64).prop_map(Op::Advance),
+        3 => Just(Op::Admit),
+        1 => (0..40usize).prop_map(Op::Consume),
+    ]
+}
+
+async fn run(
+    h: &dyn Harness,
+    ops: Vec<Op>,
+    rate: f64,
+    max_active: u64,
+) -> Result<(), TestCaseError> {
+    let store = h.store();
+    let p = RoomParams {
+        name: Arc::from(
+            format!("prop-{}", VisitorId::random())
+                .get(..20)
+                .unwrap_or("prop"),
+        ),
+        admit_per_second: rate,
+        max_active,
+        max_waiting: 1_000,
+        session_ttl: Duration::from_secs(3),
+        claim_ttl: Duration::from_secs(1),
+        abandon_after: Duration::from_secs(3600),
+        tick: Duration::from_millis(100),
+    };
+    let ids: Vec<VisitorId> = (0..40).map(|_| VisitorId::random()).collect();
+    let index: HashMap<VisitorId, usize> = ids.iter().enumerate().map(|(i, v)| (*v, i)).collect();
+    let mut line: Vec<usize> = Vec::new();
+    let mut last_position: HashMap<usize, u64> = HashMap::new();
+    // (model time in µs, wall clock) of every new admission.
+    let mut admissions: Vec<(u64, Instant)> = Vec::new();
+    let mut t = 0u64;
+    for op in ops {
+        match op {
+            Op::Join(n) => {
+                let was_waiting = line.contains(&n);
+                match store.join(&p, ids[n]).await.unwrap() {
+                    Admission::Waiting { position, .. } => {
+                        if let Some(last) = last_position.get(&n) {
+                            prop_assert!(
+                                position <= *last,
+                                "position went up: {last} -> {position}"
+                            );
+                        }
+                        last_position.insert(n, position);
+                        if !was_waiting {
+                            line.push(n);
+                        }
+                        let expected = line.iter().position(|x| *x == n).unwrap() as u64 + 1;
+                        prop_assert_eq!(position, expected, "position disagrees with join order");
+                    }
+                    Admission::Admitted => {
+                        prop_assert!(
+                            !was_waiting,
+                            "admitted while waiting, outside the admit step"
+                        );
+                    }
+                    other => prop_assert!(false, "unexpected {:?}", other),
+                }
+            }
+            Op::Advance(ms) => {
+                h.advance(Duration::from_millis(ms));
+                t += ms * 1000;
+            }
+            Op::Admit => {
+                let r = store.admit(&p).await.unwrap();
+                for a in &r.admitted_visitors {
+                    let n = index[&a.vid];
+                    let pos = line.iter().position(|x| *x == n);
+                    prop_assert_eq!(
+                        pos,
+                        Some(0),
+                        "FIFO inversion: visitor {} admitted from {:?}",
+                        n,
+                        pos
+                    );
+                    line.remove(0);
+                    last_position.remove(&n);
+                }
+            }
+            Op::Consume(n) => {
+                store.consume(&p, ids[n]).await.unwrap();
+            }
+        }
+        let st = store.stats(&p).await.unwrap();
+        prop_assert!(
+            st.active <= max_active,
+            "active {} > max {}",
+            st.active,
+            max_active
+        );
+        prop_assert_eq!(st.waiting, line.len() as u64);
+        while (admissions.len() as u64) < st.admitted_total {
+            admissions.push((t, Instant::now()));
+        }
+    }
+    // Any window holds at most rate × window + burst admissions. The window is measured in the
+    // model's time plus the wall-clock time that really passed (a Redis clock keeps running).
+    let burst = p.burst(rate);
+    for i in 0..admissions.len() {
+        for j in i..admissions.len() {
+            let span = (admissions[j].0 - admissions[i].0) as f64 / 1e6
+                + admissions[j]
+                    .1
+                    .duration_since(admissions[i].1)
+                    .as_secs_f64();
+            let count = (j - i + 1) as f64;
+            prop_assert!(
+                count <= rate * span + burst + 1e-9,
+                "{count} admissions in {span}s at {rate}/s (burst {burst})"
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Runs `cases` random traffic cases against `h`, all on one runtime (a Redis connection lives
+/// on the runtime that made it).
+pub fn random_traffic(h: &dyn Harness, cases: u32) {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let mut runner = TestRunner::new(Config {
+        cases,
+        failure_persistence: None,
+        ..Config::default()
+    });
+    let strategy = (
+        proptest::collection::vec(op(), 1..300),
+        prop_oneof![Just(1.0), Just(5.0), Just(20.0), Just(100.0)],
+        1..6u64,
+    );
+    let result = runner.run(&strategy, |(ops, rate, max_active)| {
+        rt.block_on(run(h, ops, rate, max_active))
+    });
+    if let Err(e) = result {
+        panic!("{e}");
+    }
+}
