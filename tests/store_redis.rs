@@ -10,6 +10,8 @@ use anteroom::store::redis::{RedisStore, Target};
 use anteroom::store::Store;
 use common::redis::{RedisCluster, RedisServer};
 
+/// Kept only so the servers live (and are killed) with the harness.
+#[allow(dead_code)]
 enum Servers {
     Single(RedisServer),
     Cluster(RedisCluster),
