@@ -1,0 +1,270 @@
+//! The proxy on Redis: several instances sharing one line and one rate, the cost in Redis calls
+//! of each kind of request, and admitted visitors untouched by a Redis outage.
+
+mod common;
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use ::redis::AsyncCommands;
+use anteroom::store::redis::{RedisStore, Target};
+use anteroom::store::{RoomParams, RoomPatch, Store, VisitorId};
+use common::redis::RedisServer;
+use common::*;
+use serde_json::Value;
+
+fn config(origin: std::net::SocketAddr, redis: &str, room: &str) -> String {
+    format!(
+        r#"{base}
+[store]
+backend = "redis"
+redis-url = "{redis}"
+timeout = "500ms"
+
+[[room]]
+name = "sale"
+paths = ["/products", "/orders"]
+consume = ["POST /orders"]
+{room}
+"#,
+        base = base_config(origin)
+    )
+}
+
+async fn redis_conn(url: &str) -> ::redis::aio::MultiplexedConnection {
+    ::redis::Client::open(url)
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap()
+}
+
+async fn json(proxy: &Proxy, path: &str, jar: &mut Jar) -> Value {
+    let mut req = client()
+        .get(proxy.url(path))
+        .header("accept", "application/json");
+    if !jar.0.is_empty() {
+        req = req.header("cookie", jar.header());
+    }
+    let resp = req.send().await.unwrap();
+    jar.absorb(&resp);
+    resp.json().await.unwrap()
+}
+
+/// The room's parameters as the proxies use them, for calling the store from the test.
+fn params(rate: f64) -> RoomParams {
+    RoomParams {
+        name: "sale".into(),
+        admit_per_second: rate,
+        max_active: 1000,
+        max_waiting: 1_000_000,
+        session_ttl: Duration::from_secs(600),
+        claim_ttl: Duration::from_secs(600),
+        abandon_after: Duration::from_secs(600),
+        tick: Duration::from_millis(100),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_instances_admit_at_one_global_rate_in_order() {
+    const VISITORS: usize = 210;
+    const RATE: f64 = 20.0;
+    let redis = RedisServer::start();
+    let origin = Origin::start().await;
+    let room = format!(
+        "admit-per-second = {RATE}\nmax-active = 1000\nsession-ttl = \"10m\"\nclaim-ttl = \"10m\"\nabandon-after = \"10m\"\ntick = \"100ms\""
+    );
+    let cfg = config(origin.addr, &redis.url(), &room);
+    let proxies: Vec<Proxy> = (0..3).map(|_| Proxy::start(&cfg)).collect();
+    let store = RedisStore::new(Target::Single(redis.url()), Duration::from_secs(2)).unwrap();
+    let p = params(RATE);
+
+    // Hold the line so that every visitor joins before the doors open, in a known order,
+    // through the three instances in turn.
+    store
+        .update_room_state(
+            &p,
+            &RoomPatch {
+                queue_all: Some(true),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    let mut order = Vec::new();
+    for i in 0..VISITORS {
+        let mut jar = Jar::default();
+        let v = json(&proxies[i % 3], "/products", &mut jar).await;
+        assert_eq!(v["state"], "paused", "{v}");
+        assert_eq!(v["position"], i as u64 + 1, "{v}");
+        order.push(VisitorId::parse(jar.get("anteroom_vid").unwrap()).unwrap());
+    }
+
+    store
+        .update_room_state(
+            &p,
+            &RoomPatch {
+                queue_all: Some(false),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    let mut conn = redis_conn(&redis.url()).await;
+    let limit = Duration::from_secs_f64(VISITORS as f64 / RATE * 3.0);
+    eventually(limit, "the line to empty", || {
+        let mut c = conn.clone();
+        async move { (c.zcard::<_, u64>("{anteroom:sale}:waiting").await.unwrap() == 0).then_some(()) }
+    })
+    .await;
+
+    // Each active score is Redis TIME at admission + claim-ttl: the exact admission time.
+    let active: Vec<(Vec<u8>, f64)> = conn
+        .zrange_withscores("{anteroom:sale}:active", 0, -1)
+        .await
+        .unwrap();
+    let claim_us = 600.0 * 1e6;
+    let admitted_at: HashMap<Vec<u8>, f64> = active
+        .into_iter()
+        .map(|(m, s)| (m, (s - claim_us) / 1e6))
+        .collect();
+    let times: Vec<f64> = order
+        .iter()
+        .map(|v| {
+            *admitted_at
+                .get(&v.as_bytes().to_vec())
+                .expect("every visitor admitted")
+        })
+        .collect();
+    let total: u64 = conn.hget("{anteroom:sale}:room", "admitted").await.unwrap();
+    assert_eq!(total, VISITORS as u64, "nobody admitted twice");
+    for w in times.windows(2) {
+        assert!(w[0] <= w[1], "FIFO inversion: {} after {}", w[0], w[1]);
+    }
+    // The global rate, from the first batch to the last admission.
+    let first = times[0];
+    let after_first = times.iter().filter(|t| **t > first).count() as f64;
+    let span = times[VISITORS - 1] - first;
+    let rate = after_first / span;
+    println!("global rate {rate:.2}/s over {span:.2} s with 3 instances (configured {RATE}/s)");
+    assert!(
+        (rate - RATE).abs() <= RATE * 0.10,
+        "global rate {rate:.2}/s, configured {RATE}/s"
+    );
+    // No window of 100 ms holds more than rate × 0.1 s + burst (= 2 + 2).
+    let mut max_window = 0;
+    for (i, t) in times.iter().enumerate() {
+        let n = times[i..].iter().take_while(|u| **u - t < 0.1).count();
+        max_window = max_window.max(n);
+    }
+    println!("largest count in a 100 ms window: {max_window}");
+    assert!(max_window <= 4, "{max_window} admissions within 100 ms");
+    for p in &mut Vec::from(proxies) {
+        assert!(p.alive());
+    }
+}
+
+/// INFO commandstats: calls of EVALSHA and EVAL so far.
+async fn script_calls(conn: &mut ::redis::aio::MultiplexedConnection) -> u64 {
+    let info: String = ::redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(conn)
+        .await
+        .unwrap();
+    info.lines()
+        .filter(|l| l.starts_with("cmdstat_evalsha:") || l.starts_with("cmdstat_eval:"))
+        .filter_map(|l| {
+            l.split("calls=")
+                .nth(1)?
+                .split(',')
+                .next()?
+                .parse::<u64>()
+                .ok()
+        })
+        .sum()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_calls_per_request_and_an_outage_on_the_admitted_path() {
+    let mut redis = RedisServer::start();
+    let origin = Origin::start().await;
+    // A long tick keeps the admission loop out of the counts.
+    let room = "admit-per-second = 100\nmax-active = 1\ntick = \"10s\"";
+    let proxy = Proxy::start(&config(origin.addr, &redis.url(), room));
+    let mut conn = redis_conn(&redis.url()).await;
+
+    let mut holder = Jar::default();
+    let v = json(&proxy, "/.anteroom/status?room=sale", &mut holder).await;
+    assert_eq!(v["state"], "admitted", "fast path: {v}");
+    let mut waiter = Jar::default();
+    assert_eq!(
+        json(&proxy, "/products", &mut waiter).await["state"],
+        "waiting"
+    );
+
+    // Measure twice and keep the quieter run, in case an admission tick fell inside one.
+    let mut costs = Vec::new();
+    for _ in 0..2 {
+        let before = script_calls(&mut conn).await;
+        for _ in 0..20 {
+            let resp = client()
+                .get(proxy.url("/products/1"))
+                .header("cookie", holder.header())
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(resp.text().await.unwrap(), "origin GET /products/1");
+        }
+        let admitted = script_calls(&mut conn).await - before;
+        let before = script_calls(&mut conn).await;
+        for _ in 0..20 {
+            assert_eq!(
+                json(&proxy, "/.anteroom/status?room=sale", &mut waiter).await["state"],
+                "waiting"
+            );
+        }
+        let polls = script_calls(&mut conn).await - before;
+        costs.push((admitted, polls));
+    }
+    let (admitted, polls) = costs.into_iter().min().unwrap();
+    println!("Redis script calls: 20 admitted requests -> {admitted}, 20 status polls -> {polls}");
+    assert_eq!(admitted, 0, "the admitted path makes no Redis call");
+    assert_eq!(polls, 20, "a status poll is one Redis call");
+
+    // Redis dies: admitted visitors do not notice.
+    redis.kill();
+    let started = Instant::now();
+    for i in 0..20 {
+        let resp = client()
+            .get(proxy.url(&format!("/products/{i}")))
+            .header("cookie", holder.header())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), 200);
+        assert_eq!(
+            resp.text().await.unwrap(),
+            format!("origin GET /products/{i}")
+        );
+    }
+    println!(
+        "20 admitted requests during the outage took {:?}",
+        started.elapsed()
+    );
+    // A newcomer gets an answer (the room's policy), not a hang or a 5xx.
+    let started = Instant::now();
+    let resp = client()
+        .get(proxy.url("/products"))
+        .header("accept", "application/json")
+        .send()
+        .await
+        .unwrap();
+    assert!(resp.status().as_u16() < 500, "{}", resp.status());
+    assert!(
+        started.elapsed() < Duration::from_millis(1500),
+        "answered in {:?}",
+        started.elapsed()
+    );
+    let v: Value = resp.json().await.unwrap();
+    assert_eq!(v["state"], "paused", "{v}");
+}
