@@ -24,17 +24,8 @@ local max_active = tonumber(h[4]) or tonumber(ARGV[3])
 local measured = tonumber(h[9]) or 0
 local code = held and 2 or 1
 
--- Admitted already (turn came, or a session): claim it / keep it.
-local exp = redis.call('ZSCORE', active, vid)
-if exp then
-  if tonumber(exp) > now then
-    redis.call('ZADD', active, now + tonumber(ARGV[5]), vid)
-    return { 0, 0, 0, '0' }
-  end
-  redis.call('ZREM', active, vid)
-end
-
--- In line: refresh "last seen" and report the place, unless silent for too long.
+-- In line (the common case: a status poll): refresh "last seen" and report the place, unless
+-- silent for too long. A visitor is never in both sets: admit moves them in one step.
 local score = redis.call('ZSCORE', waiting, vid)
 if score then
   score = tonumber(score)
@@ -47,6 +38,16 @@ if score then
   end
   redis.call('ZREM', waiting, vid)
   redis.call('HINCRBY', room, 'abandoned', 1)
+end
+
+-- Admitted already (turn came, or a session): claim it / keep it.
+local exp = redis.call('ZSCORE', active, vid)
+if exp then
+  if tonumber(exp) > now then
+    redis.call('ZADD', active, now + tonumber(ARGV[5]), vid)
+    return { 0, 0, 0, '0' }
+  end
+  redis.call('ZREM', active, vid)
 end
 
 -- A newcomer.

@@ -60,10 +60,11 @@ async fn run(
     let index: HashMap<VisitorId, usize> = ids.iter().enumerate().map(|(i, v)| (*v, i)).collect();
     let mut line: Vec<usize> = Vec::new();
     let mut last_position: HashMap<usize, u64> = HashMap::new();
-    // (model time in µs, wall clock) of every new admission.
-    let mut admissions: Vec<(u64, Instant)> = Vec::new();
+    // (model time in µs, wall clock before the step, wall clock after it) of every admission.
+    let mut admissions: Vec<(u64, Instant, Instant)> = Vec::new();
     let mut t = 0u64;
     for op in ops {
+        let step_started = Instant::now();
         match op {
             Op::Join(n) => {
                 let was_waiting = line.contains(&n);
@@ -124,7 +125,7 @@ async fn run(
         );
         prop_assert_eq!(st.waiting, line.len() as u64);
         while (admissions.len() as u64) < st.admitted_total {
-            admissions.push((t, Instant::now()));
+            admissions.push((t, step_started, Instant::now()));
         }
     }
     // Any window holds at most rate × window + burst admissions. The window is measured in the
