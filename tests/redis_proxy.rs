@@ -132,7 +132,7 @@ async fn three_instances_admit_at_one_global_rate_in_order() {
         .iter()
         .map(|v| {
             *admitted_at
-                .get(&v.as_bytes().to_vec())
+                .get(v.as_bytes().as_slice())
                 .expect("every visitor admitted")
         })
         .collect();
@@ -159,7 +159,7 @@ async fn three_instances_admit_at_one_global_rate_in_order() {
     }
     println!("largest count in a 100 ms window: {max_window}");
     assert!(max_window <= 4, "{max_window} admissions within 100 ms");
-    for p in &mut Vec::from(proxies) {
+    for mut p in proxies {
         assert!(p.alive());
     }
 }
