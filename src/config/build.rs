@@ -527,6 +527,13 @@ impl Builder<'_> {
                 r.abandon_after.as_deref(),
                 DEFAULT_ABANDON_AFTER,
             );
+            if abandon_after > MAX_ABANDON_AFTER {
+                self.fail(
+                    p.key("abandon-after"),
+                    "must be at most 30m",
+                    "a visitor silent that long has left; use a few times the slowest poll interval",
+                );
+            }
             let tick = self.duration(&p.key("tick"), r.tick.as_deref(), DEFAULT_TICK);
             if tick < Duration::from_millis(10) || tick > Duration::from_secs(10) {
                 self.fail(

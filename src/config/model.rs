@@ -25,6 +25,8 @@ pub const DEFAULT_SESSION_TTL: Duration = Duration::from_secs(600);
 pub const DEFAULT_CLAIM_TTL: Duration = Duration::from_secs(60);
 /// A waiting visitor who stops polling for this long loses the place.
 pub const DEFAULT_ABANDON_AFTER: Duration = Duration::from_secs(60);
+/// The Redis store keeps "last seen" in one-second slots that wrap after 68 minutes.
+pub const MAX_ABANDON_AFTER: Duration = Duration::from_secs(30 * 60);
 /// The longest queue a room accepts before new visitors get `full`.
 pub const DEFAULT_MAX_WAITING: u64 = 1_000_000;
 /// How often the admission loop admits a batch (the seed's 100 ms scheduler).
