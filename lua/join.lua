@@ -7,8 +7,9 @@
 -- ARGV[1] visitor id   ARGV[2] configured rate/s   ARGV[3] configured max-active
 -- ARGV[4] max-waiting   ARGV[5] session-ttl µs   ARGV[6] tick µs   ARGV[7] abandon-after µs
 -- ARGV[8] clock skew µs (0 in production; tests move time with it)
--- Reply: { code, position, waiting, eta rate (string) }
---   code 0 admitted, 1 waiting, 2 paused (queue_all), 3 full, 4 open (room switched off)
+-- Reply: { code, position, waiting, eta rate (string), joined now (1/0) }
+--   code 0 admitted (claimed), 1 waiting, 2 paused (queue_all), 3 full, 4 open (room switched
+--   off), 5 entered (a newcomer admitted at once)
 
 local waiting, active, room = KEYS[1], KEYS[2], KEYS[3]
 local vid = ARGV[1]
@@ -16,7 +17,7 @@ local now = now_us(tonumber(ARGV[8]))
 local h = redis.call('HMGET', room, 'enabled', 'queue_all', 'rate', 'max_active',
   'tokens', 'refilled', 'epoch', 'last_off', 'm_rate')
 if h[1] == '0' then
-  return { 4, 0, 0, '0' }
+  return { 4, 0, 0, '0', 0 }
 end
 local held = h[2] == '1'
 local rate = tonumber(h[3]) or tonumber(ARGV[2])
@@ -34,7 +35,7 @@ if score then
     redis.call('ZADD', waiting, 'XX', offset * SLOTS + slot_of(now), vid)
     local rank = redis.call('ZRANK', waiting, vid)
     local n = redis.call('ZCARD', waiting)
-    return { code, rank + 1, n, tostring(eta_rate(measured, rate)) }
+    return { code, rank + 1, n, tostring(eta_rate(measured, rate)), 0 }
   end
   redis.call('ZREM', waiting, vid)
   redis.call('HINCRBY', room, 'abandoned', 1)
@@ -45,7 +46,7 @@ local exp = redis.call('ZSCORE', active, vid)
 if exp then
   if tonumber(exp) > now then
     redis.call('ZADD', active, now + tonumber(ARGV[5]), vid)
-    return { 0, 0, 0, '0' }
+    return { 0, 0, 0, '0', 0 }
   end
   redis.call('ZREM', active, vid)
 end
@@ -60,11 +61,11 @@ if not held and n == 0 and tokens >= 1 and redis.call('ZCARD', active) < max_act
   redis.call('ZADD', active, now + tonumber(ARGV[5]), vid)
   redis.call('HINCRBY', room, 'admitted', 1)
   redis.call('HINCRBY', room, 'joined', 1)
-  return { 0, 0, 0, '0' }
+  return { 5, 0, 0, '0', 1 }
 end
 redis.call('HSET', room, 'tokens', tokens, 'refilled', now)
 if n >= tonumber(ARGV[4]) then
-  return { 3, 0, n, '0' }
+  return { 3, 0, n, '0', 0 }
 end
 local epoch = tonumber(h[7])
 local last = tonumber(h[8])
@@ -77,4 +78,4 @@ local offset = math.min(MAX_OFFSET, math.max(now - epoch, last + 1))
 redis.call('ZADD', waiting, 'NX', offset * SLOTS + slot_of(now), vid)
 redis.call('HSET', room, 'epoch', epoch, 'last_off', offset)
 redis.call('HINCRBY', room, 'joined', 1)
-return { code, n + 1, n + 1, tostring(eta_rate(measured, rate)) }
+return { code, n + 1, n + 1, tostring(eta_rate(measured, rate)), 1 }

@@ -130,7 +130,7 @@ mod properties {
                                     "position disagrees with join order"
                                 );
                             }
-                            Admission::Admitted => {
+                            Admission::Admitted | Admission::Entered => {
                                 prop_assert!(
                                     !was_waiting,
                                     "admitted while waiting, outside the admit step"

@@ -134,7 +134,7 @@ impl Proxy {
         let tiers = &r.cfg.poll;
         let name = r.name().to_string();
         match joined {
-            Ok(Admission::Admitted) => {
+            Ok(Admission::Admitted) | Ok(Admission::Entered) => {
                 self.grant(ctx, room, vid);
                 Verdict::Pass { admitted: true }
             }
@@ -143,6 +143,7 @@ impl Proxy {
                 position,
                 waiting,
                 eta_rate,
+                ..
             }) => Verdict::Wait(Status {
                 room: name,
                 state: State::Waiting,
@@ -151,7 +152,9 @@ impl Proxy {
                 eta_seconds: page::eta_seconds(position, eta_rate),
                 retry_after_ms: page::poll_interval(tiers, position).as_millis() as u64,
             }),
-            Ok(Admission::Paused { position, waiting }) => Verdict::Wait(Status {
+            Ok(Admission::Paused {
+                position, waiting, ..
+            }) => Verdict::Wait(Status {
                 room: name,
                 state: State::Paused,
                 position: Some(position),

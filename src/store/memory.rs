@@ -223,12 +223,17 @@ impl Store for MemoryStore {
                 r.seen.insert((now, seq));
                 let position = r.position(seq);
                 return if state.queue_all {
-                    Admission::Paused { position, waiting }
+                    Admission::Paused {
+                        position,
+                        waiting,
+                        joined: false,
+                    }
                 } else {
                     Admission::Waiting {
                         position,
                         waiting,
                         eta_rate: p.eta_rate(&state, r.measured_rate),
+                        joined: false,
                     }
                 };
             }
@@ -243,7 +248,7 @@ impl Store for MemoryStore {
                 r.activate(vid, now + micros(p.session_ttl));
                 r.admitted_total += 1;
                 r.joined_total += 1;
-                return Admission::Admitted;
+                return Admission::Entered;
             }
             if waiting >= p.max_waiting {
                 return Admission::Full { waiting };
@@ -253,12 +258,17 @@ impl Store for MemoryStore {
             let position = r.position(seq);
             let waiting = waiting + 1;
             if state.queue_all {
-                Admission::Paused { position, waiting }
+                Admission::Paused {
+                    position,
+                    waiting,
+                    joined: true,
+                }
             } else {
                 Admission::Waiting {
                     position,
                     waiting,
                     eta_rate: p.eta_rate(&state, r.measured_rate),
+                    joined: true,
                 }
             }
         }))

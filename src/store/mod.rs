@@ -166,17 +166,24 @@ impl RoomState {
 /// Where a visitor stands after `join`.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Admission {
-    /// In: a fresh admission (fast path) or a claimed one whose turn had come.
+    /// A newcomer let in at once: nobody was waiting and the rate and `max-active` allowed it.
+    Entered,
+    /// In: an admission whose turn had come (claimed now), or a session the visitor holds.
     Admitted,
     /// In line at `position` (1 = next) of `waiting`; `eta_rate` is admissions per second to
-    /// base an ETA on.
+    /// base an ETA on; `joined` is true when this call put the visitor in line.
     Waiting {
         position: u64,
         waiting: u64,
         eta_rate: f64,
+        joined: bool,
     },
     /// In line, but the room holds the line (`queue_all`): nobody is admitted for now.
-    Paused { position: u64, waiting: u64 },
+    Paused {
+        position: u64,
+        waiting: u64,
+        joined: bool,
+    },
     /// The line is at `max-waiting`; the visitor was not added.
     Full { waiting: u64 },
     /// The room is switched off: pass without an admission.

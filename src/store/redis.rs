@@ -263,18 +263,25 @@ impl Store for RedisStore {
             .arg(micros(p.tick))
             .arg(micros(p.abandon_after))
             .arg(self.skew());
-        let (code, position, waiting, eta): (i64, u64, u64, String) =
+        let (code, position, waiting, eta, joined): (i64, u64, u64, String, i64) =
             self.run("join", &p.name, &inv).await?;
+        let joined = joined == 1;
         Ok(match code {
             0 => Admission::Admitted,
             1 => Admission::Waiting {
                 position,
                 waiting,
                 eta_rate: float(&eta),
+                joined,
             },
-            2 => Admission::Paused { position, waiting },
+            2 => Admission::Paused {
+                position,
+                waiting,
+                joined,
+            },
             3 => Admission::Full { waiting },
             4 => Admission::Open,
+            5 => Admission::Entered,
             other => {
                 return Err(unavailable(
                     "join",

@@ -44,7 +44,7 @@ fn waiting_pos(a: &Admission) -> Option<u64> {
 /// Lets one visitor in through the fast path, so that the next ones must wait.
 async fn occupy(s: &dyn Store, p: &RoomParams) -> VisitorId {
     let v = VisitorId::random();
-    assert_eq!(s.join(p, v).await.unwrap(), Admission::Admitted);
+    assert_eq!(s.join(p, v).await.unwrap(), Admission::Entered);
     v
 }
 
@@ -54,7 +54,7 @@ pub async fn fast_path_admits_when_nobody_waits(h: &dyn Harness) {
     for _ in 0..3 {
         assert_eq!(
             s.join(&p, VisitorId::random()).await.unwrap(),
-            Admission::Admitted
+            Admission::Entered
         );
     }
     assert_eq!(s.stats(&p).await.unwrap().active, 3);
@@ -68,13 +68,23 @@ pub async fn join_is_idempotent_and_fifo(h: &dyn Harness) {
     for (i, v) in vs.iter().enumerate() {
         let a = s.join(&p, *v).await.unwrap();
         assert_eq!(waiting_pos(&a), Some(i as u64 + 1), "{a:?}");
+        assert!(
+            matches!(a, Admission::Waiting { joined: true, .. }),
+            "{a:?}"
+        );
     }
     // Refreshing keeps the place, in any order.
     for (i, v) in vs.iter().enumerate().rev() {
         let a = s.join(&p, *v).await.unwrap();
         assert_eq!(waiting_pos(&a), Some(i as u64 + 1));
-        if let Admission::Waiting { waiting, .. } = a {
-            assert_eq!(waiting, 5);
+        match a {
+            Admission::Waiting {
+                waiting, joined, ..
+            } => {
+                assert_eq!(waiting, 5);
+                assert!(!joined, "a poll is not a new join");
+            }
+            other => panic!("{other:?}"),
         }
     }
     assert_eq!(s.stats(&p).await.unwrap().joined_total, 6);
@@ -296,7 +306,8 @@ pub async fn queue_all_holds_the_line_and_releases_it_in_order(h: &dyn Harness) 
             s.join(&p, *v).await.unwrap(),
             Admission::Paused {
                 position: i as u64 + 1,
-                waiting: i as u64 + 1
+                waiting: i as u64 + 1,
+                joined: true,
             }
         );
     }

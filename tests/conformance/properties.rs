@@ -83,7 +83,7 @@ async fn run(
                         let expected = line.iter().position(|x| *x == n).unwrap() as u64 + 1;
                         prop_assert_eq!(position, expected, "position disagrees with join order");
                     }
-                    Admission::Admitted => {
+                    Admission::Admitted | Admission::Entered => {
                         prop_assert!(
                             !was_waiting,
                             "admitted while waiting, outside the admit step"
