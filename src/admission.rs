@@ -37,6 +37,14 @@ async fn run_room(shared: Arc<Shared>, room: usize) {
             .await
         {
             Ok(report) => {
+                if let Some(m) = shared.metrics.room(room) {
+                    m.waiting.set(report.waiting as i64);
+                    m.active.set(report.active as i64);
+                    m.admitted.inc_by(report.admitted);
+                    for a in &report.admitted_visitors {
+                        m.wait.observe(a.waited.as_secs_f64());
+                    }
+                }
                 if report.admitted > 0 {
                     tracing::debug!(
                         room = r.name(),

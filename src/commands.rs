@@ -1,8 +1,11 @@
-//! The CLI commands: `run`, `check`, `demo`. `main.rs` parses arguments and calls these.
+//! The CLI commands: `run`, `check`, `rooms`, `room`, `health` (`demo` lives in
+//! [`crate::demo`]). `main.rs` parses arguments and calls these.
 
 use std::fmt::Write as _;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+
+use crate::admin_client::{self, Target};
 
 use crate::config::{self, Config, StoreBackend};
 use crate::server;
@@ -91,15 +94,7 @@ pub fn summary(c: &Config) -> String {
     }
     for r in &c.rooms {
         let p = &r.params;
-        let hosts: Vec<String> = r
-            .hosts
-            .iter()
-            .map(|h| match h {
-                crate::route::HostPattern::Any => "*".to_string(),
-                crate::route::HostPattern::Exact(x) => x.clone(),
-                crate::route::HostPattern::Suffix(x) => format!("*{x}"),
-            })
-            .collect();
+        let hosts: Vec<String> = r.hosts.iter().map(ToString::to_string).collect();
         let _ = writeln!(
             s,
             "  room {:<8} hosts {}  paths {}  -> {}",
@@ -143,4 +138,108 @@ pub fn summary(c: &Config) -> String {
         );
     }
     s
+}
+
+/// Log output format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+/// Logs to stderr, filtered by `ANTEROOM_LOG` (default `info`; e.g.
+/// `info,anteroom::access=off` drops the access log). Pingora's own debug logs print whole
+/// request headers, cookies included, so its crates stay at `info` unless the filter names
+/// them (`ANTEROOM_LOG=debug,pingora_proxy=debug`).
+pub fn init_logging(format: LogFormat) {
+    let mut spec = std::env::var("ANTEROOM_LOG").unwrap_or_else(|_| "info".to_string());
+    if !spec.contains("pingora") {
+        spec.push_str(",pingora_core=info,pingora_proxy=info");
+    }
+    let filter = tracing_subscriber::EnvFilter::try_new(&spec)
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Text => builder.init(),
+        LogFormat::Json => builder.json().flatten_event(true).init(),
+    }
+}
+
+/// How the admin commands find the admin API.
+#[derive(Debug, Clone)]
+pub struct AdminArgs {
+    pub config: Option<PathBuf>,
+    pub url: String,
+    pub token: Option<String>,
+}
+
+impl AdminArgs {
+    fn target(&self) -> Result<Target, String> {
+        match &self.config {
+            Some(path) => {
+                let c = config::load(path).map_err(|e| e.to_string())?;
+                let mut t = Target::from_config(&c);
+                if self.token.is_some() {
+                    t.token = self.token.clone();
+                }
+                Ok(t)
+            }
+            None => Target::from_url(&self.url, self.token.clone()),
+        }
+    }
+}
+
+/// What `anteroom room NAME` does.
+#[derive(Debug, Clone)]
+pub enum RoomAction {
+    Show,
+    Set(Vec<String>),
+    Clear,
+}
+
+fn fail(msg: impl std::fmt::Display) -> ExitCode {
+    eprintln!("anteroom: {msg}");
+    ExitCode::from(1)
+}
+
+/// `anteroom rooms`: a table of every room.
+pub fn rooms(args: AdminArgs) -> ExitCode {
+    match args.target().and_then(|t| t.json("GET", "/rooms", None)) {
+        Ok(v) => {
+            print!("{}", admin_client::rooms_table(&v));
+            ExitCode::SUCCESS
+        }
+        Err(e) => fail(e),
+    }
+}
+
+/// `anteroom room NAME [show | set K=V... | clear]`.
+pub fn room(args: AdminArgs, name: &str, action: RoomAction) -> ExitCode {
+    let path = format!("/rooms/{name}");
+    let result = args.target().and_then(|t| match action {
+        RoomAction::Show => t.json("GET", &path, None),
+        RoomAction::Set(pairs) => {
+            let body = admin_client::patch_body(&pairs)?;
+            t.json("PATCH", &path, Some(&body))
+        }
+        RoomAction::Clear => t.json("DELETE", &format!("{path}/waiting"), None),
+    });
+    match result {
+        Ok(v) => {
+            println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
+            ExitCode::SUCCESS
+        }
+        Err(e) => fail(e),
+    }
+}
+
+/// `anteroom health`: exit 0 when `/healthz` answers 200.
+pub fn health(args: AdminArgs) -> ExitCode {
+    match args.target().and_then(|t| t.call("GET", "/healthz", None)) {
+        Ok((200, _)) => ExitCode::SUCCESS,
+        Ok((status, body)) => fail(format!("/healthz answered {status}: {body}")),
+        Err(e) => fail(e),
+    }
 }

@@ -5,13 +5,17 @@
 //! cap of active sessions; an admitted visitor carries an HMAC-signed cookie, checked locally,
 //! and is proxied to the untouched origin.
 
+pub mod admin;
+pub mod admin_client;
 pub mod admission;
 pub mod app;
+pub mod breaker;
 pub mod clock;
 pub mod commands;
 pub mod config;
 pub mod cookie;
 pub mod demo;
+pub mod metrics;
 pub mod page;
 pub mod proxy;
 pub mod room;

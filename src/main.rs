@@ -4,7 +4,8 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use anteroom::commands::{self, AdminArgs, LogFormat, RoomAction};
+use clap::{Args, Parser, Subcommand};
 
 #[derive(Parser)]
 #[command(
@@ -13,8 +14,46 @@ use clap::{Parser, Subcommand};
     about = "A virtual waiting room in front of a web shop"
 )]
 struct Cli {
+    /// Log format on stderr: readable text, or one JSON object per line.
+    #[arg(
+        long,
+        global = true,
+        value_enum,
+        default_value = "text",
+        env = "ANTEROOM_LOG_FORMAT"
+    )]
+    log_format: LogFormat,
     #[command(subcommand)]
     command: Command,
+}
+
+/// How to reach the admin API: from a config file, or a URL and a token.
+#[derive(Args)]
+struct Admin {
+    /// Read listen.admin and admin.token from this config file.
+    #[arg(long, short, global = true)]
+    config: Option<PathBuf>,
+    /// The admin API's address.
+    #[arg(long, global = true, default_value = "http://127.0.0.1:9180")]
+    admin: String,
+    /// The admin token (instead of --config).
+    #[arg(
+        long,
+        global = true,
+        env = "ANTEROOM_ADMIN_TOKEN",
+        hide_env_values = true
+    )]
+    token: Option<String>,
+}
+
+impl From<Admin> for AdminArgs {
+    fn from(a: Admin) -> Self {
+        AdminArgs {
+            config: a.config,
+            url: a.admin,
+            token: a.token,
+        }
+    }
 }
 
 #[derive(Subcommand)]
@@ -37,31 +76,75 @@ enum Command {
         /// Where the demo shop (the origin) listens.
         #[arg(long, default_value = "127.0.0.1:8081")]
         shop: SocketAddr,
+        /// Where the admin API listens.
+        #[arg(long, default_value = "127.0.0.1:9180")]
+        admin: SocketAddr,
         /// Simulated visitors who join the line ahead of you (0 for none).
         #[arg(long, default_value_t = 25)]
         crowd: u32,
     },
+    /// Every room with its live figures (through the admin API).
+    Rooms {
+        #[command(flatten)]
+        admin: Admin,
+    },
+    /// Show or change one room (through the admin API).
+    Room {
+        /// The room's name.
+        name: String,
+        #[command(subcommand)]
+        action: Option<RoomCmd>,
+        #[command(flatten)]
+        admin: Admin,
+    },
+    /// Exit 0 when the admin API answers /healthz (for container health checks).
+    Health {
+        #[command(flatten)]
+        admin: Admin,
+    },
+}
+
+#[derive(Subcommand)]
+enum RoomCmd {
+    /// Configuration and live figures, as JSON.
+    Show,
+    /// Change runtime state: enabled=, queue_all=, admit_per_second=, max_active= (default
+    /// returns an override to the configured value).
+    Set { pairs: Vec<String> },
+    /// Empty the line: everyone waiting must join again.
+    Clear,
 }
 
 fn main() -> ExitCode {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("ANTEROOM_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .with_writer(std::io::stderr)
-        .init();
-    match Cli::parse().command {
-        Command::Run { config } => anteroom::commands::run(&config),
-        Command::Check { config } => anteroom::commands::check(&config),
+    let cli = Cli::parse();
+    commands::init_logging(cli.log_format);
+    match cli.command {
+        Command::Run { config } => commands::run(&config),
+        Command::Check { config } => commands::check(&config),
         Command::Demo {
             listen,
             shop,
+            admin,
             crowd,
         } => anteroom::demo::run(anteroom::demo::DemoOptions {
             listen,
             shop,
+            admin,
             crowd,
         }),
+        Command::Rooms { admin } => commands::rooms(admin.into()),
+        Command::Room {
+            name,
+            action,
+            admin,
+        } => {
+            let action = match action {
+                None | Some(RoomCmd::Show) => RoomAction::Show,
+                Some(RoomCmd::Set { pairs }) => RoomAction::Set(pairs),
+                Some(RoomCmd::Clear) => RoomAction::Clear,
+            };
+            commands::room(admin.into(), &name, action)
+        }
+        Command::Health { admin } => commands::health(admin.into()),
     }
 }

@@ -46,6 +46,12 @@ impl Live {
         self.admitted_total.fetch_add(r.admitted, Ordering::Relaxed);
     }
 
+    /// Applies a state change made through this instance at once (others follow at their tick).
+    pub fn set_state(&self, s: &crate::store::RoomState) {
+        self.enabled.store(s.enabled, Ordering::Relaxed);
+        self.queue_all.store(s.queue_all, Ordering::Relaxed);
+    }
+
     pub fn enabled(&self) -> bool {
         self.enabled.load(Ordering::Relaxed)
     }

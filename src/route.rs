@@ -69,6 +69,16 @@ impl HostPattern {
     }
 }
 
+impl std::fmt::Display for HostPattern {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Any => write!(f, "*"),
+            Self::Exact(h) => write!(f, "{h}"),
+            Self::Suffix(s) => write!(f, "*{s}"),
+        }
+    }
+}
+
 /// Whether the prefix `prefix` covers `path` on a segment boundary: `/cart` covers `/cart`,
 /// `/cart/` and `/cart/1`, but not `/cartoon`.
 pub fn path_covers(prefix: &str, path: &str) -> bool {

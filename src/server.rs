@@ -7,6 +7,9 @@ use pingora::server::configuration::ServerConf;
 use pingora::server::Server;
 use pingora::services::background::background_service;
 
+use pingora::services::listening::Service;
+
+use crate::admin::AdminApp;
 use crate::admission::AdmissionLoop;
 use crate::app::Shared;
 use crate::clock::{Clock, SystemClock};
@@ -71,6 +74,8 @@ fn server_conf(config: &Config) -> ServerConf {
 /// A server with the proxy and the admission loop, ready for more services and `run_forever`.
 pub fn build(config: Config) -> Result<(Server, Arc<Shared>), StartError> {
     check_listen(config.listen.http, "listen.http")?;
+    check_listen(config.listen.admin, "listen.admin")?;
+    let admin_addr = config.listen.admin.to_string();
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let store = make_store(&config, clock.clone())?;
     let conf = server_conf(&config);
@@ -90,5 +95,8 @@ pub fn build(config: Config) -> Result<(Server, Arc<Shared>), StartError> {
         "admission",
         AdmissionLoop::new(shared.clone()),
     ));
+    let mut admin = Service::new("anteroom admin".to_string(), AdminApp::new(shared.clone()));
+    admin.add_tcp(&admin_addr);
+    server.add_service(admin);
     Ok((server, shared))
 }

@@ -241,7 +241,24 @@ impl Builder<'_> {
                 StoreBackend::Memory
             }
         };
-        StoreConfig { backend, timeout }
+        let breaker_failures = self
+            .positive(
+                &key.key("breaker-failures"),
+                s.breaker_failures,
+                Some(u64::from(DEFAULT_BREAKER_FAILURES)),
+            )
+            .min(1000) as u32;
+        let breaker_cooldown = self.duration(
+            &key.key("breaker-cooldown"),
+            s.breaker_cooldown.as_deref(),
+            DEFAULT_BREAKER_COOLDOWN,
+        );
+        StoreConfig {
+            backend,
+            timeout,
+            breaker_failures,
+            breaker_cooldown,
+        }
     }
 
     fn redis_url(&mut self, key: &KeyPath, url: &str) {

@@ -35,6 +35,8 @@ pub struct StoreFile {
     pub redis_url: Option<String>,
     pub redis_cluster: Option<Vec<String>>,
     pub timeout: Option<String>,
+    pub breaker_failures: Option<i64>,
+    pub breaker_cooldown: Option<String>,
 }
 
 #[derive(Debug, Deserialize, Default)]

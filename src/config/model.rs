@@ -19,6 +19,10 @@ pub const DEFAULT_HTTP: &str = "127.0.0.1:8080";
 pub const DEFAULT_ADMIN: &str = "127.0.0.1:9180";
 /// A store call that takes longer than this is treated as a store error.
 pub const DEFAULT_STORE_TIMEOUT: Duration = Duration::from_millis(250);
+/// Consecutive store failures that open the circuit breaker.
+pub const DEFAULT_BREAKER_FAILURES: u32 = 5;
+/// How long an open breaker fails store calls at once before letting a probe through.
+pub const DEFAULT_BREAKER_COOLDOWN: Duration = Duration::from_secs(1);
 /// Idle time after which an admitted session ends.
 pub const DEFAULT_SESSION_TTL: Duration = Duration::from_secs(600);
 /// An admitted visitor who does not come back within this gives the slot back.
@@ -75,6 +79,10 @@ pub enum StoreBackend {
 pub struct StoreConfig {
     pub backend: StoreBackend,
     pub timeout: Duration,
+    /// Consecutive failures that open the circuit breaker.
+    pub breaker_failures: u32,
+    /// How long the open breaker fails calls fast before a probe.
+    pub breaker_cooldown: Duration,
 }
 
 #[derive(Clone)]

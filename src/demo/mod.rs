@@ -25,6 +25,7 @@ pub const DEMO_TOML: &str = include_str!("../../conf/demo.toml");
 pub struct DemoOptions {
     pub listen: SocketAddr,
     pub shop: SocketAddr,
+    pub admin: SocketAddr,
     pub crowd: u32,
 }
 
@@ -37,6 +38,7 @@ pub fn run(opts: DemoOptions) -> ExitCode {
         }
     };
     cfg.listen.http = opts.listen;
+    cfg.listen.admin = opts.admin;
     if let Some(up) = cfg.upstreams.first_mut() {
         up.addr = opts.shop;
     }
@@ -52,6 +54,7 @@ pub fn run(opts: DemoOptions) -> ExitCode {
             return ExitCode::from(1);
         }
     };
+    let token = shared.config.admin.token.clone().unwrap_or_default();
     let mut shop = Service::new("demo shop".to_string(), shop::Shop::new());
     shop.add_tcp(&opts.shop.to_string());
     server.add_service(shop);
@@ -76,6 +79,10 @@ pub fn run(opts: DemoOptions) -> ExitCode {
     println!(
         "  shop    http://{}/   the origin itself, bypassing anteroom",
         opts.shop
+    );
+    println!(
+        "  admin   anteroom rooms --admin http://{} --token {token}",
+        opts.admin
     );
     if opts.crowd > 0 {
         println!("  crowd   {} simulated visitors are joining ahead of you (--crowd N to change, 0 for none)", opts.crowd);

@@ -20,29 +20,39 @@ use pingora::proxy::{ProxyHttp, Session};
 use pingora::upstreams::peer::HttpPeer;
 use pingora::Result;
 
+use std::time::Instant;
+
 use crate::app::Shared;
 use crate::config::StorePolicy;
 use crate::cookie;
+use crate::metrics::Reject;
 use crate::page::{self, MessageView, State, Status};
 use crate::route::{host_without_port, normalize_path, path_covers};
 use crate::store::{Admission, VisitorId};
 use respond::{Reply, HTML, JSON};
 
-/// How a request ended, for logs and metrics.
+/// How a request ended, for logs and metrics (the discriminant indexes
+/// [`crate::metrics::OUTCOMES`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Outcome {
     /// Outside every room (or the room is switched off): straight to the origin.
-    Pass,
+    Pass = 0,
     /// Carried a valid admission, or was admitted by this request.
-    Admit,
+    Admit = 1,
     /// Got the waiting page or JSON.
-    Wait,
+    Wait = 2,
     /// A consume route that won the admission.
-    Consume,
+    Consume = 3,
     /// Refused: already consumed, line full, bad request under `/.anteroom/`.
-    Reject,
+    Reject = 4,
     /// Answered by `/.anteroom/status`.
-    Status,
+    Status = 5,
+}
+
+impl Outcome {
+    pub fn as_str(self) -> &'static str {
+        crate::metrics::OUTCOMES[self as usize]
+    }
 }
 
 /// Per-request state.
@@ -52,6 +62,8 @@ pub struct Ctx {
     /// `Set-Cookie` values to add to whatever response the visitor gets.
     set_cookies: Vec<String>,
     pub outcome: Outcome,
+    reject: Option<Reject>,
+    started: Instant,
 }
 
 /// The proxy.
@@ -133,6 +145,19 @@ impl Proxy {
             .await;
         let tiers = &r.cfg.poll;
         let name = r.name().to_string();
+        if let Some(m) = shared.metrics.room(room) {
+            match &joined {
+                Ok(Admission::Entered) => {
+                    m.joined.inc();
+                    m.admitted.inc();
+                }
+                Ok(
+                    Admission::Waiting { joined: true, .. }
+                    | Admission::Paused { joined: true, .. },
+                ) => m.joined.inc(),
+                _ => {}
+            }
+        }
         match joined {
             Ok(Admission::Admitted) | Ok(Admission::Entered) => {
                 self.grant(ctx, room, vid);
@@ -211,11 +236,12 @@ impl Proxy {
         } else {
             (HTML, Bytes::from(self.shared.pages.waiting(room, status)))
         };
-        ctx.outcome = if status.state == State::Full {
-            Outcome::Reject
+        if status.state == State::Full {
+            ctx.outcome = Outcome::Reject;
+            ctx.reject = Some(Reject::Full);
         } else {
-            Outcome::Wait
-        };
+            ctx.outcome = Outcome::Wait;
+        }
         Reply {
             status: code,
             content_type,
@@ -273,6 +299,11 @@ impl Proxy {
             }
         };
         ctx.outcome = Outcome::Reject;
+        ctx.reject = Some(if status == 409 {
+            Reject::Consumed
+        } else {
+            Reject::Store
+        });
         let body = if wants_json(session.req_header()) {
             let state = if status == 409 { "consumed" } else { "retry" };
             Bytes::from(
@@ -336,6 +367,8 @@ impl ProxyHttp for Proxy {
             room: None,
             set_cookies: Vec::new(),
             outcome: Outcome::Pass,
+            reject: None,
+            started: Instant::now(),
         }
     }
 
@@ -439,13 +472,27 @@ impl ProxyHttp for Proxy {
     }
 
     async fn logging(&self, session: &mut Session, _e: Option<&pingora::Error>, ctx: &mut Ctx) {
-        if tracing::enabled!(tracing::Level::DEBUG) {
+        let seconds = ctx.started.elapsed().as_secs_f64();
+        self.shared
+            .metrics
+            .request(ctx.room, ctx.outcome, ctx.reject, seconds);
+        if tracing::enabled!(target: "anteroom::access", tracing::Level::INFO) {
+            let req = session.req_header();
             let status = session
                 .response_written()
                 .map(|r| r.status.as_u16())
                 .unwrap_or(0);
             let room = ctx.room.map(|i| self.shared.rooms[i].name()).unwrap_or("-");
-            tracing::debug!(room, outcome = ?ctx.outcome, status, "request");
+            // The path without its query: queries can carry tokens of the shop's own.
+            tracing::info!(
+                target: "anteroom::access",
+                room,
+                outcome = ctx.outcome.as_str(),
+                status,
+                method = req.method.as_str(),
+                path = req.uri.path(),
+                duration_ms = seconds * 1000.0,
+            );
         }
     }
 }

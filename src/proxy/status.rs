@@ -51,6 +51,7 @@ pub(super) async fn serve(
         (None, Some(r)) => (Some(r), None),
     };
     let Some(room) = room else {
+        ctx.reject = Some(crate::metrics::Reject::BadRequest);
         let (status, body) = problem.unwrap_or_else(|| fail(404, "not found"));
         return Reply {
             status,

@@ -240,6 +240,8 @@ pub enum StoreError {
         room: String,
         reason: String,
     },
+    #[error("store call {op} for room {room:?} not made: the circuit breaker is open")]
+    BreakerOpen { op: &'static str, room: String },
 }
 
 /// The queue operations. Each is one atomic step in the backend (one Lua script in Redis).

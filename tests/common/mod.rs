@@ -164,6 +164,7 @@ upstream = "shop"
 pub struct Proxy {
     child: Child,
     pub addr: SocketAddr,
+    pub admin: SocketAddr,
     pub dir: tempfile::TempDir,
 }
 
@@ -175,6 +176,11 @@ impl Proxy {
     /// Starts the proxy with `config` plus a `[listen]` table on free ports; waits until it
     /// accepts connections.
     pub fn start(config: &str) -> Proxy {
+        Self::start_with(config, &[("ANTEROOM_LOG", "warn")], &[])
+    }
+
+    /// Starts with extra environment variables and arguments before `run`.
+    pub fn start_with(config: &str, env: &[(&str, &str)], args: &[&str]) -> Proxy {
         let dir = tempfile::tempdir().unwrap();
         let port = free_port();
         let admin = free_port();
@@ -185,9 +191,10 @@ impl Proxy {
         std::fs::write(&path, text).unwrap();
         let log = std::fs::File::create(dir.path().join("stderr.log")).unwrap();
         let child = Command::new(binary())
+            .args(args)
             .args(["run", "--config"])
             .arg(&path)
-            .env("ANTEROOM_LOG", "warn")
+            .envs(env.iter().copied())
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()
@@ -195,6 +202,7 @@ impl Proxy {
         let mut proxy = Proxy {
             child,
             addr: SocketAddr::from(([127, 0, 0, 1], port)),
+            admin: SocketAddr::from(([127, 0, 0, 1], admin)),
             dir,
         };
         proxy.wait_ready();
@@ -207,7 +215,9 @@ impl Proxy {
             if let Ok(Some(status)) = self.child.try_wait() {
                 panic!("anteroom exited with {status}: {}", self.stderr());
             }
-            if TcpStream::connect_timeout(&self.addr, Duration::from_millis(200)).is_ok() {
+            if TcpStream::connect_timeout(&self.addr, Duration::from_millis(200)).is_ok()
+                && TcpStream::connect_timeout(&self.admin, Duration::from_millis(200)).is_ok()
+            {
                 return;
             }
             std::thread::yield_now();
@@ -230,6 +240,15 @@ impl Proxy {
 
     pub fn url(&self, path: &str) -> String {
         format!("http://{}{}", self.addr, path)
+    }
+
+    pub fn admin_url(&self, path: &str) -> String {
+        format!("http://{}{}", self.admin, path)
+    }
+
+    /// The config file the process runs with.
+    pub fn config_path(&self) -> PathBuf {
+        self.dir.path().join("anteroom.toml")
     }
 
     /// Whether the process is still running.

@@ -1,0 +1,355 @@
+//! The admin API, on its own listener (`listen.admin`, loopback by default).
+//!
+//! - `GET /healthz`: the process is alive (no token needed, for probes).
+//! - `GET /readyz`: config loaded and store reachable (breaker not open, a recent success);
+//!   503 otherwise (no token needed).
+//! - Everything else needs `Authorization: Bearer <admin.token>`, compared in constant time;
+//!   401 without it, with a wrong one, or when no token is configured.
+//! - `GET /metrics`: Prometheus text format.
+//! - `GET /rooms`, `GET /rooms/NAME`: configuration plus live figures from the store.
+//! - `PATCH /rooms/NAME` with any of `enabled`, `queue_all`, `admit_per_second`, `max_active`
+//!   (`null` returns an override to the configured value): kept in the store, so every instance
+//!   follows within one admission tick.
+//! - `DELETE /rooms/NAME/waiting`: empties the line.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use bytes::BytesMut;
+use http::{Method, Response, StatusCode};
+use pingora::apps::http_app::ServeHttp;
+use pingora::protocols::http::ServerSession;
+use serde::Deserialize;
+use serde_json::{json, Value};
+use subtle::ConstantTimeEq;
+
+use crate::app::Shared;
+use crate::room::Room;
+use crate::store::{RoomPatch, RoomStats};
+
+/// Request bodies larger than this are refused.
+const MAX_BODY: usize = 16 * 1024;
+
+pub struct AdminApp {
+    shared: Arc<Shared>,
+}
+
+impl AdminApp {
+    pub fn new(shared: Arc<Shared>) -> Self {
+        Self { shared }
+    }
+}
+
+fn reply(status: StatusCode, content_type: &str, body: Vec<u8>) -> Response<Vec<u8>> {
+    let mut resp = Response::new(Vec::new());
+    *resp.status_mut() = status;
+    let h = resp.headers_mut();
+    if let Ok(v) = content_type.parse() {
+        h.insert(http::header::CONTENT_TYPE, v);
+    }
+    h.insert(http::header::CONTENT_LENGTH, body.len().into());
+    h.insert(
+        http::header::CACHE_CONTROL,
+        http::HeaderValue::from_static("no-store"),
+    );
+    *resp.body_mut() = body;
+    resp
+}
+
+fn json_reply(status: StatusCode, v: &Value) -> Response<Vec<u8>> {
+    let mut body = serde_json::to_vec_pretty(v).unwrap_or_default();
+    body.push(b'\n');
+    reply(status, "application/json", body)
+}
+
+fn error(status: StatusCode, message: &str) -> Response<Vec<u8>> {
+    json_reply(status, &json!({ "error": message }))
+}
+
+/// Fields `PATCH /rooms/NAME` accepts. For the overrides, an absent key leaves it alone and
+/// `null` goes back to the configured value.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PatchBody {
+    enabled: Option<bool>,
+    queue_all: Option<bool>,
+    #[serde(default, deserialize_with = "present")]
+    admit_per_second: Option<Option<f64>>,
+    #[serde(default, deserialize_with = "present")]
+    max_active: Option<Option<u64>>,
+}
+
+/// Tells a `null` apart from a missing key.
+fn present<'de, D, T>(d: D) -> Result<Option<Option<T>>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    Option::<T>::deserialize(d).map(Some)
+}
+
+impl PatchBody {
+    fn check(&self) -> Result<RoomPatch, String> {
+        if let Some(Some(r)) = self.admit_per_second {
+            if !(r.is_finite() && r > 0.0 && r <= 1_000_000.0) {
+                return Err("admit_per_second must be above 0 and at most 1000000".into());
+            }
+        }
+        if let Some(Some(0)) = self.max_active {
+            return Err("max_active must be at least 1".into());
+        }
+        Ok(RoomPatch {
+            enabled: self.enabled,
+            queue_all: self.queue_all,
+            admit_per_second: self.admit_per_second,
+            max_active: self.max_active,
+        })
+    }
+}
+
+impl AdminApp {
+    fn authorized(&self, session: &ServerSession) -> bool {
+        let Some(token) = &self.shared.config.admin.token else {
+            return false;
+        };
+        let given = session
+            .req_header()
+            .headers
+            .get(http::header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .unwrap_or("");
+        given.len() == token.len() && bool::from(given.as_bytes().ct_eq(token.as_bytes()))
+    }
+
+    /// A room's configuration, runtime state and figures. The figures come from the store;
+    /// when it cannot answer, the last ones the admission loop saw are shown instead.
+    async fn room_view(&self, i: usize) -> Value {
+        let s = &*self.shared;
+        let r: &Room = &s.rooms[i];
+        let p = &r.cfg.params;
+        let stats: Result<RoomStats, _> = s.store_call("stats", r.name(), s.store.stats(p)).await;
+        let store = json!({
+            "backend": s.store.backend(),
+            "healthy": s.store_healthy(),
+            "breaker": s.breaker.state(s.clock.now_micros()).as_str(),
+            "last_error": s.last_store_error(),
+        });
+        let config = json!({
+            "hosts": r.cfg.hosts.iter().map(ToString::to_string).collect::<Vec<_>>(),
+            "paths": r.cfg.paths,
+            "upstream": s.config.upstreams[r.cfg.upstream].name,
+            "admit_per_second": p.admit_per_second,
+            "max_active": p.max_active,
+            "max_waiting": p.max_waiting,
+            "session_ttl_seconds": p.session_ttl.as_secs_f64(),
+            "claim_ttl_seconds": p.claim_ttl.as_secs_f64(),
+            "abandon_after_seconds": p.abandon_after.as_secs_f64(),
+            "tick_ms": p.tick.as_millis() as u64,
+            "on_store_error": r.cfg.on_store_error.as_str(),
+            "consume": r.cfg.consume.iter().map(|c| format!("{} {}", c.method, c.path)).collect::<Vec<_>>(),
+        });
+        match stats {
+            Ok(st) => {
+                let rate = p.rate(&st.state);
+                let eta_rate = p.eta_rate(&st.state, st.measured_rate);
+                json!({
+                    "name": r.name(),
+                    "enabled": st.state.enabled,
+                    "queue_all": st.state.queue_all,
+                    "overrides": { "admit_per_second": st.state.admit_per_second, "max_active": st.state.max_active },
+                    "admit_per_second": rate,
+                    "max_active": p.max_active(&st.state),
+                    "waiting": st.waiting,
+                    "active": st.active,
+                    "admitted_per_second": st.measured_rate,
+                    "new_visitor_wait_seconds": if st.state.queue_all { None } else { crate::page::eta_seconds(st.waiting + 1, eta_rate) },
+                    "admitted_total": st.admitted_total,
+                    "joined_total": st.joined_total,
+                    "abandoned_total": st.abandoned_total,
+                    "config": config,
+                    "store": store,
+                })
+            }
+            Err(e) => json!({
+                "name": r.name(),
+                "enabled": r.live.enabled(),
+                "queue_all": r.live.queue_all(),
+                "waiting": r.live.waiting(),
+                "active": r.live.active(),
+                "admitted_per_second": r.live.measured_rate(),
+                "stale": true,
+                "error": e.to_string(),
+                "config": config,
+                "store": store,
+            }),
+        }
+    }
+
+    async fn read_body(session: &mut ServerSession) -> Result<Vec<u8>, Response<Vec<u8>>> {
+        let mut body = BytesMut::new();
+        loop {
+            match session.read_request_body().await {
+                Ok(Some(chunk)) => {
+                    if body.len() + chunk.len() > MAX_BODY {
+                        return Err(error(StatusCode::PAYLOAD_TOO_LARGE, "body too large"));
+                    }
+                    body.extend_from_slice(&chunk);
+                }
+                Ok(None) => return Ok(body.to_vec()),
+                Err(_) => return Err(error(StatusCode::BAD_REQUEST, "could not read the body")),
+            }
+        }
+    }
+
+    async fn patch(&self, session: &mut ServerSession, i: usize) -> Response<Vec<u8>> {
+        let body = match Self::read_body(session).await {
+            Ok(b) => b,
+            Err(resp) => return resp,
+        };
+        let patch = match serde_json::from_slice::<PatchBody>(&body) {
+            Ok(b) => match b.check() {
+                Ok(p) => p,
+                Err(msg) => return error(StatusCode::UNPROCESSABLE_ENTITY, &msg),
+            },
+            Err(e) => return error(
+                StatusCode::BAD_REQUEST,
+                &format!(
+                    "{e}; send JSON with any of enabled, queue_all, admit_per_second, max_active"
+                ),
+            ),
+        };
+        let s = &*self.shared;
+        let r = &s.rooms[i];
+        match s
+            .store_call(
+                "room_state",
+                r.name(),
+                s.store.update_room_state(&r.cfg.params, &patch),
+            )
+            .await
+        {
+            Ok(state) => {
+                r.live.set_state(&state);
+                tracing::info!(
+                    room = r.name(),
+                    ?patch,
+                    "room state changed through the admin API"
+                );
+                json_reply(StatusCode::OK, &self.room_view(i).await)
+            }
+            Err(e) => error(StatusCode::SERVICE_UNAVAILABLE, &e.to_string()),
+        }
+    }
+
+    async fn route(&self, session: &mut ServerSession) -> Response<Vec<u8>> {
+        let s = &*self.shared;
+        let method = session.req_header().method.clone();
+        let path = session.req_header().uri.path().to_string();
+        match (&method, path.as_str()) {
+            (&Method::GET, "/healthz") => {
+                return json_reply(StatusCode::OK, &json!({ "status": "ok" }))
+            }
+            (&Method::GET, "/readyz") => {
+                let healthy = s.store_healthy();
+                let status = if healthy {
+                    StatusCode::OK
+                } else {
+                    StatusCode::SERVICE_UNAVAILABLE
+                };
+                return json_reply(
+                    status,
+                    &json!({
+                        "ready": healthy,
+                        "config": s.config.source,
+                        "store": s.store.backend(),
+                        "breaker": s.breaker.state(s.clock.now_micros()).as_str(),
+                        "last_error": if healthy { None } else { s.last_store_error() },
+                    }),
+                );
+            }
+            _ => {}
+        }
+        if !self.authorized(session) {
+            let mut resp = error(
+                StatusCode::UNAUTHORIZED,
+                "send Authorization: Bearer <admin.token>",
+            );
+            resp.headers_mut().insert(
+                http::header::WWW_AUTHENTICATE,
+                http::HeaderValue::from_static("Bearer"),
+            );
+            return resp;
+        }
+        let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
+        match (&method, segments.as_slice()) {
+            (&Method::GET, ["metrics"]) => reply(
+                StatusCode::OK,
+                "text/plain; version=0.0.4",
+                s.metrics.render(),
+            ),
+            (&Method::GET, ["rooms"]) => {
+                let mut rooms = Vec::new();
+                for i in 0..s.rooms.len() {
+                    rooms.push(self.room_view(i).await);
+                }
+                json_reply(StatusCode::OK, &Value::Array(rooms))
+            }
+            (_, ["rooms", name, rest @ ..]) => {
+                let Some(i) = s.room_index(name) else {
+                    return error(StatusCode::NOT_FOUND, &format!("no room named {name:?}"));
+                };
+                match (&method, rest) {
+                    (&Method::GET, []) => json_reply(StatusCode::OK, &self.room_view(i).await),
+                    (&Method::PATCH, []) => self.patch(session, i).await,
+                    (&Method::DELETE, ["waiting"]) => {
+                        let r = &s.rooms[i];
+                        match s
+                            .store_call(
+                                "clear_waiting",
+                                r.name(),
+                                s.store.clear_waiting(&r.cfg.params),
+                            )
+                            .await
+                        {
+                            Ok(n) => {
+                                tracing::info!(
+                                    room = r.name(),
+                                    removed = n,
+                                    "line cleared through the admin API"
+                                );
+                                json_reply(
+                                    StatusCode::OK,
+                                    &json!({ "room": r.name(), "removed": n }),
+                                )
+                            }
+                            Err(e) => error(StatusCode::SERVICE_UNAVAILABLE, &e.to_string()),
+                        }
+                    }
+                    (_, [_, ..]) => error(StatusCode::NOT_FOUND, "not found"),
+                    _ => error(
+                        StatusCode::METHOD_NOT_ALLOWED,
+                        "use GET or PATCH on /rooms/NAME",
+                    ),
+                }
+            }
+            (&Method::GET, _) => error(StatusCode::NOT_FOUND, "not found"),
+            _ => error(StatusCode::METHOD_NOT_ALLOWED, "method not allowed"),
+        }
+    }
+}
+
+#[async_trait]
+impl ServeHttp for AdminApp {
+    async fn response(&self, session: &mut ServerSession) -> Response<Vec<u8>> {
+        let resp = self.route(session).await;
+        tracing::debug!(
+            target: "anteroom::admin",
+            method = %session.req_header().method,
+            path = session.req_header().uri.path(),
+            status = resp.status().as_u16(),
+            "admin request"
+        );
+        resp
+    }
+}

@@ -1,0 +1,185 @@
+//! A small client of the admin API for operators at a terminal: `anteroom rooms`,
+//! `anteroom room NAME ...`, `anteroom health`. Plain HTTP/1.1 over a socket: the admin
+//! listener is loopback or a private network, and the binary stays free of an HTTP client stack.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
+use std::time::Duration;
+
+use serde_json::{json, Map, Value};
+
+/// Where the admin API is and how to authenticate.
+#[derive(Debug, Clone)]
+pub struct Target {
+    pub addr: SocketAddr,
+    pub token: Option<String>,
+}
+
+impl Target {
+    /// From `--admin URL` (`http://host:port` or `host:port`).
+    pub fn from_url(url: &str, token: Option<String>) -> Result<Self, String> {
+        let hostport = url.trim_start_matches("http://").trim_end_matches('/');
+        let addr = hostport
+            .to_socket_addrs()
+            .map_err(|e| format!("--admin {url}: {e}"))?
+            .next()
+            .ok_or_else(|| format!("--admin {url}: no address"))?;
+        Ok(Self { addr, token })
+    }
+
+    /// From a config file: `listen.admin` (an unspecified address means this machine) and
+    /// `admin.token`.
+    pub fn from_config(c: &crate::config::Config) -> Self {
+        let mut addr = c.listen.admin;
+        if addr.ip().is_unspecified() {
+            addr.set_ip(if addr.is_ipv4() {
+                std::net::Ipv4Addr::LOCALHOST.into()
+            } else {
+                std::net::Ipv6Addr::LOCALHOST.into()
+            });
+        }
+        Self {
+            addr,
+            token: c.admin.token.clone(),
+        }
+    }
+
+    /// One request; returns the status and the body.
+    pub fn call(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<&Value>,
+    ) -> Result<(u16, String), String> {
+        let mut s = TcpStream::connect_timeout(&self.addr, Duration::from_secs(3))
+            .map_err(|e| format!("cannot reach the admin API at {}: {e}", self.addr))?;
+        let _ = s.set_read_timeout(Some(Duration::from_secs(10)));
+        let body = body.map(|b| b.to_string()).unwrap_or_default();
+        let mut req = format!(
+            "{method} {path} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n",
+            self.addr
+        );
+        if let Some(t) = &self.token {
+            req.push_str(&format!("Authorization: Bearer {t}\r\n"));
+        }
+        if !body.is_empty() {
+            req.push_str("Content-Type: application/json\r\n");
+        }
+        req.push_str(&format!("Content-Length: {}\r\n\r\n{body}", body.len()));
+        s.write_all(req.as_bytes()).map_err(|e| e.to_string())?;
+        let mut raw = Vec::new();
+        s.read_to_end(&mut raw).map_err(|e| e.to_string())?;
+        let text = String::from_utf8_lossy(&raw);
+        let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+        let status = head
+            .split_whitespace()
+            .nth(1)
+            .and_then(|s| s.parse().ok())
+            .ok_or_else(|| "the admin API sent no HTTP status".to_string())?;
+        Ok((status, body.to_string()))
+    }
+
+    pub fn json(&self, method: &str, path: &str, body: Option<&Value>) -> Result<Value, String> {
+        let (status, text) = self.call(method, path, body)?;
+        let v: Value = serde_json::from_str(&text).map_err(|_| format!("HTTP {status}: {text}"))?;
+        if status >= 400 {
+            let why = v.get("error").and_then(Value::as_str).unwrap_or(&text);
+            return Err(format!("HTTP {status}: {why}"));
+        }
+        Ok(v)
+    }
+}
+
+/// `KEY=VALUE` pairs of `anteroom room NAME set` as the PATCH body.
+pub fn patch_body(pairs: &[String]) -> Result<Value, String> {
+    let mut body = Map::new();
+    for pair in pairs {
+        let (k, v) = pair
+            .split_once('=')
+            .ok_or_else(|| format!("{pair:?}: write KEY=VALUE"))?;
+        let key = k.trim().replace('-', "_");
+        let v = v.trim();
+        let value = match key.as_str() {
+            "enabled" | "queue_all" => match v {
+                "true" | "on" | "yes" | "1" => json!(true),
+                "false" | "off" | "no" | "0" => json!(false),
+                _ => return Err(format!("{key}={v}: use true or false")),
+            },
+            "admit_per_second" | "max_active" if v == "default" => Value::Null,
+            "admit_per_second" => json!(v
+                .parse::<f64>()
+                .map_err(|_| format!("{key}={v}: a number, or default"))?),
+            "max_active" => json!(v
+                .parse::<u64>()
+                .map_err(|_| format!("{key}={v}: a whole number, or default"))?),
+            _ => {
+                return Err(format!(
+                    "unknown key {k:?}: use enabled, queue_all, admit_per_second or max_active"
+                ))
+            }
+        };
+        body.insert(key, value);
+    }
+    if body.is_empty() {
+        return Err("nothing to set: give KEY=VALUE pairs".into());
+    }
+    Ok(Value::Object(body))
+}
+
+/// The `anteroom rooms` table.
+pub fn rooms_table(rooms: &Value) -> String {
+    let mut out = format!(
+        "{:<12} {:<6} {:>9} {:>8} {:>16} {:>9}\n",
+        "ROOM", "STATE", "WAITING", "ACTIVE", "ADMIT/S NOW/SET", "NEW WAIT"
+    );
+    for r in rooms.as_array().map(Vec::as_slice).unwrap_or(&[]) {
+        let flag = |k: &str| r.get(k).and_then(Value::as_bool);
+        let state = match (flag("enabled"), flag("queue_all")) {
+            (Some(false), _) => "off",
+            (_, Some(true)) => "held",
+            _ => "open",
+        };
+        let num = |k: &str| r.get(k).and_then(Value::as_f64).unwrap_or(0.0);
+        let wait = r
+            .get("new_visitor_wait_seconds")
+            .and_then(Value::as_u64)
+            .map(|s| format!("{s}s"))
+            .unwrap_or_else(|| "-".into());
+        out.push_str(&format!(
+            "{:<12} {:<6} {:>9} {:>8} {:>16} {:>9}\n",
+            r.get("name").and_then(Value::as_str).unwrap_or("?"),
+            state,
+            num("waiting"),
+            num("active"),
+            format!(
+                "{:.1}/{}",
+                num("admitted_per_second"),
+                num("admit_per_second")
+            ),
+            wait
+        ));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn set_pairs_become_a_patch() {
+        let v = patch_body(&[
+            "queue-all=on".into(),
+            "admit_per_second=200".into(),
+            "max_active=default".into(),
+        ])
+        .unwrap();
+        assert_eq!(
+            v,
+            json!({"queue_all": true, "admit_per_second": 200.0, "max_active": null})
+        );
+        assert!(patch_body(&["rate=5".into()]).is_err());
+        assert!(patch_body(&["enabled=maybe".into()]).is_err());
+        assert!(patch_body(&[]).is_err());
+    }
+}

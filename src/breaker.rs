@@ -1,0 +1,148 @@
+//! A circuit breaker around the store: after `threshold` consecutive failures (errors or
+//! timeouts) it opens, and every call fails at once for `cooldown` — no request waits on a dead
+//! Redis. Then one call is let through as a probe (half-open): success closes the breaker,
+//! failure opens it for another cooldown.
+//!
+//! Lock-free: a few atomics, read on every store call.
+
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::time::Duration;
+
+use crate::clock::{micros, Micros};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum BreakerState {
+    Closed,
+    Open,
+    HalfOpen,
+}
+
+impl BreakerState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BreakerState::Closed => "closed",
+            BreakerState::Open => "open",
+            BreakerState::HalfOpen => "half-open",
+        }
+    }
+}
+
+/// A change of state worth logging.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Transition {
+    Opened,
+    Reopened,
+    Closed,
+}
+
+/// Permission to call the store.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Permit {
+    probe: bool,
+}
+
+#[derive(Debug)]
+pub struct Breaker {
+    threshold: u32,
+    cooldown: Micros,
+    failures: AtomicU32,
+    /// 0 while closed; otherwise when the next probe may go.
+    open_until: AtomicU64,
+    probing: AtomicBool,
+}
+
+impl Breaker {
+    pub fn new(threshold: u32, cooldown: Duration) -> Self {
+        Self {
+            threshold: threshold.max(1),
+            cooldown: micros(cooldown),
+            failures: AtomicU32::new(0),
+            open_until: AtomicU64::new(0),
+            probing: AtomicBool::new(false),
+        }
+    }
+
+    pub fn state(&self, now: Micros) -> BreakerState {
+        match self.open_until.load(Ordering::Acquire) {
+            0 => BreakerState::Closed,
+            until if now < until => BreakerState::Open,
+            _ => BreakerState::HalfOpen,
+        }
+    }
+
+    /// `None`: fail fast, the breaker is open (or a probe is already out).
+    pub fn permit(&self, now: Micros) -> Option<Permit> {
+        match self.state(now) {
+            BreakerState::Closed => Some(Permit { probe: false }),
+            BreakerState::Open => None,
+            BreakerState::HalfOpen => self
+                .probing
+                .compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire)
+                .ok()
+                .map(|_| Permit { probe: true }),
+        }
+    }
+
+    /// Records the outcome of a permitted call.
+    pub fn record(&self, permit: Permit, now: Micros, ok: bool) -> Option<Transition> {
+        if ok {
+            self.failures.store(0, Ordering::Release);
+            self.probing.store(false, Ordering::Release);
+            return (self.open_until.swap(0, Ordering::AcqRel) != 0).then_some(Transition::Closed);
+        }
+        if permit.probe {
+            self.open_until
+                .store(now + self.cooldown, Ordering::Release);
+            self.probing.store(false, Ordering::Release);
+            return Some(Transition::Reopened);
+        }
+        let failures = self.failures.fetch_add(1, Ordering::AcqRel) + 1;
+        if failures >= self.threshold
+            && self
+                .open_until
+                .compare_exchange(0, now + self.cooldown, Ordering::AcqRel, Ordering::Acquire)
+                .is_ok()
+        {
+            return Some(Transition::Opened);
+        }
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const S: Micros = 1_000_000;
+
+    #[test]
+    fn opens_after_consecutive_failures_probes_and_closes() {
+        let b = Breaker::new(3, Duration::from_secs(1));
+        let t = 10 * S;
+        for i in 0..2 {
+            let p = b.permit(t).unwrap();
+            assert_eq!(b.record(p, t, false), None, "failure {i}");
+        }
+        // A success in between resets the count.
+        let p = b.permit(t).unwrap();
+        b.record(p, t, true);
+        for _ in 0..2 {
+            let p = b.permit(t).unwrap();
+            b.record(p, t, false);
+        }
+        let p = b.permit(t).unwrap();
+        assert_eq!(b.record(p, t, false), Some(Transition::Opened));
+        assert_eq!(b.state(t), BreakerState::Open);
+        assert!(b.permit(t + S / 2).is_none(), "fails fast while open");
+        // Half-open: exactly one probe.
+        let probe = b.permit(t + S).unwrap();
+        assert!(b.permit(t + S).is_none());
+        assert_eq!(b.record(probe, t + S, false), Some(Transition::Reopened));
+        assert!(b.permit(t + S + S / 2).is_none());
+        let probe = b.permit(t + 2 * S).unwrap();
+        assert_eq!(b.record(probe, t + 2 * S, true), Some(Transition::Closed));
+        assert_eq!(b.state(t + 2 * S), BreakerState::Closed);
+        assert!(b.permit(t + 2 * S).is_some());
+    }
+}

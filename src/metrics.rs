@@ -1,0 +1,246 @@
+//! Prometheus metrics (the `prometheus` crate Pingora integrates with), served by the admin API.
+//!
+//! Label handles are resolved once at start, so recording on the request path is a few atomic
+//! operations: no label hashing, no allocation.
+
+use prometheus::{
+    Encoder, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge,
+    IntGaugeVec, Opts, Registry, TextEncoder,
+};
+
+use crate::proxy::Outcome;
+
+/// Outcomes in label order; `Outcome as usize` indexes it.
+pub const OUTCOMES: [&str; 6] = ["pass", "admit", "wait", "consume", "reject", "status"];
+/// Why a request was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reject {
+    Full = 0,
+    Consumed = 1,
+    Store = 2,
+    BadRequest = 3,
+}
+const REJECTS: [&str; 4] = ["full", "consumed", "store", "bad_request"];
+
+/// One room's handles.
+pub struct RoomMetrics {
+    pub waiting: IntGauge,
+    pub active: IntGauge,
+    pub admitted: IntCounter,
+    pub joined: IntCounter,
+    pub wait: Histogram,
+    requests: Vec<IntCounter>,
+    rejected: Vec<IntCounter>,
+}
+
+pub struct Metrics {
+    registry: Registry,
+    rooms: Vec<RoomMetrics>,
+    /// Requests outside every room (`room="-"`).
+    unrouted: Vec<IntCounter>,
+    unrouted_rejected: Vec<IntCounter>,
+    duration: Vec<Histogram>,
+    store_errors: IntCounterVec,
+    pub breaker_open: IntGauge,
+}
+
+fn register<T: prometheus::core::Collector + Clone + 'static>(
+    r: &Registry,
+    c: T,
+) -> Result<T, prometheus::Error> {
+    r.register(Box::new(c.clone()))?;
+    Ok(c)
+}
+
+impl Metrics {
+    pub fn new(rooms: &[&str]) -> Result<Self, prometheus::Error> {
+        let r = Registry::new();
+        let waiting = register(
+            &r,
+            IntGaugeVec::new(
+                Opts::new(
+                    "anteroom_waiting",
+                    "Visitors in line (the store's figure at the last tick).",
+                ),
+                &["room"],
+            )?,
+        )?;
+        let active = register(
+            &r,
+            IntGaugeVec::new(
+                Opts::new(
+                    "anteroom_active",
+                    "Admitted sessions not yet expired (the store's figure at the last tick).",
+                ),
+                &["room"],
+            )?,
+        )?;
+        let admitted = register(
+            &r,
+            IntCounterVec::new(
+                Opts::new(
+                    "anteroom_admitted_total",
+                    "Admissions made by this instance (fast path and admission loop).",
+                ),
+                &["room"],
+            )?,
+        )?;
+        let joined = register(
+            &r,
+            IntCounterVec::new(
+                Opts::new(
+                    "anteroom_joined_total",
+                    "Visitors this instance put in line or let in at once.",
+                ),
+                &["room"],
+            )?,
+        )?;
+        let rejected = register(
+            &r,
+            IntCounterVec::new(
+                Opts::new("anteroom_rejected_total", "Requests refused, by reason."),
+                &["room", "reason"],
+            )?,
+        )?;
+        let requests = register(
+            &r,
+            IntCounterVec::new(
+                Opts::new("anteroom_requests_total", "Requests by room and outcome."),
+                &["room", "outcome"],
+            )?,
+        )?;
+        let duration = register(
+            &r,
+            HistogramVec::new(
+                HistogramOpts::new(
+                    "anteroom_request_duration_seconds",
+                    "Time from the request to the end of the response, by outcome.",
+                )
+                .buckets(vec![
+                    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
+                    10.0,
+                ]),
+                &["outcome"],
+            )?,
+        )?;
+        let wait = register(
+            &r,
+            HistogramVec::new(
+                HistogramOpts::new(
+                    "anteroom_wait_seconds",
+                    "Time from joining the line to admission.",
+                )
+                .buckets(vec![
+                    1.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1200.0, 1800.0, 3600.0,
+                ]),
+                &["room"],
+            )?,
+        )?;
+        let store_errors = register(
+            &r,
+            IntCounterVec::new(
+                Opts::new(
+                    "anteroom_store_errors_total",
+                    "Store calls that failed, by operation and kind (error, timeout, breaker).",
+                ),
+                &["op", "kind"],
+            )?,
+        )?;
+        let breaker_open = register(
+            &r,
+            IntGauge::new(
+                "anteroom_breaker_open",
+                "1 while the store circuit breaker is open.",
+            )?,
+        )?;
+
+        // Every series exists from the start, at zero, so dashboards and alerts see it.
+        for op in [
+            "join",
+            "admit",
+            "touch",
+            "consume",
+            "room_state",
+            "clear_waiting",
+            "stats",
+        ] {
+            for kind in ["error", "timeout", "breaker"] {
+                store_errors.with_label_values(&[op, kind]);
+            }
+        }
+        let per_outcome = |room: &str| -> Vec<IntCounter> {
+            OUTCOMES
+                .iter()
+                .map(|o| requests.with_label_values(&[room, o]))
+                .collect()
+        };
+        let per_reason = |room: &str| -> Vec<IntCounter> {
+            REJECTS
+                .iter()
+                .map(|x| rejected.with_label_values(&[room, x]))
+                .collect()
+        };
+        let rooms = rooms
+            .iter()
+            .map(|name| RoomMetrics {
+                waiting: waiting.with_label_values(&[name]),
+                active: active.with_label_values(&[name]),
+                admitted: admitted.with_label_values(&[name]),
+                joined: joined.with_label_values(&[name]),
+                wait: wait.with_label_values(&[name]),
+                requests: per_outcome(name),
+                rejected: per_reason(name),
+            })
+            .collect();
+        Ok(Self {
+            unrouted: per_outcome("-"),
+            unrouted_rejected: per_reason("-"),
+            duration: OUTCOMES
+                .iter()
+                .map(|o| duration.with_label_values(&[o]))
+                .collect(),
+            rooms,
+            store_errors,
+            breaker_open,
+            registry: r,
+        })
+    }
+
+    pub fn room(&self, i: usize) -> Option<&RoomMetrics> {
+        self.rooms.get(i)
+    }
+
+    /// One finished request.
+    pub fn request(
+        &self,
+        room: Option<usize>,
+        outcome: Outcome,
+        reject: Option<Reject>,
+        seconds: f64,
+    ) {
+        let (requests, rejected) = match room.and_then(|i| self.rooms.get(i)) {
+            Some(r) => (&r.requests, &r.rejected),
+            None => (&self.unrouted, &self.unrouted_rejected),
+        };
+        if let Some(c) = requests.get(outcome as usize) {
+            c.inc();
+        }
+        if let Some(c) = reject.and_then(|r| rejected.get(r as usize)) {
+            c.inc();
+        }
+        if let Some(h) = self.duration.get(outcome as usize) {
+            h.observe(seconds);
+        }
+    }
+
+    pub fn store_error(&self, op: &str, kind: &str) {
+        self.store_errors.with_label_values(&[op, kind]).inc();
+    }
+
+    /// The Prometheus text format.
+    pub fn render(&self) -> Vec<u8> {
+        let mut out = Vec::new();
+        let _ = TextEncoder::new().encode(&self.registry.gather(), &mut out);
+        out
+    }
+}

@@ -1,0 +1,559 @@
+//! The admin API, metrics, logs and the operator CLI, against the real binary.
+
+mod common;
+
+use std::process::Command;
+use std::time::Duration;
+
+use common::redis::RedisServer;
+use common::*;
+use serde_json::{json, Value};
+
+const TOKEN: &str = "admin-token-for-tests-0123456789";
+
+fn config(origin: std::net::SocketAddr, store: &str) -> String {
+    format!(
+        r#"{base}
+[admin]
+token = "{TOKEN}"
+
+{store}
+
+[[room]]
+name = "sale"
+paths = ["/products", "/orders"]
+admit-per-second = 100
+max-active = 1
+tick = "50ms"
+consume = ["POST /orders"]
+"#,
+        base = base_config(origin)
+    )
+}
+
+fn redis_store(url: &str) -> String {
+    format!("[store]\nbackend = \"redis\"\nredis-url = \"{url}\"\ntimeout = \"300ms\"\nbreaker-failures = 3\nbreaker-cooldown = \"500ms\"")
+}
+
+async fn admin(
+    proxy: &Proxy,
+    method: reqwest::Method,
+    path: &str,
+    token: Option<&str>,
+    body: Option<Value>,
+) -> (u16, Value) {
+    let mut req = client().request(method, proxy.admin_url(path));
+    if let Some(t) = token {
+        req = req.bearer_auth(t);
+    }
+    if let Some(b) = body {
+        req = req.json(&b);
+    }
+    let resp = req.send().await.unwrap();
+    let status = resp.status().as_u16();
+    let text = resp.text().await.unwrap();
+    (
+        status,
+        serde_json::from_str(&text).unwrap_or(Value::String(text)),
+    )
+}
+
+async fn visitor_state(proxy: &Proxy) -> (u16, String) {
+    let resp = client()
+        .get(proxy.url("/products"))
+        .header("accept", "application/json")
+        .send()
+        .await
+        .unwrap();
+    let status = resp.status().as_u16();
+    let text = resp.text().await.unwrap();
+    let state = serde_json::from_str::<Value>(&text)
+        .ok()
+        .and_then(|v| v["state"].as_str().map(String::from))
+        .unwrap_or(text);
+    (status, state)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_admin_api_needs_the_token() {
+    let origin = Origin::start().await;
+    let proxy = Proxy::start(&config(origin.addr, ""));
+    for (token, expected) in [
+        (None, 401),
+        (Some("wrong-token-wrong-token-wrong!!"), 401),
+        (Some("x"), 401),
+        (Some(TOKEN), 200),
+    ] {
+        for path in ["/rooms", "/rooms/sale", "/metrics"] {
+            let resp = client().get(proxy.admin_url(path));
+            let resp = match token {
+                Some(t) => resp.bearer_auth(t),
+                None => resp,
+            };
+            assert_eq!(
+                resp.send().await.unwrap().status().as_u16(),
+                expected,
+                "{path} with {token:?}"
+            );
+        }
+    }
+    let (status, _) = admin(
+        &proxy,
+        reqwest::Method::PATCH,
+        "/rooms/sale",
+        None,
+        Some(json!({"enabled": false})),
+    )
+    .await;
+    assert_eq!(status, 401);
+    assert_eq!(
+        visitor_state(&proxy).await.1,
+        "origin GET /products",
+        "the unauthorised PATCH changed nothing"
+    );
+    // Probes need no token.
+    assert_eq!(
+        admin(&proxy, reqwest::Method::GET, "/healthz", None, None)
+            .await
+            .0,
+        200
+    );
+    assert_eq!(
+        admin(&proxy, reqwest::Method::GET, "/readyz", None, None)
+            .await
+            .0,
+        200
+    );
+
+    // Without a configured token, nothing but the probes answers.
+    let bare = Proxy::start(
+        &config(origin.addr, "").replace(&format!("[admin]\ntoken = \"{TOKEN}\""), ""),
+    );
+    assert_eq!(
+        admin(&bare, reqwest::Method::GET, "/rooms", Some(TOKEN), None)
+            .await
+            .0,
+        401
+    );
+    assert_eq!(
+        admin(&bare, reqwest::Method::GET, "/healthz", None, None)
+            .await
+            .0,
+        200
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rooms_are_shown_changed_and_cleared() {
+    let origin = Origin::start().await;
+    let proxy = Proxy::start(&config(origin.addr, ""));
+    assert_eq!(
+        visitor_state(&proxy).await.1,
+        "origin GET /products",
+        "the first visitor walks in"
+    );
+    for _ in 0..3 {
+        assert_eq!(visitor_state(&proxy).await.1, "waiting");
+    }
+    let (status, v) = admin(
+        &proxy,
+        reqwest::Method::GET,
+        "/rooms/sale",
+        Some(TOKEN),
+        None,
+    )
+    .await;
+    assert_eq!(status, 200);
+    assert_eq!(v["waiting"], 3);
+    assert_eq!(v["active"], 1);
+    assert_eq!(v["enabled"], true);
+    assert_eq!(v["queue_all"], false);
+    assert_eq!(v["admit_per_second"], 100.0);
+    assert!(v["new_visitor_wait_seconds"].as_u64().is_some(), "{v}");
+    assert_eq!(v["config"]["paths"], json!(["/products", "/orders"]));
+    assert_eq!(v["store"]["backend"], "memory");
+    assert_eq!(v["store"]["healthy"], true);
+    let (_, all) = admin(&proxy, reqwest::Method::GET, "/rooms", Some(TOKEN), None).await;
+    assert_eq!(all.as_array().unwrap().len(), 1);
+
+    // Overrides, then back to the configured values.
+    let (status, v) = admin(
+        &proxy,
+        reqwest::Method::PATCH,
+        "/rooms/sale",
+        Some(TOKEN),
+        Some(json!({"admit_per_second": 7.5, "max_active": 50})),
+    )
+    .await;
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(v["admit_per_second"], 7.5);
+    assert_eq!(v["max_active"], 50);
+    assert_eq!(v["overrides"]["max_active"], 50);
+    let (_, v) = admin(
+        &proxy,
+        reqwest::Method::PATCH,
+        "/rooms/sale",
+        Some(TOKEN),
+        Some(json!({"admit_per_second": null, "max_active": null})),
+    )
+    .await;
+    assert_eq!(v["admit_per_second"], 100.0);
+    assert_eq!(v["overrides"]["max_active"], Value::Null);
+
+    // Bad requests say what is wrong.
+    for (body, expected) in [
+        (json!({"admit_per_second": 0}), 422),
+        (json!({"max_active": 0}), 422),
+        (json!({"rate": 5}), 400),
+        (json!({"enabled": "yes"}), 400),
+    ] {
+        let (status, v) = admin(
+            &proxy,
+            reqwest::Method::PATCH,
+            "/rooms/sale",
+            Some(TOKEN),
+            Some(body.clone()),
+        )
+        .await;
+        assert_eq!(status, expected, "{body}: {v}");
+        assert!(v["error"].as_str().is_some());
+    }
+    assert_eq!(
+        admin(
+            &proxy,
+            reqwest::Method::GET,
+            "/rooms/nope",
+            Some(TOKEN),
+            None
+        )
+        .await
+        .0,
+        404
+    );
+
+    // Clearing the line.
+    let (status, v) = admin(
+        &proxy,
+        reqwest::Method::DELETE,
+        "/rooms/sale/waiting",
+        Some(TOKEN),
+        None,
+    )
+    .await;
+    assert_eq!((status, v["removed"].as_u64()), (200, Some(3)));
+    let (_, v) = admin(
+        &proxy,
+        reqwest::Method::GET,
+        "/rooms/sale",
+        Some(TOKEN),
+        None,
+    )
+    .await;
+    assert_eq!(v["waiting"], 0);
+
+    // The room switched off lets everyone through; queue_all holds everyone.
+    admin(
+        &proxy,
+        reqwest::Method::PATCH,
+        "/rooms/sale",
+        Some(TOKEN),
+        Some(json!({"enabled": false})),
+    )
+    .await;
+    assert_eq!(visitor_state(&proxy).await.1, "origin GET /products");
+    admin(
+        &proxy,
+        reqwest::Method::PATCH,
+        "/rooms/sale",
+        Some(TOKEN),
+        Some(json!({"enabled": true, "queue_all": true, "max_active": 100})),
+    )
+    .await;
+    assert_eq!(visitor_state(&proxy).await.1, "paused");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_change_through_one_instance_is_obeyed_by_another() {
+    let redis = RedisServer::start();
+    let origin = Origin::start().await;
+    let cfg = config(origin.addr, &redis_store(&redis.url()));
+    let a = Proxy::start(&cfg);
+    let b = Proxy::start(&cfg);
+    assert_eq!(visitor_state(&b).await.1, "origin GET /products");
+    assert_eq!(visitor_state(&b).await.1, "waiting");
+
+    let (status, _) = admin(
+        &a,
+        reqwest::Method::PATCH,
+        "/rooms/sale",
+        Some(TOKEN),
+        Some(json!({"enabled": false})),
+    )
+    .await;
+    assert_eq!(status, 200);
+    eventually(
+        Duration::from_secs(2),
+        "instance B lets everyone through",
+        || async { (visitor_state(&b).await.1 == "origin GET /products").then_some(()) },
+    )
+    .await;
+
+    admin(
+        &a,
+        reqwest::Method::PATCH,
+        "/rooms/sale",
+        Some(TOKEN),
+        Some(json!({"enabled": true, "queue_all": true})),
+    )
+    .await;
+    eventually(
+        Duration::from_secs(2),
+        "instance B holds the line",
+        || async { (visitor_state(&b).await.1 == "paused").then_some(()) },
+    )
+    .await;
+    let (_, v) = admin(&b, reqwest::Method::GET, "/rooms/sale", Some(TOKEN), None).await;
+    assert_eq!(
+        v["queue_all"], true,
+        "B reads the state from the store: {v}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_parse_as_prometheus_text() {
+    let origin = Origin::start().await;
+    let proxy = Proxy::start(&config(origin.addr, ""));
+    visitor_state(&proxy).await; // enters
+    visitor_state(&proxy).await; // waits
+    client().get(proxy.url("/elsewhere")).send().await.unwrap();
+    client()
+        .get(proxy.url("/.anteroom/status?room=nope"))
+        .send()
+        .await
+        .unwrap();
+    let text = eventually(
+        Duration::from_secs(5),
+        "the tick to report the line",
+        || async {
+            let t = client()
+                .get(proxy.admin_url("/metrics"))
+                .bearer_auth(TOKEN)
+                .send()
+                .await
+                .unwrap()
+                .text()
+                .await
+                .unwrap();
+            t.contains("anteroom_waiting{room=\"sale\"} 1").then_some(t)
+        },
+    )
+    .await;
+    let scrape = prometheus_parse::Scrape::parse(text.lines().map(|l| Ok(l.to_string()))).unwrap();
+    let value = |name: &str, labels: &[(&str, &str)]| -> f64 {
+        scrape
+            .samples
+            .iter()
+            .find(|s| s.metric == name && labels.iter().all(|(k, v)| s.labels.get(k) == Some(*v)))
+            .map(|s| match s.value {
+                prometheus_parse::Value::Counter(v)
+                | prometheus_parse::Value::Gauge(v)
+                | prometheus_parse::Value::Untyped(v) => v,
+                prometheus_parse::Value::Histogram(ref h) => {
+                    h.iter().map(|b| b.count).fold(0.0, f64::max)
+                }
+                _ => f64::NAN,
+            })
+            .unwrap_or_else(|| panic!("{name} {labels:?} missing"))
+    };
+    assert_eq!(value("anteroom_waiting", &[("room", "sale")]), 1.0);
+    assert_eq!(value("anteroom_active", &[("room", "sale")]), 1.0);
+    assert_eq!(value("anteroom_admitted_total", &[("room", "sale")]), 1.0);
+    assert_eq!(value("anteroom_joined_total", &[("room", "sale")]), 2.0);
+    assert_eq!(
+        value(
+            "anteroom_requests_total",
+            &[("room", "sale"), ("outcome", "admit")]
+        ),
+        1.0
+    );
+    assert_eq!(
+        value(
+            "anteroom_requests_total",
+            &[("room", "sale"), ("outcome", "wait")]
+        ),
+        1.0
+    );
+    assert_eq!(
+        value(
+            "anteroom_requests_total",
+            &[("room", "-"), ("outcome", "pass")]
+        ),
+        1.0
+    );
+    assert_eq!(
+        value(
+            "anteroom_rejected_total",
+            &[("room", "-"), ("reason", "bad_request")]
+        ),
+        1.0
+    );
+    assert!(value("anteroom_request_duration_seconds", &[("outcome", "wait")]) >= 1.0);
+    assert_eq!(value("anteroom_breaker_open", &[]), 0.0);
+    for name in ["anteroom_wait_seconds", "anteroom_store_errors_total"] {
+        assert!(text.contains(&format!("# TYPE {name}")), "{name} declared");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readyz_follows_the_store() {
+    let mut redis = RedisServer::start();
+    let origin = Origin::start().await;
+    let proxy = Proxy::start(&config(origin.addr, &redis_store(&redis.url())));
+    let ready = |want: u16| {
+        let proxy = &proxy;
+        async move {
+            let (s, v) = admin(proxy, reqwest::Method::GET, "/readyz", None, None).await;
+            (s == want).then_some(v)
+        }
+    };
+    eventually(Duration::from_secs(5), "ready on a live Redis", || {
+        ready(200)
+    })
+    .await;
+    redis.kill();
+    let v = eventually(Duration::from_secs(10), "503 once Redis is gone", || {
+        ready(503)
+    })
+    .await;
+    assert_eq!(v["ready"], false);
+    assert!(v["last_error"].as_str().is_some(), "{v}");
+    let text = client()
+        .get(proxy.admin_url("/metrics"))
+        .bearer_auth(TOKEN)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        text.contains("anteroom_breaker_open 1"),
+        "the breaker opened"
+    );
+    assert!(
+        text.contains("anteroom_store_errors_total{kind=\"breaker\",op=\"admit\"}"),
+        "calls fail fast while open"
+    );
+    redis.restart();
+    eventually(
+        Duration::from_secs(10),
+        "ready again after Redis returns",
+        || ready(200),
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_operator_cli_drives_the_admin_api() {
+    let origin = Origin::start().await;
+    let proxy = Proxy::start(&config(origin.addr, ""));
+    let cli = |args: &[&str]| {
+        let out = Command::new(binary())
+            .args(args)
+            .arg("--config")
+            .arg(proxy.config_path())
+            .output()
+            .unwrap();
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (ok, out, err) = cli(&["rooms"]);
+    assert!(ok, "{err}");
+    assert!(out.starts_with("ROOM"), "{out}");
+    assert!(out.contains("sale") && out.contains("open"), "{out}");
+    let (ok, out, err) = cli(&[
+        "room",
+        "sale",
+        "set",
+        "queue_all=true",
+        "admit_per_second=12",
+    ]);
+    assert!(ok, "{err}");
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(
+        (v["queue_all"].as_bool(), v["admit_per_second"].as_f64()),
+        (Some(true), Some(12.0))
+    );
+    let (_, out, _) = cli(&["rooms"]);
+    assert!(out.contains("held"), "{out}");
+    let (ok, _, err) = cli(&["room", "sale", "set", "speed=9"]);
+    assert!(!ok && err.contains("unknown key"), "{err}");
+    let (ok, _, err) = cli(&["room", "nope"]);
+    assert!(!ok && err.contains("no room named"), "{err}");
+    let (ok, out, _) = cli(&["room", "sale", "clear"]);
+    assert!(ok && out.contains("\"removed\""), "{out}");
+    let (ok, _, _) = cli(&["health"]);
+    assert!(ok);
+    let out = Command::new(binary())
+        .args(["health", "--admin", "127.0.0.1:1"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn logs_carry_an_access_line_never_a_secret_and_can_be_json() {
+    let origin = Origin::start().await;
+    let proxy = Proxy::start_with(
+        &config(origin.addr, ""),
+        &[("ANTEROOM_LOG", "debug")],
+        &["--log-format", "json"],
+    );
+    let mut jar = Jar::default();
+    let resp = client()
+        .get(proxy.url("/products?secret=s3cr3t"))
+        .send()
+        .await
+        .unwrap();
+    jar.absorb(&resp);
+    let admission = jar.get("anteroom_sale").unwrap().to_string();
+    client()
+        .get(proxy.url("/products/1"))
+        .header("cookie", jar.header())
+        .send()
+        .await
+        .unwrap();
+    admin(&proxy, reqwest::Method::GET, "/rooms", Some(TOKEN), None).await;
+    admin(
+        &proxy,
+        reqwest::Method::GET,
+        "/rooms",
+        Some("wrong-token"),
+        None,
+    )
+    .await;
+    let logs = eventually(Duration::from_secs(5), "two access lines", || async {
+        let logs = proxy.stderr();
+        (logs.matches("anteroom::access").count() >= 2).then_some(logs)
+    })
+    .await;
+    let access: Vec<Value> = logs
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|v| v["target"] == "anteroom::access")
+        .collect();
+    assert!(access.len() >= 2, "JSON access lines in:\n{logs}");
+    assert_eq!(access[0]["room"], "sale");
+    assert_eq!(access[0]["outcome"], "admit");
+    assert_eq!(access[0]["status"], 200);
+    assert!(access[0]["duration_ms"].as_f64().is_some());
+    for secret in [KEY, TOKEN, admission.as_str(), "s3cr3t"] {
+        assert!(
+            !logs.contains(secret),
+            "{secret} appears in the logs:\n{logs}"
+        );
+    }
+}
