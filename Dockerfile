@@ -22,7 +22,11 @@ COPY --from=build /src/target/release/anteroom /usr/local/bin/anteroom
 COPY templates ./templates
 COPY conf ./conf
 USER anteroom
-# 8080: visitors (listen.http). 9180: admin API (listen.admin).
+# 8080: visitors (listen.http). 9180: admin API (listen.admin; loopback in the shipped config:
+# mount a config that binds it to a private address to reach it from outside the container).
 EXPOSE 8080 9180
+# Liveness from inside the container: the admin API's /healthz (no token, no curl needed).
+HEALTHCHECK --interval=10s --timeout=3s --start-period=10s --retries=3 \
+  CMD ["anteroom", "health", "--admin", "http://127.0.0.1:9180"]
 ENTRYPOINT ["anteroom"]
 CMD ["run", "--config", "/app/conf/anteroom.toml"]

@@ -212,12 +212,14 @@ impl AdminApp {
                 Ok(p) => p,
                 Err(msg) => return error(StatusCode::UNPROCESSABLE_ENTITY, &msg),
             },
-            Err(e) => return error(
-                StatusCode::BAD_REQUEST,
-                &format!(
+            Err(e) => {
+                return error(
+                    StatusCode::BAD_REQUEST,
+                    &format!(
                     "{e}; send JSON with any of enabled, queue_all, admit_per_second, max_active"
                 ),
-            ),
+                )
+            }
         };
         let s = &*self.shared;
         let r = &s.rooms[i];

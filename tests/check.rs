@@ -208,4 +208,58 @@ fn the_dockerfile_copies_what_exists_and_runs_a_real_command() {
     assert!(ok, "the image's config must pass check: {stderr}");
     assert!(text.contains("ENTRYPOINT [\"anteroom\"]"));
     assert!(text.contains("USER anteroom"));
+    // The health check is a real command: against a closed port it fails the way a dead
+    // process would (exit 1), not with a usage error (exit 2).
+    let hc = text
+        .lines()
+        .find(|l| l.trim_start().starts_with("CMD [\"anteroom\", \"health\""))
+        .expect("HEALTHCHECK CMD");
+    let mut args: Vec<String> = serde_json::from_str(hc.trim().trim_start_matches("CMD ")).unwrap();
+    args.remove(0);
+    let port = common::free_port();
+    let args: Vec<String> = args
+        .into_iter()
+        .map(|a| a.replace(":9180", &format!(":{port}")))
+        .collect();
+    let out = Command::new(common::binary()).args(&args).output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("cannot reach the admin API"));
+}
+
+/// The example Grafana dashboard only queries metrics anteroom exports.
+#[test]
+fn the_grafana_dashboard_uses_real_metrics() {
+    let root = env!("CARGO_MANIFEST_DIR");
+    let text = std::fs::read_to_string(format!("{root}/docs/grafana-dashboard.json")).unwrap();
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let known = [
+        "anteroom_waiting",
+        "anteroom_active",
+        "anteroom_admitted_total",
+        "anteroom_joined_total",
+        "anteroom_rejected_total",
+        "anteroom_requests_total",
+        "anteroom_request_duration_seconds_bucket",
+        "anteroom_wait_seconds_bucket",
+        "anteroom_store_errors_total",
+        "anteroom_breaker_open",
+    ];
+    let mut exprs = 0;
+    for panel in v["panels"].as_array().unwrap() {
+        for target in panel["targets"].as_array().unwrap() {
+            let expr = target["expr"].as_str().unwrap();
+            exprs += 1;
+            for word in expr.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')) {
+                if word.starts_with("anteroom_") {
+                    assert!(known.contains(&word), "{word} in {expr}");
+                }
+            }
+        }
+    }
+    assert!(exprs >= 8);
 }
