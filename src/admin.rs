@@ -12,8 +12,6 @@
 //!   follows within one admission tick.
 //! - `DELETE /rooms/NAME/waiting`: empties the line.
 
-use std::sync::Arc;
-
 use async_trait::async_trait;
 use bytes::BytesMut;
 use http::{Method, Response, StatusCode};
@@ -23,7 +21,7 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 use subtle::ConstantTimeEq;
 
-use crate::app::Shared;
+use crate::app::{Current, Shared};
 use crate::room::Room;
 use crate::store::{RoomPatch, RoomStats};
 
@@ -31,12 +29,12 @@ use crate::store::{RoomPatch, RoomStats};
 const MAX_BODY: usize = 16 * 1024;
 
 pub struct AdminApp {
-    shared: Arc<Shared>,
+    current: Current,
 }
 
 impl AdminApp {
-    pub fn new(shared: Arc<Shared>) -> Self {
-        Self { shared }
+    pub fn new(current: Current) -> Self {
+        Self { current }
     }
 }
 
@@ -108,8 +106,8 @@ impl PatchBody {
 }
 
 impl AdminApp {
-    fn authorized(&self, session: &ServerSession) -> bool {
-        let Some(token) = &self.shared.config.admin.token else {
+    fn authorized(s: &Shared, session: &ServerSession) -> bool {
+        let Some(token) = &s.config.admin.token else {
             return false;
         };
         let given = session
@@ -124,8 +122,7 @@ impl AdminApp {
 
     /// A room's configuration, runtime state and figures. The figures come from the store;
     /// when it cannot answer, the last ones the admission loop saw are shown instead.
-    async fn room_view(&self, i: usize) -> Value {
-        let s = &*self.shared;
+    async fn room_view(s: &Shared, i: usize) -> Value {
         let r: &Room = &s.rooms[i];
         let p = &r.cfg.params;
         let stats: Result<RoomStats, _> = s.store_call("stats", r.name(), s.store.stats(p)).await;
@@ -202,7 +199,7 @@ impl AdminApp {
         }
     }
 
-    async fn patch(&self, session: &mut ServerSession, i: usize) -> Response<Vec<u8>> {
+    async fn patch(s: &Shared, session: &mut ServerSession, i: usize) -> Response<Vec<u8>> {
         let body = match Self::read_body(session).await {
             Ok(b) => b,
             Err(resp) => return resp,
@@ -221,7 +218,6 @@ impl AdminApp {
                 )
             }
         };
-        let s = &*self.shared;
         let r = &s.rooms[i];
         match s
             .store_call(
@@ -238,14 +234,15 @@ impl AdminApp {
                     ?patch,
                     "room state changed through the admin API"
                 );
-                json_reply(StatusCode::OK, &self.room_view(i).await)
+                json_reply(StatusCode::OK, &Self::room_view(s, i).await)
             }
             Err(e) => error(StatusCode::SERVICE_UNAVAILABLE, &e.to_string()),
         }
     }
 
     async fn route(&self, session: &mut ServerSession) -> Response<Vec<u8>> {
-        let s = &*self.shared;
+        let snapshot = self.current.load_full();
+        let s = &*snapshot;
         let method = session.req_header().method.clone();
         let path = session.req_header().uri.path().to_string();
         match (&method, path.as_str()) {
@@ -272,7 +269,7 @@ impl AdminApp {
             }
             _ => {}
         }
-        if !self.authorized(session) {
+        if !Self::authorized(s, session) {
             let mut resp = error(
                 StatusCode::UNAUTHORIZED,
                 "send Authorization: Bearer <admin.token>",
@@ -293,7 +290,7 @@ impl AdminApp {
             (&Method::GET, ["rooms"]) => {
                 let mut rooms = Vec::new();
                 for i in 0..s.rooms.len() {
-                    rooms.push(self.room_view(i).await);
+                    rooms.push(Self::room_view(s, i).await);
                 }
                 json_reply(StatusCode::OK, &Value::Array(rooms))
             }
@@ -302,8 +299,8 @@ impl AdminApp {
                     return error(StatusCode::NOT_FOUND, &format!("no room named {name:?}"));
                 };
                 match (&method, rest) {
-                    (&Method::GET, []) => json_reply(StatusCode::OK, &self.room_view(i).await),
-                    (&Method::PATCH, []) => self.patch(session, i).await,
+                    (&Method::GET, []) => json_reply(StatusCode::OK, &Self::room_view(s, i).await),
+                    (&Method::PATCH, []) => Self::patch(s, session, i).await,
                     (&Method::DELETE, ["waiting"]) => {
                         let r = &s.rooms[i];
                         match s

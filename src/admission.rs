@@ -3,29 +3,32 @@
 //! Each room ticks on its own timer. With the Redis store every instance runs this loop and the
 //! token bucket lives in Redis, so N instances together admit at the configured rate, not N
 //! times it. A late tick is not made up for ("delay", not "burst"): the bucket's own refill
-//! already credits the elapsed time, capped at one tick's worth.
+//! already credits the elapsed time, capped at one tick's worth. A reload restarts the room
+//! timers with the new configuration.
 
 use std::sync::Arc;
 
 use async_trait::async_trait;
 use pingora::server::ShutdownWatch;
 use pingora::services::background::BackgroundService;
+use tokio::sync::Notify;
 use tokio::time::{interval, MissedTickBehavior};
 
-use crate::app::Shared;
+use crate::app::{Current, Shared};
 
 /// The background service.
 pub struct AdmissionLoop {
-    shared: Arc<Shared>,
+    current: Current,
+    reloaded: Arc<Notify>,
 }
 
 impl AdmissionLoop {
-    pub fn new(shared: Arc<Shared>) -> Self {
-        Self { shared }
+    pub fn new(current: Current, reloaded: Arc<Notify>) -> Self {
+        Self { current, reloaded }
     }
 }
 
-/// Ticks one room until shutdown.
+/// Ticks one room until its task is aborted.
 async fn run_room(shared: Arc<Shared>, room: usize) {
     let r = &shared.rooms[room];
     let mut timer = interval(r.cfg.params.tick);
@@ -37,13 +40,12 @@ async fn run_room(shared: Arc<Shared>, room: usize) {
             .await
         {
             Ok(report) => {
-                if let Some(m) = shared.metrics.room(room) {
-                    m.waiting.set(report.waiting as i64);
-                    m.active.set(report.active as i64);
-                    m.admitted.inc_by(report.admitted);
-                    for a in &report.admitted_visitors {
-                        m.wait.observe(a.waited.as_secs_f64());
-                    }
+                let m = &r.metrics;
+                m.waiting.set(report.waiting as i64);
+                m.active.set(report.active as i64);
+                m.admitted.inc_by(report.admitted);
+                for a in &report.admitted_visitors {
+                    m.wait.observe(a.waited.as_secs_f64());
                 }
                 if report.admitted > 0 {
                     tracing::debug!(
@@ -60,19 +62,31 @@ async fn run_room(shared: Arc<Shared>, room: usize) {
     }
 }
 
+async fn shutdown_requested(shutdown: &mut ShutdownWatch) {
+    // A closed channel means the server is going away too.
+    while !*shutdown.borrow() {
+        if shutdown.changed().await.is_err() {
+            return;
+        }
+    }
+}
+
 #[async_trait]
 impl BackgroundService for AdmissionLoop {
     async fn start(&self, mut shutdown: ShutdownWatch) {
-        let mut tasks = tokio::task::JoinSet::new();
-        for room in 0..self.shared.rooms.len() {
-            tasks.spawn(run_room(self.shared.clone(), room));
-        }
-        // Wait for the shutdown signal; a closed channel means the server is gone too.
-        while !*shutdown.borrow() {
-            if shutdown.changed().await.is_err() {
-                break;
+        loop {
+            let shared = self.current.load_full();
+            let mut tasks = tokio::task::JoinSet::new();
+            for room in 0..shared.rooms.len() {
+                tasks.spawn(run_room(shared.clone(), room));
+            }
+            tokio::select! {
+                _ = shutdown_requested(&mut shutdown) => {
+                    tasks.abort_all();
+                    return;
+                }
+                _ = self.reloaded.notified() => tasks.abort_all(),
             }
         }
-        tasks.abort_all();
     }
 }

@@ -1,10 +1,13 @@
-//! Everything a request needs, built once from the config and shared by all services.
+//! Everything a request needs. [`Core`] lives as long as the process (store, clock, metrics,
+//! breaker); [`Shared`] is one loaded configuration on top of it (rooms, routes, pages) and is
+//! swapped whole on a reload, so a request sees one consistent configuration from start to end.
 
 use std::future::Future;
-use std::sync::Arc;
-
+use std::ops::Deref;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
+
+use arc_swap::ArcSwap;
 
 use crate::breaker::{Breaker, BreakerState, Transition};
 use crate::clock::Clock;
@@ -15,61 +18,63 @@ use crate::room::Room;
 use crate::route::Router;
 use crate::store::{Store, StoreError};
 
-/// The loaded configuration with its derived state, shared by the proxy and the admission loop.
-pub struct Shared {
-    pub config: Config,
-    pub rooms: Vec<Room>,
-    pub router: Router,
-    pub pages: Pages,
+/// The current configuration, swapped on SIGHUP.
+pub type Current = Arc<ArcSwap<Shared>>;
+
+/// What outlives a reload.
+pub struct Core {
     pub store: Arc<dyn Store>,
     pub clock: Arc<dyn Clock>,
     pub metrics: Metrics,
     pub breaker: Breaker,
+    /// The store timeout; store settings need a restart to change.
+    timeout: std::time::Duration,
+    breaker_failures: u32,
+    breaker_cooldown: std::time::Duration,
     /// When a store call last succeeded (µs), for `/readyz`.
     store_ok_at: AtomicU64,
     last_store_error: Mutex<Option<String>>,
+    last_warning: AtomicU64,
 }
 
-impl Shared {
+/// One loaded configuration with its derived state.
+pub struct Shared {
+    pub core: Arc<Core>,
+    pub config: Config,
+    pub rooms: Vec<Room>,
+    pub router: Router,
+    pub pages: Pages,
+}
+
+impl Deref for Shared {
+    type Target = Core;
+
+    fn deref(&self) -> &Core {
+        &self.core
+    }
+}
+
+impl Core {
     pub fn new(
-        config: Config,
+        config: &Config,
         store: Arc<dyn Store>,
         clock: Arc<dyn Clock>,
     ) -> Result<Self, String> {
-        let pages = Pages::load(&config)?;
-        let router = Router::new(config.rooms.iter().map(|r| (&r.hosts[..], &r.paths[..])));
-        let rooms: Vec<Room> = config.rooms.iter().cloned().map(Room::new).collect();
-        let names: Vec<&str> = rooms.iter().map(Room::name).collect();
-        let metrics = Metrics::new(&names).map_err(|e| format!("metrics: {e}"))?;
-        let breaker = Breaker::new(config.store.breaker_failures, config.store.breaker_cooldown);
+        let metrics = Metrics::new().map_err(|e| format!("metrics: {e}"))?;
+        let s = &config.store;
         let now = clock.now_micros();
         Ok(Self {
-            config,
-            rooms,
-            router,
-            pages,
             store,
             clock,
             metrics,
-            breaker,
+            breaker: Breaker::new(s.breaker_failures, s.breaker_cooldown),
+            timeout: s.timeout,
+            breaker_failures: s.breaker_failures,
+            breaker_cooldown: s.breaker_cooldown,
             store_ok_at: AtomicU64::new(now),
             last_store_error: Mutex::new(None),
+            last_warning: AtomicU64::new(0),
         })
-    }
-
-    /// Whether the store answered recently and the breaker lets calls through.
-    pub fn store_healthy(&self) -> bool {
-        let now = self.clock.now_micros();
-        let slowest_tick = self
-            .rooms
-            .iter()
-            .map(|r| r.cfg.params.tick)
-            .max()
-            .unwrap_or_default();
-        let fresh = std::time::Duration::from_secs(5).max(slowest_tick * 2);
-        self.breaker.state(now) != BreakerState::Open
-            && now.saturating_sub(self.store_ok_at.load(Ordering::Relaxed))
-                <= crate::clock::micros(fresh)
     }
 
     pub fn last_store_error(&self) -> Option<String> {
@@ -83,8 +88,8 @@ impl Shared {
         match t {
             Some(Transition::Opened) => {
                 tracing::warn!(
-                    failures = self.config.store.breaker_failures,
-                    cooldown = ?self.config.store.breaker_cooldown,
+                    failures = self.breaker_failures,
+                    cooldown = ?self.breaker_cooldown,
                     "store circuit breaker opened: store calls fail fast"
                 );
                 self.metrics.breaker_open.set(1);
@@ -99,10 +104,6 @@ impl Shared {
             }
             None => {}
         }
-    }
-
-    pub fn room_index(&self, name: &str) -> Option<usize> {
-        self.rooms.iter().position(|r| r.name() == name)
     }
 
     /// Every store call goes through here: bounded by `store.timeout`, because a client of a
@@ -121,7 +122,7 @@ impl Shared {
                 room: room.to_string(),
             });
         };
-        let after = self.config.store.timeout;
+        let after = self.timeout;
         let result = match tokio::time::timeout(after, call).await {
             Ok(r) => r,
             Err(_) => Err(StoreError::Timeout {
@@ -152,22 +153,65 @@ impl Shared {
         }
         result
     }
-}
 
-static LAST_STORE_WARNING: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-
-impl Shared {
     /// Logs a store error at most once a second: an outage must not flood the log.
     pub fn warn_store_error(&self, e: &StoreError) {
-        use std::sync::atomic::Ordering;
         let now = self.clock.now_secs();
-        let last = LAST_STORE_WARNING.load(Ordering::Relaxed);
+        let last = self.last_warning.load(Ordering::Relaxed);
         if now > last
-            && LAST_STORE_WARNING
+            && self
+                .last_warning
                 .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
                 .is_ok()
         {
             tracing::warn!(error = %e, "store error");
         }
+    }
+}
+
+impl Shared {
+    /// Builds the state of one configuration on top of `core`; `previous` (on a reload) hands
+    /// over the last known runtime state of rooms that keep their name.
+    pub fn new(core: Arc<Core>, config: Config, previous: Option<&Shared>) -> Result<Self, String> {
+        let pages = Pages::load(&config)?;
+        let router = Router::new(config.rooms.iter().map(|r| (&r.hosts[..], &r.paths[..])));
+        let rooms: Vec<Room> = config
+            .rooms
+            .iter()
+            .map(|r| Room::new(r.clone(), core.metrics.room(r.name())))
+            .collect();
+        if let Some(old) = previous {
+            for room in &rooms {
+                if let Some(o) = old.rooms.iter().find(|o| o.name() == room.name()) {
+                    room.inherit(o);
+                }
+            }
+        }
+        Ok(Self {
+            core,
+            config,
+            rooms,
+            router,
+            pages,
+        })
+    }
+
+    pub fn room_index(&self, name: &str) -> Option<usize> {
+        self.rooms.iter().position(|r| r.name() == name)
+    }
+
+    /// Whether the store answered recently and the breaker lets calls through.
+    pub fn store_healthy(&self) -> bool {
+        let now = self.clock.now_micros();
+        let slowest_tick = self
+            .rooms
+            .iter()
+            .map(|r| r.cfg.params.tick)
+            .max()
+            .unwrap_or_default();
+        let fresh = std::time::Duration::from_secs(5).max(slowest_tick * 2);
+        self.breaker.state(now) != BreakerState::Open
+            && now.saturating_sub(self.store_ok_at.load(Ordering::Relaxed))
+                <= crate::clock::micros(fresh)
     }
 }

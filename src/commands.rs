@@ -35,7 +35,19 @@ pub fn run(path: &Path) -> ExitCode {
     };
     tracing::info!(config = %path.display(), listen = %config.listen.http, rooms = config.rooms.len(), "starting");
     match server::build(config) {
-        Ok((server, _)) => server.run_forever(),
+        Ok(mut built) => {
+            let reloader = crate::reload::Reloader::new(
+                built.current.clone(),
+                path.to_path_buf(),
+                built.reloaded.clone(),
+            );
+            built
+                .server
+                .add_service(pingora::services::background::background_service(
+                    "reload", reloader,
+                ));
+            server::serve(built.server)
+        }
         Err(e) => {
             eprintln!("{e}");
             ExitCode::from(1)

@@ -18,6 +18,7 @@ pub mod demo;
 pub mod metrics;
 pub mod page;
 pub mod proxy;
+pub mod reload;
 pub mod room;
 pub mod route;
 pub mod server;

@@ -35,7 +35,13 @@ pub struct RoomMetrics {
 
 pub struct Metrics {
     registry: Registry,
-    rooms: Vec<RoomMetrics>,
+    waiting: IntGaugeVec,
+    active: IntGaugeVec,
+    admitted: IntCounterVec,
+    joined: IntCounterVec,
+    rejected: IntCounterVec,
+    requests: IntCounterVec,
+    wait: HistogramVec,
     /// Requests outside every room (`room="-"`).
     unrouted: Vec<IntCounter>,
     unrouted_rejected: Vec<IntCounter>,
@@ -53,7 +59,7 @@ fn register<T: prometheus::core::Collector + Clone + 'static>(
 }
 
 impl Metrics {
-    pub fn new(rooms: &[&str]) -> Result<Self, prometheus::Error> {
+    pub fn new() -> Result<Self, prometheus::Error> {
         let r = Registry::new();
         let waiting = register(
             &r,
@@ -168,57 +174,62 @@ impl Metrics {
                 store_errors.with_label_values(&[op, kind]);
             }
         }
-        let per_outcome = |room: &str| -> Vec<IntCounter> {
-            OUTCOMES
-                .iter()
-                .map(|o| requests.with_label_values(&[room, o]))
-                .collect()
-        };
-        let per_reason = |room: &str| -> Vec<IntCounter> {
-            REJECTS
-                .iter()
-                .map(|x| rejected.with_label_values(&[room, x]))
-                .collect()
-        };
-        let rooms = rooms
+        let unrouted = OUTCOMES
             .iter()
-            .map(|name| RoomMetrics {
-                waiting: waiting.with_label_values(&[name]),
-                active: active.with_label_values(&[name]),
-                admitted: admitted.with_label_values(&[name]),
-                joined: joined.with_label_values(&[name]),
-                wait: wait.with_label_values(&[name]),
-                requests: per_outcome(name),
-                rejected: per_reason(name),
-            })
+            .map(|o| requests.with_label_values(&["-", o]))
+            .collect();
+        let unrouted_rejected = REJECTS
+            .iter()
+            .map(|x| rejected.with_label_values(&["-", x]))
             .collect();
         Ok(Self {
-            unrouted: per_outcome("-"),
-            unrouted_rejected: per_reason("-"),
+            unrouted,
+            unrouted_rejected,
             duration: OUTCOMES
                 .iter()
                 .map(|o| duration.with_label_values(&[o]))
                 .collect(),
-            rooms,
+            waiting,
+            active,
+            admitted,
+            joined,
+            rejected,
+            requests,
+            wait,
             store_errors,
             breaker_open,
             registry: r,
         })
     }
 
-    pub fn room(&self, i: usize) -> Option<&RoomMetrics> {
-        self.rooms.get(i)
+    /// A room's handles (resolved once per configuration load).
+    pub fn room(&self, name: &str) -> RoomMetrics {
+        RoomMetrics {
+            waiting: self.waiting.with_label_values(&[name]),
+            active: self.active.with_label_values(&[name]),
+            admitted: self.admitted.with_label_values(&[name]),
+            joined: self.joined.with_label_values(&[name]),
+            wait: self.wait.with_label_values(&[name]),
+            requests: OUTCOMES
+                .iter()
+                .map(|o| self.requests.with_label_values(&[name, o]))
+                .collect(),
+            rejected: REJECTS
+                .iter()
+                .map(|x| self.rejected.with_label_values(&[name, x]))
+                .collect(),
+        }
     }
 
     /// One finished request.
     pub fn request(
         &self,
-        room: Option<usize>,
+        room: Option<&RoomMetrics>,
         outcome: Outcome,
         reject: Option<Reject>,
         seconds: f64,
     ) {
-        let (requests, rejected) = match room.and_then(|i| self.rooms.get(i)) {
+        let (requests, rejected) = match room {
             Some(r) => (&r.requests, &r.rejected),
             None => (&self.unrouted, &self.unrouted_rejected),
         };

@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use crate::config::RoomConfig;
 use crate::cookie::room_cookie_name;
+use crate::metrics::RoomMetrics;
 use crate::store::AdmitReport;
 
 /// Figures from the latest admission tick.
@@ -73,22 +74,38 @@ impl Live {
     }
 }
 
-/// One room: config, its cookie name, and the live figures.
-#[derive(Debug)]
+/// One room: config, its cookie name, the live figures and its metric handles.
 pub struct Room {
     pub cfg: RoomConfig,
     pub cookie_name: String,
     pub live: Live,
+    pub metrics: RoomMetrics,
 }
 
 impl Room {
-    pub fn new(cfg: RoomConfig) -> Self {
+    pub fn new(cfg: RoomConfig, metrics: RoomMetrics) -> Self {
         let cookie_name = room_cookie_name(cfg.name());
         Self {
             cfg,
             cookie_name,
             live: Live::default(),
+            metrics,
         }
+    }
+
+    /// Carries the last known runtime state over a reload, so that a room switched off stays
+    /// off until the next tick confirms it.
+    pub fn inherit(&self, old: &Room) {
+        self.live
+            .enabled
+            .store(old.live.enabled(), Ordering::Relaxed);
+        self.live
+            .queue_all
+            .store(old.live.queue_all(), Ordering::Relaxed);
+        self.live
+            .waiting
+            .store(old.live.waiting(), Ordering::Relaxed);
+        self.live.active.store(old.live.active(), Ordering::Relaxed);
     }
 
     pub fn name(&self) -> &str {

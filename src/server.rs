@@ -11,7 +11,12 @@ use pingora::services::listening::Service;
 
 use crate::admin::AdminApp;
 use crate::admission::AdmissionLoop;
-use crate::app::Shared;
+use arc_swap::ArcSwap;
+use pingora::server::{RunArgs, ShutdownSignal, ShutdownSignalWatch};
+use tokio::signal::unix::{signal, SignalKind};
+use tokio::sync::Notify;
+
+use crate::app::{Core, Current, Shared};
 use crate::clock::{Clock, SystemClock};
 use crate::config::{Config, StoreBackend};
 use crate::proxy::Proxy;
@@ -71,8 +76,16 @@ fn server_conf(config: &Config) -> ServerConf {
     }
 }
 
-/// A server with the proxy and the admission loop, ready for more services and `run_forever`.
-pub fn build(config: Config) -> Result<(Server, Arc<Shared>), StartError> {
+/// A built server and what further services need to share its state.
+pub struct Built {
+    pub server: Server,
+    pub current: Current,
+    /// Tells the admission loop that `current` changed.
+    pub reloaded: Arc<Notify>,
+}
+
+/// A server with the proxy, the admission loop and the admin API, ready for more services.
+pub fn build(config: Config) -> Result<Built, StartError> {
     check_listen(config.listen.http, "listen.http")?;
     check_listen(config.listen.admin, "listen.admin")?;
     let admin_addr = config.listen.admin.to_string();
@@ -80,23 +93,71 @@ pub fn build(config: Config) -> Result<(Server, Arc<Shared>), StartError> {
     let store = make_store(&config, clock.clone())?;
     let conf = server_conf(&config);
     let http = config.listen.http.to_string();
-    let shared = Arc::new(Shared::new(config, store, clock).map_err(StartError::Pages)?);
+    let core = Arc::new(Core::new(&config, store, clock).map_err(StartError::Pages)?);
+    let shared = Shared::new(core, config, None).map_err(StartError::Pages)?;
+    let current: Current = Arc::new(ArcSwap::from_pointee(shared));
+    let reloaded = Arc::new(Notify::new());
 
     let mut server = Server::new_with_opt_and_conf(None, conf);
     server.bootstrap();
     let mut proxy = pingora::proxy::http_proxy_service_with_name(
         &server.configuration,
-        Proxy::new(shared.clone()),
+        Proxy::new(current.clone()),
         "anteroom proxy",
     );
     proxy.add_tcp(&http);
     server.add_service(proxy);
     server.add_service(background_service(
         "admission",
-        AdmissionLoop::new(shared.clone()),
+        AdmissionLoop::new(current.clone(), reloaded.clone()),
     ));
-    let mut admin = Service::new("anteroom admin".to_string(), AdminApp::new(shared.clone()));
+    let mut admin = Service::new("anteroom admin".to_string(), AdminApp::new(current.clone()));
     admin.add_tcp(&admin_addr);
     server.add_service(admin);
-    Ok((server, shared))
+    Ok(Built {
+        server,
+        current,
+        reloaded,
+    })
+}
+
+/// Signals: SIGTERM and SIGINT both shut down gracefully (stop accepting after the grace
+/// period, give in-flight requests `shutdown-timeout`, exit 0); SIGQUIT hands the listening
+/// sockets to a new process started with `--upgrade` (Pingora's graceful upgrade).
+struct Signals;
+
+#[async_trait::async_trait]
+impl ShutdownSignalWatch for Signals {
+    async fn recv(&self) -> ShutdownSignal {
+        let (Ok(mut quit), Ok(mut term), Ok(mut int)) = (
+            signal(SignalKind::quit()),
+            signal(SignalKind::terminate()),
+            signal(SignalKind::interrupt()),
+        ) else {
+            tracing::error!("cannot listen for signals; shutting down");
+            return ShutdownSignal::FastShutdown;
+        };
+        tokio::select! {
+            _ = quit.recv() => {
+                tracing::info!("SIGQUIT: handing the sockets over (graceful upgrade)");
+                ShutdownSignal::GracefulUpgrade
+            }
+            _ = term.recv() => {
+                tracing::info!("SIGTERM: shutting down gracefully");
+                ShutdownSignal::GracefulTerminate
+            }
+            _ = int.recv() => {
+                tracing::info!("SIGINT: shutting down gracefully");
+                ShutdownSignal::GracefulTerminate
+            }
+        }
+    }
+}
+
+/// Runs until a signal says stop, then exits 0.
+pub fn serve(server: Server) -> ! {
+    server.run(RunArgs {
+        shutdown_signal: Box::new(Signals),
+    });
+    std::process::exit(0)
 }

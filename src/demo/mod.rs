@@ -48,7 +48,7 @@ pub fn run(opts: DemoOptions) -> ExitCode {
     }
     let room = cfg.rooms.first().map(|r| r.params.clone());
     let (mut server, shared) = match server::build(cfg) {
-        Ok(s) => s,
+        Ok(b) => (b.server, b.current.load_full()),
         Err(e) => {
             eprintln!("{e}");
             return ExitCode::from(1);
@@ -91,5 +91,5 @@ pub fn run(opts: DemoOptions) -> ExitCode {
     }
     println!();
     println!("Press Ctrl-C to stop.");
-    server.run_forever()
+    server::serve(server)
 }

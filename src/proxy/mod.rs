@@ -22,7 +22,7 @@ use pingora::Result;
 
 use std::time::Instant;
 
-use crate::app::Shared;
+use crate::app::{Current, Shared};
 use crate::config::StorePolicy;
 use crate::cookie;
 use crate::metrics::Reject;
@@ -64,16 +64,18 @@ pub struct Ctx {
     pub outcome: Outcome,
     reject: Option<Reject>,
     started: Instant,
+    /// The configuration this request started under (a reload does not change it midway).
+    shared: Arc<Shared>,
 }
 
 /// The proxy.
 pub struct Proxy {
-    shared: Arc<Shared>,
+    current: Current,
 }
 
 impl Proxy {
-    pub fn new(shared: Arc<Shared>) -> Self {
-        Self { shared }
+    pub fn new(current: Current) -> Self {
+        Self { current }
     }
 }
 
@@ -101,6 +103,10 @@ fn cookie_values(req: &RequestHeader) -> impl Iterator<Item = &[u8]> {
         .map(|v| v.as_bytes())
 }
 
+fn secure(shared: &Shared) -> bool {
+    shared.config.cookie.secure.unwrap_or(false)
+}
+
 fn wants_json(req: &RequestHeader) -> bool {
     req.headers
         .get(http::header::ACCEPT)
@@ -110,42 +116,38 @@ fn wants_json(req: &RequestHeader) -> bool {
 
 impl Proxy {
     /// The visitor's id from their cookie, or a new one (and its cookie).
-    fn visitor(&self, req: &RequestHeader, ctx: &mut Ctx) -> VisitorId {
+    fn visitor(shared: &Shared, req: &RequestHeader, ctx: &mut Ctx) -> VisitorId {
         if let Some(vid) =
             cookie::find(cookie_values(req), cookie::VID_COOKIE).and_then(VisitorId::parse)
         {
             return vid;
         }
         let vid = VisitorId::random();
-        ctx.set_cookies.push(cookie::set_vid(vid, self.secure()));
+        ctx.set_cookies.push(cookie::set_vid(vid, secure(shared)));
         vid
     }
 
-    fn secure(&self) -> bool {
-        self.shared.config.cookie.secure.unwrap_or(false)
-    }
-
     /// Issues the admission cookie for a visitor who was just admitted.
-    fn grant(&self, ctx: &mut Ctx, room: usize, vid: VisitorId) {
-        let r = &self.shared.rooms[room];
+    fn grant(shared: &Shared, ctx: &mut Ctx, room: usize, vid: VisitorId) {
+        let r = &shared.rooms[room];
         let ttl = r.cfg.params.session_ttl.as_secs().max(1);
-        let expires = self.shared.clock.now_secs() + ttl;
-        if let Some(value) = cookie::sign(&self.shared.config.cookie.keys, r.name(), vid, expires) {
+        let expires = shared.clock.now_secs() + ttl;
+        if let Some(value) = cookie::sign(&shared.config.cookie.keys, r.name(), vid, expires) {
             ctx.set_cookies
-                .push(cookie::set_admission(r.name(), &value, ttl, self.secure()));
+                .push(cookie::set_admission(r.name(), &value, ttl, secure(shared)));
         }
     }
 
     /// One store call: places the visitor or lets them in.
-    async fn enter(&self, ctx: &mut Ctx, room: usize, vid: VisitorId) -> Verdict {
-        let shared = &*self.shared;
+    async fn enter(shared: &Shared, ctx: &mut Ctx, room: usize, vid: VisitorId) -> Verdict {
         let r = &shared.rooms[room];
         let joined = shared
             .store_call("join", r.name(), shared.store.join(&r.cfg.params, vid))
             .await;
         let tiers = &r.cfg.poll;
         let name = r.name().to_string();
-        if let Some(m) = shared.metrics.room(room) {
+        {
+            let m = &r.metrics;
             match &joined {
                 Ok(Admission::Entered) => {
                     m.joined.inc();
@@ -160,7 +162,7 @@ impl Proxy {
         }
         match joined {
             Ok(Admission::Admitted) | Ok(Admission::Entered) => {
-                self.grant(ctx, room, vid);
+                Self::grant(shared, ctx, room, vid);
                 Verdict::Pass { admitted: true }
             }
             Ok(Admission::Open) => Verdict::Pass { admitted: false },
@@ -215,13 +217,13 @@ impl Proxy {
     }
 
     async fn send_wait(
-        &self,
+        shared: &Shared,
         session: &mut Session,
         ctx: &mut Ctx,
         room: usize,
         status: &Status,
     ) -> Result<()> {
-        let r = &self.shared.rooms[room];
+        let r = &shared.rooms[room];
         let json = wants_json(session.req_header());
         let code = if status.state == State::Full {
             503
@@ -234,7 +236,7 @@ impl Proxy {
                 Bytes::from(serde_json::to_vec(status).unwrap_or_default()),
             )
         } else {
-            (HTML, Bytes::from(self.shared.pages.waiting(room, status)))
+            (HTML, Bytes::from(shared.pages.waiting(room, status)))
         };
         if status.state == State::Full {
             ctx.outcome = Outcome::Reject;
@@ -255,13 +257,12 @@ impl Proxy {
 
     /// A consume route: exactly one request per admission reaches the origin.
     async fn consume(
-        &self,
+        shared: &Shared,
         session: &mut Session,
         ctx: &mut Ctx,
         room: usize,
         vid: VisitorId,
     ) -> Result<bool> {
-        let shared = &*self.shared;
         let r = &shared.rooms[room];
         let won = shared
             .store_call(
@@ -274,7 +275,7 @@ impl Proxy {
             Ok(true) => {
                 // The admission is used up: the cookie goes with the origin's response.
                 ctx.set_cookies.retain(|c| !c.starts_with(&r.cookie_name));
-                ctx.set_cookies.push(cookie::clear_admission(r.name(), self.secure()));
+                ctx.set_cookies.push(cookie::clear_admission(r.name(), secure(shared)));
                 ctx.outcome = Outcome::Consume;
                 return Ok(false);
             }
@@ -339,8 +340,7 @@ impl Proxy {
 
     /// Sliding expiry: past half its life the admission is renewed, if the store agrees. A store
     /// that cannot answer postpones the renewal; the current cookie stays valid until it expires.
-    async fn refresh(&self, ctx: &mut Ctx, room: usize, vid: VisitorId, expires: u64) {
-        let shared = &*self.shared;
+    async fn refresh(shared: &Shared, ctx: &mut Ctx, room: usize, vid: VisitorId, expires: u64) {
         let r = &shared.rooms[room];
         let ttl = r.cfg.params.session_ttl.as_secs().max(1);
         if expires.saturating_sub(shared.clock.now_secs()) >= ttl / 2 {
@@ -350,7 +350,7 @@ impl Proxy {
             .store_call("touch", r.name(), shared.store.touch(&r.cfg.params, vid))
             .await
         {
-            Ok(true) => self.grant(ctx, room, vid),
+            Ok(true) => Self::grant(shared, ctx, room, vid),
             Ok(false) => {}
             Err(e) => shared.warn_store_error(&e),
         }
@@ -362,23 +362,26 @@ impl ProxyHttp for Proxy {
     type CTX = Ctx;
 
     fn new_ctx(&self) -> Ctx {
+        let shared = self.current.load_full();
         Ctx {
-            upstream: self.shared.config.default_upstream,
+            upstream: shared.config.default_upstream,
             room: None,
             set_cookies: Vec::new(),
             outcome: Outcome::Pass,
             reject: None,
             started: Instant::now(),
+            shared,
         }
     }
 
     async fn request_filter(&self, session: &mut Session, ctx: &mut Ctx) -> Result<bool> {
-        let shared = &*self.shared;
+        let snapshot = ctx.shared.clone();
+        let shared = &*snapshot;
         let req = session.req_header();
         let path = normalize_path(req.uri.path());
         if path == "/.anteroom" || path.starts_with("/.anteroom/") {
             let endpoint = path.into_owned();
-            status::serve(self, session, ctx, &endpoint).await?;
+            status::serve(shared, session, ctx, &endpoint).await?;
             return Ok(true);
         }
         let Some(room) = shared.router.route(request_host(req), &path) else {
@@ -406,29 +409,29 @@ impl ProxyHttp for Proxy {
         if let Some(v) = verified {
             ctx.outcome = Outcome::Admit;
             if is_consume {
-                return self.consume(session, ctx, room, v.vid).await;
+                return Self::consume(shared, session, ctx, room, v.vid).await;
             }
-            self.refresh(ctx, room, v.vid, v.expires).await;
+            Self::refresh(shared, ctx, room, v.vid, v.expires).await;
             return Ok(false);
         }
-        let vid = self.visitor(session.req_header(), ctx);
-        match self.enter(ctx, room, vid).await {
+        let vid = Self::visitor(shared, session.req_header(), ctx);
+        match Self::enter(shared, ctx, room, vid).await {
             Verdict::Pass { admitted } => {
                 ctx.outcome = Outcome::Admit;
                 if admitted && is_consume {
-                    return self.consume(session, ctx, room, vid).await;
+                    return Self::consume(shared, session, ctx, room, vid).await;
                 }
                 Ok(false)
             }
             Verdict::Wait(status) => {
-                self.send_wait(session, ctx, room, &status).await?;
+                Self::send_wait(shared, session, ctx, room, &status).await?;
                 Ok(true)
             }
         }
     }
 
     async fn upstream_peer(&self, _session: &mut Session, ctx: &mut Ctx) -> Result<Box<HttpPeer>> {
-        let up = &self.shared.config.upstreams[ctx.upstream];
+        let up = &ctx.shared.config.upstreams[ctx.upstream];
         Ok(Box::new(HttpPeer::new(up.addr, up.tls, up.sni.clone())))
     }
 
@@ -473,16 +476,21 @@ impl ProxyHttp for Proxy {
 
     async fn logging(&self, session: &mut Session, _e: Option<&pingora::Error>, ctx: &mut Ctx) {
         let seconds = ctx.started.elapsed().as_secs_f64();
-        self.shared
+        let shared = &*ctx.shared;
+        let room_metrics = ctx
+            .room
+            .and_then(|i| shared.rooms.get(i))
+            .map(|r| &r.metrics);
+        shared
             .metrics
-            .request(ctx.room, ctx.outcome, ctx.reject, seconds);
+            .request(room_metrics, ctx.outcome, ctx.reject, seconds);
         if tracing::enabled!(target: "anteroom::access", tracing::Level::INFO) {
             let req = session.req_header();
             let status = session
                 .response_written()
                 .map(|r| r.status.as_u16())
                 .unwrap_or(0);
-            let room = ctx.room.map(|i| self.shared.rooms[i].name()).unwrap_or("-");
+            let room = ctx.room.map(|i| shared.rooms[i].name()).unwrap_or("-");
             // The path without its query: queries can carry tokens of the shop's own.
             tracing::info!(
                 target: "anteroom::access",

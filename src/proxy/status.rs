@@ -10,6 +10,7 @@ use pingora::Result;
 
 use super::respond::{json_error, Reply, JSON};
 use super::{cookie_values, Ctx, Outcome, Proxy, Verdict};
+use crate::app::Shared;
 use crate::cookie;
 use crate::page::{State, Status};
 
@@ -22,13 +23,12 @@ fn room_param(query: Option<&str>) -> Option<&str> {
 }
 
 pub(super) async fn serve(
-    proxy: &Proxy,
+    shared: &Shared,
     session: &mut Session,
     ctx: &mut Ctx,
     path: &str,
 ) -> Result<()> {
     ctx.outcome = Outcome::Reject;
-    let shared = &*proxy.shared;
     let req = session.req_header();
     let fail = |status: u16, msg: &str| (status, json_error(msg));
     let problem = if path != "/.anteroom/status" {
@@ -85,8 +85,8 @@ pub(super) async fn serve(
     let status = if !r.live.enabled() || verified.is_some() {
         admitted
     } else {
-        let vid = proxy.visitor(session.req_header(), ctx);
-        match proxy.enter(ctx, room, vid).await {
+        let vid = Proxy::visitor(shared, session.req_header(), ctx);
+        match Proxy::enter(shared, ctx, room, vid).await {
             Verdict::Pass { .. } => admitted,
             Verdict::Wait(s) => s,
         }
