@@ -70,6 +70,19 @@ impl Builder<'_> {
         }
     }
 
+    /// Like [`Self::duration`], but "0s" is allowed.
+    fn duration_or_zero(
+        &mut self,
+        key: &KeyPath,
+        raw: Option<&str>,
+        default: Duration,
+    ) -> Duration {
+        match raw.map(str::trim) {
+            Some("0" | "0s" | "0ms") => Duration::ZERO,
+            other => self.duration(key, other, default),
+        }
+    }
+
     fn duration(&mut self, key: &KeyPath, raw: Option<&str>, default: Duration) -> Duration {
         let Some(raw) = raw else { return default };
         let Some(text) = self.string(key, raw) else {
@@ -356,7 +369,7 @@ impl Builder<'_> {
         ServerSettings {
             threads,
             work_stealing: s.work_stealing.unwrap_or(true),
-            grace_period: self.duration(
+            grace_period: self.duration_or_zero(
                 &key.key("grace-period"),
                 s.grace_period.as_deref(),
                 DEFAULT_GRACE_PERIOD,

@@ -41,10 +41,11 @@ pub const DEFAULT_WAITING_STATUS: u16 = 200;
 pub const MIN_COOKIE_KEY_LEN: usize = 32;
 /// Worker threads of the proxy service.
 pub const DEFAULT_THREADS: usize = 2;
-/// After SIGTERM, how long listeners stay open for a load balancer to notice.
-pub const DEFAULT_GRACE_PERIOD: Duration = Duration::from_secs(1);
-/// After the grace period, how long in-flight requests get to finish.
-pub const DEFAULT_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(10);
+/// After SIGTERM or SIGINT the listeners close and in-flight requests get this long to finish
+/// (Pingora waits the whole period).
+pub const DEFAULT_GRACE_PERIOD: Duration = Duration::from_secs(5);
+/// Then the runtimes get this long to wind down before the process exits.
+pub const DEFAULT_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The whole validated configuration.
 #[derive(Debug, Clone)]

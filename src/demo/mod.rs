@@ -39,6 +39,8 @@ pub fn run(opts: DemoOptions) -> ExitCode {
     };
     cfg.listen.http = opts.listen;
     cfg.listen.admin = opts.admin;
+    // Ctrl-C on a demo should not wait for stragglers.
+    cfg.server.grace_period = std::time::Duration::ZERO;
     if let Some(up) = cfg.upstreams.first_mut() {
         up.addr = opts.shop;
     }

@@ -120,6 +120,19 @@ async fn answer(req: Request<Incoming>, log: Arc<Mutex<Vec<Seen>>>) -> Response<
             .collect(),
         body: body.clone(),
     });
+    if parts.uri.path().starts_with("/slow") {
+        // A slow shop page: the origin's own pace, for shutdown tests.
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+    }
+    if parts.uri.path().starts_with("/fail") {
+        return Response::builder()
+            .status(503)
+            .header("content-type", "text/plain")
+            .body(Full::new(Bytes::from_static(
+                b"shop internals: stack trace here",
+            )))
+            .unwrap();
+    }
     let reply = if parts.uri.path() == "/big" {
         big_body()
     } else if parts.uri.path().ends_with("/echo") {
@@ -254,6 +267,29 @@ impl Proxy {
     /// Whether the process is still running.
     pub fn alive(&mut self) -> bool {
         matches!(self.child.try_wait(), Ok(None))
+    }
+
+    /// Sends a signal by name (`HUP`, `TERM`, `INT`).
+    pub fn signal(&self, name: &str) {
+        let ok = Command::new("kill")
+            .arg(format!("-{name}"))
+            .arg(self.child.id().to_string())
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok, "kill -{name} failed");
+    }
+
+    /// Waits for the process to exit, up to `limit`; returns its exit code.
+    pub fn wait_exit(&mut self, limit: Duration) -> Option<i32> {
+        let deadline = Instant::now() + limit;
+        while Instant::now() < deadline {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return status.code();
+            }
+            std::thread::park_timeout(Duration::from_millis(20));
+        }
+        None
     }
 }
 

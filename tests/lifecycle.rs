@@ -1,0 +1,155 @@
+//! The process under operators' hands: live reload on SIGHUP, graceful shutdown on SIGTERM and
+//! SIGINT.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::*;
+use serde_json::Value;
+
+fn config(origin: std::net::SocketAddr, paths: &str, extra: &str) -> String {
+    format!(
+        r#"{base}
+[server]
+grace-period = "3s"
+shutdown-timeout = "5s"
+
+[[room]]
+name = "sale"
+paths = [{paths}]
+admit-per-second = 100
+max-active = 1
+{extra}
+"#,
+        base = base_config(origin)
+    )
+}
+
+async fn state(client: &reqwest::Client, proxy: &Proxy, path: &str) -> String {
+    let resp = client
+        .get(proxy.url(path))
+        .header("accept", "application/json")
+        .send()
+        .await
+        .unwrap();
+    let text = resp.text().await.unwrap();
+    serde_json::from_str::<Value>(&text)
+        .ok()
+        .and_then(|v| v["state"].as_str().map(String::from))
+        .unwrap_or(text)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sighup_applies_a_good_config_and_refuses_a_bad_one() {
+    let origin = Origin::start().await;
+    let mut proxy = Proxy::start_with(
+        &config(origin.addr, "\"/products\"", ""),
+        &[("ANTEROOM_LOG", "info")],
+        &[],
+    );
+    let c = client();
+    assert_eq!(
+        state(&c, &proxy, "/products").await,
+        "origin GET /products",
+        "first visitor enters"
+    );
+    assert_eq!(state(&c, &proxy, "/products").await, "waiting");
+    assert_eq!(
+        state(&c, &proxy, "/cart").await,
+        "origin GET /cart",
+        "/cart is not protected yet"
+    );
+
+    // Protect /cart too, and change the listen address (which needs a restart).
+    let text = std::fs::read_to_string(proxy.config_path()).unwrap();
+    let good = text
+        .replace(
+            "paths = [\"/products\"]",
+            "paths = [\"/products\", \"/cart\"]",
+        )
+        .replace(
+            &format!("http = \"{}\"", proxy.addr),
+            "http = \"127.0.0.1:1\"",
+        );
+    std::fs::write(proxy.config_path(), good).unwrap();
+    proxy.signal("HUP");
+    eventually(Duration::from_secs(5), "/cart to be protected", || async {
+        (state(&c, &proxy, "/cart").await == "waiting").then_some(())
+    })
+    .await;
+    assert!(proxy.alive());
+    assert_eq!(
+        state(&c, &proxy, "/products").await,
+        "waiting",
+        "the line survived the reload"
+    );
+    let logs = proxy.stderr();
+    assert!(logs.contains("configuration reloaded"), "{logs}");
+    assert!(
+        logs.contains("listen.http"),
+        "a restart-only change is named: {logs}"
+    );
+
+    // A broken file is refused; the running configuration stays.
+    let broken = std::fs::read_to_string(proxy.config_path())
+        .unwrap()
+        .replace("admit-per-second = 100", "admit-per-second = -1");
+    std::fs::write(proxy.config_path(), broken).unwrap();
+    proxy.signal("HUP");
+    let logs = eventually(Duration::from_secs(5), "the refusal in the log", || async {
+        let logs = proxy.stderr();
+        logs.contains("reload refused").then_some(logs)
+    })
+    .await;
+    assert!(
+        logs.contains("room[0].admit-per-second"),
+        "the key is named: {logs}"
+    );
+    assert!(
+        logs.contains("line=") || logs.contains("line: "),
+        "the line is given: {logs}"
+    );
+    assert!(proxy.alive());
+    assert_eq!(
+        state(&c, &proxy, "/cart").await,
+        "waiting",
+        "still the last good configuration"
+    );
+}
+
+async fn graceful(signal: &str) {
+    let origin = Origin::start().await;
+    let mut proxy = Proxy::start(&config(origin.addr, "\"/products\"", ""));
+    let url = proxy.url("/slow/page");
+    let inflight =
+        tokio::spawn(async move { client().get(url).send().await.map(|r| r.status().as_u16()) });
+    eventually(
+        Duration::from_secs(5),
+        "the slow request to reach the origin",
+        || async { (origin.count("/slow") == 1).then_some(()) },
+    )
+    .await;
+    let sent = Instant::now();
+    proxy.signal(signal);
+    let status = inflight.await.unwrap();
+    assert_eq!(status.ok(), Some(200), "the in-flight request finished");
+    let code = tokio::task::spawn_blocking(move || proxy.wait_exit(Duration::from_secs(15)))
+        .await
+        .unwrap();
+    assert_eq!(code, Some(0), "exit 0 after SIG{signal}");
+    assert!(
+        sent.elapsed() < Duration::from_secs(10),
+        "within the configured bound"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_finishes_in_flight_requests_and_exits_0() {
+    graceful("TERM").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigint_is_graceful_too() {
+    graceful("INT").await;
+}
