@@ -426,11 +426,30 @@ impl Builder<'_> {
                 .sni
                 .clone()
                 .unwrap_or_else(|| host.trim_matches(['[', ']']).to_string());
+            let connect_timeout = self.duration(
+                &p.key("connect-timeout"),
+                u.connect_timeout.as_deref(),
+                DEFAULT_CONNECT_TIMEOUT,
+            );
+            let read_timeout = self.duration(
+                &p.key("read-timeout"),
+                u.read_timeout.as_deref(),
+                DEFAULT_READ_TIMEOUT,
+            );
+            let write_timeout = self.duration(
+                &p.key("write-timeout"),
+                u.write_timeout.as_deref(),
+                DEFAULT_WRITE_TIMEOUT,
+            );
             out.push(Upstream {
                 name: u.name.clone(),
                 addr,
                 tls: u.tls.unwrap_or(false),
                 sni,
+                connect_timeout,
+                read_timeout,
+                write_timeout,
+                error_pages: u.error_pages.unwrap_or(true),
             });
         }
         out

@@ -69,6 +69,10 @@ pub struct UpstreamFile {
     pub addr: String,
     pub tls: Option<bool>,
     pub sni: Option<String>,
+    pub connect_timeout: Option<String>,
+    pub read_timeout: Option<String>,
+    pub write_timeout: Option<String>,
+    pub error_pages: Option<bool>,
 }
 
 #[derive(Debug, Deserialize)]

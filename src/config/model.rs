@@ -131,7 +131,20 @@ pub struct Upstream {
     pub addr: SocketAddr,
     pub tls: bool,
     pub sni: String,
+    /// Giving up on connecting: the visitor gets a 504 page.
+    pub connect_timeout: Duration,
+    /// Giving up on a silent origin (between reads): 504.
+    pub read_timeout: Duration,
+    pub write_timeout: Duration,
+    /// Replace the origin's own 5xx responses with anteroom's error page.
+    pub error_pages: bool,
 }
+
+/// Connecting to an origin that does not answer fails after this.
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
+/// An origin silent this long in the middle of a response fails it.
+pub const DEFAULT_READ_TIMEOUT: Duration = Duration::from_secs(30);
+pub const DEFAULT_WRITE_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// What a room does when the store cannot answer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -8,6 +8,7 @@
 //! - `upstream_request_filter`: our own cookies are taken out of what the origin sees.
 //! - `response_filter`: cookies we decided to set ride on the origin's response.
 
+mod origin;
 mod respond;
 mod status;
 
@@ -16,7 +17,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use bytes::Bytes;
 use pingora::http::{RequestHeader, ResponseHeader};
-use pingora::proxy::{ProxyHttp, Session};
+use pingora::proxy::{FailToProxy, ProxyHttp, Session};
 use pingora::upstreams::peer::HttpPeer;
 use pingora::Result;
 
@@ -64,6 +65,10 @@ pub struct Ctx {
     pub outcome: Outcome,
     reject: Option<Reject>,
     started: Instant,
+    /// The admission this request consumed, to give back if the origin fails the order.
+    consumed: Option<VisitorId>,
+    /// Our error page, replacing the origin's own 5xx body.
+    replace_body: Option<Bytes>,
     /// The configuration this request started under (a reload does not change it midway).
     shared: Arc<Shared>,
 }
@@ -277,6 +282,7 @@ impl Proxy {
                 ctx.set_cookies.retain(|c| !c.starts_with(&r.cookie_name));
                 ctx.set_cookies.push(cookie::clear_admission(r.name(), secure(shared)));
                 ctx.outcome = Outcome::Consume;
+                ctx.consumed = Some(vid);
                 return Ok(false);
             }
             Ok(false) => (
@@ -370,6 +376,8 @@ impl ProxyHttp for Proxy {
             outcome: Outcome::Pass,
             reject: None,
             started: Instant::now(),
+            consumed: None,
+            replace_body: None,
             shared,
         }
     }
@@ -432,7 +440,43 @@ impl ProxyHttp for Proxy {
 
     async fn upstream_peer(&self, _session: &mut Session, ctx: &mut Ctx) -> Result<Box<HttpPeer>> {
         let up = &ctx.shared.config.upstreams[ctx.upstream];
-        Ok(Box::new(HttpPeer::new(up.addr, up.tls, up.sni.clone())))
+        let mut peer = HttpPeer::new(up.addr, up.tls, up.sni.clone());
+        peer.options.connection_timeout = Some(up.connect_timeout);
+        peer.options.total_connection_timeout = Some(up.connect_timeout);
+        peer.options.read_timeout = Some(up.read_timeout);
+        peer.options.write_timeout = Some(up.write_timeout);
+        Ok(Box::new(peer))
+    }
+
+    async fn upstream_response_filter(
+        &self,
+        session: &mut Session,
+        upstream_response: &mut ResponseHeader,
+        ctx: &mut Ctx,
+    ) -> Result<()> {
+        origin::on_response(session, upstream_response, ctx).await
+    }
+
+    fn response_body_filter(
+        &self,
+        _session: &mut Session,
+        body: &mut Option<Bytes>,
+        end_of_stream: bool,
+        ctx: &mut Ctx,
+    ) -> Result<Option<std::time::Duration>> {
+        if let Some(page) = &ctx.replace_body {
+            *body = end_of_stream.then(|| page.clone());
+        }
+        Ok(None)
+    }
+
+    async fn fail_to_proxy(
+        &self,
+        session: &mut Session,
+        e: &pingora::Error,
+        ctx: &mut Ctx,
+    ) -> FailToProxy {
+        origin::on_failure(session, e, ctx).await
     }
 
     async fn upstream_request_filter(

@@ -49,6 +49,8 @@ pub struct Origin {
     pub addr: SocketAddr,
     pub seen: Arc<Mutex<Vec<Seen>>>,
     task: tokio::task::JoinHandle<()>,
+    /// Closes every open connection when the origin stops.
+    stop: tokio::sync::watch::Sender<bool>,
 }
 
 /// The body `/big` answers with: 2 MiB of a repeating pattern.
@@ -58,28 +60,43 @@ pub fn big_body() -> Vec<u8> {
 
 impl Origin {
     pub async fn start() -> Origin {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        Self::start_on("127.0.0.1:0".parse().unwrap()).await
+    }
+
+    /// Starts on a given address (to bring a stopped origin back on its port).
+    pub async fn start_on(addr: SocketAddr) -> Origin {
+        let listener = TcpListener::bind(addr).await.unwrap();
         let addr = listener.local_addr().unwrap();
         let seen: Arc<Mutex<Vec<Seen>>> = Arc::default();
         let log = seen.clone();
+        let (stop, stopped) = tokio::sync::watch::channel(false);
         let task = tokio::spawn(async move {
             loop {
                 let Ok((stream, _)) = listener.accept().await else {
                     break;
                 };
                 let log = log.clone();
+                let mut stopped = stopped.clone();
                 tokio::spawn(async move {
                     let svc = service_fn(move |req: Request<Incoming>| {
                         let log = log.clone();
                         async move { Ok::<_, Infallible>(answer(req, log).await) }
                     });
-                    let _ = hyper::server::conn::http1::Builder::new()
-                        .serve_connection(TokioIo::new(stream), svc)
-                        .await;
+                    let conn = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(TokioIo::new(stream), svc);
+                    tokio::select! {
+                        _ = conn => {}
+                        _ = stopped.changed() => {}
+                    }
                 });
             }
         });
-        Origin { addr, seen, task }
+        Origin {
+            addr,
+            seen,
+            task,
+            stop,
+        }
     }
 
     pub fn requests(&self) -> Vec<Seen> {
@@ -99,6 +116,7 @@ impl Origin {
 impl Drop for Origin {
     fn drop(&mut self) {
         self.task.abort();
+        let _ = self.stop.send(true);
     }
 }
 
@@ -124,7 +142,7 @@ async fn answer(req: Request<Incoming>, log: Arc<Mutex<Vec<Seen>>>) -> Response<
         // A slow shop page: the origin's own pace, for shutdown tests.
         tokio::time::sleep(Duration::from_millis(1500)).await;
     }
-    if parts.uri.path().starts_with("/fail") {
+    if parts.uri.path().ends_with("/fail") {
         return Response::builder()
             .status(503)
             .header("content-type", "text/plain")

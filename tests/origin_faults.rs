@@ -1,0 +1,175 @@
+//! Origin failures: refused connections, timeouts and 5xx get a clear error page with
+//! Retry-After, never a hang; the visitor keeps their admission through them.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::*;
+
+fn config(origin: std::net::SocketAddr, upstream_extra: &str) -> String {
+    format!(
+        r#"
+[cookie]
+keys = ["{KEY}"]
+
+[[upstream]]
+name = "shop"
+addr = "{origin}"
+connect-timeout = "500ms"
+read-timeout = "500ms"
+{upstream_extra}
+
+[[room]]
+name = "sale"
+paths = ["/products", "/orders"]
+admit-per-second = 100
+max-active = 5
+consume = ["POST /orders"]
+"#
+    )
+}
+
+async fn admitted(proxy: &Proxy) -> Jar {
+    let mut jar = Jar::default();
+    let resp = client()
+        .get(proxy.url("/.anteroom/status?room=sale"))
+        .send()
+        .await
+        .unwrap();
+    jar.absorb(&resp);
+    assert!(jar.get("anteroom_sale").is_some());
+    jar
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stopped_origin_gets_a_502_page_and_the_order_survives_it() {
+    let origin = Origin::start().await;
+    let addr = origin.addr;
+    let mut proxy = Proxy::start(&config(addr, ""));
+    let jar = admitted(&proxy).await;
+    drop(origin);
+
+    for path in ["/products/1", "/elsewhere"] {
+        let started = Instant::now();
+        let resp = client()
+            .get(proxy.url(path))
+            .header("cookie", jar.header())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), 502, "{path}");
+        assert_eq!(resp.headers()["retry-after"], "5");
+        assert!(resp
+            .text()
+            .await
+            .unwrap()
+            .contains("The shop is not answering"));
+        assert!(
+            started.elapsed() < Duration::from_millis(1500),
+            "answered in {:?}",
+            started.elapsed()
+        );
+    }
+    // The order fails at the origin: the admission is given back, not used up.
+    let resp = client()
+        .post(proxy.url("/orders"))
+        .header("cookie", jar.header())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 502);
+    assert!(
+        crate::common::set_cookies(&resp)
+            .iter()
+            .all(|(k, v, _)| !(k == "anteroom_sale" && v.is_empty())),
+        "the admission cookie is not cleared"
+    );
+
+    // The origin comes back on its port: the same admission places the order.
+    let origin = Origin::start_on(addr).await;
+    let resp = client()
+        .post(proxy.url("/orders"))
+        .header("cookie", jar.header())
+        .body("x")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    assert_eq!(origin.count("/orders"), 1);
+    assert!(proxy.alive());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_silent_origin_gets_a_504_page() {
+    // Accepts connections and never answers.
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = silent.local_addr().unwrap();
+    let held = std::thread::spawn(move || {
+        let mut conns = Vec::new();
+        for c in silent.incoming().take(4) {
+            conns.push(c);
+        }
+        std::thread::park_timeout(Duration::from_secs(10));
+    });
+    let mut proxy = Proxy::start(&config(addr, ""));
+    let jar = admitted(&proxy).await;
+    let started = Instant::now();
+    let resp = client()
+        .get(proxy.url("/products/1"))
+        .header("cookie", jar.header())
+        .header("accept", "application/json")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 504);
+    let v: serde_json::Value = resp.json().await.unwrap();
+    assert_eq!(v["state"], "error");
+    assert_eq!(v["retry_after_ms"], 5000);
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "read-timeout bounds it: {:?}",
+        started.elapsed()
+    );
+    assert!(proxy.alive());
+    drop(held);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_origins_own_5xx_gets_our_page_unless_turned_off() {
+    let origin = Origin::start().await;
+    let proxy = Proxy::start(&config(origin.addr, ""));
+    let jar = admitted(&proxy).await;
+    let resp = client()
+        .get(proxy.url("/products/fail"))
+        .header("cookie", jar.header())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 503);
+    assert_eq!(resp.headers()["retry-after"], "5");
+    assert!(resp.headers()["content-type"]
+        .to_str()
+        .unwrap()
+        .starts_with("text/html"));
+    let text = resp.text().await.unwrap();
+    assert!(text.contains("The shop is busy"), "{text}");
+    assert!(
+        !text.contains("stack trace"),
+        "the origin's internals stay hidden"
+    );
+
+    let passthrough = Proxy::start(&config(origin.addr, "error-pages = false"));
+    let jar = admitted(&passthrough).await;
+    let resp = client()
+        .get(passthrough.url("/products/fail"))
+        .header("cookie", jar.header())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 503);
+    assert_eq!(
+        resp.text().await.unwrap(),
+        "shop internals: stack trace here"
+    );
+}
