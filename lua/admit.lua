@@ -6,11 +6,15 @@
 -- retried call is harmless: the bucket was drained by the first, so the retry admits only what
 -- the time since then earned.
 --
--- KEYS[1] waiting ZSET   KEYS[2] active ZSET   KEYS[3] room HASH
+-- Each call is also this instance's heartbeat: the live instances are counted so that, if
+-- Redis goes away, each instance knows its share of the rate for the `local` policy.
+--
+-- KEYS[1] waiting ZSET   KEYS[2] active ZSET   KEYS[3] room HASH   KEYS[4] instances ZSET
 -- ARGV[1] configured rate/s   ARGV[2] configured max-active   ARGV[3] claim-ttl µs
 -- ARGV[4] tick µs   ARGV[5] abandon-after µs   ARGV[6] clock skew µs   ARGV[7] sweep slice size
+-- ARGV[8] instance id   ARGV[9] heartbeat lifetime µs
 -- Reply: { admitted, abandoned, expired, waiting, active, measured rate (string),
---          enabled, queue_all, rate override or '', max-active override or '',
+--          enabled, queue_all, rate override or '', max-active override or '', live instances,
 --          id1, waited1 µs, id2, waited2 µs, ... }
 
 local waiting, active, room = KEYS[1], KEYS[2], KEYS[3]
@@ -23,6 +27,9 @@ local max_active = tonumber(h[4]) or tonumber(ARGV[2])
 local epoch = tonumber(h[7]) or now
 
 local expired = redis.call('ZREMRANGEBYSCORE', active, '-inf', now)
+redis.call('ZADD', KEYS[4], now, ARGV[8])
+redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', now - tonumber(ARGV[9]))
+local instances = redis.call('ZCARD', KEYS[4])
 
 local function silent(score)
   return silent_secs(score, now) * 1000000 >= abandon_us
@@ -102,7 +109,7 @@ if abandoned > 0 then
 end
 
 local reply = { admitted, abandoned, expired, n, redis.call('ZCARD', active), tostring(m_rate),
-  h[1] == '0' and 0 or 1, h[2] == '1' and 1 or 0, h[3] or '', h[4] or '' }
+  h[1] == '0' and 0 or 1, h[2] == '1' and 1 or 0, h[3] or '', h[4] or '', instances }
 for i = 1, #out do
   reply[#reply + 1] = out[i]
 end

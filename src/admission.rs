@@ -55,7 +55,7 @@ async fn run_room(shared: Arc<Shared>, room: usize) {
                         "admitted"
                     );
                 }
-                r.live.update(&report);
+                r.live.update(&report, r.cfg.params.rate(&report.state));
             }
             Err(e) => shared.warn_store_error(&e),
         }

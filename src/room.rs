@@ -4,7 +4,12 @@
 //! figures are atomics written by the admission loop each tick ("seen by every instance
 //! within a second" comes from the tick, not from a store call per request).
 
+use std::num::NonZeroU32;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
 
 use crate::config::RoomConfig;
 use crate::cookie::room_cookie_name;
@@ -21,6 +26,10 @@ pub struct Live {
     /// Measured admissions per second × 1000.
     rate_milli: AtomicU64,
     admitted_total: AtomicU64,
+    /// The rate in force (config or override) × 1000, as of the last tick.
+    rate_in_force_milli: AtomicU64,
+    /// Live proxy instances as of the last tick (for the `local` policy's share).
+    instances: AtomicU64,
 }
 
 impl Default for Live {
@@ -32,12 +41,17 @@ impl Default for Live {
             active: AtomicU64::new(0),
             rate_milli: AtomicU64::new(0),
             admitted_total: AtomicU64::new(0),
+            rate_in_force_milli: AtomicU64::new(0),
+            instances: AtomicU64::new(1),
         }
     }
 }
 
 impl Live {
-    pub fn update(&self, r: &AdmitReport) {
+    pub fn update(&self, r: &AdmitReport, rate_in_force: f64) {
+        self.rate_in_force_milli
+            .store((rate_in_force * 1000.0).round() as u64, Ordering::Relaxed);
+        self.instances.store(r.instances.max(1), Ordering::Relaxed);
         self.enabled.store(r.state.enabled, Ordering::Relaxed);
         self.queue_all.store(r.state.queue_all, Ordering::Relaxed);
         self.waiting.store(r.waiting, Ordering::Relaxed);
@@ -69,8 +83,46 @@ impl Live {
         self.active.load(Ordering::Relaxed)
     }
 
+    /// The rate in force at the last tick; `None` before the first one.
+    pub fn rate_in_force(&self) -> Option<f64> {
+        match self.rate_in_force_milli.load(Ordering::Relaxed) {
+            0 => None,
+            m => Some(m as f64 / 1000.0),
+        }
+    }
+
+    pub fn instances(&self) -> u64 {
+        self.instances.load(Ordering::Relaxed)
+    }
+
     pub fn measured_rate(&self) -> f64 {
         self.rate_milli.load(Ordering::Relaxed) as f64 / 1000.0
+    }
+}
+
+/// The `local` store-error policy's limiter: while the store cannot answer, this instance admits
+/// at its share of the room's rate (the rate divided by the instances last seen alive).
+#[derive(Default)]
+pub struct LocalBucket {
+    limiter: Mutex<Option<(u64, DefaultDirectRateLimiter)>>,
+}
+
+impl LocalBucket {
+    /// Takes one admission from the bucket if it has one.
+    pub fn try_admit(&self, rate: f64, instances: u64, tick: Duration) -> bool {
+        let share = (rate / instances.max(1) as f64).max(0.001);
+        let key = (share * 1000.0).round() as u64;
+        let mut guard = self.limiter.lock().unwrap_or_else(|e| e.into_inner());
+        if guard.as_ref().map(|(k, _)| *k) != Some(key) {
+            // One tick's worth, and never more than a second's worth.
+            let window = tick.min(Duration::from_secs(1)).as_secs_f64();
+            let burst = (share * window).ceil().clamp(1.0, f64::from(u32::MAX)) as u32;
+            let quota = Quota::with_period(Duration::from_secs_f64(1.0 / share))
+                .map(|q| q.allow_burst(NonZeroU32::new(burst).unwrap_or(NonZeroU32::MIN)));
+            let Some(quota) = quota else { return false };
+            *guard = Some((key, RateLimiter::direct(quota)));
+        }
+        guard.as_ref().is_some_and(|(_, l)| l.check().is_ok())
     }
 }
 
@@ -80,6 +132,7 @@ pub struct Room {
     pub cookie_name: String,
     pub live: Live,
     pub metrics: RoomMetrics,
+    pub local: LocalBucket,
 }
 
 impl Room {
@@ -90,6 +143,7 @@ impl Room {
             cookie_name,
             live: Live::default(),
             metrics,
+            local: LocalBucket::default(),
         }
     }
 
@@ -106,6 +160,9 @@ impl Room {
             .waiting
             .store(old.live.waiting(), Ordering::Relaxed);
         self.live.active.store(old.live.active(), Ordering::Relaxed);
+        self.live
+            .instances
+            .store(old.live.instances(), Ordering::Relaxed);
     }
 
     pub fn name(&self) -> &str {

@@ -189,7 +189,8 @@ async fn redis_calls_per_request_and_an_outage_on_the_admitted_path() {
     let mut redis = RedisServer::start();
     let origin = Origin::start().await;
     // A long tick keeps the admission loop out of the counts.
-    let room = "admit-per-second = 100\nmax-active = 1\ntick = \"10s\"";
+    let room =
+        "admit-per-second = 100\nmax-active = 1\ntick = \"10s\"\non-store-error = \"closed\"";
     let proxy = Proxy::start(&config(origin.addr, &redis.url(), room));
     let mut conn = redis_conn(&redis.url()).await;
 

@@ -204,10 +204,22 @@ impl Proxy {
             }),
             Err(e) => {
                 shared.warn_store_error(&e);
+                let p = &r.cfg.params;
+                let local = r.cfg.on_store_error == StorePolicy::Local
+                    && r.local.try_admit(
+                        r.live.rate_in_force().unwrap_or(p.admit_per_second),
+                        r.live.instances(),
+                        p.tick,
+                    );
                 match r.cfg.on_store_error {
                     StorePolicy::Open => Verdict::Pass { admitted: false },
-                    // `local` admission from an in-process bucket arrives with the resilience
-                    // work; until then it holds visitors like `closed`.
+                    // This instance's share of the rate, from an in-process bucket: the line's
+                    // order is suspended while the store is away, the shop's load is not.
+                    StorePolicy::Local if local => {
+                        r.metrics.admitted.inc();
+                        Self::grant(shared, ctx, room, vid);
+                        Verdict::Pass { admitted: true }
+                    }
                     StorePolicy::Closed | StorePolicy::Local => Verdict::Wait(Status {
                         room: name,
                         state: State::Paused,

@@ -316,6 +316,7 @@ impl Store for MemoryStore {
             active: r.active.len() as u64,
             measured_rate: r.measured_rate,
             state,
+            instances: 1,
         })
     }
 

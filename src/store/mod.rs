@@ -211,6 +211,8 @@ pub struct AdmitReport {
     /// Measured admissions per second (smoothed).
     pub measured_rate: f64,
     pub state: RoomState,
+    /// Proxy instances that ran the admission loop for this room lately (1 for memory).
+    pub instances: u64,
 }
 
 /// A room's figures, for the admin API and metrics.

@@ -104,6 +104,7 @@ struct Keys {
     waiting: String,
     active: String,
     room: String,
+    instances: String,
 }
 
 impl Keys {
@@ -112,6 +113,7 @@ impl Keys {
             waiting: format!("{{anteroom:{room}}}:waiting"),
             active: format!("{{anteroom:{room}}}:active"),
             room: format!("{{anteroom:{room}}}:room"),
+            instances: format!("{{anteroom:{room}}}:instances"),
         }
     }
 }
@@ -295,21 +297,25 @@ impl Store for RedisStore {
     async fn admit(&self, p: &RoomParams) -> Result<AdmitReport, StoreError> {
         let k = Keys::of(&p.name);
         let mut inv = self.scripts.admit.prepare_invoke();
+        let heartbeat = micros((p.tick * 3).max(Duration::from_secs(5)));
         inv.key(&k.waiting)
             .key(&k.active)
             .key(&k.room)
+            .key(&k.instances)
             .arg(p.admit_per_second)
             .arg(p.max_active)
             .arg(micros(p.claim_ttl))
             .arg(micros(p.tick))
             .arg(micros(p.abandon_after))
             .arg(self.skew())
-            .arg((SWEEP_PER_SECOND * p.tick.as_secs_f64()).ceil().max(100.0) as u64);
+            .arg((SWEEP_PER_SECOND * p.tick.as_secs_f64()).ceil().max(100.0) as u64)
+            .arg(&self.instance)
+            .arg(heartbeat);
         let v: Vec<Value> = self.run("admit", &p.name, &inv).await?;
         let room = &*p.name;
         let rate: String = at(&v, 5, "admit", room)?;
         let mut admitted_visitors = Vec::new();
-        let mut i = 10;
+        let mut i = 11;
         while i + 1 < v.len() {
             let id: Vec<u8> = at(&v, i, "admit", room)?;
             let waited: u64 = at(&v, i + 1, "admit", room)?;
@@ -331,6 +337,7 @@ impl Store for RedisStore {
             active: at(&v, 4, "admit", room)?,
             measured_rate: float(&rate),
             state: state_from(&v, 6, "admit", room)?,
+            instances: at(&v, 10, "admit", room)?,
         })
     }
 
