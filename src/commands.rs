@@ -24,8 +24,8 @@ pub fn check(path: &Path) -> ExitCode {
     }
 }
 
-/// `anteroom run --config FILE`: serve until a signal says stop.
-pub fn run(path: &Path) -> ExitCode {
+/// `anteroom run --config FILE [--upgrade]`: serve until a signal says stop.
+pub fn run(path: &Path, upgrade: bool) -> ExitCode {
     let config = match config::load(path) {
         Ok(c) => c,
         Err(e) => {
@@ -34,7 +34,7 @@ pub fn run(path: &Path) -> ExitCode {
         }
     };
     tracing::info!(config = %path.display(), listen = %config.listen.http, rooms = config.rooms.len(), "starting");
-    match server::build(config) {
+    match server::build(config, upgrade) {
         Ok(mut built) => {
             let reloader = crate::reload::Reloader::new(
                 built.current.clone(),

@@ -62,6 +62,10 @@ enum Command {
     Run {
         #[arg(long, short)]
         config: PathBuf,
+        /// Take over the listening sockets of a running anteroom (then send it SIGQUIT):
+        /// a binary or config upgrade without dropping a connection.
+        #[arg(long)]
+        upgrade: bool,
     },
     /// Validate a config file: a summary, or file:line:col, the key and the fix.
     Check {
@@ -119,7 +123,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     commands::init_logging(cli.log_format);
     match cli.command {
-        Command::Run { config } => commands::run(&config),
+        Command::Run { config, upgrade } => commands::run(&config, upgrade),
         Command::Check { config } => commands::check(&config),
         Command::Demo {
             listen,

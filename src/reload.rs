@@ -70,6 +70,7 @@ impl Reloader {
             || new.server.work_stealing != o.server.work_stealing
             || new.server.grace_period != o.server.grace_period
             || new.server.shutdown_timeout != o.server.shutdown_timeout
+            || new.server.upgrade_sock != o.server.upgrade_sock
         {
             fixed.push("[server]");
         }

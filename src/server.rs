@@ -3,7 +3,7 @@
 use std::net::TcpListener;
 use std::sync::Arc;
 
-use pingora::server::configuration::ServerConf;
+use pingora::server::configuration::{Opt, ServerConf};
 use pingora::server::Server;
 use pingora::services::background::background_service;
 
@@ -72,6 +72,7 @@ fn server_conf(config: &Config) -> ServerConf {
         work_stealing: s.work_stealing,
         grace_period_seconds: Some(s.grace_period.as_secs()),
         graceful_shutdown_timeout_seconds: Some(s.shutdown_timeout.as_secs().max(1)),
+        upgrade_sock: s.upgrade_sock.clone(),
         ..ServerConf::default()
     }
 }
@@ -85,9 +86,14 @@ pub struct Built {
 }
 
 /// A server with the proxy, the admission loop and the admin API, ready for more services.
-pub fn build(config: Config) -> Result<Built, StartError> {
-    check_listen(config.listen.http, "listen.http")?;
-    check_listen(config.listen.admin, "listen.admin")?;
+///
+/// With `upgrade`, the listening sockets come from the running process (Pingora's graceful
+/// upgrade, over `[server] upgrade-sock`) instead of being bound here.
+pub fn build(config: Config, upgrade: bool) -> Result<Built, StartError> {
+    if !upgrade {
+        check_listen(config.listen.http, "listen.http")?;
+        check_listen(config.listen.admin, "listen.admin")?;
+    }
     let admin_addr = config.listen.admin.to_string();
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let store = make_store(&config, clock.clone())?;
@@ -98,7 +104,11 @@ pub fn build(config: Config) -> Result<Built, StartError> {
     let current: Current = Arc::new(ArcSwap::from_pointee(shared));
     let reloaded = Arc::new(Notify::new());
 
-    let mut server = Server::new_with_opt_and_conf(None, conf);
+    let opt = upgrade.then(|| Opt {
+        upgrade: true,
+        ..Opt::default()
+    });
+    let mut server = Server::new_with_opt_and_conf(opt, conf);
     server.bootstrap();
     let mut proxy = pingora::proxy::http_proxy_service_with_name(
         &server.configuration,

@@ -379,6 +379,11 @@ impl Builder<'_> {
                 s.shutdown_timeout.as_deref(),
                 DEFAULT_SHUTDOWN_TIMEOUT,
             ),
+            upgrade_sock: s
+                .upgrade_sock
+                .as_deref()
+                .and_then(|raw| self.string(&key.key("upgrade-sock"), raw))
+                .unwrap_or_else(|| DEFAULT_UPGRADE_SOCK.to_string()),
         }
     }
 

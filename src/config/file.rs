@@ -60,6 +60,7 @@ pub struct ServerFile {
     pub work_stealing: Option<bool>,
     pub grace_period: Option<String>,
     pub shutdown_timeout: Option<String>,
+    pub upgrade_sock: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]

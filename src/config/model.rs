@@ -123,7 +123,12 @@ pub struct ServerSettings {
     pub work_stealing: bool,
     pub grace_period: Duration,
     pub shutdown_timeout: Duration,
+    /// Unix socket over which a new process takes the listening sockets (`run --upgrade`).
+    pub upgrade_sock: String,
 }
+
+/// Where `anteroom run --upgrade` looks for the running process's sockets.
+pub const DEFAULT_UPGRADE_SOCK: &str = "/tmp/anteroom_upgrade.sock";
 
 #[derive(Debug, Clone)]
 pub struct Upstream {

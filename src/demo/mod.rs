@@ -49,7 +49,7 @@ pub fn run(opts: DemoOptions) -> ExitCode {
         return ExitCode::from(1);
     }
     let room = cfg.rooms.first().map(|r| r.params.clone());
-    let (mut server, shared) = match server::build(cfg) {
+    let (mut server, shared) = match server::build(cfg, false) {
         Ok(b) => (b.server, b.current.load_full()),
         Err(e) => {
             eprintln!("{e}");
