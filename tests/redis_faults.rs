@@ -99,36 +99,53 @@ async fn redis_killed_mid_flood_then_back_empty() {
             }
         }));
     }
+    // Newcomers: each task is a stream of visitors; each visitor polls a few times with its
+    // own cookie jar. An admission is "fresh" when the visitor held no admission cookie; a
+    // visitor must never get two fresh admissions.
+    let twice = Arc::new(AtomicU64::new(0));
     for _ in 0..2 {
-        let (slow, count, local, base) = (
+        let (slow, count, local, twice, base) = (
             slow.clone(),
             newcomers.clone(),
             locally_admitted.clone(),
+            twice.clone(),
             proxy_url.clone(),
         );
         tasks.push(tokio::spawn(async move {
             let c = client();
             while Instant::now() < stop {
-                let started = Instant::now();
-                let resp = c
-                    .get(format!("{base}/products"))
-                    .header("accept", "application/json")
-                    .send()
-                    .await;
-                let fine = match resp {
-                    Ok(r) if r.status().as_u16() < 500 => {
-                        if set_cookies(&r).iter().any(|(k, _, _)| k == "anteroom_sale") {
-                            local.fetch_add(1, Ordering::Relaxed);
-                        }
-                        true
+                let mut jar = Jar::default();
+                let mut fresh = 0;
+                for _ in 0..4 {
+                    let started = Instant::now();
+                    let had = jar.get("anteroom_sale").is_some();
+                    let mut req = c
+                        .get(format!("{base}/products"))
+                        .header("accept", "application/json");
+                    if !jar.0.is_empty() {
+                        req = req.header("cookie", jar.header());
                     }
-                    _ => false,
-                };
-                if !fine || started.elapsed() > Duration::from_millis(1500) {
-                    slow.fetch_add(1, Ordering::Relaxed);
+                    let fine = match req.send().await {
+                        Ok(r) if r.status().as_u16() < 500 => {
+                            if !had && set_cookies(&r).iter().any(|(k, _, _)| k == "anteroom_sale")
+                            {
+                                fresh += 1;
+                                local.fetch_add(1, Ordering::Relaxed);
+                            }
+                            jar.absorb(&r);
+                            true
+                        }
+                        _ => false,
+                    };
+                    if !fine || started.elapsed() > Duration::from_millis(1500) {
+                        slow.fetch_add(1, Ordering::Relaxed);
+                    }
+                    count.fetch_add(1, Ordering::Relaxed);
+                    tokio::time::sleep(Duration::from_millis(20)).await;
                 }
-                count.fetch_add(1, Ordering::Relaxed);
-                tokio::time::sleep(Duration::from_millis(20)).await;
+                if fresh > 1 {
+                    twice.fetch_add(1, Ordering::Relaxed);
+                }
             }
         }));
     }
@@ -278,4 +295,70 @@ async fn without_persistence_visitors_join_again_in_the_order_they_return() {
     // admitted visitor, so the first to return walks in (fast path) and the rest queue in the
     // order they come back.
     assert_eq!(restart(false).await, vec![Some(3), Some(2), Some(1), None]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_renewal_during_an_outage_is_postponed_not_refused() {
+    let mut redis = RedisServer::start();
+    let origin = Origin::start().await;
+    let room = "admit-per-second = 50\nmax-active = 10\nsession-ttl = \"4s\"";
+    let proxy = Proxy::start(&config(origin.addr, &redis.url(), room));
+    let mut jar = Jar::default();
+    assert_eq!(status(&proxy, &mut jar).await["state"], "admitted");
+    let admitted = Instant::now();
+    redis.kill();
+    // Past half the session's life, the cookie would be renewed; the store cannot answer.
+    tokio::time::sleep(Duration::from_millis(2200)).await;
+    let resp = client()
+        .get(proxy.url("/products/a"))
+        .header("cookie", jar.header())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200, "served on the current cookie");
+    assert!(
+        set_cookies(&resp)
+            .iter()
+            .all(|(k, _, _)| k != "anteroom_sale"),
+        "renewal postponed"
+    );
+    redis.restart();
+    // Redis is back before the cookie runs out: the next request renews it.
+    let renewed = eventually(Duration::from_millis(1500), "a renewed cookie", || {
+        let (proxy, jar) = (&proxy, jar.clone());
+        async move {
+            let resp = client()
+                .get(proxy.url("/products/b"))
+                .header("cookie", jar.header())
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(resp.status(), 200);
+            set_cookies(&resp)
+                .into_iter()
+                .find(|(k, _, _)| k == "anteroom_sale")
+                .map(|(_, v, _)| v)
+        }
+    })
+    .await;
+    assert!(
+        admitted.elapsed() < Duration::from_secs(4),
+        "renewed before the old cookie expired"
+    );
+    jar.set("anteroom_sale", &renewed);
+    tokio::time::sleep(
+        Duration::from_secs(4).saturating_sub(admitted.elapsed()) + Duration::from_millis(200),
+    )
+    .await;
+    let resp = client()
+        .get(proxy.url("/products/c"))
+        .header("cookie", jar.header())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        resp.text().await.unwrap(),
+        "origin GET /products/c",
+        "the renewed cookie outlives the first"
+    );
 }

@@ -437,7 +437,12 @@ impl ProxyHttp for Proxy {
         let vid = Self::visitor(shared, session.req_header(), ctx);
         match Self::enter(shared, ctx, room, vid).await {
             Verdict::Pass { admitted } => {
-                ctx.outcome = Outcome::Admit;
+                // Let through without an admission (room off, or the `open` store policy).
+                ctx.outcome = if admitted {
+                    Outcome::Admit
+                } else {
+                    Outcome::Pass
+                };
                 if admitted && is_consume {
                     return Self::consume(shared, session, ctx, room, vid).await;
                 }
