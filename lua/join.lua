@@ -4,12 +4,15 @@
 -- them (ZADD NX for a newcomer; a claimed or fast-path admission is found in active).
 --
 -- KEYS[1] waiting ZSET   KEYS[2] active ZSET   KEYS[3] room HASH
+-- KEYS[4] this client's new-join counter STRING (the second seed's INCR + PEXPIRE)
 -- ARGV[1] visitor id   ARGV[2] configured rate/s   ARGV[3] configured max-active
 -- ARGV[4] max-waiting   ARGV[5] session-ttl µs   ARGV[6] tick µs   ARGV[7] abandon-after µs
 -- ARGV[8] clock skew µs (0 in production; tests move time with it)
+-- ARGV[9] new joins allowed per client and window (0: no limit)   ARGV[10] window µs
 -- Reply: { code, position, waiting, eta rate (string), joined now (1/0) }
 --   code 0 admitted (claimed), 1 waiting, 2 paused (queue_all), 3 full, 4 open (room switched
---   off), 5 entered (a newcomer admitted at once)
+--   off), 5 entered (a newcomer admitted at once), 6 limited (too many new visitors from this
+--   client; the eta field carries the milliseconds until the window ends)
 
 local waiting, active, room = KEYS[1], KEYS[2], KEYS[3]
 local vid = ARGV[1]
@@ -51,7 +54,17 @@ if exp then
   redis.call('ZREM', active, vid)
 end
 
--- A newcomer.
+-- A newcomer: counted against the client's limit first.
+local limit = tonumber(ARGV[9])
+if limit > 0 then
+  local joins = redis.call('INCR', KEYS[4])
+  if joins == 1 then
+    redis.call('PEXPIRE', KEYS[4], math.max(1, math.ceil(tonumber(ARGV[10]) / 1000)))
+  end
+  if joins > limit then
+    return { 6, 0, 0, tostring(math.max(redis.call('PTTL', KEYS[4]), 1000)), 0 }
+  end
+end
 redis.call('ZREMRANGEBYSCORE', active, '-inf', now)
 local n = redis.call('ZCARD', waiting)
 local burst = burst_of(rate, tonumber(ARGV[6]))

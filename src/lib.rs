@@ -10,6 +10,7 @@ pub mod admin_client;
 pub mod admission;
 pub mod app;
 pub mod breaker;
+pub mod client;
 pub mod clock;
 pub mod commands;
 pub mod config;

@@ -19,8 +19,9 @@ pub enum Reject {
     Consumed = 1,
     Store = 2,
     BadRequest = 3,
+    JoinLimit = 4,
 }
-const REJECTS: [&str; 4] = ["full", "consumed", "store", "bad_request"];
+const REJECTS: [&str; 5] = ["full", "consumed", "store", "bad_request", "join_limit"];
 
 /// One room's handles.
 pub struct RoomMetrics {

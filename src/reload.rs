@@ -71,6 +71,8 @@ impl Reloader {
             || new.server.grace_period != o.server.grace_period
             || new.server.shutdown_timeout != o.server.shutdown_timeout
             || new.server.upgrade_sock != o.server.upgrade_sock
+            || new.server.client_timeout != o.server.client_timeout
+            || new.server.max_header_bytes != o.server.max_header_bytes
         {
             fixed.push("[server]");
         }

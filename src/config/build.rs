@@ -133,6 +133,28 @@ impl Builder<'_> {
         }
     }
 
+    /// `10.0.0.0/8`, `2001:db8::/32`, or a single address.
+    fn cidrs(&mut self, key: &KeyPath, raw: &[String]) -> Vec<ipnet::IpNet> {
+        let mut out = Vec::new();
+        for (i, r) in raw.iter().enumerate() {
+            let Some(text) = self.string(&key.index(i), r) else {
+                continue;
+            };
+            let parsed = text
+                .parse::<ipnet::IpNet>()
+                .or_else(|_| text.parse::<std::net::IpAddr>().map(ipnet::IpNet::from));
+            match parsed {
+                Ok(n) => out.push(n),
+                Err(_) => self.fail(
+                    key.index(i),
+                    format!("{text:?} is not an address or CIDR range"),
+                    "write it like \"10.0.0.0/8\", \"192.0.2.10\" or \"2001:db8::/32\"",
+                ),
+            }
+        }
+        out
+    }
+
     fn positive(&mut self, key: &KeyPath, raw: Option<i64>, default: Option<u64>) -> u64 {
         match (raw, default) {
             (Some(v), _) if v >= 1 => v as u64,
@@ -164,6 +186,10 @@ impl Builder<'_> {
                 &k("listen").key("admin"),
                 listen_f.admin.as_deref(),
                 DEFAULT_ADMIN,
+            ),
+            trusted_proxies: self.cidrs(
+                &k("listen").key("trusted-proxies"),
+                &listen_f.trusted_proxies,
             ),
         };
         if listen.http == listen.admin {
@@ -384,6 +410,16 @@ impl Builder<'_> {
                 .as_deref()
                 .and_then(|raw| self.string(&key.key("upgrade-sock"), raw))
                 .unwrap_or_else(|| DEFAULT_UPGRADE_SOCK.to_string()),
+            client_timeout: self.duration(
+                &key.key("client-timeout"),
+                s.client_timeout.as_deref(),
+                DEFAULT_CLIENT_TIMEOUT,
+            ),
+            max_header_bytes: self.positive(
+                &key.key("max-header-bytes"),
+                s.max_header_bytes,
+                Some(DEFAULT_MAX_HEADER_BYTES),
+            ) as usize,
         }
     }
 

@@ -26,6 +26,8 @@ pub struct FileConfig {
 pub struct ListenFile {
     pub http: Option<String>,
     pub admin: Option<String>,
+    #[serde(default)]
+    pub trusted_proxies: Vec<String>,
 }
 
 #[derive(Debug, Deserialize, Default)]
@@ -61,6 +63,8 @@ pub struct ServerFile {
     pub grace_period: Option<String>,
     pub shutdown_timeout: Option<String>,
     pub upgrade_sock: Option<String>,
+    pub client_timeout: Option<String>,
+    pub max_header_bytes: Option<i64>,
 }
 
 #[derive(Debug, Deserialize)]

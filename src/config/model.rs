@@ -67,6 +67,8 @@ pub struct Config {
 pub struct Listen {
     pub http: SocketAddr,
     pub admin: SocketAddr,
+    /// Peers whose `X-Forwarded-For` / `Forwarded` / `X-Forwarded-Proto` are believed.
+    pub trusted_proxies: Vec<ipnet::IpNet>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -125,7 +127,17 @@ pub struct ServerSettings {
     pub shutdown_timeout: Duration,
     /// Unix socket over which a new process takes the listening sockets (`run --upgrade`).
     pub upgrade_sock: String,
+    /// A visitor's connection idle (between requests) or stalled (sending a body, reading the
+    /// response) this long is closed.
+    pub client_timeout: Duration,
+    /// Request headers larger than this (names and values together) get 431.
+    pub max_header_bytes: usize,
 }
+
+/// Idle and stalled visitor connections are closed after this.
+pub const DEFAULT_CLIENT_TIMEOUT: Duration = Duration::from_secs(60);
+/// Like nginx's default large header buffers (4 × 8 KiB).
+pub const DEFAULT_MAX_HEADER_BYTES: u64 = 32 * 1024;
 
 /// Where `anteroom run --upgrade` looks for the running process's sockets.
 pub const DEFAULT_UPGRADE_SOCK: &str = "/tmp/anteroom_upgrade.sock";

@@ -29,7 +29,7 @@ use crate::cookie;
 use crate::metrics::Reject;
 use crate::page::{self, MessageView, State, Status};
 use crate::route::{host_without_port, normalize_path, path_covers};
-use crate::store::{Admission, VisitorId};
+use crate::store::{Admission, JoinGate, VisitorId};
 use respond::{Reply, HTML, JSON};
 
 /// How a request ended, for logs and metrics (the discriminant indexes
@@ -65,6 +65,8 @@ pub struct Ctx {
     pub outcome: Outcome,
     reject: Option<Reject>,
     started: Instant,
+    /// A trusted proxy says the visitor came over HTTPS.
+    https: bool,
     /// The admission this request consumed, to give back if the origin fails the order.
     consumed: Option<VisitorId>,
     /// Our error page, replacing the origin's own 5xx body.
@@ -90,6 +92,8 @@ enum Verdict {
     Pass { admitted: bool },
     /// Show the waiting response.
     Wait(Status),
+    /// Refuse: too many new visitors from this client (`join-limit`).
+    Limited { retry_after: std::time::Duration },
 }
 
 fn request_host(req: &RequestHeader) -> &str {
@@ -108,8 +112,34 @@ fn cookie_values(req: &RequestHeader) -> impl Iterator<Item = &[u8]> {
         .map(|v| v.as_bytes())
 }
 
-fn secure(shared: &Shared) -> bool {
-    shared.config.cookie.secure.unwrap_or(false)
+/// `Secure` on our cookies: the operator's `cookie.secure`, or else whether a trusted proxy
+/// says the visitor came over HTTPS.
+fn secure(shared: &Shared, ctx: &Ctx) -> bool {
+    shared.config.cookie.secure.unwrap_or(ctx.https)
+}
+
+/// The peer's address, when it is an IP socket.
+fn peer_ip(session: &Session) -> Option<std::net::IpAddr> {
+    session
+        .client_addr()
+        .and_then(|a| a.as_inet())
+        .map(|a| a.ip())
+}
+
+/// The room's per-client join limit for this request, if the room has one.
+fn gate(shared: &Shared, session: &Session, room: usize) -> Option<JoinGate> {
+    let limit = shared.rooms[room].cfg.join_limit.as_ref()?;
+    let peer = peer_ip(session)?;
+    let ip = crate::client::client_ip(
+        peer,
+        &session.req_header().headers,
+        &shared.config.listen.trusted_proxies,
+    );
+    Some(JoinGate {
+        client: crate::client::limit_key(ip),
+        limit: limit.per_ip,
+        per: limit.per,
+    })
 }
 
 fn wants_json(req: &RequestHeader) -> bool {
@@ -128,7 +158,8 @@ impl Proxy {
             return vid;
         }
         let vid = VisitorId::random();
-        ctx.set_cookies.push(cookie::set_vid(vid, secure(shared)));
+        ctx.set_cookies
+            .push(cookie::set_vid(vid, secure(shared, ctx)));
         vid
     }
 
@@ -138,16 +169,30 @@ impl Proxy {
         let ttl = r.cfg.params.session_ttl.as_secs().max(1);
         let expires = shared.clock.now_secs() + ttl;
         if let Some(value) = cookie::sign(&shared.config.cookie.keys, r.name(), vid, expires) {
-            ctx.set_cookies
-                .push(cookie::set_admission(r.name(), &value, ttl, secure(shared)));
+            ctx.set_cookies.push(cookie::set_admission(
+                r.name(),
+                &value,
+                ttl,
+                secure(shared, ctx),
+            ));
         }
     }
 
     /// One store call: places the visitor or lets them in.
-    async fn enter(shared: &Shared, ctx: &mut Ctx, room: usize, vid: VisitorId) -> Verdict {
+    async fn enter(
+        shared: &Shared,
+        ctx: &mut Ctx,
+        room: usize,
+        vid: VisitorId,
+        gate: Option<JoinGate>,
+    ) -> Verdict {
         let r = &shared.rooms[room];
         let joined = shared
-            .store_call("join", r.name(), shared.store.join(&r.cfg.params, vid))
+            .store_call(
+                "join",
+                r.name(),
+                shared.store.join_from(&r.cfg.params, vid, gate.as_ref()),
+            )
             .await;
         let tiers = &r.cfg.poll;
         let name = r.name().to_string();
@@ -194,6 +239,7 @@ impl Proxy {
                 eta_seconds: None,
                 retry_after_ms: page::poll_interval(tiers, position).as_millis() as u64,
             }),
+            Ok(Admission::Limited { retry_after }) => Verdict::Limited { retry_after },
             Ok(Admission::Full { waiting }) => Verdict::Wait(Status {
                 room: name,
                 state: State::Full,
@@ -272,6 +318,46 @@ impl Proxy {
         .await
     }
 
+    /// 429 for a client past its room's `join-limit`, as a page or JSON.
+    async fn send_limited(
+        shared: &Shared,
+        session: &mut Session,
+        ctx: &mut Ctx,
+        room: usize,
+        retry_after: std::time::Duration,
+    ) -> Result<()> {
+        let r = &shared.rooms[room];
+        let secs = retry_after.as_secs_f64().ceil().max(1.0) as u64;
+        ctx.outcome = Outcome::Reject;
+        ctx.reject = Some(Reject::JoinLimit);
+        let message = "Too many new visitors have come from your network in a short time. Please wait a moment and try again.";
+        let json = wants_json(session.req_header());
+        let body = if json {
+            Bytes::from(
+                serde_json::json!({ "room": r.name(), "state": "limited", "error": message, "retry_after_ms": secs * 1000 })
+                    .to_string(),
+            )
+        } else {
+            Bytes::from(shared.pages.message(&MessageView {
+                status: 429,
+                title: "Please wait a moment",
+                message,
+                retry_seconds: Some(secs),
+                room: r.name(),
+                lang: "en",
+            }))
+        };
+        Reply {
+            status: 429,
+            content_type: if json { JSON } else { HTML },
+            body,
+            retry_after: Some(secs),
+            cookies: &ctx.set_cookies,
+        }
+        .send(session)
+        .await
+    }
+
     /// A consume route: exactly one request per admission reaches the origin.
     async fn consume(
         shared: &Shared,
@@ -292,7 +378,7 @@ impl Proxy {
             Ok(true) => {
                 // The admission is used up: the cookie goes with the origin's response.
                 ctx.set_cookies.retain(|c| !c.starts_with(&r.cookie_name));
-                ctx.set_cookies.push(cookie::clear_admission(r.name(), secure(shared)));
+                ctx.set_cookies.push(cookie::clear_admission(r.name(), secure(shared, ctx)));
                 ctx.outcome = Outcome::Consume;
                 ctx.consumed = Some(vid);
                 return Ok(false);
@@ -388,15 +474,53 @@ impl ProxyHttp for Proxy {
             outcome: Outcome::Pass,
             reject: None,
             started: Instant::now(),
+            https: false,
             consumed: None,
             replace_body: None,
             shared,
         }
     }
 
+    /// Bounds for slow and oversized clients, before anything else looks at the request.
+    async fn early_request_filter(&self, session: &mut Session, ctx: &mut Ctx) -> Result<()> {
+        let s = &ctx.shared.config.server;
+        let secs = s.client_timeout.as_secs().max(1);
+        session.set_keepalive(Some(secs));
+        session.set_read_timeout(Some(s.client_timeout));
+        session.set_write_timeout(Some(s.client_timeout));
+        let req = session.req_header();
+        let size: usize = req
+            .headers
+            .iter()
+            .map(|(k, v)| k.as_str().len() + v.len() + 4)
+            .sum::<usize>()
+            + req
+                .uri
+                .path_and_query()
+                .map(|p| p.as_str().len())
+                .unwrap_or(0);
+        if size > s.max_header_bytes {
+            return pingora::Error::e_explain(
+                pingora::ErrorType::HTTPStatus(431),
+                format!(
+                    "request header of {size} bytes; the limit is {}",
+                    s.max_header_bytes
+                ),
+            );
+        }
+        Ok(())
+    }
+
     async fn request_filter(&self, session: &mut Session, ctx: &mut Ctx) -> Result<bool> {
         let snapshot = ctx.shared.clone();
         let shared = &*snapshot;
+        let trusted = &shared.config.listen.trusted_proxies;
+        if !trusted.is_empty() {
+            if let Some(peer) = peer_ip(session) {
+                ctx.https =
+                    crate::client::forwarded_https(peer, &session.req_header().headers, trusted);
+            }
+        }
         let req = session.req_header();
         let path = normalize_path(req.uri.path());
         if path == "/.anteroom" || path.starts_with("/.anteroom/") {
@@ -435,7 +559,8 @@ impl ProxyHttp for Proxy {
             return Ok(false);
         }
         let vid = Self::visitor(shared, session.req_header(), ctx);
-        match Self::enter(shared, ctx, room, vid).await {
+        let gate = gate(shared, session, room);
+        match Self::enter(shared, ctx, room, vid, gate).await {
             Verdict::Pass { admitted } => {
                 // Let through without an admission (room off, or the `open` store policy).
                 ctx.outcome = if admitted {
@@ -450,6 +575,10 @@ impl ProxyHttp for Proxy {
             }
             Verdict::Wait(status) => {
                 Self::send_wait(shared, session, ctx, room, &status).await?;
+                Ok(true)
+            }
+            Verdict::Limited { retry_after } => {
+                Self::send_limited(shared, session, ctx, room, retry_after).await?;
                 Ok(true)
             }
         }

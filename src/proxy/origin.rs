@@ -117,20 +117,26 @@ pub(super) async fn on_failure(
     e: &pingora::Error,
     ctx: &mut Ctx,
 ) -> FailToProxy {
-    let code = match e.etype() {
-        ErrorType::ConnectTimedout
-        | ErrorType::ReadTimedout
-        | ErrorType::WriteTimedout
-        | ErrorType::TLSHandshakeTimedout => 504,
-        ErrorType::HTTPStatus(code) => *code,
-        _ => match e.esource() {
-            ErrorSource::Upstream => 502,
-            ErrorSource::Downstream => match e.etype() {
-                ErrorType::WriteError | ErrorType::ReadError | ErrorType::ConnectionClosed => 0,
-                _ => 400,
-            },
-            ErrorSource::Internal | ErrorSource::Unset => 502,
-        },
+    let code = match (e.esource(), e.etype()) {
+        // The visitor's side: a slow, vanished or broken client gets no page.
+        (
+            ErrorSource::Downstream,
+            ErrorType::WriteError
+            | ErrorType::ReadError
+            | ErrorType::ConnectionClosed
+            | ErrorType::ReadTimedout
+            | ErrorType::WriteTimedout,
+        ) => 0,
+        (_, ErrorType::HTTPStatus(code)) => *code,
+        (ErrorSource::Downstream, _) => 400,
+        (
+            _,
+            ErrorType::ConnectTimedout
+            | ErrorType::ReadTimedout
+            | ErrorType::WriteTimedout
+            | ErrorType::TLSHandshakeTimedout,
+        ) => 504,
+        _ => 502,
     };
     if code == 0 {
         return FailToProxy {

@@ -86,9 +86,13 @@ pub(super) async fn serve(
         admitted
     } else {
         let vid = Proxy::visitor(shared, session.req_header(), ctx);
-        match Proxy::enter(shared, ctx, room, vid).await {
+        let gate = super::gate(shared, session, room);
+        match Proxy::enter(shared, ctx, room, vid, gate).await {
             Verdict::Pass { .. } => admitted,
             Verdict::Wait(s) => s,
+            Verdict::Limited { retry_after } => {
+                return Proxy::send_limited(shared, session, ctx, room, retry_after).await;
+            }
         }
     };
     let retry_after = (status.state != State::Admitted).then(|| status.retry_after_secs());

@@ -44,6 +44,8 @@ struct RoomData {
     admitted_total: u64,
     joined_total: u64,
     abandoned_total: u64,
+    /// Per-client new-join counters: (count, end of the window).
+    joins_by_client: HashMap<String, (u32, Micros)>,
 }
 
 impl RoomData {
@@ -153,6 +155,24 @@ impl RoomData {
         self.measured_count = self.admitted_total;
     }
 
+    /// Counts a new join from a client (a fixed window from its first join, like Redis `INCR` +
+    /// `PEXPIRE`); `Some(wait)` when over the limit.
+    fn count_join(&mut self, g: &JoinGate, now: Micros) -> Option<Duration> {
+        if self.joins_by_client.len() > 10_000 {
+            self.joins_by_client.retain(|_, (_, end)| *end > now);
+        }
+        let entry = self
+            .joins_by_client
+            .entry(g.client.clone())
+            .or_insert((0, now + micros(g.per)));
+        if entry.1 <= now {
+            *entry = (0, now + micros(g.per));
+        }
+        entry.0 += 1;
+        (entry.0 > g.limit)
+            .then(|| Duration::from_micros(entry.1 - now).max(Duration::from_secs(1)))
+    }
+
     fn position(&self, seq: u64) -> u64 {
         self.ranks.rank(seq)
     }
@@ -205,7 +225,12 @@ impl Store for MemoryStore {
         "memory"
     }
 
-    async fn join(&self, p: &RoomParams, vid: VisitorId) -> Result<Admission, StoreError> {
+    async fn join_from(
+        &self,
+        p: &RoomParams,
+        vid: VisitorId,
+        gate: Option<&JoinGate>,
+    ) -> Result<Admission, StoreError> {
         Ok(self.with(p, |r, now| {
             let state = r.state.clone();
             if !state.enabled {
@@ -236,6 +261,11 @@ impl Store for MemoryStore {
                         joined: false,
                     }
                 };
+            }
+            if let Some(g) = gate {
+                if let Some(retry_after) = r.count_join(g, now) {
+                    return Admission::Limited { retry_after };
+                }
             }
             let rate = p.rate(&state);
             r.refill(now, rate, p.burst(rate));

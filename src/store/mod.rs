@@ -186,6 +186,8 @@ pub enum Admission {
     },
     /// The line is at `max-waiting`; the visitor was not added.
     Full { waiting: u64 },
+    /// Too many new visitors from this client's address lately (`join-limit`); not added.
+    Limited { retry_after: Duration },
     /// The room is switched off: pass without an admission.
     Open,
 }
@@ -196,6 +198,15 @@ pub struct AdmittedVisitor {
     pub vid: VisitorId,
     /// Time from joining the line to this admission.
     pub waited: Duration,
+}
+
+/// A per-client limit on new joins: at most `limit` new visitors per `per` from `client`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JoinGate {
+    /// The client's address key (an IPv4 address or an IPv6 /64).
+    pub client: String,
+    pub limit: u32,
+    pub per: Duration,
 }
 
 /// What one `admit` step did.
@@ -254,7 +265,18 @@ pub trait Store: Send + Sync + 'static {
 
     /// Enter the line, or look up the place in it (this is also the status poll); claims the
     /// admission when the visitor's turn has come.
-    async fn join(&self, room: &RoomParams, vid: VisitorId) -> Result<Admission, StoreError>;
+    async fn join(&self, room: &RoomParams, vid: VisitorId) -> Result<Admission, StoreError> {
+        self.join_from(room, vid, None).await
+    }
+
+    /// [`Store::join`], counting a new visitor against a per-client limit when `gate` is set.
+    /// Only new identities count; polls of visitors already in line or admitted never do.
+    async fn join_from(
+        &self,
+        room: &RoomParams,
+        vid: VisitorId,
+        gate: Option<&JoinGate>,
+    ) -> Result<Admission, StoreError>;
 
     /// One tick of the admission loop.
     async fn admit(&self, room: &RoomParams) -> Result<AdmitReport, StoreError>;

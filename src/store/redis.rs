@@ -28,8 +28,8 @@ use async_trait::async_trait;
 use tokio::sync::OnceCell;
 
 use super::{
-    Admission, AdmitReport, AdmittedVisitor, RoomParams, RoomPatch, RoomState, RoomStats, Store,
-    StoreError, VisitorId,
+    Admission, AdmitReport, AdmittedVisitor, JoinGate, RoomParams, RoomPatch, RoomState, RoomStats,
+    Store, StoreError, VisitorId,
 };
 
 macro_rules! lua {
@@ -251,12 +251,23 @@ impl Store for RedisStore {
         }
     }
 
-    async fn join(&self, p: &RoomParams, vid: VisitorId) -> Result<Admission, StoreError> {
+    async fn join_from(
+        &self,
+        p: &RoomParams,
+        vid: VisitorId,
+        gate: Option<&JoinGate>,
+    ) -> Result<Admission, StoreError> {
         let k = Keys::of(&p.name);
+        let client_key = format!(
+            "{{anteroom:{}}}:joins:{}",
+            p.name,
+            gate.map(|g| g.client.as_str()).unwrap_or("-")
+        );
         let mut inv = self.scripts.join.prepare_invoke();
         inv.key(&k.waiting)
             .key(&k.active)
             .key(&k.room)
+            .key(&client_key)
             .arg(&vid.as_bytes()[..])
             .arg(p.admit_per_second)
             .arg(p.max_active)
@@ -264,7 +275,9 @@ impl Store for RedisStore {
             .arg(micros(p.session_ttl))
             .arg(micros(p.tick))
             .arg(micros(p.abandon_after))
-            .arg(self.skew());
+            .arg(self.skew())
+            .arg(gate.map(|g| g.limit).unwrap_or(0))
+            .arg(gate.map(|g| micros(g.per)).unwrap_or(0));
         let (code, position, waiting, eta, joined): (i64, u64, u64, String, i64) =
             self.run("join", &p.name, &inv).await?;
         let joined = joined == 1;
@@ -284,6 +297,9 @@ impl Store for RedisStore {
             3 => Admission::Full { waiting },
             4 => Admission::Open,
             5 => Admission::Entered,
+            6 => Admission::Limited {
+                retry_after: Duration::from_millis(float(&eta).max(1.0) as u64),
+            },
             other => {
                 return Err(unavailable(
                     "join",

@@ -444,6 +444,49 @@ pub async fn eta_rate_follows_measured_admissions(h: &dyn Harness) {
     }
 }
 
+pub async fn join_limit_counts_new_visitors_not_polls(h: &dyn Harness) {
+    use anteroom::store::JoinGate;
+    let s = h.store();
+    let p = room("limit", 100.0, 1);
+    occupy(&*s, &p).await;
+    let gate = |c: &str| JoinGate {
+        client: c.to_string(),
+        limit: 3,
+        per: Duration::from_secs(60),
+    };
+    let a = gate("192.0.2.1");
+    let mut first = Vec::new();
+    for _ in 0..3 {
+        let v = VisitorId::random();
+        assert!(waiting_pos(&s.join_from(&p, v, Some(&a)).await.unwrap()).is_some());
+        first.push(v);
+    }
+    match s
+        .join_from(&p, VisitorId::random(), Some(&a))
+        .await
+        .unwrap()
+    {
+        Admission::Limited { retry_after } => {
+            assert!(
+                retry_after <= Duration::from_secs(60) && retry_after >= Duration::from_secs(1),
+                "{retry_after:?}"
+            )
+        }
+        other => panic!("the fourth new visitor from one client: {other:?}"),
+    }
+    // Polls of those already in line never count, and other clients have their own budget.
+    for v in &first {
+        assert!(waiting_pos(&s.join_from(&p, *v, Some(&a)).await.unwrap()).is_some());
+    }
+    assert!(waiting_pos(
+        &s.join_from(&p, VisitorId::random(), Some(&gate("192.0.2.2")))
+            .await
+            .unwrap()
+    )
+    .is_some());
+    assert_eq!(s.stats(&p).await.unwrap().waiting, 4);
+}
+
 /// Runs every case against a fresh harness from `make`.
 #[macro_export]
 macro_rules! conformance_suite {
@@ -464,6 +507,7 @@ macro_rules! conformance_suite {
             overrides_change_rate_and_cap,
             clearing_the_line,
             eta_rate_follows_measured_admissions,
+            join_limit_counts_new_visitors_not_polls,
         );
     };
     (@cases $make:expr; $($case:ident),* $(,)?) => {
