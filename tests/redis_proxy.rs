@@ -269,3 +269,127 @@ async fn redis_calls_per_request_and_an_outage_on_the_admitted_path() {
     let v: Value = resp.json().await.unwrap();
     assert_eq!(v["state"], "paused", "{v}");
 }
+
+/// A CA and a server certificate for `localhost`, made with the openssl CLI.
+fn certificates(dir: &std::path::Path) {
+    let run = |args: &[&str]| {
+        let out = std::process::Command::new("openssl")
+            .args(args)
+            .current_dir(dir)
+            .output()
+            .expect("openssl");
+        assert!(
+            out.status.success(),
+            "openssl {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    run(&[
+        "req",
+        "-x509",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-keyout",
+        "ca.key",
+        "-out",
+        "ca.pem",
+        "-days",
+        "2",
+        "-subj",
+        "/CN=anteroom-test-ca",
+    ]);
+    run(&[
+        "req",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-keyout",
+        "server.key",
+        "-out",
+        "server.csr",
+        "-subj",
+        "/CN=localhost",
+    ]);
+    std::fs::write(
+        dir.join("ext.cnf"),
+        "subjectAltName=DNS:localhost,IP:127.0.0.1\n",
+    )
+    .unwrap();
+    run(&[
+        "x509",
+        "-req",
+        "-in",
+        "server.csr",
+        "-CA",
+        "ca.pem",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-out",
+        "server.pem",
+        "-days",
+        "2",
+        "-extfile",
+        "ext.cnf",
+    ]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_over_tls_with_a_verified_certificate() {
+    let certs = tempfile::tempdir().unwrap();
+    certificates(certs.path());
+    let tls_port = free_port();
+    let p = |f: &str| certs.path().join(f).display().to_string();
+    let redis = RedisServer::start_with(&[
+        "--tls-port",
+        &tls_port.to_string(),
+        "--tls-cert-file",
+        &p("server.pem"),
+        "--tls-key-file",
+        &p("server.key"),
+        "--tls-ca-cert-file",
+        &p("ca.pem"),
+        "--tls-auth-clients",
+        "no",
+    ]);
+    let origin = Origin::start().await;
+    let url = format!("rediss://localhost:{tls_port}");
+    let room = "admit-per-second = 100\nmax-active = 1\non-store-error = \"closed\"";
+    let cfg = config(origin.addr, &url, room);
+    let ca = p("ca.pem");
+    let proxy = Proxy::start_with(
+        &cfg,
+        &[("ANTEROOM_LOG", "warn"), ("SSL_CERT_FILE", ca.as_str())],
+        &[],
+    );
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let mut first = Jar::default();
+    while json(&proxy, "/.anteroom/status?room=sale", &mut first).await["state"] != "admitted" {
+        assert!(
+            Instant::now() < deadline,
+            "the first visitor walks in over TLS"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let v = json(&proxy, "/.anteroom/status?room=sale", &mut Jar::default()).await;
+    assert_eq!(v["state"], "waiting", "{v}");
+    assert_eq!(v["position"], 1);
+    let mut conn = redis_conn(&redis.url()).await;
+    let waiting: u64 = conn.zcard("{anteroom:sale}:waiting").await.unwrap();
+    assert_eq!(waiting, 1, "the line lives in the TLS Redis");
+
+    // Without the CA the certificate is refused: the store is unreachable, the room holds.
+    let untrusting = Proxy::start_with(
+        &cfg,
+        &[("ANTEROOM_LOG", "warn"), ("SSL_CERT_FILE", "/nonexistent")],
+        &[],
+    );
+    let v = json(
+        &untrusting,
+        "/.anteroom/status?room=sale",
+        &mut Jar::default(),
+    )
+    .await;
+    assert_eq!(v["state"], "paused", "{v}");
+}

@@ -231,3 +231,58 @@ async fn oversized_headers_get_a_4xx_and_idle_connections_close() {
     );
     assert!(proxy.alive());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rotated_keys_keep_old_admissions_valid_and_sign_with_the_new_one() {
+    use anteroom::cookie::{self, CookieKey};
+    use anteroom::store::VisitorId;
+    let origin = Origin::start().await;
+    let rotated = config(origin.addr, "", "", "").replace(
+        &format!("keys = [\"{KEY}\"]"),
+        &format!("keys = [\"{OTHER_KEY}\", \"{KEY}\"]"),
+    );
+    let proxy = Proxy::start(&rotated);
+    // Somebody holds the only slot, so a visitor without a valid admission must wait.
+    let holder = client()
+        .get(proxy.url("/.anteroom/status?room=sale"))
+        .send()
+        .await
+        .unwrap();
+    let (_, value, _) = set_cookies(&holder)
+        .into_iter()
+        .find(|(k, _, _)| k == "anteroom_sale")
+        .unwrap_or_default();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let old = CookieKey::new(KEY.as_bytes()).unwrap();
+    let new = CookieKey::new(OTHER_KEY.as_bytes()).unwrap();
+    let retired = CookieKey::new(b"retired-key-retired-key-retired-key-!!").unwrap();
+    let admission = |k: &CookieKey| {
+        cookie::sign(
+            std::slice::from_ref(k),
+            "sale",
+            VisitorId::random(),
+            now + 600,
+        )
+        .unwrap()
+    };
+    for (what, value, opens) in [
+        ("old key", admission(&old), true),
+        ("new key", admission(&new), true),
+        ("retired key", admission(&retired), false),
+    ] {
+        let resp = client()
+            .get(proxy.url("/products/1"))
+            .header("cookie", format!("anteroom_sale={value}"))
+            .send()
+            .await
+            .unwrap();
+        assert!(resp.status().as_u16() < 500, "{what}");
+        let text = resp.text().await.unwrap();
+        assert_eq!(text == "origin GET /products/1", opens, "{what}: {text}");
+    }
+    // New admissions are signed with the first key.
+    assert!(value.contains(new.id()), "{value}");
+}
