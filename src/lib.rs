@@ -16,6 +16,7 @@ pub mod commands;
 pub mod config;
 pub mod cookie;
 pub mod demo;
+pub mod fuzzing;
 pub mod metrics;
 pub mod page;
 pub mod proxy;

@@ -1,0 +1,6 @@
+//! libFuzzer target: `anteroom::fuzzing::cookie` (see src/fuzzing.rs for what it checks).
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| anteroom::fuzzing::cookie(data));

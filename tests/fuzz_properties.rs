@@ -1,0 +1,50 @@
+//! The fuzz entry points under proptest, in every CI run (libFuzzer runs them longer: `fuzz/run`).
+
+use anteroom::fuzzing;
+use proptest::prelude::*;
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 2000, ..ProptestConfig::default() })]
+
+    #[test]
+    fn cookies_never_panic(data in proptest::collection::vec(any::<u8>(), 0..200)) {
+        fuzzing::cookie(&data);
+    }
+
+    #[test]
+    fn cookie_shaped_strings_never_verify(s in "1\\.[0-9a-f]{32}\\.[0-9]{1,12}\\.[0-9a-f]{8}\\.[A-Za-z0-9_-]{43}") {
+        fuzzing::cookie(s.as_bytes());
+    }
+
+    #[test]
+    fn routes_never_panic(s in "[a-zA-Z0-9./%_~:\\[\\]-]{0,40}\n?[a-zA-Z0-9/%.~_-]{0,60}") {
+        fuzzing::route(s.as_bytes());
+    }
+
+    #[test]
+    fn route_bytes_never_panic(data in proptest::collection::vec(any::<u8>(), 0..120)) {
+        fuzzing::route(&data);
+    }
+
+    #[test]
+    fn configs_never_panic(s in "(\\[\\[?[a-z]{1,8}\\]\\]?\n|[a-z-]{1,16} = (\"[a-z0-9:./ ]{0,20}\"|[0-9-]{1,5}|\\[\\]|true)\n){0,12}") {
+        fuzzing::config(s.as_bytes());
+    }
+
+    #[test]
+    fn config_bytes_never_panic(data in proptest::collection::vec(any::<u8>(), 0..300)) {
+        fuzzing::config(&data);
+    }
+}
+
+#[test]
+fn the_reference_config_survives_every_single_byte_deletion() {
+    let text = include_str!("../conf/demo.toml");
+    for i in (0..text.len()).step_by(7) {
+        if text.is_char_boundary(i) && text.is_char_boundary(i + 1) {
+            let mut t = text.to_string();
+            t.remove(i);
+            fuzzing::config(t.as_bytes());
+        }
+    }
+}
