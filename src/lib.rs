@@ -25,3 +25,4 @@ pub mod room;
 pub mod route;
 pub mod server;
 pub mod store;
+pub mod texts;

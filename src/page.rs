@@ -12,6 +12,7 @@ use serde::Serialize;
 use tera::{Context, Tera};
 
 use crate::config::{Config, PollTier};
+use crate::texts::TextSet;
 
 /// The built-in waiting page, compiled into the binary so `anteroom demo` needs no files.
 pub const DEFAULT_WAITING: &str = include_str!("../templates/waiting.html.tera");
@@ -76,10 +77,14 @@ pub struct WaitingView<'a> {
     pub progress_percent: u64,
     pub status_url: String,
     pub lang: &'a str,
+    /// The page's words in `lang` (see `src/texts.rs` and `[room.texts.LANG]`).
+    pub t: &'a TextSet,
+    /// `t` as JSON that is safe inside a `<script>` element.
+    pub t_json: String,
 }
 
 impl<'a> WaitingView<'a> {
-    pub fn new(s: &'a Status) -> Self {
+    pub fn new(s: &'a Status, lang: &'a str, t: &'a TextSet) -> Self {
         let progress_percent = match s.position {
             Some(p) if s.waiting > 0 => ((s.waiting.saturating_sub(p)) * 100 / s.waiting).min(100),
             _ if s.state == State::Admitted => 100,
@@ -91,29 +96,19 @@ impl<'a> WaitingView<'a> {
             position: s.position.unwrap_or(0),
             waiting: s.waiting,
             eta_seconds: s.eta_seconds,
-            eta_text: s.eta_seconds.map(eta_text).unwrap_or_default(),
+            eta_text: s
+                .eta_seconds
+                .map(|e| crate::texts::eta_text(t, e))
+                .unwrap_or_default(),
             retry_after_ms: s.retry_after_ms,
             refresh_seconds: s.retry_after_secs(),
             progress_percent,
             status_url: format!("/.anteroom/status?room={}", s.room),
-            lang: "en",
-        }
-    }
-
-    /// A plausible context, used to test-render operator templates at boot.
-    pub fn sample() -> WaitingView<'static> {
-        WaitingView {
-            room: "sample",
-            state: "waiting",
-            position: 42,
-            waiting: 1000,
-            eta_seconds: Some(90),
-            eta_text: eta_text(90),
-            retry_after_ms: 3000,
-            refresh_seconds: 3,
-            progress_percent: 95,
-            status_url: "/.anteroom/status?room=sample".into(),
-            lang: "en",
+            lang,
+            t,
+            t_json: serde_json::to_string(t)
+                .unwrap_or_default()
+                .replace('<', "\\u003c"),
         }
     }
 }
@@ -127,29 +122,6 @@ pub struct MessageView<'a> {
     pub retry_seconds: Option<u64>,
     pub room: &'a str,
     pub lang: &'a str,
-}
-
-/// "less than a minute", "about 3 minutes", "about 2 hours".
-pub fn eta_text(secs: u64) -> String {
-    match secs {
-        0..=59 => "less than a minute".to_string(),
-        60..=5399 => {
-            let m = (secs + 30) / 60;
-            if m == 1 {
-                "about a minute".to_string()
-            } else {
-                format!("about {m} minutes")
-            }
-        }
-        _ => {
-            let h = (secs + 1800) / 3600;
-            if h == 1 {
-                "about an hour".to_string()
-            } else {
-                format!("about {h} hours")
-            }
-        }
-    }
 }
 
 /// The wait for `position` at `rate` admissions per second.
@@ -214,16 +186,31 @@ pub struct Pages {
     room_templates: Vec<String>,
 }
 
-/// Checks that a template compiles and renders with a sample context; the error says why.
+/// Checks that a template compiles and renders with a sample context in every state and
+/// language; the error says why.
 pub fn check_template(source: &str) -> Result<(), String> {
     let mut tera = Tera::default();
     tera.autoescape_on(vec![".tera", ".html"]);
     tera.add_raw_template("check.html.tera", source)
         .map_err(|e| error_chain(&e))?;
-    let ctx = Context::from_serialize(WaitingView::sample()).map_err(|e| error_chain(&e))?;
-    tera.render("check.html.tera", &ctx)
-        .map(|_| ())
-        .map_err(|e| error_chain(&e))
+    for lang in crate::texts::LANGUAGES {
+        let t = crate::texts::builtin(lang).unwrap_or_default();
+        for state in [State::Waiting, State::Paused, State::Full, State::Admitted] {
+            let status = Status {
+                room: "sample".into(),
+                state,
+                position: (state != State::Full).then_some(42),
+                waiting: 1000,
+                eta_seconds: (state == State::Waiting).then_some(90),
+                retry_after_ms: 3000,
+            };
+            let ctx = Context::from_serialize(WaitingView::new(&status, lang, &t))
+                .map_err(|e| error_chain(&e))?;
+            tera.render("check.html.tera", &ctx)
+                .map_err(|e| format!("state {}, {lang}: {}", state.as_str(), error_chain(&e)))?;
+        }
+    }
+    Ok(())
 }
 
 fn error_chain(e: &dyn std::error::Error) -> String {
@@ -266,8 +253,8 @@ impl Pages {
         })
     }
 
-    pub fn waiting(&self, room: usize, status: &Status) -> String {
-        let view = WaitingView::new(status);
+    pub fn waiting(&self, room: usize, status: &Status, lang: &str, t: &TextSet) -> String {
+        let view = WaitingView::new(status, lang, t);
         let name = self
             .room_templates
             .get(room)
@@ -346,10 +333,7 @@ mod tests {
     }
 
     #[test]
-    fn eta_is_worded_and_computed() {
-        assert_eq!(eta_text(10), "less than a minute");
-        assert_eq!(eta_text(150), "about 3 minutes");
-        assert_eq!(eta_text(7200), "about 2 hours");
+    fn eta_is_computed() {
         assert_eq!(eta_seconds(350, 175.0), Some(2));
         assert_eq!(eta_seconds(1, 0.0), None);
     }

@@ -508,3 +508,47 @@ async fn path_tricks_meet_the_same_room() {
     let resp = get(&proxy, "/vip/lounge", &Jar::default(), None).await;
     assert_eq!(resp.text().await.unwrap(), "origin GET /vip/lounge");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_page_speaks_korean_and_the_operators_own_words() {
+    let origin = Origin::start().await;
+    let proxy = Proxy::start(&config(
+        origin.addr,
+        "[room.texts.en]\ntitle_waiting = \"Welcome to the Summer Sale line\"\n[room.texts.ko]\nkeep_tab = \"탭을 닫지 마세요\"",
+    ));
+    let _holder = admitted_visitor(&proxy).await;
+    let page = |lang: &'static str| {
+        let url = proxy.url("/products");
+        async move {
+            client()
+                .get(url)
+                .header("accept-language", lang)
+                .send()
+                .await
+                .unwrap()
+                .text()
+                .await
+                .unwrap()
+        }
+    };
+    let ko = page("ko-KR,ko;q=0.9,en;q=0.8").await;
+    assert!(ko.contains("<html lang=\"ko\""), "{ko}");
+    assert!(ko.contains("내 대기 순서"));
+    assert!(
+        ko.contains("탭을 닫지 마세요"),
+        "the operator's Korean text"
+    );
+    let en = page("en-GB,en;q=0.9").await;
+    assert!(en.contains("<html lang=\"en\""));
+    assert!(
+        en.contains("Welcome to the Summer Sale line"),
+        "the operator's English title"
+    );
+    assert!(en.contains("Your place in line"));
+    let other = page("fr-FR").await;
+    assert!(
+        other.contains("<html lang=\"en\""),
+        "unknown languages get English"
+    );
+    assert!(ko.len() < 10 * 1024 && en.len() < 10 * 1024);
+}

@@ -692,6 +692,7 @@ impl Builder<'_> {
                     DEFAULT_WAITING_STATUS
                 }
             };
+            let texts = self.texts(&p, r.texts.as_ref());
             out.push(RoomConfig {
                 params: RoomParams {
                     name: Arc::from(r.name.as_str()),
@@ -712,9 +713,52 @@ impl Builder<'_> {
                 poll,
                 join_limit,
                 waiting_status,
+                texts,
             });
         }
         out
+    }
+
+    fn texts(
+        &mut self,
+        p: &KeyPath,
+        overrides: Option<
+            &std::collections::BTreeMap<String, std::collections::BTreeMap<String, String>>,
+        >,
+    ) -> std::collections::BTreeMap<String, crate::texts::TextSet> {
+        let mut all = std::collections::BTreeMap::new();
+        for lang in crate::texts::LANGUAGES {
+            if let Some(t) = crate::texts::builtin(lang) {
+                all.insert(lang.to_string(), t);
+            }
+        }
+        for (lang, texts) in overrides.into_iter().flatten() {
+            let lp = p.key("texts").key(lang);
+            let Some(set) = all.get_mut(lang) else {
+                self.fail(
+                    lp,
+                    format!("no built-in language {lang:?}"),
+                    format!("use one of: {}", crate::texts::LANGUAGES.join(", ")),
+                );
+                continue;
+            };
+            for (key, raw) in texts {
+                let kp = lp.key(key);
+                if !crate::texts::is_key(key) {
+                    let known: Vec<&str> = crate::texts::TEXTS.iter().map(|t| t.0).collect();
+                    self.fail(
+                        kp,
+                        format!("unknown text {key:?}"),
+                        format!("use one of: {}", known.join(", ")),
+                    );
+                    continue;
+                }
+                if let Some(v) = self.string(&kp, raw) {
+                    set.insert(key.clone(), v);
+                }
+            }
+        }
+        all
     }
 
     fn hosts(&mut self, p: &KeyPath, hosts: Option<&[String]>) -> Vec<HostPattern> {

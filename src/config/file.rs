@@ -108,6 +108,9 @@ pub struct RoomFile {
     pub poll: Option<Vec<PollFile>>,
     pub join_limit: Option<JoinLimitFile>,
     pub waiting_status: Option<i64>,
+    /// Per language, texts of the waiting page to replace (`[room.texts.ko]`).
+    pub texts:
+        Option<std::collections::BTreeMap<String, std::collections::BTreeMap<String, String>>>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -218,6 +218,8 @@ pub struct RoomConfig {
     pub poll: Vec<PollTier>,
     pub join_limit: Option<JoinLimit>,
     pub waiting_status: u16,
+    /// The waiting page's texts per language (built-in, then the operator's overrides).
+    pub texts: std::collections::BTreeMap<String, crate::texts::TextSet>,
 }
 
 impl RoomConfig {

@@ -299,7 +299,27 @@ impl Proxy {
                 Bytes::from(serde_json::to_vec(status).unwrap_or_default()),
             )
         } else {
-            (HTML, Bytes::from(shared.pages.waiting(room, status)))
+            let lang = crate::texts::negotiate(
+                session
+                    .req_header()
+                    .headers
+                    .get(http::header::ACCEPT_LANGUAGE)
+                    .and_then(|v| v.to_str().ok()),
+            );
+            let texts = r
+                .cfg
+                .texts
+                .get(lang)
+                .or_else(|| r.cfg.texts.values().next());
+            let empty = crate::texts::TextSet::new();
+            (
+                HTML,
+                Bytes::from(
+                    shared
+                        .pages
+                        .waiting(room, status, lang, texts.unwrap_or(&empty)),
+                ),
+            )
         };
         if status.state == State::Full {
             ctx.outcome = Outcome::Reject;

@@ -1,0 +1,133 @@
+//! The waiting page's words, in English and Korean, chosen by `Accept-Language`; every one can
+//! be replaced per room by the operator (`[room.texts.en]`, `[room.texts.ko]`).
+
+use std::collections::BTreeMap;
+
+/// Languages with built-in texts; the first is the default.
+pub const LANGUAGES: [&str; 2] = ["en", "ko"];
+
+/// (key, English, Korean). `{n}` stands for a number.
+pub const TEXTS: &[(&str, &str, &str)] = &[
+    ("title_waiting", "You're in line", "대기 중입니다"),
+    ("title_count", "You're in line ({n})", "대기 중 ({n})"),
+    (
+        "lead_waiting",
+        "Thanks for waiting. When it's your turn, this page takes you to the shop automatically.",
+        "기다려 주셔서 감사합니다. 차례가 되면 이 페이지가 자동으로 쇼핑몰로 이동합니다.",
+    ),
+    ("title_full", "The line is full right now", "지금은 대기열이 가득 찼습니다"),
+    (
+        "lead_full",
+        "Too many people are waiting at the moment. This page tries again automatically, so there is no need to refresh.",
+        "지금 기다리는 분이 너무 많습니다. 이 페이지가 자동으로 다시 시도하니 새로 고침하지 않으셔도 됩니다.",
+    ),
+    ("title_paused", "The line is on hold", "대기열이 잠시 멈췄습니다"),
+    (
+        "lead_paused",
+        "The sale has not opened yet or admissions are paused. Your place is kept.",
+        "판매가 아직 시작되지 않았거나 입장이 잠시 중단되었습니다. 순서는 그대로 유지됩니다.",
+    ),
+    ("title_admitted", "It's your turn", "차례가 되었습니다"),
+    ("lead_admitted", "Taking you to the shop now.", "지금 쇼핑몰로 이동합니다."),
+    ("continue_link", "Continue to the shop", "쇼핑몰로 이동"),
+    ("place_label", "Your place in line", "내 대기 순서"),
+    ("waiting_label", "People in line", "대기 인원"),
+    ("eta_label", "Estimated wait", "예상 대기 시간"),
+    ("eta_unknown", "not known yet", "아직 알 수 없음"),
+    ("eta_less_minute", "less than a minute", "1분 미만"),
+    ("eta_minute", "about a minute", "약 1분"),
+    ("eta_minutes", "about {n} minutes", "약 {n}분"),
+    ("eta_hour", "about an hour", "약 1시간"),
+    ("eta_hours", "about {n} hours", "약 {n}시간"),
+    ("progress_label", "Progress through the line", "대기 진행률"),
+    (
+        "keep_tab",
+        "Keep this tab open — refreshing does not lose your place.",
+        "이 탭을 열어 두세요. 새로 고침해도 순서는 유지됩니다.",
+    ),
+];
+
+/// One language's texts, after the room's overrides.
+pub type TextSet = BTreeMap<String, String>;
+
+/// The built-in texts of a language (`None` for one we do not ship).
+pub fn builtin(lang: &str) -> Option<TextSet> {
+    let i = LANGUAGES.iter().position(|l| *l == lang)?;
+    Some(
+        TEXTS
+            .iter()
+            .map(|(k, en, ko)| (k.to_string(), if i == 0 { en } else { ko }.to_string()))
+            .collect(),
+    )
+}
+
+pub fn is_key(key: &str) -> bool {
+    TEXTS.iter().any(|(k, _, _)| *k == key)
+}
+
+/// The best of our languages for an `Accept-Language` header; English when nothing matches.
+pub fn negotiate(accept_language: Option<&str>) -> &'static str {
+    let Some(header) = accept_language else {
+        return LANGUAGES[0];
+    };
+    let mut best = (LANGUAGES[0], 0.0f32);
+    for item in header.split(',') {
+        let mut parts = item.split(';');
+        let tag = parts.next().unwrap_or("").trim().to_ascii_lowercase();
+        let q = parts
+            .filter_map(|p| p.trim().strip_prefix("q="))
+            .find_map(|q| q.trim().parse::<f32>().ok())
+            .unwrap_or(1.0);
+        let primary = tag.split('-').next().unwrap_or("");
+        if let Some(lang) = LANGUAGES.iter().find(|l| **l == primary) {
+            if q > best.1 {
+                best = (lang, q);
+            }
+        }
+    }
+    best.0
+}
+
+/// `eta_minutes` etc. with the number filled in.
+pub fn eta_text(t: &TextSet, secs: u64) -> String {
+    let get = |k: &str| t.get(k).cloned().unwrap_or_default();
+    match secs {
+        0..=59 => get("eta_less_minute"),
+        60..=89 => get("eta_minute"),
+        90..=5399 => get("eta_minutes").replace("{n}", &((secs + 30) / 60).to_string()),
+        _ => {
+            let h = (secs + 1800) / 3600;
+            if h == 1 {
+                get("eta_hour")
+            } else {
+                get("eta_hours").replace("{n}", &h.to_string())
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn languages_are_negotiated() {
+        assert_eq!(negotiate(None), "en");
+        assert_eq!(negotiate(Some("ko-KR,ko;q=0.9,en-US;q=0.8,en;q=0.7")), "ko");
+        assert_eq!(negotiate(Some("en-US,en;q=0.9,ko;q=0.8")), "en");
+        assert_eq!(negotiate(Some("fr-FR,fr;q=0.9")), "en");
+        assert_eq!(negotiate(Some("fr;q=0.9, ko;q=0.5")), "ko");
+    }
+
+    #[test]
+    fn every_text_exists_in_both_languages() {
+        for lang in LANGUAGES {
+            let t = builtin(lang).unwrap();
+            assert_eq!(t.len(), TEXTS.len());
+            assert!(t.values().all(|v| !v.is_empty()));
+        }
+        let ko = builtin("ko").unwrap();
+        assert_eq!(eta_text(&ko, 600), "약 10분");
+        assert_eq!(eta_text(&builtin("en").unwrap(), 7200), "about 2 hours");
+    }
+}
