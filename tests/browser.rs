@@ -1,0 +1,342 @@
+//! The waiting page in a real browser: headless Chromium driven over WebDriver (chromedriver),
+//! queued behind other visitors, watching its place go down, landing on exactly the URL it asked
+//! for — with JavaScript, and again without it (meta refresh). Screenshots land in
+//! `target/screenshots/`.
+
+mod common;
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use base64::Engine;
+use common::*;
+use serde_json::{json, Value};
+
+/// A chromedriver process on a free port, killed on drop.
+struct Driver {
+    child: Child,
+    base: String,
+    _profiles: tempfile::TempDir,
+}
+
+impl Drop for Driver {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+struct Browser {
+    session: String,
+    http: reqwest::Client,
+}
+
+impl Driver {
+    async fn start() -> Driver {
+        let port = free_port();
+        let child = Command::new("chromedriver")
+            .arg(format!("--port={port}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("chromedriver must be installed (scripts/test installs chromium-driver)");
+        let driver = Driver {
+            child,
+            base: format!("http://127.0.0.1:{port}"),
+            _profiles: tempfile::tempdir().unwrap(),
+        };
+        let status = format!("{}/status", driver.base);
+        eventually(Duration::from_secs(20), "chromedriver to be ready", || {
+            let url = status.clone();
+            async move {
+                let v: Value = reqwest::get(url).await.ok()?.json().await.ok()?;
+                (v["value"]["ready"] == true).then_some(())
+            }
+        })
+        .await;
+        driver
+    }
+
+    async fn browser(&self, width: u32, height: u32, javascript: bool, languages: &str) -> Browser {
+        let profile = self._profiles.path().join(format!("p{}", free_port()));
+        let mut prefs = json!({ "intl.accept_languages": languages });
+        if !javascript {
+            prefs["profile.managed_default_content_settings.javascript"] = json!(2);
+        }
+        let caps = json!({ "capabilities": { "alwaysMatch": {
+            "browserName": "chrome",
+            "goog:loggingPrefs": { "browser": "ALL" },
+            "goog:chromeOptions": {
+                "binary": "/usr/bin/chromium",
+                "args": [
+                    "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                    "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-dev-shm-usage",
+                    format!("--window-size={width},{height}"),
+                    format!("--user-data-dir={}", profile.display()),
+                ],
+                "prefs": prefs,
+            }
+        }}});
+        let http = reqwest::Client::new();
+        let v: Value = http
+            .post(format!("{}/session", self.base))
+            .json(&caps)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        let id = v["value"]["sessionId"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no session: {v}"))
+            .to_string();
+        Browser {
+            session: format!("{}/session/{id}", self.base),
+            http,
+        }
+    }
+}
+
+impl Browser {
+    async fn cmd(&self, method: reqwest::Method, path: &str, body: Option<Value>) -> Value {
+        let mut req = self.http.request(method, format!("{}{path}", self.session));
+        if let Some(b) = body {
+            req = req.json(&b);
+        }
+        let v: Value = req.send().await.unwrap().json().await.unwrap();
+        v["value"].clone()
+    }
+
+    async fn goto(&self, url: &str) {
+        self.cmd(reqwest::Method::POST, "/url", Some(json!({ "url": url })))
+            .await;
+    }
+
+    async fn url(&self) -> String {
+        self.cmd(reqwest::Method::GET, "/url", None)
+            .await
+            .as_str()
+            .unwrap_or("")
+            .to_string()
+    }
+
+    async fn run(&self, script: &str) -> Value {
+        self.cmd(
+            reqwest::Method::POST,
+            "/execute/sync",
+            Some(json!({ "script": script, "args": [] })),
+        )
+        .await
+    }
+
+    async fn text(&self) -> String {
+        self.run("return document.body ? document.body.innerText : ''")
+            .await
+            .as_str()
+            .unwrap_or("")
+            .to_string()
+    }
+
+    async fn screenshot(&self, name: &str) -> PathBuf {
+        let b64 = self.cmd(reqwest::Method::GET, "/screenshot", None).await;
+        let png = base64::engine::general_purpose::STANDARD
+            .decode(b64.as_str().unwrap_or(""))
+            .unwrap();
+        let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/screenshots");
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join(name);
+        std::fs::write(&path, png).unwrap();
+        path
+    }
+
+    async fn severe_logs(&self) -> Vec<Value> {
+        let v = self
+            .cmd(
+                reqwest::Method::POST,
+                "/se/log",
+                Some(json!({ "type": "browser" })),
+            )
+            .await;
+        // An error object here would make "no errors" meaningless: insist on the log itself.
+        let entries = v
+            .as_array()
+            .unwrap_or_else(|| panic!("no browser log: {v}"));
+        entries
+            .iter()
+            .filter(|e| e["level"] == "SEVERE")
+            .cloned()
+            .collect()
+    }
+
+    async fn close(&self) {
+        let _ = self.http.delete(&self.session).send().await;
+    }
+}
+
+fn config(origin: std::net::SocketAddr) -> String {
+    format!(
+        r#"{base}
+[[room]]
+name = "sale"
+paths = ["/products", "/orders"]
+admit-per-second = 10
+max-active = 1
+claim-ttl = "2s"
+tick = "100ms"
+consume = ["POST /orders"]
+"#,
+        base = base_config(origin)
+    )
+}
+
+/// A holder in the only slot and two visitors ahead: the browser will be third in line.
+async fn crowd(proxy: &Proxy) -> Jar {
+    let mut holder = Jar::default();
+    let resp = client()
+        .get(proxy.url("/.anteroom/status?room=sale"))
+        .send()
+        .await
+        .unwrap();
+    holder.absorb(&resp);
+    for expected in 1..=2u64 {
+        let v: Value = client()
+            .get(proxy.url("/.anteroom/status?room=sale"))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(v["position"], expected);
+    }
+    holder
+}
+
+async fn queued_then_admitted(javascript: bool) {
+    let origin = Origin::start().await;
+    let proxy = Proxy::start(&config(origin.addr));
+    let holder = crowd(&proxy).await;
+    let driver = Driver::start().await;
+    let browser = driver.browser(1280, 900, javascript, "en-US,en").await;
+    let wanted = proxy.url("/products/3?color=red&size=m");
+    browser.goto(&wanted).await;
+    let first = browser
+        .run("var e = document.getElementById('position'); return e ? e.textContent : null")
+        .await;
+    assert_eq!(first, "3", "third in line: {}", browser.text().await);
+    let suffix = if javascript { "js" } else { "nojs" };
+    browser
+        .screenshot(&format!("waiting-desktop-{suffix}.png"))
+        .await;
+
+    // The holder orders and leaves; the two ahead never come back (their claims lapse).
+    client()
+        .post(proxy.url("/orders"))
+        .header("cookie", holder.header())
+        .send()
+        .await
+        .unwrap();
+    let mut seen = vec![3u64];
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let expected_text = "origin GET /products/3?color=red&size=m";
+    loop {
+        let text = browser.text().await;
+        if text.trim() == expected_text {
+            break;
+        }
+        if let Some(p) = browser
+            .run("var e = document.getElementById('position'); return e ? e.textContent : null")
+            .await
+            .as_str()
+            .and_then(|s| s.parse::<u64>().ok())
+        {
+            if seen.last() != Some(&p) {
+                seen.push(p);
+            }
+        }
+        assert!(
+            Instant::now() < deadline,
+            "not admitted in time; positions seen {seen:?}; page: {text}"
+        );
+        tokio::time::sleep(Duration::from_millis(150)).await;
+    }
+    assert_eq!(
+        browser.url().await,
+        wanted,
+        "lands on exactly the URL it asked for"
+    );
+    assert!(
+        seen.windows(2).all(|w| w[1] < w[0]),
+        "the place only goes down: {seen:?}"
+    );
+    if javascript {
+        assert!(
+            seen.len() >= 2,
+            "the script updated the place while waiting: {seen:?}"
+        );
+        let errors = browser.severe_logs().await;
+        assert!(errors.is_empty(), "console errors: {errors:?}");
+    }
+    browser.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_browser_waits_its_turn_and_lands_on_its_url() {
+    queued_then_admitted(true).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_javascript_the_meta_refresh_gets_there_too() {
+    queued_then_admitted(false).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_page_on_a_phone_and_in_korean() {
+    let origin = Origin::start().await;
+    let proxy = Proxy::start(&config(origin.addr));
+    crowd(&proxy).await;
+    let driver = Driver::start().await;
+    let phone = driver.browser(320, 640, true, "en-US,en").await;
+    phone.goto(&proxy.url("/products")).await;
+    // Nothing wider than the screen, nothing fetched from elsewhere.
+    let overflow = phone
+        .run("return document.documentElement.scrollWidth > window.innerWidth")
+        .await;
+    assert_eq!(overflow, false, "fits 320 px");
+    let resources = phone
+        .run("return performance.getEntriesByType('resource').map(function (e) { return e.name; })")
+        .await;
+    let base = proxy.url("/");
+    for r in resources.as_array().unwrap() {
+        assert!(
+            r.as_str().unwrap().starts_with(&base),
+            "external request: {r}"
+        );
+    }
+    let live = phone
+        .run("var e = document.querySelector('[aria-live]'); return e ? e.textContent : null")
+        .await;
+    assert!(
+        live.as_str().unwrap_or("").contains('3'),
+        "the place is in the live region: {live}"
+    );
+    let shot = phone.screenshot("waiting-phone.png").await;
+    assert!(std::fs::metadata(shot).unwrap().len() > 1000);
+    phone.close().await;
+
+    let korean = driver.browser(360, 740, true, "ko-KR,ko").await;
+    korean.goto(&proxy.url("/products")).await;
+    assert_eq!(
+        korean.run("return document.documentElement.lang").await,
+        "ko"
+    );
+    assert!(
+        korean.text().await.contains("내 대기 순서"),
+        "{}",
+        korean.text().await
+    );
+    korean.screenshot("waiting-phone-ko.png").await;
+    korean.close().await;
+}
