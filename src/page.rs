@@ -144,16 +144,24 @@ pub fn poll_interval(tiers: &[PollTier], position: u64) -> Duration {
     every.mul_f64(0.8 + 0.4 * fastrand::f64())
 }
 
-/// Whether the `Accept` header prefers JSON over HTML.
-pub fn prefers_json(accept: &str) -> bool {
-    let (mut json, mut html, mut json_explicit, mut html_explicit) = (0.0f32, 0.0f32, false, false);
-    for item in accept.split(',') {
+/// The items of a header like `Accept` or `Accept-Language`, lowercased, with their quality
+/// (`q=`, 1 when absent).
+pub fn weighted(header: &str) -> impl Iterator<Item = (String, f32)> + '_ {
+    header.split(',').map(|item| {
         let mut parts = item.split(';');
-        let ty = parts.next().unwrap_or("").trim().to_ascii_lowercase();
+        let value = parts.next().unwrap_or("").trim().to_ascii_lowercase();
         let q = parts
             .filter_map(|p| p.trim().strip_prefix("q="))
             .find_map(|q| q.trim().parse::<f32>().ok())
             .unwrap_or(1.0);
+        (value, q)
+    })
+}
+
+/// Whether the `Accept` header prefers JSON over HTML.
+pub fn prefers_json(accept: &str) -> bool {
+    let (mut json, mut html, mut json_explicit, mut html_explicit) = (0.0f32, 0.0f32, false, false);
+    for (ty, q) in weighted(accept) {
         match ty.as_str() {
             "application/json" => {
                 json = q;

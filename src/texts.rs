@@ -71,13 +71,7 @@ pub fn negotiate(accept_language: Option<&str>) -> &'static str {
         return LANGUAGES[0];
     };
     let mut best = (LANGUAGES[0], 0.0f32);
-    for item in header.split(',') {
-        let mut parts = item.split(';');
-        let tag = parts.next().unwrap_or("").trim().to_ascii_lowercase();
-        let q = parts
-            .filter_map(|p| p.trim().strip_prefix("q="))
-            .find_map(|q| q.trim().parse::<f32>().ok())
-            .unwrap_or(1.0);
+    for (tag, q) in crate::page::weighted(header) {
         let primary = tag.split('-').next().unwrap_or("");
         if let Some(lang) = LANGUAGES.iter().find(|l| **l == primary) {
             if q > best.1 {

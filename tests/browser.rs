@@ -226,6 +226,13 @@ async fn queued_then_admitted(javascript: bool) {
         .run("var e = document.getElementById('position'); return e ? e.textContent : null")
         .await;
     assert_eq!(first, "3", "third in line: {}", browser.text().await);
+    let eta = browser
+        .run("var e = document.getElementById('eta'); return e ? e.textContent : ''")
+        .await;
+    assert!(
+        eta.as_str().is_some_and(|s| s.contains("minute")),
+        "an ETA is shown: {eta}"
+    );
     let suffix = if javascript { "js" } else { "nojs" };
     browser
         .screenshot(&format!("waiting-desktop-{suffix}.png"))
