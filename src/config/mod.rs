@@ -8,6 +8,7 @@ mod build;
 pub mod file;
 pub mod locate;
 pub mod model;
+mod rooms;
 
 use std::fmt;
 use std::path::Path;

@@ -1,0 +1,451 @@
+//! Validation of `[[room]]` tables: paths and hosts (and their overlaps), rates, TTLs, poll
+//! tiers, consume routes, templates and texts. Part of [`super::build`].
+
+use std::collections::HashSet;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::build::{k, valid_room_name, Builder};
+use super::file::*;
+use super::locate::KeyPath;
+use super::model::*;
+use crate::route::{path_covers, HostPattern};
+use crate::store::RoomParams;
+
+impl Builder<'_> {
+    pub(super) fn rooms(
+        &mut self,
+        rooms: &[RoomFile],
+        ups: &[Upstream],
+        default_up: usize,
+    ) -> Vec<RoomConfig> {
+        let mut out: Vec<RoomConfig> = Vec::new();
+        let mut names = HashSet::new();
+        // (host, path, room index) already claimed, for overlap checks.
+        let mut claimed: Vec<(HostPattern, String, usize)> = Vec::new();
+        for (i, r) in rooms.iter().enumerate() {
+            let p = k("room").index(i);
+            if !valid_room_name(&r.name) {
+                self.fail(
+                    p.key("name"),
+                    format!("{:?} is not a valid room name", r.name),
+                    "use 1-32 characters of a-z, 0-9, '-' and '_', starting with a letter or digit (it becomes the cookie name)",
+                );
+            } else if !names.insert(r.name.clone()) {
+                self.fail(
+                    p.key("name"),
+                    format!("room {:?} is defined twice", r.name),
+                    "give every [[room]] its own name",
+                );
+            }
+            let upstream = match &r.upstream {
+                Some(n) => self.upstream_index(p.key("upstream"), n, ups),
+                None => default_up,
+            };
+            let hosts = self.hosts(&p, r.hosts.as_deref());
+            let paths = self.paths(&p, &r.paths);
+            for (pi, path) in paths.iter().enumerate() {
+                for h in &hosts {
+                    if let Some((_, _, other)) = claimed
+                        .iter()
+                        .find(|(oh, op, _)| op == path && oh.overlaps(h))
+                    {
+                        let other_name = rooms.get(*other).map(|o| o.name.as_str()).unwrap_or("?");
+                        self.fail(
+                            p.key("paths").index(pi),
+                            format!("path {path:?} is already claimed by room {other_name:?} for an overlapping host"),
+                            "give each path to one room, or separate the rooms by hosts",
+                        );
+                    }
+                }
+            }
+            for path in &paths {
+                for h in &hosts {
+                    claimed.push((h.clone(), path.clone(), i));
+                }
+            }
+            let rate = match r.admit_per_second {
+                Some(v) if v.is_finite() && v > 0.0 && v <= 1_000_000.0 => v,
+                Some(v) => {
+                    self.fail(
+                        p.key("admit-per-second"),
+                        format!("must be above 0 and at most 1000000, not {v}"),
+                        "size it from what the shop can take, e.g. 175",
+                    );
+                    1.0
+                }
+                None => {
+                    self.fail(
+                        p.key("admit-per-second"),
+                        "is required",
+                        "add admit-per-second = N: how many visitors per second the shop can take",
+                    );
+                    1.0
+                }
+            };
+            let max_active = self.positive(&p.key("max-active"), r.max_active, None);
+            let max_waiting = self.positive(
+                &p.key("max-waiting"),
+                r.max_waiting,
+                Some(DEFAULT_MAX_WAITING),
+            );
+            let session_ttl = self.duration(
+                &p.key("session-ttl"),
+                r.session_ttl.as_deref(),
+                DEFAULT_SESSION_TTL,
+            );
+            let claim_ttl = self.duration(
+                &p.key("claim-ttl"),
+                r.claim_ttl.as_deref(),
+                DEFAULT_CLAIM_TTL,
+            );
+            let abandon_after = self.duration(
+                &p.key("abandon-after"),
+                r.abandon_after.as_deref(),
+                DEFAULT_ABANDON_AFTER,
+            );
+            if abandon_after > MAX_ABANDON_AFTER {
+                self.fail(
+                    p.key("abandon-after"),
+                    "must be at most 30m",
+                    "a visitor silent that long has left; use a few times the slowest poll interval",
+                );
+            }
+            let tick = self.duration(&p.key("tick"), r.tick.as_deref(), DEFAULT_TICK);
+            if tick < Duration::from_millis(10) || tick > Duration::from_secs(10) {
+                self.fail(
+                    p.key("tick"),
+                    "must be between 10ms and 10s",
+                    "the seed's 100ms is a good start",
+                );
+            }
+            let poll = self.poll(&p, r.poll.as_deref());
+            if let Some(slowest) = poll.iter().map(|t| t.every).max() {
+                if abandon_after <= slowest {
+                    self.fail(
+                        p.key("abandon-after"),
+                        format!(
+                            "({}) is not longer than the slowest poll interval ({}): visitors who do poll would lose their place",
+                            humantime::format_duration(abandon_after),
+                            humantime::format_duration(slowest)
+                        ),
+                        "make abandon-after several times the slowest poll interval",
+                    );
+                }
+            }
+            let on_store_error = match r.on_store_error.as_deref() {
+                None | Some("local") => StorePolicy::Local,
+                Some("open") => StorePolicy::Open,
+                Some("closed") => StorePolicy::Closed,
+                Some(other) => {
+                    self.fail(
+                        p.key("on-store-error"),
+                        format!("unknown policy {other:?}"),
+                        "use \"open\", \"closed\" or \"local\"",
+                    );
+                    StorePolicy::Local
+                }
+            };
+            let consume = self.consume(&p, &r.consume, &paths);
+            let template = r
+                .template
+                .as_ref()
+                .and_then(|t| self.template(&p.key("template"), t));
+            let join_limit = r.join_limit.as_ref().and_then(|j| {
+                let jp = p.key("join-limit");
+                let per = self.duration(&jp.key("per"), Some(&j.per), Duration::from_secs(60));
+                if j.per_ip < 1 || j.per_ip > i64::from(u32::MAX) {
+                    self.fail(
+                        jp.key("per-ip"),
+                        "must be at least 1",
+                        "e.g. join-limit = { per-ip = 30, per = \"1m\" }",
+                    );
+                    return None;
+                }
+                Some(JoinLimit {
+                    per_ip: j.per_ip as u32,
+                    per,
+                })
+            });
+            let waiting_status = match r.waiting_status {
+                None => DEFAULT_WAITING_STATUS,
+                Some(s) if (200..=599).contains(&s) => s as u16,
+                Some(s) => {
+                    self.fail(
+                        p.key("waiting-status"),
+                        format!("{s} is not an HTTP status"),
+                        "use 200 (default) or 503",
+                    );
+                    DEFAULT_WAITING_STATUS
+                }
+            };
+            let texts = self.texts(&p, r.texts.as_ref());
+            out.push(RoomConfig {
+                params: RoomParams {
+                    name: Arc::from(r.name.as_str()),
+                    admit_per_second: rate,
+                    max_active,
+                    max_waiting,
+                    session_ttl,
+                    claim_ttl,
+                    abandon_after,
+                    tick,
+                },
+                upstream,
+                hosts,
+                paths,
+                on_store_error,
+                consume,
+                template,
+                poll,
+                join_limit,
+                waiting_status,
+                texts,
+            });
+        }
+        out
+    }
+
+    fn texts(
+        &mut self,
+        p: &KeyPath,
+        overrides: Option<
+            &std::collections::BTreeMap<String, std::collections::BTreeMap<String, String>>,
+        >,
+    ) -> std::collections::BTreeMap<String, crate::texts::TextSet> {
+        let mut all = std::collections::BTreeMap::new();
+        for lang in crate::texts::LANGUAGES {
+            if let Some(t) = crate::texts::builtin(lang) {
+                all.insert(lang.to_string(), t);
+            }
+        }
+        for (lang, texts) in overrides.into_iter().flatten() {
+            let lp = p.key("texts").key(lang);
+            let Some(set) = all.get_mut(lang) else {
+                self.fail(
+                    lp,
+                    format!("no built-in language {lang:?}"),
+                    format!("use one of: {}", crate::texts::LANGUAGES.join(", ")),
+                );
+                continue;
+            };
+            for (key, raw) in texts {
+                let kp = lp.key(key);
+                if !crate::texts::is_key(key) {
+                    let known: Vec<&str> = crate::texts::TEXTS.iter().map(|t| t.0).collect();
+                    self.fail(
+                        kp,
+                        format!("unknown text {key:?}"),
+                        format!("use one of: {}", known.join(", ")),
+                    );
+                    continue;
+                }
+                if let Some(v) = self.string(&kp, raw) {
+                    set.insert(key.clone(), v);
+                }
+            }
+        }
+        all
+    }
+
+    fn hosts(&mut self, p: &KeyPath, hosts: Option<&[String]>) -> Vec<HostPattern> {
+        let Some(hosts) = hosts else {
+            return vec![HostPattern::Any];
+        };
+        if hosts.is_empty() {
+            self.fail(
+                p.key("hosts"),
+                "is empty: the room would match nothing",
+                "use [\"*\"] for every host",
+            );
+        }
+        let mut out = Vec::new();
+        for (i, h) in hosts.iter().enumerate() {
+            match HostPattern::parse(h) {
+                Some(hp) => out.push(hp),
+                None => self.fail(
+                    p.key("hosts").index(i),
+                    format!("{h:?} is not a host pattern"),
+                    "use \"*\", \"shop.example.com\" or \"*.example.com\"",
+                ),
+            }
+        }
+        out
+    }
+
+    fn paths(&mut self, p: &KeyPath, paths: &[String]) -> Vec<String> {
+        if paths.is_empty() {
+            self.fail(
+                p.key("paths"),
+                "is missing or empty: the room would protect nothing",
+                "list the path prefixes to protect, e.g. paths = [\"/products\", \"/orders\"]",
+            );
+        }
+        let mut out: Vec<String> = Vec::new();
+        for (i, path) in paths.iter().enumerate() {
+            let key = p.key("paths").index(i);
+            if !path.starts_with('/') {
+                self.fail(
+                    key,
+                    format!("{path:?} does not start with '/'"),
+                    "write a path prefix such as \"/products\"",
+                );
+            } else if path.starts_with("/.anteroom") {
+                self.fail(
+                    key,
+                    "the /.anteroom/ prefix is reserved",
+                    "protect other paths",
+                );
+            } else if out.contains(path) {
+                self.fail(
+                    key,
+                    format!("{path:?} is listed twice"),
+                    "remove the duplicate",
+                );
+            } else {
+                out.push(path.clone());
+            }
+        }
+        out
+    }
+
+    fn poll(&mut self, p: &KeyPath, tiers: Option<&[PollFile]>) -> Vec<PollTier> {
+        let Some(tiers) = tiers else {
+            return default_poll();
+        };
+        let key = p.key("poll");
+        if tiers.is_empty() {
+            self.fail(
+                key,
+                "is empty",
+                "remove it for the defaults, or list tiers like [{ every = \"5s\" }]",
+            );
+            return default_poll();
+        }
+        let mut out = Vec::new();
+        let mut last_below = 0u64;
+        for (i, t) in tiers.iter().enumerate() {
+            let tp = key.index(i);
+            let every = self.duration(&tp.key("every"), Some(&t.every), Duration::from_secs(5));
+            let below = match t.below {
+                None => None,
+                Some(b) if b >= 1 && (b as u64) > last_below => {
+                    last_below = b as u64;
+                    Some(b as u64)
+                }
+                Some(b) => {
+                    self.fail(
+                        tp.key("below"),
+                        format!("{b} is not above the previous tier's bound"),
+                        "list tiers from the front of the line backwards, with growing `below`",
+                    );
+                    None
+                }
+            };
+            let last = i + 1 == tiers.len();
+            if below.is_none() && !last && t.below.is_none() {
+                self.fail(
+                    tp.clone(),
+                    "only the last tier may leave out `below`",
+                    "add below = N to this tier",
+                );
+            }
+            if last && t.below.is_some() {
+                self.fail(
+                    tp.key("below"),
+                    "the last tier must cover everyone behind it",
+                    "remove `below` from the last tier, e.g. { every = \"5s\" }",
+                );
+            }
+            out.push(PollTier { below, every });
+        }
+        out
+    }
+
+    fn consume(&mut self, p: &KeyPath, routes: &[String], paths: &[String]) -> Vec<ConsumeRoute> {
+        let mut out = Vec::new();
+        for (i, raw) in routes.iter().enumerate() {
+            let key = p.key("consume").index(i);
+            let Some((method, path)) = raw.trim().split_once(' ') else {
+                self.fail(
+                    key,
+                    format!("{raw:?} is not \"METHOD /path\""),
+                    "write it like \"POST /orders\"",
+                );
+                continue;
+            };
+            let method = match http::Method::from_bytes(method.trim().as_bytes()) {
+                Ok(m) => m,
+                Err(_) => {
+                    self.fail(
+                        key,
+                        format!("{method:?} is not an HTTP method"),
+                        "write it like \"POST /orders\"",
+                    );
+                    continue;
+                }
+            };
+            let path = path.trim();
+            if !path.starts_with('/') {
+                self.fail(
+                    key,
+                    format!("{path:?} does not start with '/'"),
+                    "write it like \"POST /orders\"",
+                );
+                continue;
+            }
+            if !paths.iter().any(|rp| path_covers(rp, path)) {
+                self.fail(
+                    key,
+                    format!("{path:?} is outside the room's paths, so it would never be checked"),
+                    "add its prefix to `paths`, or move the rule to the room that protects it",
+                );
+                continue;
+            }
+            out.push(ConsumeRoute {
+                method,
+                path: path.to_string(),
+            });
+        }
+        out
+    }
+
+    fn template(&mut self, key: &KeyPath, raw: &str) -> Option<PathBuf> {
+        let text = self.string(key, raw)?;
+        let given = PathBuf::from(&text);
+        let candidates = if given.is_absolute() {
+            vec![given]
+        } else {
+            vec![self.base_dir.join(&given), given]
+        };
+        match candidates.iter().find(|c| c.is_file()) {
+            Some(found) => {
+                let checked = std::fs::read_to_string(found)
+                    .map_err(|e| format!("cannot read {}: {e}", found.display()))
+                    .and_then(|text| crate::page::check_template(&text));
+                match checked {
+                    Ok(()) => Some(found.clone()),
+                    Err(why) => {
+                        self.fail(
+                            key.clone(),
+                            format!("template {} does not render: {why}", found.display()),
+                            "fix the template (the README lists the variables it may use)",
+                        );
+                        None
+                    }
+                }
+            }
+            None => {
+                let tried: Vec<String> =
+                    candidates.iter().map(|c| c.display().to_string()).collect();
+                self.fail(
+                    key.clone(),
+                    format!("template file not found (looked at {})", tried.join(" and ")),
+                    "fix the path (relative paths are looked up next to the config file, then in the working directory)",
+                );
+                None
+            }
+        }
+    }
+}

@@ -1,0 +1,354 @@
+//! The visitor's side of a protected request: who they are, one store call to place or admit
+//! them, and the answers anteroom writes itself (waiting, limited, already used).
+
+use bytes::Bytes;
+use pingora::http::RequestHeader;
+use pingora::proxy::Session;
+use pingora::Result;
+
+use super::respond::{Reply, HTML, JSON};
+use super::{cookie_values, secure, wants_json, Ctx, Outcome, Proxy, Verdict};
+use crate::app::Shared;
+use crate::config::StorePolicy;
+use crate::cookie;
+use crate::metrics::Reject;
+use crate::page::{self, MessageView, State, Status};
+use crate::store::{Admission, JoinGate, VisitorId};
+
+impl Proxy {
+    /// The visitor's id from their cookie, or a new one (and its cookie).
+    pub(super) fn visitor(shared: &Shared, req: &RequestHeader, ctx: &mut Ctx) -> VisitorId {
+        if let Some(vid) =
+            cookie::find(cookie_values(req), cookie::VID_COOKIE).and_then(VisitorId::parse)
+        {
+            return vid;
+        }
+        let vid = VisitorId::random();
+        ctx.set_cookies
+            .push(cookie::set_vid(vid, secure(shared, ctx)));
+        vid
+    }
+
+    /// Issues the admission cookie for a visitor who was just admitted.
+    pub(super) fn grant(shared: &Shared, ctx: &mut Ctx, room: usize, vid: VisitorId) {
+        let r = &shared.rooms[room];
+        let ttl = r.cfg.params.session_ttl.as_secs().max(1);
+        let expires = shared.clock.now_secs() + ttl;
+        if let Some(value) = cookie::sign(&shared.config.cookie.keys, r.name(), vid, expires) {
+            ctx.set_cookies.push(cookie::set_admission(
+                r.name(),
+                &value,
+                ttl,
+                secure(shared, ctx),
+            ));
+        }
+    }
+
+    /// One store call: places the visitor or lets them in.
+    pub(super) async fn enter(
+        shared: &Shared,
+        ctx: &mut Ctx,
+        room: usize,
+        vid: VisitorId,
+        gate: Option<JoinGate>,
+    ) -> Verdict {
+        let r = &shared.rooms[room];
+        let joined = shared
+            .store_call(
+                "join",
+                r.name(),
+                shared.store.join_from(&r.cfg.params, vid, gate.as_ref()),
+            )
+            .await;
+        let tiers = &r.cfg.poll;
+        let name = r.name().to_string();
+        {
+            let m = &r.metrics;
+            match &joined {
+                Ok(Admission::Entered) => {
+                    m.joined.inc();
+                    m.admitted.inc();
+                }
+                Ok(
+                    Admission::Waiting { joined: true, .. }
+                    | Admission::Paused { joined: true, .. },
+                ) => m.joined.inc(),
+                _ => {}
+            }
+        }
+        match joined {
+            Ok(Admission::Admitted) | Ok(Admission::Entered) => {
+                Self::grant(shared, ctx, room, vid);
+                Verdict::Pass { admitted: true }
+            }
+            Ok(Admission::Open) => Verdict::Pass { admitted: false },
+            Ok(Admission::Waiting {
+                position,
+                waiting,
+                eta_rate,
+                ..
+            }) => Verdict::Wait(Status {
+                room: name,
+                state: State::Waiting,
+                position: Some(position),
+                waiting,
+                eta_seconds: page::eta_seconds(position, eta_rate),
+                retry_after_ms: page::poll_interval(tiers, position).as_millis() as u64,
+            }),
+            Ok(Admission::Paused {
+                position, waiting, ..
+            }) => Verdict::Wait(Status {
+                room: name,
+                state: State::Paused,
+                position: Some(position),
+                waiting,
+                eta_seconds: None,
+                retry_after_ms: page::poll_interval(tiers, position).as_millis() as u64,
+            }),
+            Ok(Admission::Limited { retry_after }) => Verdict::Limited { retry_after },
+            Ok(Admission::Full { waiting }) => Verdict::Wait(Status {
+                room: name,
+                state: State::Full,
+                position: None,
+                waiting,
+                eta_seconds: None,
+                retry_after_ms: page::poll_interval(tiers, u64::MAX).as_millis() as u64,
+            }),
+            Err(e) => {
+                shared.warn_store_error(&e);
+                let p = &r.cfg.params;
+                let local = r.cfg.on_store_error == StorePolicy::Local
+                    && r.local.try_admit(
+                        r.live.rate_in_force().unwrap_or(p.admit_per_second),
+                        r.live.instances(),
+                        p.tick,
+                    );
+                match r.cfg.on_store_error {
+                    StorePolicy::Open => Verdict::Pass { admitted: false },
+                    // This instance's share of the rate, from an in-process bucket: the line's
+                    // order is suspended while the store is away, the shop's load is not.
+                    StorePolicy::Local if local => {
+                        r.metrics.admitted.inc();
+                        Self::grant(shared, ctx, room, vid);
+                        Verdict::Pass { admitted: true }
+                    }
+                    StorePolicy::Closed | StorePolicy::Local => Verdict::Wait(Status {
+                        room: name,
+                        state: State::Paused,
+                        position: None,
+                        waiting: r.live.waiting(),
+                        eta_seconds: None,
+                        retry_after_ms: page::poll_interval(tiers, u64::MAX).as_millis() as u64,
+                    }),
+                }
+            }
+        }
+    }
+
+    pub(super) async fn send_wait(
+        shared: &Shared,
+        session: &mut Session,
+        ctx: &mut Ctx,
+        room: usize,
+        status: &Status,
+    ) -> Result<()> {
+        let r = &shared.rooms[room];
+        let json = wants_json(session.req_header());
+        let code = if status.state == State::Full {
+            503
+        } else {
+            r.cfg.waiting_status
+        };
+        let (content_type, body) = if json {
+            (
+                JSON,
+                Bytes::from(serde_json::to_vec(status).unwrap_or_default()),
+            )
+        } else {
+            let lang = crate::texts::negotiate(
+                session
+                    .req_header()
+                    .headers
+                    .get(http::header::ACCEPT_LANGUAGE)
+                    .and_then(|v| v.to_str().ok()),
+            );
+            let texts = r
+                .cfg
+                .texts
+                .get(lang)
+                .or_else(|| r.cfg.texts.values().next());
+            let empty = crate::texts::TextSet::new();
+            (
+                HTML,
+                Bytes::from(
+                    shared
+                        .pages
+                        .waiting(room, status, lang, texts.unwrap_or(&empty)),
+                ),
+            )
+        };
+        if status.state == State::Full {
+            ctx.outcome = Outcome::Reject;
+            ctx.reject = Some(Reject::Full);
+        } else {
+            ctx.outcome = Outcome::Wait;
+        }
+        Reply {
+            status: code,
+            content_type,
+            body,
+            retry_after: Some(status.retry_after_secs()),
+            cookies: &ctx.set_cookies,
+        }
+        .send(session)
+        .await
+    }
+
+    /// 429 for a client past its room's `join-limit`, as a page or JSON.
+    pub(super) async fn send_limited(
+        shared: &Shared,
+        session: &mut Session,
+        ctx: &mut Ctx,
+        room: usize,
+        retry_after: std::time::Duration,
+    ) -> Result<()> {
+        let r = &shared.rooms[room];
+        let secs = retry_after.as_secs_f64().ceil().max(1.0) as u64;
+        ctx.outcome = Outcome::Reject;
+        ctx.reject = Some(Reject::JoinLimit);
+        let message = "Too many new visitors have come from your network in a short time. Please wait a moment and try again.";
+        let json = wants_json(session.req_header());
+        let body = if json {
+            Bytes::from(
+                serde_json::json!({ "room": r.name(), "state": "limited", "error": message, "retry_after_ms": secs * 1000 })
+                    .to_string(),
+            )
+        } else {
+            Bytes::from(shared.pages.message(&MessageView {
+                status: 429,
+                title: "Please wait a moment",
+                message,
+                retry_seconds: Some(secs),
+                room: r.name(),
+                lang: "en",
+            }))
+        };
+        Reply {
+            status: 429,
+            content_type: if json { JSON } else { HTML },
+            body,
+            retry_after: Some(secs),
+            cookies: &ctx.set_cookies,
+        }
+        .send(session)
+        .await
+    }
+
+    /// A consume route: exactly one request per admission reaches the origin.
+    pub(super) async fn consume(
+        shared: &Shared,
+        session: &mut Session,
+        ctx: &mut Ctx,
+        room: usize,
+        vid: VisitorId,
+    ) -> Result<bool> {
+        let r = &shared.rooms[room];
+        let won = shared
+            .store_call(
+                "consume",
+                r.name(),
+                shared.store.consume(&r.cfg.params, vid),
+            )
+            .await;
+        let (status, title, message, retry) = match won {
+            Ok(true) => {
+                // The admission is used up: the cookie goes with the origin's response.
+                ctx.set_cookies.retain(|c| !c.starts_with(&r.cookie_name));
+                ctx.set_cookies.push(cookie::clear_admission(r.name(), secure(shared, ctx)));
+                ctx.outcome = Outcome::Consume;
+                ctx.consumed = Some(vid);
+                return Ok(false);
+            }
+            Ok(false) => (
+                409,
+                "Already used",
+                "This admission has already been used, for example in another tab. Join the line again to continue.",
+                None,
+            ),
+            Err(e) => {
+                shared.warn_store_error(&e);
+                if r.cfg.on_store_error == StorePolicy::Open {
+                    ctx.outcome = Outcome::Consume;
+                    return Ok(false);
+                }
+                (
+                    503,
+                    "Please try again",
+                    "We could not confirm your place just now. Nothing was lost: try again in a few seconds.",
+                    Some(5),
+                )
+            }
+        };
+        ctx.outcome = Outcome::Reject;
+        ctx.reject = Some(if status == 409 {
+            Reject::Consumed
+        } else {
+            Reject::Store
+        });
+        let body = if wants_json(session.req_header()) {
+            let state = if status == 409 { "consumed" } else { "retry" };
+            Bytes::from(
+                serde_json::json!({ "room": r.name(), "state": state, "error": message })
+                    .to_string(),
+            )
+        } else {
+            Bytes::from(shared.pages.message(&MessageView {
+                status,
+                title,
+                message,
+                retry_seconds: retry,
+                room: r.name(),
+                lang: "en",
+            }))
+        };
+        let content_type = if wants_json(session.req_header()) {
+            JSON
+        } else {
+            HTML
+        };
+        Reply {
+            status,
+            content_type,
+            body,
+            retry_after: retry,
+            cookies: &ctx.set_cookies,
+        }
+        .send(session)
+        .await?;
+        Ok(true)
+    }
+
+    /// Sliding expiry: past half its life the admission is renewed, if the store agrees. A store
+    /// that cannot answer postpones the renewal; the current cookie stays valid until it expires.
+    pub(super) async fn refresh(
+        shared: &Shared,
+        ctx: &mut Ctx,
+        room: usize,
+        vid: VisitorId,
+        expires: u64,
+    ) {
+        let r = &shared.rooms[room];
+        let ttl = r.cfg.params.session_ttl.as_secs().max(1);
+        if expires.saturating_sub(shared.clock.now_secs()) >= ttl / 2 {
+            return;
+        }
+        match shared
+            .store_call("touch", r.name(), shared.store.touch(&r.cfg.params, vid))
+            .await
+        {
+            Ok(true) => Self::grant(shared, ctx, room, vid),
+            Ok(false) => {}
+            Err(e) => shared.warn_store_error(&e),
+        }
+    }
+}
