@@ -212,44 +212,53 @@ impl Proxy {
 
     /// Starts with extra environment variables and arguments before `run`.
     pub fn start_with(config: &str, env: &[(&str, &str)], args: &[&str]) -> Proxy {
-        let dir = tempfile::tempdir().unwrap();
-        let port = free_port();
-        let admin = free_port();
-        let text = format!(
-            "[listen]\nhttp = \"127.0.0.1:{port}\"\nadmin = \"127.0.0.1:{admin}\"\n{config}"
-        );
-        let path = dir.path().join("anteroom.toml");
-        std::fs::write(&path, text).unwrap();
-        let log = std::fs::File::create(dir.path().join("stderr.log")).unwrap();
-        let child = Command::new(binary())
-            .args(args)
-            .args(["run", "--config"])
-            .arg(&path)
-            .envs(env.iter().copied())
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .unwrap();
-        let mut proxy = Proxy {
-            child,
-            addr: SocketAddr::from(([127, 0, 0, 1], port)),
-            admin: SocketAddr::from(([127, 0, 0, 1], admin)),
-            dir,
-        };
-        proxy.wait_ready();
-        proxy
+        // A port picked as free can be taken by another test before anteroom binds it: then
+        // anteroom says so and exits, and we try other ports.
+        for _ in 0..5 {
+            let dir = tempfile::tempdir().unwrap();
+            let port = free_port();
+            let admin = free_port();
+            let text = format!(
+                "[listen]\nhttp = \"127.0.0.1:{port}\"\nadmin = \"127.0.0.1:{admin}\"\n{config}"
+            );
+            let path = dir.path().join("anteroom.toml");
+            std::fs::write(&path, text).unwrap();
+            let log = std::fs::File::create(dir.path().join("stderr.log")).unwrap();
+            let child = Command::new(binary())
+                .args(args)
+                .args(["run", "--config"])
+                .arg(&path)
+                .envs(env.iter().copied())
+                .stdout(Stdio::null())
+                .stderr(log)
+                .spawn()
+                .unwrap();
+            let mut proxy = Proxy {
+                child,
+                addr: SocketAddr::from(([127, 0, 0, 1], port)),
+                admin: SocketAddr::from(([127, 0, 0, 1], admin)),
+                dir,
+            };
+            match proxy.wait_ready() {
+                Ok(()) => return proxy,
+                Err(stderr) if stderr.contains("cannot listen") => continue,
+                Err(stderr) => panic!("anteroom exited: {stderr}"),
+            }
+        }
+        panic!("anteroom found no free ports in 5 attempts");
     }
 
-    fn wait_ready(&mut self) {
+    /// Waits until both listeners accept; `Err(stderr)` if the process exited first.
+    fn wait_ready(&mut self) -> Result<(), String> {
         let deadline = Instant::now() + Duration::from_secs(30);
         while Instant::now() < deadline {
-            if let Ok(Some(status)) = self.child.try_wait() {
-                panic!("anteroom exited with {status}: {}", self.stderr());
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return Err(self.stderr());
             }
             if TcpStream::connect_timeout(&self.addr, Duration::from_millis(200)).is_ok()
                 && TcpStream::connect_timeout(&self.admin, Duration::from_millis(200)).is_ok()
             {
-                return;
+                return Ok(());
             }
             std::thread::yield_now();
             std::thread::park_timeout(Duration::from_millis(20));

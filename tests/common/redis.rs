@@ -33,35 +33,59 @@ impl RedisServer {
         Self::start_with(&[])
     }
 
-    /// Starts with extra `redis-server` arguments (e.g. `["--appendonly", "yes"]`).
+    /// Starts with extra `redis-server` arguments (e.g. `["--appendonly", "yes"]`). A port that
+    /// turns out to be taken (another test got it first) is replaced by a new one.
     pub fn start_with(extra: &[&str]) -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        let port = free_port();
-        let mut args: Vec<String> = vec![
-            "--port".into(),
-            port.to_string(),
-            "--bind".into(),
-            "127.0.0.1".into(),
-            "--save".into(),
-            "".into(),
-            "--appendonly".into(),
-            "no".into(),
-            "--dir".into(),
-            dir.path().display().to_string(),
-        ];
-        args.extend(extra.iter().map(|s| s.to_string()));
-        let mut server = Self {
-            child: None,
-            port,
-            dir,
-            args,
-        };
-        server.restart();
-        server
+        // Cluster nodes also listen on port + 10000 (the cluster bus), which must be a valid,
+        // free port too.
+        let cluster = extra.contains(&"--cluster-enabled");
+        for _ in 0..10 {
+            let port = loop {
+                let p = free_port();
+                if !cluster
+                    || (p <= 55535 && std::net::TcpListener::bind(("127.0.0.1", p + 10000)).is_ok())
+                {
+                    break p;
+                }
+            };
+            let dir = tempfile::tempdir().unwrap();
+            let mut args: Vec<String> = vec![
+                "--port".into(),
+                port.to_string(),
+                "--bind".into(),
+                "127.0.0.1".into(),
+                "--save".into(),
+                "".into(),
+                "--appendonly".into(),
+                "no".into(),
+                "--dir".into(),
+                dir.path().display().to_string(),
+            ];
+            args.extend(extra.iter().map(|s| s.to_string()));
+            let mut server = Self {
+                child: None,
+                port,
+                dir,
+                args,
+            };
+            if server.try_start() {
+                return server;
+            }
+        }
+        panic!("could not start redis-server on a free port in 10 attempts");
     }
 
     /// (Re)starts the process on the same port and directory.
     pub fn restart(&mut self) {
+        assert!(
+            self.try_start(),
+            "redis-server on port {} did not come back",
+            self.port
+        );
+    }
+
+    /// Starts the process; `false` if it exited (its port was taken) instead of answering.
+    fn try_start(&mut self) -> bool {
         let child = Command::new("redis-server")
             .args(&self.args)
             .stdout(Stdio::null())
@@ -72,7 +96,13 @@ impl RedisServer {
         let deadline = Instant::now() + Duration::from_secs(10);
         while Instant::now() < deadline {
             if raw(self.port, "PING").is_some_and(|r| r.starts_with("+PONG")) {
-                return;
+                return true;
+            }
+            if let Some(c) = self.child.as_mut() {
+                if let Ok(Some(_)) = c.try_wait() {
+                    self.child = None;
+                    return false;
+                }
             }
             std::thread::park_timeout(Duration::from_millis(10));
         }
