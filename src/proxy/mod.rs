@@ -318,13 +318,15 @@ impl ProxyHttp for Proxy {
         upstream_request: &mut RequestHeader,
         _ctx: &mut Ctx,
     ) -> Result<()> {
-        let values: Vec<&[u8]> = cookie_values(upstream_request).collect();
-        if !values.iter().any(|v| {
+        // Most requests carry none of our cookies: look before allocating anything.
+        let ours = |v: &[u8]| {
             v.windows(cookie::COOKIE_PREFIX.len())
                 .any(|w| w == cookie::COOKIE_PREFIX.as_bytes())
-        }) {
+        };
+        if !cookie_values(upstream_request).any(ours) {
             return Ok(());
         }
+        let values: Vec<&[u8]> = cookie_values(upstream_request).collect();
         let kept: Vec<String> = values
             .iter()
             .map(|v| {
