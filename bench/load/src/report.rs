@@ -1,0 +1,517 @@
+//! The run's report: what the browsers, the shop and the admin sampler saw, as JSON.
+
+use serde::Serialize;
+
+use crate::analysis::{
+    self, buckets_for, count_per_bucket, counter_deltas, fifo_inversions, last_per_bucket,
+    max_increase_within, open_at_bucket_end, steady_rate, summarize, LatencySummary, Waited,
+    BUCKET_US,
+};
+use crate::browser::{Class, Outcome, Record};
+use crate::sampler::Samples;
+use crate::shop::ShopStats;
+
+/// Warm-up after the first queued sample before the steady window starts.
+const STEADY_WARMUP_US: u64 = 2_000_000;
+/// Longest steady window.
+const STEADY_CAP_US: u64 = 60_000_000;
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Parameters {
+    pub shop_listen: String,
+    pub targets: Vec<String>,
+    pub admin: Option<String>,
+    pub host: Option<String>,
+    pub room: String,
+    pub visitors: usize,
+    pub arrive_over_s: f64,
+    pub curve: crate::arrivals::Curve,
+    pub workers: usize,
+    pub order_ms: u64,
+    pub shop_queue_timeout_s: f64,
+    pub rate: f64,
+    pub tick_ms: f64,
+    pub deadline_s: f64,
+    pub seed: u64,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Visitors {
+    pub total: usize,
+    pub arrived: usize,
+    pub ordered: usize,
+    /// Arrived but not ordered when the run ended (`gave_up + unfinished`).
+    pub lost: usize,
+    pub gave_up: usize,
+    pub unfinished: usize,
+    /// Got the waiting page or a waiting status at least once.
+    pub waited: usize,
+    pub admitted: usize,
+    pub rejected_responses: u64,
+    pub origin_errors_seen_by_clients: u64,
+    pub anteroom_errors: u64,
+    pub consumed_conflicts: u64,
+    pub transport_errors: u64,
+    pub unexpected_responses: u64,
+    pub sent_back_to_line: u64,
+    pub status_polls: u64,
+    pub order_attempts: u64,
+    /// Join answered → admitted, for those who waited and were admitted.
+    pub wait_ms: LatencySummary,
+    /// First `position` reported by a waiting status.
+    pub first_position_max: Option<u64>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct ShopReport {
+    pub requests: u64,
+    pub orders: u64,
+    pub errors_5xx: u64,
+    pub max_in_flight: u64,
+    pub order_latency_ms: LatencySummary,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Latencies {
+    pub waiting_page: LatencySummary,
+    pub status_poll: LatencySummary,
+    pub admitted_request: LatencySummary,
+    pub direct_request: LatencySummary,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Admission {
+    pub configured_rate: f64,
+    pub tick_ms: f64,
+    pub measured_rate: Option<f64>,
+    pub rate_error_percent: Option<f64>,
+    pub window_s: Option<f64>,
+    pub window_start_s: Option<f64>,
+    pub window_admitted: Option<u64>,
+    pub max_in_100ms: Option<u64>,
+    pub max_in_100ms_at_s: Option<f64>,
+    pub max_in_100ms_limit: u64,
+    pub max_in_100ms_within_limit: Option<bool>,
+    pub samples: usize,
+    pub sample_failures: u64,
+    pub last_sample_error: Option<String>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Bucket {
+    pub t_s: f64,
+    pub arrivals: u64,
+    /// Browsers in the waiting state at the end of the bucket (client side).
+    pub queue: u64,
+    /// `waiting` of the last admin sample in the bucket.
+    pub waiting_admin: Option<u64>,
+    pub admissions: u64,
+    /// Browsers first seen admitted (or served directly) in the bucket.
+    pub admitted_client: u64,
+    pub origin_requests: u64,
+    pub origin_errors: u64,
+    pub orders: u64,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Timeline {
+    pub bucket_ms: u64,
+    /// `admin` (Δadmitted_total) or `client` (first admitted responses seen by browsers).
+    pub admissions_source: &'static str,
+    pub buckets: Vec<Bucket>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Report {
+    pub label: String,
+    pub parameters: Parameters,
+    pub duration_s: f64,
+    pub visitors: Visitors,
+    pub shop: ShopReport,
+    pub latency_ms: Latencies,
+    pub admission: Option<Admission>,
+    pub fifo_inversions: usize,
+    /// Browsers the FIFO check looked at (those that waited).
+    pub fifo_checked: usize,
+    pub timeline: Timeline,
+}
+
+fn padded(v: &[u64], n: usize) -> Vec<u64> {
+    let mut v = v.to_vec();
+    v.resize(n, 0);
+    v
+}
+
+pub fn build(
+    label: &str,
+    parameters: Parameters,
+    duration_us: u64,
+    records: &[Record],
+    shop: &ShopStats,
+    samples: Option<&Samples>,
+) -> Report {
+    let sum = |f: fn(&Record) -> u32| records.iter().map(|r| f(r) as u64).sum::<u64>();
+    let count = |f: fn(&Record) -> bool| records.iter().filter(|r| f(r)).count();
+    let arrived = count(|r| r.arrival.is_some());
+    let ordered = count(|r| r.outcome == Outcome::Ordered);
+    let waited: Vec<Waited> = records
+        .iter()
+        .filter_map(|r| {
+            Some(Waited {
+                join_sent: r.join_sent?,
+                join_done: r.join_done?,
+                admitted_done: r.admitted_done,
+                last_waiting_sent: r.last_waiting_sent?,
+            })
+        })
+        .collect();
+    let visitors = Visitors {
+        total: records.len(),
+        arrived,
+        ordered,
+        lost: arrived - ordered,
+        gave_up: count(|r| r.outcome == Outcome::GaveUp),
+        unfinished: count(|r| r.outcome == Outcome::Unfinished),
+        waited: waited.len(),
+        admitted: count(|r| r.admitted_done.is_some()),
+        rejected_responses: sum(|r| r.rejected),
+        origin_errors_seen_by_clients: sum(|r| r.origin_errors),
+        anteroom_errors: sum(|r| r.anteroom_errors),
+        consumed_conflicts: sum(|r| r.consumed_conflicts),
+        transport_errors: sum(|r| r.transport_errors),
+        unexpected_responses: sum(|r| r.unexpected),
+        sent_back_to_line: sum(|r| r.sent_back_to_line),
+        status_polls: sum(|r| r.polls),
+        order_attempts: sum(|r| r.order_attempts),
+        wait_ms: summarize(
+            records
+                .iter()
+                .filter_map(|r| Some(r.admitted_done?.saturating_sub(r.join_done?)))
+                .collect(),
+        ),
+        first_position_max: records.iter().filter_map(|r| r.first_position).max(),
+    };
+
+    let class = |c: Class| {
+        summarize(
+            records
+                .iter()
+                .flat_map(|r| r.latencies.iter())
+                .filter(|(k, _)| *k == c)
+                .map(|&(_, us)| us as u64)
+                .collect(),
+        )
+    };
+    let latency_ms = Latencies {
+        waiting_page: class(Class::WaitingPage),
+        status_poll: class(Class::StatusPoll),
+        admitted_request: class(Class::AdmittedRequest),
+        direct_request: class(Class::DirectRequest),
+    };
+
+    let shop_report = ShopReport {
+        requests: shop.requests.iter().sum(),
+        orders: shop.orders.iter().sum(),
+        errors_5xx: shop.errors.iter().sum(),
+        max_in_flight: shop.max_in_flight,
+        order_latency_ms: summarize(shop.order_latency_us.clone()),
+    };
+
+    let tick_us = (parameters.tick_ms * 1000.0).round() as u64;
+    let admission = samples.map(|s| {
+        let steady = steady_rate(&s.samples, STEADY_WARMUP_US, STEADY_CAP_US);
+        let max = max_increase_within(&s.samples, BUCKET_US);
+        let limit = analysis::burst_limit(parameters.rate, tick_us);
+        Admission {
+            configured_rate: parameters.rate,
+            tick_ms: parameters.tick_ms,
+            measured_rate: steady.as_ref().map(|r| r.rate),
+            rate_error_percent: steady
+                .as_ref()
+                .filter(|_| parameters.rate > 0.0)
+                .map(|r| (r.rate - parameters.rate) / parameters.rate * 100.0),
+            window_s: steady.as_ref().map(|r| r.window_s),
+            window_start_s: steady.as_ref().map(|r| r.start_s),
+            window_admitted: steady.as_ref().map(|r| r.admitted),
+            max_in_100ms: max.map(|m| m.0),
+            max_in_100ms_at_s: max.map(|m| m.1 as f64 / 1e6),
+            max_in_100ms_limit: limit,
+            max_in_100ms_within_limit: max.map(|m| m.0 <= limit),
+            samples: s.samples.len(),
+            sample_failures: s.failures,
+            last_sample_error: s.last_error.clone(),
+        }
+    });
+
+    let timeline = timeline(duration_us, records, shop, samples);
+
+    Report {
+        label: label.to_string(),
+        parameters,
+        duration_s: duration_us as f64 / 1e6,
+        visitors,
+        shop: shop_report,
+        latency_ms,
+        admission,
+        fifo_inversions: fifo_inversions(&waited),
+        fifo_checked: waited.len(),
+        timeline,
+    }
+}
+
+fn timeline(
+    duration_us: u64,
+    records: &[Record],
+    shop: &ShopStats,
+    samples: Option<&Samples>,
+) -> Timeline {
+    let n = buckets_for(duration_us);
+    let arrivals = count_per_bucket(records.iter().filter_map(|r| r.arrival), n);
+    let admitted_client = count_per_bucket(records.iter().filter_map(|r| r.admitted_done), n);
+    let intervals: Vec<(u64, Option<u64>)> = records
+        .iter()
+        .filter_map(|r| Some((r.join_done?, r.admitted_done)))
+        .collect();
+    let queue = open_at_bucket_end(&intervals, n);
+    let (admissions, waiting_admin, source) = match samples {
+        Some(s) => {
+            let adm: Vec<(u64, u64)> = s
+                .samples
+                .iter()
+                .filter_map(|x| Some((x.mid_us(), x.admitted_total?)))
+                .collect();
+            let wait: Vec<(u64, u64)> = s
+                .samples
+                .iter()
+                .filter_map(|x| Some((x.mid_us(), x.waiting?)))
+                .collect();
+            (counter_deltas(&adm, n), last_per_bucket(&wait, n), "admin")
+        }
+        None => (admitted_client.clone(), vec![None; n], "client"),
+    };
+    let requests = padded(&shop.requests, n);
+    let errors = padded(&shop.errors, n);
+    let orders = padded(&shop.orders, n);
+    let buckets = (0..n)
+        .map(|i| Bucket {
+            t_s: (i as u64 * BUCKET_US) as f64 / 1e6,
+            arrivals: arrivals[i],
+            queue: queue[i],
+            waiting_admin: waiting_admin[i],
+            admissions: admissions[i],
+            admitted_client: admitted_client[i],
+            origin_requests: requests[i],
+            origin_errors: errors[i],
+            orders: orders[i],
+        })
+        .collect();
+    Timeline {
+        bucket_ms: BUCKET_US / 1000,
+        admissions_source: source,
+        buckets,
+    }
+}
+
+fn ms(v: Option<f64>) -> String {
+    v.map_or("-".to_string(), |v| format!("{v:.1}"))
+}
+
+/// A few lines for a person.
+pub fn summary(r: &Report) -> String {
+    let v = &r.visitors;
+    let s = &r.shop;
+    let mut out = format!(
+        "{label}: {d:.1} s\n\
+         visitors: {arr} arrived, {ord} ordered, {lost} lost ({gu} gave up, {un} unfinished); {w} waited, \
+         {rej} rejected responses, {oe} origin errors, {ae} anteroom errors, {cc} 409s, {te} transport errors\n\
+         shop: {req} requests, {orders} orders, {e5} 5xx, max {mif} in flight, order p50 {op50} ms p99 {op99} ms\n",
+        label = r.label,
+        d = r.duration_s,
+        arr = v.arrived,
+        ord = v.ordered,
+        lost = v.lost,
+        gu = v.gave_up,
+        un = v.unfinished,
+        w = v.waited,
+        rej = v.rejected_responses,
+        oe = v.origin_errors_seen_by_clients,
+        ae = v.anteroom_errors,
+        cc = v.consumed_conflicts,
+        te = v.transport_errors,
+        req = s.requests,
+        orders = s.orders,
+        e5 = s.errors_5xx,
+        mif = s.max_in_flight,
+        op50 = ms(s.order_latency_ms.p50),
+        op99 = ms(s.order_latency_ms.p99),
+    );
+    for (name, l) in [
+        ("waiting page", &r.latency_ms.waiting_page),
+        ("status poll", &r.latency_ms.status_poll),
+        ("admitted request", &r.latency_ms.admitted_request),
+        ("direct request", &r.latency_ms.direct_request),
+    ] {
+        if l.count > 0 {
+            out.push_str(&format!(
+                "latency {name}: n={} p50 {} ms p99 {} ms max {} ms\n",
+                l.count,
+                ms(l.p50),
+                ms(l.p99),
+                ms(l.max)
+            ));
+        }
+    }
+    if let Some(a) = &r.admission {
+        out.push_str(&format!(
+            "admission: configured {}/s, measured {} over {} s ({}%), max in 100 ms {} (limit {}), {} samples ({} failed)\n",
+            a.configured_rate,
+            a.measured_rate.map_or("-".into(), |x| format!("{x:.1}/s")),
+            a.window_s.map_or("-".into(), |x| format!("{x:.1}")),
+            a.rate_error_percent.map_or("-".into(), |x| format!("{x:+.1}")),
+            a.max_in_100ms.map_or("-".into(), |x| x.to_string()),
+            a.max_in_100ms_limit,
+            a.samples,
+            a.sample_failures,
+        ));
+    }
+    out.push_str(&format!(
+        "fifo inversions: {} of {} that waited\n",
+        r.fifo_inversions, r.fifo_checked
+    ));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::analysis::Sample;
+    use crate::arrivals::Curve;
+
+    fn params() -> Parameters {
+        Parameters {
+            shop_listen: "127.0.0.1:1".into(),
+            targets: vec!["http://127.0.0.1:2".into()],
+            admin: None,
+            host: None,
+            room: "sale".into(),
+            visitors: 3,
+            arrive_over_s: 1.0,
+            curve: Curve::Flat,
+            workers: 1,
+            order_ms: 1,
+            shop_queue_timeout_s: 1.0,
+            rate: 10.0,
+            tick_ms: 100.0,
+            deadline_s: 5.0,
+            seed: 1,
+        }
+    }
+
+    #[test]
+    fn report_adds_up_what_was_recorded() {
+        let ordered = Record {
+            arrival: Some(10_000),
+            join_sent: Some(10_000),
+            join_done: Some(12_000),
+            last_waiting_sent: Some(400_000),
+            admitted_done: Some(450_000),
+            ordered_done: Some(700_000),
+            outcome: Outcome::Ordered,
+            polls: 2,
+            latencies: vec![
+                (Class::WaitingPage, 2000),
+                (Class::StatusPoll, 1000),
+                (Class::StatusPoll, 3000),
+                (Class::AdmittedRequest, 5000),
+            ],
+            ..Record::default()
+        };
+        let overtaker = Record {
+            arrival: Some(20_000),
+            join_sent: Some(20_000),
+            join_done: Some(21_000),
+            last_waiting_sent: Some(100_000),
+            admitted_done: Some(150_000),
+            outcome: Outcome::GaveUp,
+            origin_errors: 4,
+            ..Record::default()
+        };
+        let direct = Record {
+            arrival: Some(30_000),
+            admitted_done: Some(31_000),
+            outcome: Outcome::Unfinished,
+            rejected: 2,
+            latencies: vec![(Class::DirectRequest, 1000)],
+            ..Record::default()
+        };
+        let late = Record::default();
+        let shop = ShopStats {
+            requests: vec![1, 0, 0, 0, 0, 0, 0, 2],
+            orders: vec![0, 0, 0, 0, 0, 0, 0, 1],
+            errors: vec![0, 0, 0, 0, 0, 0, 0, 1],
+            order_latency_us: vec![200_000],
+            max_in_flight: 2,
+        };
+        let sample = |t: u64, waiting: u64, admitted: u64| Sample {
+            sent_us: t,
+            done_us: t,
+            waiting: Some(waiting),
+            active: Some(0),
+            admitted_total: Some(admitted),
+        };
+        let samples = Samples {
+            // Only (120 ms, 150 ms) is a pair within 100 ms: one admission.
+            samples: vec![
+                sample(0, 0, 40),
+                sample(120_000, 1, 40),
+                sample(150_000, 1, 41),
+                sample(460_000, 0, 42),
+            ],
+            failures: 3,
+            last_error: None,
+        };
+        let records = [ordered, overtaker, direct, late];
+        let r = build("x", params(), 750_000, &records, &shop, Some(&samples));
+        assert_eq!(r.visitors.total, 4);
+        assert_eq!(r.visitors.arrived, 3);
+        assert_eq!(r.visitors.ordered, 1);
+        assert_eq!(r.visitors.lost, 2);
+        assert_eq!(r.visitors.gave_up, 1);
+        assert_eq!(r.visitors.unfinished, 1);
+        assert_eq!(r.visitors.waited, 2);
+        assert_eq!(r.visitors.rejected_responses, 2);
+        assert_eq!(r.visitors.origin_errors_seen_by_clients, 4);
+        // The overtaker joined after the first visitor and was admitted before its last wait.
+        assert_eq!(r.fifo_inversions, 1);
+        assert_eq!(r.fifo_checked, 2);
+        assert_eq!(r.latency_ms.status_poll.count, 2);
+        assert_eq!(r.latency_ms.status_poll.p99, Some(3.0));
+        assert_eq!(r.latency_ms.direct_request.count, 1);
+        assert_eq!(r.shop.errors_5xx, 1);
+        let a = r.admission.as_ref().unwrap();
+        assert_eq!(a.max_in_100ms, Some(1));
+        assert_eq!(a.max_in_100ms_within_limit, Some(true));
+        assert_eq!(a.max_in_100ms_limit, 2);
+        assert_eq!(a.sample_failures, 3);
+        // Timeline: 8 buckets; arrivals all in bucket 0; queue of 2 then 1 (overtaker admitted
+        // in bucket 1) then 0 after 450 ms.
+        let t = &r.timeline;
+        assert_eq!(t.admissions_source, "admin");
+        assert_eq!(t.buckets.len(), 8);
+        assert_eq!(t.buckets[0].arrivals, 3);
+        let q: Vec<u64> = t.buckets.iter().map(|b| b.queue).collect();
+        assert_eq!(q, vec![2, 1, 1, 1, 0, 0, 0, 0]);
+        let adm: Vec<u64> = t.buckets.iter().map(|b| b.admissions).collect();
+        assert_eq!(adm, vec![0, 1, 0, 0, 1, 0, 0, 0]);
+        assert_eq!(t.buckets[1].waiting_admin, Some(1));
+        assert_eq!(t.buckets[7].orders, 1);
+        assert_eq!(t.buckets[7].origin_requests, 2);
+        // Without samples, admissions are the client's.
+        let r = build("x", params(), 750_000, &records, &shop, None);
+        assert_eq!(r.timeline.admissions_source, "client");
+        let adm: Vec<u64> = r.timeline.buckets.iter().map(|b| b.admissions).collect();
+        assert_eq!(adm, vec![1, 1, 0, 0, 1, 0, 0, 0]);
+        assert!(r.admission.is_none());
+        assert!(summary(&r).contains("1 ordered"));
+    }
+}
