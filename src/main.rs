@@ -7,6 +7,11 @@ use std::process::ExitCode;
 use anteroom::commands::{self, AdminArgs, LogFormat, RoomAction};
 use clap::{Args, Parser, Subcommand};
 
+/// mimalloc: the proxy allocates and frees small buffers on every request; glibc malloc was
+/// ~14 % of the admitted path's CPU in `perf` (docs/BENCHMARKS.md).
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Parser)]
 #[command(
     name = "anteroom",
