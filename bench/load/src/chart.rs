@@ -29,7 +29,16 @@ fn y_top(series: &[&[u64]]) -> f64 {
         .copied()
         .max()
         .unwrap_or(0);
-    (m.max(1) as f64) * 1.1
+    (m.max(5) as f64) * 1.1
+}
+
+/// Axis labels: whole numbers without decimals, others with one.
+fn num(v: &f64) -> String {
+    if (v - v.round()).abs() < 1e-9 {
+        format!("{v:.0}")
+    } else {
+        format!("{v:.1}")
+    }
 }
 
 pub fn write(report: &Report, path: &Path) -> Result<(), Box<dyn std::error::Error>> {
@@ -71,21 +80,22 @@ pub fn write(report: &Report, path: &Path) -> Result<(), Box<dyn std::error::Err
     chart
         .configure_mesh()
         .y_desc("per second")
+        .x_label_formatter(&num)
+        .y_label_formatter(&num)
         .light_line_style(WHITE)
         .draw()?;
-    for (name, data, color) in [
-        ("arrivals", &arrivals, ARRIVALS),
-        (admissions_label, &admissions, ADMISSIONS),
-        ("origin requests", &origin, ORIGIN),
-        ("origin errors (5xx)", &errors, ERRORS),
-        ("orders", &orders, ORDERS),
+    // Arrivals wide and pale underneath: without a waiting room, admissions lie on top of them.
+    for (name, data, style) in [
+        ("arrivals", &arrivals, ARRIVALS.mix(0.45).stroke_width(7)),
+        (admissions_label, &admissions, ADMISSIONS.stroke_width(2)),
+        ("origin requests", &origin, ORIGIN.stroke_width(2)),
+        ("origin errors (5xx)", &errors, ERRORS.stroke_width(2)),
+        ("orders", &orders, ORDERS.stroke_width(2)),
     ] {
         chart
-            .draw_series(LineSeries::new(points(data), color.stroke_width(2)))?
+            .draw_series(LineSeries::new(points(data), style))?
             .label(name)
-            .legend(move |(x, y)| {
-                PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
-            });
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], style));
     }
     chart
         .configure_series_labels()
@@ -109,6 +119,8 @@ pub fn write(report: &Report, path: &Path) -> Result<(), Box<dyn std::error::Err
         .configure_mesh()
         .x_desc("time since start (s)")
         .y_desc("queue length")
+        .x_label_formatter(&num)
+        .y_label_formatter(&num)
         .light_line_style(WHITE)
         .draw()?;
     chart
@@ -130,4 +142,98 @@ pub fn write(report: &Report, path: &Path) -> Result<(), Box<dyn std::error::Err
         .draw()?;
     root.present()?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::analysis::Sample;
+    use crate::browser::{Outcome, Record};
+    use crate::report::{build, Parameters};
+    use crate::sampler::Samples;
+    use crate::shop::ShopStats;
+
+    #[test]
+    fn writes_a_two_panel_svg_with_a_legend() {
+        let records: Vec<Record> = (0..50u64)
+            .map(|i| Record {
+                arrival: Some(i * 40_000),
+                join_sent: Some(i * 40_000),
+                join_done: Some(i * 40_000 + 1_000),
+                last_waiting_sent: Some(i * 40_000 + 500_000),
+                admitted_done: Some(i * 40_000 + 900_000),
+                ordered_done: Some(i * 40_000 + 1_200_000),
+                outcome: Outcome::Ordered,
+                ..Record::default()
+            })
+            .collect();
+        let samples = Samples {
+            samples: (0..150u64)
+                .map(|i| Sample {
+                    sent_us: i * 20_000,
+                    done_us: i * 20_000 + 500,
+                    waiting: Some(if i < 100 { 10 } else { 0 }),
+                    active: Some(3),
+                    admitted_total: Some(i / 3),
+                })
+                .collect(),
+            failures: 0,
+            last_error: None,
+        };
+        let shop = ShopStats {
+            requests: vec![3; 30],
+            orders: vec![1; 30],
+            errors: vec![0; 30],
+            order_latency_us: vec![200_000; 30],
+            max_in_flight: 4,
+        };
+        let params = Parameters {
+            shop_listen: "127.0.0.1:1".into(),
+            targets: vec!["http://127.0.0.1:2".into()],
+            admin: Some("http://127.0.0.1:3".into()),
+            host: None,
+            room: "sale".into(),
+            visitors: 50,
+            arrive_over_s: 2.0,
+            curve: crate::arrivals::Curve::Flat,
+            workers: 1,
+            order_ms: 1,
+            shop_queue_timeout_s: 1.0,
+            rate: 17.0,
+            tick_ms: 100.0,
+            deadline_s: 5.0,
+            seed: 1,
+        };
+        let report = build(
+            "chart <test> & co",
+            params,
+            3_200_000,
+            &records,
+            &shop,
+            Some(&samples),
+        );
+        let path =
+            std::env::temp_dir().join(format!("anteroom-load-chart-{}.svg", std::process::id()));
+        write(&report, &path).unwrap();
+        let svg = std::fs::read_to_string(&path).unwrap();
+        let _ = std::fs::remove_file(&path);
+        assert!(svg.starts_with("<svg"), "{}", &svg[..80.min(svg.len())]);
+        assert!(svg.contains(r#"width="1000""#) && svg.contains(r#"height="700""#));
+        // The title is escaped; every series is in a legend.
+        assert!(svg.contains("chart &lt;test&gt; &amp; co"));
+        for label in [
+            "arrivals",
+            "admissions (admin)",
+            "origin requests",
+            "origin errors (5xx)",
+            "orders",
+            "waiting browsers (client, max per s)",
+            "waiting (admin API, max per s)",
+        ] {
+            assert!(svg.contains(label), "{label}");
+        }
+        assert!(svg.matches("<polyline").count() >= 7);
+        // Arrivals are drawn wide and pale under the other lines.
+        assert!(svg.contains(r#"stroke-width="7""#));
+    }
 }
