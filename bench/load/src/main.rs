@@ -170,6 +170,7 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         let total = args.visitors;
         tokio::spawn(async move {
             let mut tick = tokio::time::interval(Duration::from_secs(1));
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
             tick.tick().await;
             loop {
                 tokio::select! {
@@ -193,6 +194,34 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
             }
         })
     });
+
+    // Watches the tool's own timer lateness: a stall of the load generator is reported, not
+    // mistaken for the system's latency.
+    let watchdog = {
+        let mut stop = stop_rx.clone();
+        tokio::spawn(async move {
+            let mut h = report::ToolHealth::default();
+            let period = Duration::from_millis(50);
+            loop {
+                let start = Instant::now();
+                tokio::select! {
+                    _ = tokio::time::sleep(period) => {}
+                    _ = stop.changed() => return h,
+                }
+                let lag = start.elapsed().saturating_sub(period);
+                let lag_ms = lag.as_secs_f64() * 1000.0;
+                h.max_timer_lag_ms = h.max_timer_lag_ms.max(lag_ms);
+                if lag > Duration::from_millis(100) {
+                    h.lags_over_100ms += 1;
+                    h.lagged_s += lag.as_secs_f64();
+                    eprintln!(
+                        "t={:>5.1}s the load tool stalled for {lag_ms:.0} ms",
+                        t0.elapsed().as_secs_f64()
+                    );
+                }
+            }
+        })
+    };
 
     let handles: Vec<_> = arrivals
         .iter()
@@ -227,6 +256,7 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         let _ = p.await;
     }
     let _ = server.await;
+    let health = watchdog.await?;
     let shop_stats = shop.stats();
 
     let parameters = report::Parameters {
@@ -246,7 +276,7 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         deadline_s: args.deadline.as_secs_f64(),
         seed: args.seed,
     };
-    let report = report::build(
+    let mut report = report::build(
         &args.label,
         parameters,
         duration_us,
@@ -254,6 +284,7 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         &shop_stats,
         samples.as_ref(),
     );
+    report.load_tool = health;
     std::fs::write(&json_path, serde_json::to_vec_pretty(&report)?)?;
     chart::write(&report, &svg_path).map_err(|e| format!("chart: {e}"))?;
     print!("{}", report::summary(&report));

@@ -121,6 +121,15 @@ pub struct Timeline {
     pub buckets: Vec<Bucket>,
 }
 
+/// Whether the load tool itself kept time: a 50 ms timer's lateness, measured all run long. A
+/// stalled tool (an overloaded or paused machine) makes every latency and rate suspect.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct ToolHealth {
+    pub max_timer_lag_ms: f64,
+    pub lags_over_100ms: u64,
+    pub lagged_s: f64,
+}
+
 #[derive(Debug, Serialize)]
 pub struct Report {
     pub label: String,
@@ -133,6 +142,8 @@ pub struct Report {
     pub fifo_inversions: usize,
     /// Browsers the FIFO check looked at (those that waited).
     pub fifo_checked: usize,
+    /// Filled in by the caller after the run.
+    pub load_tool: ToolHealth,
     pub timeline: Timeline,
 }
 
@@ -255,6 +266,7 @@ pub fn build(
         admission,
         fifo_inversions: fifo_inversions(&waited),
         fifo_checked: waited.len(),
+        load_tool: ToolHealth::default(),
         timeline,
     }
 }
@@ -378,6 +390,13 @@ pub fn summary(r: &Report) -> String {
         "fifo inversions: {} of {} that waited\n",
         r.fifo_inversions, r.fifo_checked
     ));
+    let h = &r.load_tool;
+    if h.lags_over_100ms > 0 {
+        out.push_str(&format!(
+            "WARNING: the load tool itself stalled {} times (max {:.0} ms, {:.1} s in all): latencies and rates around then are the machine's, not the system's\n",
+            h.lags_over_100ms, h.max_timer_lag_ms, h.lagged_s
+        ));
+    }
     out
 }
 
