@@ -21,7 +21,7 @@ local waiting, active, room = KEYS[1], KEYS[2], KEYS[3]
 local now = now_us(tonumber(ARGV[6]))
 local abandon_us = tonumber(ARGV[5])
 local h = redis.call('HMGET', room, 'enabled', 'queue_all', 'rate', 'max_active',
-  'tokens', 'refilled', 'epoch', 'm_rate', 'm_at', 'm_count', 'admitted', 'sweep')
+  'tokens', 'refilled', 'epoch', 'm_rate', 'm_at', 'm_count', 'admitted', 'sweep', 'recent')
 local rate = tonumber(h[3]) or tonumber(ARGV[1])
 local max_active = tonumber(h[4]) or tonumber(ARGV[2])
 local epoch = tonumber(h[7]) or now
@@ -54,11 +54,12 @@ end
 
 local burst = burst_of(rate, tonumber(ARGV[4]))
 local tokens = refill(tonumber(h[5]) or 0, tonumber(h[6]), now, rate, burst)
+local recent, window = window_left(h[13], now, tonumber(ARGV[4]), burst)
 local out = {}
 local admitted = 0
 if h[1] ~= '0' and h[2] ~= '1' then
   local room_left = max_active - redis.call('ZCARD', active)
-  local want = math.min(math.floor(tokens), room_left)
+  local want = math.min(math.floor(tokens), room_left, window)
   local until_us = now + tonumber(ARGV[3])
   while admitted < want do
     local head = redis.call('ZRANGE', waiting, 0, want - admitted - 1, 'WITHSCORES')
@@ -103,7 +104,7 @@ elseif now - m_at >= 1000000 then
 end
 
 redis.call('HSET', room, 'tokens', tokens, 'refilled', now, 'admitted', total, 'sweep', cursor,
-  'm_rate', m_rate, 'm_at', m_at, 'm_count', m_count)
+  'm_rate', m_rate, 'm_at', m_at, 'm_count', m_count, 'recent', window_note(recent, now, admitted))
 if abandoned > 0 then
   redis.call('HINCRBY', room, 'abandoned', abandoned)
 end

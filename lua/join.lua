@@ -18,7 +18,7 @@ local waiting, active, room = KEYS[1], KEYS[2], KEYS[3]
 local vid = ARGV[1]
 local now = now_us(tonumber(ARGV[8]))
 local h = redis.call('HMGET', room, 'enabled', 'queue_all', 'rate', 'max_active',
-  'tokens', 'refilled', 'epoch', 'last_off', 'm_rate')
+  'tokens', 'refilled', 'epoch', 'last_off', 'm_rate', 'recent')
 if h[1] == '0' then
   return { 4, 0, 0, '0', 0 }
 end
@@ -69,8 +69,9 @@ redis.call('ZREMRANGEBYSCORE', active, '-inf', now)
 local n = redis.call('ZCARD', waiting)
 local burst = burst_of(rate, tonumber(ARGV[6]))
 local tokens = refill(tonumber(h[5]) or 0, tonumber(h[6]), now, rate, burst)
-if not held and n == 0 and tokens >= 1 and redis.call('ZCARD', active) < max_active then
-  redis.call('HSET', room, 'tokens', tokens - 1, 'refilled', now)
+local recent, window = window_left(h[10], now, tonumber(ARGV[6]), burst)
+if not held and n == 0 and tokens >= 1 and window >= 1 and redis.call('ZCARD', active) < max_active then
+  redis.call('HSET', room, 'tokens', tokens - 1, 'refilled', now, 'recent', window_note(recent, now, 1))
   redis.call('ZADD', active, now + tonumber(ARGV[5]), vid)
   redis.call('HINCRBY', room, 'admitted', 1)
   redis.call('HINCRBY', room, 'joined', 1)

@@ -49,6 +49,29 @@ local function refill(tokens, refilled, now, rate, burst)
   return math.min(burst, tokens + rate * elapsed)
 end
 
+-- Admissions of the last tick, kept in the room hash ('recent') as "µs:count µs:count ...".
+-- Every admission checks them, so that no window of one tick lets in more than `burst`, even
+-- when admit calls come close together (a late tick and the next, or several instances).
+-- Returns the entries still inside the window and how many more may be let in now.
+local function window_left(recent, now, tick_us, burst)
+  local kept, used = {}, 0
+  for t, n in string.gmatch(recent or '', '(%d+):(%d+)') do
+    t, n = tonumber(t), tonumber(n)
+    if now - t < tick_us then
+      kept[#kept + 1] = string.format('%.0f:%d', t, n)
+      used = used + n
+    end
+  end
+  return kept, math.max(0, burst - used)
+end
+
+local function window_note(kept, now, n)
+  if n > 0 then
+    kept[#kept + 1] = string.format('%.0f:%d', now, n)
+  end
+  return table.concat(kept, ' ')
+end
+
 -- The rate an ETA should assume: the measured one once there is one, never above the rate in force.
 local function eta_rate(measured, rate)
   if measured >= 0.05 then

@@ -12,7 +12,7 @@ use async_trait::async_trait;
 use pingora::server::ShutdownWatch;
 use pingora::services::background::BackgroundService;
 use tokio::sync::Notify;
-use tokio::time::{interval, MissedTickBehavior};
+use tokio::time::{interval, Instant, MissedTickBehavior};
 
 use crate::app::{Current, Shared};
 
@@ -33,8 +33,17 @@ async fn run_room(shared: Arc<Shared>, room: usize) {
     let r = &shared.rooms[room];
     let mut timer = interval(r.cfg.params.tick);
     timer.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    let tick = r.cfg.params.tick;
+    let mut last: Option<Instant> = None;
     loop {
         timer.tick().await;
+        // Never two calls less than a tick apart (the timer fires a late tick's successor on
+        // schedule): the store would let only part of the second batch in and the bucket, full
+        // by then, would lose the rest of its tokens.
+        if let Some(gap) = last.map(|at| at.elapsed()).filter(|gap| *gap < tick) {
+            tokio::time::sleep(tick - gap).await;
+        }
+        last = Some(Instant::now());
         match shared
             .store_call("admit", r.name(), shared.store.admit(&r.cfg.params))
             .await

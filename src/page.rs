@@ -144,6 +144,28 @@ pub fn poll_interval(tiers: &[PollTier], position: u64) -> Duration {
     every.mul_f64(0.8 + 0.4 * fastrand::f64())
 }
 
+/// The soonest a waiting visitor is asked to poll again.
+const MIN_POLL: Duration = Duration::from_millis(250);
+
+/// When a waiting visitor should poll next: the position's tier (with jitter), but no later than
+/// just after the visitor's expected turn (`position / rate`, plus 0–20 %). Visitors then learn of
+/// their admission about when it happens, spread like the admissions themselves; with tiers alone
+/// a crowd that joined in the same second and sleeps the same 5 s wakes up together and reaches
+/// the shop at several times the admission rate (`bench/flash-sale` measured twice the rate and
+/// origin errors before this).
+pub fn poll_for_turn(tiers: &[PollTier], position: u64, rate: f64) -> Duration {
+    let tier = poll_interval(tiers, position);
+    let Some(turn) = (rate > 0.0 && rate.is_finite()).then(|| position as f64 / rate) else {
+        return tier;
+    };
+    let at = (turn * (1.0 + 0.2 * fastrand::f64())).max(MIN_POLL.as_secs_f64());
+    if at < tier.as_secs_f64() {
+        Duration::from_secs_f64(at)
+    } else {
+        tier
+    }
+}
+
 /// The items of a header like `Accept` or `Accept-Language`, lowercased, with their quality
 /// (`q=`, 1 when absent).
 pub fn weighted(header: &str) -> impl Iterator<Item = (String, f32)> + '_ {
@@ -325,6 +347,24 @@ mod tests {
         assert!(!prefers_json(""));
         assert!(prefers_json("text/html;q=0.5, application/json"));
         assert!(!prefers_json("application/json;q=0.1, text/html"));
+    }
+
+    #[test]
+    fn polls_no_later_than_just_after_the_turn() {
+        let tiers = default_poll();
+        for _ in 0..200 {
+            // Far back: the tier decides (5 s ± 20 %).
+            let far = poll_for_turn(&tiers, 50_000, 100.0).as_millis();
+            assert!((4000..=6000).contains(&far), "{far}");
+            // Turn in 2 s, tier 3 s: just after the turn.
+            let soon = poll_for_turn(&tiers, 200, 100.0).as_millis();
+            assert!((2000..=2400).contains(&soon), "{soon}");
+            // Turn at once: the floor.
+            assert_eq!(poll_for_turn(&tiers, 1, 1000.0), MIN_POLL);
+            // No rate known: the tier.
+            let unknown = poll_for_turn(&tiers, 200, 0.0).as_millis();
+            assert!((2400..=3600).contains(&unknown), "{unknown}");
+        }
     }
 
     #[test]

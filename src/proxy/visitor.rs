@@ -93,7 +93,7 @@ impl Proxy {
                 position: Some(position),
                 waiting,
                 eta_seconds: page::eta_seconds(position, eta_rate),
-                retry_after_ms: page::poll_interval(tiers, position).as_millis() as u64,
+                retry_after_ms: page::poll_for_turn(tiers, position, eta_rate).as_millis() as u64,
             }),
             Ok(Admission::Paused {
                 position, waiting, ..

@@ -4,7 +4,7 @@
 //! non-async critical section (no await while locked), which is cheaper than an async lock and
 //! makes each operation atomic exactly like a Lua script in Redis.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
 use async_trait::async_trait;
@@ -37,6 +37,8 @@ struct RoomData {
     expiries: BTreeSet<(Micros, VisitorId)>,
     tokens: f64,
     refilled_at: Option<Micros>,
+    /// Admissions of the last tick: (when, how many), oldest first.
+    recent: VecDeque<(Micros, u64)>,
     state: RoomState,
     measured_rate: f64,
     measured_at: Option<Micros>,
@@ -127,6 +129,27 @@ impl RoomData {
         };
         self.tokens = (self.tokens + rate * elapsed).min(burst);
         self.refilled_at = Some(now);
+    }
+
+    /// How many more may be let in now without more than `burst` in any window of one tick (the
+    /// bucket alone allows a full batch right after another when ticks come close together: a
+    /// late tick and the next, or two instances).
+    fn window_left(&mut self, now: Micros, tick: Micros, burst: f64) -> u64 {
+        while self
+            .recent
+            .front()
+            .is_some_and(|(t, _)| now.saturating_sub(*t) >= tick)
+        {
+            self.recent.pop_front();
+        }
+        let used: u64 = self.recent.iter().map(|(_, n)| n).sum();
+        (burst as u64).saturating_sub(used)
+    }
+
+    fn note_admitted(&mut self, now: Micros, n: u64) {
+        if n > 0 {
+            self.recent.push_back((now, n));
+        }
     }
 
     /// Updates the measured admission rate. Only seconds in which visitors were waiting count:
@@ -268,13 +291,16 @@ impl Store for MemoryStore {
                 }
             }
             let rate = p.rate(&state);
-            r.refill(now, rate, p.burst(rate));
+            let burst = p.burst(rate);
+            r.refill(now, rate, burst);
             if !state.queue_all
                 && r.waiters.is_empty()
                 && (r.active.len() as u64) < p.max_active(&state)
                 && r.tokens >= 1.0
+                && r.window_left(now, micros(p.tick), burst) >= 1
             {
                 r.tokens -= 1.0;
+                r.note_admitted(now, 1);
                 r.activate(vid, now + micros(p.session_ttl));
                 r.admitted_total += 1;
                 r.joined_total += 1;
@@ -312,14 +338,16 @@ impl Store for MemoryStore {
         let abandoned = r.prune_abandoned(now, micros(p.abandon_after));
         let state = r.state.clone();
         let rate = p.rate(&state);
-        r.refill(now, rate, p.burst(rate));
+        let burst = p.burst(rate);
+        r.refill(now, rate, burst);
         let mut admitted = 0;
         let mut admitted_visitors = Vec::new();
         if state.enabled && !state.queue_all {
             let room_left = p.max_active(&state).saturating_sub(r.active.len() as u64);
             let n = (r.tokens.floor() as u64)
                 .min(room_left)
-                .min(r.waiters.len() as u64);
+                .min(r.waiters.len() as u64)
+                .min(r.window_left(now, micros(p.tick), burst));
             let until = now + micros(p.claim_ttl);
             for _ in 0..n {
                 let Some((_, vid)) = r.order.first_key_value().map(|(s, v)| (*s, *v)) else {
@@ -334,6 +362,7 @@ impl Store for MemoryStore {
                 });
             }
             r.tokens -= admitted as f64;
+            r.note_admitted(now, admitted);
             r.admitted_total += admitted;
         }
         r.observe_rate(now);

@@ -158,6 +158,59 @@ pub async fn admit_keeps_the_rate_and_the_burst(h: &dyn Harness) {
     assert_eq!(total, 40, "2 s at 20/s");
 }
 
+/// No window of one tick lets in more than a burst, however close together the admit calls come
+/// (a late tick and the next one, several instances, fast-path joins), and the rate still holds.
+pub async fn no_tick_window_holds_more_than_a_burst(h: &dyn Harness) {
+    let s = h.store();
+    // 100/s with a 100 ms tick: burst 10.
+    let p = room("window", 100.0, 10_000);
+    let held = |queue_all| RoomPatch {
+        queue_all: Some(queue_all),
+        ..Default::default()
+    };
+    s.update_room_state(&p, &held(true)).await.unwrap();
+    for _ in 0..800 {
+        s.join(&p, VisitorId::random()).await.unwrap();
+    }
+    s.update_room_state(&p, &held(false)).await.unwrap();
+    h.advance(Duration::from_secs(1));
+    // (elapsed ms, admitted) of every call. One instance with late ticks (never closer than a
+    // tick: the admission loop spaces its calls), then three instances 30–40 ms apart, then the
+    // worst case, a late call and an early one.
+    let late = [100u64, 130, 110, 140, 100, 120];
+    let three = [30u64, 40, 30];
+    let mut steps: Vec<u64> = (0..30).map(|i| late[i % late.len()]).collect();
+    steps.extend((0..60).map(|i| three[i % three.len()]));
+    let rated = steps.len();
+    steps.extend((0..20).map(|i| if i % 2 == 0 { 130 } else { 70 }));
+    let mut events = Vec::new();
+    let mut now = 0u64;
+    for step in steps {
+        h.advance(Duration::from_millis(step));
+        now += step;
+        events.push((now, s.admit(&p).await.unwrap().admitted));
+    }
+    for (i, (t, _)) in events.iter().enumerate() {
+        let in_window: u64 = events[..=i]
+            .iter()
+            .filter(|(u, _)| t - u < 100)
+            .map(|(_, n)| n)
+            .sum();
+        assert!(
+            in_window <= 10,
+            "{in_window} admitted in the tick before {t} ms: {events:?}"
+        );
+    }
+    // The rate holds: calls a tick or more apart each get a full burst; three instances
+    // sharing the bucket admit 100/s together (2 s of them here).
+    assert!(events[..30].iter().all(|(_, n)| *n == 10), "{events:?}");
+    let shared: u64 = events[30..rated].iter().map(|(_, n)| n).sum();
+    assert!(
+        (190..=200).contains(&shared),
+        "{shared} in 2 s at 100/s: {events:?}"
+    );
+}
+
 pub async fn max_active_is_never_exceeded(h: &dyn Harness) {
     let s = h.store();
     let p = room("cap", 1000.0, 3);
@@ -496,6 +549,7 @@ macro_rules! conformance_suite {
             join_is_idempotent_and_fifo,
             admission_follows_the_line,
             admit_keeps_the_rate_and_the_burst,
+            no_tick_window_holds_more_than_a_burst,
             max_active_is_never_exceeded,
             unclaimed_admissions_return_their_slot,
             silent_waiters_lose_their_place,
