@@ -6,6 +6,10 @@ chmod 755 "$BENCH_DIR" # nginx workers run unprivileged and read files from here
 BENCH_PIDS=()
 BENCH_NGINX=()
 
+# One build of everything the scripts run, in one cargo call: building the packages apart would
+# unify features differently and rebuild the dependencies each time.
+build_release() { cargo build -q --profile "${PROFILE:-release}" --workspace --bins --examples; }
+
 need() {
   for tool in "$@"; do
     command -v "$tool" >/dev/null || {
