@@ -180,6 +180,16 @@ struct Status {
     retry_after_ms: Option<u64>,
 }
 
+/// The first wait on the waiting page, as its script reads it: the built-in page sets
+/// `var wait = MILLISECONDS;` (the server's `retry_after_ms`). `Retry-After` is whole seconds;
+/// a browser with JavaScript uses the milliseconds, so the tool does too.
+fn page_wait(body: &[u8]) -> Option<Duration> {
+    let text = std::str::from_utf8(body).ok()?;
+    let rest = &text[text.find("var wait = ")? + "var wait = ".len()..];
+    let digits: String = rest.chars().take_while(|c| c.is_ascii_digit()).collect();
+    digits.parse().ok().map(Duration::from_millis)
+}
+
 fn parse_status(body: &[u8]) -> Option<Status> {
     serde_json::from_slice(body).ok()
 }
@@ -337,7 +347,7 @@ impl Browser {
                         rec.latencies.push((Class::WaitingPage, r.latency()));
                         Self::joined(rec, &r);
                         self.set_waiting(true);
-                        Step::Poll(r.retry_after.unwrap_or(ERROR_PAUSE))
+                        Step::Poll(page_wait(&r.body).or(r.retry_after).unwrap_or(ERROR_PAUSE))
                     }
                     Ok(r) if !r.shop && (r.status == 503 || r.status == 429) => {
                         // Full or limited: no place taken. Try again when told.
@@ -502,6 +512,15 @@ impl Browser {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn the_first_wait_comes_from_the_page_script() {
+        let page = b"<script>\n  var wait = 2345;\n  var x = 1;</script>";
+        assert_eq!(page_wait(page), Some(Duration::from_millis(2345)));
+        assert_eq!(page_wait(b"<p>no script</p>"), None);
+        assert_eq!(page_wait(b"var wait = ;"), None);
+    }
+
     use super::*;
     use std::collections::HashMap;
     use std::convert::Infallible;

@@ -207,13 +207,18 @@ fn reply(status: StatusCode, content_type: &'static str, body: Bytes) -> Respons
 
 /// Serves the shop on `listener` until `stop` turns true.
 pub async fn serve(shop: Arc<Shop>, listener: TcpListener, mut stop: watch::Receiver<bool>) {
+    let mut accept_errors = 0u64;
     loop {
         let (stream, _) = tokio::select! {
             r = listener.accept() => match r {
                 Ok(c) => c,
                 Err(e) => {
                     // Out of file descriptors and the like: back off a little, keep serving.
-                    eprintln!("shop: accept failed: {e}");
+                    // Said once, then every 1000th time: a collapsing shop fails thousands.
+                    accept_errors += 1;
+                    if accept_errors % 1000 == 1 {
+                        eprintln!("shop: accept failed ({accept_errors} so far): {e}");
+                    }
                     tokio::time::sleep(Duration::from_millis(10)).await;
                     continue;
                 }
