@@ -57,9 +57,15 @@ pub struct Status {
 }
 
 impl Status {
-    /// `Retry-After` in whole seconds, at least one.
+    /// `Retry-After` (and the page's meta refresh) in whole seconds, at least one: rounded up or
+    /// down in proportion to the fraction, so that on average it is `retry_after_ms`. Rounding
+    /// always up put the polls of a crowd without JavaScript on a one-second grid, and their
+    /// turns, which `retry_after_ms` aims at, in waves. The coin is a hash of the (already
+    /// jittered) milliseconds, so the header and the page of one answer agree.
     pub fn retry_after_secs(&self) -> u64 {
-        self.retry_after_ms.div_ceil(1000).max(1)
+        let ms = self.retry_after_ms;
+        let coin = (ms.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 40) % 1000;
+        (ms / 1000 + u64::from(ms % 1000 > coin)).max(1)
     }
 }
 
@@ -347,6 +353,32 @@ mod tests {
         assert!(!prefers_json(""));
         assert!(prefers_json("text/html;q=0.5, application/json"));
         assert!(!prefers_json("application/json;q=0.1, text/html"));
+    }
+
+    #[test]
+    fn whole_seconds_round_either_way_and_average_out() {
+        let secs = |ms| {
+            Status {
+                room: "r".into(),
+                state: State::Waiting,
+                position: Some(1),
+                waiting: 1,
+                eta_seconds: None,
+                retry_after_ms: ms,
+            }
+            .retry_after_secs()
+        };
+        let mut sum = 0;
+        for ms in 2000..3000 {
+            let s = secs(ms);
+            assert!(s == 2 || s == 3, "{ms} ms -> {s} s");
+            sum += s;
+        }
+        let mean = sum as f64 / 1000.0;
+        assert!((2.45..=2.55).contains(&mean), "mean {mean}");
+        assert_eq!(secs(3000), 3);
+        assert_eq!(secs(250), 1);
+        assert_eq!(secs(0), 1);
     }
 
     #[test]
