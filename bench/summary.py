@@ -46,8 +46,8 @@ def scale(d):
             f"{d['poll_rps']:.0f} req/s = {d['poll_ratio']:.2f}×; join (a new visitor): {d['join_rps']:.0f} req/s = {d['join_ratio']:.2f}×"]
 
 
-def flash(runs):
-    out = ["### Flash sale", "",
+def flash(runs, title):
+    out = ["### " + title, "",
            "| | " + " | ".join(r["label"] for r in runs) + " |",
            "|---|" + "---:|" * len(runs)]
 
@@ -84,9 +84,10 @@ def main():
     s = load(os.path.join(base, "redis-scale.json"))
     if s:
         lines += scale(s) + [""]
-    runs = [r for r in (load(p) for p in sorted(glob.glob(os.path.join(base, "flash-sale", "*.json")))) if r]
-    if runs:
-        lines += flash(runs)
+    for sub, title in (("flash-sale", "Flash sale"), ("flash-sale-ramp", "Flash sale, arrivals on a ramp")):
+        runs = [r for r in (load(p) for p in sorted(glob.glob(os.path.join(base, sub, "*.json")))) if r]
+        if runs:
+            lines += flash(runs, title) + [""]
     print("\n".join(lines))
 
 
