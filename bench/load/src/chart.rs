@@ -41,6 +41,27 @@ fn num(v: &f64) -> String {
     }
 }
 
+/// The legend box both panels use: upper right, on a light background.
+fn legend<'a, DB: DrawingBackend + 'a>(
+    chart: &mut ChartContext<
+        'a,
+        DB,
+        Cartesian2d<plotters::coord::types::RangedCoordf64, plotters::coord::types::RangedCoordf64>,
+    >,
+) -> Result<(), Box<dyn std::error::Error>>
+where
+    DB::ErrorType: 'static,
+{
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperRight)
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .label_font(("sans-serif", 14))
+        .draw()?;
+    Ok(())
+}
+
 pub fn write(report: &Report, path: &Path) -> Result<(), Box<dyn std::error::Error>> {
     let b = &report.timeline.buckets;
     let col =
@@ -97,13 +118,7 @@ pub fn write(report: &Report, path: &Path) -> Result<(), Box<dyn std::error::Err
             .label(name)
             .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], style));
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperRight)
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .label_font(("sans-serif", 14))
-        .draw()?;
+    legend(&mut chart)?;
 
     let queue_top = if have_admin {
         y_top(&[&queue, &waiting])
@@ -133,13 +148,7 @@ pub fn write(report: &Report, path: &Path) -> Result<(), Box<dyn std::error::Err
             .label("waiting (admin API, max per s)")
             .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], WAITING.stroke_width(2)));
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperRight)
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .label_font(("sans-serif", 14))
-        .draw()?;
+    legend(&mut chart)?;
     root.present()?;
     Ok(())
 }
