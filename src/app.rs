@@ -15,7 +15,7 @@ use crate::config::Config;
 use crate::metrics::Metrics;
 use crate::page::Pages;
 use crate::room::Room;
-use crate::route::Router;
+use crate::route::{Policy, RoomRoutes, Router};
 use crate::store::{Store, StoreError};
 
 /// The current configuration, swapped on SIGHUP.
@@ -174,7 +174,18 @@ impl Shared {
     /// over the last known runtime state of rooms that keep their name.
     pub fn new(core: Arc<Core>, config: Config, previous: Option<&Shared>) -> Result<Self, String> {
         let pages = Pages::load(&config)?;
-        let router = Router::new(config.rooms.iter().map(|r| (&r.hosts[..], &r.paths[..])));
+        let router = Router::new(
+            config.rooms.iter().map(|r| RoomRoutes {
+                hosts: &r.hosts,
+                paths: &r.paths,
+                upstream: r.upstream,
+            }),
+            Policy {
+                matching: config.listen.path_matching,
+                other_hosts: config.listen.other_hosts,
+                default_upstream: config.default_upstream,
+            },
+        );
         let rooms: Vec<Room> = config
             .rooms
             .iter()

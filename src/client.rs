@@ -11,6 +11,12 @@ fn trusted(ip: IpAddr, proxies: &[IpNet]) -> bool {
     proxies.iter().any(|n| n.contains(&ip))
 }
 
+/// Whether the peer is one of the configured trusted proxies (whose forwarding headers are
+/// believed, and kept for the origin).
+pub fn is_trusted(peer: IpAddr, proxies: &[IpNet]) -> bool {
+    trusted(peer, proxies)
+}
+
 /// Parses one `for=` / XFF element: `1.2.3.4`, `1.2.3.4:80`, `[2001:db8::1]:80`, `"[::1]"`.
 fn parse_addr(s: &str) -> Option<IpAddr> {
     let s = s.trim().trim_matches('"');

@@ -8,6 +8,7 @@ use std::process::ExitCode;
 use crate::admin_client::{self, Target};
 
 use crate::config::{self, Config, StoreBackend};
+use crate::route::{OtherHosts, PathMatching};
 use crate::server;
 
 /// `anteroom check --config FILE`: validate and summarise, or explain what is wrong.
@@ -149,7 +150,33 @@ pub fn summary(c: &Config) -> String {
             "  (no rooms: every request passes straight to the default upstream)"
         );
     }
+    let _ = writeln!(s, "  routing   {}", routing_summary(c));
     s
+}
+
+/// How odd spellings and other hosts are treated, in one line of the summary.
+fn routing_summary(c: &Config) -> String {
+    let paths = match c.listen.path_matching {
+        PathMatching::Strict => "path-matching strict (spellings origins read differently: 400)",
+        PathMatching::Lenient => "path-matching lenient (queued in the room any reading falls in)",
+    };
+    let bound = c
+        .rooms
+        .iter()
+        .any(|r| r.upstream == c.default_upstream && r.hosts.iter().any(|h| h.is_bound()));
+    if !bound {
+        return paths.to_string();
+    }
+    let other = match c.listen.other_hosts {
+        OtherHosts::Refuse => "refused (400)",
+        OtherHosts::Room => "queued in that room",
+        OtherHosts::Pass => {
+            "passed without a line (the origin must serve each host as its own site)"
+        }
+    };
+    format!(
+        "{paths}; host-bound rooms on the default upstream: requests with another or no host on their paths are {other} (other-hosts)"
+    )
 }
 
 /// Log output format.

@@ -6,7 +6,9 @@
 use std::path::Path;
 
 use crate::cookie::{self, CookieKey};
-use crate::route::{self, HostPattern, Router};
+use crate::route::{
+    self, HostPattern, OtherHosts, PathMatching, Policy, Readings, RoomRoutes, Router, Routing,
+};
 
 /// Cookie parsing and verification on arbitrary input: never panics, and accepts only values
 /// this key signed.
@@ -31,9 +33,11 @@ pub fn cookie(data: &[u8]) {
     let _ = cookie::without_ours(data);
 }
 
-/// Path normalisation and routing on arbitrary input: never panics, and the normalised path
-/// has no dot segments or empty segments left to walk around a room with. (It is not
-/// idempotent, on purpose: `%%33` decodes once to `%3`, as an origin decodes it once.)
+/// Path normalisation and routing on arbitrary input: never panics, the normalised path has
+/// no dot segments or empty segments left to walk around a room with (it is not idempotent, on
+/// purpose: `%%33` decodes once to `%3`, as an origin decodes it once), and — the attacker's
+/// goal stated as a property — no spelling that some origin reads as a protected path or host
+/// is routed outside its room.
 pub fn route(data: &[u8]) {
     let Ok(text) = std::str::from_utf8(data) else {
         return;
@@ -46,13 +50,138 @@ pub fn route(data: &[u8]) {
         norm.split('/').all(|s| s != "." && s != ".."),
         "{path:?} -> {norm:?}"
     );
-    let hosts = [HostPattern::Any];
-    let paths = ["/products".to_string(), "/".to_string()];
-    let exact = [HostPattern::parse("shop.test").unwrap_or(HostPattern::Any)];
-    let orders = ["/orders".to_string()];
-    let router = Router::new([(&hosts[..], &paths[..]), (&exact[..], &orders[..])]);
-    let _ = router.route(route::host_without_port(host), &norm);
     let _ = HostPattern::parse(host);
+    route_property(host, path);
+}
+
+/// The rooms of the property: `/products` on every host (upstream 0, the default), `/orders`
+/// on `shop.test` only (upstream 0 too, so other hosts must not reach it).
+fn property_router(matching: PathMatching) -> Router {
+    let any = [HostPattern::Any];
+    let products = ["/products".to_string()];
+    let shop = [HostPattern::Exact("shop.test".to_string())];
+    let orders = ["/orders".to_string()];
+    Router::new(
+        [
+            RoomRoutes {
+                hosts: &any,
+                paths: &products,
+                upstream: 0,
+            },
+            RoomRoutes {
+                hosts: &shop,
+                paths: &orders,
+                upstream: 0,
+            },
+        ],
+        Policy {
+            matching,
+            other_hosts: OtherHosts::Refuse,
+            default_upstream: 0,
+        },
+    )
+}
+
+/// How origins read a path, written independently of the router's own readings: Tomcat
+/// (`;params` stripped per segment), IIS (`\` as `/`, trailing dots and spaces dropped, no
+/// case), a C server (NUL ends it), each after decoding unreserved characters once.
+fn origin_readings(path: &str) -> Vec<String> {
+    let decode = |s: &str| -> String {
+        let mut out = String::new();
+        let b = s.as_bytes();
+        let mut i = 0;
+        while i < b.len() {
+            if b[i] == b'%' && i + 2 < b.len() {
+                if let Ok(v) = u8::from_str_radix(&s[i + 1..i + 3], 16) {
+                    if v.is_ascii_alphanumeric() || b"-._~/\\;\0 ".contains(&v) {
+                        out.push(v as char);
+                        i += 3;
+                        continue;
+                    }
+                }
+            }
+            out.push(b[i] as char);
+            i += 1;
+        }
+        out
+    };
+    let resolve = |s: &str| -> String {
+        let mut segs: Vec<&str> = Vec::new();
+        for seg in s.split('/') {
+            match seg {
+                "" | "." => {}
+                ".." => {
+                    segs.pop();
+                }
+                x => segs.push(x),
+            }
+        }
+        format!("/{}", segs.join("/"))
+    };
+    if !path.is_ascii() {
+        return Vec::new();
+    }
+    let d = decode(path);
+    let tomcat: String = d
+        .split('/')
+        .map(|seg| seg.split(';').next().unwrap_or(""))
+        .collect::<Vec<_>>()
+        .join("/");
+    let iis: String = d
+        .replace('\\', "/")
+        .split('/')
+        .map(|seg| {
+            let t = seg.trim_end_matches(['.', ' ']);
+            if t.is_empty() {
+                seg
+            } else {
+                t
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("/")
+        .to_ascii_lowercase();
+    let c = d.split('\0').next().unwrap_or("").to_string();
+    vec![resolve(&tomcat), resolve(&iis), resolve(&c)]
+}
+
+/// The property: if any origin reading of (host, path) is inside `/products`, or inside
+/// `/orders` for a host that reads as `shop.test`, the router puts the request in that room
+/// or refuses it — never outside. Checked in both matching modes.
+pub fn route_property(host: &str, path: &str) {
+    let readings = Readings::of(path);
+    let hosts: Vec<&str> = route::normalize_host(host).into_iter().collect();
+    let origin_host = host
+        .trim()
+        .split(':')
+        .next()
+        .unwrap_or("")
+        .trim_end_matches('.')
+        .to_ascii_lowercase();
+    let inside = |p: &str, prefix: &str| p == prefix || p.starts_with(&format!("{prefix}/"));
+    for matching in [PathMatching::Strict, PathMatching::Lenient] {
+        let router = property_router(matching);
+        let routing = router.decide(&hosts, &readings);
+        for o in origin_readings(path) {
+            let products = inside(&o, "/products");
+            let orders = inside(&o, "/orders");
+            let want = if products {
+                Some(0)
+            } else if orders {
+                // A single-site origin serves /orders whatever the host says.
+                Some(1)
+            } else {
+                None
+            };
+            if let Some(room) = want {
+                assert!(
+                    matches!(routing, Routing::Room(r) if r == room)
+                        || matches!(routing, Routing::Refuse(_) | Routing::Reserved(_)),
+                    "{host:?} {path:?}: an origin reads {o:?} (host {origin_host:?}) but it was routed {routing:?} ({matching:?})"
+                );
+            }
+        }
+    }
 }
 
 /// Config parsing on arbitrary input: never panics; every error names a position in the file.

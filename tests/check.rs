@@ -132,6 +132,18 @@ const BROKEN: &[(&str, usize, &str, &str)] = &[
         "outside the room's paths",
     ),
     (
+        "bad_path_matching.toml",
+        2,
+        "listen.path-matching",
+        "unknown value \"loose\"",
+    ),
+    (
+        "bad_path_prefix.toml",
+        10,
+        "room[0].paths[1]",
+        "not in plain form",
+    ),
+    (
         "bad_room_name.toml",
         9,
         "room[0].name",

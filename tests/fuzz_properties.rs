@@ -21,6 +21,23 @@ proptest! {
         fuzzing::route(s.as_bytes());
     }
 
+    /// The attacker's goal as a property: no spelling built from the pieces origins read
+    /// differently (`;params`, `..;`, `\\`, `%5C`, NUL, case, trailing dots, dot segments,
+    /// host case, trailing dot and port) reaches an origin as a protected path from outside
+    /// its room.
+    #[test]
+    fn no_spelling_walks_around_a_room(
+        host in prop::sample::select(vec!["shop.test", "SHOP.Test.", "shop.test:8080", "shop.test.:80", "evil.test", "", "127.0.0.1:8080", "[::1]:80"]),
+        segs in proptest::collection::vec(prop::sample::select(vec![
+            "products", "PRODUCTS", "Products.", "products ", "orders", "ORDERS", "orders;x", "x", "..", ".", "..;", "..;x",
+            "%2e%2e", "%2E%2e;", "products;jsessionid=1", "products%3Bx", "%70roducts", "products%00", "orders%00.css",
+            "products\\1", "x%5C..%5Cproducts", "x\\..", "", "%00", "a%20", "products%20", "products%2e",
+        ]), 1..6),
+    ) {
+        let path = format!("/{}", segs.join("/"));
+        fuzzing::route_property(host, &path);
+    }
+
     #[test]
     fn route_bytes_never_panic(data in proptest::collection::vec(any::<u8>(), 0..120)) {
         fuzzing::route(&data);

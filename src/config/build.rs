@@ -12,6 +12,7 @@ use super::file::*;
 use super::locate::KeyPath;
 use super::model::*;
 use crate::cookie::CookieKey;
+use crate::route::{OtherHosts, PathMatching};
 
 /// A problem found while validating, before it is given a position.
 #[derive(Debug)]
@@ -197,6 +198,31 @@ impl Builder<'_> {
                 &k("listen").key("trusted-proxies"),
                 &listen_f.trusted_proxies,
             ),
+            path_matching: match listen_f.path_matching.as_deref() {
+                None | Some("strict") => PathMatching::Strict,
+                Some("lenient") => PathMatching::Lenient,
+                Some(other) => {
+                    self.fail(
+                        k("listen").key("path-matching"),
+                        format!("unknown value {other:?}"),
+                        "use \"strict\" (refuse spellings origins read differently) or \"lenient\" (queue them in the room any reading falls in)",
+                    );
+                    PathMatching::Strict
+                }
+            },
+            other_hosts: match listen_f.other_hosts.as_deref() {
+                None | Some("refuse") => OtherHosts::Refuse,
+                Some("room") => OtherHosts::Room,
+                Some("pass") => OtherHosts::Pass,
+                Some(other) => {
+                    self.fail(
+                        k("listen").key("other-hosts"),
+                        format!("unknown value {other:?}"),
+                        "use \"refuse\", \"room\" or \"pass\"",
+                    );
+                    OtherHosts::Refuse
+                }
+            },
         };
         if listen.http == listen.admin {
             self.fail(

@@ -28,6 +28,8 @@ pub struct ListenFile {
     pub admin: Option<String>,
     #[serde(default)]
     pub trusted_proxies: Vec<String>,
+    pub path_matching: Option<String>,
+    pub other_hosts: Option<String>,
 }
 
 #[derive(Debug, Deserialize, Default)]

@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::cookie::CookieKey;
-use crate::route::HostPattern;
+use crate::route::{HostPattern, OtherHosts, PathMatching};
 use crate::store::RoomParams;
 
 /// Where the public proxy listens unless `listen.http` says otherwise.
@@ -67,8 +67,13 @@ pub struct Config {
 pub struct Listen {
     pub http: SocketAddr,
     pub admin: SocketAddr,
-    /// Peers whose `X-Forwarded-For` / `Forwarded` / `X-Forwarded-Proto` are believed.
+    /// Peers whose `X-Forwarded-For` / `Forwarded` / `X-Forwarded-Proto` / `X-Forwarded-Host`
+    /// are believed.
     pub trusted_proxies: Vec<ipnet::IpNet>,
+    /// How spellings of a path that origins read differently are treated.
+    pub path_matching: PathMatching,
+    /// What a request whose host names no room gets on a path a host-bound room protects.
+    pub other_hosts: OtherHosts,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

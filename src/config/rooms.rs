@@ -291,6 +291,17 @@ impl Builder<'_> {
                     format!("{path:?} does not start with '/'"),
                     "write a path prefix such as \"/products\"",
                 );
+            } else if crate::route::normalize_path(path) != path.as_str()
+                || path.contains([';', '\\', '\0'])
+            {
+                self.fail(
+                    key,
+                    format!("{path:?} is not in plain form: requests are matched on their normalised readings"),
+                    format!(
+                        "write it as {:?} (no %-escapes, ';', '\\', dot segments or repeated slashes)",
+                        crate::route::normalize_path(&path.replace([';', '\\', '\0'], "/"))
+                    ),
+                );
             } else if path.starts_with("/.anteroom") {
                 self.fail(
                     key,

@@ -11,6 +11,7 @@
 mod origin;
 mod respond;
 mod status;
+mod target;
 mod visitor;
 
 use std::sync::Arc;
@@ -28,7 +29,7 @@ use crate::app::{Current, Shared};
 use crate::cookie;
 use crate::metrics::Reject;
 use crate::page::{self, Status};
-use crate::route::{host_without_port, normalize_path, path_covers};
+use crate::route::Routing;
 use crate::store::{JoinGate, VisitorId};
 
 /// How a request ended, for logs and metrics (the discriminant indexes
@@ -70,6 +71,8 @@ pub struct Ctx {
     consumed: Option<VisitorId>,
     /// Our error page, replacing the origin's own 5xx body.
     replace_body: Option<Bytes>,
+    /// The peer is a trusted proxy: its forwarding headers are believed and kept.
+    trusted_peer: bool,
     /// The configuration this request started under (a reload does not change it midway).
     shared: Arc<Shared>,
 }
@@ -93,15 +96,6 @@ enum Verdict {
     Wait(Status),
     /// Refuse: too many new visitors from this client (`join-limit`).
     Limited { retry_after: std::time::Duration },
-}
-
-fn request_host(req: &RequestHeader) -> &str {
-    req.headers
-        .get(http::header::HOST)
-        .and_then(|v| v.to_str().ok())
-        .or_else(|| req.uri.host())
-        .map(host_without_port)
-        .unwrap_or("")
 }
 
 fn cookie_values(req: &RequestHeader) -> impl Iterator<Item = &[u8]> {
@@ -164,6 +158,7 @@ impl ProxyHttp for Proxy {
             https: false,
             consumed: None,
             replace_body: None,
+            trusted_peer: false,
             shared,
         }
     }
@@ -204,19 +199,24 @@ impl ProxyHttp for Proxy {
         let trusted = &shared.config.listen.trusted_proxies;
         if !trusted.is_empty() {
             if let Some(peer) = peer_ip(session) {
+                ctx.trusted_peer = crate::client::is_trusted(peer, trusted);
                 ctx.https =
                     crate::client::forwarded_https(peer, &session.req_header().headers, trusted);
             }
         }
         let req = session.req_header();
-        let path = normalize_path(req.uri.path());
-        if path == "/.anteroom" || path.starts_with("/.anteroom/") {
-            let endpoint = path.into_owned();
-            status::serve(shared, session, ctx, &endpoint).await?;
-            return Ok(true);
-        }
-        let Some(room) = shared.router.route(request_host(req), &path) else {
-            return Ok(false);
+        let target = target::target(&shared.router, req, ctx.trusted_peer);
+        let room = match target.routing {
+            Routing::Outside => return Ok(false),
+            Routing::Room(room) => room,
+            Routing::Reserved(endpoint) => {
+                status::serve(shared, session, ctx, &endpoint).await?;
+                return Ok(true);
+            }
+            Routing::Refuse(why) => {
+                Self::send_bad_request(shared, session, ctx, why).await?;
+                return Ok(true);
+            }
         };
         let r = &shared.rooms[room];
         ctx.upstream = r.cfg.upstream;
@@ -224,11 +224,12 @@ impl ProxyHttp for Proxy {
         if !r.live.enabled() {
             return Ok(false);
         }
+        // A consume route under any reading of the path: `POST /orders;x` is still the order.
         let is_consume = r
             .cfg
             .consume
             .iter()
-            .any(|c| c.method == req.method && path_covers(&c.path, &path));
+            .any(|c| c.method == req.method && target.readings.any_covered_by(&c.path));
         let verified = cookie::find(cookie_values(req), &r.cookie_name).and_then(|v| {
             cookie::verify(
                 &shared.config.cookie.keys,
@@ -316,8 +317,11 @@ impl ProxyHttp for Proxy {
         &self,
         _session: &mut Session,
         upstream_request: &mut RequestHeader,
-        _ctx: &mut Ctx,
+        ctx: &mut Ctx,
     ) -> Result<()> {
+        if !ctx.trusted_peer && target::has_spoofable(upstream_request) {
+            target::strip_spoofable(upstream_request);
+        }
         // Most requests carry none of our cookies: look before allocating anything.
         let ours = |v: &[u8]| {
             v.windows(cookie::COOKIE_PREFIX.len())

@@ -1,0 +1,245 @@
+//! What a request is for: its host readings and path readings, and the routing decision on
+//! them ([`crate::route::Router::decide`]). Also the headers through which a client could tell
+//! the origin another host or path than the one anteroom routed by, removed unless a trusted
+//! proxy sent them.
+
+use bytes::Bytes;
+use http::header::{HeaderName, HOST};
+use pingora::http::RequestHeader;
+use pingora::proxy::Session;
+
+use super::respond::{Reply, HTML, JSON};
+use super::{wants_json, Ctx, Outcome, Proxy};
+use crate::app::Shared;
+use crate::metrics::Reject;
+use crate::page::MessageView;
+use crate::route::{normalize_host, Readings, Router, Routing};
+
+/// Headers some origins and frameworks take the host or the path from instead of the request
+/// line (`X-Forwarded-Host` in Rails, Django, Spring with `ForwardedHeaderFilter`, Symfony;
+/// `X-Original-URL` / `X-Rewrite-URL` in IIS and Symfony; `Forwarded: host=`). From anyone but
+/// a trusted proxy they are removed before the request is forwarded: an origin that believes
+/// them would otherwise serve a protected host or path through an unprotected one.
+pub const SPOOFABLE: [&str; 7] = [
+    "x-forwarded-host",
+    "x-host",
+    "x-original-host",
+    "x-forwarded-server",
+    "x-original-url",
+    "x-rewrite-url",
+    "forwarded",
+];
+
+/// At most this many host readings are kept (Host, plus a trusted proxy's reports).
+const MAX_HOSTS: usize = 4;
+
+/// The hosts a request names, normalised, without allocating.
+pub struct Hosts<'a> {
+    items: [&'a str; MAX_HOSTS],
+    n: usize,
+}
+
+impl<'a> Hosts<'a> {
+    fn new() -> Self {
+        Self {
+            items: [""; MAX_HOSTS],
+            n: 0,
+        }
+    }
+
+    fn push(&mut self, h: &'a str) {
+        if self.n < MAX_HOSTS && !self.items[..self.n].contains(&h) {
+            self.items[self.n] = h;
+            self.n += 1;
+        }
+    }
+
+    pub fn as_slice(&self) -> &[&'a str] {
+        &self.items[..self.n]
+    }
+}
+
+/// The request's host readings: the `Host` header (one, and usable), the target's authority
+/// (absolute form, HTTP/2 `:authority`), which must agree with it, and — only when the peer is
+/// a trusted proxy — `X-Forwarded-Host` and `Forwarded: host=`. `Err` is the reason for a 400.
+pub fn hosts(req: &RequestHeader, trusted_peer: bool) -> Result<Hosts<'_>, &'static str> {
+    let mut out = Hosts::new();
+    let mut values = req.headers.get_all(HOST).iter();
+    let header = match (values.next(), values.next()) {
+        (Some(_), Some(_)) => return Err("more than one Host header"),
+        (Some(v), None) => Some(
+            v.to_str()
+                .ok()
+                .and_then(normalize_host)
+                .ok_or("the Host header is not a host name")?,
+        ),
+        (None, _) => None,
+    };
+    let authority = match req.uri.authority() {
+        Some(a) => {
+            Some(normalize_host(a.as_str()).ok_or("the request target's host is not usable")?)
+        }
+        None => None,
+    };
+    match (header, authority) {
+        (Some(h), Some(a)) if !h.eq_ignore_ascii_case(a) => {
+            return Err("the request target's host and the Host header disagree")
+        }
+        (Some(h), _) | (None, Some(h)) => out.push(h),
+        (None, None) => {}
+    }
+    if trusted_peer {
+        for v in req.headers.get_all("x-forwarded-host") {
+            for h in v.to_str().unwrap_or("").split(',') {
+                if let Some(h) = normalize_host(h) {
+                    out.push(h);
+                }
+            }
+        }
+        for v in req.headers.get_all(http::header::FORWARDED) {
+            for pair in v.to_str().unwrap_or("").split([',', ';']) {
+                if let Some((k, h)) = pair.split_once('=') {
+                    if k.trim().eq_ignore_ascii_case("host") {
+                        if let Some(h) = normalize_host(h.trim().trim_matches('"')) {
+                            out.push(h);
+                        }
+                    }
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// The routing of a request and the readings of its path (the consume check needs them too).
+pub struct Target<'a> {
+    pub readings: Readings<'a>,
+    pub routing: Routing,
+}
+
+pub fn target<'a>(router: &Router, req: &'a RequestHeader, trusted_peer: bool) -> Target<'a> {
+    let readings = Readings::of(req.uri.path());
+    let routing = match hosts(req, trusted_peer) {
+        Ok(h) => router.decide(h.as_slice(), &readings),
+        Err(why) => Routing::Refuse(why),
+    };
+    Target { readings, routing }
+}
+
+/// Whether the request carries a header a client could steer the origin with (see
+/// [`SPOOFABLE`]); checked before anything is removed, so the common request costs a scan of
+/// its header names and nothing else.
+pub fn has_spoofable(req: &RequestHeader) -> bool {
+    req.headers.keys().any(|k| SPOOFABLE.contains(&k.as_str()))
+}
+
+/// Removes the [`SPOOFABLE`] headers.
+pub fn strip_spoofable(req: &mut RequestHeader) {
+    for name in SPOOFABLE {
+        let name = HeaderName::from_static(name);
+        while req.remove_header(&name).is_some() {}
+    }
+}
+
+impl Proxy {
+    /// 400 for a request whose host or path cannot be routed without ambiguity.
+    pub(super) async fn send_bad_request(
+        shared: &Shared,
+        session: &mut Session,
+        ctx: &mut Ctx,
+        why: &'static str,
+    ) -> pingora::Result<()> {
+        ctx.outcome = Outcome::Reject;
+        ctx.reject = Some(Reject::BadRequest);
+        let json = wants_json(session.req_header());
+        let body = if json {
+            Bytes::from(serde_json::json!({ "state": "bad_request", "error": why }).to_string())
+        } else {
+            Bytes::from(shared.pages.message(&MessageView {
+                status: 400,
+                title: "This address cannot be served",
+                message: why,
+                retry_seconds: None,
+                room: "",
+                lang: "en",
+            }))
+        };
+        Reply {
+            status: 400,
+            content_type: if json { JSON } else { HTML },
+            body,
+            retry_after: None,
+            cookies: &[],
+        }
+        .send(session)
+        .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn req(target: &str, headers: &[(&str, &str)]) -> RequestHeader {
+        let mut r = RequestHeader::build("GET", target.as_bytes(), None).unwrap();
+        for (k, v) in headers {
+            r.append_header(k.to_string(), *v).unwrap();
+        }
+        r
+    }
+
+    #[test]
+    fn host_readings() {
+        let r = req("/p", &[("host", "Shop.Test.:8080")]);
+        assert_eq!(hosts(&r, false).unwrap().as_slice(), ["Shop.Test"]);
+        let two = req("/p", &[("host", "a.test"), ("host", "b.test")]);
+        assert!(hosts(&two, false).is_err());
+        // An authority on the URI (HTTP/2's `:authority`; Pingora's HTTP/1 ingress already
+        // refuses an absolute-form target that differs from Host byte for byte).
+        let with_authority = |uri: &str, host: &str| {
+            let mut r = req("/p", &[("host", host)]);
+            r.set_uri(uri.parse().unwrap());
+            r
+        };
+        assert!(hosts(&with_authority("http://shop.test/p", "other.test"), false).is_err());
+        let ok = with_authority("http://SHOP.test./p", "shop.test:80");
+        assert_eq!(hosts(&ok, false).unwrap().as_slice(), ["shop.test"]);
+        let none = req("/p", &[]);
+        assert!(hosts(&none, false).unwrap().as_slice().is_empty());
+        let bad = req("/p", &[("host", "shop.test/x")]);
+        assert!(hosts(&bad, false).is_err());
+        let fwd = req(
+            "/p",
+            &[
+                ("host", "lb.internal"),
+                ("x-forwarded-host", "shop.test"),
+                ("forwarded", "for=1.2.3.4;host=\"www.shop.test\""),
+            ],
+        );
+        assert_eq!(hosts(&fwd, false).unwrap().as_slice(), ["lb.internal"]);
+        assert_eq!(
+            hosts(&fwd, true).unwrap().as_slice(),
+            ["lb.internal", "shop.test", "www.shop.test"]
+        );
+    }
+
+    #[test]
+    fn spoofable_headers_are_found_and_removed() {
+        let mut r = req(
+            "/p",
+            &[
+                ("host", "a"),
+                ("X-Forwarded-Host", "b"),
+                ("x-original-url", "/x"),
+            ],
+        );
+        assert!(has_spoofable(&r));
+        strip_spoofable(&mut r);
+        assert!(!has_spoofable(&r));
+        assert!(r.headers.get("host").is_some());
+        assert!(!has_spoofable(&req(
+            "/p",
+            &[("host", "a"), ("cookie", "x=1")]
+        )));
+    }
+}

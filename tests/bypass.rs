@@ -1,0 +1,340 @@
+//! No way around the line: spellings of a protected path or host that common origins read as
+//! the protected one, sent as raw HTTP (clients like reqwest would clean them up first), must
+//! wait in the room or be refused — never reach the origin without an admission.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{base_config, Origin, Proxy};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+/// A response read off the wire.
+#[derive(Debug)]
+struct Raw {
+    status: u16,
+    head: String,
+    body: String,
+}
+
+impl Raw {
+    fn reached_origin(&self) -> bool {
+        self.head.to_ascii_lowercase().contains("\r\nx-origin: yes")
+    }
+
+    fn set_cookie(&self, name: &str) -> Option<String> {
+        self.head.split("\r\n").find_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            let v = v.trim();
+            (k.eq_ignore_ascii_case("set-cookie") && v.starts_with(&format!("{name}=")))
+                .then(|| v.split(';').next().unwrap_or("").to_string())
+        })
+    }
+}
+
+/// Sends `request` as it is (it must ask for `Connection: close` or be HTTP/1.0) and reads the
+/// whole answer.
+async fn raw(proxy: &Proxy, request: &str) -> Raw {
+    let mut s = TcpStream::connect(proxy.addr).await.unwrap();
+    s.write_all(request.as_bytes()).await.unwrap();
+    let mut buf = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(10), s.read_to_end(&mut buf)).await;
+    let text = String::from_utf8_lossy(&buf).into_owned();
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let status = head
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    Raw {
+        status,
+        head: head.to_string(),
+        body: body.to_string(),
+    }
+}
+
+fn get(target: &str, host: &str, extra: &str) -> String {
+    format!("GET {target} HTTP/1.1\r\nHost: {host}\r\n{extra}Connection: close\r\n\r\n")
+}
+
+/// One visitor let in through the fast path, so that with `max-active = 1` everyone else waits.
+async fn occupy(proxy: &Proxy, host: &str) {
+    let r = raw(proxy, &get("/products/0", host, "")).await;
+    assert!(r.reached_origin(), "the first visitor enters: {r:?}");
+}
+
+fn room(hosts: &str, listen: &str, max_active: u32) -> String {
+    format!(
+        r#"{listen}
+[[room]]
+name = "sale"
+upstream = "shop"
+hosts = [{hosts}]
+paths = ["/products", "/orders"]
+admit-per-second = 1
+max-active = {max_active}
+consume = ["POST /orders"]
+"#
+    )
+}
+
+/// Path spellings that Tomcat/Spring, IIS, case-insensitive routers or C servers read as a
+/// protected path.
+const PATH_SPELLINGS: &[&str] = &[
+    "/products;x/1",
+    "/products;jsessionid=ABC/1",
+    "/x/..;/products/1",
+    "/x/%2e%2e;/products/1",
+    "/PRODUCTS/1",
+    "/Products/1",
+    "/products\\1",
+    "/products%5C1",
+    "/x%5C..%5Cproducts/1",
+    "/x\\..\\products/1",
+    "/products%00.css",
+    "/products./1",
+    "/products%20/1",
+    "/products%3Bx/1",
+    "/%70roducts/1",
+    "/x/../products/1",
+];
+
+async fn assert_held(proxy: &Proxy, origin: &Origin, request: &str, what: &str) {
+    let before = origin.requests().len();
+    let r = raw(proxy, request).await;
+    assert!(
+        !r.reached_origin() && (r.status == 400 || r.status == 200 && r.body.contains("anteroom")),
+        "{what}: {} {}",
+        r.head,
+        r.body.chars().take(200).collect::<String>()
+    );
+    assert_eq!(origin.requests().len(), before, "{what}: the origin saw it");
+}
+
+#[tokio::test]
+async fn path_spellings_wait_or_are_refused_in_both_modes() {
+    let origin = Origin::start().await;
+    for listen in ["", "path-matching = \"lenient\""] {
+        let proxy = Proxy::start(&format!(
+            "{}{}",
+            room("\"*\"", listen, 1),
+            base_config(origin.addr)
+        ));
+        occupy(&proxy, "shop.test").await;
+        for p in PATH_SPELLINGS {
+            assert_held(
+                &proxy,
+                &origin,
+                &get(p, "shop.test", ""),
+                &format!("GET {p} ({listen})"),
+            )
+            .await;
+            let post = format!(
+                "POST {p} HTTP/1.1\r\nHost: shop.test\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+            );
+            assert_held(&proxy, &origin, &post, &format!("POST {p} ({listen})")).await;
+        }
+        // Strict refuses an ambiguous spelling outright; lenient queues it.
+        let r = raw(&proxy, &get("/products;x/1", "shop.test", "")).await;
+        if listen.is_empty() {
+            assert_eq!(r.status, 400, "{r:?}");
+        } else {
+            assert_eq!(r.status, 200, "{r:?}");
+        }
+        // The plain outside path still passes, and what is forwarded is byte-identical.
+        let r = raw(&proxy, &get("/About%20Us;v=1", "shop.test", "")).await;
+        assert!(r.reached_origin(), "{r:?}");
+        let seen = origin.requests();
+        assert_eq!(seen.last().map(|s| s.uri.as_str()), Some("/About%20Us;v=1"));
+    }
+}
+
+#[tokio::test]
+async fn a_consume_route_is_consumed_under_every_spelling() {
+    let origin = Origin::start().await;
+    let proxy = Proxy::start(&format!(
+        "{}{}",
+        room("\"*\"", "path-matching = \"lenient\"", 5),
+        base_config(origin.addr)
+    ));
+    let entered = raw(&proxy, &get("/products/1", "shop.test", "")).await;
+    assert!(entered.reached_origin());
+    let cookie = entered
+        .set_cookie("anteroom_sale")
+        .expect("admission cookie");
+    let vid = entered.set_cookie("anteroom_vid").expect("visitor id");
+    let order = |target: &str| {
+        format!(
+            "POST {target} HTTP/1.1\r\nHost: shop.test\r\nCookie: {vid}; {cookie}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+        )
+    };
+    let first = raw(&proxy, &order("/orders;x")).await;
+    assert!(first.reached_origin(), "{first:?}");
+    for again in [
+        "/orders",
+        "/ORDERS",
+        "/orders;y",
+        "/orders\\",
+        "/x/..;/orders",
+    ] {
+        let r = raw(&proxy, &order(again)).await;
+        assert_eq!(r.status, 409, "POST {again} after the order: {r:?}");
+    }
+    let orders = origin
+        .requests()
+        .iter()
+        .filter(|s| s.method == "POST")
+        .count();
+    assert_eq!(orders, 1, "one admission, one order");
+}
+
+#[tokio::test]
+async fn host_spellings_of_a_protected_host() {
+    let origin = Origin::start().await;
+    let proxy = Proxy::start(&format!(
+        "{}{}",
+        room("\"shop.test\"", "", 1),
+        base_config(origin.addr)
+    ));
+    occupy(&proxy, "shop.test").await;
+    for host in [
+        "shop.test.",
+        "SHOP.TEST",
+        "Shop.Test.:8080",
+        "shop.test:80",
+        "evil.test",
+        "127.0.0.1",
+    ] {
+        assert_held(
+            &proxy,
+            &origin,
+            &get("/products/1", host, ""),
+            &format!("Host: {host}"),
+        )
+        .await;
+    }
+    // HTTP/1.0 with no Host at all: a single-site origin serves it.
+    assert_held(
+        &proxy,
+        &origin,
+        "GET /products/1 HTTP/1.0\r\n\r\n",
+        "HTTP/1.0 without Host",
+    )
+    .await;
+    // Two Host headers, or a target whose host disagrees with Host: refused.
+    let r = raw(
+        &proxy,
+        "GET /about HTTP/1.1\r\nHost: shop.test\r\nHost: evil.test\r\nConnection: close\r\n\r\n",
+    )
+    .await;
+    assert_eq!(r.status, 400, "{r:?}");
+    let r = raw(
+        &proxy,
+        "GET http://evil.test/products/1 HTTP/1.1\r\nHost: shop.test\r\nConnection: close\r\n\r\n",
+    )
+    .await;
+    assert_eq!(r.status, 400, "{r:?}");
+    // Headers a client could steer the origin's idea of the host or path with are not
+    // believed from it, and not forwarded either.
+    assert_held(
+        &proxy,
+        &origin,
+        &get(
+            "/products/1",
+            "evil.test",
+            "X-Forwarded-Host: shop.test\r\n",
+        ),
+        "X-Forwarded-Host from an untrusted client",
+    )
+    .await;
+    let r = raw(
+        &proxy,
+        &get(
+            "/about",
+            "shop.test",
+            "X-Forwarded-Host: shop.test\r\nX-Original-URL: /products/1\r\nForwarded: host=shop.test\r\n",
+        ),
+    )
+    .await;
+    assert!(r.reached_origin(), "{r:?}");
+    let last = origin.requests().pop().unwrap();
+    for h in ["x-forwarded-host", "x-original-url", "forwarded"] {
+        assert_eq!(last.header(h), None, "{h} reached the origin");
+    }
+    // Outside the protected paths, other hosts pass as before.
+    let r = raw(&proxy, &get("/about", "evil.test", "")).await;
+    assert!(r.reached_origin(), "{r:?}");
+}
+
+#[tokio::test]
+async fn other_hosts_room_and_pass() {
+    let origin = Origin::start().await;
+    let as_room = Proxy::start(&format!(
+        "{}{}",
+        room("\"shop.test\"", "other-hosts = \"room\"", 1),
+        base_config(origin.addr)
+    ));
+    occupy(&as_room, "shop.test").await;
+    let r = raw(&as_room, "GET /products/1 HTTP/1.0\r\n\r\n").await;
+    assert_eq!(r.status, 200, "{r:?}");
+    assert!(!r.reached_origin() && r.body.contains("anteroom"), "{r:?}");
+    let pass = Proxy::start(&format!(
+        "{}{}",
+        room("\"shop.test\"", "other-hosts = \"pass\"", 1),
+        base_config(origin.addr)
+    ));
+    occupy(&pass, "shop.test").await;
+    let r = raw(&pass, &get("/products/1", "blog.test", "")).await;
+    assert!(
+        r.reached_origin(),
+        "a virtual-host origin's other site: {r:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_trusted_proxy_names_the_host() {
+    let origin = Origin::start().await;
+    let proxy = Proxy::start(&format!(
+        "{}{}",
+        room(
+            "\"shop.test\"",
+            "trusted-proxies = [\"127.0.0.0/8\"]\nother-hosts = \"pass\"",
+            1
+        ),
+        base_config(origin.addr)
+    ));
+    occupy(&proxy, "shop.test").await;
+    // The load balancer rewrote Host to an internal name and reports the visitor's host.
+    assert_held(
+        &proxy,
+        &origin,
+        &get(
+            "/products/1",
+            "backend.internal",
+            "X-Forwarded-Host: SHOP.test.\r\n",
+        ),
+        "X-Forwarded-Host from a trusted proxy",
+    )
+    .await;
+    let r = raw(
+        &proxy,
+        &get(
+            "/about",
+            "backend.internal",
+            "X-Forwarded-Host: shop.test\r\n",
+        ),
+    )
+    .await;
+    assert!(r.reached_origin());
+    assert_eq!(
+        origin
+            .requests()
+            .pop()
+            .unwrap()
+            .header("x-forwarded-host")
+            .as_deref(),
+        Some("shop.test"),
+        "kept for the origin when a trusted proxy sent it"
+    );
+}
