@@ -241,7 +241,10 @@ impl Reading<'_> {
 /// ([`normalize_path`] of the path as sent).
 #[derive(Debug, Clone)]
 pub struct Readings<'a> {
-    all: Vec<Reading<'a>>,
+    /// The standard reading; kept apart so that a clean path allocates nothing.
+    first: Reading<'a>,
+    /// The other readings, when the path needs them.
+    rest: Vec<Reading<'a>>,
 }
 
 impl<'a> Readings<'a> {
@@ -249,75 +252,74 @@ impl<'a> Readings<'a> {
         let standard = normalize_path(raw);
         let flags = applicable(raw);
         let has_upper = |p: &str| p.bytes().any(|c| c.is_ascii_uppercase());
-        if flags == 0 && !has_upper(&standard) {
+        let first = Reading {
+            path: standard,
+            folded: false,
+        };
+        if flags == 0 && !has_upper(&first.path) {
             return Self {
-                all: vec![Reading {
-                    path: standard,
-                    folded: false,
-                }],
+                first,
+                rest: Vec::new(),
             };
         }
-        let mut all: Vec<Reading<'a>> = Vec::new();
-        let push = |p: Cow<'a, str>, all: &mut Vec<Reading<'a>>| {
-            let folded = has_upper(&p).then(|| p.to_ascii_lowercase());
-            for r in [
-                Some(Reading {
-                    path: p,
-                    folded: false,
-                }),
-                folded.map(|f| Reading {
-                    path: Cow::Owned(f),
-                    folded: true,
-                }),
-            ]
-            .into_iter()
-            .flatten()
-            {
-                if !all.contains(&r) {
-                    all.push(r);
-                }
-            }
+        let mut out = Self {
+            first,
+            rest: Vec::new(),
         };
-        push(standard, &mut all);
+        let folded = out.first.path.to_ascii_lowercase();
+        if folded != out.first.path {
+            out.add(Cow::Owned(folded), true);
+        }
         // Every combination of the transforms that apply: origins combine them (IIS reads
         // `\` and case; a Java app on Windows adds `;params`).
         for set in 1..=7u8 {
             if set & !flags != 0 {
                 continue;
             }
-            let t = apply(raw, set);
-            let p = normalize_path(&t).into_owned();
-            push(Cow::Owned(p), &mut all);
+            let p = normalize_path(&apply(raw, set)).into_owned();
+            let folded = has_upper(&p).then(|| p.to_ascii_lowercase());
+            out.add(Cow::Owned(p), false);
+            if let Some(f) = folded {
+                out.add(Cow::Owned(f), true);
+            }
         }
-        Self { all }
+        out
+    }
+
+    fn add(&mut self, path: Cow<'a, str>, folded: bool) {
+        let r = Reading { path, folded };
+        if r != self.first && !self.rest.contains(&r) {
+            self.rest.push(r);
+        }
     }
 
     pub fn standard(&self) -> &str {
-        &self.all[0].path
+        &self.first.path
     }
 
     pub fn iter(&self) -> impl Iterator<Item = &Reading<'a>> {
-        self.all.iter()
+        std::iter::once(&self.first).chain(self.rest.iter())
     }
 
     /// Some reading falls under `prefix`: what puts a request *into* a line (rooms, consume
     /// routes).
     pub fn any_covered_by(&self, prefix: &str) -> bool {
-        self.all.iter().any(|r| r.covered_by(prefix))
+        self.iter().any(|r| r.covered_by(prefix))
     }
 
     /// Every reading falls under `prefix`: the only way a rule may *exempt* a request from a
     /// line (bypass paths), or an odd spelling becomes a way around it.
     pub fn all_covered_by(&self, prefix: &str) -> bool {
-        self.all.iter().all(|r| r.covered_by(prefix))
+        self.iter().all(|r| r.covered_by(prefix))
     }
 
     pub fn len(&self) -> usize {
-        self.all.len()
+        1 + self.rest.len()
     }
 
+    /// Never: there is always the standard reading.
     pub fn is_empty(&self) -> bool {
-        self.all.is_empty()
+        false
     }
 }
 
