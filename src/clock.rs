@@ -129,7 +129,10 @@ mod tests {
         let c = ManualClock::new();
         let (w, m) = (c.now_micros(), c.mono_micros());
         c.advance(Duration::from_secs(2));
-        assert_eq!((c.now_micros(), c.mono_micros()), (w + 2_000_000, m + 2_000_000));
+        assert_eq!(
+            (c.now_micros(), c.mono_micros()),
+            (w + 2_000_000, m + 2_000_000)
+        );
         c.step_wall_back(Duration::from_secs(30));
         assert_eq!(c.now_micros(), w + 2_000_000 - 30_000_000);
         assert_eq!(c.mono_micros(), m + 2_000_000, "no time passed");

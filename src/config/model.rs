@@ -296,7 +296,10 @@ mod tests {
     #[test]
     fn abandon_after_leaves_room_for_jitter_a_missed_poll_and_hidden_tabs() {
         let check = check_abandon_after;
-        assert_eq!(check(DEFAULT_ABANDON_AFTER, 5 * S, DEFAULT_THROTTLED_POLL), None);
+        assert_eq!(
+            check(DEFAULT_ABANDON_AFTER, 5 * S, DEFAULT_THROTTLED_POLL),
+            None
+        );
         // The old default dropped a hidden tab after its first throttled minute.
         assert_eq!(
             check(60 * S, 5 * S, DEFAULT_THROTTLED_POLL),
@@ -310,6 +313,9 @@ mod tests {
         );
         // Visitors that are not throttled browsers: only the tiers count.
         assert_eq!(check(5 * S, 2 * S, S), None);
-        assert_eq!(check(4 * S, 2 * S, S), Some(AbandonTooShort::ForPolls(4800 * S / 1000)));
+        assert_eq!(
+            check(4 * S, 2 * S, S),
+            Some(AbandonTooShort::ForPolls(4800 * S / 1000))
+        );
     }
 }

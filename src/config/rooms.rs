@@ -305,7 +305,13 @@ impl Builder<'_> {
     }
 
     /// `abandon-after` against the gaps between one visitor's polls ([`check_abandon_after`]).
-    fn abandon_after(&mut self, p: &KeyPath, abandon: Duration, slowest: Duration, hidden: Duration) {
+    fn abandon_after(
+        &mut self,
+        p: &KeyPath,
+        abandon: Duration,
+        slowest: Duration,
+        hidden: Duration,
+    ) {
         let f = humantime::format_duration;
         let at_least = |d: Duration| f(Duration::from_secs(d.as_secs_f64().ceil() as u64));
         match check_abandon_after(abandon, slowest, hidden) {

@@ -101,7 +101,11 @@ mod tests {
     #[test]
     fn it_follows_time_while_calls_come_and_stalls_across_a_gap() {
         let mut c = Liveness::default();
-        assert_eq!(c.step(100 * S, S, true), 100 * S, "starts at the store time");
+        assert_eq!(
+            c.step(100 * S, S, true),
+            100 * S,
+            "starts at the store time"
+        );
         for i in 1..=10 {
             assert_eq!(c.step(100 * S + i * S / 10, S, true), 100 * S + i * S / 10);
         }
@@ -121,7 +125,11 @@ mod tests {
         let r = c.read(230 * S, S, false);
         assert_eq!((r.value, r.store), (51 * S, true));
         let r = c.read(170 * S, S, false);
-        assert_eq!((r.value, r.store), (50 * S, true), "a step back is zero elapsed");
+        assert_eq!(
+            (r.value, r.store),
+            (50 * S, true),
+            "a step back is zero elapsed"
+        );
         assert!(c.read(200 * S, S, true).store, "admit always stores");
     }
 

@@ -15,7 +15,10 @@ async fn poll_all_in_order(s: &dyn Store, p: &RoomParams, vs: &[VisitorId], when
             Admission::Waiting {
                 position, joined, ..
             } => {
-                assert!(!joined, "{when}: visitor {i} had lost the place and joined again");
+                assert!(
+                    !joined,
+                    "{when}: visitor {i} had lost the place and joined again"
+                );
                 assert_eq!(position, i as u64 + 1, "{when}: visitor {i}");
             }
             other => panic!("{when}: visitor {i}: {other:?}"),
@@ -133,6 +136,10 @@ pub async fn a_clock_step_back_sweeps_nobody_and_admission_goes_on(h: &dyn Harne
         (50..=62).contains(&n),
         "{n} admitted in the 3 s after a step back of 30 s, at 20/s"
     );
-    assert_eq!(admitted, vs[..admitted.len()], "admitted in the order of the line");
+    assert_eq!(
+        admitted,
+        vs[..admitted.len()],
+        "admitted in the order of the line"
+    );
     assert_eq!(s.stats(&p).await.unwrap().abandoned_total, 0);
 }
