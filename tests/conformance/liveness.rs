@@ -136,10 +136,24 @@ pub async fn a_clock_step_back_sweeps_nobody_and_admission_goes_on(h: &dyn Harne
         (50..=62).contains(&n),
         "{n} admitted in the 3 s after a step back of 30 s, at 20/s"
     );
+    // The measured rate follows too: down to 5/s, it falls at once, not 30 s later.
+    let slower = RoomPatch {
+        admit_per_second: Some(Some(5.0)),
+        ..Default::default()
+    };
+    s.update_room_state(&p, &slower).await.unwrap();
+    let n = run(h, &*s, &p, &vs, &mut admitted, 3, "at 5/s").await;
+    assert!((12..=17).contains(&n), "{n} admitted in 3 s at 5/s");
+    let st = s.stats(&p).await.unwrap();
+    assert!(
+        st.measured_rate < 18.0,
+        "the measured rate is measured again: {}",
+        st.measured_rate
+    );
     assert_eq!(
         admitted,
         vs[..admitted.len()],
         "admitted in the order of the line"
     );
-    assert_eq!(s.stats(&p).await.unwrap().abandoned_total, 0);
+    assert_eq!(st.abandoned_total, 0);
 }
