@@ -1,10 +1,11 @@
--- admit: one tick of the admission loop. Expires sessions by score, sweeps a slice of the line
--- for visitors silent longer than abandon-after, refills the token bucket (burst = one tick's
--- worth) and moves that many visitors from the front of the line to active, in one atomic step:
--- there is no moment at which a visitor is in neither set. Every instance calls this each tick;
--- the bucket lives here, so together they admit at the configured rate, not N times it. A
--- retried call is harmless: the bucket was drained by the first, so the retry admits only what
--- the time since then earned.
+-- admit: one tick of the admission loop. Expires sessions by score, steps the liveness clock,
+-- sweeps a slice of the line for visitors silent longer than abandon-after on that clock,
+-- refills the token bucket (burst = one tick's worth) and moves that many visitors from the
+-- front of the line to active, in one atomic step: there is no moment at which a visitor is in
+-- neither set. Every instance calls this each tick; the bucket lives here, so together they
+-- admit at the configured rate, not N times it. A retried call is harmless: the bucket was
+-- drained by the first, so the retry admits only what the time since then earned, and the
+-- liveness clock steps from its last step, not from the first call.
 --
 -- Each call is also this instance's heartbeat: the live instances are counted so that, if
 -- Redis goes away, each instance knows its share of the rate for the `local` policy.
@@ -25,6 +26,10 @@ local h = redis.call('HMGET', room, 'enabled', 'queue_all', 'rate', 'max_active'
 local rate = tonumber(h[3]) or tonumber(ARGV[1])
 local max_active = tonumber(h[4]) or tonumber(ARGV[2])
 local epoch = tonumber(h[7]) or now
+-- The liveness clock (see the prelude): every admit steps it, by at most the cap.
+local clock = redis.call('HMGET', room, 'live', 'live_at')
+local live = liveness(clock[1], clock[2], now, liveness_cap(tonumber(ARGV[4])), true)
+redis.call('HSET', room, 'live', live, 'live_at', now)
 
 local expired = redis.call('ZREMRANGEBYSCORE', active, '-inf', now)
 redis.call('ZADD', KEYS[4], now, ARGV[8])
@@ -32,7 +37,7 @@ redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', now - tonumber(ARGV[9]))
 local instances = redis.call('ZCARD', KEYS[4])
 
 local function silent(score)
-  return silent_secs(score, now) * 1000000 >= abandon_us
+  return silent_secs(score, live) * 1000000 >= abandon_us
 end
 
 -- Sweep one slice of the line, resuming where the last tick stopped.
@@ -87,7 +92,11 @@ local total = (tonumber(h[11]) or 0) + admitted
 local n = redis.call('ZCARD', waiting)
 
 -- Measured admission rate: smoothed over about ten seconds, counted only while people wait.
+-- A step back of TIME measures from now on, as if no time had passed.
 local m_rate, m_at, m_count = tonumber(h[8]) or 0, tonumber(h[9]), tonumber(h[10]) or total
+if m_at and m_at > now then
+  m_at = now
+end
 if not m_at then
   m_at, m_count = now, total
 elseif now - m_at >= 1000000 then

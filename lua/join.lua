@@ -17,6 +17,12 @@
 local waiting, active, room = KEYS[1], KEYS[2], KEYS[3]
 local vid = ARGV[1]
 local now = now_us(tonumber(ARGV[8]))
+-- The liveness clock (see the prelude) is read first, and stored only when its step must be.
+local clock = redis.call('HMGET', room, 'live', 'live_at')
+local live, keep_live = liveness(clock[1], clock[2], now, liveness_cap(tonumber(ARGV[6])), false)
+if keep_live then
+  redis.call('HSET', room, 'live', live, 'live_at', now)
+end
 local h = redis.call('HMGET', room, 'enabled', 'queue_all', 'rate', 'max_active',
   'tokens', 'refilled', 'epoch', 'last_off', 'm_rate', 'recent')
 if h[1] == '0' then
@@ -29,13 +35,14 @@ local measured = tonumber(h[9]) or 0
 local code = held and 2 or 1
 
 -- In line (the common case: a status poll): refresh "last seen" and report the place, unless
--- silent for too long. A visitor is never in both sets: admit moves them in one step.
+-- silent for too long on the liveness clock. A visitor is never in both sets: admit moves them
+-- in one step.
 local score = redis.call('ZSCORE', waiting, vid)
 if score then
   score = tonumber(score)
-  if silent_secs(score, now) * 1000000 < tonumber(ARGV[7]) then
+  if silent_secs(score, live) * 1000000 < tonumber(ARGV[7]) then
     local offset = decode(score)
-    redis.call('ZADD', waiting, 'XX', offset * SLOTS + slot_of(now), vid)
+    redis.call('ZADD', waiting, 'XX', offset * SLOTS + slot_of(live), vid)
     local rank = redis.call('ZRANK', waiting, vid)
     local n = redis.call('ZCARD', waiting)
     return { code, rank + 1, n, tostring(eta_rate(measured, rate)), 0 }
@@ -89,7 +96,7 @@ if n == 0 or not epoch then
   last = -1
 end
 local offset = math.min(MAX_OFFSET, math.max(now - epoch, last + 1))
-redis.call('ZADD', waiting, 'NX', offset * SLOTS + slot_of(now), vid)
+redis.call('ZADD', waiting, 'NX', offset * SLOTS + slot_of(live), vid)
 redis.call('HSET', room, 'epoch', epoch, 'last_off', offset)
 redis.call('HINCRBY', room, 'joined', 1)
 return { code, n + 1, n + 1, tostring(eta_rate(measured, rate)), 1 }

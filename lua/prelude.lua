@@ -3,9 +3,11 @@
 -- Key layout of a room R (one hash tag, so every script touches one cluster slot):
 --   {anteroom:R}:waiting   ZSET  member = visitor id (16 bytes), score = offset * SLOTS + slot
 --                                offset: microseconds from the room's epoch at joining (Redis TIME,
---                                strictly increasing), slot: second (mod SLOTS) last seen polling
+--                                strictly increasing), slot: second (mod SLOTS) of the room's
+--                                liveness clock at which the visitor was last seen polling
 --   {anteroom:R}:active    ZSET  member = visitor id, score = expiry in microseconds (Redis TIME)
---   {anteroom:R}:room      HASH  runtime state, token bucket, rate meter, totals, sweep cursor
+--   {anteroom:R}:room      HASH  runtime state, token bucket, rate meter, totals, sweep cursor,
+--                                liveness clock ('live' µs, and 'live_at', the TIME of its last step)
 --   {anteroom:R}:consumed:<visitor hex>  STRING  request id of the consume that won (short TTL)
 --
 -- Keeping "last seen" inside the waiting score costs no memory per visitor: order comes from the
@@ -28,10 +30,44 @@ local function decode(score)
   return offset, score - offset * SLOTS
 end
 
--- Seconds since the visitor behind this score last polled (one-second granularity).
-local function silent_secs(score, now)
+-- The liveness clock (src/store/liveness.rs has the same rule and its reasons). Silence is
+-- measured on it, not on TIME: it advances only when a call reaches the room (every admit, and
+-- a join whose step is capped), by at most `cap` per step, so an outage, a paused Redis or a
+-- stalled process adds (almost) nothing; a step back of TIME adds nothing and moves the base.
+local function liveness_cap(tick_us)
+  return math.max(1000000, 4 * tick_us)
+end
+
+-- The clock's value at `now`, and whether the caller must store it (HSET live, live_at = now).
+-- `always` (admit) stores every step; a join only a capped one, the first, or a step back, so
+-- that a status poll writes nothing to the room hash in normal operation.
+local function liveness(live, live_at, now, cap, always)
+  live, live_at = tonumber(live), tonumber(live_at)
+  if not live or not live_at then
+    return now, true
+  end
+  if now < live_at then
+    return live, true
+  end
+  if now - live_at >= cap then
+    return live + cap, true
+  end
+  return live + (now - live_at), always
+end
+
+-- A slot up to this many seconds ahead of the clock counts as "seen now": a join reads the
+-- clock a step ahead of what it stored, and TIME may step back before the next admit stores.
+local AHEAD_SLOTS = 64
+
+-- Seconds of the liveness clock since the visitor behind this score last polled (one-second
+-- granularity).
+local function silent_secs(score, live)
   local _, slot = decode(score)
-  return (slot_of(now) - slot) % SLOTS
+  local d = (slot_of(live) - slot) % SLOTS
+  if d > SLOTS - AHEAD_SLOTS then
+    return 0
+  end
+  return d
 end
 
 local function burst_of(rate, tick_us)
@@ -52,11 +88,13 @@ end
 -- Admissions of the last tick, kept in the room hash ('recent') as "µs:count µs:count ...".
 -- Every admission checks them, so that no window of one tick lets in more than `burst`, even
 -- when admit calls come close together (a late tick and the next, or several instances).
--- Returns the entries still inside the window and how many more may be let in now.
+-- Returns the entries still inside the window and how many more may be let in now. An entry
+-- stamped after `now` (TIME stepped back) counts as made now: it leaves the window a tick
+-- later instead of holding admission until the clock catches up.
 local function window_left(recent, now, tick_us, burst)
   local kept, used = {}, 0
   for t, n in string.gmatch(recent or '', '(%d+):(%d+)') do
-    t, n = tonumber(t), tonumber(n)
+    t, n = math.min(tonumber(t), now), tonumber(n)
     if now - t < tick_us then
       kept[#kept + 1] = string.format('%.0f:%d', t, n)
       used = used + n

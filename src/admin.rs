@@ -129,7 +129,7 @@ impl AdminApp {
         let store = json!({
             "backend": s.store.backend(),
             "healthy": s.store_healthy(),
-            "breaker": s.breaker.state(s.clock.now_micros()).as_str(),
+            "breaker": s.breaker.state(s.clock.mono_micros()).as_str(),
             "last_error": s.last_store_error(),
         });
         let config = json!({
@@ -262,7 +262,7 @@ impl AdminApp {
                         "ready": healthy,
                         "config": s.config.source,
                         "store": s.store.backend(),
-                        "breaker": s.breaker.state(s.clock.now_micros()).as_str(),
+                        "breaker": s.breaker.state(s.clock.mono_micros()).as_str(),
                         "last_error": if healthy { None } else { s.last_store_error() },
                     }),
                 );

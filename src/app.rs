@@ -115,7 +115,7 @@ impl Core {
         room: &str,
         call: impl Future<Output = Result<T, StoreError>>,
     ) -> Result<T, StoreError> {
-        let Some(permit) = self.breaker.permit(self.clock.now_micros()) else {
+        let Some(permit) = self.breaker.permit(self.clock.mono_micros()) else {
             self.metrics.store_error(op, "breaker");
             return Err(StoreError::BreakerOpen {
                 op,
@@ -135,7 +135,7 @@ impl Core {
         match &result {
             Ok(_) => {
                 self.store_ok_at.store(now, Ordering::Relaxed);
-                self.breaker_moved(self.breaker.record(permit, now, true));
+                self.breaker_moved(self.breaker.record(permit, self.clock.mono_micros(), true));
             }
             Err(e) => {
                 let kind = if matches!(e, StoreError::Timeout { .. }) {
@@ -148,7 +148,7 @@ impl Core {
                     .last_store_error
                     .lock()
                     .unwrap_or_else(|p| p.into_inner()) = Some(e.to_string());
-                self.breaker_moved(self.breaker.record(permit, now, false));
+                self.breaker_moved(self.breaker.record(permit, self.clock.mono_micros(), false));
             }
         }
         result
@@ -221,7 +221,7 @@ impl Shared {
             .max()
             .unwrap_or_default();
         let fresh = std::time::Duration::from_secs(5).max(slowest_tick * 2);
-        self.breaker.state(now) != BreakerState::Open
+        self.breaker.state(self.clock.mono_micros()) != BreakerState::Open
             && now.saturating_sub(self.store_ok_at.load(Ordering::Relaxed))
                 <= crate::clock::micros(fresh)
     }

@@ -1,18 +1,33 @@
-//! Time for the store and the cookies, behind a trait the tests can drive.
+//! Time for the store, the breaker and the cookies, behind a trait the tests can drive.
 //!
-//! The memory store and cookie expiry read the time through [`Clock`] so that the conformance
-//! and property suites can move time forward with [`ManualClock::advance`] instead of sleeping.
-//! The Redis backend does not use it for ordering: queue order comes from Redis `TIME`.
+//! Two clocks, kept apart on purpose:
+//! - [`Clock::now_micros`] is wall-clock time, for what is wall-clock by nature: cookie expiry,
+//!   event times, log stamps. It can step back (NTP, a VM restored, a failover to a host whose
+//!   clock is behind).
+//! - [`Clock::mono_micros`] is a monotonic clock, for elapsed durations: the circuit breaker's
+//!   cooldown and every interval and window of the memory store. It never steps back, so a wall
+//!   clock step can neither stall admission nor make a polling visitor look silent.
+//!
+//! The conformance and property suites drive both through [`ManualClock`]: `advance` moves
+//! both, `step_wall_back` moves only the wall clock, as a real step back would. The Redis
+//! backend does not use this clock: its scripts read Redis `TIME` and treat a step back there
+//! as zero elapsed (`lua/prelude.lua`).
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-/// Microseconds since the Unix epoch.
+/// Microseconds: since the Unix epoch for wall time, since an arbitrary origin for monotonic.
 pub type Micros = u64;
 
-/// A source of wall-clock time in microseconds.
+/// A source of wall-clock and monotonic time in microseconds.
 pub trait Clock: Send + Sync + 'static {
+    /// Wall-clock time since the Unix epoch; may step back.
     fn now_micros(&self) -> Micros;
+
+    /// Monotonic time since an arbitrary origin; never steps back. Only differences mean
+    /// anything.
+    fn mono_micros(&self) -> Micros;
 
     fn now_secs(&self) -> u64 {
         self.now_micros() / 1_000_000
@@ -23,6 +38,16 @@ pub trait Clock: Send + Sync + 'static {
 #[derive(Debug, Default, Clone, Copy)]
 pub struct SystemClock;
 
+/// The monotonic origin of this process.
+fn mono_origin() -> Instant {
+    static ORIGIN: OnceLock<Instant> = OnceLock::new();
+    *ORIGIN.get_or_init(Instant::now)
+}
+
+/// Where monotonic time starts: an hour, not zero, so that 0 (the breaker's "closed") is never a
+/// real instant and "a minute ago" never underflows.
+const MONO_START: Micros = 3_600_000_000;
+
 impl Clock for SystemClock {
     fn now_micros(&self) -> Micros {
         SystemTime::now()
@@ -30,12 +55,17 @@ impl Clock for SystemClock {
             .map(|d| d.as_micros() as u64)
             .unwrap_or(0)
     }
+
+    fn mono_micros(&self) -> Micros {
+        MONO_START.saturating_add(micros(mono_origin().elapsed()))
+    }
 }
 
 /// A clock that only moves when told to; shared between a test and the store it drives.
 #[derive(Debug)]
 pub struct ManualClock {
-    now: AtomicU64,
+    wall: AtomicU64,
+    mono: AtomicU64,
 }
 
 impl ManualClock {
@@ -46,12 +76,26 @@ impl ManualClock {
 
     pub fn starting_at(micros: Micros) -> Self {
         Self {
-            now: AtomicU64::new(micros),
+            wall: AtomicU64::new(micros),
+            mono: AtomicU64::new(MONO_START),
         }
     }
 
+    /// Time passes: both clocks move.
     pub fn advance(&self, by: Duration) {
-        self.now.fetch_add(by.as_micros() as u64, Ordering::SeqCst);
+        self.wall.fetch_add(micros(by), Ordering::SeqCst);
+        self.mono.fetch_add(micros(by), Ordering::SeqCst);
+    }
+
+    /// The wall clock steps back (NTP, a restored VM); no time passes, so the monotonic clock
+    /// stays where it is.
+    pub fn step_wall_back(&self, by: Duration) {
+        let by = micros(by);
+        let _ = self
+            .wall
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |w| {
+                Some(w.saturating_sub(by))
+            });
     }
 }
 
@@ -63,11 +107,42 @@ impl Default for ManualClock {
 
 impl Clock for ManualClock {
     fn now_micros(&self) -> Micros {
-        self.now.load(Ordering::SeqCst)
+        self.wall.load(Ordering::SeqCst)
+    }
+
+    fn mono_micros(&self) -> Micros {
+        self.mono.load(Ordering::SeqCst)
     }
 }
 
 /// Converts a duration to whole microseconds, saturating.
 pub fn micros(d: Duration) -> Micros {
     u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_wall_step_back_leaves_the_monotonic_clock_alone() {
+        let c = ManualClock::new();
+        let (w, m) = (c.now_micros(), c.mono_micros());
+        c.advance(Duration::from_secs(2));
+        assert_eq!(
+            (c.now_micros(), c.mono_micros()),
+            (w + 2_000_000, m + 2_000_000)
+        );
+        c.step_wall_back(Duration::from_secs(30));
+        assert_eq!(c.now_micros(), w + 2_000_000 - 30_000_000);
+        assert_eq!(c.mono_micros(), m + 2_000_000, "no time passed");
+    }
+
+    #[test]
+    fn the_system_monotonic_clock_never_goes_back() {
+        let c = SystemClock;
+        let a = c.mono_micros();
+        let b = c.mono_micros();
+        assert!(b >= a && a >= MONO_START);
+    }
 }

@@ -32,6 +32,10 @@ impl conformance::Harness for Memory {
     fn advance(&self, by: Duration) {
         self.clock.advance(by);
     }
+
+    fn step_back(&self, by: Duration) {
+        self.clock.step_wall_back(by);
+    }
 }
 
 conformance_suite!(Memory::new());
@@ -49,6 +53,7 @@ mod properties {
     use std::time::Duration;
 
     use anteroom::clock::{Clock, ManualClock};
+    use anteroom::store::liveness::{self, Liveness};
     use anteroom::store::memory::MemoryStore;
     use anteroom::store::{Admission, RoomParams, Store, VisitorId};
     use proptest::prelude::*;
@@ -74,8 +79,10 @@ mod properties {
 
     #[derive(Default)]
     struct Model {
-        /// Waiting visitors in join order, with the last time they were seen.
+        /// Waiting visitors in join order, with the last time they were seen (liveness clock).
         line: Vec<(usize, u64)>,
+        /// The room's liveness clock: stepped by joins and admits only.
+        liveness: Liveness,
         last_position: HashMap<usize, u64>,
         /// Times (µs) of every new admission.
         admissions: Vec<u64>,
@@ -99,15 +106,17 @@ mod properties {
                 tick: Duration::from_millis(100),
             };
             let abandon = 2_000_000u64;
+            let cap = liveness::cap(p.tick);
             let ids: Vec<VisitorId> = (0..40).map(|_| VisitorId::random()).collect();
             let index: HashMap<VisitorId, usize> =
                 ids.iter().enumerate().map(|(i, v)| (*v, i)).collect();
             let mut m = Model::default();
             for op in ops {
-                let now = clock.now_micros();
+                let now = clock.mono_micros();
                 match op {
                     Op::Join(n) => {
                         let was_waiting = m.line.iter().any(|(x, _)| *x == n);
+                        let now = m.liveness.step(now, cap, false);
                         let a = store.join(&p, ids[n]).await.unwrap();
                         match a {
                             Admission::Waiting { position, .. } => {
@@ -143,6 +152,7 @@ mod properties {
                     }
                     Op::Advance(ms) => clock.advance(Duration::from_millis(ms)),
                     Op::Admit => {
+                        m.liveness.step(now, cap, true);
                         let r = store.admit(&p).await.unwrap();
                         for a in &r.admitted_visitors {
                             let n = index[&a.vid];
@@ -163,8 +173,9 @@ mod properties {
                     }
                 }
                 // Silent waiters drop out of the model exactly when the store drops them: at
-                // the next store call after abandon-after has passed (time moves only here).
-                let now = clock.now_micros();
+                // the next store call after abandon-after has passed on the liveness clock,
+                // which only joins and admits move (time moves only here).
+                let now = m.liveness.read(clock.mono_micros(), cap, false).value;
                 m.line.retain(|(n, seen)| {
                     let keep = seen + abandon > now;
                     if !keep {

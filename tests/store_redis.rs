@@ -51,6 +51,10 @@ impl conformance::Harness for Redis {
     fn advance(&self, by: Duration) {
         self.store.shift_clock(by);
     }
+
+    fn step_back(&self, by: Duration) {
+        self.store.step_clock_back(by);
+    }
 }
 
 mod standalone {

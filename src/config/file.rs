@@ -101,6 +101,7 @@ pub struct RoomFile {
     pub session_ttl: Option<String>,
     pub claim_ttl: Option<String>,
     pub abandon_after: Option<String>,
+    pub throttled_poll: Option<String>,
     pub max_waiting: Option<i64>,
     pub tick: Option<String>,
     pub on_store_error: Option<String>,

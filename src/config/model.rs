@@ -27,8 +27,20 @@ pub const DEFAULT_BREAKER_COOLDOWN: Duration = Duration::from_secs(1);
 pub const DEFAULT_SESSION_TTL: Duration = Duration::from_secs(600);
 /// An admitted visitor who does not come back within this gives the slot back.
 pub const DEFAULT_CLAIM_TTL: Duration = Duration::from_secs(60);
-/// A waiting visitor who stops polling for this long loses the place.
-pub const DEFAULT_ABANDON_AFTER: Duration = Duration::from_secs(60);
+/// A waiting visitor who stops polling for this long loses the place. Five minutes, as
+/// Cloudflare keeps a place after the last refresh: long enough for a tab whose timers the
+/// browser throttles while it is hidden (Chrome: once a minute after five minutes hidden) and
+/// for a missed poll or two, short enough that the line does not fill with people who left.
+pub const DEFAULT_ABANDON_AFTER: Duration = Duration::from_secs(300);
+/// How often a throttled browser still runs a hidden tab's timers (Chrome's intensive
+/// throttling: once a minute). `abandon-after` must leave room for it.
+pub const DEFAULT_THROTTLED_POLL: Duration = Duration::from_secs(60);
+/// The page waits up to this fraction longer than the poll interval it is given (the ±20 %
+/// jitter of `page::poll_interval`).
+pub const POLL_JITTER: f64 = 0.2;
+/// `abandon-after` must cover this many of the longest gaps between polls: one poll may fail
+/// (a network blip, a slow store) without costing the place.
+pub const POLLS_PER_ABANDON: u32 = 2;
 /// The Redis store keeps "last seen" in one-second slots that wrap after 68 minutes.
 pub const MAX_ABANDON_AFTER: Duration = Duration::from_secs(30 * 60);
 /// The longest queue a room accepts before new visitors get `full`.
@@ -249,4 +261,66 @@ pub fn default_poll() -> Vec<PollTier> {
             every: Duration::from_secs(5),
         },
     ]
+}
+
+/// Why an `abandon-after` would drop visitors who do poll.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AbandonTooShort {
+    /// Shorter than two of the slowest tier's polls with their jitter: even a visible tab loses
+    /// its place. Carries the least that works.
+    ForPolls(Duration),
+    /// Shorter than two polls of a tab the browser throttles while hidden.
+    ForHiddenTabs(Duration),
+}
+
+/// Checks `abandon-after` against the gaps between one visitor's polls: the slowest tier plus
+/// its jitter (a visible tab), and a throttled hidden tab's timer, each [`POLLS_PER_ABANDON`]
+/// times so that one failed poll is not abandonment.
+pub fn check_abandon_after(
+    abandon_after: Duration,
+    slowest_poll: Duration,
+    throttled_poll: Duration,
+) -> Option<AbandonTooShort> {
+    let polls = slowest_poll.mul_f64(1.0 + POLL_JITTER) * POLLS_PER_ABANDON;
+    let hidden = throttled_poll * POLLS_PER_ABANDON;
+    if abandon_after < polls {
+        Some(AbandonTooShort::ForPolls(polls))
+    } else if abandon_after < hidden {
+        Some(AbandonTooShort::ForHiddenTabs(hidden))
+    } else {
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const S: Duration = Duration::from_secs(1);
+
+    #[test]
+    fn abandon_after_leaves_room_for_jitter_a_missed_poll_and_hidden_tabs() {
+        let check = check_abandon_after;
+        assert_eq!(
+            check(DEFAULT_ABANDON_AFTER, 5 * S, DEFAULT_THROTTLED_POLL),
+            None
+        );
+        // The old default dropped a hidden tab after its first throttled minute.
+        assert_eq!(
+            check(60 * S, 5 * S, DEFAULT_THROTTLED_POLL),
+            Some(AbandonTooShort::ForHiddenTabs(120 * S))
+        );
+        assert_eq!(check(120 * S, 5 * S, DEFAULT_THROTTLED_POLL), None);
+        // Longer than the slowest tier, but not with its jitter and one missed poll.
+        assert_eq!(
+            check(100 * S, 50 * S, DEFAULT_THROTTLED_POLL),
+            Some(AbandonTooShort::ForPolls(120 * S))
+        );
+        // Visitors that are not throttled browsers: only the tiers count.
+        assert_eq!(check(5 * S, 2 * S, S), None);
+        assert_eq!(
+            check(4 * S, 2 * S, S),
+            Some(AbandonTooShort::ForPolls(4800 * S / 1000))
+        );
+    }
 }

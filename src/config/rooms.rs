@@ -121,19 +121,13 @@ impl Builder<'_> {
                 );
             }
             let poll = self.poll(&p, r.poll.as_deref());
-            if let Some(slowest) = poll.iter().map(|t| t.every).max() {
-                if abandon_after <= slowest {
-                    self.fail(
-                        p.key("abandon-after"),
-                        format!(
-                            "({}) is not longer than the slowest poll interval ({}): visitors who do poll would lose their place",
-                            humantime::format_duration(abandon_after),
-                            humantime::format_duration(slowest)
-                        ),
-                        "make abandon-after several times the slowest poll interval",
-                    );
-                }
-            }
+            let throttled = self.duration(
+                &p.key("throttled-poll"),
+                r.throttled_poll.as_deref(),
+                DEFAULT_THROTTLED_POLL,
+            );
+            let slowest = poll.iter().map(|t| t.every).max().unwrap_or_default();
+            self.abandon_after(&p, abandon_after, slowest, throttled);
             let on_store_error = match r.on_store_error.as_deref() {
                 None | Some("local") => StorePolicy::Local,
                 Some("open") => StorePolicy::Open,
@@ -319,6 +313,42 @@ impl Builder<'_> {
             }
         }
         out
+    }
+
+    /// `abandon-after` against the gaps between one visitor's polls ([`check_abandon_after`]).
+    fn abandon_after(
+        &mut self,
+        p: &KeyPath,
+        abandon: Duration,
+        slowest: Duration,
+        hidden: Duration,
+    ) {
+        let f = humantime::format_duration;
+        let at_least = |d: Duration| f(Duration::from_secs(d.as_secs_f64().ceil() as u64));
+        match check_abandon_after(abandon, slowest, hidden) {
+            None => {}
+            Some(AbandonTooShort::ForPolls(least)) => self.fail(
+                p.key("abandon-after"),
+                format!(
+                    "({}) leaves no room for two polls at the slowest interval ({}) with their +20 % jitter: visitors who do poll would lose their place",
+                    f(abandon),
+                    f(slowest)
+                ),
+                format!("make abandon-after at least {} (the default is 5m)", at_least(least)),
+            ),
+            Some(AbandonTooShort::ForHiddenTabs(least)) => self.fail(
+                p.key("abandon-after"),
+                format!(
+                    "({}) is shorter than two polls of a hidden tab (throttled-poll = {}: browsers run a hidden tab's timers about once a minute): visitors who switch tabs would lose their place",
+                    f(abandon),
+                    f(hidden)
+                ),
+                format!(
+                    "make abandon-after at least {} (the default is 5m), or lower throttled-poll if the visitors are not browsers",
+                    at_least(least)
+                ),
+            ),
+        }
     }
 
     fn poll(&mut self, p: &KeyPath, tiers: Option<&[PollFile]>) -> Vec<PollTier> {

@@ -3,12 +3,18 @@
 //! Each room's state sits behind its own `std::sync::Mutex`: every operation is a short,
 //! non-async critical section (no await while locked), which is cheaper than an async lock and
 //! makes each operation atomic exactly like a Lua script in Redis.
+//!
+//! Time is the [`Clock`]'s monotonic clock throughout: every interval here (sessions, claims,
+//! the bucket, the one-tick window, the measured rate, join-limit windows) is an elapsed
+//! duration, so a step of the wall clock changes nothing. "Last seen" is stamped on the room's
+//! liveness clock ([`super::liveness`]), as in the Redis scripts.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
 use async_trait::async_trait;
 
+use super::liveness::{self, Liveness};
 use super::ranks::Ranks;
 use super::*;
 use crate::clock::{micros, Clock, Micros};
@@ -20,6 +26,7 @@ const RATE_TAU_SECS: f64 = 10.0;
 struct Waiter {
     seq: u64,
     joined_at: Micros,
+    /// On the liveness clock, not the store clock.
     last_seen: Micros,
 }
 
@@ -32,6 +39,9 @@ struct RoomData {
     ranks: Ranks,
     /// (last seen, seq): the longest-silent waiter first.
     seen: BTreeSet<(Micros, u64)>,
+    /// The liveness clock, and its reading for the operation in progress.
+    liveness: Liveness,
+    live_now: Micros,
     /// Admitted sessions and their expiry: claim deadline or end of session.
     active: HashMap<VisitorId, Micros>,
     expiries: BTreeSet<(Micros, VisitorId)>,
@@ -71,10 +81,17 @@ impl RoomData {
         n
     }
 
-    fn prune_abandoned(&mut self, now: Micros, abandon_after: Micros) -> u64 {
+    /// Reads the liveness clock for this operation (`always`: keep the step, as admit does).
+    fn live(&mut self, now: Micros, tick: Duration, always: bool) -> Micros {
+        self.live_now = self.liveness.step(now, liveness::cap(tick), always);
+        self.live_now
+    }
+
+    /// Drops waiters silent for `abandon_after` on the liveness clock at `live`.
+    fn prune_abandoned(&mut self, live: Micros, abandon_after: Micros) -> u64 {
         let mut n = 0;
         while let Some(&(last_seen, seq)) = self.seen.first() {
-            if last_seen.saturating_add(abandon_after) > now {
+            if last_seen.saturating_add(abandon_after) > live {
                 break;
             }
             if let Some(vid) = self.order.get(&seq).copied() {
@@ -102,13 +119,14 @@ impl RoomData {
         self.next_seq += 1;
         self.order.insert(seq, vid);
         self.ranks.insert(seq, self.order.keys().copied());
-        self.seen.insert((now, seq));
+        let live = self.live_now;
+        self.seen.insert((live, seq));
         self.waiters.insert(
             vid,
             Waiter {
                 seq,
                 joined_at: now,
-                last_seen: now,
+                last_seen: live,
             },
         );
         seq
@@ -134,7 +152,12 @@ impl RoomData {
     /// How many more may be let in now without more than `burst` in any window of one tick (the
     /// bucket alone allows a full batch right after another when ticks come close together: a
     /// late tick and the next, or two instances).
+    /// An entry stamped after `now` (the Redis clock stepped back; never with a monotonic clock,
+    /// but the rule is the scripts') counts as made now, so it leaves the window a tick later.
     fn window_left(&mut self, now: Micros, tick: Micros, burst: f64) -> u64 {
+        for e in self.recent.iter_mut() {
+            e.0 = e.0.min(now);
+        }
         while self
             .recent
             .front()
@@ -156,11 +179,13 @@ impl RoomData {
     /// with an empty line the admissions measure the demand, not what the room can admit, and
     /// would make the ETA of the next queue too pessimistic. The first sample seeds the average.
     fn observe_rate(&mut self, now: Micros) {
-        let Some(at) = self.measured_at else {
+        let Some(at) = self.measured_at.map(|at| at.min(now)) else {
             self.measured_at = Some(now);
             self.measured_count = self.admitted_total;
             return;
         };
+        // A step back: measure from now on, as if no time had passed.
+        self.measured_at = Some(at);
         let dt = now.saturating_sub(at) as f64 / 1e6;
         if dt < 1.0 {
             return;
@@ -232,13 +257,31 @@ impl MemoryStore {
             .clone()
     }
 
-    fn with<T>(&self, p: &RoomParams, f: impl FnOnce(&mut RoomData, Micros) -> T) -> T {
+    /// Runs one operation on a room at the monotonic time. Only `join` may step the liveness
+    /// clock (`steps`), as only join and admit do in Redis; the others read it.
+    fn with_live<T>(
+        &self,
+        p: &RoomParams,
+        steps: bool,
+        f: impl FnOnce(&mut RoomData, Micros) -> T,
+    ) -> T {
         let room = self.room(&p.name);
         let mut guard: MutexGuard<'_, RoomData> = room.lock().unwrap_or_else(|e| e.into_inner());
-        let now = self.clock.now_micros();
+        let now = self.clock.mono_micros();
         guard.prune_active(now);
-        guard.prune_abandoned(now, micros(p.abandon_after));
+        let live = if steps {
+            guard.live(now, p.tick, false)
+        } else {
+            let r = guard.liveness.read(now, liveness::cap(p.tick), false);
+            guard.live_now = r.value;
+            r.value
+        };
+        guard.prune_abandoned(live, micros(p.abandon_after));
         f(&mut guard, now)
+    }
+
+    fn with<T>(&self, p: &RoomParams, f: impl FnOnce(&mut RoomData, Micros) -> T) -> T {
+        self.with_live(p, false, f)
     }
 }
 
@@ -254,7 +297,7 @@ impl Store for MemoryStore {
         vid: VisitorId,
         gate: Option<&JoinGate>,
     ) -> Result<Admission, StoreError> {
-        Ok(self.with(p, |r, now| {
+        Ok(self.with_live(p, true, |r, now| {
             let state = r.state.clone();
             if !state.enabled {
                 return Admission::Open;
@@ -264,11 +307,12 @@ impl Store for MemoryStore {
                 return Admission::Admitted;
             }
             let waiting = r.waiters.len() as u64;
+            let live = r.live_now;
             if let Some(w) = r.waiters.get_mut(&vid) {
                 let (old, seq) = (w.last_seen, w.seq);
-                w.last_seen = now;
+                w.last_seen = live;
                 r.seen.remove(&(old, seq));
-                r.seen.insert((now, seq));
+                r.seen.insert((live, seq));
                 let position = r.position(seq);
                 return if state.queue_all {
                     Admission::Paused {
@@ -333,9 +377,10 @@ impl Store for MemoryStore {
     async fn admit(&self, p: &RoomParams) -> Result<AdmitReport, StoreError> {
         let room = self.room(&p.name);
         let mut r = room.lock().unwrap_or_else(|e| e.into_inner());
-        let now = self.clock.now_micros();
+        let now = self.clock.mono_micros();
         let expired = r.prune_active(now);
-        let abandoned = r.prune_abandoned(now, micros(p.abandon_after));
+        let live = r.live(now, p.tick, true);
+        let abandoned = r.prune_abandoned(live, micros(p.abandon_after));
         let state = r.state.clone();
         let rate = p.rate(&state);
         let burst = p.burst(rate);

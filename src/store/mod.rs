@@ -13,9 +13,14 @@
 //!   worth, and moves that many visitors from waiting to active, never past `max-active`.
 //! - An admitted visitor who does not come back within `claim-ttl` frees the slot; a waiting
 //!   visitor who stops polling for `abandon-after` loses the place and costs no admission.
+//!   Silence is measured on the room's liveness clock ([`liveness`]), which stands still while
+//!   no call reaches the store: an outage is nobody's silence.
+//! - A step back of the store's clock counts as zero elapsed everywhere (bucket, window,
+//!   liveness, measured rate): it neither sweeps the line nor stalls admission.
 //! - Active sessions are kept by expiry, so the count is exact and cannot drift.
 //! - `consume` removes an admission atomically: of concurrent calls exactly one returns `true`.
 
+pub mod liveness;
 pub mod memory;
 mod ranks;
 pub mod redis;

@@ -6,7 +6,9 @@
 //! [`Script`]: `EVALSHA`, and a load on `NOSCRIPT`, which also covers a restarted Redis, a
 //! failover and each cluster node's own script cache. All of a room's keys share the hash tag
 //! `{anteroom:ROOM}`, so every script touches one slot. Queue order and expiry use Redis
-//! `TIME`; no proxy clock decides who is first.
+//! `TIME`; no proxy clock decides who is first. Silence is measured on the room's liveness
+//! clock, kept in the room hash ([`super::liveness`]), and a step back of `TIME` counts as zero
+//! elapsed in every script.
 //!
 //! Retries: `join`, `touch`, `room_state` and `clear_waiting` are idempotent; `admit` is
 //! harmless when repeated (its token bucket was drained by the first run); `consume` carries a
@@ -192,6 +194,12 @@ impl RedisStore {
     /// Test hook: moves this store's notion of time forward (added to Redis `TIME`).
     pub fn shift_clock(&self, by: Duration) {
         self.skew_us.fetch_add(micros(by) as i64, Ordering::SeqCst);
+    }
+
+    /// Test hook: steps this store's notion of time back, as a failover to a host whose clock is
+    /// behind would.
+    pub fn step_clock_back(&self, by: Duration) {
+        self.skew_us.fetch_sub(micros(by) as i64, Ordering::SeqCst);
     }
 
     fn skew(&self) -> i64 {

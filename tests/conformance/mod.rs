@@ -2,7 +2,10 @@
 //! `Store` trait and a harness that can move time. Each backend's test file runs every case
 //! here (`store_memory.rs` for the memory store; the Redis backends reuse it unchanged).
 
+pub mod liveness;
 pub mod properties;
+
+pub use liveness::*;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -14,6 +17,9 @@ pub trait Harness: Send + Sync {
     fn store(&self) -> Arc<dyn Store>;
     /// Moves the store's clock forward.
     fn advance(&self, by: Duration);
+    /// Steps the store's wall clock back without time passing (NTP, a failover to a host whose
+    /// clock is behind).
+    fn step_back(&self, by: Duration);
 }
 
 /// A room with a unique name (so backends sharing one server do not collide).
@@ -562,6 +568,8 @@ macro_rules! conformance_suite {
             clearing_the_line,
             eta_rate_follows_measured_admissions,
             join_limit_counts_new_visitors_not_polls,
+            an_outage_abandons_nobody,
+            a_clock_step_back_sweeps_nobody_and_admission_goes_on,
         );
     };
     (@cases $make:expr; $($case:ident),* $(,)?) => {

@@ -1,0 +1,159 @@
+//! Liveness cases: a waiting visitor's place survives what is not their fault — an outage of the
+//! store longer than `abandon-after`, and a step back of the store's clock — while silence the
+//! visitor chose still costs the place (`silent_waiters_lose_their_place`).
+
+use std::time::Duration;
+
+use anteroom::store::{Admission, RoomParams, RoomPatch, Store, VisitorId};
+
+use super::{occupy, room, waiting_pos, Harness};
+
+/// Polls every visitor; each must still be in line where the order says, not a newcomer.
+async fn poll_all_in_order(s: &dyn Store, p: &RoomParams, vs: &[VisitorId], when: &str) {
+    for (i, v) in vs.iter().enumerate() {
+        match s.join(p, *v).await.unwrap() {
+            Admission::Waiting {
+                position, joined, ..
+            } => {
+                assert!(
+                    !joined,
+                    "{when}: visitor {i} had lost the place and joined again"
+                );
+                assert_eq!(position, i as u64 + 1, "{when}: visitor {i}");
+            }
+            other => panic!("{when}: visitor {i}: {other:?}"),
+        }
+    }
+}
+
+pub async fn an_outage_abandons_nobody(h: &dyn Harness) {
+    let s = h.store();
+    let mut p = room("outage", 100.0, 1);
+    p.abandon_after = Duration::from_secs(10);
+    let first = occupy(&*s, &p).await;
+    let vs: Vec<VisitorId> = (0..5).map(|_| VisitorId::random()).collect();
+    for v in &vs {
+        s.join(&p, *v).await.unwrap();
+    }
+    for _ in 0..3 {
+        h.advance(Duration::from_secs(1));
+        s.admit(&p).await.unwrap();
+        poll_all_in_order(&*s, &p, &vs, "before").await;
+    }
+
+    // Nothing reaches the store for twice abandon-after; the admission loop comes back first.
+    h.advance(Duration::from_secs(20));
+    let r = s.admit(&p).await.unwrap();
+    assert_eq!(r.abandoned, 0, "the sweep after the outage");
+    poll_all_in_order(&*s, &p, &vs, "after the first outage").await;
+
+    // Again, and this time the polls come back first.
+    h.advance(Duration::from_secs(20));
+    poll_all_in_order(&*s, &p, &vs, "after the second outage").await;
+    assert_eq!(s.admit(&p).await.unwrap().abandoned, 0);
+
+    // The clock runs again: a visitor who now stops polling loses the place as before.
+    let (silent, polling) = (vs[4], &vs[..4]);
+    for i in 1..=120 {
+        h.advance(Duration::from_millis(100));
+        s.admit(&p).await.unwrap();
+        if i % 10 == 0 {
+            poll_all_in_order(&*s, &p, polling, "while one is silent").await;
+        }
+    }
+    assert_eq!(waiting_pos(&s.join(&p, polling[3]).await.unwrap()), Some(4));
+    let st = s.stats(&p).await.unwrap();
+    assert_eq!((st.waiting, st.abandoned_total), (4, 1), "{st:?}");
+    assert!(
+        !matches!(
+            s.join(&p, silent).await.unwrap(),
+            Admission::Waiting { joined: false, .. }
+        ),
+        "the silent one lost the place"
+    );
+
+    // The order is unchanged: the front of the line is admitted first.
+    s.consume(&p, first).await.unwrap();
+    h.advance(Duration::from_millis(100));
+    let r = s.admit(&p).await.unwrap();
+    assert_eq!(
+        r.admitted_visitors
+            .iter()
+            .map(|a| a.vid)
+            .collect::<Vec<_>>(),
+        vec![vs[0]]
+    );
+}
+
+pub async fn a_clock_step_back_sweeps_nobody_and_admission_goes_on(h: &dyn Harness) {
+    let s = h.store();
+    // 20/s with a 100 ms tick: 2 per tick.
+    let mut p = room("stepback", 20.0, 10_000);
+    p.abandon_after = Duration::from_secs(10);
+    let held = |queue_all| RoomPatch {
+        queue_all: Some(queue_all),
+        ..Default::default()
+    };
+    s.update_room_state(&p, &held(true)).await.unwrap();
+    let vs: Vec<VisitorId> = (0..150).map(|_| VisitorId::random()).collect();
+    for v in &vs {
+        s.join(&p, *v).await.unwrap();
+    }
+    s.update_room_state(&p, &held(false)).await.unwrap();
+
+    let mut admitted: Vec<VisitorId> = Vec::new();
+    // Ticks for `secs` seconds, every waiting visitor polling once a second; returns how many
+    // were admitted.
+    async fn run(
+        h: &dyn Harness,
+        s: &dyn Store,
+        p: &RoomParams,
+        vs: &[VisitorId],
+        admitted: &mut Vec<VisitorId>,
+        secs: u32,
+        when: &str,
+    ) -> usize {
+        let before = admitted.len();
+        for i in 1..=secs * 10 {
+            h.advance(Duration::from_millis(100));
+            let r = s.admit(p).await.unwrap();
+            assert_eq!(r.abandoned, 0, "{when}: tick {i}");
+            admitted.extend(r.admitted_visitors.iter().map(|a| a.vid));
+            if i % 10 == 0 {
+                poll_all_in_order(s, p, &vs[admitted.len()..], when).await;
+            }
+        }
+        admitted.len() - before
+    }
+
+    let n = run(h, &*s, &p, &vs, &mut admitted, 2, "before the step").await;
+    assert!((35..=42).contains(&n), "{n} admitted in 2 s at 20/s");
+
+    h.step_back(Duration::from_secs(30));
+    poll_all_in_order(&*s, &p, &vs[admitted.len()..], "right after the step").await;
+    let n = run(h, &*s, &p, &vs, &mut admitted, 3, "after the step").await;
+    assert!(
+        (50..=62).contains(&n),
+        "{n} admitted in the 3 s after a step back of 30 s, at 20/s"
+    );
+    // The measured rate follows too: down to 5/s, it falls at once, not 30 s later.
+    let slower = RoomPatch {
+        admit_per_second: Some(Some(5.0)),
+        ..Default::default()
+    };
+    s.update_room_state(&p, &slower).await.unwrap();
+    let n = run(h, &*s, &p, &vs, &mut admitted, 3, "at 5/s").await;
+    assert!((12..=17).contains(&n), "{n} admitted in 3 s at 5/s");
+    let st = s.stats(&p).await.unwrap();
+    assert!(
+        st.measured_rate < 18.0,
+        "the measured rate is measured again: {}",
+        st.measured_rate
+    );
+    assert_eq!(
+        admitted,
+        vs[..admitted.len()],
+        "admitted in the order of the line"
+    );
+    assert_eq!(st.abandoned_total, 0);
+}

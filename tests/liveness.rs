@@ -1,0 +1,171 @@
+//! A waiting visitor's place survives a store outage longer than `abandon-after`, black-box:
+//! the real binary on a real Redis that is paused (`DEBUG SLEEP`) or killed and restarted from
+//! its AOF for twice `abandon-after`, with the visitors polling through it.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::redis::{raw, RedisServer};
+use common::*;
+use serde_json::Value;
+
+const ABANDON_SECS: u64 = 6;
+
+fn config(origin: std::net::SocketAddr, redis: &str) -> String {
+    format!(
+        r#"{base}
+[store]
+backend = "redis"
+redis-url = "{redis}"
+timeout = "200ms"
+breaker-failures = 3
+breaker-cooldown = "500ms"
+
+[[room]]
+name = "sale"
+paths = ["/products"]
+admit-per-second = 10
+max-active = 1
+tick = "100ms"
+on-store-error = "closed"
+poll = [ {{ every = "1s" }} ]
+throttled-poll = "1s"
+abandon-after = "{ABANDON_SECS}s"
+"#,
+        base = base_config(origin)
+    )
+}
+
+async fn status(proxy: &Proxy, jar: &mut Jar) -> Option<Value> {
+    let mut req = client().get(proxy.url("/.anteroom/status?room=sale"));
+    if !jar.0.is_empty() {
+        req = req.header("cookie", jar.header());
+    }
+    let resp = req.send().await.ok()?;
+    jar.absorb(&resp);
+    resp.json().await.ok()
+}
+
+/// How many waiting visitors the store has counted as abandoned.
+fn abandoned(redis: &RedisServer) -> u64 {
+    let reply = raw(redis.port, "HGET {anteroom:sale}:room abandoned").unwrap_or_default();
+    reply
+        .lines()
+        .nth(1)
+        .and_then(|l| l.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// A holder in the only slot and six visitors in line, polling about every 700 ms (back of the
+/// line first, so that a line emptied and joined again would come back reversed) while
+/// `outage` makes the store unreachable for twice abandon-after; afterwards every place is
+/// kept, in the same order.
+async fn the_line_survives(mut redis: RedisServer, outage: impl FnOnce(&mut RedisServer)) {
+    let origin = Origin::start().await;
+    let proxy = Proxy::start(&config(origin.addr, &redis.url()));
+    let mut holder = Jar::default();
+    let v = status(&proxy, &mut holder).await.unwrap();
+    assert_eq!(v["state"], "admitted", "{v}");
+    let mut line: Vec<Jar> = Vec::new();
+    for expected in 1..=6u64 {
+        let mut jar = Jar::default();
+        let v = status(&proxy, &mut jar).await.unwrap();
+        assert_eq!(v["position"], expected, "{v}");
+        line.push(jar);
+    }
+
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let poller = {
+        let (mut line, stop, base) = (line.clone(), stop.clone(), proxy.url(""));
+        tokio::spawn(async move {
+            let c = client();
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                for jar in line.iter_mut().rev() {
+                    if let Ok(resp) = c
+                        .get(format!("{base}/.anteroom/status?room=sale"))
+                        .header("cookie", jar.header())
+                        .send()
+                        .await
+                    {
+                        jar.absorb(&resp);
+                    }
+                }
+                tokio::time::sleep(Duration::from_millis(700)).await;
+            }
+        })
+    };
+    // A few seconds of normal running first.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(abandoned(&redis), 0);
+
+    let outage_started = Instant::now();
+    outage(&mut redis);
+    assert!(
+        outage_started.elapsed() >= Duration::from_secs(2 * ABANDON_SECS),
+        "the outage lasted {:?}",
+        outage_started.elapsed()
+    );
+
+    // The store answers again: everyone is waiting where they were.
+    for (i, jar) in line.iter_mut().enumerate().rev() {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let v = loop {
+            match status(&proxy, jar).await {
+                Some(v) if v["state"] == "waiting" => break v,
+                other => assert!(
+                    Instant::now() < deadline,
+                    "visitor {i}: the store did not answer again: {other:?}"
+                ),
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        };
+        assert_eq!(
+            v["position"],
+            i as u64 + 1,
+            "visitor {i} after the outage: {v}"
+        );
+    }
+    // And stay so for a while, with the admission loop and its sweep running again.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    for (i, jar) in line.iter_mut().enumerate() {
+        let v = status(&proxy, jar).await.unwrap();
+        assert_eq!(v["position"], i as u64 + 1, "visitor {i}, later: {v}");
+    }
+    assert_eq!(abandoned(&redis), 0, "nobody was counted as abandoned");
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let _ = poller.await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_paused_redis_keeps_every_place() {
+    let redis = RedisServer::start_with(&["--enable-debug-command", "yes"]);
+    the_line_survives(redis, |redis| {
+        let secs = 2 * ABANDON_SECS + 1;
+        // The reply comes only when Redis wakes up: do not wait for it here.
+        let port = redis.port;
+        let sleeper = std::thread::spawn(move || {
+            let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+            std::io::Write::write_all(&mut s, format!("DEBUG SLEEP {secs}\r\n").as_bytes())
+                .unwrap();
+            let mut buf = [0u8; 16];
+            let _ = std::io::Read::read(&mut s, &mut buf);
+        });
+        let _ = sleeper.join();
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redis_down_and_back_from_its_aof_keeps_every_place() {
+    let redis = RedisServer::start_with(&["--appendonly", "yes", "--appendfsync", "always"]);
+    the_line_survives(redis, |redis| {
+        redis.kill();
+        let down = Instant::now();
+        while down.elapsed() < Duration::from_secs(2 * ABANDON_SECS + 1) {
+            std::thread::park_timeout(Duration::from_millis(100));
+        }
+        redis.restart();
+    })
+    .await;
+}
