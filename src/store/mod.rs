@@ -19,6 +19,7 @@
 pub mod memory;
 mod ranks;
 pub mod redis;
+pub mod sentinel;
 
 use std::fmt;
 use std::sync::Arc;

@@ -1,0 +1,247 @@
+//! Redis Sentinel for real: a primary, a replica and three sentinels; the primary is killed
+//! (`kill -9`) mid-sale and the real `anteroom` binary must follow the promoted replica.
+
+mod common;
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use common::sentinel::{SentinelSetup, MASTER};
+use common::*;
+use serde_json::Value;
+
+fn config(origin: std::net::SocketAddr, sentinels: &[String]) -> String {
+    let list: Vec<String> = sentinels.iter().map(|u| format!("\"{u}\"")).collect();
+    format!(
+        r#"{base}
+[store]
+backend = "redis"
+redis-sentinel = [{list}]
+sentinel-master = "{MASTER}"
+timeout = "250ms"
+breaker-failures = 3
+breaker-cooldown = "300ms"
+
+[[room]]
+name = "sale"
+paths = ["/products"]
+tick = "100ms"
+admit-per-second = 3
+max-active = 1000
+abandon-after = "120s"
+on-store-error = "closed"
+"#,
+        base = base_config(origin),
+        list = list.join(", ")
+    )
+}
+
+/// One status poll: `None` when the proxy did not answer with JSON.
+async fn status(c: &reqwest::Client, base: &str, jar: &mut Jar) -> Option<Value> {
+    let mut req = c.get(format!("{base}/.anteroom/status?room=sale"));
+    if !jar.0.is_empty() {
+        req = req.header("cookie", jar.header());
+    }
+    let resp = req.send().await.ok()?;
+    jar.absorb(&resp);
+    resp.json().await.ok()
+}
+
+/// What one waiting visitor saw, poll by poll.
+#[derive(Clone, Debug)]
+struct Seen {
+    at: Instant,
+    state: String,
+    position: Option<u64>,
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_proxy_follows_a_failover_mid_sale() {
+    let mut setup = tokio::task::block_in_place(|| SentinelSetup::start(1000));
+    let origin = Origin::start().await;
+    let proxy = Proxy::start(&config(origin.addr, &setup.urls()));
+    let base = proxy.url("");
+    let c = client();
+
+    // The first visitors are admitted at once (nobody waits yet).
+    let mut admitted = Vec::new();
+    for _ in 0..3 {
+        let mut jar = Jar::default();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while status(&c, &base, &mut jar)
+            .await
+            .map(|v| v["state"] == "admitted")
+            != Some(true)
+        {
+            assert!(Instant::now() < deadline, "admitted within 10 s");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        admitted.push(jar);
+    }
+    // Then a line forms: 30 visitors at 3 admissions a second.
+    let mut line = Vec::new();
+    for _ in 0..30 {
+        let mut jar = Jar::default();
+        let v = status(&c, &base, &mut jar).await.expect("a status");
+        assert!(v["state"] == "waiting" || v["state"] == "admitted", "{v}");
+        line.push(jar);
+    }
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let failures = Arc::new(AtomicU64::new(0));
+    let browsed = Arc::new(AtomicU64::new(0));
+    let mut tasks = Vec::new();
+    // Admitted visitors browse all along: their cookie is checked locally.
+    for jar in admitted {
+        let (stop, failures, browsed, base) = (
+            stop.clone(),
+            failures.clone(),
+            browsed.clone(),
+            base.clone(),
+        );
+        tasks.push(tokio::spawn(async move {
+            let c = client();
+            let mut i = 0;
+            while !stop.load(Ordering::Relaxed) {
+                i += 1;
+                let ok = match c
+                    .get(format!("{base}/products/{i}"))
+                    .header("cookie", jar.header())
+                    .send()
+                    .await
+                {
+                    Ok(r) if r.status() == 200 => r
+                        .text()
+                        .await
+                        .is_ok_and(|t| t == format!("origin GET /products/{i}")),
+                    _ => false,
+                };
+                if !ok {
+                    failures.fetch_add(1, Ordering::Relaxed);
+                }
+                browsed.fetch_add(1, Ordering::Relaxed);
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }));
+    }
+    // Waiting visitors poll every 250 ms until admitted.
+    let logs: Arc<Mutex<HashMap<usize, Vec<Seen>>>> = Arc::default();
+    for (n, mut jar) in line.into_iter().enumerate() {
+        let (stop, logs, base) = (stop.clone(), logs.clone(), base.clone());
+        tasks.push(tokio::spawn(async move {
+            let c = client();
+            while !stop.load(Ordering::Relaxed) {
+                let seen = match status(&c, &base, &mut jar).await {
+                    Some(v) => Seen {
+                        at: Instant::now(),
+                        state: v["state"].as_str().unwrap_or("?").to_string(),
+                        position: v["position"].as_u64(),
+                    },
+                    None => Seen {
+                        at: Instant::now(),
+                        state: "error".into(),
+                        position: None,
+                    },
+                };
+                let done = seen.state == "admitted";
+                logs.lock().unwrap().entry(n).or_default().push(seen);
+                if done {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(250)).await;
+            }
+        }));
+    }
+
+    // Mid-sale: the line moves, then the primary dies.
+    let admitted_count = |logs: &HashMap<usize, Vec<Seen>>, after: Instant| {
+        logs.values()
+            .filter(|l| l.iter().any(|s| s.state == "admitted" && s.at > after))
+            .count()
+    };
+    let started = Instant::now();
+    eventually(Duration::from_secs(10), "admissions from the line", || {
+        let n = admitted_count(&logs.lock().unwrap(), started);
+        async move { (n >= 2).then_some(()) }
+    })
+    .await;
+    setup.primary.kill();
+    let killed = Instant::now();
+
+    let promoted = tokio::task::block_in_place(|| {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !setup.replica_promoted() {
+            assert!(Instant::now() < deadline, "no promotion within 30 s");
+            std::thread::park_timeout(Duration::from_millis(20));
+        }
+        Instant::now()
+    });
+    let again = eventually(
+        Duration::from_secs(20),
+        "an admission on the new primary",
+        || {
+            let n = admitted_count(&logs.lock().unwrap(), promoted);
+            async move { (n >= 1).then(Instant::now) }
+        },
+    )
+    .await;
+    // Let every waiting visitor poll at least twice on the new primary.
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    stop.store(true, Ordering::Relaxed);
+    for t in tasks {
+        t.await.unwrap();
+    }
+
+    // A place is lost when a visitor's position goes up across the failover: the new primary
+    // never had its join (asynchronous replication) and it joined again at the back.
+    let logs = logs.lock().unwrap();
+    let mut lost = 0;
+    let mut kept = 0;
+    let mut errors = 0;
+    for log in logs.values() {
+        errors += log.iter().filter(|s| s.state == "error").count();
+        let before = log
+            .iter()
+            .rev()
+            .find(|s| s.at < killed && s.position.is_some());
+        let after = log
+            .iter()
+            .find(|s| s.at > promoted && (s.position.is_some() || s.state == "admitted"));
+        match (before, after) {
+            (Some(b), Some(a)) if a.state != "admitted" && a.position > b.position => lost += 1,
+            (Some(_), Some(_)) => kept += 1,
+            _ => {}
+        }
+        // Every visitor still waiting at the end still has a place.
+        let last = log.last().expect("a poll");
+        assert!(
+            last.state == "admitted" || last.position.is_some(),
+            "a visitor lost the line: {log:?}"
+        );
+    }
+    println!(
+        "sentinel failover: promotion {:.1} s after kill -9, admitting again {:.1} s after the \
+         promotion; {} requests by admitted visitors, {} failed; waiting places kept {kept}, \
+         lost to asynchronous replication {lost}; {errors} status polls without JSON",
+        (promoted - killed).as_secs_f64(),
+        (again - promoted).as_secs_f64(),
+        browsed.load(Ordering::Relaxed),
+        failures.load(Ordering::Relaxed),
+    );
+    assert_eq!(
+        failures.load(Ordering::Relaxed),
+        0,
+        "admitted visitors never noticed the failover"
+    );
+    assert!(
+        again - promoted < Duration::from_secs(10),
+        "admitting again within seconds of the promotion"
+    );
+    assert!(
+        kept > 0,
+        "some waiting visitors were followed across the failover"
+    );
+    assert_eq!(errors, 0, "every status poll got an answer");
+}
