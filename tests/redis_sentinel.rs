@@ -1,5 +1,7 @@
-//! Redis Sentinel for real: a primary, a replica and three sentinels; the primary is killed
-//! (`kill -9`) mid-sale and the real `anteroom` binary must follow the promoted replica.
+//! Redis Sentinel for real: a primary, a replica and three sentinels; mid-sale the primary is
+//! killed (`kill -9`), frozen (`SIGSTOP`: a host that stops answering without closing its
+//! connections), or handed over by `SENTINEL FAILOVER` (it lives on, demoted to a replica), and
+//! the real `anteroom` binary must follow the promoted replica.
 
 mod common;
 
@@ -57,8 +59,30 @@ struct Seen {
     position: Option<u64>,
 }
 
+/// How the primary goes away.
+#[derive(Debug, Clone, Copy)]
+enum Failure {
+    Killed,
+    Frozen,
+    SwitchedOver,
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_proxy_follows_a_failover_mid_sale() {
+async fn the_proxy_follows_a_failover_when_the_primary_is_killed() {
+    sale_through_a_failover(Failure::Killed).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_proxy_follows_a_failover_when_the_primary_freezes() {
+    sale_through_a_failover(Failure::Frozen).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_proxy_follows_a_switchover_to_the_replica() {
+    sale_through_a_failover(Failure::SwitchedOver).await;
+}
+
+async fn sale_through_a_failover(how: Failure) {
     let mut setup = tokio::task::block_in_place(|| SentinelSetup::start(1000));
     let origin = Origin::start().await;
     let proxy = Proxy::start(&config(origin.addr, &setup.urls()));
@@ -167,7 +191,11 @@ async fn the_proxy_follows_a_failover_mid_sale() {
         async move { (n >= 2).then_some(()) }
     })
     .await;
-    setup.primary.kill();
+    match how {
+        Failure::Killed => setup.primary.kill(),
+        Failure::Frozen => setup.freeze_primary(),
+        Failure::SwitchedOver => setup.switch_over(),
+    }
     let killed = Instant::now();
 
     let promoted = tokio::task::block_in_place(|| {
@@ -222,7 +250,7 @@ async fn the_proxy_follows_a_failover_mid_sale() {
         );
     }
     println!(
-        "sentinel failover: promotion {:.1} s after kill -9, admitting again {:.1} s after the \
+        "sentinel failover ({how:?}): promotion {:.1} s after the failure, admitting again {:.1} s after the \
          promotion; {} requests by admitted visitors, {} failed; waiting places kept {kept}, \
          lost to asynchronous replication {lost}; {errors} status polls without JSON",
         (promoted - killed).as_secs_f64(),

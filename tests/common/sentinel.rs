@@ -131,6 +131,18 @@ pub fn replication(port: u16) -> HashMap<String, String> {
         .collect()
 }
 
+/// The process id of the `redis-server` on `port` (from `INFO server`).
+fn process_id(port: u16) -> Option<u32> {
+    let client = ::redis::Client::open(format!("redis://127.0.0.1:{port}")).ok()?;
+    let mut c = client
+        .get_connection_with_timeout(Duration::from_millis(500))
+        .ok()?;
+    let text: String = ::redis::cmd("INFO").arg("server").query(&mut c).ok()?;
+    text.lines()
+        .find_map(|l| l.trim().strip_prefix("process_id:"))
+        .and_then(|v| v.parse().ok())
+}
+
 impl SentinelSetup {
     /// Starts everything; a failover starts `down_after_ms` after the primary stops answering.
     pub fn start(down_after_ms: u64) -> Self {
@@ -168,6 +180,28 @@ impl SentinelSetup {
 
     pub fn urls(&self) -> Vec<String> {
         self.sentinels.iter().map(SentinelProcess::url).collect()
+    }
+
+    /// Stops the primary with SIGSTOP: it keeps its connections open and answers nothing, as a
+    /// frozen or partitioned host would. (Drop's SIGKILL ends a stopped process too.)
+    pub fn freeze_primary(&self) {
+        let pid = process_id(self.primary.port).expect("the primary's process id");
+        let ok = Command::new("kill")
+            .args(["-STOP", &pid.to_string()])
+            .status()
+            .is_ok_and(|s| s.success());
+        assert!(ok, "kill -STOP {pid}");
+    }
+
+    /// `SENTINEL FAILOVER`: the replica is promoted and the live primary demoted to its replica.
+    pub fn switch_over(&self) {
+        let mut c = self.sentinels[0].connection().expect("a sentinel");
+        let reply: String = ::redis::cmd("SENTINEL")
+            .arg("FAILOVER")
+            .arg(MASTER)
+            .query(&mut c)
+            .expect("SENTINEL FAILOVER");
+        assert_eq!(reply, "OK");
     }
 
     /// Whether a majority of sentinels name the replica as the primary and it says so itself.
