@@ -51,6 +51,18 @@ async fn status(c: &reqwest::Client, base: &str, jar: &mut Jar) -> Option<Value>
     resp.json().await.ok()
 }
 
+/// The room's admission counter on one Redis node.
+async fn admitted_on(c: &mut ::redis::aio::MultiplexedConnection) -> u64 {
+    ::redis::cmd("HGET")
+        .arg("{anteroom:sale}:room")
+        .arg("admitted")
+        .query_async::<Option<u64>>(c)
+        .await
+        .ok()
+        .flatten()
+        .unwrap_or(0)
+}
+
 /// What one waiting visitor saw, poll by poll.
 #[derive(Clone, Debug)]
 struct Seen {
@@ -206,12 +218,29 @@ async fn sale_through_a_failover(how: Failure) {
         }
         Instant::now()
     });
+    // Admitting again means admissions recorded on the new primary: after a switchover the
+    // old one still answers (and accepts writes that will be discarded) for some seconds.
+    let mut new_primary = ::redis::Client::open(setup.replica.url())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let base = admitted_on(&mut new_primary).await;
     let again = eventually(
         Duration::from_secs(20),
-        "an admission on the new primary",
+        "an admission recorded on the new primary",
+        || {
+            let mut c = new_primary.clone();
+            async move { (admitted_on(&mut c).await > base).then(Instant::now) }
+        },
+    )
+    .await;
+    eventually(
+        Duration::from_secs(10),
+        "a waiting visitor admitted after the promotion",
         || {
             let n = admitted_count(&logs.lock().unwrap(), promoted);
-            async move { (n >= 1).then(Instant::now) }
+            async move { (n >= 1).then_some(()) }
         },
     )
     .await;
@@ -248,6 +277,13 @@ async fn sale_through_a_failover(how: Failure) {
             last.state == "admitted" || last.position.is_some(),
             "a visitor lost the line: {log:?}"
         );
+    }
+    for l in proxy
+        .stderr()
+        .lines()
+        .filter(|l| l.contains("WARN") || l.contains("ERROR"))
+    {
+        println!("LOG {l}");
     }
     println!(
         "sentinel failover ({how:?}): promotion {:.1} s after the failure, admitting again {:.1} s after the \

@@ -10,6 +10,12 @@
 //! specification asks). A call that failed that way is sent once more on the new primary:
 //! every script is safe to repeat, and a `READONLY` script wrote nothing.
 //!
+//! A primary can also be replaced while it still answers: `SENTINEL FAILOVER`, or a primary
+//! cut off from the sentinels, keeps accepting writes until the sentinels convert it to a
+//! replica (some seconds later), and whatever it accepted meanwhile is discarded. So at most
+//! every [`VERIFY_EVERY`] a call also asks the sentinels, in the background, whom they name,
+//! and moves to the new primary when it is another node.
+//!
 //! Lookups are serialised (one at a time, the rest wait for its answer), and a failed lookup
 //! is not repeated for [`LOOKUP_BACKOFF`]: between the primary's death and the promotion the
 //! sentinels have no primary to name, and every call asking them again would only load them.
@@ -23,7 +29,7 @@
 //! authenticates to the sentinels and to the primary with the same user and password, speaks
 //! TLS to both, and selects database 2 on the primary (sentinels have no databases).
 
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use ::redis::aio::MultiplexedConnection;
@@ -35,6 +41,8 @@ use ::redis::{
 
 /// How long a failed lookup answers for the sentinels before they are asked again.
 pub const LOOKUP_BACKOFF: Duration = Duration::from_millis(100);
+/// How often the sentinels are asked whether the primary in use is still theirs.
+pub const VERIFY_EVERY: Duration = Duration::from_secs(1);
 
 /// A connection to the primary the sentinels name, re-found after a failover.
 pub struct SentinelConn {
@@ -58,6 +66,10 @@ struct Lookup {
 struct Primary {
     generation: u64,
     conn: MultiplexedConnection,
+    /// `host:port`, to compare with what the sentinels name.
+    addr: String,
+    /// When the sentinels were last asked about it.
+    verified: Instant,
 }
 
 /// What a failed call says about the node it went to.
@@ -81,8 +93,11 @@ struct InFlight<'a> {
 
 impl Drop for InFlight<'_> {
     fn drop(&mut self) {
-        if !self.finished {
-            self.conn.forget(self.generation);
+        if !self.finished && self.conn.forget(self.generation) {
+            tracing::warn!(
+                master = %self.conn.master,
+                "a call to the Redis primary was abandoned (the store timeout, or a reload); asking the sentinels again"
+            );
         }
     }
 }
@@ -138,11 +153,15 @@ impl SentinelConn {
     }
 
     /// Runs one script on the primary, finding it again (once) if the node has stopped being it.
-    pub async fn invoke<T: FromRedisValue>(&self, inv: &ScriptInvocation<'_>) -> RedisResult<T> {
+    pub async fn invoke<T: FromRedisValue>(
+        self: &Arc<Self>,
+        inv: &ScriptInvocation<'_>,
+    ) -> RedisResult<T> {
         let mut attempt = 0;
         loop {
             attempt += 1;
             let mut primary = self.primary().await?;
+            self.verify_if_due();
             let mut guard = InFlight {
                 conn: self,
                 generation: primary.generation,
@@ -152,12 +171,14 @@ impl SentinelConn {
             guard.finished = true;
             match result {
                 Err(e) if no_longer_primary(&e) => {
-                    tracing::info!(
-                        master = %self.master,
-                        error = %e,
-                        "the Redis primary failed; asking the sentinels again"
-                    );
-                    self.forget(primary.generation);
+                    // Logged once per primary, not once per call that saw it fail.
+                    if self.forget(primary.generation) {
+                        tracing::warn!(
+                            master = %self.master,
+                            error = %e,
+                            "the Redis primary failed; asking the sentinels again"
+                        );
+                    }
                     if attempt >= 2 {
                         return Err(e);
                     }
@@ -186,38 +207,84 @@ impl SentinelConn {
                 )));
             }
         }
-        match self.find(&mut lookup.client).await {
-            Ok(conn) => {
-                lookup.generation += 1;
-                lookup.failed = None;
-                let p = Primary {
-                    generation: lookup.generation,
-                    conn,
-                };
-                *self.slot() = Some(p.clone());
-                Ok(p)
-            }
-            Err(e) => {
-                lookup.failed = Some((Instant::now(), e.to_string()));
-                Err(e)
-            }
+        let found = match lookup.client.async_get_client().await {
+            Ok(node) => self.open(&mut lookup, &node).await,
+            Err(e) => Err(e),
+        };
+        if let Err(e) = &found {
+            lookup.failed = Some((Instant::now(), e.to_string()));
         }
+        found
     }
 
-    async fn find(&self, client: &mut SentinelClient) -> RedisResult<MultiplexedConnection> {
-        let node = client.async_get_client().await?;
+    /// Connects to `node` and makes it the primary in use.
+    async fn open(&self, lookup: &mut Lookup, node: &::redis::Client) -> RedisResult<Primary> {
         let config = AsyncConnectionConfig::new()
             .set_connection_timeout(Some(self.timeout))
             .set_response_timeout(Some(self.timeout));
         let conn = node
             .get_multiplexed_async_connection_with_config(&config)
             .await?;
+        let addr = node.get_connection_info().addr().to_string();
         tracing::info!(
             master = %self.master,
-            primary = %node.get_connection_info().addr(),
+            primary = %addr,
             "connected to the Redis primary the sentinels name"
         );
-        Ok(conn)
+        lookup.generation += 1;
+        lookup.failed = None;
+        let p = Primary {
+            generation: lookup.generation,
+            conn,
+            addr,
+            verified: Instant::now(),
+        };
+        *self.slot() = Some(p.clone());
+        Ok(p)
+    }
+
+    /// Starts a background check of the primary in use when the last one is [`VERIFY_EVERY`]
+    /// old; the call that starts it does not wait for it.
+    fn verify_if_due(self: &Arc<Self>) {
+        {
+            let mut slot = self.slot();
+            let Some(p) = slot.as_mut() else { return };
+            if p.verified.elapsed() < VERIFY_EVERY {
+                return;
+            }
+            p.verified = Instant::now();
+        }
+        let this = self.clone();
+        tokio::spawn(async move {
+            // Bounded like a call: a sentinel that does not answer is asked again next time.
+            let _ = tokio::time::timeout(this.timeout * 4, this.verify()).await;
+        });
+    }
+
+    /// Moves to the node the sentinels name if it is not the one in use.
+    async fn verify(&self) {
+        // A lookup under way answers the question already.
+        let Ok(mut lookup) = self.lookup.try_lock() else {
+            return;
+        };
+        let Some(current) = self.current() else {
+            return;
+        };
+        let Ok(node) = lookup.client.async_get_client().await else {
+            return;
+        };
+        if node.get_connection_info().addr().to_string() == current.addr {
+            return;
+        }
+        tracing::warn!(
+            master = %self.master,
+            old = %current.addr,
+            new = %node.get_connection_info().addr(),
+            "the sentinels name another Redis primary; moving to it"
+        );
+        if self.open(&mut lookup, &node).await.is_err() {
+            self.forget(current.generation);
+        }
     }
 
     fn slot(&self) -> std::sync::MutexGuard<'_, Option<Primary>> {
@@ -228,12 +295,15 @@ impl SentinelConn {
         self.slot().clone()
     }
 
-    /// Drops the connection of `generation`, unless a newer one has replaced it already.
-    fn forget(&self, generation: u64) {
+    /// Drops the connection of `generation`, unless a newer one has replaced it already;
+    /// `true` if it did.
+    fn forget(&self, generation: u64) -> bool {
         let mut slot = self.slot();
-        if slot.as_ref().is_some_and(|p| p.generation == generation) {
+        let current = slot.as_ref().is_some_and(|p| p.generation == generation);
+        if current {
             *slot = None;
         }
+        current
     }
 }
 
