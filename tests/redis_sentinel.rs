@@ -309,3 +309,39 @@ async fn sale_through_a_failover(how: Failure) {
     );
     assert_eq!(errors, 0, "every status poll got an answer");
 }
+
+/// A node demoted to a replica refuses a write script with `READONLY`: that reply must send the
+/// store back to the sentinels, not count as an ordinary script error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_refusing_a_write_script_is_a_sign_of_failover() {
+    let primary = common::redis::RedisServer::start();
+    let replica = common::redis::RedisServer::start_with(&[
+        "--replicaof",
+        "127.0.0.1",
+        &primary.port.to_string(),
+    ]);
+    let mut c = ::redis::Client::open(replica.url())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let script = ::redis::Script::new("redis.call('SET', KEYS[1], ARGV[1]) return 1");
+    let err = script
+        .key("{anteroom:sale}:probe")
+        .arg(1)
+        .invoke_async::<i64>(&mut c)
+        .await
+        .expect_err("a replica refuses writes");
+    assert!(
+        anteroom::store::sentinel::no_longer_primary(&err),
+        "{err:?} must be read as a failover"
+    );
+    let harmless = ::redis::Script::new("return redis.call('GET', KEYS[1])")
+        .key("{anteroom:sale}:probe")
+        .invoke_async::<Option<String>>(&mut c)
+        .await;
+    assert!(
+        harmless.is_ok(),
+        "reads still work on a replica: {harmless:?}"
+    );
+}
