@@ -48,3 +48,32 @@ conformance_suite!(Sentinel::start());
 fn properties_under_random_traffic() {
     conformance::properties::random_traffic(&Sentinel::start(), 50);
 }
+
+/// The password in the sentinel URL authenticates to the sentinel and to the primary.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_url_password_opens_the_sentinel_and_the_primary() {
+    let servers = OneSentinel::with_password("s3cret-pass");
+    let store = |url: String| {
+        RedisStore::new(
+            Target::Sentinel {
+                sentinels: vec![url],
+                master: MASTER.to_string(),
+            },
+            Duration::from_secs(2),
+        )
+        .unwrap()
+    };
+    let p = conformance::room("auth", 10.0, 10);
+    let port = servers.sentinel.port;
+    let with = store(format!("redis://:s3cret-pass@127.0.0.1:{port}"));
+    // The sentinel learns within a second or so that its primary is up.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let mut last = with.stats(&p).await.err();
+    while last.is_some() && std::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        last = with.stats(&p).await.err();
+    }
+    assert!(last.is_none(), "with the password: {last:?}");
+    let without = store(format!("redis://127.0.0.1:{port}"));
+    assert!(without.stats(&p).await.is_err(), "without the password");
+}

@@ -20,7 +20,7 @@ pub struct SentinelProcess {
 }
 
 impl SentinelProcess {
-    fn start(primary: u16, down_after_ms: u64) -> Self {
+    fn start(primary: u16, down_after_ms: u64, extra: &str) -> Self {
         for _ in 0..10 {
             let port = free_port();
             let dir = tempfile::tempdir().unwrap();
@@ -32,7 +32,7 @@ impl SentinelProcess {
                      sentinel monitor {MASTER} 127.0.0.1 {primary} 2\n\
                      sentinel down-after-milliseconds {MASTER} {down_after_ms}\n\
                      sentinel failover-timeout {MASTER} 3000\n\
-                     sentinel parallel-syncs {MASTER} 1\n",
+                     sentinel parallel-syncs {MASTER} 1\n{extra}",
                     dir = dir.path().display()
                 ),
             )
@@ -45,7 +45,10 @@ impl SentinelProcess {
                 .expect("redis-sentinel must be installed (scripts/test installs it)");
             let deadline = Instant::now() + Duration::from_secs(10);
             loop {
-                if raw(port, "PING").is_some_and(|r| r.starts_with("+PONG")) {
+                // A sentinel with requirepass answers NOAUTH: it is up all the same.
+                if raw(port, "PING")
+                    .is_some_and(|r| r.starts_with("+PONG") || r.starts_with("-NOAUTH"))
+                {
                     return Self {
                         child,
                         port,
@@ -155,7 +158,7 @@ impl SentinelSetup {
                 .is_some_and(|s| s == "up")
         });
         let sentinels: Vec<SentinelProcess> = (0..3)
-            .map(|_| SentinelProcess::start(primary.port, down_after_ms))
+            .map(|_| SentinelProcess::start(primary.port, down_after_ms, ""))
             .collect();
         // Sentinels find each other through the primary's hello channel (every 2 s) and the
         // replica through the primary's INFO (every 10 s at first): allow for both.
@@ -237,11 +240,24 @@ pub struct OneSentinel {
 impl OneSentinel {
     pub fn start() -> Self {
         let primary = RedisServer::start();
-        let sentinel = SentinelProcess::start(primary.port, 5000);
+        let sentinel = SentinelProcess::start(primary.port, 5000, "");
         wait_for(
             Duration::from_secs(10),
             "the sentinel to name the primary",
             || sentinel.primary_port() == Some(primary.port),
+        );
+        Self { primary, sentinel }
+    }
+
+    /// The same with `requirepass PASSWORD` on the primary and the sentinel.
+    pub fn with_password(password: &str) -> Self {
+        let primary = RedisServer::start();
+        let set = raw(primary.port, &format!("CONFIG SET requirepass {password}"));
+        assert!(set.is_some_and(|r| r.starts_with("+OK")), "requirepass set");
+        let sentinel = SentinelProcess::start(
+            primary.port,
+            5000,
+            &format!("requirepass {password}\nsentinel auth-pass {MASTER} {password}\n"),
         );
         Self { primary, sentinel }
     }
