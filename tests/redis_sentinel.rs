@@ -5,7 +5,7 @@
 
 mod common;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -63,6 +63,47 @@ async fn admitted_on(c: &mut ::redis::aio::MultiplexedConnection) -> u64 {
         .unwrap_or(0)
 }
 
+type Logs = Arc<Mutex<HashMap<usize, Vec<Seen>>>>;
+
+fn record(logs: &Logs, n: usize, v: &Option<Value>) -> bool {
+    let seen = match v {
+        Some(v) => Seen {
+            at: Instant::now(),
+            state: v["state"].as_str().unwrap_or("?").to_string(),
+            position: v["position"].as_u64(),
+        },
+        None => Seen {
+            at: Instant::now(),
+            state: "error".into(),
+            position: None,
+        },
+    };
+    let admitted = seen.state == "admitted";
+    logs.lock().unwrap().entry(n).or_default().push(seen);
+    admitted
+}
+
+/// Visitor `n` polls every 250 ms until admitted or stopped; gives its cookies back.
+fn poll(
+    n: usize,
+    mut jar: Jar,
+    stop: &Arc<AtomicBool>,
+    logs: &Logs,
+    base: &str,
+) -> tokio::task::JoinHandle<(usize, Jar)> {
+    let (stop, logs, base) = (stop.clone(), logs.clone(), base.to_string());
+    tokio::spawn(async move {
+        let c = client();
+        while !stop.load(Ordering::Relaxed) {
+            tokio::time::sleep(Duration::from_millis(250)).await;
+            if record(&logs, n, &status(&c, &base, &mut jar).await) {
+                break;
+            }
+        }
+        (n, jar)
+    })
+}
+
 /// What one waiting visitor saw, poll by poll.
 #[derive(Clone, Debug)]
 struct Seen {
@@ -117,11 +158,13 @@ async fn sale_through_a_failover(how: Failure) {
         admitted.push(jar);
     }
     // Then a line forms: 30 visitors at 3 admissions a second.
+    let logs: Logs = Arc::default();
     let mut line = Vec::new();
-    for _ in 0..30 {
+    for n in 0..30 {
         let mut jar = Jar::default();
         let v = status(&c, &base, &mut jar).await.expect("a status");
         assert!(v["state"] == "waiting" || v["state"] == "admitted", "{v}");
+        record(&logs, n, &Some(v));
         line.push(jar);
     }
 
@@ -163,33 +206,32 @@ async fn sale_through_a_failover(how: Failure) {
         }));
     }
     // Waiting visitors poll every 250 ms until admitted.
-    let logs: Arc<Mutex<HashMap<usize, Vec<Seen>>>> = Arc::default();
-    for (n, mut jar) in line.into_iter().enumerate() {
-        let (stop, logs, base) = (stop.clone(), logs.clone(), base.clone());
-        tasks.push(tokio::spawn(async move {
-            let c = client();
-            while !stop.load(Ordering::Relaxed) {
-                let seen = match status(&c, &base, &mut jar).await {
-                    Some(v) => Seen {
-                        at: Instant::now(),
-                        state: v["state"].as_str().unwrap_or("?").to_string(),
-                        position: v["position"].as_u64(),
-                    },
-                    None => Seen {
-                        at: Instant::now(),
-                        state: "error".into(),
-                        position: None,
-                    },
-                };
-                let done = seen.state == "admitted";
-                logs.lock().unwrap().entry(n).or_default().push(seen);
-                if done {
-                    break;
-                }
-                tokio::time::sleep(Duration::from_millis(250)).await;
-            }
-        }));
+    let mut pollers = Vec::new();
+    for (n, jar) in line.into_iter().enumerate() {
+        pollers.push(poll(n, jar, &stop, &logs, &base));
     }
+    // Newcomers keep joining until the primary dies: the joins of its last moments are the
+    // writes asynchronous replication can lose.
+    let killing = Arc::new(AtomicBool::new(false));
+    let newcomers = {
+        let (killing, stop, logs, base) =
+            (killing.clone(), stop.clone(), logs.clone(), base.clone());
+        tokio::spawn(async move {
+            let c = client();
+            let mut pollers = Vec::new();
+            let mut n = 30;
+            while !killing.load(Ordering::Relaxed) {
+                let mut jar = Jar::default();
+                if let Some(v) = status(&c, &base, &mut jar).await {
+                    record(&logs, n, &Some(v));
+                    pollers.push(poll(n, jar, &stop, &logs, &base));
+                    n += 1;
+                }
+                tokio::time::sleep(Duration::from_millis(40)).await;
+            }
+            pollers
+        })
+    };
 
     // Mid-sale: the line moves, then the primary dies.
     let admitted_count = |logs: &HashMap<usize, Vec<Seen>>, after: Instant| {
@@ -203,6 +245,7 @@ async fn sale_through_a_failover(how: Failure) {
         async move { (n >= 2).then_some(()) }
     })
     .await;
+    killing.store(true, Ordering::Relaxed);
     match how {
         Failure::Killed => setup.primary.kill(),
         Failure::Frozen => setup.freeze_primary(),
@@ -225,13 +268,13 @@ async fn sale_through_a_failover(how: Failure) {
         .get_multiplexed_async_connection()
         .await
         .unwrap();
-    let base = admitted_on(&mut new_primary).await;
+    let counted = admitted_on(&mut new_primary).await;
     let again = eventually(
         Duration::from_secs(20),
         "an admission recorded on the new primary",
         || {
             let mut c = new_primary.clone();
-            async move { (admitted_on(&mut c).await > base).then(Instant::now) }
+            async move { (admitted_on(&mut c).await > counted).then(Instant::now) }
         },
     )
     .await;
@@ -250,14 +293,46 @@ async fn sale_through_a_failover(how: Failure) {
     for t in tasks {
         t.await.unwrap();
     }
+    pollers.extend(newcomers.await.unwrap());
+    let mut jars = Vec::new();
+    for p in pollers {
+        jars.push(p.await.unwrap());
+    }
+    // One last poll each, in join order and in quick succession: the line must still be in
+    // join order; a visitor behind someone who joined later lost the place and joined again.
+    let mut order = Vec::new();
+    for (n, mut jar) in jars {
+        if let Some(v) = status(&c, &base, &mut jar).await {
+            if let Some(p) = v["position"].as_u64() {
+                order.push((n, p));
+            }
+        }
+    }
+    order.sort();
+    let behind_later: HashSet<usize> = order
+        .iter()
+        .enumerate()
+        .filter(|(i, (_, p))| order[i + 1..].iter().any(|(_, later)| later < p))
+        .map(|(_, (n, _))| *n)
+        .collect();
+    let out_of_order = behind_later.len();
+    let joined_just_before = logs
+        .lock()
+        .unwrap()
+        .values()
+        .filter(|l| {
+            l.first()
+                .is_some_and(|s| s.at < killed && s.at + Duration::from_millis(250) > killed)
+        })
+        .count();
 
     // A place is lost when a visitor's position goes up across the failover: the new primary
     // never had its join (asynchronous replication) and it joined again at the back.
     let logs = logs.lock().unwrap();
-    let mut lost = 0;
+    let mut lost = behind_later;
     let mut kept = 0;
     let mut errors = 0;
-    for log in logs.values() {
+    for (n, log) in logs.iter() {
         errors += log.iter().filter(|s| s.state == "error").count();
         let before = log
             .iter()
@@ -267,7 +342,9 @@ async fn sale_through_a_failover(how: Failure) {
             .iter()
             .find(|s| s.at > promoted && (s.position.is_some() || s.state == "admitted"));
         match (before, after) {
-            (Some(b), Some(a)) if a.state != "admitted" && a.position > b.position => lost += 1,
+            (Some(b), Some(a)) if a.state != "admitted" && a.position > b.position => {
+                lost.insert(*n);
+            }
             (Some(_), Some(_)) => kept += 1,
             _ => {}
         }
@@ -281,18 +358,22 @@ async fn sale_through_a_failover(how: Failure) {
     for l in proxy
         .stderr()
         .lines()
-        .filter(|l| l.contains("WARN") || l.contains("ERROR"))
+        .filter(|l| l.contains("store::sentinel"))
     {
         println!("LOG {l}");
     }
     println!(
         "sentinel failover ({how:?}): promotion {:.1} s after the failure, admitting again {:.1} s after the \
-         promotion; {} requests by admitted visitors, {} failed; waiting places kept {kept}, \
-         lost to asynchronous replication {lost}; {errors} status polls without JSON",
+         promotion; {} requests by admitted visitors, {} failed; {} visitors in line, \
+         {joined_just_before} of them joined in the last 250 ms before the failure; waiting \
+         places kept {kept}, lost to asynchronous replication {} \
+         ({out_of_order} out of join order); {errors} status polls without JSON",
         (promoted - killed).as_secs_f64(),
         (again - promoted).as_secs_f64(),
         browsed.load(Ordering::Relaxed),
         failures.load(Ordering::Relaxed),
+        logs.len(),
+        lost.len(),
     );
     assert_eq!(
         failures.load(Ordering::Relaxed),
