@@ -20,7 +20,7 @@
 //! is not repeated for [`LOOKUP_BACKOFF`]: between the primary's death and the promotion the
 //! sentinels have no primary to name, and every call asking them again would only load them.
 //! Every call, lookups included, stays inside the caller's store timeout
-//! ([`crate::app::Shared::store_call`]).
+//! ([`crate::app::Core::store_call`]).
 //!
 //! Scripts are loaded on the new primary by `EVALSHA` falling back on `NOSCRIPT`
 //! ([`::redis::Script`]), since a promoted replica's script cache is its own.
