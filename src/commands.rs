@@ -73,6 +73,12 @@ pub fn summary(c: &Config) -> String {
         StoreBackend::Memory => "memory (one instance)".to_string(),
         StoreBackend::Redis { .. } => "redis".to_string(),
         StoreBackend::RedisCluster { urls } => format!("redis cluster ({} seed nodes)", urls.len()),
+        StoreBackend::RedisSentinel { urls, master } => {
+            format!(
+                "redis via sentinel, master {master} ({} sentinels)",
+                urls.len()
+            )
+        }
     };
     let _ = writeln!(s, "  store     {store}, timeout {}", dur(c.store.timeout));
     let ids: Vec<&str> = c.cookie.keys.iter().map(|k| k.id()).collect();

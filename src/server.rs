@@ -45,6 +45,13 @@ pub fn make_store(config: &Config, clock: Arc<dyn Clock>) -> Result<Arc<dyn Stor
         StoreBackend::Memory => Ok(Arc::new(MemoryStore::new(clock))),
         StoreBackend::Redis { url } => redis_store(config, Target::Single(url.clone())),
         StoreBackend::RedisCluster { urls } => redis_store(config, Target::Cluster(urls.clone())),
+        StoreBackend::RedisSentinel { urls, master } => redis_store(
+            config,
+            Target::Sentinel {
+                sentinels: urls.clone(),
+                master: master.clone(),
+            },
+        ),
     }
 }
 

@@ -161,7 +161,41 @@ const BROKEN: &[(&str, usize, &str, &str)] = &[
         "room[0].name",
         "not a valid room name",
     ),
+    (
+        "bad_sentinel_without_master.toml",
+        3,
+        "store.redis-sentinel",
+        "without sentinel-master",
+    ),
+    (
+        "bad_two_redis_addresses.toml",
+        4,
+        "store.redis-sentinel",
+        "set together with redis-url",
+    ),
+    (
+        "bad_sentinel_master_alone.toml",
+        4,
+        "store.sentinel-master",
+        "without redis-sentinel",
+    ),
+    (
+        "bad_sentinel_url.toml",
+        3,
+        "store.redis-sentinel[1]",
+        "not a Redis URL",
+    ),
 ];
+
+#[test]
+fn a_sentinel_store_passes_and_is_summarised() {
+    let (ok, stdout, stderr) = check("tests/fixtures/sentinel.toml");
+    assert!(ok, "{stderr}");
+    assert!(
+        stdout.contains("redis via sentinel, master mymaster (3 sentinels)"),
+        "{stdout}"
+    );
+}
 
 #[test]
 fn broken_configs_say_where_what_and_how_to_fix() {

@@ -38,6 +38,9 @@ pub struct StoreFile {
     pub backend: Option<String>,
     pub redis_url: Option<String>,
     pub redis_cluster: Option<Vec<String>>,
+    /// Sentinel addresses; the primary is asked for by `sentinel_master`.
+    pub redis_sentinel: Option<Vec<String>>,
+    pub sentinel_master: Option<String>,
     pub timeout: Option<String>,
     pub breaker_failures: Option<i64>,
     pub breaker_cooldown: Option<String>,

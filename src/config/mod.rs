@@ -9,6 +9,7 @@ pub mod file;
 pub mod locate;
 pub mod model;
 mod rooms;
+mod store;
 
 use std::fmt;
 use std::path::Path;

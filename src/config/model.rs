@@ -91,8 +91,18 @@ pub struct Listen {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum StoreBackend {
     Memory,
-    Redis { url: String },
-    RedisCluster { urls: Vec<String> },
+    Redis {
+        url: String,
+    },
+    RedisCluster {
+        urls: Vec<String>,
+    },
+    /// A primary and its replicas watched by Sentinel: the sentinels' URLs and the name they
+    /// monitor the primary under.
+    RedisSentinel {
+        urls: Vec<String>,
+        master: String,
+    },
 }
 
 #[derive(Debug, Clone)]

@@ -24,6 +24,7 @@ pub mod liveness;
 pub mod memory;
 mod ranks;
 pub mod redis;
+pub mod sentinel;
 
 use std::fmt;
 use std::sync::Arc;

@@ -1,5 +1,5 @@
 //! The Redis backend: the same semantics as the memory store, for any number of proxy
-//! instances on one Redis or a Redis Cluster.
+//! instances on one Redis, a Redis Cluster, or a primary found through Sentinel.
 //!
 //! Each store operation is one Lua script from `lua/` (the file is named after the method),
 //! prefixed with `lua/prelude.lua` and embedded in the binary. Scripts run through redis-rs
@@ -29,6 +29,7 @@ use ::redis::{FromRedisValue, Script, ScriptInvocation, Value};
 use async_trait::async_trait;
 use tokio::sync::OnceCell;
 
+use super::sentinel::SentinelConn;
 use super::{
     Admission, AdmitReport, AdmittedVisitor, JoinGate, RoomParams, RoomPatch, RoomState, RoomStats,
     Store, StoreError, VisitorId,
@@ -73,12 +74,18 @@ impl Scripts {
 pub enum Target {
     Single(String),
     Cluster(Vec<String>),
+    /// The primary the sentinels at these URLs name `master` (see [`super::sentinel`]).
+    Sentinel {
+        sentinels: Vec<String>,
+        master: String,
+    },
 }
 
 #[derive(Clone)]
 enum Conn {
     Single(ConnectionManager),
     Cluster(ClusterConnection),
+    Sentinel(std::sync::Arc<SentinelConn>),
 }
 
 /// Waiting visitors checked for abandonment per second of ticks (500 per 100 ms tick): a line of
@@ -179,6 +186,10 @@ impl RedisStore {
                 ClusterClient::new(urls.iter().map(String::as_str))
                     .map_err(|e| format!("redis-cluster: {e}"))?;
             }
+            Target::Sentinel { sentinels, master } => {
+                SentinelConn::new(sentinels, master, timeout)
+                    .map_err(|e| format!("redis-sentinel: {e}"))?;
+            }
         }
         Ok(Self {
             target,
@@ -227,6 +238,9 @@ impl RedisStore {
                     .build()?;
                 Ok(Conn::Cluster(client.get_async_connection().await?))
             }
+            Target::Sentinel { sentinels, master } => Ok(Conn::Sentinel(std::sync::Arc::new(
+                SentinelConn::new(sentinels, master, self.timeout)?,
+            ))),
         }
     }
 
@@ -245,6 +259,7 @@ impl RedisStore {
         let result = match conn.clone() {
             Conn::Single(mut c) => inv.invoke_async(&mut c).await,
             Conn::Cluster(mut c) => inv.invoke_async(&mut c).await,
+            Conn::Sentinel(c) => c.invoke(inv).await,
         };
         result.map_err(|e| unavailable(op, room, e))
     }
@@ -256,6 +271,7 @@ impl Store for RedisStore {
         match self.target {
             Target::Single(_) => "redis",
             Target::Cluster(_) => "redis-cluster",
+            Target::Sentinel { .. } => "redis-sentinel",
         }
     }
 
