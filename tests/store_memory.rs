@@ -32,6 +32,10 @@ impl conformance::Harness for Memory {
     fn advance(&self, by: Duration) {
         self.clock.advance(by);
     }
+
+    fn wipe(&self) {
+        self.store.wipe();
+    }
 }
 
 conformance_suite!(Memory::new());
@@ -159,7 +163,7 @@ mod properties {
                         }
                     }
                     Op::Consume(n) => {
-                        store.consume(&p, ids[n]).await.unwrap();
+                        store.use_up(&p, ids[n]).await.unwrap();
                     }
                 }
                 // Silent waiters drop out of the model exactly when the store drops them: at
