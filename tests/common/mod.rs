@@ -19,6 +19,7 @@ use hyper_util::rt::TokioIo;
 use tokio::net::TcpListener;
 
 pub mod redis;
+pub mod shop;
 
 /// The cookie key every test config uses.
 pub const KEY: &str = "test-key-0123456789-0123456789-0123456789";
