@@ -132,7 +132,10 @@ async fn a_killed_instance_loses_no_place_no_admission_and_no_order() {
         async move { dead.then_some(()) }
     })
     .await;
-    assert!(in_flight.await.unwrap().is_err(), "the visitor saw the line drop");
+    assert!(
+        in_flight.await.unwrap().is_err(),
+        "the visitor saw the line drop"
+    );
     let others = &proxies[1..];
 
     // Everybody carries on through the other instances.
@@ -171,10 +174,14 @@ async fn a_killed_instance_loses_no_place_no_admission_and_no_order() {
 
     // The slot the order used frees the head of the line.
     let head = line.remove(0);
-    eventually(Duration::from_secs(10), "the head of the line admitted", || {
-        let (proxy, mut jar) = (&others[0], head.clone());
-        async move { (status(proxy, &mut jar).await["state"] == "admitted").then_some(()) }
-    })
+    eventually(
+        Duration::from_secs(10),
+        "the head of the line admitted",
+        || {
+            let (proxy, mut jar) = (&others[0], head.clone());
+            async move { (status(proxy, &mut jar).await["state"] == "admitted").then_some(()) }
+        },
+    )
     .await;
     for (i, jar) in line.iter_mut().enumerate() {
         let v = status(&others[i % 2], jar).await;

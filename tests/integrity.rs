@@ -92,7 +92,10 @@ async fn a_kept_cookie_cannot_buy_a_second_order() {
     let mut kept = jar.clone();
     let started = Instant::now();
     assert_eq!(order(&proxy, &mut jar).await, 200);
-    assert!(jar.get("anteroom_sale").is_none(), "the order clears the cookie");
+    assert!(
+        jar.get("anteroom_sale").is_none(),
+        "the order clears the cookie"
+    );
     // Somebody else holds the other slot, so a replay cannot be a fresh fast-path entry.
     admitted(&proxy).await;
     // The kept cookie browses on until it is past half its life, taking any renewal offered.
@@ -210,10 +213,14 @@ async fn clients_without_a_cookie_jar_do_not_pin_sessions() {
     }
     assert!(entered >= 5, "{entered} let in at once");
     assert!(active(&proxy).await > entered);
-    let left = eventually(Duration::from_secs(20), "the unclaimed entries freed", || async {
-        let n = active(&proxy).await;
-        (n <= 1).then_some(n)
-    })
+    let left = eventually(
+        Duration::from_secs(20),
+        "the unclaimed entries freed",
+        || async {
+            let n = active(&proxy).await;
+            (n <= 1).then_some(n)
+        },
+    )
     .await;
     assert_eq!(left, 1, "the browser's session stays");
     let resp = client()

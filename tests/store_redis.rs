@@ -59,7 +59,10 @@ impl conformance::Harness for Redis {
         };
         for port in ports {
             let reply = common::redis::raw(port, "FLUSHALL");
-            assert!(reply.is_some_and(|r| r.starts_with("+OK")), "FLUSHALL on {port}");
+            assert!(
+                reply.is_some_and(|r| r.starts_with("+OK")),
+                "FLUSHALL on {port}"
+            );
         }
     }
 }

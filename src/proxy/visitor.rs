@@ -6,6 +6,7 @@ use pingora::http::RequestHeader;
 use pingora::proxy::Session;
 use pingora::Result;
 
+use super::origin::Taken;
 use super::respond::{Reply, HTML, JSON};
 use super::{cookie_values, secure, wants_json, Ctx, Outcome, Proxy, Verdict};
 use crate::app::Shared;
@@ -13,7 +14,6 @@ use crate::config::StorePolicy;
 use crate::cookie;
 use crate::metrics::Reject;
 use crate::page::{self, MessageView, State, Status};
-use super::origin::Taken;
 use crate::store::order::grace_for;
 use crate::store::{Admission, Consumed, JoinGate, Order, RequestId, Settle, VisitorId};
 

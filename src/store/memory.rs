@@ -214,7 +214,14 @@ impl RoomData {
 
     /// A pending consume that failed or was never settled: the same visitor holds the slot
     /// again, whatever max-active says (it never left the count).
-    fn give_back(&mut self, p: &RoomParams, vid: VisitorId, request: RequestId, held: Micros, now: Micros) {
+    fn give_back(
+        &mut self,
+        p: &RoomParams,
+        vid: VisitorId,
+        request: RequestId,
+        held: Micros,
+        now: Micros,
+    ) {
         self.activate(vid, held.max(now + micros(p.session_ttl)));
         self.marks
             .set(vid, Mark::GivenBack(request), now + Self::marker_life(p));
@@ -259,7 +266,13 @@ impl RoomData {
         }
     }
 
-    fn consume_order(&mut self, p: &RoomParams, vid: VisitorId, order: &Order, now: Micros) -> Consumed {
+    fn consume_order(
+        &mut self,
+        p: &RoomParams,
+        vid: VisitorId,
+        order: &Order,
+        now: Micros,
+    ) -> Consumed {
         self.marks.prune(now);
         match self.marks.get(&vid) {
             Some(Mark::Pending { request, .. } | Mark::Confirmed(request))
@@ -353,7 +366,10 @@ impl MemoryStore {
 
     /// Test hook: loses every room's data, as a Redis restart without persistence does.
     pub fn wipe(&self) {
-        self.rooms.write().unwrap_or_else(|e| e.into_inner()).clear();
+        self.rooms
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .clear();
     }
 
     fn room(&self, name: &Arc<str>) -> Arc<Mutex<RoomData>> {

@@ -38,7 +38,11 @@ pub struct RequestId(String);
 
 impl RequestId {
     pub fn random() -> Self {
-        Self(format!("{:016x}{:016x}", fastrand::u64(..), fastrand::u64(..)))
+        Self(format!(
+            "{:016x}{:016x}",
+            fastrand::u64(..),
+            fastrand::u64(..)
+        ))
     }
 
     pub fn as_str(&self) -> &str {

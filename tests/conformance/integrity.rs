@@ -6,8 +6,7 @@
 use std::time::Duration;
 
 use anteroom::store::{
-    Admission, Consumed, Order, RequestId, RoomParams, RoomPatch, Settle, Settled, Store,
-    VisitorId,
+    Admission, Consumed, Order, RequestId, RoomParams, RoomPatch, Settle, Settled, Store, VisitorId,
 };
 
 use super::{occupy, room, waiting_pos, Harness};
@@ -36,11 +35,17 @@ pub async fn a_consumed_admission_is_not_renewed(h: &dyn Harness) {
     let s = h.store();
     let p = room("replay", 100.0, 10);
     let v = occupy(&*s, &p).await;
-    assert!(s.touch(&p, v).await.unwrap(), "a fast-path entry is renewed");
+    assert!(
+        s.touch(&p, v).await.unwrap(),
+        "a fast-path entry is renewed"
+    );
     assert!(s.use_up(&p, v).await.unwrap());
     // The cookie is kept and is past half its life: the renewal must not bring it back.
     h.advance(Duration::from_secs(400));
-    assert!(!s.touch(&p, v).await.unwrap(), "renewal of a used admission");
+    assert!(
+        !s.touch(&p, v).await.unwrap(),
+        "renewal of a used admission"
+    );
     assert_eq!(s.stats(&p).await.unwrap().active, 0);
     assert_eq!(take(&*s, &p, v).await.1, Consumed::Used, "a second order");
     assert!(!s.use_up(&p, v).await.unwrap());
@@ -64,7 +69,11 @@ pub async fn a_confirmed_order_uses_the_admission_up(h: &dyn Harness) {
     let v = occupy(&*s, &p).await;
     let (o, c) = take(&*s, &p, v).await;
     assert_eq!(c, Consumed::Won);
-    assert_eq!(s.stats(&p).await.unwrap().active, 1, "pending keeps its slot");
+    assert_eq!(
+        s.stats(&p).await.unwrap().active,
+        1,
+        "pending keeps its slot"
+    );
     let done = s.settle(&p, v, &o.request, Settle::Confirm).await.unwrap();
     assert_eq!(done, Settled::Done);
     assert_eq!(s.stats(&p).await.unwrap().active, 0);
@@ -81,7 +90,10 @@ pub async fn a_failed_order_gives_the_admission_back(h: &dyn Harness) {
     let back = s.settle(&p, v, &o.request, Settle::GiveBack).await.unwrap();
     assert_eq!(back, Settled::Done);
     assert_eq!(s.stats(&p).await.unwrap().active, 1);
-    assert!(s.touch(&p, v).await.unwrap(), "a given-back admission renews");
+    assert!(
+        s.touch(&p, v).await.unwrap(),
+        "a given-back admission renews"
+    );
     assert_eq!(take(&*s, &p, v).await.1, Consumed::Won, "the retry");
 }
 
@@ -114,7 +126,10 @@ pub async fn an_unsettled_order_comes_back_after_its_deadline(h: &dyn Harness) {
     let (first, _) = take(&*s, &p, v).await;
     h.advance(GRACE / 2);
     assert!(busy(&take(&*s, &p, v).await.1), "still pending");
-    assert!(!s.touch(&p, v).await.unwrap(), "touch does not extend a pending admission");
+    assert!(
+        !s.touch(&p, v).await.unwrap(),
+        "touch does not extend a pending admission"
+    );
     // The instance that took it died: nobody settles. Past the deadline it is back.
     h.advance(GRACE);
     let (retry, c) = take(&*s, &p, v).await;
