@@ -86,7 +86,7 @@ async fn active(proxy: &Proxy) -> u64 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_kept_cookie_cannot_buy_a_second_order() {
     let shop = Shop::start().await;
-    let room = "max-active = 2\nsession-ttl = \"6s\"\nclaim-ttl = \"6s\"";
+    let room = "max-active = 2\nsession-ttl = \"10s\"\nclaim-ttl = \"10s\"";
     let proxy = Proxy::start(&config(shop.addr, "", room));
     let mut jar = admitted(&proxy).await;
     let mut kept = jar.clone();
@@ -98,8 +98,9 @@ async fn a_kept_cookie_cannot_buy_a_second_order() {
     );
     // Somebody else holds the other slot, so a replay cannot be a fresh fast-path entry.
     admitted(&proxy).await;
-    // The kept cookie browses on until it is past half its life, taking any renewal offered.
-    while started.elapsed() < Duration::from_millis(3500) {
+    // The kept cookie browses on until it is past half its life (whole seconds: 6 s of 10),
+    // taking any renewal offered; it is still valid for 2 s more when it orders again.
+    while started.elapsed() < Duration::from_secs(7) {
         let resp = client()
             .get(proxy.url("/products/1"))
             .header("cookie", kept.header())
