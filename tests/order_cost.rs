@@ -18,7 +18,14 @@ async fn script_calls(conn: &mut ::redis::aio::MultiplexedConnection) -> u64 {
         .unwrap();
     info.lines()
         .filter(|l| l.starts_with("cmdstat_evalsha:") || l.starts_with("cmdstat_eval:"))
-        .filter_map(|l| l.split("calls=").nth(1)?.split(',').next()?.parse().ok())
+        .filter_map(|l| {
+            l.split("calls=")
+                .nth(1)?
+                .split(',')
+                .next()?
+                .parse::<u64>()
+                .ok()
+        })
         .sum()
 }
 
@@ -50,13 +57,42 @@ tick = "10s"
         .get_multiplexed_async_connection()
         .await
         .unwrap();
-    let mut jar = Jar::default();
+    let admitted = || async {
+        let mut jar = Jar::default();
+        let resp = client()
+            .get(proxy.url("/.anteroom/status?room=sale"))
+            .send()
+            .await
+            .unwrap();
+        jar.absorb(&resp);
+        jar
+    };
+    // A first order loads the scripts (EVALSHA, NOSCRIPT, EVAL: calls that are not the order's).
+    let warm = admitted().await;
     let resp = client()
-        .get(proxy.url("/.anteroom/status?room=sale"))
+        .post(proxy.url("/orders"))
+        .header("cookie", warm.header())
         .send()
         .await
         .unwrap();
-    jar.absorb(&resp);
+    assert_eq!(resp.status(), 200);
+    let jar = admitted().await;
+    let marker = format!(
+        "{{anteroom:sale}}:consumed:{}",
+        warm.get("anteroom_vid").unwrap()
+    );
+    eventually(Duration::from_secs(5), "the warm-up confirmed", || {
+        let (mut c, key) = (conn.clone(), marker.clone());
+        async move {
+            let v: Option<String> = ::redis::cmd("GET")
+                .arg(key)
+                .query_async(&mut c)
+                .await
+                .unwrap();
+            v.is_some_and(|v| v.starts_with("c ")).then_some(())
+        }
+    })
+    .await;
     shop.script(&[Answer::Status(500)]);
     for expected in [500, 200] {
         let before = script_calls(&mut conn).await;
