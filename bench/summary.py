@@ -84,7 +84,8 @@ def main():
     s = load(os.path.join(base, "redis-scale.json"))
     if s:
         lines += scale(s) + [""]
-    for sub, title in (("flash-sale", "Flash sale"), ("flash-sale-ramp", "Flash sale, arrivals on a ramp")):
+    for sub, title in (("flash-sale", "Flash sale"), ("flash-sale-ramp", "Flash sale, arrivals on a ramp"),
+                       ("flash-sale-ramp-t1", "Flash sale on the ramp, three instances at threads = 1")):
         runs = [r for r in (load(p) for p in sorted(glob.glob(os.path.join(base, sub, "*.json")))) if r]
         if runs:
             lines += flash(runs, title) + [""]

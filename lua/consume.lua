@@ -1,23 +1,44 @@
--- consume: uses up an admission (e.g. POST /orders). Of concurrent calls for one visitor exactly
--- one gets 1. The winner's request id is kept for a minute, so a call whose reply was lost and
--- that is sent again (cluster clients re-send after a dropped connection) still gets 1, while
--- any other request, or a replay, gets 0.
+-- consume: takes an admission for an order (e.g. POST /orders). Of concurrent calls for one
+-- visitor exactly one wins. The admission stays pending, its slot still counted, until settle
+-- confirms or gives it back, or until its deadline passes (then the next consume or touch of
+-- this visitor gives it back). A call re-sent with the winner's request id (a reply that was
+-- lost; cluster clients re-send) wins again; any other request, or a replay, loses.
+-- A verified cookie (ARGV[6] = 1) with neither a session nor a marker wins and re-registers the
+-- admission: the store lost its data, the cookie is the proof.
 --
 -- KEYS[1] active ZSET   KEYS[2] consumed marker STRING for this visitor
--- ARGV[1] visitor id   ARGV[2] request id   ARGV[3] marker lifetime ms   ARGV[4] clock skew µs
--- Reply: 1 won, 0 already used or never admitted
+-- ARGV[1] visitor id   ARGV[2] request id   ARGV[3] grace µs   ARGV[4] marker lifetime ms
+-- (session-ttl + margin)   ARGV[5] session-ttl µs   ARGV[6] vouched (1/0)   ARGV[7] clock skew µs
+-- Reply: { code, ms }  code 1 won, 0 used (or never admitted), 2 busy: another order of this
+--   admission is pending, ms until its deadline
 
 local active, marker = KEYS[1], KEYS[2]
-local now = now_us(tonumber(ARGV[4]))
-local exp = redis.call('ZSCORE', active, ARGV[1])
-if exp then
-  redis.call('ZREM', active, ARGV[1])
-  if tonumber(exp) > now then
-    redis.call('SET', marker, ARGV[2], 'PX', tonumber(ARGV[3]))
-    return 1
+local vid, req = ARGV[1], ARGV[2]
+local grace, marker_ms, session_us = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
+local now = now_us(tonumber(ARGV[7]))
+
+local m = read_marker(redis.call('GET', marker))
+if m and m.req == req and (m.kind == 'p' or m.kind == 'c') then
+  return { 1, 0 }
+end
+if m and m.kind == 'p' and m.deadline > now then
+  return { 2, math.ceil((m.deadline - now) / 1000) }
+end
+m = settled_marker(active, marker, vid, now, session_us, marker_ms)
+
+local held = tonumber(redis.call('ZSCORE', active, vid))
+if held and held <= now then
+  redis.call('ZREM', active, vid)
+  held = nil
+end
+if not held then
+  if ARGV[6] ~= '1' or (m and m.kind == 'c') then
+    return { 0, 0 }
   end
+  held = now
 end
-if redis.call('GET', marker) == ARGV[2] then
-  return 1
-end
-return 0
+local deadline = now + grace
+redis.call('ZADD', active, math.max(held, deadline), vid)
+redis.call('SET', marker, string.format('p %s %.0f %.0f', req, deadline, held),
+  'PX', marker_ms + math.ceil(grace / 1000))
+return { 1, 0 }

@@ -9,6 +9,7 @@
 -- ARGV[4] max-waiting   ARGV[5] session-ttl µs   ARGV[6] tick µs   ARGV[7] abandon-after µs
 -- ARGV[8] clock skew µs (0 in production; tests move time with it)
 -- ARGV[9] new joins allowed per client and window (0: no limit)   ARGV[10] window µs
+-- ARGV[11] claim-ttl µs (how long a fast-path entry holds its slot until the visitor is back)
 -- Reply: { code, position, waiting, eta rate (string), joined now (1/0) }
 --   code 0 admitted (claimed), 1 waiting, 2 paused (queue_all), 3 full, 4 open (room switched
 --   off), 5 entered (a newcomer admitted at once), 6 limited (too many new visitors from this
@@ -79,7 +80,9 @@ local tokens = refill(tonumber(h[5]) or 0, tonumber(h[6]), now, rate, burst)
 local recent, window = window_left(h[10], now, tonumber(ARGV[6]), burst)
 if not held and n == 0 and tokens >= 1 and window >= 1 and redis.call('ZCARD', active) < max_active then
   redis.call('HSET', room, 'tokens', tokens - 1, 'refilled', now, 'recent', window_note(recent, now, 1))
-  redis.call('ZADD', active, now + tonumber(ARGV[5]), vid)
+  -- Held for claim-ttl until the visitor comes back with the cookie (whose first return renews
+  -- it to session-ttl): a client without a cookie jar does not pin a session's worth of slots.
+  redis.call('ZADD', active, now + math.min(tonumber(ARGV[11]), tonumber(ARGV[5])), vid)
   redis.call('HINCRBY', room, 'admitted', 1)
   redis.call('HINCRBY', room, 'joined', 1)
   return { 5, 0, 0, '0', 1 }

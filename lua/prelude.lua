@@ -8,7 +8,8 @@
 --   {anteroom:R}:active    ZSET  member = visitor id, score = expiry in microseconds (Redis TIME)
 --   {anteroom:R}:room      HASH  runtime state, token bucket, rate meter, totals, sweep cursor,
 --                                liveness clock ('live' µs, and 'live_at', the TIME of its last step)
---   {anteroom:R}:consumed:<visitor hex>  STRING  request id of the consume that won (short TTL)
+--   {anteroom:R}:consumed:<visitor hex>  STRING  the last order of this admission (see
+--                                read_marker); lives session-ttl + a margin after the consume
 --
 -- Keeping "last seen" inside the waiting score costs no memory per visitor: order comes from the
 -- high part, so ZRANK is still the place in line, and a poll rewrites only the low part.
@@ -118,3 +119,37 @@ local function eta_rate(measured, rate)
   return rate
 end
 
+
+-- Consumed markers (consume, settle, touch). The value is "KIND REQUEST [DEADLINE HELD]":
+--   p  pending: taken by REQUEST, not settled; comes back after DEADLINE (µs), with the session
+--      expiry HELD it had before (or more)
+--   c  confirmed: used up by REQUEST
+--   g  given back by REQUEST
+-- A bare request id (the marker of an older version) reads as confirmed.
+local function read_marker(v)
+  if not v then
+    return nil
+  end
+  local kind, req, deadline, held = string.match(v, '^(%a) (%S+) ?(%d*) ?(%d*)$')
+  if not kind then
+    return { kind = 'c', req = v }
+  end
+  return { kind = kind, req = req, deadline = tonumber(deadline), held = tonumber(held) }
+end
+
+-- A pending consume that failed or was never settled: the same visitor holds the slot again,
+-- whatever max-active says (it never left the count).
+local function give_back(active, marker, vid, m, now, session_us, marker_ms)
+  redis.call('ZADD', active, math.max(m.held or 0, now + session_us), vid)
+  redis.call('SET', marker, 'g ' .. m.req, 'PX', marker_ms)
+end
+
+-- The marker, after giving back a pending consume whose deadline has passed.
+local function settled_marker(active, marker, vid, now, session_us, marker_ms)
+  local m = read_marker(redis.call('GET', marker))
+  if m and m.kind == 'p' and m.deadline <= now then
+    give_back(active, marker, vid, m, now, session_us, marker_ms)
+    m = { kind = 'g', req = m.req }
+  end
+  return m
+end

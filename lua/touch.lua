@@ -1,17 +1,26 @@
 -- touch: sliding expiry of an admitted session. Extends it by session-ttl; a session the store
--- no longer holds (expired, or Redis lost it) is taken back only while max-active allows.
+-- no longer holds (expired, or Redis lost it) is taken back only while max-active allows. Never
+-- for an admission that bought an order (a confirmed marker and no session) nor while an order
+-- of it is pending; a pending consume past its deadline is given back first.
 -- Idempotent: a retry extends to the same deadline, give or take the time between the calls.
 --
--- KEYS[1] active ZSET   KEYS[2] room HASH
+-- KEYS[1] active ZSET   KEYS[2] room HASH   KEYS[3] consumed marker STRING for this visitor
 -- ARGV[1] visitor id   ARGV[2] session-ttl µs   ARGV[3] configured max-active   ARGV[4] clock skew µs
--- Reply: 1 when the session is held (now extended), 0 when there was no room for it
+-- ARGV[5] marker lifetime ms
+-- Reply: 1 when the session is held (now extended), 0 when it is not renewed
 
-local active, room = KEYS[1], KEYS[2]
+local active, room, marker = KEYS[1], KEYS[2], KEYS[3]
+local vid = ARGV[1]
 local now = now_us(tonumber(ARGV[4]))
 redis.call('ZREMRANGEBYSCORE', active, '-inf', now)
+local m = settled_marker(active, marker, vid, now, tonumber(ARGV[2]), tonumber(ARGV[5]))
+local held = redis.call('ZSCORE', active, vid)
+if m and (m.kind == 'p' or (m.kind == 'c' and not held)) then
+  return 0
+end
 local max_active = tonumber(redis.call('HGET', room, 'max_active')) or tonumber(ARGV[3])
-if redis.call('ZSCORE', active, ARGV[1]) or redis.call('ZCARD', active) < max_active then
-  redis.call('ZADD', active, now + tonumber(ARGV[2]), ARGV[1])
+if held or redis.call('ZCARD', active) < max_active then
+  redis.call('ZADD', active, now + tonumber(ARGV[2]), vid)
   return 1
 end
 return 0

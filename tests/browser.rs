@@ -200,6 +200,15 @@ async fn crowd(proxy: &Proxy) -> Jar {
         .await
         .unwrap();
     holder.absorb(&resp);
+    // The holder comes back with its cookie: a fast-path entry holds the slot for claim-ttl
+    // only until then, a session after.
+    let resp = client()
+        .get(proxy.url("/products/1"))
+        .header("cookie", holder.header())
+        .send()
+        .await
+        .unwrap();
+    holder.absorb(&resp);
     for expected in 1..=2u64 {
         let v: Value = client()
             .get(proxy.url("/.anteroom/status?room=sale"))

@@ -36,6 +36,10 @@ impl conformance::Harness for Memory {
     fn step_back(&self, by: Duration) {
         self.clock.step_wall_back(by);
     }
+
+    fn wipe(&self) {
+        self.store.wipe();
+    }
 }
 
 conformance_suite!(Memory::new());
@@ -169,7 +173,7 @@ mod properties {
                         }
                     }
                     Op::Consume(n) => {
-                        store.consume(&p, ids[n]).await.unwrap();
+                        store.use_up(&p, ids[n]).await.unwrap();
                     }
                 }
                 // Silent waiters drop out of the model exactly when the store drops them: at

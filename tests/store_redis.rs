@@ -55,6 +55,20 @@ impl conformance::Harness for Redis {
     fn step_back(&self, by: Duration) {
         self.store.step_clock_back(by);
     }
+
+    fn wipe(&self) {
+        let ports: Vec<u16> = match &self._servers {
+            Servers::Single(s) => vec![s.port],
+            Servers::Cluster(c) => c.nodes.iter().map(|n| n.port).collect(),
+        };
+        for port in ports {
+            let reply = common::redis::raw(port, "FLUSHALL");
+            assert!(
+                reply.is_some_and(|r| r.starts_with("+OK")),
+                "FLUSHALL on {port}"
+            );
+        }
+    }
 }
 
 mod standalone {

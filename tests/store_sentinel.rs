@@ -40,6 +40,19 @@ impl conformance::Harness for Sentinel {
     fn advance(&self, by: Duration) {
         self.store.shift_clock(by);
     }
+
+    fn step_back(&self, by: Duration) {
+        self.store.step_clock_back(by);
+    }
+
+    fn wipe(&self) {
+        let port = self._servers.primary.port;
+        let reply = common::redis::raw(port, "FLUSHALL");
+        assert!(
+            reply.is_some_and(|r| r.starts_with("+OK")),
+            "FLUSHALL on {port}"
+        );
+    }
 }
 
 conformance_suite!(Sentinel::start());

@@ -44,7 +44,7 @@ async fn visitor(shared: Arc<Shared>, room: RoomParams) {
     }
     tokio::time::sleep(Duration::from_millis(2000 + fastrand::u64(0..4000))).await;
     let _ = shared
-        .store_call("consume", &room.name, shared.store.consume(&room, vid))
+        .store_call("consume", &room.name, shared.store.use_up(&room, vid))
         .await;
 }
 

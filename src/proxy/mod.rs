@@ -30,7 +30,7 @@ use crate::cookie;
 use crate::metrics::Reject;
 use crate::page::{self, Status};
 use crate::route::Routing;
-use crate::store::{JoinGate, VisitorId};
+use crate::store::JoinGate;
 
 /// How a request ended, for logs and metrics (the discriminant indexes
 /// [`crate::metrics::OUTCOMES`]).
@@ -67,8 +67,9 @@ pub struct Ctx {
     started: Instant,
     /// A trusted proxy says the visitor came over HTTPS.
     https: bool,
-    /// The admission this request consumed, to give back if the origin fails the order.
-    consumed: Option<VisitorId>,
+    /// The admission this request took for an order, pending until the origin's answer
+    /// settles it (`origin`).
+    consumed: Option<origin::Taken>,
     /// Our error page, replacing the origin's own 5xx body.
     replace_body: Option<Bytes>,
     /// The peer is a trusted proxy: its forwarding headers are believed and kept.

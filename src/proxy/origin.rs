@@ -1,19 +1,30 @@
 //! When the origin fails: refused or timed-out connections (`fail_to_proxy`) and the origin's
 //! own 5xx responses (`upstream_response_filter`) get anteroom's error page — 502, 503 or 504
 //! with `Retry-After` — from the message template, never a hang or a bare error. The visitor
-//! keeps their admission: cookies already decided ride on the error page, and an order that
-//! consumed the admission but failed at the origin gives it back.
+//! keeps their admission: cookies already decided ride on the error page.
+//!
+//! The origin's answer also settles an order's pending consume (see
+//! [`crate::store::order`]): any answer below 500 confirms it; a 5xx (whatever `error-pages`
+//! says), a refused or timed-out connection, or any other failure to proxy gives it back. A
+//! give-back is tried before the visitor sees the error page, so that their retry finds the
+//! admission; a confirm goes in the background. A settle whose store call fails is retried in
+//! the background for the grace period; should the instance die first, the store gives the
+//! admission back by itself after the grace period.
 
 use bytes::Bytes;
 use pingora::http::ResponseHeader;
 use pingora::proxy::{FailToProxy, Session};
 use pingora::{ErrorSource, ErrorType, Result};
 
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
 use super::respond::{Reply, HTML, JSON};
 use super::{wants_json, Ctx};
 use crate::app::Shared;
 use crate::cookie;
 use crate::page::MessageView;
+use crate::store::{RequestId, Settle, Settled, VisitorId};
 
 /// Seconds a visitor is asked to wait before trying again.
 const RETRY_SECS: u64 = 5;
@@ -54,29 +65,96 @@ fn page(shared: &Shared, json: bool, status: u16, room: &str) -> (&'static str, 
     }
 }
 
-/// Gives back an admission this request consumed: the order did not reach the shop.
-async fn refund(shared: &Shared, ctx: &mut Ctx) {
-    let (Some(vid), Some(i)) = (ctx.consumed.take(), ctx.room) else {
+/// An admission this request took for an order, pending until the origin's answer settles it.
+#[derive(Debug, Clone)]
+pub(super) struct Taken {
+    pub room: usize,
+    pub vid: VisitorId,
+    pub request: RequestId,
+    /// The consume's grace period: how long settling it is worth retrying.
+    pub grace: Duration,
+}
+
+/// How the origin's answer settles the order: a failure of the shop gives the admission back,
+/// anything else used it.
+pub(super) fn settlement(status: u16) -> Settle {
+    if status >= 500 {
+        Settle::GiveBack
+    } else {
+        Settle::Confirm
+    }
+}
+
+/// One settle call; `true` when the store answered (whatever it said).
+async fn settle_once(shared: &Shared, t: &Taken, how: Settle) -> bool {
+    let r = &shared.rooms[t.room];
+    match shared
+        .store_call(
+            "settle",
+            r.name(),
+            shared.store.settle(&r.cfg.params, t.vid, &t.request, how),
+        )
+        .await
+    {
+        Ok(Settled::Done | Settled::Already) => {
+            if how == Settle::GiveBack {
+                tracing::info!(
+                    room = r.name(),
+                    "the origin failed an order: admission given back"
+                );
+            }
+            true
+        }
+        Ok(s) => {
+            tracing::warn!(room = r.name(), ?how, settled = ?s, "an order was settled late: its pending consume had been resolved already");
+            true
+        }
+        Err(e) => {
+            shared.warn_store_error(&e);
+            false
+        }
+    }
+}
+
+/// Settles in the background, retrying a failed store call with backoff for the grace period.
+pub(super) fn settle_later(shared: Arc<Shared>, t: Taken, how: Settle) {
+    tokio::spawn(async move {
+        let until = Instant::now() + t.grace;
+        let mut pause = Duration::from_millis(100);
+        while !settle_once(&shared, &t, how).await {
+            if Instant::now() + pause > until {
+                tracing::warn!(
+                    room = shared.rooms[t.room].name(),
+                    ?how,
+                    "could not settle an order; the store resolves it after the grace period"
+                );
+                return;
+            }
+            // Backoff between attempts, not a wait for a condition.
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(Duration::from_secs(2));
+        }
+    });
+}
+
+/// Settles this request's pending consume, if it has one. A give-back is tried at once (the
+/// visitor's retry must find the admission) and keeps the admission cookie; a confirm, and a
+/// give-back whose call failed, go to the background.
+async fn settle(shared: &Arc<Shared>, ctx: &mut Ctx, how: Settle) {
+    let Some(t) = ctx.consumed.take() else {
         return;
     };
-    let r = &shared.rooms[i];
+    if how == Settle::Confirm {
+        settle_later(shared.clone(), t, how);
+        return;
+    }
+    let r = &shared.rooms[t.room];
     let clear = cookie::clear_admission(r.name(), false);
     let clear_secure = cookie::clear_admission(r.name(), true);
     ctx.set_cookies
         .retain(|c| *c != clear && *c != clear_secure);
-    match shared
-        .store_call("touch", r.name(), shared.store.touch(&r.cfg.params, vid))
-        .await
-    {
-        Ok(true) => tracing::info!(
-            room = r.name(),
-            "the origin failed an order: admission given back"
-        ),
-        Ok(false) => tracing::warn!(
-            room = r.name(),
-            "the origin failed an order; no slot to give the admission back"
-        ),
-        Err(e) => shared.warn_store_error(&e),
+    if !settle_once(shared, &t, how).await {
+        settle_later(shared.clone(), t, how);
     }
 }
 
@@ -88,10 +166,10 @@ pub(super) async fn on_response(
 ) -> Result<()> {
     let status = resp.status.as_u16();
     let shared = ctx.shared.clone();
+    settle(&shared, ctx, settlement(status)).await;
     if status < 500 || !shared.config.upstreams[ctx.upstream].error_pages {
         return Ok(());
     }
-    refund(&shared, ctx).await;
     let room = ctx.room.map(|i| shared.rooms[i].name()).unwrap_or("");
     let (content_type, body) = page(&shared, wants_json(session.req_header()), status, room);
     for h in [
@@ -138,6 +216,9 @@ pub(super) async fn on_failure(
         ) => 504,
         _ => 502,
     };
+    let shared = ctx.shared.clone();
+    // No answer from the origin (whatever the cause): the order failed, the admission is back.
+    settle(&shared, ctx, Settle::GiveBack).await;
     if code == 0 {
         return FailToProxy {
             error_code: 0,
@@ -151,11 +232,7 @@ pub(super) async fn on_failure(
             can_reuse_downstream: false,
         };
     }
-    let shared = ctx.shared.clone();
-    {
-        tracing::warn!(upstream = shared.config.upstreams[ctx.upstream].name, error = %e, status = code, "origin failed");
-        refund(&shared, ctx).await;
-    }
+    tracing::warn!(upstream = shared.config.upstreams[ctx.upstream].name, error = %e, status = code, "origin failed");
     if session.response_written().is_none() {
         let room = ctx.room.map(|i| shared.rooms[i].name()).unwrap_or("");
         let (content_type, body) = page(&shared, wants_json(session.req_header()), code, room);
@@ -172,5 +249,28 @@ pub(super) async fn on_failure(
     FailToProxy {
         error_code: code,
         can_reuse_downstream: false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_failure_of_the_shop_gives_the_admission_back() {
+        for (status, how) in [
+            (200, Settle::Confirm),
+            (201, Settle::Confirm),
+            (302, Settle::Confirm),
+            (400, Settle::Confirm),
+            (409, Settle::Confirm),
+            (499, Settle::Confirm),
+            (500, Settle::GiveBack),
+            (502, Settle::GiveBack),
+            (503, Settle::GiveBack),
+            (504, Settle::GiveBack),
+        ] {
+            assert_eq!(settlement(status), how, "{status}");
+        }
     }
 }

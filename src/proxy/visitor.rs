@@ -6,6 +6,7 @@ use pingora::http::RequestHeader;
 use pingora::proxy::Session;
 use pingora::Result;
 
+use super::origin::Taken;
 use super::respond::{Reply, HTML, JSON};
 use super::{cookie_values, secure, wants_json, Ctx, Outcome, Proxy, Verdict};
 use crate::app::Shared;
@@ -13,7 +14,8 @@ use crate::config::StorePolicy;
 use crate::cookie;
 use crate::metrics::Reject;
 use crate::page::{self, MessageView, State, Status};
-use crate::store::{Admission, JoinGate, VisitorId};
+use crate::store::order::grace_for;
+use crate::store::{Admission, Consumed, JoinGate, Order, RequestId, Settle, VisitorId};
 
 impl Proxy {
     /// The visitor's id from their cookie, or a new one (and its cookie).
@@ -29,10 +31,25 @@ impl Proxy {
         vid
     }
 
-    /// Issues the admission cookie for a visitor who was just admitted.
+    /// Issues the admission cookie for a visitor who was just admitted, or whose session was
+    /// renewed: valid for `session-ttl`.
     pub(super) fn grant(shared: &Shared, ctx: &mut Ctx, room: usize, vid: VisitorId) {
+        let ttl = shared.rooms[room].cfg.params.session_ttl;
+        Self::grant_for(shared, ctx, room, vid, ttl);
+    }
+
+    /// Issues an admission cookie valid for `ttl`. A fast-path entry gets `claim-ttl`: its slot
+    /// is held only that long until the visitor is back, and the first request that carries the
+    /// cookie renews it to `session-ttl` through the sliding renewal (one store call).
+    fn grant_for(
+        shared: &Shared,
+        ctx: &mut Ctx,
+        room: usize,
+        vid: VisitorId,
+        ttl: std::time::Duration,
+    ) {
         let r = &shared.rooms[room];
-        let ttl = r.cfg.params.session_ttl.as_secs().max(1);
+        let ttl = ttl.as_secs().max(1);
         let expires = shared.clock.now_secs() + ttl;
         if let Some(value) = cookie::sign(&shared.config.cookie.keys, r.name(), vid, expires) {
             ctx.set_cookies.push(cookie::set_admission(
@@ -77,8 +94,13 @@ impl Proxy {
             }
         }
         match joined {
-            Ok(Admission::Admitted) | Ok(Admission::Entered) => {
+            Ok(Admission::Admitted) => {
                 Self::grant(shared, ctx, room, vid);
+                Verdict::Pass { admitted: true }
+            }
+            Ok(Admission::Entered) => {
+                let p = &r.cfg.params;
+                Self::grant_for(shared, ctx, room, vid, p.claim_ttl.min(p.session_ttl));
                 Verdict::Pass { admitted: true }
             }
             Ok(Admission::Open) => Verdict::Pass { admitted: false },
@@ -244,7 +266,10 @@ impl Proxy {
         .await
     }
 
-    /// A consume route: exactly one request per admission reaches the origin.
+    /// A consume route: exactly one request per admission reaches the origin. The admission is
+    /// taken as pending, keyed by this request's id; the origin's answer settles it
+    /// ([`super::origin`]). A call whose reply is lost is asked again with the same id before the
+    /// visitor is told anything, so a consume that did go through is found, not lost.
     pub(super) async fn consume(
         shared: &Shared,
         session: &mut Session,
@@ -253,34 +278,63 @@ impl Proxy {
         vid: VisitorId,
     ) -> Result<bool> {
         let r = &shared.rooms[room];
-        let won = shared
-            .store_call(
+        let up = &shared.config.upstreams[r.cfg.upstream];
+        let order = Order {
+            request: RequestId::random(),
+            grace: grace_for(up.connect_timeout, up.write_timeout, up.read_timeout),
+            vouched: true,
+        };
+        let call = || {
+            shared.store_call(
                 "consume",
                 r.name(),
-                shared.store.consume(&r.cfg.params, vid),
+                shared.store.consume(&r.cfg.params, vid, &order),
             )
-            .await;
+        };
+        let mut won = call().await;
+        if let Err(e) = &won {
+            shared.warn_store_error(e);
+            won = call().await;
+        }
+        let taken = Taken {
+            room,
+            vid,
+            request: order.request.clone(),
+            grace: order.grace,
+        };
         let (status, title, message, retry) = match won {
-            Ok(true) => {
+            Ok(Consumed::Won) => {
                 // The admission is used up: the cookie goes with the origin's response.
                 ctx.set_cookies.retain(|c| !c.starts_with(&r.cookie_name));
                 ctx.set_cookies.push(cookie::clear_admission(r.name(), secure(shared, ctx)));
                 ctx.outcome = Outcome::Consume;
-                ctx.consumed = Some(vid);
+                ctx.consumed = Some(taken);
                 return Ok(false);
             }
-            Ok(false) => (
+            Ok(Consumed::Used) => (
                 409,
                 "Already used",
                 "This admission has already been used, for example in another tab. Join the line again to continue.",
                 None,
             ),
+            Ok(Consumed::Busy { retry_after }) => (
+                409,
+                "Your order is on its way",
+                "An order with this admission is being placed, for example in another tab. If it fails, the admission comes back: try again in a moment.",
+                Some(retry_after.as_secs().clamp(1, 60)),
+            ),
             Err(e) => {
                 shared.warn_store_error(&e);
                 if r.cfg.on_store_error == StorePolicy::Open {
+                    // Through without a confirmed consume; should the store have taken it after
+                    // all, the origin's answer settles it like any other.
                     ctx.outcome = Outcome::Consume;
+                    ctx.consumed = Some(taken);
                     return Ok(false);
                 }
+                // Whatever the store did with it, this order is not going to the origin: a
+                // consume that went through unseen is given back, not left to its deadline.
+                super::origin::settle_later(ctx.shared.clone(), taken, Settle::GiveBack);
                 (
                     503,
                     "Please try again",
@@ -296,7 +350,11 @@ impl Proxy {
             Reject::Store
         });
         let body = if wants_json(session.req_header()) {
-            let state = if status == 409 { "consumed" } else { "retry" };
+            let state = match (status, retry) {
+                (409, None) => "consumed",
+                (409, Some(_)) => "pending",
+                _ => "retry",
+            };
             Bytes::from(
                 serde_json::json!({ "room": r.name(), "state": state, "error": message })
                     .to_string(),
@@ -328,8 +386,10 @@ impl Proxy {
         Ok(true)
     }
 
-    /// Sliding expiry: past half its life the admission is renewed, if the store agrees. A store
-    /// that cannot answer postpones the renewal; the current cookie stays valid until it expires.
+    /// Sliding expiry: past half its life the admission is renewed, if the store agrees (not for
+    /// an admission that was used or has an order pending). A store that cannot answer postpones
+    /// the renewal; the current cookie stays valid until it expires. A fast-path cookie
+    /// (`claim-ttl`) is past half a session's life at once: its first return renews it.
     pub(super) async fn refresh(
         shared: &Shared,
         ctx: &mut Ctx,

@@ -15,9 +15,12 @@ use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 use async_trait::async_trait;
 
 use super::liveness::{self, Liveness};
+use super::marks::Marks;
 use super::ranks::Ranks;
 use super::*;
 use crate::clock::{micros, Clock, Micros};
+
+mod orders;
 
 /// Time constant of the measured admission rate.
 const RATE_TAU_SECS: f64 = 10.0;
@@ -58,6 +61,8 @@ struct RoomData {
     abandoned_total: u64,
     /// Per-client new-join counters: (count, end of the window).
     joins_by_client: HashMap<String, (u32, Micros)>,
+    /// Consumed markers: the last order of each admission (see [`super::order`]).
+    marks: Marks,
 }
 
 impl RoomData {
@@ -240,6 +245,14 @@ impl MemoryStore {
         }
     }
 
+    /// Test hook: loses every room's data, as a Redis restart without persistence does.
+    pub fn wipe(&self) {
+        self.rooms
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .clear();
+    }
+
     fn room(&self, name: &Arc<str>) -> Arc<Mutex<RoomData>> {
         if let Some(r) = self
             .rooms
@@ -345,7 +358,9 @@ impl Store for MemoryStore {
             {
                 r.tokens -= 1.0;
                 r.note_admitted(now, 1);
-                r.activate(vid, now + micros(p.session_ttl));
+                // Held for claim-ttl until the visitor comes back with the cookie: a client
+                // without a cookie jar does not pin a session's worth of max-active.
+                r.activate(vid, now + micros(p.claim_ttl.min(p.session_ttl)));
                 r.admitted_total += 1;
                 r.joined_total += 1;
                 return Admission::Entered;
@@ -425,25 +440,26 @@ impl Store for MemoryStore {
     }
 
     async fn touch(&self, p: &RoomParams, vid: VisitorId) -> Result<bool, StoreError> {
-        Ok(self.with(p, |r, now| {
-            let held = r.active.contains_key(&vid);
-            if held || (r.active.len() as u64) < p.max_active(&r.state) {
-                r.activate(vid, now + micros(p.session_ttl));
-                true
-            } else {
-                false
-            }
-        }))
+        Ok(self.with(p, |r, now| r.touch_session(p, vid, now)))
     }
 
-    async fn consume(&self, p: &RoomParams, vid: VisitorId) -> Result<bool, StoreError> {
-        Ok(self.with(p, |r, _| match r.active.remove(&vid) {
-            Some(exp) => {
-                r.expiries.remove(&(exp, vid));
-                true
-            }
-            None => false,
-        }))
+    async fn consume(
+        &self,
+        p: &RoomParams,
+        vid: VisitorId,
+        order: &Order,
+    ) -> Result<Consumed, StoreError> {
+        Ok(self.with(p, |r, now| r.consume_order(p, vid, order, now)))
+    }
+
+    async fn settle(
+        &self,
+        p: &RoomParams,
+        vid: VisitorId,
+        request: &RequestId,
+        how: Settle,
+    ) -> Result<Settled, StoreError> {
+        Ok(self.with(p, |r, now| r.settle_order(p, vid, request, how, now)))
     }
 
     async fn room_state(&self, p: &RoomParams) -> Result<RoomState, StoreError> {

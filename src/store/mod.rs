@@ -18,13 +18,20 @@
 //! - A step back of the store's clock counts as zero elapsed everywhere (bucket, window,
 //!   liveness, measured rate): it neither sweeps the line nor stalls admission.
 //! - Active sessions are kept by expiry, so the count is exact and cannot drift.
-//! - `consume` removes an admission atomically: of concurrent calls exactly one returns `true`.
+//! - `consume` takes an admission atomically: of concurrent calls exactly one wins. It stays
+//!   pending (its slot still counted) until `settle` confirms or gives it back, or its grace
+//!   period passes (then it comes back); a used admission is never renewed (see [`order`]).
+//! - A fast-path entry holds its slot for `claim-ttl` only, until the visitor comes back.
 
 pub mod liveness;
+mod marks;
 pub mod memory;
+pub mod order;
 mod ranks;
 pub mod redis;
 pub mod sentinel;
+
+pub use order::{Consumed, Order, RequestId, Settle, Settled};
 
 use std::fmt;
 use std::sync::Arc;
@@ -288,11 +295,46 @@ pub trait Store: Send + Sync + 'static {
     async fn admit(&self, room: &RoomParams) -> Result<AdmitReport, StoreError>;
 
     /// Extends an admitted session by `session-ttl` (sliding expiry). `false` when the store no
-    /// longer holds the session and has no room to take it back.
+    /// longer holds the session and has no room to take it back, and when the admission was
+    /// used (a consumed marker) or an order of it is pending: renewal never brings back an
+    /// admission that bought an order. A pending consume past its deadline is given back first.
     async fn touch(&self, room: &RoomParams, vid: VisitorId) -> Result<bool, StoreError>;
 
-    /// Uses up an admission. Of concurrent calls for one visitor exactly one returns `true`.
-    async fn consume(&self, room: &RoomParams, vid: VisitorId) -> Result<bool, StoreError>;
+    /// Takes an admission for an order. Of concurrent calls for one visitor exactly one wins;
+    /// a call re-sent with the same request id wins again. The admission stays pending until
+    /// [`Store::settle`], or until `order.grace` has passed and the visitor is seen again.
+    async fn consume(
+        &self,
+        room: &RoomParams,
+        vid: VisitorId,
+        order: &Order,
+    ) -> Result<Consumed, StoreError>;
+
+    /// Settles the pending consume of `request`: confirmed (used up) or given back (the same
+    /// visitor holds the same slot again; `max-active` does not block it). Idempotent.
+    async fn settle(
+        &self,
+        room: &RoomParams,
+        vid: VisitorId,
+        request: &RequestId,
+        how: Settle,
+    ) -> Result<Settled, StoreError>;
+
+    /// Consumes and confirms at once, for an order known to have gone through (tools, tests,
+    /// the demo crowd). `true` when this call used the admission up.
+    async fn use_up(&self, room: &RoomParams, vid: VisitorId) -> Result<bool, StoreError> {
+        let order = Order {
+            request: RequestId::random(),
+            grace: std::time::Duration::from_secs(60),
+            vouched: false,
+        };
+        if self.consume(room, vid, &order).await? != Consumed::Won {
+            return Ok(false);
+        }
+        self.settle(room, vid, &order.request, Settle::Confirm)
+            .await
+            .map(|s| s == Settled::Done)
+    }
 
     async fn room_state(&self, room: &RoomParams) -> Result<RoomState, StoreError>;
 

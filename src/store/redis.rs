@@ -10,16 +10,16 @@
 //! clock, kept in the room hash ([`super::liveness`]), and a step back of `TIME` counts as zero
 //! elapsed in every script.
 //!
-//! Retries: `join`, `touch`, `room_state` and `clear_waiting` are idempotent; `admit` is
-//! harmless when repeated (its token bucket was drained by the first run); `consume` carries a
-//! request id, so a call whose reply was lost and that the client re-sends still wins, while
-//! any other request for the same admission loses.
+//! Retries: `join`, `touch`, `settle`, `room_state` and `clear_waiting` are idempotent; `admit`
+//! is harmless when repeated (its token bucket was drained by the first run); `consume` carries
+//! the order's request id, so a call whose reply was lost and that is sent again still wins,
+//! while any other request for the same admission loses.
 //!
 //! Every call is bounded by the store timeout in [`crate::app::Shared::store_call`]; the
 //! connection itself is made lazily on first use (inside the caller's runtime) and re-made
 //! by redis-rs after a failure.
 
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::Duration;
 
 use ::redis::aio::{ConnectionManager, ConnectionManagerConfig};
@@ -30,9 +30,10 @@ use async_trait::async_trait;
 use tokio::sync::OnceCell;
 
 use super::sentinel::SentinelConn;
+use super::order::MARKER_MARGIN;
 use super::{
-    Admission, AdmitReport, AdmittedVisitor, JoinGate, RoomParams, RoomPatch, RoomState, RoomStats,
-    Store, StoreError, VisitorId,
+    Admission, AdmitReport, AdmittedVisitor, Consumed, JoinGate, Order, RequestId, RoomParams,
+    RoomPatch, RoomState, RoomStats, Settle, Settled, Store, StoreError, VisitorId,
 };
 
 macro_rules! lua {
@@ -50,6 +51,7 @@ struct Scripts {
     admit: Script,
     touch: Script,
     consume: Script,
+    settle: Script,
     room_state: Script,
     clear_waiting: Script,
     stats: Script,
@@ -62,6 +64,7 @@ impl Scripts {
             admit: Script::new(lua!("admit")),
             touch: Script::new(lua!("touch")),
             consume: Script::new(lua!("consume")),
+            settle: Script::new(lua!("settle")),
             room_state: Script::new(lua!("room_state")),
             clear_waiting: Script::new(lua!("clear_waiting")),
             stats: Script::new(lua!("stats")),
@@ -92,8 +95,6 @@ enum Conn {
 /// a million is swept in about 200 s whatever the tick, well inside the 68 minutes after which
 /// the one-second "last seen" slots in the score wrap around.
 const SWEEP_PER_SECOND: f64 = 5000.0;
-/// How long a won consume is remembered, for retried calls.
-const CONSUME_MARKER_MS: u64 = 60_000;
 
 /// The Redis store.
 pub struct RedisStore {
@@ -103,9 +104,8 @@ pub struct RedisStore {
     scripts: Scripts,
     /// Added to Redis `TIME` in every script; always 0 outside tests.
     skew_us: AtomicI64,
-    /// Request ids for `consume`: unique per process (random prefix) and per call.
+    /// This process in the instances heartbeat set.
     instance: String,
-    next_request: AtomicU64,
 }
 
 /// The keys of a room.
@@ -133,6 +133,16 @@ fn unavailable(op: &'static str, room: &str, reason: impl ToString) -> StoreErro
         room: room.to_string(),
         reason: reason.to_string(),
     }
+}
+
+/// A visitor's consumed marker (see `lua/prelude.lua`).
+fn marker_key(room: &str, vid: VisitorId) -> String {
+    format!("{{anteroom:{room}}}:consumed:{vid}")
+}
+
+/// How long a consumed marker lives: longer than any cookie of that admission verifies.
+fn marker_ms(p: &RoomParams) -> u64 {
+    u64::try_from((p.session_ttl + MARKER_MARGIN).as_millis()).unwrap_or(u64::MAX)
 }
 
 fn micros(d: Duration) -> u64 {
@@ -198,7 +208,6 @@ impl RedisStore {
             scripts: Scripts::new(),
             skew_us: AtomicI64::new(0),
             instance: format!("{:016x}", fastrand::u64(..)),
-            next_request: AtomicU64::new(0),
         })
     }
 
@@ -301,7 +310,8 @@ impl Store for RedisStore {
             .arg(micros(p.abandon_after))
             .arg(self.skew())
             .arg(gate.map(|g| g.limit).unwrap_or(0))
-            .arg(gate.map(|g| micros(g.per)).unwrap_or(0));
+            .arg(gate.map(|g| micros(g.per)).unwrap_or(0))
+            .arg(micros(p.claim_ttl));
         let (code, position, waiting, eta, joined): (i64, u64, u64, String, i64) =
             self.run("join", &p.name, &inv).await?;
         let joined = joined == 1;
@@ -386,31 +396,80 @@ impl Store for RedisStore {
         let mut inv = self.scripts.touch.prepare_invoke();
         inv.key(&k.active)
             .key(&k.room)
+            .key(marker_key(&p.name, vid))
             .arg(&vid.as_bytes()[..])
             .arg(micros(p.session_ttl))
             .arg(p.max_active)
-            .arg(self.skew());
+            .arg(self.skew())
+            .arg(marker_ms(p));
         let held: i64 = self.run("touch", &p.name, &inv).await?;
         Ok(held == 1)
     }
 
-    async fn consume(&self, p: &RoomParams, vid: VisitorId) -> Result<bool, StoreError> {
+    async fn consume(
+        &self,
+        p: &RoomParams,
+        vid: VisitorId,
+        order: &Order,
+    ) -> Result<Consumed, StoreError> {
         let k = Keys::of(&p.name);
-        let marker = format!("{{anteroom:{}}}:consumed:{vid}", p.name);
-        let request = format!(
-            "{}-{}",
-            self.instance,
-            self.next_request.fetch_add(1, Ordering::Relaxed)
-        );
         let mut inv = self.scripts.consume.prepare_invoke();
         inv.key(&k.active)
-            .key(&marker)
+            .key(marker_key(&p.name, vid))
             .arg(&vid.as_bytes()[..])
-            .arg(&request)
-            .arg(CONSUME_MARKER_MS)
+            .arg(order.request.as_str())
+            .arg(micros(order.grace))
+            .arg(marker_ms(p))
+            .arg(micros(p.session_ttl))
+            .arg(u8::from(order.vouched))
             .arg(self.skew());
-        let won: i64 = self.run("consume", &p.name, &inv).await?;
-        Ok(won == 1)
+        let (code, ms): (i64, u64) = self.run("consume", &p.name, &inv).await?;
+        match code {
+            1 => Ok(Consumed::Won),
+            0 => Ok(Consumed::Used),
+            2 => Ok(Consumed::Busy {
+                retry_after: Duration::from_millis(ms),
+            }),
+            other => Err(unavailable(
+                "consume",
+                &p.name,
+                format!("unknown reply code {other}"),
+            )),
+        }
+    }
+
+    async fn settle(
+        &self,
+        p: &RoomParams,
+        vid: VisitorId,
+        request: &RequestId,
+        how: Settle,
+    ) -> Result<Settled, StoreError> {
+        let k = Keys::of(&p.name);
+        let mut inv = self.scripts.settle.prepare_invoke();
+        inv.key(&k.active)
+            .key(marker_key(&p.name, vid))
+            .arg(&vid.as_bytes()[..])
+            .arg(request.as_str())
+            .arg(match how {
+                Settle::Confirm => "confirm",
+                Settle::GiveBack => "give_back",
+            })
+            .arg(marker_ms(p))
+            .arg(micros(p.session_ttl))
+            .arg(self.skew());
+        let code: i64 = self.run("settle", &p.name, &inv).await?;
+        match code {
+            1 => Ok(Settled::Done),
+            2 => Ok(Settled::Already),
+            3 => Ok(Settled::Reversed),
+            0 => Ok(Settled::Gone),
+            other => Err(unavailable(
+                "settle",
+                &p.name,
+                format!("unknown reply code {other}"),
+            )),
+        }
     }
 
     async fn room_state(&self, p: &RoomParams) -> Result<RoomState, StoreError> {

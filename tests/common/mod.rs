@@ -20,6 +20,7 @@ use tokio::net::TcpListener;
 
 pub mod redis;
 pub mod sentinel;
+pub mod shop;
 
 /// The cookie key every test config uses.
 pub const KEY: &str = "test-key-0123456789-0123456789-0123456789";

@@ -73,7 +73,7 @@ pub async fn an_outage_abandons_nobody(h: &dyn Harness) {
     );
 
     // The order is unchanged: the front of the line is admitted first.
-    s.consume(&p, first).await.unwrap();
+    s.use_up(&p, first).await.unwrap();
     h.advance(Duration::from_millis(100));
     let r = s.admit(&p).await.unwrap();
     assert_eq!(

@@ -2,9 +2,11 @@
 //! `Store` trait and a harness that can move time. Each backend's test file runs every case
 //! here (`store_memory.rs` for the memory store; the Redis backends reuse it unchanged).
 
+pub mod integrity;
 pub mod liveness;
 pub mod properties;
 
+pub use integrity::*;
 pub use liveness::*;
 
 use std::sync::Arc;
@@ -20,6 +22,8 @@ pub trait Harness: Send + Sync {
     /// Steps the store's wall clock back without time passing (NTP, a failover to a host whose
     /// clock is behind).
     fn step_back(&self, by: Duration);
+    /// Loses all of the store's data, as a Redis restart without persistence does.
+    fn wipe(&self);
 }
 
 /// A room with a unique name (so backends sharing one server do not collide).
@@ -40,7 +44,7 @@ pub fn room(tag: &str, rate: f64, max_active: u64) -> RoomParams {
     }
 }
 
-fn waiting_pos(a: &Admission) -> Option<u64> {
+pub(crate) fn waiting_pos(a: &Admission) -> Option<u64> {
     match a {
         Admission::Waiting { position, .. } | Admission::Paused { position, .. } => Some(*position),
         _ => None,
@@ -48,7 +52,7 @@ fn waiting_pos(a: &Admission) -> Option<u64> {
 }
 
 /// Lets one visitor in through the fast path, so that the next ones must wait.
-async fn occupy(s: &dyn Store, p: &RoomParams) -> VisitorId {
+pub(crate) async fn occupy(s: &dyn Store, p: &RoomParams) -> VisitorId {
     let v = VisitorId::random();
     assert_eq!(s.join(p, v).await.unwrap(), Admission::Entered);
     v
@@ -106,7 +110,7 @@ pub async fn admission_follows_the_line(h: &dyn Harness) {
     for v in &vs {
         s.join(&p, *v).await.unwrap();
     }
-    assert!(s.consume(&p, first).await.unwrap());
+    assert!(s.use_up(&p, first).await.unwrap());
     for expected in &vs {
         h.advance(Duration::from_millis(100));
         let r = s.admit(&p).await.unwrap();
@@ -122,7 +126,7 @@ pub async fn admission_follows_the_line(h: &dyn Harness) {
             Admission::Admitted,
             "claimed"
         );
-        assert!(s.consume(&p, *expected).await.unwrap());
+        assert!(s.use_up(&p, *expected).await.unwrap());
     }
 }
 
@@ -228,7 +232,7 @@ pub async fn max_active_is_never_exceeded(h: &dyn Harness) {
     assert_eq!(waiting_pos(&s.join(&p, late).await.unwrap()), Some(1));
     h.advance(Duration::from_millis(100));
     assert_eq!(s.admit(&p).await.unwrap().admitted, 0);
-    assert!(s.consume(&p, admitted[0]).await.unwrap());
+    assert!(s.use_up(&p, admitted[0]).await.unwrap());
     h.advance(Duration::from_millis(100));
     let r = s.admit(&p).await.unwrap();
     assert_eq!(r.admitted, 1);
@@ -245,7 +249,7 @@ pub async fn unclaimed_admissions_return_their_slot(h: &dyn Harness) {
     let next = VisitorId::random();
     s.join(&p, absent).await.unwrap();
     s.join(&p, next).await.unwrap();
-    s.consume(&p, first).await.unwrap();
+    s.use_up(&p, first).await.unwrap();
     h.advance(Duration::from_millis(100));
     assert_eq!(s.admit(&p).await.unwrap().admitted_visitors[0].vid, absent);
     // `absent` never comes back; `next` keeps polling.
@@ -281,7 +285,7 @@ pub async fn silent_waiters_lose_their_place(h: &dyn Harness) {
     );
     assert_eq!(waiting_pos(&s.join(&p, polling).await.unwrap()), Some(1));
     assert_eq!(s.stats(&p).await.unwrap().waiting, 1);
-    s.consume(&p, first).await.unwrap();
+    s.use_up(&p, first).await.unwrap();
     h.advance(Duration::from_millis(100));
     let r = s.admit(&p).await.unwrap();
     assert_eq!(
@@ -306,8 +310,8 @@ pub async fn sessions_expire_and_are_counted_exactly(h: &dyn Harness) {
     h.advance(Duration::from_secs(15));
     let st = s.stats(&p).await.unwrap();
     assert_eq!(st.active, 1, "b expired, a was extended");
-    assert!(!s.consume(&p, b).await.unwrap());
-    assert!(s.consume(&p, a).await.unwrap());
+    assert!(!s.use_up(&p, b).await.unwrap());
+    assert!(s.use_up(&p, a).await.unwrap());
     assert_eq!(s.stats(&p).await.unwrap().active, 0);
 }
 
@@ -318,7 +322,7 @@ pub async fn consume_wins_exactly_once(h: &dyn Harness) {
     let mut tasks = Vec::new();
     for _ in 0..20 {
         let (s, p) = (s.clone(), p.clone());
-        tasks.push(tokio::spawn(async move { s.consume(&p, v).await.unwrap() }));
+        tasks.push(tokio::spawn(async move { s.use_up(&p, v).await.unwrap() }));
     }
     let mut wins = 0;
     for t in tasks {
@@ -570,6 +574,17 @@ macro_rules! conformance_suite {
             join_limit_counts_new_visitors_not_polls,
             an_outage_abandons_nobody,
             a_clock_step_back_sweeps_nobody_and_admission_goes_on,
+            a_consumed_admission_is_not_renewed,
+            a_used_visitor_can_be_admitted_again,
+            a_confirmed_order_uses_the_admission_up,
+            a_failed_order_gives_the_admission_back,
+            a_give_back_is_not_blocked_by_max_active,
+            an_unsettled_order_comes_back_after_its_deadline,
+            a_late_confirm_still_uses_the_admission_up,
+            settling_twice_changes_nothing,
+            a_resent_consume_is_recognised,
+            an_admission_survives_the_store_losing_its_data,
+            a_fast_path_entry_holds_its_slot_for_claim_ttl,
         );
     };
     (@cases $make:expr; $($case:ident),* $(,)?) => {

@@ -113,7 +113,7 @@ async fn run(
                 }
             }
             Op::Consume(n) => {
-                store.consume(&p, ids[n]).await.unwrap();
+                store.use_up(&p, ids[n]).await.unwrap();
             }
         }
         let st = store.stats(&p).await.unwrap();

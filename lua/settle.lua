@@ -1,0 +1,37 @@
+-- settle: the origin's answer to an order settles its pending consume. Confirm: the admission
+-- is used up (out of active, a confirmed marker that outlives every cookie of it). Give back:
+-- the same visitor holds the same slot again, max-active notwithstanding. Idempotent: a retry
+-- finds it settled. A confirm that comes after the deadline gave the admission back still uses
+-- it up, unless another order has taken it since.
+--
+-- KEYS[1] active ZSET   KEYS[2] consumed marker STRING for this visitor
+-- ARGV[1] visitor id   ARGV[2] request id   ARGV[3] 'confirm' | 'give_back'
+-- ARGV[4] marker lifetime ms   ARGV[5] session-ttl µs   ARGV[6] clock skew µs
+-- Reply: 1 done, 2 already done that way, 3 settled the other way already (nothing changed),
+--   0 gone: no consume of this request is known
+
+local active, marker = KEYS[1], KEYS[2]
+local vid, req, how = ARGV[1], ARGV[2], ARGV[3]
+local marker_ms, session_us = tonumber(ARGV[4]), tonumber(ARGV[5])
+local now = now_us(tonumber(ARGV[6]))
+
+local m = read_marker(redis.call('GET', marker))
+if not m or m.req ~= req then
+  return 0
+end
+if how == 'confirm' then
+  if m.kind == 'c' then
+    return 2
+  end
+  redis.call('ZREM', active, vid)
+  redis.call('SET', marker, 'c ' .. req, 'PX', marker_ms)
+  return 1
+end
+if m.kind == 'g' then
+  return 2
+end
+if m.kind == 'c' then
+  return 3
+end
+give_back(active, marker, vid, m, now, session_us, marker_ms)
+return 1

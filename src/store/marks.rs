@@ -1,0 +1,87 @@
+//! The memory store's consumed markers: per visitor, the last order that took their admission
+//! and where it stands (the Redis store keeps the same in `{anteroom:R}:consumed:<vid>`, see
+//! `lua/prelude.lua`). Each marker expires on its own, like a Redis key with a `PX`.
+
+use std::collections::{BTreeSet, HashMap};
+
+use super::{RequestId, VisitorId};
+use crate::clock::Micros;
+
+/// Where the last order of an admission stands.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Mark {
+    /// Taken by `request`, not settled yet. `held_until` is the session's expiry before the
+    /// consume, restored (at least) if it is given back.
+    Pending {
+        request: RequestId,
+        deadline: Micros,
+        held_until: Micros,
+    },
+    /// Used up by `request`.
+    Confirmed(RequestId),
+    /// `request` failed and gave the admission back (kept so that a retried give-back is
+    /// recognised).
+    GivenBack(RequestId),
+}
+
+impl Mark {
+    pub fn request(&self) -> &RequestId {
+        match self {
+            Mark::Pending { request, .. } | Mark::Confirmed(request) | Mark::GivenBack(request) => {
+                request
+            }
+        }
+    }
+}
+
+/// Markers by visitor, each with its own expiry.
+#[derive(Debug, Default)]
+pub struct Marks {
+    by_vid: HashMap<VisitorId, (Mark, Micros)>,
+    expiries: BTreeSet<(Micros, VisitorId)>,
+}
+
+impl Marks {
+    /// Forgets the markers whose time is up.
+    pub fn prune(&mut self, now: Micros) {
+        while let Some(&(until, vid)) = self.expiries.first() {
+            if until > now {
+                break;
+            }
+            self.expiries.pop_first();
+            self.by_vid.remove(&vid);
+        }
+    }
+
+    pub fn get(&self, vid: &VisitorId) -> Option<&Mark> {
+        self.by_vid.get(vid).map(|(m, _)| m)
+    }
+
+    /// Sets the marker, living until `until`.
+    pub fn set(&mut self, vid: VisitorId, mark: Mark, until: Micros) {
+        if let Some((_, old)) = self.by_vid.insert(vid, (mark, until)) {
+            self.expiries.remove(&(old, vid));
+        }
+        self.expiries.insert((until, vid));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn markers_expire_on_their_own() {
+        let mut m = Marks::default();
+        let (a, b) = (VisitorId::random(), VisitorId::random());
+        let r = RequestId::random();
+        m.set(a, Mark::Confirmed(r.clone()), 10);
+        m.set(b, Mark::GivenBack(r.clone()), 20);
+        m.set(a, Mark::Confirmed(r.clone()), 30);
+        m.prune(25);
+        assert!(m.get(&b).is_none());
+        assert_eq!(m.get(&a).map(Mark::request), Some(&r));
+        m.prune(30);
+        assert!(m.get(&a).is_none());
+    }
+}

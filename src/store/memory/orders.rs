@@ -1,0 +1,156 @@
+//! The memory store's side of an order: consume, settle and the renewal that must not bring a
+//! used admission back — the same steps, in the same order, as `lua/consume.lua`,
+//! `lua/settle.lua` and `lua/touch.lua` (see [`crate::store::order`]).
+
+use std::time::Duration;
+
+use super::RoomData;
+use crate::clock::{micros, Micros};
+use crate::store::marks::Mark;
+use crate::store::order::MARKER_MARGIN;
+use crate::store::{Consumed, Order, RequestId, RoomParams, Settle, Settled, VisitorId};
+
+/// The life of an admission from its order to its settlement; the same steps, in the same
+/// order, as `lua/consume.lua`, `lua/settle.lua` and `lua/touch.lua`.
+impl RoomData {
+    fn marker_life(p: &RoomParams) -> Micros {
+        micros(p.session_ttl + MARKER_MARGIN)
+    }
+
+    /// A pending consume that failed or was never settled: the same visitor holds the slot
+    /// again, whatever max-active says (it never left the count).
+    fn give_back(
+        &mut self,
+        p: &RoomParams,
+        vid: VisitorId,
+        request: RequestId,
+        held: Micros,
+        now: Micros,
+    ) {
+        self.activate(vid, held.max(now + micros(p.session_ttl)));
+        self.marks
+            .set(vid, Mark::GivenBack(request), now + Self::marker_life(p));
+    }
+
+    /// The marker, after giving back a pending consume whose deadline has passed.
+    fn settled_mark(&mut self, p: &RoomParams, vid: VisitorId, now: Micros) -> Option<Mark> {
+        self.marks.prune(now);
+        let mark = self.marks.get(&vid).cloned();
+        if let Some(Mark::Pending {
+            request,
+            deadline,
+            held_until,
+        }) = mark
+        {
+            if deadline <= now {
+                self.give_back(p, vid, request, held_until, now);
+                return self.marks.get(&vid).cloned();
+            }
+            return Some(Mark::Pending {
+                request,
+                deadline,
+                held_until,
+            });
+        }
+        mark
+    }
+
+    pub(super) fn touch_session(&mut self, p: &RoomParams, vid: VisitorId, now: Micros) -> bool {
+        let mark = self.settled_mark(p, vid, now);
+        let held = self.active.contains_key(&vid);
+        match mark {
+            Some(Mark::Pending { .. }) => return false,
+            Some(Mark::Confirmed(_)) if !held => return false,
+            _ => {}
+        }
+        if held || (self.active.len() as u64) < p.max_active(&self.state) {
+            self.activate(vid, now + micros(p.session_ttl));
+            true
+        } else {
+            false
+        }
+    }
+
+    pub(super) fn consume_order(
+        &mut self,
+        p: &RoomParams,
+        vid: VisitorId,
+        order: &Order,
+        now: Micros,
+    ) -> Consumed {
+        self.marks.prune(now);
+        match self.marks.get(&vid) {
+            Some(Mark::Pending { request, .. } | Mark::Confirmed(request))
+                if *request == order.request =>
+            {
+                return Consumed::Won;
+            }
+            Some(Mark::Pending { deadline, .. }) if *deadline > now => {
+                return Consumed::Busy {
+                    retry_after: Duration::from_micros(deadline - now),
+                };
+            }
+            _ => {}
+        }
+        let mark = self.settled_mark(p, vid, now);
+        let held = match self.active.get(&vid) {
+            Some(&exp) => exp,
+            // A verified cookie, no session and no marker: the store lost the admission, and
+            // the cookie is the proof of it.
+            None if order.vouched && !matches!(mark, Some(Mark::Confirmed(_))) => now,
+            None => return Consumed::Used,
+        };
+        let deadline = now + micros(order.grace);
+        self.activate(vid, held.max(deadline));
+        self.marks.set(
+            vid,
+            Mark::Pending {
+                request: order.request.clone(),
+                deadline,
+                held_until: held,
+            },
+            deadline + Self::marker_life(p),
+        );
+        Consumed::Won
+    }
+
+    pub(super) fn settle_order(
+        &mut self,
+        p: &RoomParams,
+        vid: VisitorId,
+        request: &RequestId,
+        how: Settle,
+        now: Micros,
+    ) -> Settled {
+        self.marks.prune(now);
+        let Some(mark) = self.marks.get(&vid).cloned() else {
+            return Settled::Gone;
+        };
+        if mark.request() != request {
+            return Settled::Gone;
+        }
+        match (how, mark) {
+            (Settle::Confirm, Mark::Confirmed(_)) | (Settle::GiveBack, Mark::GivenBack(_)) => {
+                Settled::Already
+            }
+            (Settle::GiveBack, Mark::Confirmed(_)) => Settled::Reversed,
+            // Given back already (its deadline passed) and not taken again: the order went
+            // through after all, so the admission is used up.
+            (Settle::Confirm, Mark::Pending { .. } | Mark::GivenBack(_)) => {
+                if let Some(exp) = self.active.remove(&vid) {
+                    self.expiries.remove(&(exp, vid));
+                }
+                self.marks.set(
+                    vid,
+                    Mark::Confirmed(request.clone()),
+                    now + Self::marker_life(p),
+                );
+                Settled::Done
+            }
+            (Settle::GiveBack, Mark::Pending { held_until, .. }) => {
+                self.give_back(p, vid, request.clone(), held_until, now);
+                Settled::Done
+            }
+        }
+    }
+}

@@ -1,0 +1,129 @@
+//! The life of an admission from the order to its settlement: the types of `Store::consume` and
+//! `Store::settle`.
+//!
+//! An order takes its admission in two steps, like a message taken from a queue with a
+//! visibility timeout (the seed's staging area, SQS): `consume` puts the admission in a
+//! *pending* state keyed by the order's [`RequestId`], with a deadline (`grace`); the origin's
+//! answer settles it — [`Settle::Confirm`] (the order went through: the admission is used up) or
+//! [`Settle::GiveBack`] (it failed: the same visitor gets the same slot back). A pending consume
+//! that nobody settles (the instance that took it died) comes back by itself once its deadline has
+//! passed, the next time that visitor is seen (`consume` or `touch`): no sweep, and a confirm
+//! that arrives late still lands as long as the visitor has not been seen since.
+//!
+//! Each admission leaves a *marker* that lives at least `session-ttl` plus
+//! [`MARKER_MARGIN`] after the consume, longer than any cookie of that admission can verify: a
+//! confirmed marker is what stops the sliding renewal (`touch`) from bringing a used admission
+//! back.
+
+use std::time::Duration;
+
+/// Added to `session-ttl` for the life of a consumed marker: covers the difference between the
+/// proxy's clock (cookie expiry) and the store's (marker expiry).
+pub const MARKER_MARGIN: Duration = Duration::from_secs(60);
+
+/// Added to the upstream's timeouts for the grace period of a pending consume.
+pub const GRACE_MARGIN: Duration = Duration::from_secs(5);
+
+/// The grace period of an order sent to an upstream with these timeouts: longest the proxy can
+/// take to get the origin's answer (connect, write the request, read the answer's head), plus
+/// a margin. After it, a pending consume nobody settled is given back.
+pub fn grace_for(connect: Duration, write: Duration, read: Duration) -> Duration {
+    connect + write + read + GRACE_MARGIN
+}
+
+/// Identifies one order (one request to a consume route). Random: unique across instances
+/// without coordination. A consume re-sent with the same id is recognised as the same order.
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub struct RequestId(String);
+
+impl RequestId {
+    pub fn random() -> Self {
+        Self(format!(
+            "{:016x}{:016x}",
+            fastrand::u64(..),
+            fastrand::u64(..)
+        ))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for RequestId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "RequestId({})", self.0)
+    }
+}
+
+/// What `consume` needs to know about the order.
+#[derive(Debug, Clone)]
+pub struct Order {
+    pub request: RequestId,
+    /// How long the consume stays pending before it comes back by itself.
+    pub grace: Duration,
+    /// The caller verified a signed admission cookie for this visitor. When the store holds
+    /// neither a session nor a marker for them (it lost its data), such a consume wins and
+    /// re-registers the admission; without it, no session means no admission.
+    pub vouched: bool,
+}
+
+/// The answer of `consume`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Consumed {
+    /// This order holds the admission now (pending until settled), or a re-sent call of the
+    /// order that did.
+    Won,
+    /// Used already (or never admitted): 409.
+    Used,
+    /// Another order of this admission is pending (a second tab): 409, and when it would come
+    /// back if that order is never settled.
+    Busy { retry_after: Duration },
+}
+
+/// How the origin's answer settles a pending consume.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Settle {
+    /// The order went through (any answer below 500): the admission is used up.
+    Confirm,
+    /// The order failed (5xx, refused, timed out): the admission comes back.
+    GiveBack,
+}
+
+/// The answer of `settle`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Settled {
+    /// This call settled it.
+    Done,
+    /// It was settled that way already (a retried call).
+    Already,
+    /// It was settled the other way already; nothing changed.
+    Reversed,
+    /// No consume of this order is known: its deadline passed and the admission was taken by
+    /// another order since, or the store lost it.
+    Gone,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn grace_covers_the_upstream_timeouts() {
+        let s = Duration::from_secs;
+        assert_eq!(grace_for(s(3), s(30), s(30)), s(68));
+        assert_eq!(
+            grace_for(Duration::ZERO, Duration::ZERO, Duration::ZERO),
+            GRACE_MARGIN
+        );
+    }
+
+    #[test]
+    fn request_ids_are_distinct_and_hex() {
+        let a = RequestId::random();
+        let b = RequestId::random();
+        assert_ne!(a, b);
+        assert_eq!(a.as_str().len(), 32);
+        assert!(a.as_str().bytes().all(|c| c.is_ascii_hexdigit()));
+    }
+}

@@ -1,0 +1,239 @@
+//! The life of an admission from grant to order, on every backend: a used admission never comes
+//! back (not through the sliding renewal either), a failed order's admission always does (given
+//! back, or by itself after the grace period), settling is idempotent, an admission survives the
+//! store losing its data, and a fast-path entry holds its slot for `claim-ttl` only.
+
+use std::time::Duration;
+
+use anteroom::store::{
+    Admission, Consumed, Order, RequestId, RoomParams, RoomPatch, Settle, Settled, Store, VisitorId,
+};
+
+use super::{occupy, room, waiting_pos, Harness};
+
+const GRACE: Duration = Duration::from_secs(10);
+
+fn order() -> Order {
+    Order {
+        request: RequestId::random(),
+        grace: GRACE,
+        vouched: true,
+    }
+}
+
+async fn take(s: &dyn Store, p: &RoomParams, v: VisitorId) -> (Order, Consumed) {
+    let o = order();
+    let c = s.consume(p, v, &o).await.unwrap();
+    (o, c)
+}
+
+fn busy(c: &Consumed) -> bool {
+    matches!(c, Consumed::Busy { retry_after } if *retry_after <= GRACE && !retry_after.is_zero())
+}
+
+pub async fn a_consumed_admission_is_not_renewed(h: &dyn Harness) {
+    let s = h.store();
+    let p = room("replay", 100.0, 10);
+    let v = occupy(&*s, &p).await;
+    assert!(
+        s.touch(&p, v).await.unwrap(),
+        "a fast-path entry is renewed"
+    );
+    assert!(s.use_up(&p, v).await.unwrap());
+    // The cookie is kept and is past half its life: the renewal must not bring it back.
+    h.advance(Duration::from_secs(400));
+    assert!(
+        !s.touch(&p, v).await.unwrap(),
+        "renewal of a used admission"
+    );
+    assert_eq!(s.stats(&p).await.unwrap().active, 0);
+    assert_eq!(take(&*s, &p, v).await.1, Consumed::Used, "a second order");
+    assert!(!s.use_up(&p, v).await.unwrap());
+}
+
+pub async fn a_used_visitor_can_be_admitted_again(h: &dyn Harness) {
+    let s = h.store();
+    let p = room("again", 100.0, 10);
+    let v = occupy(&*s, &p).await;
+    assert!(s.use_up(&p, v).await.unwrap());
+    // A new admission (here the fast path) is a new admission, marker or not.
+    assert_eq!(s.join(&p, v).await.unwrap(), Admission::Entered);
+    assert!(s.touch(&p, v).await.unwrap());
+    assert!(s.use_up(&p, v).await.unwrap());
+    assert!(!s.use_up(&p, v).await.unwrap());
+}
+
+pub async fn a_confirmed_order_uses_the_admission_up(h: &dyn Harness) {
+    let s = h.store();
+    let p = room("confirm", 100.0, 10);
+    let v = occupy(&*s, &p).await;
+    let (o, c) = take(&*s, &p, v).await;
+    assert_eq!(c, Consumed::Won);
+    assert_eq!(
+        s.stats(&p).await.unwrap().active,
+        1,
+        "pending keeps its slot"
+    );
+    let done = s.settle(&p, v, &o.request, Settle::Confirm).await.unwrap();
+    assert_eq!(done, Settled::Done);
+    assert_eq!(s.stats(&p).await.unwrap().active, 0);
+    assert_eq!(take(&*s, &p, v).await.1, Consumed::Used);
+    assert!(!s.touch(&p, v).await.unwrap());
+}
+
+pub async fn a_failed_order_gives_the_admission_back(h: &dyn Harness) {
+    let s = h.store();
+    let p = room("giveback", 100.0, 10);
+    let v = occupy(&*s, &p).await;
+    let (o, c) = take(&*s, &p, v).await;
+    assert_eq!(c, Consumed::Won);
+    let back = s.settle(&p, v, &o.request, Settle::GiveBack).await.unwrap();
+    assert_eq!(back, Settled::Done);
+    assert_eq!(s.stats(&p).await.unwrap().active, 1);
+    assert!(
+        s.touch(&p, v).await.unwrap(),
+        "a given-back admission renews"
+    );
+    assert_eq!(take(&*s, &p, v).await.1, Consumed::Won, "the retry");
+}
+
+pub async fn a_give_back_is_not_blocked_by_max_active(h: &dyn Harness) {
+    let s = h.store();
+    let p = room("giveback-full", 100.0, 1);
+    let v = occupy(&*s, &p).await;
+    let (o, _) = take(&*s, &p, v).await;
+    // The slot never left the count: a newcomer waits while the order is pending.
+    let other = VisitorId::random();
+    assert_eq!(waiting_pos(&s.join(&p, other).await.unwrap()), Some(1));
+    h.advance(Duration::from_millis(100));
+    assert_eq!(s.admit(&p).await.unwrap().admitted, 0);
+    // The room shrinks meanwhile: the give-back still brings that very admission back.
+    let shrink = RoomPatch {
+        max_active: Some(Some(0)),
+        ..Default::default()
+    };
+    s.update_room_state(&p, &shrink).await.unwrap();
+    let back = s.settle(&p, v, &o.request, Settle::GiveBack).await.unwrap();
+    assert_eq!(back, Settled::Done);
+    assert_eq!(s.stats(&p).await.unwrap().active, 1);
+    assert_eq!(take(&*s, &p, v).await.1, Consumed::Won);
+}
+
+pub async fn an_unsettled_order_comes_back_after_its_deadline(h: &dyn Harness) {
+    let s = h.store();
+    let p = room("deadline", 100.0, 10);
+    let v = occupy(&*s, &p).await;
+    let (first, _) = take(&*s, &p, v).await;
+    h.advance(GRACE / 2);
+    assert!(busy(&take(&*s, &p, v).await.1), "still pending");
+    assert!(
+        !s.touch(&p, v).await.unwrap(),
+        "touch does not extend a pending admission"
+    );
+    // The instance that took it died: nobody settles. Past the deadline it is back.
+    h.advance(GRACE);
+    let (retry, c) = take(&*s, &p, v).await;
+    assert_eq!(c, Consumed::Won, "the retry through another instance");
+    assert_eq!(
+        s.settle(&p, v, &first.request, Settle::Confirm)
+            .await
+            .unwrap(),
+        Settled::Gone,
+        "a confirm later than the retry finds the admission taken again"
+    );
+    let done = s.settle(&p, v, &retry.request, Settle::Confirm).await;
+    assert_eq!(done.unwrap(), Settled::Done);
+    assert_eq!(take(&*s, &p, v).await.1, Consumed::Used);
+}
+
+pub async fn a_late_confirm_still_uses_the_admission_up(h: &dyn Harness) {
+    let s = h.store();
+    let p = room("late", 100.0, 10);
+    let v = occupy(&*s, &p).await;
+    let (o, _) = take(&*s, &p, v).await;
+    h.advance(GRACE + Duration::from_secs(1));
+    // Seen past the deadline: given back and renewed.
+    assert!(s.touch(&p, v).await.unwrap());
+    // The order went through after all (its confirm was retried): used up.
+    let done = s.settle(&p, v, &o.request, Settle::Confirm).await.unwrap();
+    assert_eq!(done, Settled::Done);
+    assert!(!s.touch(&p, v).await.unwrap());
+    assert_eq!(take(&*s, &p, v).await.1, Consumed::Used);
+}
+
+pub async fn settling_twice_changes_nothing(h: &dyn Harness) {
+    let s = h.store();
+    let p = room("settle2", 100.0, 10);
+    let (a, b) = (occupy(&*s, &p).await, occupy(&*s, &p).await);
+    let (oa, _) = take(&*s, &p, a).await;
+    let (ob, _) = take(&*s, &p, b).await;
+    let settle = |v, o: &Order, how| {
+        let (s, p, r) = (s.clone(), p.clone(), o.request.clone());
+        async move { s.settle(&p, v, &r, how).await.unwrap() }
+    };
+    assert_eq!(settle(a, &oa, Settle::Confirm).await, Settled::Done);
+    assert_eq!(settle(a, &oa, Settle::Confirm).await, Settled::Already);
+    assert_eq!(settle(a, &oa, Settle::GiveBack).await, Settled::Reversed);
+    assert_eq!(settle(b, &ob, Settle::GiveBack).await, Settled::Done);
+    assert_eq!(settle(b, &ob, Settle::GiveBack).await, Settled::Already);
+    assert_eq!(settle(b, &oa, Settle::Confirm).await, Settled::Gone);
+    let st = s.stats(&p).await.unwrap();
+    assert_eq!(st.active, 1, "a used, b given back once");
+    assert_eq!(take(&*s, &p, a).await.1, Consumed::Used);
+    assert_eq!(take(&*s, &p, b).await.1, Consumed::Won);
+}
+
+pub async fn a_resent_consume_is_recognised(h: &dyn Harness) {
+    let s = h.store();
+    let p = room("resend", 100.0, 10);
+    let v = occupy(&*s, &p).await;
+    let o = order();
+    assert_eq!(s.consume(&p, v, &o).await.unwrap(), Consumed::Won);
+    // The reply was lost: the same request id is sent again, and wins again.
+    assert_eq!(s.consume(&p, v, &o).await.unwrap(), Consumed::Won);
+    // Another request with the same cookie (a second tab) is refused while pending.
+    assert!(busy(&take(&*s, &p, v).await.1));
+    assert_eq!(s.stats(&p).await.unwrap().active, 1);
+    let done = s.settle(&p, v, &o.request, Settle::Confirm).await.unwrap();
+    assert_eq!(done, Settled::Done);
+    assert_eq!(take(&*s, &p, v).await.1, Consumed::Used);
+}
+
+pub async fn an_admission_survives_the_store_losing_its_data(h: &dyn Harness) {
+    let s = h.store();
+    let p = room("wipe", 100.0, 10);
+    let v = occupy(&*s, &p).await;
+    h.wipe();
+    // Without a verified cookie, no session is no admission.
+    assert!(!s.use_up(&p, v).await.unwrap());
+    // With one, the order goes through, once.
+    let (o, c) = take(&*s, &p, v).await;
+    assert_eq!(c, Consumed::Won);
+    assert_eq!(s.stats(&p).await.unwrap().active, 1, "re-registered");
+    assert!(busy(&take(&*s, &p, v).await.1));
+    assert_eq!(
+        s.settle(&p, v, &o.request, Settle::Confirm).await.unwrap(),
+        Settled::Done
+    );
+    assert_eq!(take(&*s, &p, v).await.1, Consumed::Used);
+    assert!(!s.touch(&p, v).await.unwrap());
+}
+
+pub async fn a_fast_path_entry_holds_its_slot_for_claim_ttl(h: &dyn Harness) {
+    let s = h.store();
+    let mut p = room("claimfast", 100.0, 10);
+    p.claim_ttl = Duration::from_secs(5);
+    let gone = occupy(&*s, &p).await;
+    let back = occupy(&*s, &p).await;
+    h.advance(Duration::from_secs(3));
+    // The visitor comes back with the cookie: renewed to a session.
+    assert!(s.touch(&p, back).await.unwrap());
+    h.advance(Duration::from_secs(3));
+    let st = s.stats(&p).await.unwrap();
+    assert_eq!(st.active, 1, "the entry never seen again freed its slot");
+    assert_eq!(s.join(&p, back).await.unwrap(), Admission::Admitted);
+    h.advance(Duration::from_secs(60));
+    assert_eq!(s.stats(&p).await.unwrap().active, 1);
+    assert!(s.use_up(&p, back).await.unwrap());
+    let _ = gone;
+}

@@ -1,0 +1,234 @@
+//! Admission integrity, black-box (the real binary, a scripted shop origin): one admission buys
+//! one order — a kept cookie cannot buy a second one through the sliding renewal — a failed
+//! order's admission comes back whatever failed (5xx with or without `error-pages`, a refused
+//! connection, a slot refilled meanwhile), and clients without a cookie jar do not pin
+//! sessions.
+
+mod common;
+
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use common::shop::{Answer, Shop};
+use common::*;
+use serde_json::Value;
+
+const TOKEN: &str = "admin-token-for-tests-0123456789";
+
+fn config(shop: SocketAddr, upstream: &str, room: &str) -> String {
+    format!(
+        r#"
+[cookie]
+keys = ["{KEY}"]
+
+[admin]
+token = "{TOKEN}"
+
+[[upstream]]
+name = "shop"
+addr = "{shop}"
+connect-timeout = "500ms"
+read-timeout = "3s"
+write-timeout = "500ms"
+{upstream}
+
+[default]
+upstream = "shop"
+
+[[room]]
+name = "sale"
+paths = ["/products", "/orders"]
+admit-per-second = 100
+consume = ["POST /orders"]
+{room}
+"#
+    )
+}
+
+/// A visitor let in through the status endpoint (the line is empty).
+async fn admitted(proxy: &Proxy) -> Jar {
+    let mut jar = Jar::default();
+    let resp = client()
+        .get(proxy.url("/.anteroom/status?room=sale"))
+        .send()
+        .await
+        .unwrap();
+    jar.absorb(&resp);
+    assert!(jar.get("anteroom_sale").is_some(), "admitted");
+    jar
+}
+
+async fn order(proxy: &Proxy, jar: &mut Jar) -> u16 {
+    let resp = client()
+        .post(proxy.url("/orders"))
+        .header("cookie", jar.header())
+        .body("one item")
+        .send()
+        .await
+        .unwrap();
+    jar.absorb(&resp);
+    resp.status().as_u16()
+}
+
+async fn active(proxy: &Proxy) -> u64 {
+    let v: Value = client()
+        .get(proxy.admin_url("/rooms/sale"))
+        .bearer_auth(TOKEN)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    v["active"].as_u64().unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kept_cookie_cannot_buy_a_second_order() {
+    let shop = Shop::start().await;
+    let room = "max-active = 2\nsession-ttl = \"10s\"\nclaim-ttl = \"10s\"";
+    let proxy = Proxy::start(&config(shop.addr, "", room));
+    let mut jar = admitted(&proxy).await;
+    let mut kept = jar.clone();
+    let started = Instant::now();
+    assert_eq!(order(&proxy, &mut jar).await, 200);
+    assert!(
+        jar.get("anteroom_sale").is_none(),
+        "the order clears the cookie"
+    );
+    // Somebody else holds the other slot, so a replay cannot be a fresh fast-path entry.
+    admitted(&proxy).await;
+    // The kept cookie browses on until it is past half its life (whole seconds: 6 s of 10),
+    // taking any renewal offered; it is still valid for 2 s more when it orders again.
+    while started.elapsed() < Duration::from_secs(7) {
+        let resp = client()
+            .get(proxy.url("/products/1"))
+            .header("cookie", kept.header())
+            .send()
+            .await
+            .unwrap();
+        kept.absorb(&resp);
+        // The visitor's browsing pace.
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    assert_eq!(order(&proxy, &mut kept).await, 409, "the replay");
+    assert_eq!(shop.orders(), 1, "the shop saw one order");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_order_gives_the_admission_back_with_or_without_error_pages() {
+    let shop = Shop::start().await;
+    for error_pages in [true, false] {
+        let upstream = format!("error-pages = {error_pages}");
+        let proxy = Proxy::start(&config(shop.addr, &upstream, "max-active = 10"));
+        for status in [500, 502] {
+            let placed = shop.placed();
+            let mut jar = admitted(&proxy).await;
+            shop.script(&[Answer::Status(status)]);
+            assert_eq!(order(&proxy, &mut jar).await, status);
+            assert!(
+                jar.get("anteroom_sale").is_some(),
+                "the cookie is kept (error-pages = {error_pages}, {status})"
+            );
+            let mut kept = jar.clone();
+            assert_eq!(
+                order(&proxy, &mut jar).await,
+                200,
+                "the retry (error-pages = {error_pages}, {status})"
+            );
+            assert_eq!(shop.placed(), placed + 1);
+            assert_eq!(order(&proxy, &mut kept).await, 409, "then it is used");
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slot_refilled_meanwhile_does_not_cost_the_failed_order() {
+    let shop = Shop::start().await;
+    let proxy = Proxy::start(&config(shop.addr, "", "max-active = 1"));
+    let mut jar = admitted(&proxy).await;
+    shop.script(&[Answer::Late(Duration::from_millis(1500), 500)]);
+    let first = {
+        let (url, cookie) = (proxy.url("/orders"), jar.header());
+        tokio::spawn(async move {
+            let r = client().post(url).header("cookie", cookie).send().await;
+            r.unwrap().status().as_u16()
+        })
+    };
+    eventually(Duration::from_secs(10), "the order at the shop", || async {
+        (shop.orders() == 1).then_some(())
+    })
+    .await;
+    // While the order is pending its slot is still counted: a newcomer waits.
+    let resp = client()
+        .get(proxy.url("/products/1"))
+        .header("accept", "application/json")
+        .send()
+        .await
+        .unwrap();
+    let v: Value = resp.json().await.unwrap();
+    assert_eq!(v["state"], "waiting", "{v}");
+    assert_eq!(shop.pages(), 0);
+    assert_eq!(first.await.unwrap(), 500);
+    assert_eq!(order(&proxy, &mut jar).await, 200, "the retry");
+    assert_eq!(shop.placed(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_order_gives_the_admission_back() {
+    let port = free_port();
+    let addr: SocketAddr = ([127, 0, 0, 1], port).into();
+    let proxy = Proxy::start(&config(addr, "error-pages = false", "max-active = 10"));
+    let mut jar = admitted(&proxy).await;
+    assert_eq!(order(&proxy, &mut jar).await, 502, "nobody listens");
+    let shop = Shop::start_on(addr).await;
+    assert_eq!(order(&proxy, &mut jar).await, 200, "the retry");
+    assert_eq!(shop.placed(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn clients_without_a_cookie_jar_do_not_pin_sessions() {
+    let shop = Shop::start().await;
+    let room = "max-active = 1000\nsession-ttl = \"10m\"\nclaim-ttl = \"2s\"";
+    let proxy = Proxy::start(&config(shop.addr, "", room));
+    // A browser: comes back with its cookie and keeps its session.
+    let mut jar = Jar::default();
+    let resp = client().get(proxy.url("/products/1")).send().await.unwrap();
+    assert_eq!(resp.status(), 200);
+    jar.absorb(&resp);
+    let resp = client()
+        .get(proxy.url("/products/2"))
+        .header("cookie", jar.header())
+        .send()
+        .await
+        .unwrap();
+    jar.absorb(&resp);
+    // An uptime check: no cookie jar, one request after another. Those past the tick's burst
+    // join the line, are admitted and never claim it: the same claim-ttl frees them.
+    let mut entered = 0;
+    for _ in 0..20 {
+        let resp = client().get(proxy.url("/products/1")).send().await.unwrap();
+        if resp.status() == 200 && resp.text().await.unwrap() == "shop page" {
+            entered += 1;
+        }
+    }
+    assert!(entered >= 5, "{entered} let in at once");
+    assert!(active(&proxy).await > entered);
+    let left = eventually(
+        Duration::from_secs(20),
+        "the unclaimed entries freed",
+        || async {
+            let n = active(&proxy).await;
+            (n <= 1).then_some(n)
+        },
+    )
+    .await;
+    assert_eq!(left, 1, "the browser's session stays");
+    let resp = client()
+        .post(proxy.url("/orders"))
+        .header("cookie", jar.header())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200, "its admission still orders");
+}
