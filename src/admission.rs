@@ -64,7 +64,11 @@ async fn run_room(shared: Arc<Shared>, room: usize) {
                         "admitted"
                     );
                 }
-                r.live.update(&report, r.cfg.params.rate(&report.state));
+                r.live.update(
+                    &report,
+                    r.cfg.params.rate(&report.state),
+                    r.cfg.params.max_active(&report.state),
+                );
             }
             Err(e) => shared.warn_store_error(&e),
         }

@@ -3,7 +3,13 @@
 //! The proxy reads [`Live`] on every protected request without touching the store, so the
 //! figures are atomics written by the admission loop each tick ("seen by every instance
 //! within a second" comes from the tick, not from a store call per request).
+//!
+//! What a request gets when the store cannot answer is decided in [`policy`], from [`Live`] and
+//! the [`LocalBucket`] of the `local` policy.
 
+pub mod policy;
+
+use std::collections::VecDeque;
 use std::num::NonZeroU32;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
@@ -11,6 +17,7 @@ use std::time::Duration;
 
 use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
 
+use crate::clock::{micros, Micros};
 use crate::config::RoomConfig;
 use crate::cookie::room_cookie_name;
 use crate::metrics::RoomMetrics;
@@ -30,6 +37,11 @@ pub struct Live {
     rate_in_force_milli: AtomicU64,
     /// Live proxy instances as of the last tick (for the `local` policy's share).
     instances: AtomicU64,
+    /// The max-active in force (config or override) as of the last tick.
+    max_active_in_force: AtomicU64,
+    /// An admission tick has answered since this process started: until then the figures
+    /// above are defaults, not knowledge, and the `local` policy admits nobody.
+    heard: AtomicBool,
 }
 
 impl Default for Live {
@@ -43,12 +55,17 @@ impl Default for Live {
             admitted_total: AtomicU64::new(0),
             rate_in_force_milli: AtomicU64::new(0),
             instances: AtomicU64::new(1),
+            max_active_in_force: AtomicU64::new(0),
+            heard: AtomicBool::new(false),
         }
     }
 }
 
 impl Live {
-    pub fn update(&self, r: &AdmitReport, rate_in_force: f64) {
+    pub fn update(&self, r: &AdmitReport, rate_in_force: f64, max_active_in_force: u64) {
+        self.max_active_in_force
+            .store(max_active_in_force, Ordering::Relaxed);
+        self.heard.store(true, Ordering::Release);
         self.rate_in_force_milli
             .store((rate_in_force * 1000.0).round() as u64, Ordering::Relaxed);
         self.instances.store(r.instances.max(1), Ordering::Relaxed);
@@ -95,34 +112,98 @@ impl Live {
         self.instances.load(Ordering::Relaxed)
     }
 
+    pub fn heard(&self) -> bool {
+        self.heard.load(Ordering::Acquire)
+    }
+
+    pub fn max_active_in_force(&self) -> u64 {
+        self.max_active_in_force.load(Ordering::Relaxed)
+    }
+
     pub fn measured_rate(&self) -> f64 {
         self.rate_milli.load(Ordering::Relaxed) as f64 / 1000.0
     }
 }
 
 /// The `local` store-error policy's limiter: while the store cannot answer, this instance admits
-/// at its share of the room's rate (the rate divided by the instances last seen alive).
+/// at its share of the room's rate (the rate divided by the instances last seen alive), and
+/// keeps the sessions it admitted so, until they run out, against its share of max-active.
 #[derive(Default)]
 pub struct LocalBucket {
-    limiter: Mutex<Option<(u64, DefaultDirectRateLimiter)>>,
+    inner: Mutex<LocalInner>,
+}
+
+#[derive(Default)]
+struct LocalInner {
+    limiter: Option<(u64, DefaultDirectRateLimiter)>,
+    /// When each locally admitted session runs out, oldest first (all last one session-ttl).
+    /// Never longer than the share of max-active, so bounded by max-active.
+    sessions: VecDeque<Micros>,
+}
+
+impl LocalInner {
+    fn prune(&mut self, now: Micros) {
+        while self.sessions.front().is_some_and(|&end| end <= now) {
+            self.sessions.pop_front();
+        }
+    }
+}
+
+/// Figures of a local admission: the room's rate and instances, and the session it starts.
+#[derive(Debug, Clone, Copy)]
+pub struct LocalAdmit {
+    pub rate: f64,
+    pub instances: u64,
+    pub tick: Duration,
+    /// Local sessions this instance may have running at once.
+    pub share: u64,
+    pub now: Micros,
+    pub session_ttl: Duration,
 }
 
 impl LocalBucket {
-    /// Takes one admission from the bucket if it has one.
-    pub fn try_admit(&self, rate: f64, instances: u64, tick: Duration) -> bool {
+    /// Takes one admission if the bucket has a token and fewer than `share` local sessions are
+    /// running; the check and the count are one step, so concurrent requests cannot overshoot.
+    pub fn try_admit(&self, a: &LocalAdmit) -> bool {
+        let mut inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        inner.prune(a.now);
+        if inner.sessions.len() as u64 >= a.share {
+            return false;
+        }
+        if !Self::take_token(&mut inner.limiter, a.rate, a.instances, a.tick) {
+            return false;
+        }
+        inner
+            .sessions
+            .push_back(a.now.saturating_add(micros(a.session_ttl)));
+        true
+    }
+
+    /// Sessions admitted locally that have not run out at `now`.
+    pub fn active(&self, now: Micros) -> u64 {
+        let mut inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        inner.prune(now);
+        inner.sessions.len() as u64
+    }
+
+    fn take_token(
+        limiter: &mut Option<(u64, DefaultDirectRateLimiter)>,
+        rate: f64,
+        instances: u64,
+        tick: Duration,
+    ) -> bool {
         let share = (rate / instances.max(1) as f64).max(0.001);
         let key = (share * 1000.0).round() as u64;
-        let mut guard = self.limiter.lock().unwrap_or_else(|e| e.into_inner());
-        if guard.as_ref().map(|(k, _)| *k) != Some(key) {
+        if limiter.as_ref().map(|(k, _)| *k) != Some(key) {
             // One tick's worth, and never more than a second's worth.
             let window = tick.min(Duration::from_secs(1)).as_secs_f64();
             let burst = (share * window).ceil().clamp(1.0, f64::from(u32::MAX)) as u32;
             let quota = Quota::with_period(Duration::from_secs_f64(1.0 / share))
                 .map(|q| q.allow_burst(NonZeroU32::new(burst).unwrap_or(NonZeroU32::MIN)));
             let Some(quota) = quota else { return false };
-            *guard = Some((key, RateLimiter::direct(quota)));
+            *limiter = Some((key, RateLimiter::direct(quota)));
         }
-        guard.as_ref().is_some_and(|(_, l)| l.check().is_ok())
+        limiter.as_ref().is_some_and(|(_, l)| l.check().is_ok())
     }
 }
 
@@ -163,9 +244,72 @@ impl Room {
         self.live
             .instances
             .store(old.live.instances(), Ordering::Relaxed);
+        self.live
+            .max_active_in_force
+            .store(old.live.max_active_in_force(), Ordering::Relaxed);
+        self.live.heard.store(old.live.heard(), Ordering::Release);
+        // Sessions admitted locally during an outage still count after a reload.
+        let sessions = old
+            .local
+            .inner
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .sessions
+            .clone();
+        self.local
+            .inner
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .sessions = sessions;
     }
 
     pub fn name(&self) -> &str {
         self.cfg.name()
+    }
+
+    /// What the store-error policy decides on: the last tick's knowledge and the local sessions.
+    pub fn last_known(&self, now: Micros) -> policy::LastKnown {
+        policy::LastKnown {
+            heard: self.live.heard(),
+            enabled: self.live.enabled(),
+            queue_all: self.live.queue_all(),
+            max_active: self.live.max_active_in_force(),
+            instances: self.live.instances(),
+            local_active: self.local.active(now),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn admit(share: u64, now: Micros) -> LocalAdmit {
+        LocalAdmit {
+            rate: 1000.0,
+            instances: 1,
+            tick: Duration::from_millis(100),
+            share,
+            now,
+            session_ttl: Duration::from_secs(10),
+        }
+    }
+
+    #[test]
+    fn local_sessions_count_against_the_share_until_they_run_out() {
+        let b = LocalBucket::default();
+        let t = 1_000_000_000;
+        assert!(b.try_admit(&admit(2, t)));
+        assert!(b.try_admit(&admit(2, t)));
+        assert!(!b.try_admit(&admit(2, t)), "share used");
+        assert_eq!(b.active(t), 2);
+        let later = t + micros(Duration::from_secs(10));
+        assert_eq!(b.active(later), 0, "both sessions ran out");
+        assert!(b.try_admit(&admit(2, later)));
+    }
+
+    #[test]
+    fn a_zero_share_admits_nobody() {
+        assert!(!LocalBucket::default().try_admit(&admit(0, 1)));
     }
 }

@@ -1,0 +1,202 @@
+//! The `local` store-error policy on a real Redis: it admits on its own only while the circuit
+//! breaker is open, never through a held line, never before the instance has heard from the
+//! store, and never past its share of max-active.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::redis::{raw, RedisServer};
+use common::*;
+use serde_json::{json, Value};
+
+const TOKEN: &str = "admin-token-for-tests-0123456789";
+
+fn config(origin: std::net::SocketAddr, redis: &str, failures: u32, room: &str) -> String {
+    format!(
+        r#"{base}
+[admin]
+token = "{TOKEN}"
+
+[store]
+backend = "redis"
+redis-url = "{redis}"
+timeout = "200ms"
+breaker-failures = {failures}
+breaker-cooldown = "500ms"
+
+[[room]]
+name = "sale"
+paths = ["/products"]
+tick = "100ms"
+on-store-error = "local"
+{room}
+"#,
+        base = base_config(origin)
+    )
+}
+
+/// One request of a newcomer (or a returning visitor with `jar`): `(admitted now, state)`.
+async fn visit(proxy: &Proxy, jar: &mut Jar) -> (bool, String) {
+    let mut req = client()
+        .get(proxy.url("/products"))
+        .header("accept", "application/json");
+    if !jar.0.is_empty() {
+        req = req.header("cookie", jar.header());
+    }
+    let resp = req.send().await.unwrap();
+    let had = jar.get("anteroom_sale").is_some();
+    let admitted = !had
+        && set_cookies(&resp)
+            .iter()
+            .any(|(k, v, _)| k == "anteroom_sale" && !v.is_empty());
+    jar.absorb(&resp);
+    let text = resp.text().await.unwrap_or_default();
+    let state = serde_json::from_str::<Value>(&text)
+        .ok()
+        .and_then(|v| v["state"].as_str().map(String::from))
+        .unwrap_or(text);
+    (admitted, state)
+}
+
+/// `visitors` newcomers, each polling `polls` times 100 ms apart; how many got an admission.
+async fn newcomers(proxy: &Proxy, visitors: usize, polls: usize) -> (usize, Vec<String>) {
+    let mut jars = vec![Jar::default(); visitors];
+    let mut admitted = 0;
+    let mut states = Vec::new();
+    for _ in 0..polls {
+        for jar in jars.iter_mut() {
+            if jar.get("anteroom_sale").is_some() {
+                continue;
+            }
+            let (a, state) = visit(proxy, jar).await;
+            admitted += usize::from(a);
+            states.push(state);
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    (admitted, states)
+}
+
+/// Waits until the instance's admission loop has run on Redis (it heard from the store).
+async fn admission_loop_ran(redis: &RedisServer) {
+    eventually(
+        Duration::from_secs(10),
+        "an admission tick on Redis",
+        || async {
+            raw(redis.port, "ZCARD {anteroom:sale}:instances")
+                .filter(|r| r.starts_with(":") && !r.starts_with(":0"))
+                .map(|_| ())
+        },
+    )
+    .await;
+}
+
+/// Waits until the breaker is open (readyz says the store is not healthy): the admission
+/// loop's failed ticks open it.
+async fn breaker_open(proxy: &Proxy) {
+    eventually(Duration::from_secs(10), "the breaker to open", || async {
+        let r = client().get(proxy.admin_url("/readyz")).send().await.ok()?;
+        (r.status() != 200).then_some(())
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_held_line_stays_held_through_a_redis_outage() {
+    let mut redis = RedisServer::start();
+    let origin = Origin::start().await;
+    let room = "admit-per-second = 50\nmax-active = 100";
+    let proxy = Proxy::start(&config(origin.addr, &redis.url(), 3, room));
+    admission_loop_ran(&redis).await;
+    let resp = client()
+        .patch(proxy.admin_url("/rooms/sale"))
+        .bearer_auth(TOKEN)
+        .json(&json!({"queue_all": true}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    // The held state comes back from the store at the next tick too.
+    eventually(
+        Duration::from_secs(5),
+        "a tick that saw the held line",
+        || {
+            let proxy = &proxy;
+            async move {
+                let (a, state) = visit(proxy, &mut Jar::default()).await;
+                assert!(!a);
+                (state == "paused").then_some(())
+            }
+        },
+    )
+    .await;
+    redis.kill();
+    breaker_open(&proxy).await;
+    let (admitted, states) = newcomers(&proxy, 6, 8).await;
+    assert_eq!(admitted, 0, "nobody passes a held line: {states:?}");
+    assert!(states.iter().all(|s| s == "paused"), "{states:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_instance_started_while_redis_is_down_admits_nobody() {
+    let mut redis = RedisServer::start();
+    let url = redis.url();
+    redis.kill();
+    let origin = Origin::start().await;
+    let room = "admit-per-second = 50\nmax-active = 100";
+    let proxy = Proxy::start(&config(origin.addr, &url, 3, room));
+    breaker_open(&proxy).await;
+    let (admitted, states) = newcomers(&proxy, 6, 8).await;
+    assert_eq!(
+        admitted, 0,
+        "an instance that never heard from the store knows nothing of the room: {states:?}"
+    );
+    assert!(states.iter().all(|s| s == "paused"), "{states:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_redis_does_not_admit_locally() {
+    let redis = RedisServer::start();
+    let origin = Origin::start().await;
+    // Many failures before the breaker opens: a pause of Redis shorter than that is "slow",
+    // not "down".
+    let room = "admit-per-second = 50\nmax-active = 100";
+    let proxy = Proxy::start(&config(origin.addr, &redis.url(), 1000, room));
+    admission_loop_ran(&redis).await;
+    // Someone is in line, so that the store itself admits nobody new at once.
+    let mut first = Jar::default();
+    assert!(visit(&proxy, &mut first).await.0, "the first walks in");
+    let paused_at = Instant::now();
+    assert!(raw(redis.port, "CLIENT PAUSE 1500 ALL").is_some_and(|r| r.starts_with("+OK")));
+    let mut jars = vec![Jar::default(); 4];
+    let mut admitted = 0;
+    let mut states = Vec::new();
+    for jar in jars.iter_mut() {
+        let (a, state) = visit(&proxy, jar).await;
+        admitted += usize::from(a);
+        states.push(state);
+    }
+    assert!(
+        paused_at.elapsed() < Duration::from_millis(1500),
+        "the requests came while Redis was paused"
+    );
+    assert_eq!(admitted, 0, "a slow store is not a dead one: {states:?}");
+    assert!(states.iter().all(|s| s == "paused"), "{states:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn local_admissions_stop_at_the_instances_share_of_max_active() {
+    let mut redis = RedisServer::start();
+    let origin = Origin::start().await;
+    let room = "admit-per-second = 100\nmax-active = 3\nsession-ttl = \"10m\"";
+    let proxy = Proxy::start(&config(origin.addr, &redis.url(), 3, room));
+    admission_loop_ran(&redis).await;
+    redis.kill();
+    breaker_open(&proxy).await;
+    let (admitted, states) = newcomers(&proxy, 12, 6).await;
+    assert_eq!(
+        admitted, 3,
+        "one instance alone: all of max-active, no more: {states:?}"
+    );
+}
