@@ -32,6 +32,10 @@ impl conformance::Harness for Memory {
     fn advance(&self, by: Duration) {
         self.clock.advance(by);
     }
+
+    fn wipe(&self) {
+        self.store.wipe();
+    }
 }
 
 conformance_suite!(Memory::new());

@@ -51,6 +51,17 @@ impl conformance::Harness for Redis {
     fn advance(&self, by: Duration) {
         self.store.shift_clock(by);
     }
+
+    fn wipe(&self) {
+        let ports: Vec<u16> = match &self._servers {
+            Servers::Single(s) => vec![s.port],
+            Servers::Cluster(c) => c.nodes.iter().map(|n| n.port).collect(),
+        };
+        for port in ports {
+            let reply = common::redis::raw(port, "FLUSHALL").unwrap_or_default();
+            assert!(reply.starts_with("+OK"), "FLUSHALL on {port}: {reply}");
+        }
+    }
 }
 
 mod standalone {

@@ -48,6 +48,8 @@ struct RoomData {
     abandoned_total: u64,
     /// Per-client new-join counters: (count, end of the window).
     joins_by_client: HashMap<String, (u32, Micros)>,
+    /// The store generation (see [`AdmitReport::generation`]); made by the first `admit`.
+    generation: Option<String>,
 }
 
 impl RoomData {
@@ -199,6 +201,18 @@ impl RoomData {
     fn position(&self, seq: u64) -> u64 {
         self.ranks.rank(seq)
     }
+
+    /// The room's generation, made now if it has none (`true`): like `admit.lua`.
+    fn generation_or_new(&mut self) -> (String, bool) {
+        match &self.generation {
+            Some(g) => (g.clone(), false),
+            None => {
+                let g = format!("{:016x}", fastrand::u64(..));
+                self.generation = Some(g.clone());
+                (g, true)
+            }
+        }
+    }
 }
 
 /// The in-process store.
@@ -230,6 +244,14 @@ impl MemoryStore {
             .entry(name.clone())
             .or_insert_with(|| Arc::new(Mutex::new(RoomData::new())))
             .clone()
+    }
+
+    /// Test hook: forgets everything, as a Redis restarted without persistence does.
+    pub fn wipe(&self) {
+        self.rooms
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .clear();
     }
 
     fn with<T>(&self, p: &RoomParams, f: impl FnOnce(&mut RoomData, Micros) -> T) -> T {
@@ -330,10 +352,19 @@ impl Store for MemoryStore {
         }))
     }
 
-    async fn admit(&self, p: &RoomParams) -> Result<AdmitReport, StoreError> {
+    async fn admit_with(
+        &self,
+        p: &RoomParams,
+        ctx: &AdmitContext,
+    ) -> Result<AdmitReport, StoreError> {
         let room = self.room(&p.name);
         let mut r = room.lock().unwrap_or_else(|e| e.into_inner());
         let now = self.clock.now_micros();
+        let (generation, new_generation) = r.generation_or_new();
+        let stale = ctx
+            .known_generation
+            .as_deref()
+            .is_some_and(|k| k != generation);
         let expired = r.prune_active(now);
         let abandoned = r.prune_abandoned(now, micros(p.abandon_after));
         let state = r.state.clone();
@@ -342,8 +373,11 @@ impl Store for MemoryStore {
         r.refill(now, rate, burst);
         let mut admitted = 0;
         let mut admitted_visitors = Vec::new();
-        if state.enabled && !state.queue_all {
-            let room_left = p.max_active(&state).saturating_sub(r.active.len() as u64);
+        if state.enabled && !state.queue_all && !stale {
+            let room_left = p
+                .max_active(&state)
+                .saturating_sub(r.active.len() as u64)
+                .saturating_sub(ctx.hold_back);
             let n = (r.tokens.floor() as u64)
                 .min(room_left)
                 .min(r.waiters.len() as u64)
@@ -376,6 +410,8 @@ impl Store for MemoryStore {
             measured_rate: r.measured_rate,
             state,
             instances: 1,
+            generation,
+            new_generation,
         })
     }
 

@@ -15,6 +15,9 @@
 //!   visitor who stops polling for `abandon-after` loses the place and costs no admission.
 //! - Active sessions are kept by expiry, so the count is exact and cannot drift.
 //! - `consume` removes an admission atomically: of concurrent calls exactly one returns `true`.
+//! - `admit` keeps a generation id in the room's data (a new one when there is none) and reports
+//!   it; an `admit` told of another generation admits nobody, and `hold_back` slots of
+//!   max-active stay free.
 
 pub mod memory;
 mod ranks;
@@ -224,6 +227,23 @@ pub struct AdmitReport {
     pub state: RoomState,
     /// Proxy instances that ran the admission loop for this room lately (1 for memory).
     pub instances: u64,
+    /// The store generation: an opaque id kept in the room's data and created by `admit` when
+    /// there is none. A different one than last time means the store lost the room's data (a
+    /// Redis restarted without persistence, a failover that dropped writes).
+    pub generation: String,
+    /// This call created `generation` (a new room, or a store that forgot it).
+    pub new_generation: bool,
+}
+
+/// What the caller of `admit` knows, from its own earlier ticks.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct AdmitContext {
+    /// The generation this instance saw last. When the store holds another one, the call
+    /// admits nobody: the room's runtime state was lost and must be re-asserted first.
+    pub known_generation: Option<String>,
+    /// Slots of max-active to keep free: sessions the store forgot that are probably still
+    /// browsing and not yet re-registered.
+    pub hold_back: u64,
 }
 
 /// A room's figures, for the admin API and metrics.
@@ -279,7 +299,16 @@ pub trait Store: Send + Sync + 'static {
     ) -> Result<Admission, StoreError>;
 
     /// One tick of the admission loop.
-    async fn admit(&self, room: &RoomParams) -> Result<AdmitReport, StoreError>;
+    async fn admit(&self, room: &RoomParams) -> Result<AdmitReport, StoreError> {
+        self.admit_with(room, &AdmitContext::default()).await
+    }
+
+    /// [`Store::admit`], told what this instance knew (see [`AdmitContext`]).
+    async fn admit_with(
+        &self,
+        room: &RoomParams,
+        ctx: &AdmitContext,
+    ) -> Result<AdmitReport, StoreError>;
 
     /// Extends an admitted session by `session-ttl` (sliding expiry). `false` when the store no
     /// longer holds the session and has no room to take it back.

@@ -3,6 +3,12 @@
 //! here (`store_memory.rs` for the memory store; the Redis backends reuse it unchanged).
 
 pub mod properties;
+pub mod recovery;
+
+pub use recovery::{
+    admit_reports_a_generation_and_a_new_one_after_a_wipe,
+    an_admit_that_knew_another_generation_admits_nobody, hold_back_keeps_slots_of_max_active_free,
+};
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -14,6 +20,8 @@ pub trait Harness: Send + Sync {
     fn store(&self) -> Arc<dyn Store>;
     /// Moves the store's clock forward.
     fn advance(&self, by: Duration);
+    /// Forgets all data, as a Redis restarted without persistence does.
+    fn wipe(&self);
 }
 
 /// A room with a unique name (so backends sharing one server do not collide).
@@ -562,6 +570,9 @@ macro_rules! conformance_suite {
             clearing_the_line,
             eta_rate_follows_measured_admissions,
             join_limit_counts_new_visitors_not_polls,
+            admit_reports_a_generation_and_a_new_one_after_a_wipe,
+            an_admit_that_knew_another_generation_admits_nobody,
+            hold_back_keeps_slots_of_max_active_free,
         );
     };
     (@cases $make:expr; $($case:ident),* $(,)?) => {
