@@ -5,9 +5,11 @@
 //! within a second" comes from the tick, not from a store call per request).
 //!
 //! What a request gets when the store cannot answer is decided in [`policy`], from [`Live`] and
-//! the [`LocalBucket`] of the `local` policy.
+//! the [`LocalBucket`] of the `local` policy; what an instance does when the store lost the
+//! room's data is in [`recovery`].
 
 pub mod policy;
+pub mod recovery;
 
 use std::collections::VecDeque;
 use std::num::NonZeroU32;
@@ -214,6 +216,7 @@ pub struct Room {
     pub live: Live,
     pub metrics: RoomMetrics,
     pub local: LocalBucket,
+    pub recovery: recovery::Recovery,
 }
 
 impl Room {
@@ -225,6 +228,7 @@ impl Room {
             live: Live::default(),
             metrics,
             local: LocalBucket::default(),
+            recovery: recovery::Recovery::default(),
         }
     }
 
@@ -248,6 +252,7 @@ impl Room {
             .max_active_in_force
             .store(old.live.max_active_in_force(), Ordering::Relaxed);
         self.live.heard.store(old.live.heard(), Ordering::Release);
+        self.recovery.inherit(&old.recovery);
         // Sessions admitted locally during an outage still count after a reload.
         let sessions = old
             .local
