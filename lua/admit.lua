@@ -13,7 +13,7 @@
 -- room, or a Redis that lost its data). An instance that knew another one learns that the
 -- room's runtime state was lost; until it has re-asserted it (and knows the new generation),
 -- its admit calls admit nobody. hold_back keeps slots of max-active free for sessions the store
--- forgot that are not yet re-registered.
+-- forgot that are not yet re-registered (here, and in join's fast path until the next tick).
 --
 -- KEYS[1] waiting ZSET   KEYS[2] active ZSET   KEYS[3] room HASH   KEYS[4] instances ZSET
 -- ARGV[1] configured rate/s   ARGV[2] configured max-active   ARGV[3] claim-ttl µs
@@ -43,6 +43,8 @@ if not gen then
   new_gen = 1
 end
 local stale = ARGV[10] ~= '' and ARGV[10] ~= gen
+-- Kept for join's fast path too, which must not take the slots held back either.
+redis.call('HSET', room, 'hold_back', ARGV[11])
 
 local expired = redis.call('ZREMRANGEBYSCORE', active, '-inf', now)
 redis.call('ZADD', KEYS[4], now, ARGV[8])

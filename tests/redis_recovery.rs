@@ -237,3 +237,70 @@ async fn admitted_sessions_are_registered_again_after_an_empty_restart() {
     let v = room(&proxy).await.unwrap();
     assert_eq!(v["active"].as_u64(), Some(ADMITTED as u64), "{v}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_room_stays_full_while_the_forgotten_sessions_come_back() {
+    const MAX: usize = 3;
+    let mut redis = RedisServer::start();
+    let url = redis.url();
+    let origin = Origin::start().await;
+    let room_cfg = format!(
+        "admit-per-second = 50\nmax-active = {MAX}\ntick = \"100ms\"\nsession-ttl = \"10m\""
+    );
+    let proxy = Proxy::start(&config(origin.addr, &url, &room_cfg));
+    a_tick_after(&url, 0).await;
+    let mut old = vec![Jar::default(); MAX];
+    for jar in old.iter_mut() {
+        let (admitted, state) = visit(&proxy, jar, "/products").await;
+        assert!(admitted, "{state}");
+    }
+    a_tick_after(&url, redis_now(&url).await).await;
+
+    redis.kill();
+    redis.restart();
+    // The instance saw the new generation and holds the forgotten sessions' slots back.
+    eventually(Duration::from_secs(10), "slots held back", || async {
+        let hold: Option<u64> = ::redis::cmd("HGET")
+            .arg("{anteroom:sale}:room")
+            .arg("hold_back")
+            .query_async(&mut conn(&url).await)
+            .await
+            .ok()?;
+        (hold == Some(MAX as u64)).then_some(())
+    })
+    .await;
+
+    // Newcomers on the empty line do not take the slots of the sessions still out there ...
+    let mut newcomers = vec![Jar::default(); MAX];
+    for jar in newcomers.iter_mut() {
+        let (admitted, state) = visit(&proxy, jar, "/products").await;
+        assert!(
+            !admitted,
+            "a newcomer took a forgotten session's slot: {state}"
+        );
+    }
+    // ... which come back and are counted again; the room is full, nobody else gets in.
+    let mut i = 0;
+    eventually(Duration::from_secs(10), "the old sessions counted", || {
+        i += 1;
+        let (proxy, old) = (&proxy, old.clone());
+        async move {
+            for mut jar in old {
+                let (_, state) = visit(proxy, &mut jar, &format!("/products/{i}")).await;
+                assert!(state.starts_with("200 origin GET"), "{state}");
+            }
+            let v = room(proxy).await?;
+            (v["active"].as_u64() == Some(MAX as u64)).then_some(())
+        }
+    })
+    .await;
+    let until = Instant::now() + Duration::from_millis(800);
+    while Instant::now() < until {
+        for jar in newcomers.iter_mut() {
+            let (admitted, state) = visit(&proxy, jar, "/products").await;
+            assert!(!admitted, "past max-active: {state}");
+            assert_eq!(state, "waiting");
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}

@@ -9,14 +9,15 @@
 //! - opens a re-registration window of one `session-ttl`: each admitted visitor's first request
 //!   on this instance makes one `touch`, so the store counts their session again. A bounded set
 //!   of visitor ids remembers who was done; no store call on any later request;
-//! - meanwhile holds back slots of max-active in its admit calls for the sessions the store
-//!   forgot and that have not come back yet (see [`hold_back`]).
+//! - meanwhile holds back slots of max-active in its admit calls (and so in join's fast path)
+//!   for the sessions the store forgot and that have not come back yet (see [`hold_back`]).
 //!
 //! The trade-offs accepted (see `docs/operations.md`): between the store's return and the first
 //! admit tick of an instance that knew the old state, the join fast path works from the empty
-//! store's defaults (a newcomer on an empty line may walk in for about one tick); the hold-back
-//! is an estimate, so max-active can be passed by old sessions that come back late; and a
-//! visitor who was in line loses the place (the line itself is gone).
+//! store's defaults (a newcomer on an empty line may walk in for about one tick, and the
+//! hold-back is in force from the second tick); the hold-back is an estimate, so max-active can
+//! be passed by old sessions that come back late; and a visitor who was in line loses the place
+//! (the line itself is gone).
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -50,6 +50,8 @@ struct RoomData {
     joins_by_client: HashMap<String, (u32, Micros)>,
     /// The store generation (see [`AdmitReport::generation`]); made by the first `admit`.
     generation: Option<String>,
+    /// The latest admit's `hold_back`, which join's fast path honours too.
+    hold_back: u64,
 }
 
 impl RoomData {
@@ -317,7 +319,7 @@ impl Store for MemoryStore {
             r.refill(now, rate, burst);
             if !state.queue_all
                 && r.waiters.is_empty()
-                && (r.active.len() as u64) < p.max_active(&state)
+                && (r.active.len() as u64).saturating_add(r.hold_back) < p.max_active(&state)
                 && r.tokens >= 1.0
                 && r.window_left(now, micros(p.tick), burst) >= 1
             {
@@ -365,6 +367,7 @@ impl Store for MemoryStore {
             .known_generation
             .as_deref()
             .is_some_and(|k| k != generation);
+        r.hold_back = ctx.hold_back;
         let expired = r.prune_active(now);
         let abandoned = r.prune_abandoned(now, micros(p.abandon_after));
         let state = r.state.clone();

@@ -17,7 +17,7 @@
 //! - `consume` removes an admission atomically: of concurrent calls exactly one returns `true`.
 //! - `admit` keeps a generation id in the room's data (a new one when there is none) and reports
 //!   it; an `admit` told of another generation admits nobody, and `hold_back` slots of
-//!   max-active stay free.
+//!   max-active stay free (in join's fast path too, until the next `admit`).
 
 pub mod memory;
 mod ranks;
@@ -242,7 +242,7 @@ pub struct AdmitContext {
     /// admits nobody: the room's runtime state was lost and must be re-asserted first.
     pub known_generation: Option<String>,
     /// Slots of max-active to keep free: sessions the store forgot that are probably still
-    /// browsing and not yet re-registered.
+    /// browsing and not yet re-registered. Join's fast path honours the latest one too.
     pub hold_back: u64,
 }
 

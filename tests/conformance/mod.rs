@@ -7,7 +7,8 @@ pub mod recovery;
 
 pub use recovery::{
     admit_reports_a_generation_and_a_new_one_after_a_wipe,
-    an_admit_that_knew_another_generation_admits_nobody, hold_back_keeps_slots_of_max_active_free,
+    an_admit_that_knew_another_generation_admits_nobody, hold_back_applies_to_the_fast_path_too,
+    hold_back_keeps_slots_of_max_active_free,
 };
 
 use std::sync::Arc;
@@ -573,6 +574,7 @@ macro_rules! conformance_suite {
             admit_reports_a_generation_and_a_new_one_after_a_wipe,
             an_admit_that_knew_another_generation_admits_nobody,
             hold_back_keeps_slots_of_max_active_free,
+            hold_back_applies_to_the_fast_path_too,
         );
     };
     (@cases $make:expr; $($case:ident),* $(,)?) => {

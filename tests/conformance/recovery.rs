@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use anteroom::store::{AdmitContext, RoomParams, RoomPatch, Store, VisitorId};
+use anteroom::store::{Admission, AdmitContext, RoomParams, RoomPatch, Store, VisitorId};
 
 use super::{room, Harness};
 
@@ -83,4 +83,34 @@ pub async fn hold_back_keeps_slots_of_max_active_free(h: &dyn Harness) {
     assert_eq!(s.admit_with(&p, &ctx).await.unwrap().admitted, 0);
     h.advance(Duration::from_millis(100));
     assert_eq!(s.admit(&p).await.unwrap().admitted, 2, "nothing held back");
+}
+
+pub async fn hold_back_applies_to_the_fast_path_too(h: &dyn Harness) {
+    let s = h.store();
+    let p = room("holdfast", 100.0, 3);
+    let ctx = AdmitContext {
+        known_generation: None,
+        hold_back: 2,
+    };
+    s.admit_with(&p, &ctx).await.unwrap();
+    h.advance(Duration::from_millis(100));
+    assert_eq!(
+        s.join(&p, VisitorId::random()).await.unwrap(),
+        Admission::Entered,
+        "0 active + 2 held back < 3"
+    );
+    assert!(
+        !matches!(
+            s.join(&p, VisitorId::random()).await.unwrap(),
+            Admission::Entered
+        ),
+        "1 active + 2 held back = 3"
+    );
+    h.advance(Duration::from_millis(100));
+    s.admit(&p).await.unwrap();
+    let r = s.stats(&p).await.unwrap();
+    assert_eq!(
+        r.active, 2,
+        "released by the next admit, which let the waiter in"
+    );
 }
