@@ -8,18 +8,15 @@
 //! the [`LocalBucket`] of the `local` policy; what an instance does when the store lost the
 //! room's data is in [`recovery`].
 
+mod local;
 pub mod policy;
 pub mod recovery;
 
-use std::collections::VecDeque;
-use std::num::NonZeroU32;
+pub use local::{LocalAdmit, LocalBucket};
+
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Mutex;
-use std::time::Duration;
 
-use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
-
-use crate::clock::{micros, Micros};
+use crate::clock::Micros;
 use crate::config::RoomConfig;
 use crate::cookie::room_cookie_name;
 use crate::metrics::RoomMetrics;
@@ -127,88 +124,6 @@ impl Live {
     }
 }
 
-/// The `local` store-error policy's limiter: while the store cannot answer, this instance admits
-/// at its share of the room's rate (the rate divided by the instances last seen alive), and
-/// keeps the sessions it admitted so, until they run out, against its share of max-active.
-#[derive(Default)]
-pub struct LocalBucket {
-    inner: Mutex<LocalInner>,
-}
-
-#[derive(Default)]
-struct LocalInner {
-    limiter: Option<(u64, DefaultDirectRateLimiter)>,
-    /// When each locally admitted session runs out, oldest first (all last one session-ttl).
-    /// Never longer than the share of max-active, so bounded by max-active.
-    sessions: VecDeque<Micros>,
-}
-
-impl LocalInner {
-    fn prune(&mut self, now: Micros) {
-        while self.sessions.front().is_some_and(|&end| end <= now) {
-            self.sessions.pop_front();
-        }
-    }
-}
-
-/// Figures of a local admission: the room's rate and instances, and the session it starts.
-#[derive(Debug, Clone, Copy)]
-pub struct LocalAdmit {
-    pub rate: f64,
-    pub instances: u64,
-    pub tick: Duration,
-    /// Local sessions this instance may have running at once.
-    pub share: u64,
-    pub now: Micros,
-    pub session_ttl: Duration,
-}
-
-impl LocalBucket {
-    /// Takes one admission if the bucket has a token and fewer than `share` local sessions are
-    /// running; the check and the count are one step, so concurrent requests cannot overshoot.
-    pub fn try_admit(&self, a: &LocalAdmit) -> bool {
-        let mut inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
-        inner.prune(a.now);
-        if inner.sessions.len() as u64 >= a.share {
-            return false;
-        }
-        if !Self::take_token(&mut inner.limiter, a.rate, a.instances, a.tick) {
-            return false;
-        }
-        inner
-            .sessions
-            .push_back(a.now.saturating_add(micros(a.session_ttl)));
-        true
-    }
-
-    /// Sessions admitted locally that have not run out at `now`.
-    pub fn active(&self, now: Micros) -> u64 {
-        let mut inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
-        inner.prune(now);
-        inner.sessions.len() as u64
-    }
-
-    fn take_token(
-        limiter: &mut Option<(u64, DefaultDirectRateLimiter)>,
-        rate: f64,
-        instances: u64,
-        tick: Duration,
-    ) -> bool {
-        let share = (rate / instances.max(1) as f64).max(0.001);
-        let key = (share * 1000.0).round() as u64;
-        if limiter.as_ref().map(|(k, _)| *k) != Some(key) {
-            // One tick's worth, and never more than a second's worth.
-            let window = tick.min(Duration::from_secs(1)).as_secs_f64();
-            let burst = (share * window).ceil().clamp(1.0, f64::from(u32::MAX)) as u32;
-            let quota = Quota::with_period(Duration::from_secs_f64(1.0 / share))
-                .map(|q| q.allow_burst(NonZeroU32::new(burst).unwrap_or(NonZeroU32::MIN)));
-            let Some(quota) = quota else { return false };
-            *limiter = Some((key, RateLimiter::direct(quota)));
-        }
-        limiter.as_ref().is_some_and(|(_, l)| l.check().is_ok())
-    }
-}
-
 /// One room: config, its cookie name, the live figures and its metric handles.
 pub struct Room {
     pub cfg: RoomConfig,
@@ -254,18 +169,7 @@ impl Room {
         self.live.heard.store(old.live.heard(), Ordering::Release);
         self.recovery.inherit(&old.recovery);
         // Sessions admitted locally during an outage still count after a reload.
-        let sessions = old
-            .local
-            .inner
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .sessions
-            .clone();
-        self.local
-            .inner
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .sessions = sessions;
+        self.local.inherit(&old.local);
     }
 
     pub fn name(&self) -> &str {
@@ -282,39 +186,5 @@ impl Room {
             instances: self.live.instances(),
             local_active: self.local.active(now),
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn admit(share: u64, now: Micros) -> LocalAdmit {
-        LocalAdmit {
-            rate: 1000.0,
-            instances: 1,
-            tick: Duration::from_millis(100),
-            share,
-            now,
-            session_ttl: Duration::from_secs(10),
-        }
-    }
-
-    #[test]
-    fn local_sessions_count_against_the_share_until_they_run_out() {
-        let b = LocalBucket::default();
-        let t = 1_000_000_000;
-        assert!(b.try_admit(&admit(2, t)));
-        assert!(b.try_admit(&admit(2, t)));
-        assert!(!b.try_admit(&admit(2, t)), "share used");
-        assert_eq!(b.active(t), 2);
-        let later = t + micros(Duration::from_secs(10));
-        assert_eq!(b.active(later), 0, "both sessions ran out");
-        assert!(b.try_admit(&admit(2, later)));
-    }
-
-    #[test]
-    fn a_zero_share_admits_nobody() {
-        assert!(!LocalBucket::default().try_admit(&admit(0, 1)));
     }
 }

@@ -61,6 +61,16 @@ async fn visit(proxy: &Proxy, jar: &mut Jar) -> (bool, String) {
 
 /// `visitors` newcomers, each polling `polls` times 100 ms apart; how many got an admission.
 async fn newcomers(proxy: &Proxy, visitors: usize, polls: usize) -> (usize, Vec<String>) {
+    let (admitted, states, _) = newcomers_kept(proxy, visitors, polls).await;
+    (admitted, states)
+}
+
+/// [`newcomers`], also returning the cookie jars of those admitted.
+async fn newcomers_kept(
+    proxy: &Proxy,
+    visitors: usize,
+    polls: usize,
+) -> (usize, Vec<String>, Vec<Jar>) {
     let mut jars = vec![Jar::default(); visitors];
     let mut admitted = 0;
     let mut states = Vec::new();
@@ -75,7 +85,8 @@ async fn newcomers(proxy: &Proxy, visitors: usize, polls: usize) -> (usize, Vec<
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    (admitted, states)
+    jars.retain(|j| j.get("anteroom_sale").is_some());
+    (admitted, states, jars)
 }
 
 /// Waits until the instance's admission loop has run on Redis (it heard from the store).
@@ -199,4 +210,52 @@ async fn local_admissions_stop_at_the_instances_share_of_max_active() {
         admitted, 3,
         "one instance alone: all of max-active, no more: {states:?}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sessions_admitted_locally_are_counted_once_the_store_answers() {
+    const PAUSE_MS: u64 = 4000;
+    let redis = RedisServer::start();
+    let origin = Origin::start().await;
+    let room = "admit-per-second = 50\nmax-active = 100\nsession-ttl = \"10m\"";
+    let proxy = Proxy::start(&config(origin.addr, &redis.url(), 3, room));
+    admission_loop_ran(&redis).await;
+    // Down without losing data: a paused Redis (or a partition).
+    let paused_at = Instant::now();
+    let pause = format!("CLIENT PAUSE {PAUSE_MS} ALL");
+    assert!(raw(redis.port, &pause).is_some_and(|r| r.starts_with("+OK")));
+    breaker_open(&proxy).await;
+    let (admitted, states, jars) = newcomers_kept(&proxy, 4, 6).await;
+    assert!(
+        paused_at.elapsed() < Duration::from_millis(PAUSE_MS),
+        "admitted while Redis was still paused"
+    );
+    assert!(admitted > 0, "the local policy admitted: {states:?}");
+    // Redis answers again; the visitors admitted locally browse on, and the store counts them.
+    let mut i = 0;
+    eventually(
+        Duration::from_secs(15),
+        "the local sessions counted by the store",
+        || {
+            i += 1;
+            let (proxy, jars) = (&proxy, jars.clone());
+            async move {
+                for mut jar in jars {
+                    let (_, state) = visit(proxy, &mut jar).await;
+                    assert!(state.starts_with("origin GET"), "{state}");
+                }
+                let v: Value = client()
+                    .get(proxy.admin_url("/rooms/sale"))
+                    .bearer_auth(TOKEN)
+                    .send()
+                    .await
+                    .ok()?
+                    .json()
+                    .await
+                    .ok()?;
+                (v["stale"] != true && v["active"].as_u64() == Some(admitted as u64)).then_some(())
+            }
+        },
+    )
+    .await;
 }

@@ -126,6 +126,7 @@ impl Proxy {
                     &r.last_known(now),
                 );
                 let local = |share| LocalAdmit {
+                    vid,
                     rate: r.live.rate_in_force().unwrap_or(p.admit_per_second),
                     instances: r.live.instances(),
                     tick: p.tick,
