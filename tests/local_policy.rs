@@ -259,3 +259,56 @@ async fn sessions_admitted_locally_are_counted_once_the_store_answers() {
     )
     .await;
 }
+
+/// Redis `TIME` in µs, from a raw reply.
+fn redis_now(port: u16) -> u64 {
+    let reply = raw(port, "TIME").unwrap_or_default();
+    let nums: Vec<u64> = reply
+        .lines()
+        .filter_map(|l| l.trim().parse().ok())
+        .collect();
+    nums.first().copied().unwrap_or(0) * 1_000_000 + nums.get(1).copied().unwrap_or(0)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_instances_share_max_active_while_redis_is_down() {
+    let mut redis = RedisServer::start();
+    let origin = Origin::start().await;
+    let room = "admit-per-second = 100\nmax-active = 4\nsession-ttl = \"10m\"";
+    let cfg = config(origin.addr, &redis.url(), 3, room);
+    let proxies = [Proxy::start(&cfg), Proxy::start(&cfg)];
+    // Both instances have ticked since both were alive, so each knows there are two.
+    eventually(Duration::from_secs(10), "two instances seen", || async {
+        raw(redis.port, "ZCARD {anteroom:sale}:instances")
+            .filter(|r| r.starts_with(":2"))
+            .map(|_| ())
+    })
+    .await;
+    let seen_both = redis_now(redis.port);
+    eventually(
+        Duration::from_secs(10),
+        "a tick of each after that",
+        || async {
+            let reply = raw(
+                redis.port,
+                "ZRANGE {anteroom:sale}:instances 0 -1 WITHSCORES",
+            )?;
+            let scores: Vec<u64> = reply
+                .lines()
+                .filter_map(|l| l.trim().parse::<f64>().ok())
+                .map(|f| f as u64)
+                .filter(|t| *t > 1_000_000_000)
+                .collect();
+            (scores.len() == 2 && scores.iter().all(|t| *t > seen_both)).then_some(())
+        },
+    )
+    .await;
+    redis.kill();
+    for p in &proxies {
+        breaker_open(p).await;
+    }
+    for (i, p) in proxies.iter().enumerate() {
+        let (admitted, states) = newcomers(p, 8, 6).await;
+        assert_eq!(admitted, 2, "instance {i}: half of max-active: {states:?}");
+    }
+}
