@@ -12,7 +12,7 @@
 -- Store generation: an id kept in the room hash ('gen'), made here when there is none (a new
 -- room, or a Redis that lost its data). An instance that knew another one learns that the
 -- room's runtime state was lost; until it has re-asserted it (and knows the new generation),
--- its admit calls admit nobody. hold_back keeps slots of max-active free for sessions the store
+-- its admit calls admit nobody, and a generation made by such a call holds the line. hold_back keeps slots of max-active free for sessions the store
 -- forgot that are not yet re-registered (here, and in join's fast path until the next tick).
 --
 -- KEYS[1] waiting ZSET   KEYS[2] active ZSET   KEYS[3] room HASH   KEYS[4] instances ZSET
@@ -41,6 +41,13 @@ if not gen then
   gen = string.format('%.0f-%s', now, ARGV[8])
   redis.call('HSET', room, 'gen', gen)
   new_gen = 1
+  if ARGV[10] ~= '' then
+    -- The caller knew another generation: the store lost the room's data, including a held
+    -- line. Hold it until the caller has re-asserted the room's state (which sets queue_all
+    -- either way), so that no newcomer walks in on the empty store's defaults meanwhile.
+    redis.call('HSET', room, 'queue_all', '1')
+    h[2] = '1'
+  end
 end
 local stale = ARGV[10] ~= '' and ARGV[10] ~= gen
 -- Kept for join's fast path too, which must not take the slots held back either.

@@ -304,3 +304,72 @@ async fn a_full_room_stays_full_while_the_forgotten_sessions_come_back() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_held_line_stays_held_while_newcomers_flood_an_empty_restart() {
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    use std::sync::Arc;
+    let mut redis = RedisServer::start();
+    let url = redis.url();
+    let origin = Origin::start().await;
+    let room_cfg = "admit-per-second = 200\nmax-active = 1000\ntick = \"100ms\"";
+    let proxy = Arc::new(Proxy::start(&config(origin.addr, &url, room_cfg)));
+    a_tick_after(&url, 0).await;
+    let resp = client()
+        .patch(proxy.admin_url("/rooms/sale"))
+        .bearer_auth(TOKEN)
+        .json(&json!({"queue_all": true}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    a_tick_after(&url, redis_now(&url).await).await;
+
+    // Newcomers keep arriving through the outage and the empty restart.
+    let stop = Arc::new(AtomicBool::new(false));
+    let admitted = Arc::new(AtomicU64::new(0));
+    let asked = Arc::new(AtomicU64::new(0));
+    let mut flood = Vec::new();
+    for _ in 0..3 {
+        let (proxy, stop, admitted, asked) =
+            (proxy.clone(), stop.clone(), admitted.clone(), asked.clone());
+        flood.push(tokio::spawn(async move {
+            while !stop.load(Ordering::Relaxed) {
+                let (a, _) = visit(&proxy, &mut Jar::default(), "/products").await;
+                admitted.fetch_add(u64::from(a), Ordering::Relaxed);
+                asked.fetch_add(1, Ordering::Relaxed);
+            }
+        }));
+    }
+    redis.kill();
+    eventually(Duration::from_secs(10), "the breaker to open", || async {
+        let r = client().get(proxy.admin_url("/readyz")).send().await.ok()?;
+        (r.status() != 200).then_some(())
+    })
+    .await;
+    redis.restart();
+    eventually(
+        Duration::from_secs(10),
+        "the held state re-asserted",
+        || async {
+            let v = room(&proxy).await?;
+            (v["queue_all"] == true).then_some(())
+        },
+    )
+    .await;
+    let settle = Instant::now() + Duration::from_millis(500);
+    while Instant::now() < settle {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    stop.store(true, Ordering::Relaxed);
+    for t in flood {
+        t.await.unwrap();
+    }
+    let (admitted, asked) = (
+        admitted.load(Ordering::Relaxed),
+        asked.load(Ordering::Relaxed),
+    );
+    println!("{asked} newcomer requests through the outage and the empty restart");
+    assert!(asked > 20, "the flood ran: {asked}");
+    assert_eq!(admitted, 0, "nobody walked through the held line");
+}

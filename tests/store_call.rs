@@ -93,3 +93,32 @@ async fn a_probe_dropped_mid_flight_does_not_wedge_the_breaker() {
         .await
         .is_ok());
 }
+
+#[tokio::test]
+async fn only_the_admission_step_probes_a_half_open_breaker() {
+    let config = anteroom::config::parse(CONFIG, "test.toml", Path::new(".")).unwrap();
+    let clock = Arc::new(ManualClock::new());
+    let store = Arc::new(MemoryStore::new(clock.clone()));
+    let core = Core::new(&config, store, clock.clone()).unwrap();
+    assert!(core
+        .store_call("join", "sale", async { failed() })
+        .await
+        .is_err());
+    clock.advance(Duration::from_millis(1100));
+    // A visitor's join would be the first call to a store that may have lost its data.
+    let join = core.store_call("join", "sale", async { Ok(()) }).await;
+    assert!(
+        matches!(join, Err(StoreError::BreakerOpen { .. })),
+        "{join:?}"
+    );
+    assert!(core
+        .store_call("admit", "sale", async { Ok(()) })
+        .await
+        .is_ok());
+    assert!(
+        core.store_call("join", "sale", async { Ok(()) })
+            .await
+            .is_ok(),
+        "closed again"
+    );
+}

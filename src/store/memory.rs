@@ -367,6 +367,11 @@ impl Store for MemoryStore {
             .known_generation
             .as_deref()
             .is_some_and(|k| k != generation);
+        if new_generation && ctx.known_generation.is_some() {
+            // Lost data, noticed by a caller that knew the room: hold the line until it has
+            // re-asserted the room's state (like admit.lua).
+            r.state.queue_all = true;
+        }
         r.hold_back = ctx.hold_back;
         let expired = r.prune_active(now);
         let abandoned = r.prune_abandoned(now, micros(p.abandon_after));

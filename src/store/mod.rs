@@ -239,7 +239,9 @@ pub struct AdmitReport {
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct AdmitContext {
     /// The generation this instance saw last. When the store holds another one, the call
-    /// admits nobody: the room's runtime state was lost and must be re-asserted first.
+    /// admits nobody: the room's runtime state was lost and must be re-asserted first. When the
+    /// store holds none (this call makes it), the call also holds the line (`queue_all`) until
+    /// the caller has re-asserted the state, so that no newcomer walks in meanwhile.
     pub known_generation: Option<String>,
     /// Slots of max-active to keep free: sessions the store forgot that are probably still
     /// browsing and not yet re-registered. Join's fast path honours the latest one too.

@@ -37,6 +37,10 @@ pub async fn admit_reports_a_generation_and_a_new_one_after_a_wipe(h: &dyn Harne
     let after = s.admit(&p).await.unwrap();
     assert_ne!(after.generation, first.generation, "a new generation");
     assert!(after.new_generation, "flagged new");
+    assert!(
+        !after.state.queue_all,
+        "a caller that knew nothing holds nothing"
+    );
     h.advance(Duration::from_millis(100));
     let later = s.admit(&p).await.unwrap();
     assert_eq!(later.generation, after.generation);
@@ -112,5 +116,48 @@ pub async fn hold_back_applies_to_the_fast_path_too(h: &dyn Harness) {
     assert_eq!(
         r.active, 2,
         "released by the next admit, which let the waiter in"
+    );
+}
+
+pub async fn a_loss_noticed_by_a_caller_that_knew_holds_the_line(h: &dyn Harness) {
+    let s = h.store();
+    let p = room("lost", 100.0, 10);
+    let known = s.admit(&p).await.unwrap().generation;
+    h.wipe();
+    h.advance(Duration::from_millis(100));
+    let ctx = AdmitContext {
+        known_generation: Some(known.clone()),
+        hold_back: 0,
+    };
+    let r = s.admit_with(&p, &ctx).await.unwrap();
+    assert!(r.new_generation && r.generation != known);
+    assert!(r.state.queue_all, "held until the caller re-asserts");
+    let v = VisitorId::random();
+    assert!(
+        matches!(s.join(&p, v).await.unwrap(), Admission::Paused { .. }),
+        "a newcomer does not walk in"
+    );
+    // The caller re-asserts what it knew (an open line), and admits again.
+    s.update_room_state(
+        &p,
+        &RoomPatch {
+            queue_all: Some(false),
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    h.advance(Duration::from_millis(100));
+    let now_known = AdmitContext {
+        known_generation: Some(r.generation),
+        hold_back: 0,
+    };
+    let r = s.admit_with(&p, &now_known).await.unwrap();
+    assert_eq!(
+        r.admitted_visitors
+            .iter()
+            .map(|a| a.vid)
+            .collect::<Vec<_>>(),
+        vec![v]
     );
 }
