@@ -12,12 +12,16 @@
 //! - meanwhile holds back slots of max-active in its admit calls (and so in join's fast path)
 //!   for the sessions the store forgot and that have not come back yet (see [`hold_back`]).
 //!
-//! The trade-offs accepted (see `docs/operations.md`): between the store's return and the first
-//! admit tick of an instance that knew the old state, the join fast path works from the empty
-//! store's defaults (a newcomer on an empty line may walk in for about one tick, and the
-//! hold-back is in force from the second tick); the hold-back is an estimate, so max-active can
-//! be passed by old sessions that come back late; and a visitor who was in line loses the place
-//! (the line itself is gone).
+//! The gap between the store's return and the re-assert is closed from two sides: only the
+//! admission step probes a half-open breaker (see [`crate::app::Core::store_call`]), so it is
+//! the first call to reach a store that is back; and an admit that makes a new generation for a
+//! caller that knew another holds the line until the caller has re-asserted the state.
+//!
+//! The trade-offs accepted (see `docs/operations.md`): a store that came back before the breaker
+//! opened can see joins before the first admit tick, and then the join fast path works from the
+//! empty store's defaults for about one tick; the hold-back is in force from the second tick and
+//! is an estimate, so max-active can be passed by old sessions that come back late; and a
+//! visitor who was in line loses the place (the line itself is gone).
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicU64, Ordering};
