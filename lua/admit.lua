@@ -10,12 +10,21 @@
 -- Each call is also this instance's heartbeat: the live instances are counted so that, if
 -- Redis goes away, each instance knows its share of the rate for the `local` policy.
 --
+-- Store generation: an id kept in the room hash ('gen'), made here when there is none (a new
+-- room, or a Redis that lost its data). An instance that knew another one learns that the
+-- room's runtime state was lost; until it has re-asserted it (and knows the new generation),
+-- its admit calls admit nobody, and a generation made by such a call holds the line. hold_back keeps slots of max-active free for sessions the store
+-- forgot that are not yet re-registered (here, and in join's fast path until the next tick).
+--
 -- KEYS[1] waiting ZSET   KEYS[2] active ZSET   KEYS[3] room HASH   KEYS[4] instances ZSET
 -- ARGV[1] configured rate/s   ARGV[2] configured max-active   ARGV[3] claim-ttl µs
 -- ARGV[4] tick µs   ARGV[5] abandon-after µs   ARGV[6] clock skew µs   ARGV[7] sweep slice size
 -- ARGV[8] instance id   ARGV[9] heartbeat lifetime µs
--- Reply: { admitted, abandoned, expired, waiting, active, measured rate (string),
+-- ARGV[10] the generation the caller knew, or ''   ARGV[11] hold-back (slots kept free)
+-- Reply (parsed by src/store/redis/admit_reply.rs):
+--        { admitted, abandoned, expired, waiting, active, measured rate (string),
 --          enabled, queue_all, rate override or '', max-active override or '', live instances,
+--          generation, generation made by this call (1/0),
 --          id1, waited1 µs, id2, waited2 µs, ... }
 
 local waiting, active, room = KEYS[1], KEYS[2], KEYS[3]
@@ -30,6 +39,24 @@ local epoch = tonumber(h[7]) or now
 local clock = redis.call('HMGET', room, 'live', 'live_at')
 local live = liveness(clock[1], clock[2], now, liveness_cap(tonumber(ARGV[4])), true)
 redis.call('HSET', room, 'live', live, 'live_at', now)
+
+local gen = redis.call('HGET', room, 'gen')
+local new_gen = 0
+if not gen then
+  gen = string.format('%.0f-%s', now, ARGV[8])
+  redis.call('HSET', room, 'gen', gen)
+  new_gen = 1
+  if ARGV[10] ~= '' then
+    -- The caller knew another generation: the store lost the room's data, including a held
+    -- line. Hold it until the caller has re-asserted the room's state (which sets queue_all
+    -- either way), so that no newcomer walks in on the empty store's defaults meanwhile.
+    redis.call('HSET', room, 'queue_all', '1')
+    h[2] = '1'
+  end
+end
+local stale = ARGV[10] ~= '' and ARGV[10] ~= gen
+-- Kept for join's fast path too, which must not take the slots held back either.
+redis.call('HSET', room, 'hold_back', ARGV[11])
 
 local expired = redis.call('ZREMRANGEBYSCORE', active, '-inf', now)
 redis.call('ZADD', KEYS[4], now, ARGV[8])
@@ -62,8 +89,8 @@ local tokens = refill(tonumber(h[5]) or 0, tonumber(h[6]), now, rate, burst)
 local recent, window = window_left(h[13], now, tonumber(ARGV[4]), burst)
 local out = {}
 local admitted = 0
-if h[1] ~= '0' and h[2] ~= '1' then
-  local room_left = max_active - redis.call('ZCARD', active)
+if h[1] ~= '0' and h[2] ~= '1' and not stale then
+  local room_left = max_active - redis.call('ZCARD', active) - tonumber(ARGV[11])
   local want = math.min(math.floor(tokens), room_left, window)
   local until_us = now + tonumber(ARGV[3])
   while admitted < want do
@@ -119,7 +146,8 @@ if abandoned > 0 then
 end
 
 local reply = { admitted, abandoned, expired, n, redis.call('ZCARD', active), tostring(m_rate),
-  h[1] == '0' and 0 or 1, h[2] == '1' and 1 or 0, h[3] or '', h[4] or '', instances }
+  h[1] == '0' and 0 or 1, h[2] == '1' and 1 or 0, h[3] or '', h[4] or '', instances,
+  gen, new_gen }
 for i = 1, #out do
   reply[#reply + 1] = out[i]
 end

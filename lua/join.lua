@@ -1,6 +1,7 @@
 -- join: enter the line, or look up the place in it (this is also the status poll). Claims an
 -- admission whose turn has come; admits at once (fast path) when nobody waits and the rate
--- budget and max-active allow. Idempotent: a retried call finds the visitor where the first left
+-- budget and max-active allow (less the slots admit.lua holds back after a loss of the store's
+-- data, its 'hold_back' field). Idempotent: a retried call finds the visitor where the first left
 -- them (ZADD NX for a newcomer; a claimed or fast-path admission is found in active).
 --
 -- KEYS[1] waiting ZSET   KEYS[2] active ZSET   KEYS[3] room HASH
@@ -78,7 +79,10 @@ local n = redis.call('ZCARD', waiting)
 local burst = burst_of(rate, tonumber(ARGV[6]))
 local tokens = refill(tonumber(h[5]) or 0, tonumber(h[6]), now, rate, burst)
 local recent, window = window_left(h[10], now, tonumber(ARGV[6]), burst)
-if not held and n == 0 and tokens >= 1 and window >= 1 and redis.call('ZCARD', active) < max_active then
+-- Slots the admission loop holds back for sessions a store that lost its data forgot (admit.lua).
+local hold_back = tonumber(redis.call('HGET', room, 'hold_back')) or 0
+if not held and n == 0 and tokens >= 1 and window >= 1
+    and redis.call('ZCARD', active) + hold_back < max_active then
   redis.call('HSET', room, 'tokens', tokens - 1, 'refilled', now, 'recent', window_note(recent, now, 1))
   -- Held for claim-ttl until the visitor comes back with the cookie (whose first return renews
   -- it to session-ttl): a client without a cookie jar does not pin a session's worth of slots.

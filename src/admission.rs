@@ -5,6 +5,10 @@
 //! times it. A late tick is not made up for ("delay", not "burst"): the bucket's own refill
 //! already credits the elapsed time, capped at one tick's worth. A reload restarts the room
 //! timers with the new configuration.
+//!
+//! Each admit step also reports the store generation; a change from the one known means the
+//! store lost the room's data, and the loop re-asserts the room's last runtime state (see
+//! [`crate::room::recovery`]).
 
 use std::sync::Arc;
 
@@ -15,6 +19,8 @@ use tokio::sync::Notify;
 use tokio::time::{interval, Instant, MissedTickBehavior};
 
 use crate::app::{Current, Shared};
+use crate::room::recovery::{self, Known, Seen};
+use crate::store::{AdmitReport, RoomState};
 
 /// The background service.
 pub struct AdmissionLoop {
@@ -44,11 +50,16 @@ async fn run_room(shared: Arc<Shared>, room: usize) {
             tokio::time::sleep(tick - gap).await;
         }
         last = Some(Instant::now());
+        let ctx = r.recovery.context(shared.clock.now_micros());
         match shared
-            .store_call("admit", r.name(), shared.store.admit(&r.cfg.params))
+            .store_call(
+                "admit",
+                r.name(),
+                shared.store.admit_with(&r.cfg.params, &ctx),
+            )
             .await
         {
-            Ok(report) => {
+            Ok(mut report) => {
                 let m = &r.metrics;
                 m.waiting.set(report.waiting as i64);
                 m.active.set(report.active as i64);
@@ -64,9 +75,71 @@ async fn run_room(shared: Arc<Shared>, room: usize) {
                         "admitted"
                     );
                 }
-                r.live.update(&report, r.cfg.params.rate(&report.state));
+                report.state = generation_seen(&shared, room, &report).await;
+                r.live.update(
+                    &report,
+                    r.cfg.params.rate(&report.state),
+                    r.cfg.params.max_active(&report.state),
+                );
             }
             Err(e) => shared.warn_store_error(&e),
+        }
+    }
+}
+
+/// Compares the store generation an admit step reported with the one known; returns the room
+/// state to go by. When the store lost the room's data, the last state seen is re-asserted
+/// (once: a failed attempt is retried at the next tick, whose admit admits nobody meanwhile)
+/// and the session re-registration window opens.
+async fn generation_seen(shared: &Shared, room: usize, report: &AdmitReport) -> RoomState {
+    let r = &shared.rooms[room];
+    let p = &r.cfg.params;
+    let last = match recovery::compare(r.recovery.known().as_ref(), &report.generation) {
+        Seen::First | Seen::Same => {
+            r.recovery.remember(Known {
+                generation: report.generation.clone(),
+                state: report.state.clone(),
+                active: report.active,
+            });
+            return report.state.clone();
+        }
+        Seen::Lost(last) => last,
+    };
+    let reasserted = shared
+        .store_call(
+            "room_state",
+            r.name(),
+            shared
+                .store
+                .update_room_state(p, &recovery::reassert(&last.state)),
+        )
+        .await;
+    match reasserted {
+        Ok(state) => {
+            tracing::warn!(
+                room = r.name(),
+                old_generation = %last.generation,
+                new_generation = %report.generation,
+                state = ?state,
+                sessions_before = last.active,
+                "the store lost this room's data: re-asserted the last runtime state seen; \
+                 admitted visitors re-register their sessions for one session-ttl"
+            );
+            let cap = usize::try_from(p.max_active(&state).saturating_mul(2))
+                .unwrap_or(usize::MAX)
+                .clamp(1024, 4_000_000);
+            r.recovery
+                .open_window(shared.clock.now_micros(), p.session_ttl, last.active, cap);
+            r.recovery.remember(Known {
+                generation: report.generation.clone(),
+                state: state.clone(),
+                active: report.active,
+            });
+            state
+        }
+        Err(e) => {
+            shared.warn_store_error(&e);
+            last.state
         }
     }
 }

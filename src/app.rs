@@ -18,6 +18,9 @@ use crate::room::Room;
 use crate::route::{Policy, RoomRoutes, Router};
 use crate::store::{Store, StoreError};
 
+/// The one store operation that may probe a half-open breaker (see [`Core::store_call`]).
+const PROBE_OP: &str = "admit";
+
 /// The current configuration, swapped on SIGHUP.
 pub type Current = Arc<ArcSwap<Shared>>;
 
@@ -109,12 +112,24 @@ impl Core {
     /// Every store call goes through here: bounded by `store.timeout`, because a client of a
     /// dead Redis can otherwise block for seconds per call, and behind the circuit breaker, so
     /// that while the store is down calls fail at once instead of each waiting the timeout.
+    ///
+    /// Only the admission loop's `admit` probes a half-open breaker: it is the call that
+    /// notices a store that came back without its data (and holds the line until the room's
+    /// state is re-asserted), so a visitor's `join` must not be the first call to reach it.
     pub async fn store_call<T>(
         &self,
         op: &'static str,
         room: &str,
         call: impl Future<Output = Result<T, StoreError>>,
     ) -> Result<T, StoreError> {
+        if op != PROBE_OP && self.breaker.state(self.clock.mono_micros()) == BreakerState::HalfOpen
+        {
+            self.metrics.store_error(op, "breaker");
+            return Err(StoreError::BreakerOpen {
+                op,
+                room: room.to_string(),
+            });
+        }
         let Some(permit) = self.breaker.permit(self.clock.mono_micros()) else {
             self.metrics.store_error(op, "breaker");
             return Err(StoreError::BreakerOpen {

@@ -4,6 +4,11 @@
 //! failure opens it for another cooldown.
 //!
 //! Lock-free: a few atomics, read on every store call.
+//!
+//! A probe's [`Permit`] is a guard: a probe call dropped before it records a result (the
+//! admission loop's tasks are aborted on reload, a client disconnect drops its request future)
+//! gives the probe slot back when the permit is dropped. Otherwise the breaker would stay
+//! half-open with a probe "out" forever, and no store call would be made until a restart.
 
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::time::Duration;
@@ -36,10 +41,29 @@ pub enum Transition {
     Closed,
 }
 
-/// Permission to call the store.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Permit {
+/// Permission to call the store; hand it back with [`Breaker::record`]. Not `Clone`: one
+/// permit, one result. Dropped without a result, a probe permit frees the probe slot so the
+/// next call may probe (a dropped call says nothing about the store, so it counts as nothing).
+#[derive(Debug)]
+pub struct Permit<'a> {
+    breaker: &'a Breaker,
     probe: bool,
+}
+
+impl Permit<'_> {
+    pub fn is_probe(&self) -> bool {
+        self.probe
+    }
+}
+
+impl Drop for Permit<'_> {
+    fn drop(&mut self) {
+        if self.probe {
+            // `record` clears `probe` before the permit drops, so this runs only for a probe
+            // that never reported.
+            self.breaker.probing.store(false, Ordering::Release);
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -72,26 +96,36 @@ impl Breaker {
     }
 
     /// `None`: fail fast, the breaker is open (or a probe is already out).
-    pub fn permit(&self, now: Micros) -> Option<Permit> {
+    pub fn permit(&self, now: Micros) -> Option<Permit<'_>> {
         match self.state(now) {
-            BreakerState::Closed => Some(Permit { probe: false }),
+            BreakerState::Closed => Some(Permit {
+                breaker: self,
+                probe: false,
+            }),
             BreakerState::Open => None,
             BreakerState::HalfOpen => self
                 .probing
                 .compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire)
                 .ok()
-                .map(|_| Permit { probe: true }),
+                .map(|_| Permit {
+                    breaker: self,
+                    probe: true,
+                }),
         }
     }
 
     /// Records the outcome of a permitted call.
-    pub fn record(&self, permit: Permit, now: Micros, ok: bool) -> Option<Transition> {
+    pub fn record(&self, mut permit: Permit<'_>, now: Micros, ok: bool) -> Option<Transition> {
+        // The probe slot is released below, in order with the new state; the guard must not
+        // release it again after a new probe has taken it.
+        let probe = std::mem::replace(&mut permit.probe, false);
+        drop(permit);
         if ok {
             self.failures.store(0, Ordering::Release);
             self.probing.store(false, Ordering::Release);
             return (self.open_until.swap(0, Ordering::AcqRel) != 0).then_some(Transition::Closed);
         }
-        if permit.probe {
+        if probe {
             self.open_until
                 .store(now + self.cooldown, Ordering::Release);
             self.probing.store(false, Ordering::Release);
@@ -144,5 +178,51 @@ mod tests {
         assert_eq!(b.record(probe, t + 2 * S, true), Some(Transition::Closed));
         assert_eq!(b.state(t + 2 * S), BreakerState::Closed);
         assert!(b.permit(t + 2 * S).is_some());
+    }
+
+    fn opened(t: Micros) -> Breaker {
+        let b = Breaker::new(1, Duration::from_secs(1));
+        let p = b.permit(t).unwrap();
+        assert_eq!(b.record(p, t, false), Some(Transition::Opened));
+        b
+    }
+
+    #[test]
+    fn a_probe_dropped_without_a_result_lets_the_next_probe_through() {
+        let t = 10 * S;
+        let b = opened(t);
+        let probe = b.permit(t + S).unwrap();
+        assert!(probe.is_probe());
+        assert!(b.permit(t + S).is_none(), "one probe at a time");
+        drop(probe);
+        let next = b
+            .permit(t + S)
+            .expect("the dropped probe gave its slot back");
+        assert!(next.is_probe());
+        assert_eq!(b.record(next, t + S, true), Some(Transition::Closed));
+        assert_eq!(b.state(t + S), BreakerState::Closed);
+    }
+
+    #[test]
+    fn a_recorded_probe_does_not_free_a_later_probe_slot() {
+        let t = 10 * S;
+        let b = opened(t);
+        let probe = b.permit(t + S).unwrap();
+        assert_eq!(b.record(probe, t + S, false), Some(Transition::Reopened));
+        let second = b.permit(t + 2 * S).unwrap();
+        assert!(second.is_probe());
+        assert!(b.permit(t + 2 * S).is_none(), "the second probe is out");
+        drop(second);
+        assert!(b.permit(t + 2 * S).is_some());
+    }
+
+    #[test]
+    fn a_dropped_ordinary_permit_changes_nothing() {
+        let b = Breaker::new(1, Duration::from_secs(1));
+        let p = b.permit(S).unwrap();
+        assert!(!p.is_probe());
+        drop(p);
+        assert_eq!(b.state(S), BreakerState::Closed);
+        assert_eq!(b.failures.load(Ordering::Acquire), 0);
     }
 }

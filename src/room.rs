@@ -3,14 +3,20 @@
 //! The proxy reads [`Live`] on every protected request without touching the store, so the
 //! figures are atomics written by the admission loop each tick ("seen by every instance
 //! within a second" comes from the tick, not from a store call per request).
+//!
+//! What a request gets when the store cannot answer is decided in [`policy`], from [`Live`] and
+//! the [`LocalBucket`] of the `local` policy; what an instance does when the store lost the
+//! room's data is in [`recovery`].
 
-use std::num::NonZeroU32;
+mod local;
+pub mod policy;
+pub mod recovery;
+
+pub use local::{LocalAdmit, LocalBucket};
+
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Mutex;
-use std::time::Duration;
 
-use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
-
+use crate::clock::Micros;
 use crate::config::RoomConfig;
 use crate::cookie::room_cookie_name;
 use crate::metrics::RoomMetrics;
@@ -30,6 +36,11 @@ pub struct Live {
     rate_in_force_milli: AtomicU64,
     /// Live proxy instances as of the last tick (for the `local` policy's share).
     instances: AtomicU64,
+    /// The max-active in force (config or override) as of the last tick.
+    max_active_in_force: AtomicU64,
+    /// An admission tick has answered since this process started: until then the figures
+    /// above are defaults, not knowledge, and the `local` policy admits nobody.
+    heard: AtomicBool,
 }
 
 impl Default for Live {
@@ -43,12 +54,17 @@ impl Default for Live {
             admitted_total: AtomicU64::new(0),
             rate_in_force_milli: AtomicU64::new(0),
             instances: AtomicU64::new(1),
+            max_active_in_force: AtomicU64::new(0),
+            heard: AtomicBool::new(false),
         }
     }
 }
 
 impl Live {
-    pub fn update(&self, r: &AdmitReport, rate_in_force: f64) {
+    pub fn update(&self, r: &AdmitReport, rate_in_force: f64, max_active_in_force: u64) {
+        self.max_active_in_force
+            .store(max_active_in_force, Ordering::Relaxed);
+        self.heard.store(true, Ordering::Release);
         self.rate_in_force_milli
             .store((rate_in_force * 1000.0).round() as u64, Ordering::Relaxed);
         self.instances.store(r.instances.max(1), Ordering::Relaxed);
@@ -95,34 +111,16 @@ impl Live {
         self.instances.load(Ordering::Relaxed)
     }
 
+    pub fn heard(&self) -> bool {
+        self.heard.load(Ordering::Acquire)
+    }
+
+    pub fn max_active_in_force(&self) -> u64 {
+        self.max_active_in_force.load(Ordering::Relaxed)
+    }
+
     pub fn measured_rate(&self) -> f64 {
         self.rate_milli.load(Ordering::Relaxed) as f64 / 1000.0
-    }
-}
-
-/// The `local` store-error policy's limiter: while the store cannot answer, this instance admits
-/// at its share of the room's rate (the rate divided by the instances last seen alive).
-#[derive(Default)]
-pub struct LocalBucket {
-    limiter: Mutex<Option<(u64, DefaultDirectRateLimiter)>>,
-}
-
-impl LocalBucket {
-    /// Takes one admission from the bucket if it has one.
-    pub fn try_admit(&self, rate: f64, instances: u64, tick: Duration) -> bool {
-        let share = (rate / instances.max(1) as f64).max(0.001);
-        let key = (share * 1000.0).round() as u64;
-        let mut guard = self.limiter.lock().unwrap_or_else(|e| e.into_inner());
-        if guard.as_ref().map(|(k, _)| *k) != Some(key) {
-            // One tick's worth, and never more than a second's worth.
-            let window = tick.min(Duration::from_secs(1)).as_secs_f64();
-            let burst = (share * window).ceil().clamp(1.0, f64::from(u32::MAX)) as u32;
-            let quota = Quota::with_period(Duration::from_secs_f64(1.0 / share))
-                .map(|q| q.allow_burst(NonZeroU32::new(burst).unwrap_or(NonZeroU32::MIN)));
-            let Some(quota) = quota else { return false };
-            *guard = Some((key, RateLimiter::direct(quota)));
-        }
-        guard.as_ref().is_some_and(|(_, l)| l.check().is_ok())
     }
 }
 
@@ -133,6 +131,7 @@ pub struct Room {
     pub live: Live,
     pub metrics: RoomMetrics,
     pub local: LocalBucket,
+    pub recovery: recovery::Recovery,
 }
 
 impl Room {
@@ -144,6 +143,7 @@ impl Room {
             live: Live::default(),
             metrics,
             local: LocalBucket::default(),
+            recovery: recovery::Recovery::default(),
         }
     }
 
@@ -163,9 +163,28 @@ impl Room {
         self.live
             .instances
             .store(old.live.instances(), Ordering::Relaxed);
+        self.live
+            .max_active_in_force
+            .store(old.live.max_active_in_force(), Ordering::Relaxed);
+        self.live.heard.store(old.live.heard(), Ordering::Release);
+        self.recovery.inherit(&old.recovery);
+        // Sessions admitted locally during an outage still count after a reload.
+        self.local.inherit(&old.local);
     }
 
     pub fn name(&self) -> &str {
         self.cfg.name()
+    }
+
+    /// What the store-error policy decides on: the last tick's knowledge and the local sessions.
+    pub fn last_known(&self, now: Micros) -> policy::LastKnown {
+        policy::LastKnown {
+            heard: self.live.heard(),
+            enabled: self.live.enabled(),
+            queue_all: self.live.queue_all(),
+            max_active: self.live.max_active_in_force(),
+            instances: self.live.instances(),
+            local_active: self.local.active(now),
+        }
     }
 }

@@ -9,6 +9,7 @@
 //! - `response_filter`: cookies we decided to set ride on the origin's response.
 
 mod origin;
+mod reregister;
 mod respond;
 mod status;
 mod target;
@@ -244,7 +245,7 @@ impl ProxyHttp for Proxy {
             if is_consume {
                 return Self::consume(shared, session, ctx, room, v.vid).await;
             }
-            Self::refresh(shared, ctx, room, v.vid, v.expires).await;
+            Self::keep_session(shared, ctx, room, v.vid, v.expires).await;
             return Ok(false);
         }
         let vid = Self::visitor(shared, session.req_header(), ctx);

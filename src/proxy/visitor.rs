@@ -14,6 +14,8 @@ use crate::config::StorePolicy;
 use crate::cookie;
 use crate::metrics::Reject;
 use crate::page::{self, MessageView, State, Status};
+use crate::room::policy::{self, Failure, OnError};
+use crate::room::LocalAdmit;
 use crate::store::order::grace_for;
 use crate::store::{Admission, Consumed, JoinGate, Order, RequestId, Settle, VisitorId};
 
@@ -139,22 +141,32 @@ impl Proxy {
             Err(e) => {
                 shared.warn_store_error(&e);
                 let p = &r.cfg.params;
-                let local = r.cfg.on_store_error == StorePolicy::Local
-                    && r.local.try_admit(
-                        r.live.rate_in_force().unwrap_or(p.admit_per_second),
-                        r.live.instances(),
-                        p.tick,
-                    );
-                match r.cfg.on_store_error {
-                    StorePolicy::Open => Verdict::Pass { admitted: false },
-                    // This instance's share of the rate, from an in-process bucket: the line's
-                    // order is suspended while the store is away, the shop's load is not.
-                    StorePolicy::Local if local => {
+                let now = shared.clock.now_micros();
+                let decision = policy::on_store_error(
+                    r.cfg.on_store_error,
+                    Failure::of(&e),
+                    &r.last_known(now),
+                );
+                let local = |share| LocalAdmit {
+                    vid,
+                    rate: r.live.rate_in_force().unwrap_or(p.admit_per_second),
+                    instances: r.live.instances(),
+                    tick: p.tick,
+                    share,
+                    now,
+                    session_ttl: p.session_ttl,
+                };
+                match decision {
+                    OnError::Pass => Verdict::Pass { admitted: false },
+                    // This instance's share of the rate and of max-active, from an in-process
+                    // bucket: the line's order is suspended while the store is away, the shop's
+                    // load is not.
+                    OnError::Local { share } if r.local.try_admit(&local(share)) => {
                         r.metrics.admitted.inc();
                         Self::grant(shared, ctx, room, vid);
                         Verdict::Pass { admitted: true }
                     }
-                    StorePolicy::Closed | StorePolicy::Local => Verdict::Wait(Status {
+                    OnError::Local { .. } | OnError::Hold => Verdict::Wait(Status {
                         room: name,
                         state: State::Paused,
                         position: None,

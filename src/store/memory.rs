@@ -63,6 +63,10 @@ struct RoomData {
     joins_by_client: HashMap<String, (u32, Micros)>,
     /// Consumed markers: the last order of each admission (see [`super::order`]).
     marks: Marks,
+    /// The store generation (see [`AdmitReport::generation`]); made by the first `admit`.
+    generation: Option<String>,
+    /// The latest admit's `hold_back`, which join's fast path honours too.
+    hold_back: u64,
 }
 
 impl RoomData {
@@ -229,6 +233,18 @@ impl RoomData {
     fn position(&self, seq: u64) -> u64 {
         self.ranks.rank(seq)
     }
+
+    /// The room's generation, made now if it has none (`true`): like `admit.lua`.
+    fn generation_or_new(&mut self) -> (String, bool) {
+        match &self.generation {
+            Some(g) => (g.clone(), false),
+            None => {
+                let g = format!("{:016x}", fastrand::u64(..));
+                self.generation = Some(g.clone());
+                (g, true)
+            }
+        }
+    }
 }
 
 /// The in-process store.
@@ -352,7 +368,7 @@ impl Store for MemoryStore {
             r.refill(now, rate, burst);
             if !state.queue_all
                 && r.waiters.is_empty()
-                && (r.active.len() as u64) < p.max_active(&state)
+                && (r.active.len() as u64).saturating_add(r.hold_back) < p.max_active(&state)
                 && r.tokens >= 1.0
                 && r.window_left(now, micros(p.tick), burst) >= 1
             {
@@ -389,10 +405,25 @@ impl Store for MemoryStore {
         }))
     }
 
-    async fn admit(&self, p: &RoomParams) -> Result<AdmitReport, StoreError> {
+    async fn admit_with(
+        &self,
+        p: &RoomParams,
+        ctx: &AdmitContext,
+    ) -> Result<AdmitReport, StoreError> {
         let room = self.room(&p.name);
         let mut r = room.lock().unwrap_or_else(|e| e.into_inner());
         let now = self.clock.mono_micros();
+        let (generation, new_generation) = r.generation_or_new();
+        let stale = ctx
+            .known_generation
+            .as_deref()
+            .is_some_and(|k| k != generation);
+        if new_generation && ctx.known_generation.is_some() {
+            // Lost data, noticed by a caller that knew the room: hold the line until it has
+            // re-asserted the room's state (like admit.lua).
+            r.state.queue_all = true;
+        }
+        r.hold_back = ctx.hold_back;
         let expired = r.prune_active(now);
         let live = r.live(now, p.tick, true);
         let abandoned = r.prune_abandoned(live, micros(p.abandon_after));
@@ -402,8 +433,11 @@ impl Store for MemoryStore {
         r.refill(now, rate, burst);
         let mut admitted = 0;
         let mut admitted_visitors = Vec::new();
-        if state.enabled && !state.queue_all {
-            let room_left = p.max_active(&state).saturating_sub(r.active.len() as u64);
+        if state.enabled && !state.queue_all && !stale {
+            let room_left = p
+                .max_active(&state)
+                .saturating_sub(r.active.len() as u64)
+                .saturating_sub(ctx.hold_back);
             let n = (r.tokens.floor() as u64)
                 .min(room_left)
                 .min(r.waiters.len() as u64)
@@ -436,6 +470,8 @@ impl Store for MemoryStore {
             measured_rate: r.measured_rate,
             state,
             instances: 1,
+            generation,
+            new_generation,
         })
     }
 

@@ -22,6 +22,9 @@
 //!   pending (its slot still counted) until `settle` confirms or gives it back, or its grace
 //!   period passes (then it comes back); a used admission is never renewed (see [`order`]).
 //! - A fast-path entry holds its slot for `claim-ttl` only, until the visitor comes back.
+//! - `admit` keeps a generation id in the room's data (a new one when there is none) and reports
+//!   it; an `admit` told of another generation admits nobody, and `hold_back` slots of
+//!   max-active stay free (in join's fast path too, until the next `admit`).
 
 pub mod liveness;
 mod marks;
@@ -237,6 +240,25 @@ pub struct AdmitReport {
     pub state: RoomState,
     /// Proxy instances that ran the admission loop for this room lately (1 for memory).
     pub instances: u64,
+    /// The store generation: an opaque id kept in the room's data and created by `admit` when
+    /// there is none. A different one than last time means the store lost the room's data (a
+    /// Redis restarted without persistence, a failover that dropped writes).
+    pub generation: String,
+    /// This call created `generation` (a new room, or a store that forgot it).
+    pub new_generation: bool,
+}
+
+/// What the caller of `admit` knows, from its own earlier ticks.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct AdmitContext {
+    /// The generation this instance saw last. When the store holds another one, the call
+    /// admits nobody: the room's runtime state was lost and must be re-asserted first. When the
+    /// store holds none (this call makes it), the call also holds the line (`queue_all`) until
+    /// the caller has re-asserted the state, so that no newcomer walks in meanwhile.
+    pub known_generation: Option<String>,
+    /// Slots of max-active to keep free: sessions the store forgot that are probably still
+    /// browsing and not yet re-registered. Join's fast path honours the latest one too.
+    pub hold_back: u64,
 }
 
 /// A room's figures, for the admin API and metrics.
@@ -292,7 +314,16 @@ pub trait Store: Send + Sync + 'static {
     ) -> Result<Admission, StoreError>;
 
     /// One tick of the admission loop.
-    async fn admit(&self, room: &RoomParams) -> Result<AdmitReport, StoreError>;
+    async fn admit(&self, room: &RoomParams) -> Result<AdmitReport, StoreError> {
+        self.admit_with(room, &AdmitContext::default()).await
+    }
+
+    /// [`Store::admit`], told what this instance knew (see [`AdmitContext`]).
+    async fn admit_with(
+        &self,
+        room: &RoomParams,
+        ctx: &AdmitContext,
+    ) -> Result<AdmitReport, StoreError>;
 
     /// Extends an admitted session by `session-ttl` (sliding expiry). `false` when the store no
     /// longer holds the session and has no room to take it back, and when the admission was

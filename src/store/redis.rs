@@ -29,10 +29,14 @@ use ::redis::{FromRedisValue, Script, ScriptInvocation, Value};
 use async_trait::async_trait;
 use tokio::sync::OnceCell;
 
-use super::sentinel::SentinelConn;
+mod admit_reply;
+
+use admit_reply::AdmitReply;
+
 use super::order::MARKER_MARGIN;
+use super::sentinel::SentinelConn;
 use super::{
-    Admission, AdmitReport, AdmittedVisitor, Consumed, JoinGate, Order, RequestId, RoomParams,
+    Admission, AdmitContext, AdmitReport, Consumed, JoinGate, Order, RequestId, RoomParams,
     RoomPatch, RoomState, RoomStats, Settle, Settled, Store, StoreError, VisitorId,
 };
 
@@ -344,7 +348,11 @@ impl Store for RedisStore {
         })
     }
 
-    async fn admit(&self, p: &RoomParams) -> Result<AdmitReport, StoreError> {
+    async fn admit_with(
+        &self,
+        p: &RoomParams,
+        ctx: &AdmitContext,
+    ) -> Result<AdmitReport, StoreError> {
         let k = Keys::of(&p.name);
         let mut inv = self.scripts.admit.prepare_invoke();
         let heartbeat = micros((p.tick * 3).max(Duration::from_secs(5)));
@@ -360,35 +368,11 @@ impl Store for RedisStore {
             .arg(self.skew())
             .arg((SWEEP_PER_SECOND * p.tick.as_secs_f64()).ceil().max(100.0) as u64)
             .arg(&self.instance)
-            .arg(heartbeat);
-        let v: Vec<Value> = self.run("admit", &p.name, &inv).await?;
-        let room = &*p.name;
-        let rate: String = at(&v, 5, "admit", room)?;
-        let mut admitted_visitors = Vec::new();
-        let mut i = 11;
-        while i + 1 < v.len() {
-            let id: Vec<u8> = at(&v, i, "admit", room)?;
-            let waited: u64 = at(&v, i + 1, "admit", room)?;
-            let id: [u8; 16] = id
-                .try_into()
-                .map_err(|_| unavailable("admit", room, "a visitor id is not 16 bytes"))?;
-            admitted_visitors.push(AdmittedVisitor {
-                vid: VisitorId::from_bytes(id),
-                waited: Duration::from_micros(waited),
-            });
-            i += 2;
-        }
-        Ok(AdmitReport {
-            admitted: at(&v, 0, "admit", room)?,
-            admitted_visitors,
-            abandoned: at(&v, 1, "admit", room)?,
-            expired: at(&v, 2, "admit", room)?,
-            waiting: at(&v, 3, "admit", room)?,
-            active: at(&v, 4, "admit", room)?,
-            measured_rate: float(&rate),
-            state: state_from(&v, 6, "admit", room)?,
-            instances: at(&v, 10, "admit", room)?,
-        })
+            .arg(heartbeat)
+            .arg(ctx.known_generation.as_deref().unwrap_or(""))
+            .arg(ctx.hold_back);
+        let AdmitReply(report) = self.run("admit", &p.name, &inv).await?;
+        Ok(report)
     }
 
     async fn touch(&self, p: &RoomParams, vid: VisitorId) -> Result<bool, StoreError> {

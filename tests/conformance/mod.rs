@@ -5,6 +5,14 @@
 pub mod integrity;
 pub mod liveness;
 pub mod properties;
+pub mod recovery;
+
+pub use recovery::{
+    a_loss_noticed_by_a_caller_that_knew_holds_the_line,
+    admit_reports_a_generation_and_a_new_one_after_a_wipe,
+    an_admit_that_knew_another_generation_admits_nobody, hold_back_applies_to_the_fast_path_too,
+    hold_back_keeps_slots_of_max_active_free,
+};
 
 pub use integrity::*;
 pub use liveness::*;
@@ -585,6 +593,11 @@ macro_rules! conformance_suite {
             a_resent_consume_is_recognised,
             an_admission_survives_the_store_losing_its_data,
             a_fast_path_entry_holds_its_slot_for_claim_ttl,
+            admit_reports_a_generation_and_a_new_one_after_a_wipe,
+            an_admit_that_knew_another_generation_admits_nobody,
+            hold_back_keeps_slots_of_max_active_free,
+            hold_back_applies_to_the_fast_path_too,
+            a_loss_noticed_by_a_caller_that_knew_holds_the_line,
         );
     };
     (@cases $make:expr; $($case:ident),* $(,)?) => {

@@ -1,0 +1,52 @@
+//! The admitted path's one possible store call: the sliding renewal, or one `touch` that makes
+//! the store count a session it does not know: for one session-ttl after the store lost its
+//! data, once per admitted visitor on this instance (see [`crate::room::recovery`]); and once
+//! for each visitor this instance admitted on its own (`local` policy) while the store was away.
+//! Outside those cases this costs two atomic loads.
+
+use super::{Ctx, Proxy};
+use crate::app::Shared;
+use crate::store::VisitorId;
+
+impl Proxy {
+    /// Renews or re-registers the session of a visitor with a valid admission cookie.
+    pub(super) async fn keep_session(
+        shared: &Shared,
+        ctx: &mut Ctx,
+        room: usize,
+        vid: VisitorId,
+        expires: u64,
+    ) {
+        let r = &shared.rooms[room];
+        let ttl = r.cfg.params.session_ttl.as_secs().max(1);
+        let due = expires.saturating_sub(shared.clock.now_secs()) < ttl / 2;
+        // Admitted here by the `local` policy while the store was away: the store has not
+        // counted this session yet.
+        let local = r.local.unregistered(vid);
+        if !local && (due || !r.recovery.claim(vid, shared.clock.now_micros())) {
+            // The renewal's own touch re-registers a session that is due anyway.
+            return Self::refresh(shared, ctx, room, vid, expires).await;
+        }
+        match shared
+            .store_call("touch", r.name(), shared.store.touch(&r.cfg.params, vid))
+            .await
+        {
+            // `false`: max-active is reached. The cookie stays valid until it runs out; the
+            // visitor is not asked again (one call per visitor, not per request).
+            Ok(held) => {
+                if local {
+                    r.local.registered(vid);
+                }
+                if held && due {
+                    Self::grant(shared, ctx, room, vid);
+                }
+            }
+            Err(e) => {
+                shared.warn_store_error(&e);
+                if !local {
+                    r.recovery.release(vid);
+                }
+            }
+        }
+    }
+}

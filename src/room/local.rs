@@ -1,0 +1,191 @@
+//! The `local` store-error policy's own bucket and the sessions it admitted.
+
+use std::collections::{HashSet, VecDeque};
+use std::num::NonZeroU32;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
+
+use crate::clock::{micros, Micros};
+use crate::store::VisitorId;
+
+/// The `local` store-error policy's limiter: while the store cannot answer, this instance admits
+/// at its share of the room's rate (the rate divided by the instances last seen alive), and
+/// keeps the sessions it admitted so, until they run out, against its share of max-active.
+#[derive(Default)]
+pub struct LocalBucket {
+    inner: Mutex<LocalInner>,
+    /// `unregistered.len()`, read without the lock on every admitted request.
+    pending: AtomicUsize,
+}
+
+#[derive(Default)]
+struct LocalInner {
+    limiter: Option<(u64, DefaultDirectRateLimiter)>,
+    /// When each locally admitted session runs out, oldest first (all last one session-ttl).
+    /// Never longer than the share of max-active, so bounded by max-active.
+    sessions: VecDeque<(Micros, VisitorId)>,
+    /// Of those, the ones the store has not been told of yet.
+    unregistered: HashSet<VisitorId>,
+}
+
+impl LocalInner {
+    fn prune(&mut self, now: Micros) {
+        while let Some(&(end, vid)) = self.sessions.front() {
+            if end > now {
+                break;
+            }
+            self.sessions.pop_front();
+            self.unregistered.remove(&vid);
+        }
+    }
+}
+
+/// Figures of a local admission: the room's rate and instances, and the session it starts.
+#[derive(Debug, Clone, Copy)]
+pub struct LocalAdmit {
+    pub vid: VisitorId,
+    pub rate: f64,
+    pub instances: u64,
+    pub tick: Duration,
+    /// Local sessions this instance may have running at once.
+    pub share: u64,
+    pub now: Micros,
+    pub session_ttl: Duration,
+}
+
+impl LocalBucket {
+    /// Takes one admission if the bucket has a token and fewer than `share` local sessions are
+    /// running; the check and the count are one step, so concurrent requests cannot overshoot.
+    pub fn try_admit(&self, a: &LocalAdmit) -> bool {
+        let mut inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        inner.prune(a.now);
+        if inner.sessions.len() as u64 >= a.share {
+            return false;
+        }
+        if !Self::take_token(&mut inner.limiter, a.rate, a.instances, a.tick) {
+            return false;
+        }
+        inner
+            .sessions
+            .push_back((a.now.saturating_add(micros(a.session_ttl)), a.vid));
+        inner.unregistered.insert(a.vid);
+        self.pending
+            .store(inner.unregistered.len(), Ordering::Release);
+        true
+    }
+
+    /// Whether `vid` was admitted here while the store was away and the store has not been
+    /// told yet: its next request registers the session (one `touch`), so that max-active
+    /// counts it once the store answers again.
+    pub fn unregistered(&self, vid: VisitorId) -> bool {
+        if self.pending.load(Ordering::Acquire) == 0 {
+            return false;
+        }
+        let inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        inner.unregistered.contains(&vid)
+    }
+
+    /// The store was told of `vid`'s session (or has no room for it: then it is not asked again).
+    pub fn registered(&self, vid: VisitorId) {
+        let mut inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        inner.unregistered.remove(&vid);
+        self.pending
+            .store(inner.unregistered.len(), Ordering::Release);
+    }
+
+    /// Carries the local sessions over a reload.
+    pub fn inherit(&self, old: &LocalBucket) {
+        let (sessions, unregistered) = {
+            let o = old.inner.lock().unwrap_or_else(|e| e.into_inner());
+            (o.sessions.clone(), o.unregistered.clone())
+        };
+        let mut inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        inner.sessions = sessions;
+        inner.unregistered = unregistered;
+        self.pending
+            .store(inner.unregistered.len(), Ordering::Release);
+    }
+
+    /// Sessions admitted locally that have not run out at `now`.
+    pub fn active(&self, now: Micros) -> u64 {
+        let mut inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        inner.prune(now);
+        self.pending
+            .store(inner.unregistered.len(), Ordering::Release);
+        inner.sessions.len() as u64
+    }
+
+    fn take_token(
+        limiter: &mut Option<(u64, DefaultDirectRateLimiter)>,
+        rate: f64,
+        instances: u64,
+        tick: Duration,
+    ) -> bool {
+        let share = (rate / instances.max(1) as f64).max(0.001);
+        let key = (share * 1000.0).round() as u64;
+        if limiter.as_ref().map(|(k, _)| *k) != Some(key) {
+            // One tick's worth, and never more than a second's worth.
+            let window = tick.min(Duration::from_secs(1)).as_secs_f64();
+            let burst = (share * window).ceil().clamp(1.0, f64::from(u32::MAX)) as u32;
+            let quota = Quota::with_period(Duration::from_secs_f64(1.0 / share))
+                .map(|q| q.allow_burst(NonZeroU32::new(burst).unwrap_or(NonZeroU32::MIN)));
+            let Some(quota) = quota else { return false };
+            *limiter = Some((key, RateLimiter::direct(quota)));
+        }
+        limiter.as_ref().is_some_and(|(_, l)| l.check().is_ok())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn admit(share: u64, now: Micros) -> LocalAdmit {
+        LocalAdmit {
+            vid: VisitorId::random(),
+            rate: 1000.0,
+            instances: 1,
+            tick: Duration::from_millis(100),
+            share,
+            now,
+            session_ttl: Duration::from_secs(10),
+        }
+    }
+
+    #[test]
+    fn local_sessions_count_against_the_share_until_they_run_out() {
+        let b = LocalBucket::default();
+        let t = 1_000_000_000;
+        assert!(b.try_admit(&admit(2, t)));
+        assert!(b.try_admit(&admit(2, t)));
+        assert!(!b.try_admit(&admit(2, t)), "share used");
+        assert_eq!(b.active(t), 2);
+        let later = t + micros(Duration::from_secs(10));
+        assert_eq!(b.active(later), 0, "both sessions ran out");
+        assert!(b.try_admit(&admit(2, later)));
+    }
+
+    #[test]
+    fn local_sessions_are_registered_once() {
+        let b = LocalBucket::default();
+        let a = admit(5, 1);
+        assert!(!b.unregistered(a.vid));
+        assert!(b.try_admit(&a));
+        assert!(b.unregistered(a.vid));
+        b.registered(a.vid);
+        assert!(!b.unregistered(a.vid));
+        assert_eq!(b.active(1), 1, "still counts against the share");
+        let c = admit(5, 1);
+        assert!(b.try_admit(&c));
+        assert_eq!(b.active(1 + micros(Duration::from_secs(10))), 0);
+        assert!(!b.unregistered(c.vid), "ran out: nothing to register");
+    }
+
+    #[test]
+    fn a_zero_share_admits_nobody() {
+        assert!(!LocalBucket::default().try_admit(&admit(0, 1)));
+    }
+}

@@ -1,0 +1,238 @@
+//! What a protected request gets when its store call failed: the room's `on-store-error`
+//! policy applied to what this instance last knew of the room.
+//!
+//! One pure function, [`on_store_error`], so that every combination is in one table of tests.
+//! The rules, and why:
+//! - A room last seen switched off lets everyone pass, whatever the policy: nobody queues in a
+//!   room that is off.
+//! - A line last seen held (`queue_all`) stays held under every policy: a store blip before a
+//!   sale must not open the doors early.
+//! - `open` lets everyone else through; `closed` puts everyone on hold ("paused", keep polling).
+//! - `local` admits from this instance's own bucket only while the circuit breaker is open,
+//!   i.e. while the store is known to be down. A single failed call with the breaker closed (a
+//!   slow Redis, a one-off timeout) is put on hold: the store is probably still admitting at
+//!   the full rate, and admitting here too would add up to rate/N per instance on top of it.
+//! - `local` stays closed until this instance has heard from the store once (an admission tick
+//!   answered): before that it knows neither the room's state nor how many instances share it.
+//! - `local` admits at most its share of max-active: the room's max-active in force divided by
+//!   the instances last seen alive (rounded down, so that the shares never add up to more than
+//!   the cap), minus the sessions this instance admitted locally that are still within their
+//!   session. Sessions admitted through the store before the outage are not subtracted: this
+//!   instance cannot know how many of them are still browsing.
+
+use crate::config::StorePolicy;
+use crate::store::StoreError;
+
+/// How the store call failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Failure {
+    /// Not made: the circuit breaker is open (the store failed repeatedly just now).
+    BreakerOpen,
+    /// Made, and it failed or timed out, while the breaker was closed or half-open.
+    Failed,
+}
+
+impl Failure {
+    pub fn of(e: &StoreError) -> Self {
+        match e {
+            StoreError::BreakerOpen { .. } => Failure::BreakerOpen,
+            StoreError::Timeout { .. } | StoreError::Unavailable { .. } => Failure::Failed,
+        }
+    }
+}
+
+/// What this instance last knew of the room (from its admission loop), and what it admitted
+/// on its own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LastKnown {
+    /// An admission tick has answered at least once since this instance started.
+    pub heard: bool,
+    pub enabled: bool,
+    pub queue_all: bool,
+    /// The room's max-active in force (config or override).
+    pub max_active: u64,
+    /// Live proxy instances of the room, at least 1.
+    pub instances: u64,
+    /// Sessions this instance admitted locally that have not run out yet.
+    pub local_active: u64,
+}
+
+/// The answer for the visitor.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OnError {
+    /// On to the origin without an admission.
+    Pass,
+    /// The "paused" waiting response: poll again.
+    Hold,
+    /// Admit if this instance's rate bucket has a token and fewer than `share` local sessions
+    /// are running (checked again, atomically, by the bucket).
+    Local { share: u64 },
+}
+
+/// The decision; see the module docs for the rules.
+pub fn on_store_error(policy: StorePolicy, failure: Failure, room: &LastKnown) -> OnError {
+    if room.heard && !room.enabled {
+        return OnError::Pass;
+    }
+    if room.heard && room.queue_all {
+        return OnError::Hold;
+    }
+    match policy {
+        StorePolicy::Open => OnError::Pass,
+        StorePolicy::Closed => OnError::Hold,
+        StorePolicy::Local => {
+            if failure != Failure::BreakerOpen || !room.heard {
+                return OnError::Hold;
+            }
+            let share = room.max_active / room.instances.max(1);
+            if room.local_active >= share {
+                OnError::Hold
+            } else {
+                OnError::Local { share }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use Failure::{BreakerOpen as Down, Failed};
+    use OnError::{Hold, Pass};
+    use StorePolicy::{Closed, Local, Open};
+
+    const ROOM: LastKnown = LastKnown {
+        heard: true,
+        enabled: true,
+        queue_all: false,
+        max_active: 100,
+        instances: 2,
+        local_active: 0,
+    };
+
+    fn with(f: impl FnOnce(&mut LastKnown)) -> LastKnown {
+        let mut r = ROOM;
+        f(&mut r);
+        r
+    }
+
+    #[test]
+    fn the_table() {
+        let never_heard = with(|r| r.heard = false);
+        let held = with(|r| r.queue_all = true);
+        let off = with(|r| r.enabled = false);
+        let off_and_held = with(|r| {
+            r.enabled = false;
+            r.queue_all = true
+        });
+        let share_used = with(|r| r.local_active = 50);
+        let share_almost_used = with(|r| r.local_active = 49);
+        let alone = with(|r| r.instances = 1);
+        let zero_instances = with(|r| r.instances = 0);
+        let tiny_cap = with(|r| {
+            r.max_active = 2;
+            r.instances = 3
+        });
+        let cases: &[(StorePolicy, Failure, &LastKnown, OnError, &str)] = &[
+            (
+                Local,
+                Down,
+                &ROOM,
+                OnError::Local { share: 50 },
+                "breaker open: its share",
+            ),
+            (
+                Local,
+                Failed,
+                &ROOM,
+                Hold,
+                "one failed call, breaker closed",
+            ),
+            (
+                Local,
+                Down,
+                &never_heard,
+                Hold,
+                "never heard from the store",
+            ),
+            (
+                Local,
+                Failed,
+                &never_heard,
+                Hold,
+                "never heard, one failure",
+            ),
+            (Local, Down, &held, Hold, "held line stays held"),
+            (Local, Down, &off, Pass, "room switched off"),
+            (Local, Failed, &off, Pass, "room off, one failure"),
+            (Local, Down, &off_and_held, Pass, "off wins over held"),
+            (Local, Down, &share_used, Hold, "share of max-active used"),
+            (
+                Local,
+                Down,
+                &share_almost_used,
+                OnError::Local { share: 50 },
+                "one left",
+            ),
+            (
+                Local,
+                Down,
+                &alone,
+                OnError::Local { share: 100 },
+                "alone: the whole cap",
+            ),
+            (
+                Local,
+                Down,
+                &zero_instances,
+                OnError::Local { share: 100 },
+                "0 counts as 1",
+            ),
+            (Local, Down, &tiny_cap, Hold, "a share rounds down to none"),
+            (Open, Failed, &ROOM, Pass, "open lets through"),
+            (Open, Down, &ROOM, Pass, "open lets through"),
+            (Open, Down, &never_heard, Pass, "open, never heard"),
+            (Open, Down, &held, Hold, "open honours a held line"),
+            (Open, Failed, &off, Pass, "open, room off"),
+            (Closed, Down, &ROOM, Hold, "closed holds"),
+            (Closed, Failed, &ROOM, Hold, "closed holds"),
+            (Closed, Down, &off, Pass, "closed, room off"),
+            (Closed, Down, &held, Hold, "closed, held"),
+        ];
+        for (policy, failure, room, want, why) in cases {
+            assert_eq!(
+                on_store_error(*policy, *failure, room),
+                *want,
+                "{why}: {policy:?} {failure:?} {room:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn failures_are_told_apart() {
+        let room = "r".to_string();
+        assert_eq!(
+            Failure::of(&StoreError::BreakerOpen {
+                op: "join",
+                room: room.clone()
+            }),
+            Failure::BreakerOpen
+        );
+        assert_eq!(
+            Failure::of(&StoreError::Timeout {
+                op: "join",
+                room: room.clone(),
+                after: std::time::Duration::from_millis(1)
+            }),
+            Failure::Failed
+        );
+        assert_eq!(
+            Failure::of(&StoreError::Unavailable {
+                op: "join",
+                room,
+                reason: "x".into()
+            }),
+            Failure::Failed
+        );
+    }
+}

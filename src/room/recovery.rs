@@ -1,0 +1,281 @@
+//! Surviving a store that lost its data (a Redis restarted without persistence, a failover that
+//! dropped writes).
+//!
+//! Every admit step reports the store generation (see [`crate::store::AdmitReport`]). An
+//! instance that sees it change from one it knew:
+//! - re-asserts the last runtime state it saw (`enabled`, `queue_all`, the overrides) through
+//!   `update_room_state`, once, logged at warn, so that a held pre-sale line stays held; until
+//!   that succeeded its admit calls admit nobody (the store refuses a stale generation);
+//! - opens a re-registration window of one `session-ttl`: each admitted visitor's first request
+//!   on this instance makes one `touch`, so the store counts their session again. A bounded set
+//!   of visitor ids remembers who was done; no store call on any later request;
+//! - meanwhile holds back slots of max-active in its admit calls (and so in join's fast path)
+//!   for the sessions the store forgot and that have not come back yet (see [`hold_back`]).
+//!
+//! The gap between the store's return and the re-assert is closed from two sides: only the
+//! admission step probes a half-open breaker (see [`crate::app::Core::store_call`]), so it is
+//! the first call to reach a store that is back; and an admit that makes a new generation for a
+//! caller that knew another holds the line until the caller has re-asserted the state.
+//!
+//! The trade-offs accepted (see `docs/operations.md`): a store that came back before the breaker
+//! opened can see joins before the first admit tick, and then the join fast path works from the
+//! empty store's defaults for about one tick; the hold-back is in force from the second tick and
+//! is an estimate, so max-active can be passed by old sessions that come back late; and a
+//! visitor who was in line loses the place (the line itself is gone).
+
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use crate::clock::{micros, Micros};
+use crate::store::{AdmitContext, RoomPatch, RoomState, VisitorId};
+
+/// What this instance last learned from the store about a room.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Known {
+    pub generation: String,
+    pub state: RoomState,
+    /// The store's count of active sessions.
+    pub active: u64,
+}
+
+/// A generation reported by an admit step, against the one known.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Seen {
+    /// The first report this instance gets: nothing to compare with.
+    First,
+    Same,
+    /// The store forgot the room: here is what was known before.
+    Lost(Known),
+}
+
+/// Compares a reported generation with the one known.
+pub fn compare(known: Option<&Known>, generation: &str) -> Seen {
+    match known {
+        None => Seen::First,
+        Some(k) if k.generation == generation => Seen::Same,
+        Some(k) => Seen::Lost(k.clone()),
+    }
+}
+
+/// The patch that puts `state` back whole.
+pub fn reassert(state: &RoomState) -> RoomPatch {
+    RoomPatch {
+        enabled: Some(state.enabled),
+        queue_all: Some(state.queue_all),
+        admit_per_second: Some(state.admit_per_second),
+        max_active: Some(state.max_active),
+    }
+}
+
+/// Slots of max-active to keep free during the re-registration window: the sessions the store
+/// forgot that are probably still browsing and not re-registered yet. `old_active` sessions were
+/// known before the loss; `reregistered` have come back through this instance. Sessions that
+/// never come back end within one session-ttl, their remaining lives spread over it, so the
+/// estimate also decays linearly to 0 over the window. The smaller of the two: hold back no
+/// more than must be.
+pub fn hold_back(old_active: u64, reregistered: u64, remaining: Micros, window: Micros) -> u64 {
+    if window == 0 || remaining == 0 {
+        return 0;
+    }
+    let decayed = (old_active as u128 * remaining.min(window) as u128).div_ceil(window as u128);
+    old_active.saturating_sub(reregistered).min(decayed as u64)
+}
+
+#[derive(Debug)]
+struct Window {
+    started: Micros,
+    until: Micros,
+    old_active: u64,
+    /// Visitors already re-registered through this instance.
+    done: HashSet<VisitorId>,
+    /// Bound on `done`: past it, nobody more is re-registered (the store's load stays bounded;
+    /// max-active is then honoured again only as cookies run out).
+    cap: usize,
+}
+
+/// A room's recovery state, kept across reloads.
+#[derive(Debug, Default)]
+pub struct Recovery {
+    known: Mutex<Option<Known>>,
+    window: Mutex<Option<Window>>,
+    /// End of the re-registration window (µs), 0 when none: the one atomic the admitted path
+    /// reads, so that outside a window it costs nothing.
+    until: AtomicU64,
+}
+
+impl Recovery {
+    pub fn known(&self) -> Option<Known> {
+        self.known.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    pub fn remember(&self, k: Known) {
+        *self.known.lock().unwrap_or_else(|e| e.into_inner()) = Some(k);
+    }
+
+    /// What the next admit call is told.
+    pub fn context(&self, now: Micros) -> AdmitContext {
+        let known_generation = self
+            .known
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+            .map(|k| k.generation.clone());
+        let mut window = self.window.lock().unwrap_or_else(|e| e.into_inner());
+        let hold = match window.as_ref() {
+            Some(w) if now < w.until => hold_back(
+                w.old_active,
+                w.done.len() as u64,
+                w.until - now,
+                w.until - w.started,
+            ),
+            Some(_) => {
+                *window = None;
+                self.until.store(0, Ordering::Release);
+                0
+            }
+            None => 0,
+        };
+        AdmitContext {
+            known_generation,
+            hold_back: hold,
+        }
+    }
+
+    /// Opens the re-registration window for one session-ttl from `now`.
+    pub fn open_window(&self, now: Micros, session_ttl: Duration, old_active: u64, cap: usize) {
+        let until = now.saturating_add(micros(session_ttl));
+        *self.window.lock().unwrap_or_else(|e| e.into_inner()) = Some(Window {
+            started: now,
+            until,
+            old_active,
+            done: HashSet::new(),
+            cap,
+        });
+        self.until.store(until, Ordering::Release);
+    }
+
+    /// `true` once per visitor during a window: this request should re-register the session.
+    pub fn claim(&self, vid: VisitorId, now: Micros) -> bool {
+        if now >= self.until.load(Ordering::Acquire) {
+            return false;
+        }
+        let mut window = self.window.lock().unwrap_or_else(|e| e.into_inner());
+        match window.as_mut() {
+            Some(w) if now < w.until && w.done.len() < w.cap => w.done.insert(vid),
+            _ => false,
+        }
+    }
+
+    /// The re-registration failed (the store did not answer): a later request tries again.
+    pub fn release(&self, vid: VisitorId) {
+        if let Some(w) = self
+            .window
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_mut()
+        {
+            w.done.remove(&vid);
+        }
+    }
+
+    /// Carries everything over a reload.
+    pub fn inherit(&self, old: &Recovery) {
+        *self.known.lock().unwrap_or_else(|e| e.into_inner()) = old.known();
+        let taken = old.window.lock().unwrap_or_else(|e| e.into_inner()).take();
+        self.until
+            .store(old.until.load(Ordering::Acquire), Ordering::Release);
+        *self.window.lock().unwrap_or_else(|e| e.into_inner()) = taken;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const S: Micros = 1_000_000;
+
+    fn known(generation: &str) -> Known {
+        Known {
+            generation: generation.into(),
+            state: RoomState {
+                queue_all: true,
+                ..RoomState::default()
+            },
+            active: 10,
+        }
+    }
+
+    #[test]
+    fn a_generation_is_first_same_or_lost() {
+        assert_eq!(compare(None, "a"), Seen::First);
+        assert_eq!(compare(Some(&known("a")), "a"), Seen::Same);
+        assert_eq!(compare(Some(&known("a")), "b"), Seen::Lost(known("a")));
+    }
+
+    #[test]
+    fn the_reassert_patch_puts_every_field_back() {
+        let s = RoomState {
+            enabled: false,
+            queue_all: true,
+            admit_per_second: Some(5.0),
+            max_active: None,
+        };
+        let mut fresh = RoomState::default();
+        fresh.apply(&reassert(&s));
+        assert_eq!(fresh, s);
+        let mut overridden = RoomState {
+            max_active: Some(7),
+            ..RoomState::default()
+        };
+        overridden.apply(&reassert(&s));
+        assert_eq!(overridden, s, "an override the store gained is removed too");
+    }
+
+    #[test]
+    fn hold_back_table() {
+        let w = 600 * S;
+        for (old, done, remaining, want, why) in [
+            (100, 0, w, 100, "at the start: every old session"),
+            (100, 40, w, 60, "minus those re-registered"),
+            (100, 0, w / 2, 50, "half the window gone: half of them"),
+            (100, 80, w / 2, 20, "both: the smaller"),
+            (
+                100,
+                120,
+                w,
+                0,
+                "more re-registered than known (new visitors too)",
+            ),
+            (100, 0, 0, 0, "window over"),
+            (3, 0, 1, 1, "rounds up"),
+            (0, 0, w, 0, "nobody was active"),
+        ] {
+            assert_eq!(hold_back(old, done, remaining, w), want, "{why}");
+        }
+        assert_eq!(hold_back(10, 0, S, 0), 0, "an empty window holds nothing");
+    }
+
+    #[test]
+    fn each_visitor_is_claimed_once_per_window_and_the_set_is_bounded() {
+        let r = Recovery::default();
+        let (a, b, c) = (
+            VisitorId::random(),
+            VisitorId::random(),
+            VisitorId::random(),
+        );
+        assert!(!r.claim(a, S), "no window, no claim");
+        r.open_window(S, Duration::from_secs(10), 5, 2);
+        assert!(r.claim(a, S));
+        assert!(!r.claim(a, 2 * S), "once");
+        r.release(a);
+        assert!(r.claim(a, 2 * S), "again after a failed touch");
+        assert!(r.claim(b, 2 * S));
+        assert!(!r.claim(c, 2 * S), "the set is full");
+        assert_eq!(r.context(2 * S).hold_back, 3, "5 known, 2 back");
+        assert!(!r.claim(c, 11 * S), "the window is over");
+        assert_eq!(r.context(11 * S).hold_back, 0);
+        assert_eq!(r.until.load(Ordering::Acquire), 0, "closed");
+    }
+}

@@ -1,0 +1,124 @@
+//! The reply of `lua/admit.lua`, typed: one place that knows its layout (see the script's
+//! header), so the caller reads fields, not positions.
+
+use std::time::Duration;
+
+use ::redis::{FromRedisValue, ParsingError, Value};
+
+use crate::store::{AdmitReport, AdmittedVisitor, RoomState, VisitorId};
+
+/// Where the admitted visitors start: after the fixed fields.
+const VISITORS_FROM: usize = 13;
+
+/// `admit.lua`'s reply.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AdmitReply(pub AdmitReport);
+
+fn item<T: FromRedisValue>(v: &[Value], i: usize) -> Result<T, ParsingError> {
+    let item = v.get(i).ok_or_else(|| {
+        format!(
+            "admit reply too short ({} items, wanted {})",
+            v.len(),
+            i + 1
+        )
+    })?;
+    ::redis::from_redis_value_ref(item)
+        .map_err(|e| ParsingError::from(format!("admit reply item {i}: {e}")))
+}
+
+fn number(s: &str) -> f64 {
+    s.parse().unwrap_or(0.0)
+}
+
+impl FromRedisValue for AdmitReply {
+    fn from_redis_value(v: Value) -> Result<Self, ParsingError> {
+        let v: Vec<Value> = FromRedisValue::from_redis_value(v)?;
+        let rate: String = item(&v, 5)?;
+        let (enabled, queue_all): (i64, i64) = (item(&v, 6)?, item(&v, 7)?);
+        let (rate_override, max_override): (String, String) = (item(&v, 8)?, item(&v, 9)?);
+        let new_generation: i64 = item(&v, 12)?;
+        let mut admitted_visitors = Vec::new();
+        let mut i = VISITORS_FROM;
+        while i + 1 < v.len() {
+            let id: Vec<u8> = item(&v, i)?;
+            let waited: u64 = item(&v, i + 1)?;
+            let id: [u8; 16] = id
+                .try_into()
+                .map_err(|_| ParsingError::from("a visitor id is not 16 bytes".to_string()))?;
+            admitted_visitors.push(AdmittedVisitor {
+                vid: VisitorId::from_bytes(id),
+                waited: Duration::from_micros(waited),
+            });
+            i += 2;
+        }
+        Ok(Self(AdmitReport {
+            admitted: item(&v, 0)?,
+            admitted_visitors,
+            abandoned: item(&v, 1)?,
+            expired: item(&v, 2)?,
+            waiting: item(&v, 3)?,
+            active: item(&v, 4)?,
+            measured_rate: number(&rate),
+            state: RoomState {
+                enabled: enabled != 0,
+                queue_all: queue_all != 0,
+                admit_per_second: rate_override.parse().ok(),
+                max_active: max_override.parse().ok(),
+            },
+            instances: item(&v, 10)?,
+            generation: item(&v, 11)?,
+            new_generation: new_generation == 1,
+        }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn int(i: i64) -> Value {
+        Value::Int(i)
+    }
+
+    fn text(s: &str) -> Value {
+        Value::BulkString(s.as_bytes().to_vec())
+    }
+
+    #[test]
+    fn parses_the_layout_of_the_script() {
+        let reply = Value::Array(vec![
+            int(1),
+            int(2),
+            int(3),
+            int(4),
+            int(5),
+            text("9.5"),
+            int(1),
+            int(1),
+            text(""),
+            text("40"),
+            int(3),
+            text("123-abc"),
+            int(1),
+            Value::BulkString(vec![7; 16]),
+            int(250),
+        ]);
+        let AdmitReply(r) = AdmitReply::from_redis_value(reply).unwrap();
+        assert_eq!((r.admitted, r.abandoned, r.expired), (1, 2, 3));
+        assert_eq!((r.waiting, r.active, r.instances), (4, 5, 3));
+        assert_eq!(r.measured_rate, 9.5);
+        assert!(r.state.enabled && r.state.queue_all);
+        assert_eq!(
+            (r.state.admit_per_second, r.state.max_active),
+            (None, Some(40))
+        );
+        assert_eq!((r.generation.as_str(), r.new_generation), ("123-abc", true));
+        assert_eq!(r.admitted_visitors.len(), 1);
+        assert_eq!(r.admitted_visitors[0].waited, Duration::from_micros(250));
+    }
+
+    #[test]
+    fn a_short_reply_is_an_error_not_a_panic() {
+        assert!(AdmitReply::from_redis_value(Value::Array(vec![int(1)])).is_err());
+    }
+}

@@ -1,0 +1,163 @@
+//! Recovery from a store that lost its data: the store generation that `admit` keeps and
+//! reports, the admit step of an instance that knew another generation, and `hold_back`.
+
+use std::time::Duration;
+
+use anteroom::store::{Admission, AdmitContext, RoomParams, RoomPatch, Store, VisitorId};
+
+use super::{room, Harness};
+
+/// Puts `n` visitors in line (holding the line meanwhile, so that none walks in).
+async fn line_up(s: &dyn Store, p: &RoomParams, n: usize) -> Vec<VisitorId> {
+    let hold = |on| RoomPatch {
+        queue_all: Some(on),
+        ..Default::default()
+    };
+    s.update_room_state(p, &hold(true)).await.unwrap();
+    let vs: Vec<VisitorId> = (0..n).map(|_| VisitorId::random()).collect();
+    for v in &vs {
+        s.join(p, *v).await.unwrap();
+    }
+    s.update_room_state(p, &hold(false)).await.unwrap();
+    vs
+}
+
+pub async fn admit_reports_a_generation_and_a_new_one_after_a_wipe(h: &dyn Harness) {
+    let s = h.store();
+    let p = room("gen", 100.0, 10);
+    let first = s.admit(&p).await.unwrap();
+    assert!(!first.generation.is_empty());
+    assert!(first.new_generation, "the first admit of a room makes it");
+    h.advance(Duration::from_millis(100));
+    let again = s.admit(&p).await.unwrap();
+    assert_eq!(again.generation, first.generation);
+    assert!(!again.new_generation);
+    h.wipe();
+    h.advance(Duration::from_millis(100));
+    let after = s.admit(&p).await.unwrap();
+    assert_ne!(after.generation, first.generation, "a new generation");
+    assert!(after.new_generation, "flagged new");
+    assert!(
+        !after.state.queue_all,
+        "a caller that knew nothing holds nothing"
+    );
+    h.advance(Duration::from_millis(100));
+    let later = s.admit(&p).await.unwrap();
+    assert_eq!(later.generation, after.generation);
+    assert!(!later.new_generation);
+}
+
+pub async fn an_admit_that_knew_another_generation_admits_nobody(h: &dyn Harness) {
+    let s = h.store();
+    let p = room("stale", 100.0, 10);
+    let generation = s.admit(&p).await.unwrap().generation;
+    line_up(&*s, &p, 3).await;
+    h.advance(Duration::from_millis(100));
+    let other = AdmitContext {
+        known_generation: Some("not-this-one".into()),
+        hold_back: 0,
+    };
+    let r = s.admit_with(&p, &other).await.unwrap();
+    assert_eq!(
+        r.admitted, 0,
+        "the caller must re-assert the room's state first"
+    );
+    assert_eq!(r.waiting, 3);
+    assert_eq!(r.generation, generation);
+    h.advance(Duration::from_millis(100));
+    let known = AdmitContext {
+        known_generation: Some(generation),
+        hold_back: 0,
+    };
+    assert_eq!(s.admit_with(&p, &known).await.unwrap().admitted, 3);
+}
+
+pub async fn hold_back_keeps_slots_of_max_active_free(h: &dyn Harness) {
+    let s = h.store();
+    let p = room("holdback", 100.0, 3);
+    line_up(&*s, &p, 3).await;
+    h.advance(Duration::from_millis(100));
+    let ctx = AdmitContext {
+        known_generation: None,
+        hold_back: 2,
+    };
+    let r = s.admit_with(&p, &ctx).await.unwrap();
+    assert_eq!(r.admitted, 1, "3 - 2 held back");
+    h.advance(Duration::from_millis(100));
+    assert_eq!(s.admit_with(&p, &ctx).await.unwrap().admitted, 0);
+    h.advance(Duration::from_millis(100));
+    assert_eq!(s.admit(&p).await.unwrap().admitted, 2, "nothing held back");
+}
+
+pub async fn hold_back_applies_to_the_fast_path_too(h: &dyn Harness) {
+    let s = h.store();
+    let p = room("holdfast", 100.0, 3);
+    let ctx = AdmitContext {
+        known_generation: None,
+        hold_back: 2,
+    };
+    s.admit_with(&p, &ctx).await.unwrap();
+    h.advance(Duration::from_millis(100));
+    assert_eq!(
+        s.join(&p, VisitorId::random()).await.unwrap(),
+        Admission::Entered,
+        "0 active + 2 held back < 3"
+    );
+    assert!(
+        !matches!(
+            s.join(&p, VisitorId::random()).await.unwrap(),
+            Admission::Entered
+        ),
+        "1 active + 2 held back = 3"
+    );
+    h.advance(Duration::from_millis(100));
+    s.admit(&p).await.unwrap();
+    let r = s.stats(&p).await.unwrap();
+    assert_eq!(
+        r.active, 2,
+        "released by the next admit, which let the waiter in"
+    );
+}
+
+pub async fn a_loss_noticed_by_a_caller_that_knew_holds_the_line(h: &dyn Harness) {
+    let s = h.store();
+    let p = room("lost", 100.0, 10);
+    let known = s.admit(&p).await.unwrap().generation;
+    h.wipe();
+    h.advance(Duration::from_millis(100));
+    let ctx = AdmitContext {
+        known_generation: Some(known.clone()),
+        hold_back: 0,
+    };
+    let r = s.admit_with(&p, &ctx).await.unwrap();
+    assert!(r.new_generation && r.generation != known);
+    assert!(r.state.queue_all, "held until the caller re-asserts");
+    let v = VisitorId::random();
+    assert!(
+        matches!(s.join(&p, v).await.unwrap(), Admission::Paused { .. }),
+        "a newcomer does not walk in"
+    );
+    // The caller re-asserts what it knew (an open line), and admits again.
+    s.update_room_state(
+        &p,
+        &RoomPatch {
+            queue_all: Some(false),
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    h.advance(Duration::from_millis(100));
+    let now_known = AdmitContext {
+        known_generation: Some(r.generation),
+        hold_back: 0,
+    };
+    let r = s.admit_with(&p, &now_known).await.unwrap();
+    assert_eq!(
+        r.admitted_visitors
+            .iter()
+            .map(|a| a.vid)
+            .collect::<Vec<_>>(),
+        vec![v]
+    );
+}

@@ -1,0 +1,314 @@
+//! The `local` store-error policy on a real Redis: it admits on its own only while the circuit
+//! breaker is open, never through a held line, never before the instance has heard from the
+//! store, and never past its share of max-active.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::redis::{raw, RedisServer};
+use common::*;
+use serde_json::{json, Value};
+
+const TOKEN: &str = "admin-token-for-tests-0123456789";
+
+fn config(origin: std::net::SocketAddr, redis: &str, failures: u32, room: &str) -> String {
+    format!(
+        r#"{base}
+[admin]
+token = "{TOKEN}"
+
+[store]
+backend = "redis"
+redis-url = "{redis}"
+timeout = "200ms"
+breaker-failures = {failures}
+breaker-cooldown = "500ms"
+
+[[room]]
+name = "sale"
+paths = ["/products"]
+tick = "100ms"
+on-store-error = "local"
+{room}
+"#,
+        base = base_config(origin)
+    )
+}
+
+/// One request of a newcomer (or a returning visitor with `jar`): `(admitted now, state)`.
+async fn visit(proxy: &Proxy, jar: &mut Jar) -> (bool, String) {
+    let mut req = client()
+        .get(proxy.url("/products"))
+        .header("accept", "application/json");
+    if !jar.0.is_empty() {
+        req = req.header("cookie", jar.header());
+    }
+    let resp = req.send().await.unwrap();
+    let had = jar.get("anteroom_sale").is_some();
+    let admitted = !had
+        && set_cookies(&resp)
+            .iter()
+            .any(|(k, v, _)| k == "anteroom_sale" && !v.is_empty());
+    jar.absorb(&resp);
+    let text = resp.text().await.unwrap_or_default();
+    let state = serde_json::from_str::<Value>(&text)
+        .ok()
+        .and_then(|v| v["state"].as_str().map(String::from))
+        .unwrap_or(text);
+    (admitted, state)
+}
+
+/// `visitors` newcomers, each polling `polls` times 100 ms apart; how many got an admission.
+async fn newcomers(proxy: &Proxy, visitors: usize, polls: usize) -> (usize, Vec<String>) {
+    let (admitted, states, _) = newcomers_kept(proxy, visitors, polls).await;
+    (admitted, states)
+}
+
+/// [`newcomers`], also returning the cookie jars of those admitted.
+async fn newcomers_kept(
+    proxy: &Proxy,
+    visitors: usize,
+    polls: usize,
+) -> (usize, Vec<String>, Vec<Jar>) {
+    let mut jars = vec![Jar::default(); visitors];
+    let mut admitted = 0;
+    let mut states = Vec::new();
+    for _ in 0..polls {
+        for jar in jars.iter_mut() {
+            if jar.get("anteroom_sale").is_some() {
+                continue;
+            }
+            let (a, state) = visit(proxy, jar).await;
+            admitted += usize::from(a);
+            states.push(state);
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    jars.retain(|j| j.get("anteroom_sale").is_some());
+    (admitted, states, jars)
+}
+
+/// Waits until the instance's admission loop has run on Redis (it heard from the store).
+async fn admission_loop_ran(redis: &RedisServer) {
+    eventually(
+        Duration::from_secs(10),
+        "an admission tick on Redis",
+        || async {
+            raw(redis.port, "ZCARD {anteroom:sale}:instances")
+                .filter(|r| r.starts_with(":") && !r.starts_with(":0"))
+                .map(|_| ())
+        },
+    )
+    .await;
+}
+
+/// Waits until the breaker is open (readyz says the store is not healthy): the admission
+/// loop's failed ticks open it.
+async fn breaker_open(proxy: &Proxy) {
+    eventually(Duration::from_secs(10), "the breaker to open", || async {
+        let r = client().get(proxy.admin_url("/readyz")).send().await.ok()?;
+        (r.status() != 200).then_some(())
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_held_line_stays_held_through_a_redis_outage() {
+    let mut redis = RedisServer::start();
+    let origin = Origin::start().await;
+    let room = "admit-per-second = 50\nmax-active = 100";
+    let proxy = Proxy::start(&config(origin.addr, &redis.url(), 3, room));
+    admission_loop_ran(&redis).await;
+    let resp = client()
+        .patch(proxy.admin_url("/rooms/sale"))
+        .bearer_auth(TOKEN)
+        .json(&json!({"queue_all": true}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    // The held state comes back from the store at the next tick too.
+    eventually(
+        Duration::from_secs(5),
+        "a tick that saw the held line",
+        || {
+            let proxy = &proxy;
+            async move {
+                let (a, state) = visit(proxy, &mut Jar::default()).await;
+                assert!(!a);
+                (state == "paused").then_some(())
+            }
+        },
+    )
+    .await;
+    redis.kill();
+    breaker_open(&proxy).await;
+    let (admitted, states) = newcomers(&proxy, 6, 8).await;
+    assert_eq!(admitted, 0, "nobody passes a held line: {states:?}");
+    assert!(states.iter().all(|s| s == "paused"), "{states:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_instance_started_while_redis_is_down_admits_nobody() {
+    let mut redis = RedisServer::start();
+    let url = redis.url();
+    redis.kill();
+    let origin = Origin::start().await;
+    let room = "admit-per-second = 50\nmax-active = 100";
+    let proxy = Proxy::start(&config(origin.addr, &url, 3, room));
+    breaker_open(&proxy).await;
+    let (admitted, states) = newcomers(&proxy, 6, 8).await;
+    assert_eq!(
+        admitted, 0,
+        "an instance that never heard from the store knows nothing of the room: {states:?}"
+    );
+    assert!(states.iter().all(|s| s == "paused"), "{states:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_redis_does_not_admit_locally() {
+    let redis = RedisServer::start();
+    let origin = Origin::start().await;
+    // Many failures before the breaker opens: a pause of Redis shorter than that is "slow",
+    // not "down".
+    let room = "admit-per-second = 50\nmax-active = 100";
+    let proxy = Proxy::start(&config(origin.addr, &redis.url(), 1000, room));
+    admission_loop_ran(&redis).await;
+    // Someone is in line, so that the store itself admits nobody new at once.
+    let mut first = Jar::default();
+    assert!(visit(&proxy, &mut first).await.0, "the first walks in");
+    let paused_at = Instant::now();
+    assert!(raw(redis.port, "CLIENT PAUSE 1500 ALL").is_some_and(|r| r.starts_with("+OK")));
+    let mut jars = vec![Jar::default(); 4];
+    let mut admitted = 0;
+    let mut states = Vec::new();
+    for jar in jars.iter_mut() {
+        let (a, state) = visit(&proxy, jar).await;
+        admitted += usize::from(a);
+        states.push(state);
+    }
+    assert!(
+        paused_at.elapsed() < Duration::from_millis(1500),
+        "the requests came while Redis was paused"
+    );
+    assert_eq!(admitted, 0, "a slow store is not a dead one: {states:?}");
+    assert!(states.iter().all(|s| s == "paused"), "{states:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn local_admissions_stop_at_the_instances_share_of_max_active() {
+    let mut redis = RedisServer::start();
+    let origin = Origin::start().await;
+    let room = "admit-per-second = 100\nmax-active = 3\nsession-ttl = \"10m\"";
+    let proxy = Proxy::start(&config(origin.addr, &redis.url(), 3, room));
+    admission_loop_ran(&redis).await;
+    redis.kill();
+    breaker_open(&proxy).await;
+    let (admitted, states) = newcomers(&proxy, 12, 6).await;
+    assert_eq!(
+        admitted, 3,
+        "one instance alone: all of max-active, no more: {states:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sessions_admitted_locally_are_counted_once_the_store_answers() {
+    const PAUSE_MS: u64 = 4000;
+    let redis = RedisServer::start();
+    let origin = Origin::start().await;
+    let room = "admit-per-second = 50\nmax-active = 100\nsession-ttl = \"10m\"";
+    let proxy = Proxy::start(&config(origin.addr, &redis.url(), 3, room));
+    admission_loop_ran(&redis).await;
+    // Down without losing data: a paused Redis (or a partition).
+    let paused_at = Instant::now();
+    let pause = format!("CLIENT PAUSE {PAUSE_MS} ALL");
+    assert!(raw(redis.port, &pause).is_some_and(|r| r.starts_with("+OK")));
+    breaker_open(&proxy).await;
+    let (admitted, states, jars) = newcomers_kept(&proxy, 4, 6).await;
+    assert!(
+        paused_at.elapsed() < Duration::from_millis(PAUSE_MS),
+        "admitted while Redis was still paused"
+    );
+    assert!(admitted > 0, "the local policy admitted: {states:?}");
+    // Redis answers again; the visitors admitted locally browse on, and the store counts them.
+    let mut i = 0;
+    eventually(
+        Duration::from_secs(15),
+        "the local sessions counted by the store",
+        || {
+            i += 1;
+            let (proxy, jars) = (&proxy, jars.clone());
+            async move {
+                for mut jar in jars {
+                    let (_, state) = visit(proxy, &mut jar).await;
+                    assert!(state.starts_with("origin GET"), "{state}");
+                }
+                let v: Value = client()
+                    .get(proxy.admin_url("/rooms/sale"))
+                    .bearer_auth(TOKEN)
+                    .send()
+                    .await
+                    .ok()?
+                    .json()
+                    .await
+                    .ok()?;
+                (v["stale"] != true && v["active"].as_u64() == Some(admitted as u64)).then_some(())
+            }
+        },
+    )
+    .await;
+}
+
+/// Redis `TIME` in µs, from a raw reply.
+fn redis_now(port: u16) -> u64 {
+    let reply = raw(port, "TIME").unwrap_or_default();
+    let nums: Vec<u64> = reply
+        .lines()
+        .filter_map(|l| l.trim().parse().ok())
+        .collect();
+    nums.first().copied().unwrap_or(0) * 1_000_000 + nums.get(1).copied().unwrap_or(0)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_instances_share_max_active_while_redis_is_down() {
+    let mut redis = RedisServer::start();
+    let origin = Origin::start().await;
+    let room = "admit-per-second = 100\nmax-active = 4\nsession-ttl = \"10m\"";
+    let cfg = config(origin.addr, &redis.url(), 3, room);
+    let proxies = [Proxy::start(&cfg), Proxy::start(&cfg)];
+    // Both instances have ticked since both were alive, so each knows there are two.
+    eventually(Duration::from_secs(10), "two instances seen", || async {
+        raw(redis.port, "ZCARD {anteroom:sale}:instances")
+            .filter(|r| r.starts_with(":2"))
+            .map(|_| ())
+    })
+    .await;
+    let seen_both = redis_now(redis.port);
+    eventually(
+        Duration::from_secs(10),
+        "a tick of each after that",
+        || async {
+            let reply = raw(
+                redis.port,
+                "ZRANGE {anteroom:sale}:instances 0 -1 WITHSCORES",
+            )?;
+            let scores: Vec<u64> = reply
+                .lines()
+                .filter_map(|l| l.trim().parse::<f64>().ok())
+                .map(|f| f as u64)
+                .filter(|t| *t > 1_000_000_000)
+                .collect();
+            (scores.len() == 2 && scores.iter().all(|t| *t > seen_both)).then_some(())
+        },
+    )
+    .await;
+    redis.kill();
+    for p in &proxies {
+        breaker_open(p).await;
+    }
+    for (i, p) in proxies.iter().enumerate() {
+        let (admitted, states) = newcomers(p, 8, 6).await;
+        assert_eq!(admitted, 2, "instance {i}: half of max-active: {states:?}");
+    }
+}
