@@ -64,7 +64,12 @@ max-active = 10
     // The wall clock steps back half a minute while the cooldown passes.
     clock.step_wall_back(Duration::from_secs(30));
     clock.advance(Duration::from_millis(1100));
-    let r = core.store_call("stats", "sale", store.stats(&p)).await;
+    assert_eq!(
+        core.breaker.state(clock.mono_micros()),
+        BreakerState::HalfOpen
+    );
+    // Only the admission loop's call probes a half-open breaker (see `Core::store_call`).
+    let r = core.store_call("admit", "sale", store.stats(&p)).await;
     assert!(
         !matches!(r, Err(StoreError::BreakerOpen { .. })),
         "after the cooldown a probe goes out, whatever the wall clock did: {r:?}"
