@@ -64,6 +64,11 @@ async fn occupy(proxy: &Proxy, host: &str) {
     assert!(r.reached_origin(), "the first visitor enters: {r:?}");
 }
 
+async fn occupy_path(proxy: &Proxy, path: &str) {
+    let r = raw(proxy, &get(path, "shop.test", "")).await;
+    assert!(r.reached_origin(), "the first visitor enters: {r:?}");
+}
+
 fn room(hosts: &str, listen: &str, max_active: u32) -> String {
     format!(
         r#"{listen}
@@ -98,6 +103,8 @@ const PATH_SPELLINGS: &[&str] = &[
     "/products%3Bx/1",
     "/%70roducts/1",
     "/x/../products/1",
+    "/products.json",
+    "/products.html;v=1",
 ];
 
 async fn assert_held(proxy: &Proxy, origin: &Origin, request: &str, what: &str) {
@@ -135,8 +142,11 @@ async fn path_spellings_wait_or_are_refused_in_both_modes() {
             );
             assert_held(&proxy, &origin, &post, &format!("POST {p} ({listen})")).await;
         }
+        // A Tomcat session id on the room's own path is no ambiguity: it waits in both modes.
+        let r = raw(&proxy, &get("/products;jsessionid=A1/1", "shop.test", "")).await;
+        assert_eq!(r.status, 200, "{r:?}");
         // Strict refuses an ambiguous spelling outright; lenient queues it.
-        let r = raw(&proxy, &get("/products;x/1", "shop.test", "")).await;
+        let r = raw(&proxy, &get("/x/..;/products/1", "shop.test", "")).await;
         if listen.is_empty() {
             assert_eq!(r.status, 400, "{r:?}");
         } else {
@@ -177,10 +187,25 @@ async fn a_consume_route_is_consumed_under_every_spelling() {
         "/orders;y",
         "/orders\\",
         "/x/..;/orders",
+        "/orders.json",
     ] {
         let r = raw(&proxy, &order(again)).await;
         assert_eq!(r.status, 409, "POST {again} after the order: {r:?}");
     }
+    // The method as frameworks read it: without case, or through an override header.
+    let lower = order("/orders").replacen("POST", "post", 1);
+    let r = raw(&proxy, &lower).await;
+    assert_eq!(r.status, 409, "post /orders: {r:?}");
+    let overridden = order("/orders").replacen("POST", "PUT", 1).replacen(
+        "Content-Length",
+        "X-HTTP-Method-Override: POST\r\nContent-Length",
+        1,
+    );
+    let r = raw(&proxy, &overridden).await;
+    assert_eq!(
+        r.status, 409,
+        "PUT with X-HTTP-Method-Override: POST: {r:?}"
+    );
     let orders = origin
         .requests()
         .iter()
@@ -262,6 +287,20 @@ async fn host_spellings_of_a_protected_host() {
     for h in ["x-forwarded-host", "x-original-url", "forwarded"] {
         assert_eq!(last.header(h), None, "{h} reached the origin");
     }
+    // A room prefix written with capitals holds its lower-case spelling too.
+    let upper = Proxy::start(&format!(
+        "{}{}",
+        room("\"*\"", "", 1).replace("\"/products\"", "\"/Products\""),
+        base_config(origin.addr)
+    ));
+    occupy_path(&upper, "/Products/0").await;
+    assert_held(
+        &upper,
+        &origin,
+        &get("/products/1", "shop.test", ""),
+        "/products/1 for /Products",
+    )
+    .await;
     // Outside the protected paths, other hosts pass as before.
     let r = raw(&proxy, &get("/about", "evil.test", "")).await;
     assert!(r.reached_origin(), "{r:?}");
@@ -322,11 +361,19 @@ async fn a_trusted_proxy_names_the_host() {
         &get(
             "/about",
             "backend.internal",
-            "X-Forwarded-Host: shop.test\r\n",
+            "X-Forwarded-Host: shop.test\r\nX-Original-URL: /products/1\r\nUpgrade: h2c\r\nHTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA\r\n",
         ),
     )
     .await;
     assert!(r.reached_origin());
+    let seen = origin.requests().pop().unwrap();
+    for h in ["x-original-url", "upgrade", "http2-settings"] {
+        assert_eq!(
+            seen.header(h),
+            None,
+            "{h} reached the origin from a trusted proxy"
+        );
+    }
     assert_eq!(
         origin
             .requests()

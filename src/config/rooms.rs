@@ -287,13 +287,16 @@ impl Builder<'_> {
                 );
             } else if crate::route::normalize_path(path) != path.as_str()
                 || path.contains([';', '\\', '\0'])
+                || !path.is_ascii()
             {
                 self.fail(
                     key,
                     format!("{path:?} is not in plain form: requests are matched on their normalised readings"),
                     format!(
-                        "write it as {:?} (no %-escapes, ';', '\\', dot segments or repeated slashes)",
-                        crate::route::normalize_path(&path.replace([';', '\\', '\0'], "/"))
+                        "write it as {:?} (unreserved characters unescaped, other escapes in upper-case hex, non-ASCII escaped; no ';', '\\', dot segments or repeated slashes)",
+                        crate::route::normalize_path(&percent_encode_non_ascii(
+                            &path.replace([';', '\\', '\0'], "/")
+                        ))
                     ),
                 );
             } else if path.starts_with("/.anteroom") {
@@ -489,4 +492,17 @@ impl Builder<'_> {
             }
         }
     }
+}
+
+/// Non-ASCII bytes of a path as browsers send them (`%D1%82`, upper-case hex).
+fn percent_encode_non_ascii(path: &str) -> String {
+    let mut out = String::with_capacity(path.len());
+    for b in path.bytes() {
+        if b.is_ascii() {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
 }

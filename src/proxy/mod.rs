@@ -227,11 +227,10 @@ impl ProxyHttp for Proxy {
             return Ok(false);
         }
         // A consume route under any reading of the path: `POST /orders;x` is still the order.
-        let is_consume = r
-            .cfg
-            .consume
-            .iter()
-            .any(|c| c.method == req.method && target.readings.any_covered_by(&c.path));
+        let is_consume =
+            r.cfg.consume.iter().any(|c| {
+                target::is_method(req, &c.method) && target.readings.any_covered_by(&c.path)
+            });
         let verified = cookie::find(cookie_values(req), &r.cookie_name).and_then(|v| {
             cookie::verify(
                 &shared.config.cookie.keys,
@@ -321,8 +320,8 @@ impl ProxyHttp for Proxy {
         upstream_request: &mut RequestHeader,
         ctx: &mut Ctx,
     ) -> Result<()> {
-        if !ctx.trusted_peer && target::has_spoofable(upstream_request) {
-            target::strip_spoofable(upstream_request);
+        if target::has_spoofable(upstream_request) {
+            target::strip_spoofable(upstream_request, ctx.trusted_peer);
         }
         // Most requests carry none of our cookies: look before allocating anything.
         let ours = |v: &[u8]| {

@@ -4,8 +4,11 @@
 //! keeps their admission: cookies already decided ride on the error page.
 //!
 //! The origin's answer also settles an order's pending consume (see
-//! [`crate::store::order`]): any answer below 500 confirms it; a 5xx (whatever `error-pages`
-//! says), a refused or timed-out connection, or any other failure to proxy gives it back. A
+//! [`crate::store::order`]): a final answer below 500 confirms it, except 408 and 429 (the shop
+//! turned it away unprocessed); a 5xx (whatever `error-pages` says), a refused or timed-out
+//! connection, or another failure on the origin's side gives it back. A failure on the
+//! visitor's side (they closed the connection while the origin worked) confirms: the order may
+//! have gone through, and walking away must not buy a second one. A
 //! give-back is tried before the visitor sees the error page, so that their retry finds the
 //! admission; a confirm goes in the background. A settle whose store call fails is retried in
 //! the background for the grace period; should the instance die first, the store gives the
@@ -75,13 +78,27 @@ pub(super) struct Taken {
     pub grace: Duration,
 }
 
-/// How the origin's answer settles the order: a failure of the shop gives the admission back,
-/// anything else used it.
-pub(super) fn settlement(status: u16) -> Settle {
-    if status >= 500 {
-        Settle::GiveBack
-    } else {
-        Settle::Confirm
+/// How the origin's answer settles the order: a failure of the shop (5xx) or the shop turning
+/// the request away unprocessed (408 Request Timeout, 429 Too Many Requests) gives the admission
+/// back; any other final answer used it. An informational answer (1xx: `100 Continue`, `103
+/// Early Hints`) is not the answer yet and settles nothing.
+pub(super) fn settlement(status: u16) -> Option<Settle> {
+    match status {
+        0..=199 => None,
+        408 | 429 => Some(Settle::GiveBack),
+        s if s >= 500 => Some(Settle::GiveBack),
+        _ => Some(Settle::Confirm),
+    }
+}
+
+/// How a failure to proxy settles the order. The origin's side (refused, timed out, closed on
+/// us) failed the order: given back. The visitor's side (they closed the connection, stalled,
+/// sent garbage) may well have come after the origin got the whole order, and walking away must
+/// not hand the admission back for another order: used up.
+pub(super) fn failure_settlement(source: &ErrorSource) -> Settle {
+    match source {
+        ErrorSource::Downstream => Settle::Confirm,
+        _ => Settle::GiveBack,
     }
 }
 
@@ -166,7 +183,9 @@ pub(super) async fn on_response(
 ) -> Result<()> {
     let status = resp.status.as_u16();
     let shared = ctx.shared.clone();
-    settle(&shared, ctx, settlement(status)).await;
+    if let Some(how) = settlement(status) {
+        settle(&shared, ctx, how).await;
+    }
     if status < 500 || !shared.config.upstreams[ctx.upstream].error_pages {
         return Ok(());
     }
@@ -217,8 +236,7 @@ pub(super) async fn on_failure(
         _ => 502,
     };
     let shared = ctx.shared.clone();
-    // No answer from the origin (whatever the cause): the order failed, the admission is back.
-    settle(&shared, ctx, Settle::GiveBack).await;
+    settle(&shared, ctx, failure_settlement(e.esource())).await;
     if code == 0 {
         return FailToProxy {
             error_code: 0,
@@ -259,18 +277,32 @@ mod tests {
     #[test]
     fn only_a_failure_of_the_shop_gives_the_admission_back() {
         for (status, how) in [
-            (200, Settle::Confirm),
-            (201, Settle::Confirm),
-            (302, Settle::Confirm),
-            (400, Settle::Confirm),
-            (409, Settle::Confirm),
-            (499, Settle::Confirm),
-            (500, Settle::GiveBack),
-            (502, Settle::GiveBack),
-            (503, Settle::GiveBack),
-            (504, Settle::GiveBack),
+            (100, None),
+            (103, None),
+            (200, Some(Settle::Confirm)),
+            (201, Some(Settle::Confirm)),
+            (302, Some(Settle::Confirm)),
+            (400, Some(Settle::Confirm)),
+            (408, Some(Settle::GiveBack)),
+            (409, Some(Settle::Confirm)),
+            (429, Some(Settle::GiveBack)),
+            (499, Some(Settle::Confirm)),
+            (500, Some(Settle::GiveBack)),
+            (502, Some(Settle::GiveBack)),
+            (503, Some(Settle::GiveBack)),
+            (504, Some(Settle::GiveBack)),
         ] {
             assert_eq!(settlement(status), how, "{status}");
         }
+    }
+
+    #[test]
+    fn walking_away_from_an_order_does_not_give_it_back() {
+        assert_eq!(
+            failure_settlement(&ErrorSource::Downstream),
+            Settle::Confirm
+        );
+        assert_eq!(failure_settlement(&ErrorSource::Upstream), Settle::GiveBack);
+        assert_eq!(failure_settlement(&ErrorSource::Internal), Settle::GiveBack);
     }
 }

@@ -15,20 +15,28 @@ use crate::metrics::Reject;
 use crate::page::MessageView;
 use crate::route::{normalize_host, Readings, Router, Routing};
 
-/// Headers some origins and frameworks take the host or the path from instead of the request
-/// line (`X-Forwarded-Host` in Rails, Django, Spring with `ForwardedHeaderFilter`, Symfony;
-/// `X-Original-URL` / `X-Rewrite-URL` in IIS and Symfony; `Forwarded: host=`). From anyone but
-/// a trusted proxy they are removed before the request is forwarded: an origin that believes
-/// them would otherwise serve a protected host or path through an unprotected one.
-pub const SPOOFABLE: [&str; 7] = [
+/// Headers some origins and frameworks take the host from instead of the request line
+/// (`X-Forwarded-Host` in Rails, Django, Spring with `ForwardedHeaderFilter`, Symfony;
+/// `Forwarded: host=`). From anyone but a trusted proxy they are removed before the request is
+/// forwarded: an origin that believes them would otherwise serve a protected host through an
+/// unprotected one. From a trusted proxy they are readings of the host (see [`hosts`]).
+pub const SPOOFABLE: [&str; 5] = [
     "x-forwarded-host",
     "x-host",
     "x-original-host",
     "x-forwarded-server",
-    "x-original-url",
-    "x-rewrite-url",
     "forwarded",
 ];
+
+/// Headers that IIS (URL Rewrite), Symfony and Zend take the *path* from (`X-Original-URL`,
+/// `X-Rewrite-URL`): removed from every request, a trusted proxy's too — load balancers pass
+/// client headers through, and anteroom routes on the request line only.
+pub const PATH_OVERRIDES: [&str; 2] = ["x-original-url", "x-rewrite-url"];
+
+/// An `Upgrade` to anything but WebSocket (`h2c` above all) would, once the origin answers
+/// 101, turn the connection into a tunnel that speaks to the origin past every room: the
+/// header (and `HTTP2-Settings`) is removed, and the origin answers in HTTP/1.1.
+const UPGRADE_HEADERS: [&str; 2] = ["upgrade", "http2-settings"];
 
 /// At most this many host readings are kept (Host, plus a trusted proxy's reports).
 const MAX_HOSTS: usize = 4;
@@ -127,18 +135,58 @@ pub fn target<'a>(router: &Router, req: &'a RequestHeader, trusted_peer: bool) -
 }
 
 /// Whether the request carries a header a client could steer the origin with (see
-/// [`SPOOFABLE`]); checked before anything is removed, so the common request costs a scan of
-/// its header names and nothing else.
+/// [`SPOOFABLE`], [`PATH_OVERRIDES`], [`UPGRADE_HEADERS`]); checked before anything is removed,
+/// so the common request costs a scan of its header names and nothing else.
 pub fn has_spoofable(req: &RequestHeader) -> bool {
-    req.headers.keys().any(|k| SPOOFABLE.contains(&k.as_str()))
+    req.headers.keys().any(|k| {
+        let k = k.as_str();
+        SPOOFABLE.contains(&k) || PATH_OVERRIDES.contains(&k) || UPGRADE_HEADERS.contains(&k)
+    })
 }
 
-/// Removes the [`SPOOFABLE`] headers.
-pub fn strip_spoofable(req: &mut RequestHeader) {
-    for name in SPOOFABLE {
-        let name = HeaderName::from_static(name);
-        while req.remove_header(&name).is_some() {}
+/// Removes what [`has_spoofable`] found: path overrides always, a non-WebSocket upgrade always,
+/// host headers unless a trusted proxy sent them.
+pub fn strip_spoofable(req: &mut RequestHeader, trusted_peer: bool) {
+    let remove = |names: &[&'static str], req: &mut RequestHeader| {
+        for name in names {
+            let name = HeaderName::from_static(name);
+            while req.remove_header(&name).is_some() {}
+        }
+    };
+    remove(&PATH_OVERRIDES, req);
+    if !trusted_peer {
+        remove(&SPOOFABLE, req);
     }
+    let websocket = req.headers.get_all(http::header::UPGRADE).iter().all(|v| {
+        v.to_str().is_ok_and(|v| {
+            v.split(',')
+                .all(|p| p.trim().eq_ignore_ascii_case("websocket"))
+        })
+    });
+    if !websocket || req.headers.contains_key("http2-settings") {
+        remove(&UPGRADE_HEADERS, req);
+    }
+}
+
+/// Headers through which frameworks let a request claim another method (Laravel, Symfony,
+/// Express's method-override, ASP.NET): a consume route is matched on them too.
+const METHOD_OVERRIDES: [&str; 3] = [
+    "x-http-method-override",
+    "x-http-method",
+    "x-method-override",
+];
+
+/// Whether the request is `method` as some origin reads it: without case (`post` is POST to
+/// Symfony, Werkzeug, Django), or through a method-override header.
+pub fn is_method(req: &RequestHeader, method: &http::Method) -> bool {
+    let want = method.as_str();
+    req.method.as_str().eq_ignore_ascii_case(want)
+        || METHOD_OVERRIDES.iter().any(|h| {
+            req.headers.get_all(*h).iter().any(|v| {
+                v.to_str()
+                    .is_ok_and(|v| v.trim().eq_ignore_ascii_case(want))
+            })
+        })
 }
 
 impl Proxy {
@@ -224,6 +272,18 @@ mod tests {
     }
 
     #[test]
+    fn methods_are_read_without_case_and_through_overrides() {
+        let post = http::Method::POST;
+        assert!(is_method(&req("/orders", &[]), &http::Method::GET));
+        let mut lower = RequestHeader::build("post", b"/orders", None).unwrap();
+        assert!(is_method(&lower, &post));
+        lower.set_method(http::Method::GET);
+        assert!(!is_method(&lower, &post));
+        let overridden = req("/orders", &[("X-HTTP-Method-Override", "post")]);
+        assert!(is_method(&overridden, &post));
+    }
+
+    #[test]
     fn spoofable_headers_are_found_and_removed() {
         let mut r = req(
             "/p",
@@ -234,8 +294,28 @@ mod tests {
             ],
         );
         assert!(has_spoofable(&r));
-        strip_spoofable(&mut r);
+        strip_spoofable(&mut r, false);
         assert!(!has_spoofable(&r));
+        let mut trusted = req(
+            "/p",
+            &[
+                ("x-forwarded-host", "b"),
+                ("x-rewrite-url", "/x"),
+                ("upgrade", "h2c"),
+                ("http2-settings", "AAA"),
+            ],
+        );
+        strip_spoofable(&mut trusted, true);
+        assert!(trusted.headers.get("x-forwarded-host").is_some());
+        assert!(trusted.headers.get("x-rewrite-url").is_none());
+        assert!(trusted.headers.get("upgrade").is_none());
+        assert!(trusted.headers.get("http2-settings").is_none());
+        let mut ws = req("/p", &[("upgrade", "WebSocket")]);
+        strip_spoofable(&mut ws, false);
+        assert!(
+            ws.headers.get("upgrade").is_some(),
+            "WebSocket upgrades stay"
+        );
         assert!(r.headers.get("host").is_some());
         assert!(!has_spoofable(&req(
             "/p",

@@ -17,7 +17,9 @@ use crate::page::{self, MessageView, State, Status};
 use crate::room::policy::{self, Failure, OnError};
 use crate::room::LocalAdmit;
 use crate::store::order::grace_for;
-use crate::store::{Admission, Consumed, JoinGate, Order, RequestId, Settle, VisitorId};
+use crate::store::{
+    Admission, Consumed, JoinGate, Order, RequestId, Settle, StoreError, VisitorId,
+};
 
 impl Proxy {
     /// The visitor's id from their cookie, or a new one (and its cookie).
@@ -304,9 +306,12 @@ impl Proxy {
             )
         };
         let mut won = call().await;
+        // Whether some attempt may have reached the store (a call the breaker stopped did not).
+        let mut reached = !matches!(won, Err(StoreError::BreakerOpen { .. }));
         if let Err(e) = &won {
             shared.warn_store_error(e);
             won = call().await;
+            reached |= !matches!(won, Err(StoreError::BreakerOpen { .. }));
         }
         let taken = Taken {
             room,
@@ -345,8 +350,12 @@ impl Proxy {
                     return Ok(false);
                 }
                 // Whatever the store did with it, this order is not going to the origin: a
-                // consume that went through unseen is given back, not left to its deadline.
-                super::origin::settle_later(ctx.shared.clone(), taken, Settle::GiveBack);
+                // consume that went through unseen is given back, not left to its deadline. A
+                // consume the breaker stopped never reached the store: nothing to give back
+                // (and no task per request while the store is down).
+                if reached {
+                    super::origin::settle_later(ctx.shared.clone(), taken, Settle::GiveBack);
+                }
                 (
                     503,
                     "Please try again",

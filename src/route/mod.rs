@@ -63,7 +63,20 @@ pub enum Routing {
 struct Entry {
     host: HostPattern,
     prefix: String,
+    /// The prefix has upper-case letters: every reading is compared with it without case (a
+    /// case-insensitive origin serves `/products` as `/Products`).
+    fold: bool,
     room: usize,
+}
+
+impl Entry {
+    fn covers(&self, r: &Reading<'_>) -> bool {
+        if self.fold {
+            path::path_covers_folded(&self.prefix, &r.path)
+        } else {
+            r.covered_by(&self.prefix)
+        }
+    }
 }
 
 /// Rooms' (host, prefix) pairs, most specific first.
@@ -113,6 +126,7 @@ impl Router {
                     entries.push(Entry {
                         host: h.clone(),
                         prefix: p.clone(),
+                        fold: p.bytes().any(|c| c.is_ascii_uppercase()),
                         room,
                     });
                 }
@@ -140,7 +154,7 @@ impl Router {
     fn lookup(&self, host: &str, r: &Reading<'_>) -> Option<usize> {
         self.entries
             .iter()
-            .find(|e| r.covered_by(&e.prefix) && e.host.matches(host))
+            .find(|e| e.covers(r) && e.host.matches(host))
             .map(|e| e.room)
     }
 
@@ -162,10 +176,7 @@ impl Router {
             .entries
             .iter()
             .filter(|e| e.host.is_bound())
-            .find(|e| {
-                r.covered_by(&e.prefix)
-                    && self.upstreams.get(e.room) == Some(&self.default_upstream)
-            })
+            .find(|e| e.covers(r) && self.upstreams.get(e.room) == Some(&self.default_upstream))
             .map(|e| e.room)
         else {
             return Verdict::Outside;
@@ -316,7 +327,6 @@ mod tests {
             },
         );
         for p in [
-            "/products;x/1",
             "/x/..;/products/1",
             "/PRODUCTS/1",
             "/products\\1",
@@ -325,6 +335,7 @@ mod tests {
             "/Products./1",
         ] {
             assert_eq!(decide(&r, "shop.test", p), Routing::Room(0), "{p}");
+            assert_eq!(decide(&r, "shop.test", "/products;x/1"), Routing::Room(0));
             // With a catch-all room beside it, the plain reading is in that one: two rooms.
             let strict = router(Policy::default());
             assert!(
@@ -342,16 +353,38 @@ mod tests {
             Routing::Refuse(_)
         ));
         assert!(matches!(
-            decide(&r, "shop.test", "/products;x/1"),
+            decide(&r, "shop.test", "/x/..;/products/1"),
             Routing::Refuse(_)
         ));
+        // A Tomcat session id on a room's own path is no ambiguity: `;` ends the name.
+        assert_eq!(
+            decide(&r, "shop.test", "/products;jsessionid=1"),
+            Routing::Room(2)
+        );
         // A reading under /orders (room 1) and one under / (room 0): two rooms, refused in both modes.
         assert!(matches!(
-            decide(&r, "shop.test", "/orders;x"),
+            decide(&r, "shop.test", "/x/..;/orders"),
             Routing::Refuse(_)
         ));
         assert_eq!(decide(&r, "shop.test", "/products/1"), Routing::Room(2));
         assert_eq!(decide(&r, "shop.test", "/About"), Routing::Room(0));
+    }
+
+    #[test]
+    fn an_upper_case_prefix_holds_its_lower_case_spelling() {
+        let any = [HostPattern::Any];
+        let products = ["/Products".to_string()];
+        let r = Router::new(
+            [RoomRoutes {
+                hosts: &any,
+                paths: &products,
+                upstream: 0,
+            }],
+            Policy::default(),
+        );
+        for p in ["/products/1", "/Products/1", "/PRODUCTS", "/products.json"] {
+            assert_eq!(decide(&r, "shop.test", p), Routing::Room(0), "{p}");
+        }
     }
 
     #[test]

@@ -14,22 +14,24 @@
 
 use std::borrow::Cow;
 
-/// Whether the prefix `prefix` covers `path` on a segment boundary: `/cart` covers `/cart`,
-/// `/cart/` and `/cart/1`, but not `/cartoon`.
+/// Whether the prefix `prefix` covers `path` on a boundary: `/cart` covers `/cart`, `/cart/`
+/// and `/cart/1`, and also `/cart.json` and `/cart;jsessionid=1` — Rails and Spring route a
+/// format suffix to the same action, Tomcat reads `;params` as no part of the name — but not
+/// `/cartoon`.
 pub fn path_covers(prefix: &str, path: &str) -> bool {
-    if !path.starts_with(prefix) {
-        return false;
-    }
-    prefix.ends_with('/') || path.len() == prefix.len() || path.as_bytes()[prefix.len()] == b'/'
+    path.starts_with(prefix) && at_boundary(prefix, path.as_bytes())
 }
 
 /// [`path_covers`] without regard to ASCII case (for the case-folded readings).
 pub fn path_covers_folded(prefix: &str, path: &str) -> bool {
     let (p, s) = (prefix.as_bytes(), path.as_bytes());
-    if s.len() < p.len() || !s[..p.len()].eq_ignore_ascii_case(p) {
-        return false;
-    }
-    prefix.ends_with('/') || s.len() == p.len() || s[p.len()] == b'/'
+    s.len() >= p.len() && s[..p.len()].eq_ignore_ascii_case(p) && at_boundary(prefix, s)
+}
+
+fn at_boundary(prefix: &str, path: &[u8]) -> bool {
+    prefix.ends_with('/')
+        || path.len() == prefix.len()
+        || matches!(path[prefix.len()], b'/' | b'.' | b';')
 }
 
 /// The path as the origin will most likely understand it: percent-encoded unreserved
@@ -63,8 +65,9 @@ pub fn normalize_path(path: &str) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
-/// Decodes `%XX` where XX encodes an unreserved character or `/` `.`; leaves the rest alone so
-/// nothing that the origin would read differently is changed.
+/// Decodes `%XX` where XX encodes an unreserved character or `/` `.`; leaves the rest encoded
+/// (so nothing that the origin would read differently is changed), with the hex digits in
+/// upper case: `%d1` and `%D1` are one byte to every origin.
 fn decode_unreserved(path: &str) -> String {
     let b = path.as_bytes();
     let mut out = Vec::with_capacity(b.len());
@@ -74,9 +77,13 @@ fn decode_unreserved(path: &str) -> String {
             if let Some(c) = hex_pair(b[i + 1], b[i + 2]) {
                 if c.is_ascii_alphanumeric() || matches!(c, b'-' | b'.' | b'_' | b'~' | b'/') {
                     out.push(c);
-                    i += 3;
-                    continue;
+                } else {
+                    out.push(b'%');
+                    out.push(b[i + 1].to_ascii_uppercase());
+                    out.push(b[i + 2].to_ascii_uppercase());
                 }
+                i += 3;
+                continue;
             }
         }
         out.push(b[i]);
@@ -348,6 +355,10 @@ mod tests {
         assert!(path_covers("/shop/", "/shop/x"));
         assert!(path_covers_folded("/cart", "/CART/1"));
         assert!(!path_covers_folded("/cart", "/CARTOON"));
+        // Format suffixes (Rails, Spring) and ;params (Tomcat) end a name too.
+        assert!(path_covers("/orders", "/orders.json"));
+        assert!(path_covers("/orders", "/orders;jsessionid=1"));
+        assert!(path_covers_folded("/orders", "/ORDERS.XML"));
     }
 
     #[test]
@@ -360,6 +371,7 @@ mod tests {
         assert_eq!(normalize_path("/../../"), "/");
         assert_eq!(normalize_path("/a%2"), "/a%2");
         assert_eq!(normalize_path("/a%20b"), "/a%20b");
+        assert_eq!(normalize_path("/%d1%82"), "/%D1%82");
         assert_eq!(normalize_path("/.anteroom/status"), "/.anteroom/status");
         // Decoded once, as an origin decodes: found by fuzz/route.
         assert_eq!(normalize_path("%%3333"), "/%333");
