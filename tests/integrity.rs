@@ -232,3 +232,40 @@ async fn clients_without_a_cookie_jar_do_not_pin_sessions() {
         .unwrap();
     assert_eq!(resp.status(), 200, "its admission still orders");
 }
+
+/// A visitor who sends a whole order and closes the connection while the shop works on it has
+/// used the admission: walking away must not hand it back for another order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn walking_away_from_an_order_does_not_give_it_back() {
+    use tokio::io::AsyncWriteExt;
+    let shop = Shop::start().await;
+    shop.script(&[Answer::Late(Duration::from_millis(1500), 200)]);
+    let proxy = Proxy::start(&config(shop.addr, "", "max-active = 5"));
+    let mut jar = admitted(&proxy).await;
+    let body = "one item";
+    let request = format!(
+        "POST /orders HTTP/1.1\r\nHost: shop.test\r\nCookie: {}\r\nContent-Length: {}\r\n\r\n{body}",
+        jar.header(),
+        body.len()
+    );
+    let mut s = tokio::net::TcpStream::connect(proxy.addr).await.unwrap();
+    s.write_all(request.as_bytes()).await.unwrap();
+    eventually(
+        Duration::from_secs(5),
+        "the shop to get the order",
+        || async { (shop.orders() == 1).then_some(()) },
+    )
+    .await;
+    drop(s);
+    // Whatever anteroom did with the closed connection, the admission is used: the retry is
+    // refused while it is pending and after.
+    // Past the shop's answer too (1.5 s), when a give-back would have landed.
+    let deadline = Instant::now() + Duration::from_secs(3);
+    while Instant::now() < deadline {
+        let status = order(&proxy, &mut jar).await;
+        assert_eq!(status, 409, "a second order after walking away");
+        // The visitor's retry pace.
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    assert_eq!(shop.orders(), 1, "the shop saw one order");
+}
