@@ -5,8 +5,12 @@
 -- it up, unless another order has taken it since.
 --
 -- KEYS[1] active ZSET   KEYS[2] consumed marker STRING for this visitor
--- ARGV[1] visitor id   ARGV[2] request id   ARGV[3] 'confirm' | 'give_back'
+-- Extend (a heartbeat while the order is in flight): a pending consume's deadline moves to
+-- now + ARGV[7], its slot held at least as long; a settled one is left alone (3).
+--
+-- ARGV[1] visitor id   ARGV[2] request id   ARGV[3] 'confirm' | 'give_back' | 'extend'
 -- ARGV[4] marker lifetime ms   ARGV[5] session-ttl µs   ARGV[6] clock skew µs
+-- ARGV[7] grace µs (extend only)
 -- Reply: 1 done, 2 already done that way, 3 settled the other way already (nothing changed),
 --   0 gone: no consume of this request is known
 
@@ -18,6 +22,19 @@ local now = now_us(tonumber(ARGV[6]))
 local m = read_marker(redis.call('GET', marker))
 if not m or m.req ~= req then
   return 0
+end
+if how == 'extend' then
+  if m.kind ~= 'p' then
+    return 3
+  end
+  local deadline = now + tonumber(ARGV[7])
+  local exp = tonumber(redis.call('ZSCORE', active, vid))
+  if not exp or exp < deadline then
+    redis.call('ZADD', active, deadline, vid)
+  end
+  redis.call('SET', marker, string.format('p %s %.0f %.0f', req, deadline, m.held or 0),
+    'PX', marker_ms + math.ceil(tonumber(ARGV[7]) / 1000))
+  return 1
 end
 if how == 'confirm' then
   if m.kind == 'c' then

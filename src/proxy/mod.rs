@@ -71,6 +71,9 @@ pub struct Ctx {
     /// The admission this request took for an order, pending until the origin's answer
     /// settles it (`origin`).
     consumed: Option<origin::Taken>,
+    /// Keeps that order's pending consume from coming back while the request is in flight;
+    /// stops when settled or when the request ends (dropped with the context).
+    heartbeat: Option<origin::Heartbeat>,
     /// Our error page, replacing the origin's own 5xx body.
     replace_body: Option<Bytes>,
     /// The peer is a trusted proxy: its forwarding headers are believed and kept.
@@ -159,6 +162,7 @@ impl ProxyHttp for Proxy {
             started: Instant::now(),
             https: false,
             consumed: None,
+            heartbeat: None,
             replace_body: None,
             trusted_peer: false,
             shared,

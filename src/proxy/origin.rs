@@ -154,6 +154,53 @@ pub(super) fn settle_later(shared: Arc<Shared>, t: Taken, how: Settle) {
     });
 }
 
+/// While an order is in flight, its pending consume's deadline is pushed ahead every third of
+/// the grace period: a request body trickled in for longer than the grace period (the visitor
+/// sets that pace, not the origin) must not see its admission given back under it and taken by
+/// a second order. Should this instance die, the beats stop and the grace period runs out as
+/// designed. Aborted when dropped: the request ended, or its order was settled.
+pub(super) struct Heartbeat(tokio::task::AbortHandle);
+
+impl Heartbeat {
+    pub(super) fn start(shared: Arc<Shared>, t: &Taken) -> Self {
+        let t = t.clone();
+        let every = (t.grace / 3).max(Duration::from_secs(1));
+        let task = tokio::spawn(async move {
+            let r = &shared.rooms[t.room];
+            loop {
+                // The beat's period, not a wait for a condition.
+                tokio::time::sleep(every).await;
+                let beat = shared
+                    .store_call(
+                        "settle",
+                        r.name(),
+                        shared.store.settle(
+                            &r.cfg.params,
+                            t.vid,
+                            &t.request,
+                            Settle::Extend(t.grace),
+                        ),
+                    )
+                    .await;
+                match beat {
+                    Ok(Settled::Done) => {}
+                    // Settled, or gone: nothing left to keep.
+                    Ok(_) => return,
+                    // The next beat tries again; the deadline still has two thirds to run.
+                    Err(e) => shared.warn_store_error(&e),
+                }
+            }
+        });
+        Self(task.abort_handle())
+    }
+}
+
+impl Drop for Heartbeat {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
 /// Settles this request's pending consume, if it has one. A give-back is tried at once (the
 /// visitor's retry must find the admission) and keeps the admission cookie; a confirm, and a
 /// give-back whose call failed, go to the background.
@@ -161,6 +208,7 @@ async fn settle(shared: &Arc<Shared>, ctx: &mut Ctx, how: Settle) {
     let Some(t) = ctx.consumed.take() else {
         return;
     };
+    ctx.heartbeat = None;
     if how == Settle::Confirm {
         settle_later(shared.clone(), t, how);
         return;

@@ -325,6 +325,7 @@ impl Proxy {
                 ctx.set_cookies.retain(|c| !c.starts_with(&r.cookie_name));
                 ctx.set_cookies.push(cookie::clear_admission(r.name(), secure(shared, ctx)));
                 ctx.outcome = Outcome::Consume;
+                ctx.heartbeat = Some(super::origin::Heartbeat::start(ctx.shared.clone(), &taken));
                 ctx.consumed = Some(taken);
                 return Ok(false);
             }
@@ -346,7 +347,8 @@ impl Proxy {
                     // Through without a confirmed consume; should the store have taken it after
                     // all, the origin's answer settles it like any other.
                     ctx.outcome = Outcome::Consume;
-                    ctx.consumed = Some(taken);
+                    ctx.heartbeat = Some(super::origin::Heartbeat::start(ctx.shared.clone(), &taken));
+                ctx.consumed = Some(taken);
                     return Ok(false);
                 }
                 // Whatever the store did with it, this order is not going to the origin: a

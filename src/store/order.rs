@@ -88,6 +88,11 @@ pub enum Settle {
     Confirm,
     /// The order failed (5xx, refused, timed out): the admission comes back.
     GiveBack,
+    /// The order is still on its way (a slow request body, a slow shop): its deadline moves to
+    /// this long from now. The instance that took it sends this while the request is in flight
+    /// (a heartbeat, like SQS's ChangeMessageVisibility), so a pending order is never given
+    /// back under a request that is still running — and still is when that instance dies.
+    Extend(Duration),
 }
 
 /// The answer of `settle`.

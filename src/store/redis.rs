@@ -438,10 +438,15 @@ impl Store for RedisStore {
             .arg(match how {
                 Settle::Confirm => "confirm",
                 Settle::GiveBack => "give_back",
+                Settle::Extend(_) => "extend",
             })
             .arg(marker_ms(p))
             .arg(micros(p.session_ttl))
-            .arg(self.skew());
+            .arg(self.skew())
+            .arg(match how {
+                Settle::Extend(grace) => micros(grace),
+                _ => 0,
+            });
         let code: i64 = self.run("settle", &p.name, &inv).await?;
         match code {
             1 => Ok(Settled::Done),

@@ -146,6 +146,49 @@ pub async fn an_unsettled_order_comes_back_after_its_deadline(h: &dyn Harness) {
     assert_eq!(take(&*s, &p, v).await.1, Consumed::Used);
 }
 
+/// A slow request body: the instance's heartbeat keeps the order pending past its first
+/// deadline, so no second order takes the admission under it; once the beats stop (the
+/// instance died) the grace period runs out and the admission comes back.
+pub async fn an_order_in_flight_is_kept_pending_by_its_heartbeat(h: &dyn Harness) {
+    let s = h.store();
+    let p = room("beat", 100.0, 10);
+    let v = occupy(&*s, &p).await;
+    let (first, _) = take(&*s, &p, v).await;
+    for _ in 0..3 {
+        h.advance(GRACE / 2);
+        let beat = s.settle(&p, v, &first.request, Settle::Extend(GRACE)).await;
+        assert_eq!(beat.unwrap(), Settled::Done);
+    }
+    assert!(
+        busy(&take(&*s, &p, v).await.1),
+        "past its first deadline, still pending under the heartbeat"
+    );
+    assert_eq!(
+        s.stats(&p).await.unwrap().active,
+        1,
+        "its slot still counted"
+    );
+    // The beats stop: after a whole grace period the admission is back.
+    h.advance(GRACE + Duration::from_secs(1));
+    let (retry, c) = take(&*s, &p, v).await;
+    assert_eq!(c, Consumed::Won);
+    let late = s.settle(&p, v, &first.request, Settle::Extend(GRACE)).await;
+    assert_eq!(
+        late.unwrap(),
+        Settled::Gone,
+        "a beat of the old order changes nothing"
+    );
+    let done = s.settle(&p, v, &retry.request, Settle::Confirm).await;
+    assert_eq!(done.unwrap(), Settled::Done);
+    let after = s.settle(&p, v, &retry.request, Settle::Extend(GRACE)).await;
+    assert_eq!(
+        after.unwrap(),
+        Settled::Reversed,
+        "a settled order is not extended"
+    );
+    assert_eq!(take(&*s, &p, v).await.1, Consumed::Used);
+}
+
 pub async fn a_late_confirm_still_uses_the_admission_up(h: &dyn Harness) {
     let s = h.store();
     let p = room("late", 100.0, 10);

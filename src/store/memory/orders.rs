@@ -130,6 +130,29 @@ impl RoomData {
             return Settled::Gone;
         }
         match (how, mark) {
+            (
+                Settle::Extend(grace),
+                Mark::Pending {
+                    request,
+                    held_until,
+                    ..
+                },
+            ) => {
+                let deadline = now + micros(grace);
+                let exp = self.active.get(&vid).copied().unwrap_or(0);
+                self.activate(vid, exp.max(deadline));
+                self.marks.set(
+                    vid,
+                    Mark::Pending {
+                        request,
+                        deadline,
+                        held_until,
+                    },
+                    deadline + Self::marker_life(p),
+                );
+                Settled::Done
+            }
+            (Settle::Extend(_), Mark::Confirmed(_) | Mark::GivenBack(_)) => Settled::Reversed,
             (Settle::Confirm, Mark::Confirmed(_)) | (Settle::GiveBack, Mark::GivenBack(_)) => {
                 Settled::Already
             }
