@@ -42,9 +42,10 @@ impl Proxy {
         Self::grant_for(shared, ctx, room, vid, ttl);
     }
 
-    /// Issues an admission cookie valid for `ttl`. A fast-path entry gets `claim-ttl`: its slot
-    /// is held only that long until the visitor is back, and the first request that carries the
-    /// cookie renews it to `session-ttl` through the sliding renewal (one store call).
+    /// Issues an admission cookie valid for `ttl`. A fast-path entry's slot is held for
+    /// `claim-ttl` until the visitor is back; its cookie (see
+    /// [`crate::store::RoomParams::fast_path_cookie_life`]) is renewed to `session-ttl` by the
+    /// first request that carries it, through the sliding renewal (one store call).
     fn grant_for(
         shared: &Shared,
         ctx: &mut Ctx,
@@ -104,7 +105,7 @@ impl Proxy {
             }
             Ok(Admission::Entered) => {
                 let p = &r.cfg.params;
-                Self::grant_for(shared, ctx, room, vid, p.claim_ttl.min(p.session_ttl));
+                Self::grant_for(shared, ctx, room, vid, p.fast_path_cookie_life());
                 Verdict::Pass { admitted: true }
             }
             Ok(Admission::Open) => Verdict::Pass { admitted: false },

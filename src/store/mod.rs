@@ -115,6 +115,16 @@ impl RoomParams {
         (rate * self.tick.as_secs_f64() - 1e-9).ceil().max(1.0)
     }
 
+    /// How long the cookie of a fast-path entry is valid. The store holds its slot for
+    /// `claim-ttl` only (a client without a cookie jar must not pin a session's worth), but a
+    /// visitor reading a page for longer than that must not be sent back to a line: the cookie
+    /// lives just under half a session (or `claim-ttl`, if longer), so the sliding renewal takes
+    /// it on the first return — one store call, which finds the slot held or takes it back.
+    pub fn fast_path_cookie_life(&self) -> Duration {
+        let half = (self.session_ttl / 2).saturating_sub(Duration::from_secs(1));
+        self.claim_ttl.max(half).min(self.session_ttl)
+    }
+
     /// The rate an ETA should assume: the measured one once there is a measurement, never more
     /// than the rate in force.
     pub fn eta_rate(&self, state: &RoomState, measured: f64) -> f64 {
@@ -379,4 +389,44 @@ pub trait Store: Send + Sync + 'static {
     async fn clear_waiting(&self, room: &RoomParams) -> Result<u64, StoreError>;
 
     async fn stats(&self, room: &RoomParams) -> Result<RoomStats, StoreError>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn params(session: u64, claim: u64) -> RoomParams {
+        RoomParams {
+            name: Arc::from("t"),
+            admit_per_second: 1.0,
+            max_active: 1,
+            max_waiting: 1,
+            session_ttl: Duration::from_secs(session),
+            claim_ttl: Duration::from_secs(claim),
+            abandon_after: Duration::from_secs(300),
+            tick: Duration::from_millis(100),
+        }
+    }
+
+    #[test]
+    fn a_fast_path_cookie_is_renewed_on_its_first_return_and_outlives_the_claim() {
+        let p = params(600, 60);
+        let life = p.fast_path_cookie_life();
+        assert!(
+            life >= p.claim_ttl,
+            "a reader is not sent back after claim-ttl"
+        );
+        assert!(
+            life.as_secs() < p.session_ttl.as_secs() / 2,
+            "the first return renews it"
+        );
+        assert_eq!(
+            params(600, 400).fast_path_cookie_life(),
+            Duration::from_secs(400)
+        );
+        assert_eq!(
+            params(30, 60).fast_path_cookie_life(),
+            Duration::from_secs(30)
+        );
+    }
 }
