@@ -55,11 +55,18 @@ impl<'a> Hosts<'a> {
         }
     }
 
-    fn push(&mut self, h: &'a str) {
-        if self.n < MAX_HOSTS && !self.items[..self.n].contains(&h) {
-            self.items[self.n] = h;
-            self.n += 1;
+    /// `Err` when there are more distinct hosts than are kept: a request naming that many
+    /// hosts is refused rather than routed on some of them.
+    fn push(&mut self, h: &'a str) -> Result<(), &'static str> {
+        if self.items[..self.n].contains(&h) {
+            return Ok(());
         }
+        if self.n == MAX_HOSTS {
+            return Err("the request names too many hosts");
+        }
+        self.items[self.n] = h;
+        self.n += 1;
+        Ok(())
     }
 
     pub fn as_slice(&self) -> &[&'a str] {
@@ -93,14 +100,14 @@ pub fn hosts(req: &RequestHeader, trusted_peer: bool) -> Result<Hosts<'_>, &'sta
         (Some(h), Some(a)) if !h.eq_ignore_ascii_case(a) => {
             return Err("the request target's host and the Host header disagree")
         }
-        (Some(h), _) | (None, Some(h)) => out.push(h),
+        (Some(h), _) | (None, Some(h)) => out.push(h)?,
         (None, None) => {}
     }
     if trusted_peer {
         for v in req.headers.get_all("x-forwarded-host") {
             for h in v.to_str().unwrap_or("").split(',') {
                 if let Some(h) = normalize_host(h) {
-                    out.push(h);
+                    out.push(h)?;
                 }
             }
         }
@@ -109,7 +116,7 @@ pub fn hosts(req: &RequestHeader, trusted_peer: bool) -> Result<Hosts<'_>, &'sta
                 if let Some((k, h)) = pair.split_once('=') {
                     if k.trim().eq_ignore_ascii_case("host") {
                         if let Some(h) = normalize_host(h.trim().trim_matches('"')) {
-                            out.push(h);
+                            out.push(h)?;
                         }
                     }
                 }
@@ -268,6 +275,22 @@ mod tests {
         assert_eq!(
             hosts(&fwd, true).unwrap().as_slice(),
             ["lb.internal", "shop.test", "www.shop.test"]
+        );
+    }
+
+    #[test]
+    fn a_request_naming_too_many_hosts_is_refused() {
+        let r = req(
+            "/p",
+            &[
+                ("host", "a.test"),
+                ("x-forwarded-host", "b.test, c.test, d.test, e.test"),
+            ],
+        );
+        assert!(hosts(&r, true).is_err());
+        assert!(
+            hosts(&r, false).is_ok(),
+            "an untrusted peer's list is not read at all"
         );
     }
 
