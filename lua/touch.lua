@@ -4,7 +4,11 @@
 -- of it is pending; a pending consume past its deadline is given back first.
 -- Idempotent: a retry extends to the same deadline, give or take the time between the calls.
 --
+-- A visitor who holds a session is not also in line: a session taken here (a local admission
+-- during an outage, re-registered; a session the store forgot) takes them out of it.
+--
 -- KEYS[1] active ZSET   KEYS[2] room HASH   KEYS[3] consumed marker STRING for this visitor
+-- KEYS[4] waiting ZSET
 -- ARGV[1] visitor id   ARGV[2] session-ttl µs   ARGV[3] configured max-active   ARGV[4] clock skew µs
 -- ARGV[5] marker lifetime ms
 -- Reply: 1 when the session is held (now extended), 0 when it is not renewed
@@ -21,6 +25,7 @@ end
 local max_active = tonumber(redis.call('HGET', room, 'max_active')) or tonumber(ARGV[3])
 if held or redis.call('ZCARD', active) < max_active then
   redis.call('ZADD', active, now + tonumber(ARGV[2]), vid)
+  redis.call('ZREM', KEYS[4], vid)
   return 1
 end
 return 0

@@ -381,6 +381,7 @@ impl Store for RedisStore {
         inv.key(&k.active)
             .key(&k.room)
             .key(marker_key(&p.name, vid))
+            .key(&k.waiting)
             .arg(&vid.as_bytes()[..])
             .arg(micros(p.session_ttl))
             .arg(p.max_active)

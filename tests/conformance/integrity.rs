@@ -280,3 +280,25 @@ pub async fn a_fast_path_entry_holds_its_slot_for_claim_ttl(h: &dyn Harness) {
     assert!(s.use_up(&p, back).await.unwrap());
     let _ = gone;
 }
+
+/// A session taken through touch (a local admission re-registered, a session the store forgot)
+/// is not also a place in line: the visitor cannot be admitted a second time when the line
+/// reaches them.
+pub async fn a_session_is_not_also_a_place_in_line(h: &dyn Harness) {
+    let s = h.store();
+    let p = room("both", 100.0, 1);
+    occupy(&*s, &p).await;
+    let v = VisitorId::random();
+    assert!(matches!(
+        s.join(&p, v).await.unwrap(),
+        Admission::Waiting { position: 1, .. }
+    ));
+    let patch = RoomPatch {
+        max_active: Some(Some(2)),
+        ..RoomPatch::default()
+    };
+    s.update_room_state(&p, &patch).await.unwrap();
+    assert!(s.touch(&p, v).await.unwrap(), "taken as a session");
+    assert_eq!(s.stats(&p).await.unwrap().waiting, 0, "and out of the line");
+    assert_eq!(s.join(&p, v).await.unwrap(), Admission::Admitted);
+}

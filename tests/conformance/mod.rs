@@ -590,6 +590,7 @@ macro_rules! conformance_suite {
             an_unsettled_order_comes_back_after_its_deadline,
             a_late_confirm_still_uses_the_admission_up,
             an_order_in_flight_is_kept_pending_by_its_heartbeat,
+            a_session_is_not_also_a_place_in_line,
             settling_twice_changes_nothing,
             a_resent_consume_is_recognised,
             an_admission_survives_the_store_losing_its_data,

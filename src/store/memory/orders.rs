@@ -65,6 +65,8 @@ impl RoomData {
         }
         if held || (self.active.len() as u64) < p.max_active(&self.state) {
             self.activate(vid, now + micros(p.session_ttl));
+            // A session is not also a place in line (as in touch.lua).
+            self.remove_waiter(vid);
             true
         } else {
             false
