@@ -41,6 +41,8 @@ pub struct Live {
     /// An admission tick has answered since this process started: until then the figures
     /// above are defaults, not knowledge, and the `local` policy admits nobody.
     heard: AtomicBool,
+    /// When the last tick answered (for the decay of `active` in the store-error policy).
+    heard_at: std::sync::Mutex<Option<std::time::Instant>>,
 }
 
 impl Default for Live {
@@ -56,6 +58,7 @@ impl Default for Live {
             instances: AtomicU64::new(1),
             max_active_in_force: AtomicU64::new(0),
             heard: AtomicBool::new(false),
+            heard_at: std::sync::Mutex::new(None),
         }
     }
 }
@@ -65,6 +68,7 @@ impl Live {
         self.max_active_in_force
             .store(max_active_in_force, Ordering::Relaxed);
         self.heard.store(true, Ordering::Release);
+        *self.heard_at.lock().unwrap_or_else(|e| e.into_inner()) = Some(std::time::Instant::now());
         self.rate_in_force_milli
             .store((rate_in_force * 1000.0).round() as u64, Ordering::Relaxed);
         self.instances.store(r.instances.max(1), Ordering::Relaxed);
@@ -178,7 +182,18 @@ impl Room {
 
     /// What the store-error policy decides on: the last tick's knowledge and the local sessions.
     pub fn last_known(&self, now: Micros) -> policy::LastKnown {
+        let since = self
+            .live
+            .heard_at
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .map(|t| t.elapsed());
         policy::LastKnown {
+            store_active: policy::still_active(
+                self.live.active(),
+                since,
+                self.cfg.params.session_ttl,
+            ),
             heard: self.live.heard(),
             enabled: self.live.enabled(),
             queue_all: self.live.queue_all(),

@@ -20,6 +20,8 @@
 //!   session. Sessions admitted through the store before the outage are not subtracted: this
 //!   instance cannot know how many of them are still browsing.
 
+use std::time::Duration;
+
 use crate::config::StorePolicy;
 use crate::store::StoreError;
 
@@ -55,6 +57,22 @@ pub struct LastKnown {
     pub instances: u64,
     /// Sessions this instance admitted locally that have not run out yet.
     pub local_active: u64,
+    /// Sessions the store held at the last tick that may still run (see [`still_active`]).
+    pub store_active: u64,
+}
+
+/// Of the `active` sessions the store held when it last answered, `since` ago, how many may
+/// still run: all of them at first, none after a whole `session-ttl` (each would have had to
+/// renew through the store), linearly in between. Unknown (never heard): all.
+pub fn still_active(active: u64, since: Option<Duration>, session_ttl: Duration) -> u64 {
+    let Some(since) = since else {
+        return active;
+    };
+    if session_ttl.is_zero() || since >= session_ttl {
+        return 0;
+    }
+    let left = 1.0 - since.as_secs_f64() / session_ttl.as_secs_f64();
+    (active as f64 * left).ceil() as u64
 }
 
 /// The answer for the visitor.
@@ -84,7 +102,8 @@ pub fn on_store_error(policy: StorePolicy, failure: Failure, room: &LastKnown) -
             if failure != Failure::BreakerOpen || !room.heard {
                 return OnError::Hold;
             }
-            let share = room.max_active / room.instances.max(1);
+            // This instance's share of the slots the store's sessions leave free.
+            let share = room.max_active.saturating_sub(room.store_active) / room.instances.max(1);
             if room.local_active >= share {
                 OnError::Hold
             } else {
@@ -108,12 +127,29 @@ mod tests {
         max_active: 100,
         instances: 2,
         local_active: 0,
+        store_active: 0,
     };
 
     fn with(f: impl FnOnce(&mut LastKnown)) -> LastKnown {
         let mut r = ROOM;
         f(&mut r);
         r
+    }
+
+    #[test]
+    fn the_store_s_sessions_leave_their_slots_taken() {
+        let busy = with(|r| r.store_active = 60);
+        assert_eq!(
+            on_store_error(Local, Down, &busy),
+            OnError::Local { share: 20 }
+        );
+        let full = with(|r| r.store_active = 100);
+        assert_eq!(on_store_error(Local, Down, &full), Hold);
+        let s = Duration::from_secs;
+        assert_eq!(still_active(100, None, s(600)), 100);
+        assert_eq!(still_active(100, Some(s(0)), s(600)), 100);
+        assert_eq!(still_active(100, Some(s(300)), s(600)), 50);
+        assert_eq!(still_active(100, Some(s(600)), s(600)), 0);
     }
 
     #[test]
