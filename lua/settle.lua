@@ -41,7 +41,8 @@ if how == 'confirm' then
     return 2
   end
   redis.call('ZREM', active, vid)
-  redis.call('SET', marker, 'c ' .. req, 'PX', marker_ms)
+  -- The marker keeps the life the consume gave it (past the cookie that vouched), if longer.
+  redis.call('SET', marker, 'c ' .. req, 'PX', math.max(marker_ms, redis.call('PTTL', marker)))
   return 1
 end
 if m.kind == 'g' then

@@ -246,7 +246,9 @@ impl ProxyHttp for Proxy {
         if let Some(v) = verified {
             ctx.outcome = Outcome::Admit;
             if is_consume {
-                return Self::consume(shared, session, ctx, room, v.vid).await;
+                let life = v.expires.saturating_sub(shared.clock.now_secs());
+                let life = std::time::Duration::from_secs(life);
+                return Self::consume(shared, session, ctx, room, v.vid, life).await;
             }
             Self::keep_session(shared, ctx, room, v.vid, v.expires).await;
             return Ok(false);
@@ -262,7 +264,8 @@ impl ProxyHttp for Proxy {
                     Outcome::Pass
                 };
                 if admitted && is_consume {
-                    return Self::consume(shared, session, ctx, room, vid).await;
+                    let life = r.cfg.params.session_ttl;
+                    return Self::consume(shared, session, ctx, room, vid, life).await;
                 }
                 Ok(false)
             }

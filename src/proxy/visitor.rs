@@ -291,6 +291,7 @@ impl Proxy {
         ctx: &mut Ctx,
         room: usize,
         vid: VisitorId,
+        cookie_life: std::time::Duration,
     ) -> Result<bool> {
         let r = &shared.rooms[room];
         let up = &shared.config.upstreams[r.cfg.upstream];
@@ -298,6 +299,7 @@ impl Proxy {
             request: RequestId::random(),
             grace: grace_for(up.connect_timeout, up.write_timeout, up.read_timeout),
             vouched: true,
+            cookie_life,
         };
         let call = || {
             shared.store_call(

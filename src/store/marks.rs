@@ -57,6 +57,11 @@ impl Marks {
         self.by_vid.get(vid).map(|(m, _)| m)
     }
 
+    /// Until when the visitor's marker lives (0 when there is none).
+    pub fn until(&self, vid: &VisitorId) -> Micros {
+        self.by_vid.get(vid).map(|(_, u)| *u).unwrap_or(0)
+    }
+
     /// Sets the marker, living until `until`.
     pub fn set(&mut self, vid: VisitorId, mark: Mark, until: Micros) {
         if let Some((_, old)) = self.by_vid.insert(vid, (mark, until)) {

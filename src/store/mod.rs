@@ -368,6 +368,7 @@ pub trait Store: Send + Sync + 'static {
             request: RequestId::random(),
             grace: std::time::Duration::from_secs(60),
             vouched: false,
+            cookie_life: Duration::ZERO,
         };
         if self.consume(room, vid, &order).await? != Consumed::Won {
             return Ok(false);

@@ -66,6 +66,18 @@ pub struct Order {
     /// neither a session nor a marker for them (it lost its data), such a consume wins and
     /// re-registers the admission; without it, no session means no admission.
     pub vouched: bool,
+    /// How long the cookie that vouched for it stays valid, as the proxy reads its expiry: the
+    /// order's marker outlives it (and `session-ttl`) by [`MARKER_MARGIN`], so that no cookie
+    /// of a used admission can verify after the marker is gone — also when `session-ttl` was
+    /// lowered by a reload after the cookie was issued.
+    pub cookie_life: Duration,
+}
+
+impl Order {
+    /// How long the order's marker lives: past the cookie and past any cookie of a session.
+    pub fn marker_life(&self, session_ttl: Duration) -> Duration {
+        session_ttl.max(self.cookie_life) + MARKER_MARGIN
+    }
 }
 
 /// The answer of `consume`.

@@ -404,7 +404,7 @@ impl Store for RedisStore {
             .arg(&vid.as_bytes()[..])
             .arg(order.request.as_str())
             .arg(micros(order.grace))
-            .arg(marker_ms(p))
+            .arg(u64::try_from(order.marker_life(p.session_ttl).as_millis()).unwrap_or(u64::MAX))
             .arg(micros(p.session_ttl))
             .arg(u8::from(order.vouched))
             .arg(self.skew());

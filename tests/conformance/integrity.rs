@@ -18,6 +18,7 @@ fn order() -> Order {
         request: RequestId::random(),
         grace: GRACE,
         vouched: true,
+        cookie_life: Duration::from_secs(600),
     }
 }
 
@@ -301,4 +302,28 @@ pub async fn a_session_is_not_also_a_place_in_line(h: &dyn Harness) {
     assert!(s.touch(&p, v).await.unwrap(), "taken as a session");
     assert_eq!(s.stats(&p).await.unwrap().waiting, 0, "and out of the line");
     assert_eq!(s.join(&p, v).await.unwrap(), Admission::Admitted);
+}
+
+/// The marker of a used admission outlives the cookie that vouched for the order, also when
+/// that cookie lives longer than today's `session-ttl` (a reload lowered it).
+pub async fn a_marker_outlives_the_cookie_that_ordered(h: &dyn Harness) {
+    let s = h.store();
+    let mut p = room("outlive", 100.0, 10);
+    p.session_ttl = Duration::from_secs(300);
+    let v = occupy(&*s, &p).await;
+    let o = Order {
+        cookie_life: Duration::from_secs(900),
+        ..order()
+    };
+    assert_eq!(s.consume(&p, v, &o).await.unwrap(), Consumed::Won);
+    let done = s.settle(&p, v, &o.request, Settle::Confirm).await.unwrap();
+    assert_eq!(done, Settled::Done);
+    // Past session-ttl + margin, still inside the cookie's life.
+    h.advance(Duration::from_secs(600));
+    assert!(!s.touch(&p, v).await.unwrap(), "not renewed");
+    let replay = Order {
+        cookie_life: Duration::from_secs(300),
+        ..order()
+    };
+    assert_eq!(s.consume(&p, v, &replay).await.unwrap(), Consumed::Used);
 }

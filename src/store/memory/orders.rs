@@ -111,7 +111,7 @@ impl RoomData {
                 deadline,
                 held_until: held,
             },
-            deadline + Self::marker_life(p),
+            deadline + micros(order.marker_life(p.session_ttl)),
         );
         Consumed::Won
     }
@@ -165,11 +165,9 @@ impl RoomData {
                 if let Some(exp) = self.active.remove(&vid) {
                     self.expiries.remove(&(exp, vid));
                 }
-                self.marks.set(
-                    vid,
-                    Mark::Confirmed(request.clone()),
-                    now + Self::marker_life(p),
-                );
+                // The marker keeps the life the consume gave it (past the cookie), if longer.
+                let until = self.marks.until(&vid).max(now + Self::marker_life(p));
+                self.marks.set(vid, Mark::Confirmed(request.clone()), until);
                 Settled::Done
             }
             (Settle::GiveBack, Mark::Pending { held_until, .. }) => {
