@@ -21,13 +21,20 @@
 -- ARGV[4] tick µs   ARGV[5] abandon-after µs   ARGV[6] clock skew µs   ARGV[7] sweep slice size
 -- ARGV[8] instance id   ARGV[9] heartbeat lifetime µs
 -- ARGV[10] the generation the caller knew, or ''   ARGV[11] hold-back (slots kept free)
+-- ARGV[12..] liveness batch: triples (visitor id, epoch, offset) of visitors polled through the
+--            caller's queue tickets since its last call; each one still in line at that place
+--            is marked seen now (its score's low part), as a join would
 -- Reply (parsed by src/store/redis/admit_reply.rs):
 --        { admitted, abandoned, expired, waiting, active, measured rate (string),
 --          enabled, queue_all, rate override or '', max-active override or '', live instances,
 --          generation, generation made by this call (1/0),
+--          line epoch, count of the numbers that follow (2 per point),
+--          rank1, offset1, rank2, offset2, ...   (the line sampled: src/store/line.rs)
 --          id1, waited1 µs, id2, waited2 µs, ... }
 
 local waiting, active, room = KEYS[1], KEYS[2], KEYS[3]
+check_layout(room)
+redis.call('HSETNX', room, 'layout', LAYOUT)
 local now = now_us(tonumber(ARGV[6]))
 local abandon_us = tonumber(ARGV[5])
 local h = redis.call('HMGET', room, 'enabled', 'queue_all', 'rate', 'max_active',
@@ -62,6 +69,20 @@ local expired = redis.call('ZREMRANGEBYSCORE', active, '-inf', now)
 redis.call('ZADD', KEYS[4], now, ARGV[8])
 redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', now - tonumber(ARGV[9]))
 local instances = redis.call('ZCARD', KEYS[4])
+
+-- The liveness batch, before the sweep: a visitor seen lately is not swept for an old slot.
+-- Only a visitor found at the ticket's place is touched (ZSCORE, then ZADD XX): a ticket of an
+-- earlier place (the visitor left the line and joined again) moves nobody forward.
+local line_epoch = tonumber(h[7])
+for i = 12, #ARGV - 2, 3 do
+  local offset = tonumber(ARGV[i + 2])
+  if tonumber(ARGV[i + 1]) == line_epoch then
+    local score = redis.call('ZSCORE', waiting, ARGV[i])
+    if score and decode(tonumber(score)) == offset then
+      redis.call('ZADD', waiting, 'XX', offset * SLOTS + slot_of(live), ARGV[i])
+    end
+  end
+end
 
 local function silent(score)
   return silent_secs(score, live) * 1000000 >= abandon_us
@@ -145,9 +166,29 @@ if abandoned > 0 then
   redis.call('HINCRBY', room, 'abandoned', abandoned)
 end
 
+-- The line sampled for the instances' edge answers (src/store/line.rs has the same ranks): the
+-- offset at rank 0, then every burst-th rank, then every 1 %, and the last.
+local points = {}
+local r = 0
+while r < n and #points < 2 * 4096 do
+  local e = redis.call('ZRANGE', waiting, r, r, 'WITHSCORES')
+  if #e == 0 then
+    break
+  end
+  points[#points + 1] = r
+  points[#points + 1] = decode(tonumber(e[2]))
+  if r >= n - 1 then
+    break
+  end
+  r = math.min(n - 1, r + math.max(burst, math.floor(r / 100), 1))
+end
+
 local reply = { admitted, abandoned, expired, n, redis.call('ZCARD', active), tostring(m_rate),
   h[1] == '0' and 0 or 1, h[2] == '1' and 1 or 0, h[3] or '', h[4] or '', instances,
-  gen, new_gen }
+  gen, new_gen, #points > 0 and line_epoch or 0, #points }
+for i = 1, #points do
+  reply[#reply + 1] = points[i]
+end
 for i = 1, #out do
   reply[#reply + 1] = out[i]
 end

@@ -5,6 +5,7 @@
 -- ARGV: none
 -- Reply: how many were removed
 
+check_layout(KEYS[2])
 local n = redis.call('ZCARD', KEYS[1])
 redis.call('DEL', KEYS[1])
 redis.call('HDEL', KEYS[2], 'epoch', 'last_off', 'sweep')

@@ -11,12 +11,15 @@
 -- ARGV[8] clock skew µs (0 in production; tests move time with it)
 -- ARGV[9] new joins allowed per client and window (0: no limit)   ARGV[10] window µs
 -- ARGV[11] claim-ttl µs (how long a fast-path entry holds its slot until the visitor is back)
--- Reply: { code, position, waiting, eta rate (string), joined now (1/0) }
+-- Reply (parsed by src/store/redis/join_reply.rs):
+--   { code, position, waiting, eta rate (string), joined now (1/0), offset, epoch }
+--   (offset and epoch, the visitor's place for the queue ticket, with codes 1 and 2 only)
 --   code 0 admitted (claimed), 1 waiting, 2 paused (queue_all), 3 full, 4 open (room switched
 --   off), 5 entered (a newcomer admitted at once), 6 limited (too many new visitors from this
 --   client; the eta field carries the milliseconds until the window ends)
 
 local waiting, active, room = KEYS[1], KEYS[2], KEYS[3]
+check_layout(room)
 local vid = ARGV[1]
 local now = now_us(tonumber(ARGV[8]))
 -- The liveness clock (see the prelude) is read first, and stored only when its step must be.
@@ -47,7 +50,7 @@ if score then
     redis.call('ZADD', waiting, 'XX', offset * SLOTS + slot_of(live), vid)
     local rank = redis.call('ZRANK', waiting, vid)
     local n = redis.call('ZCARD', waiting)
-    return { code, rank + 1, n, tostring(eta_rate(measured, rate)), 0 }
+    return { code, rank + 1, n, tostring(eta_rate(measured, rate)), 0, offset, tonumber(h[7]) or 0 }
   end
   redis.call('ZREM', waiting, vid)
   redis.call('HINCRBY', room, 'abandoned', 1)
@@ -106,4 +109,4 @@ local offset = math.min(MAX_OFFSET, math.max(now - epoch, last + 1))
 redis.call('ZADD', waiting, 'NX', offset * SLOTS + slot_of(live), vid)
 redis.call('HSET', room, 'epoch', epoch, 'last_off', offset)
 redis.call('HINCRBY', room, 'joined', 1)
-return { code, n + 1, n + 1, tostring(eta_rate(measured, rate)), 1 }
+return { code, n + 1, n + 1, tostring(eta_rate(measured, rate)), 1, offset, epoch }

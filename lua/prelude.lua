@@ -7,12 +7,29 @@
 --                                liveness clock at which the visitor was last seen polling
 --   {anteroom:R}:active    ZSET  member = visitor id, score = expiry in microseconds (Redis TIME)
 --   {anteroom:R}:room      HASH  runtime state, token bucket, rate meter, totals, sweep cursor,
---                                liveness clock ('live' µs, and 'live_at', the TIME of its last step)
+--                                liveness clock ('live' µs, and 'live_at', the TIME of its last step),
+--                                the key layout version ('layout', see LAYOUT)
 --   {anteroom:R}:consumed:<visitor hex>  STRING  the last order of this admission (see
 --                                read_marker); lives session-ttl + a margin after the consume
 --
 -- Keeping "last seen" inside the waiting score costs no memory per visitor: order comes from the
 -- high part, so ZRANK is still the place in line, and a poll rewrites only the low part.
+
+-- The key layout this version reads and writes, kept in the room hash ('layout'). An instance
+-- that finds another one refuses every call on the room (an error naming both) instead of
+-- reading scores, fields or markers it does not understand: a rolling upgrade across an
+-- incompatible layout stops loudly rather than corrupting a live line. Bump it with any change
+-- to the meaning of a key, a score or a hash field.
+local LAYOUT = '1'
+
+local function check_layout(room)
+  local found = redis.call('HGET', room, 'layout')
+  if found and found ~= LAYOUT then
+    error({ err = 'ANTEROOM_LAYOUT this room\'s keys are in layout ' .. found ..
+      ' and this instance speaks layout ' .. LAYOUT .. ': run one version of anteroom on a ' ..
+      'room at a time (finish or roll back the upgrade), or give the new version a fresh room' })
+  end
+end
 
 local SLOTS = 4096
 local MAX_OFFSET = 2 ^ 41 - 1   -- offset * SLOTS + slot stays below 2^53: exact in a double

@@ -8,6 +8,7 @@
 -- Reply: { enabled, queue_all, rate override or '', max-active override or '' }
 
 local room = KEYS[1]
+check_layout(room)
 local fields = { 'enabled', 'queue_all', 'rate', 'max_active' }
 for i = 1, 4 do
   local v = ARGV[i]

@@ -6,6 +6,7 @@
 -- Reply: { waiting, active, admitted total, joined total, abandoned total, measured rate (string),
 --          enabled, queue_all, rate override or '', max-active override or '' }
 
+check_layout(KEYS[3])
 local now = now_us(tonumber(ARGV[1]))
 redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
 local h = redis.call('HMGET', KEYS[3], 'admitted', 'joined', 'abandoned', 'm_rate',

@@ -14,6 +14,7 @@
 -- Reply: 1 when the session is held (now extended), 0 when it is not renewed
 
 local active, room, marker = KEYS[1], KEYS[2], KEYS[3]
+check_layout(room)
 local vid = ARGV[1]
 local now = now_us(tonumber(ARGV[4]))
 redis.call('ZREMRANGEBYSCORE', active, '-inf', now)

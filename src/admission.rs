@@ -50,7 +50,8 @@ async fn run_room(shared: Arc<Shared>, room: usize) {
             tokio::time::sleep(tick - gap).await;
         }
         last = Some(Instant::now());
-        let ctx = r.recovery.context(shared.clock.now_micros());
+        let mut ctx = r.recovery.context(shared.clock.now_micros());
+        ctx.seen = r.line.seen.take();
         match shared
             .store_call(
                 "admit",
@@ -76,13 +77,17 @@ async fn run_room(shared: Arc<Shared>, room: usize) {
                     );
                 }
                 report.state = generation_seen(&shared, room, &report).await;
-                r.live.update(
-                    &report,
-                    r.cfg.params.rate(&report.state),
-                    r.cfg.params.max_active(&report.state),
-                );
+                let p = &r.cfg.params;
+                r.live
+                    .update(&report, p.rate(&report.state), p.max_active(&report.state));
+                let eta_rate = p.eta_rate(&report.state, report.measured_rate);
+                r.line.update(crate::line::Snapshot::of(&report, eta_rate));
             }
-            Err(e) => shared.warn_store_error(&e),
+            Err(e) => {
+                // Nobody is abandoned for a flush that failed: it goes with the next call.
+                r.line.seen.restore(std::mem::take(&mut ctx.seen));
+                shared.warn_store_error(&e);
+            }
         }
     }
 }

@@ -57,6 +57,20 @@ impl CookieKey {
         &self.id
     }
 
+    /// HMAC-SHA256 over `domain`, the room and `payload` with this key (and its id): for
+    /// other signed values than the admission cookie (the queue ticket), each with its own
+    /// domain string, so that no value of one kind verifies as another.
+    pub fn tag(&self, domain: &[u8], room: &str, payload: &[u8]) -> [u8; 32] {
+        let mut m = self.mac.clone();
+        m.update(domain);
+        m.update(room.as_bytes());
+        m.update(b"|");
+        m.update(payload);
+        m.update(b"|");
+        m.update(self.id.as_bytes());
+        m.finalize().into_bytes().into()
+    }
+
     fn mac(&self, room: &str, vid: &str, exp: &str) -> HmacSha256 {
         let mut m = self.mac.clone();
         m.update(b"anteroom/1|");
@@ -179,6 +193,11 @@ pub fn set_admission(room: &str, value: &str, max_age: u64, secure: bool) -> Str
         "{COOKIE_PREFIX}{room}={value}; Max-Age={max_age}{}",
         attrs(secure)
     )
+}
+
+/// `Set-Cookie` for another cookie of ours (the queue ticket), with the same attributes.
+pub fn set_named(name: &str, value: &str, max_age: u64, secure: bool) -> String {
+    format!("{name}={value}; Max-Age={max_age}{}", attrs(secure))
 }
 
 /// `Set-Cookie` that removes a room's admission (after it was consumed).

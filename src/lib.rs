@@ -17,6 +17,7 @@ pub mod config;
 pub mod cookie;
 pub mod demo;
 pub mod fuzzing;
+pub mod line;
 pub mod metrics;
 pub mod page;
 pub mod proxy;

@@ -30,6 +30,9 @@ pub struct RoomMetrics {
     pub admitted: IntCounter,
     pub joined: IntCounter,
     pub wait: Histogram,
+    /// Visitors in line told their place from this instance's snapshot, and by the store.
+    pub polls_edge: IntCounter,
+    pub polls_store: IntCounter,
     requests: Vec<IntCounter>,
     rejected: Vec<IntCounter>,
 }
@@ -43,6 +46,7 @@ pub struct Metrics {
     rejected: IntCounterVec,
     requests: IntCounterVec,
     wait: HistogramVec,
+    polls: IntCounterVec,
     /// Requests outside every room (`room="-"`).
     unrouted: Vec<IntCounter>,
     unrouted_rejected: Vec<IntCounter>,
@@ -143,6 +147,18 @@ impl Metrics {
                 &["room"],
             )?,
         )?;
+        let polls = register(
+            &r,
+            IntCounterVec::new(
+                Opts::new(
+                    "anteroom_polls_total",
+                    "Answers to visitors in line (waiting pages and status polls) by this \
+                     instance, by who answered: \"edge\" (from the line's snapshot, with a \
+                     queue ticket; no store call) or \"store\" (a join call).",
+                ),
+                &["room", "answered"],
+            )?,
+        )?;
         let store_errors = register(
             &r,
             IntCounterVec::new(
@@ -197,6 +213,7 @@ impl Metrics {
             rejected,
             requests,
             wait,
+            polls,
             store_errors,
             breaker_open,
             registry: r,
@@ -211,6 +228,8 @@ impl Metrics {
             admitted: self.admitted.with_label_values(&[name]),
             joined: self.joined.with_label_values(&[name]),
             wait: self.wait.with_label_values(&[name]),
+            polls_edge: self.polls.with_label_values(&[name, "edge"]),
+            polls_store: self.polls.with_label_values(&[name, "store"]),
             requests: OUTCOMES
                 .iter()
                 .map(|o| self.requests.with_label_values(&[name, o]))

@@ -132,22 +132,29 @@ impl Live {
 pub struct Room {
     pub cfg: RoomConfig,
     pub cookie_name: String,
+    /// The queue ticket's cookie name ([`crate::line::ticket::cookie_name`]).
+    pub ticket_cookie: String,
     pub live: Live,
     pub metrics: RoomMetrics,
     pub local: LocalBucket,
     pub recovery: recovery::Recovery,
+    /// The line as the last tick saw it, and the liveness batch: status polls at the edge.
+    pub line: crate::line::RoomLine,
 }
 
 impl Room {
     pub fn new(cfg: RoomConfig, metrics: RoomMetrics) -> Self {
         let cookie_name = room_cookie_name(cfg.name());
+        let ticket_cookie = crate::line::ticket::cookie_name(cfg.name());
         Self {
             cfg,
             cookie_name,
+            ticket_cookie,
             live: Live::default(),
             metrics,
             local: LocalBucket::default(),
             recovery: recovery::Recovery::default(),
+            line: crate::line::RoomLine::default(),
         }
     }
 
@@ -172,6 +179,7 @@ impl Room {
             .store(old.live.max_active_in_force(), Ordering::Relaxed);
         self.live.heard.store(old.live.heard(), Ordering::Release);
         self.recovery.inherit(&old.recovery);
+        self.line.inherit(&old.line);
         // Sessions admitted locally during an outage still count after a reload.
         self.local.inherit(&old.local);
     }

@@ -238,7 +238,10 @@ async fn redis_calls_per_request_and_an_outage_on_the_admitted_path() {
     let (admitted, polls) = costs.into_iter().min().unwrap();
     println!("Redis script calls: 20 admitted requests -> {admitted}, 20 status polls -> {polls}");
     assert_eq!(admitted, 0, "the admitted path makes no Redis call");
-    assert_eq!(polls, 20, "a status poll is one Redis call");
+    assert_eq!(
+        polls, 20,
+        "a poll at the head of the line is one Redis call (its turn is next: the store decides)"
+    );
 
     // Redis dies: admitted visitors do not notice.
     redis.kill();

@@ -90,3 +90,45 @@ mod cluster {
         conformance::properties::random_traffic(&Redis::cluster(), 50);
     }
 }
+
+/// A room whose keys are in another key layout than this version's (a rolling upgrade across an
+/// incompatible change): every call on it is refused with an error that says so, and nothing
+/// in the room is changed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_room_in_another_key_layout_is_refused_loudly() {
+    let server = RedisServer::start();
+    let store = RedisStore::new(Target::Single(server.url()), Duration::from_secs(2)).unwrap();
+    let p = conformance::room("layout", 10.0, 10);
+    let v = anteroom::store::VisitorId::random();
+    store.join(&p, v).await.unwrap();
+    let r = store.admit(&p).await.unwrap();
+    assert_eq!(r.active, 1);
+    let key = format!("{{anteroom:{}}}:room", p.name);
+    assert_eq!(
+        common::redis::raw(server.port, &format!("HGET {key} layout")).as_deref(),
+        Some("$1\r\n1\r\n"),
+        "admit records the layout"
+    );
+    common::redis::raw(server.port, &format!("HSET {key} layout 99")).unwrap();
+    let refused = |e: anteroom::store::StoreError| {
+        let text = e.to_string();
+        assert!(
+            text.contains("layout 99") && text.contains("speaks layout 1"),
+            "{text}"
+        );
+    };
+    refused(store.admit(&p).await.unwrap_err());
+    refused(
+        store
+            .join(&p, anteroom::store::VisitorId::random())
+            .await
+            .unwrap_err(),
+    );
+    refused(store.touch(&p, v).await.unwrap_err());
+    refused(store.stats(&p).await.unwrap_err());
+    refused(store.room_state(&p).await.unwrap_err());
+    // Back to this version's layout, the room is as it was.
+    common::redis::raw(server.port, &format!("HSET {key} layout 1")).unwrap();
+    let st = store.stats(&p).await.unwrap();
+    assert_eq!((st.active, st.joined_total), (1, 1));
+}

@@ -8,6 +8,7 @@
 //! - `upstream_request_filter`: our own cookies are taken out of what the origin sees.
 //! - `response_filter`: cookies we decided to set ride on the origin's response.
 
+mod edge;
 mod origin;
 mod reregister;
 mod respond;
@@ -255,7 +256,8 @@ impl ProxyHttp for Proxy {
         }
         let vid = Self::visitor(shared, session.req_header(), ctx);
         let gate = gate(shared, session, room);
-        match Self::enter(shared, ctx, room, vid, gate).await {
+        let ticket = Self::ticket(shared, session.req_header(), room, vid);
+        match Self::enter(shared, ctx, room, vid, gate, ticket).await {
             Verdict::Pass { admitted } => {
                 // Let through without an admission (room off, or the `open` store policy).
                 ctx.outcome = if admitted {

@@ -87,7 +87,8 @@ pub(super) async fn serve(
     } else {
         let vid = Proxy::visitor(shared, session.req_header(), ctx);
         let gate = super::gate(shared, session, room);
-        match Proxy::enter(shared, ctx, room, vid, gate).await {
+        let ticket = Proxy::ticket(shared, session.req_header(), room, vid);
+        match Proxy::enter(shared, ctx, room, vid, gate, ticket).await {
             Verdict::Pass { .. } => admitted,
             Verdict::Wait(s) => s,
             Verdict::Limited { retry_after } => {

@@ -12,6 +12,7 @@ use super::{cookie_values, secure, wants_json, Ctx, Outcome, Proxy, Verdict};
 use crate::app::Shared;
 use crate::config::StorePolicy;
 use crate::cookie;
+use crate::line::Ticket;
 use crate::metrics::Reject;
 use crate::page::{self, MessageView, State, Status};
 use crate::room::policy::{self, Failure, OnError};
@@ -66,14 +67,53 @@ impl Proxy {
         }
     }
 
-    /// One store call: places the visitor or lets them in.
+    /// What a visitor in line is told.
+    pub(super) fn in_line_status(
+        shared: &Shared,
+        room: usize,
+        position: u64,
+        waiting: u64,
+        eta_rate: f64,
+        paused: bool,
+    ) -> Status {
+        let r = &shared.rooms[room];
+        let tiers = &r.cfg.poll;
+        if paused {
+            return Status {
+                room: r.name().to_string(),
+                state: State::Paused,
+                position: Some(position),
+                waiting,
+                eta_seconds: None,
+                retry_after_ms: page::poll_interval(tiers, position).as_millis() as u64,
+            };
+        }
+        Status {
+            room: r.name().to_string(),
+            state: State::Waiting,
+            position: Some(position),
+            waiting,
+            eta_seconds: page::eta_seconds(position, eta_rate),
+            retry_after_ms: page::poll_for_turn(tiers, position, eta_rate).as_millis() as u64,
+        }
+    }
+
+    /// Places the visitor or lets them in: from the line's snapshot when their queue ticket
+    /// allows (no store call), else one store call.
     pub(super) async fn enter(
         shared: &Shared,
         ctx: &mut Ctx,
         room: usize,
         vid: VisitorId,
         gate: Option<JoinGate>,
+        ticket: Option<Ticket>,
     ) -> Verdict {
+        if let Some(v) = ticket
+            .as_ref()
+            .and_then(|t| Self::answer_at_edge(shared, ctx, room, t))
+        {
+            return v;
+        }
         let r = &shared.rooms[room];
         let joined = shared
             .store_call(
@@ -98,6 +138,10 @@ impl Proxy {
                 _ => {}
             }
         }
+        let shown = joined
+            .as_ref()
+            .ok()
+            .and_then(|a| Self::ticket_after_join(shared, ctx, room, vid, ticket.as_ref(), a));
         match joined {
             Ok(Admission::Admitted) => {
                 Self::grant(shared, ctx, room, vid);
@@ -114,24 +158,24 @@ impl Proxy {
                 waiting,
                 eta_rate,
                 ..
-            }) => Verdict::Wait(Status {
-                room: name,
-                state: State::Waiting,
-                position: Some(position),
+            }) => Verdict::Wait(Self::in_line_status(
+                shared,
+                room,
+                shown.unwrap_or(position),
                 waiting,
-                eta_seconds: page::eta_seconds(position, eta_rate),
-                retry_after_ms: page::poll_for_turn(tiers, position, eta_rate).as_millis() as u64,
-            }),
+                eta_rate,
+                false,
+            )),
             Ok(Admission::Paused {
                 position, waiting, ..
-            }) => Verdict::Wait(Status {
-                room: name,
-                state: State::Paused,
-                position: Some(position),
+            }) => Verdict::Wait(Self::in_line_status(
+                shared,
+                room,
+                shown.unwrap_or(position),
                 waiting,
-                eta_seconds: None,
-                retry_after_ms: page::poll_interval(tiers, position).as_millis() as u64,
-            }),
+                0.0,
+                true,
+            )),
             Ok(Admission::Limited { retry_after }) => Verdict::Limited { retry_after },
             Ok(Admission::Full { waiting }) => Verdict::Wait(Status {
                 room: name,

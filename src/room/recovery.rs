@@ -140,6 +140,7 @@ impl Recovery {
         AdmitContext {
             known_generation,
             hold_back: hold,
+            seen: Vec::new(),
         }
     }
 

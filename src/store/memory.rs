@@ -20,7 +20,14 @@ use super::ranks::Ranks;
 use super::*;
 use crate::clock::{micros, Clock, Micros};
 
+mod line;
 mod orders;
+
+/// A place's epoch: random, so that no ticket from an earlier line or a wiped store names a
+/// place in this one.
+fn new_epoch() -> u64 {
+    fastrand::u64(1..u64::MAX >> 12)
+}
 
 /// Time constant of the measured admission rate.
 const RATE_TAU_SECS: f64 = 10.0;
@@ -67,12 +74,16 @@ struct RoomData {
     generation: Option<String>,
     /// The latest admit's `hold_back`, which join's fast path honours too.
     hold_back: u64,
+    /// What the sequence numbers of this room's data count from (a place's epoch): random, so
+    /// that a ticket from before a wipe names no place after it.
+    epoch: u64,
 }
 
 impl RoomData {
     fn new() -> Self {
         Self {
             state: RoomState::default(),
+            epoch: new_epoch(),
             ..Default::default()
         }
     }
@@ -336,27 +347,9 @@ impl Store for MemoryStore {
                 return Admission::Admitted;
             }
             let waiting = r.waiters.len() as u64;
-            let live = r.live_now;
-            if let Some(w) = r.waiters.get_mut(&vid) {
-                let (old, seq) = (w.last_seen, w.seq);
-                w.last_seen = live;
-                r.seen.remove(&(old, seq));
-                r.seen.insert((live, seq));
-                let position = r.position(seq);
-                return if state.queue_all {
-                    Admission::Paused {
-                        position,
-                        waiting,
-                        joined: false,
-                    }
-                } else {
-                    Admission::Waiting {
-                        position,
-                        waiting,
-                        eta_rate: p.eta_rate(&state, r.measured_rate),
-                        joined: false,
-                    }
-                };
+            if let Some(seq) = r.waiters.get(&vid).map(|w| w.seq) {
+                r.mark_seen(vid);
+                return r.in_line(p, &state, seq, waiting, false);
             }
             if let Some(g) = gate {
                 if let Some(retry_after) = r.count_join(g, now) {
@@ -384,24 +377,13 @@ impl Store for MemoryStore {
             if waiting >= p.max_waiting {
                 return Admission::Full { waiting };
             }
+            if r.waiters.is_empty() {
+                // An empty line starts a new epoch (as in Redis): no old ticket names a place.
+                r.epoch = new_epoch();
+            }
             let seq = r.enqueue(vid, now);
             r.joined_total += 1;
-            let position = r.position(seq);
-            let waiting = waiting + 1;
-            if state.queue_all {
-                Admission::Paused {
-                    position,
-                    waiting,
-                    joined: true,
-                }
-            } else {
-                Admission::Waiting {
-                    position,
-                    waiting,
-                    eta_rate: p.eta_rate(&state, r.measured_rate),
-                    joined: true,
-                }
-            }
+            r.in_line(p, &state, seq, waiting + 1, true)
         }))
     }
 
@@ -426,6 +408,7 @@ impl Store for MemoryStore {
         r.hold_back = ctx.hold_back;
         let expired = r.prune_active(now);
         let live = r.live(now, p.tick, true);
+        r.mark_seen_batch(&ctx.seen);
         let abandoned = r.prune_abandoned(live, micros(p.abandon_after));
         let state = r.state.clone();
         let rate = p.rate(&state);
@@ -472,6 +455,7 @@ impl Store for MemoryStore {
             instances: 1,
             generation,
             new_generation,
+            line: r.sample(burst as u64),
         })
     }
 

@@ -22,10 +22,13 @@
 //!   pending (its slot still counted) until `settle` confirms or gives it back, or its grace
 //!   period passes (then it comes back); a used admission is never renewed (see [`order`]).
 //! - A fast-path entry holds its slot for `claim-ttl` only, until the visitor comes back.
+//! - `admit` marks seen the visitors of its liveness batch who are still at the place their
+//!   ticket names (nobody else), and reports the line sampled at [`line::sampled_ranks`].
 //! - `admit` keeps a generation id in the room's data (a new one when there is none) and reports
 //!   it; an `admit` told of another generation admits nobody, and `hold_back` slots of
 //!   max-active stay free (in join's fast path too, until the next `admit`).
 
+pub mod line;
 pub mod liveness;
 mod marks;
 pub mod memory;
@@ -34,6 +37,7 @@ mod ranks;
 pub mod redis;
 pub mod sentinel;
 
+pub use line::{LineSample, Place};
 pub use order::{Consumed, Order, RequestId, Settle, Settled};
 
 use std::fmt;
@@ -197,18 +201,21 @@ pub enum Admission {
     /// In: an admission whose turn had come (claimed now), or a session the visitor holds.
     Admitted,
     /// In line at `position` (1 = next) of `waiting`; `eta_rate` is admissions per second to
-    /// base an ETA on; `joined` is true when this call put the visitor in line.
+    /// base an ETA on; `joined` is true when this call put the visitor in line; `place` is the
+    /// visitor's place in the line's order, for their queue ticket.
     Waiting {
         position: u64,
         waiting: u64,
         eta_rate: f64,
         joined: bool,
+        place: Place,
     },
     /// In line, but the room holds the line (`queue_all`): nobody is admitted for now.
     Paused {
         position: u64,
         waiting: u64,
         joined: bool,
+        place: Place,
     },
     /// The line is at `max-waiting`; the visitor was not added.
     Full { waiting: u64 },
@@ -256,6 +263,8 @@ pub struct AdmitReport {
     pub generation: String,
     /// This call created `generation` (a new room, or a store that forgot it).
     pub new_generation: bool,
+    /// The line after this step, sampled (see [`line`]): what answers status polls at the edge.
+    pub line: LineSample,
 }
 
 /// What the caller of `admit` knows, from its own earlier ticks.
@@ -269,6 +278,9 @@ pub struct AdmitContext {
     /// Slots of max-active to keep free: sessions the store forgot that are probably still
     /// browsing and not yet re-registered. Join's fast path honours the latest one too.
     pub hold_back: u64,
+    /// Visitors polled through queue tickets since the last call, with the place each ticket
+    /// names: each one still at that place in line is marked seen now (as a join would).
+    pub seen: Vec<(VisitorId, Place)>,
 }
 
 /// A room's figures, for the admin API and metrics.

@@ -62,6 +62,27 @@ impl Ranks {
         }
         sum.max(0) as u64
     }
+
+    /// The sequence number at 0-based rank `k` (the `k`+1-th smallest present), in O(log n).
+    pub fn select(&self, k: u64) -> Option<u64> {
+        let n = self.tree.len().saturating_sub(1);
+        let mut pos = 0usize;
+        let mut left = i64::try_from(k).ok()? + 1;
+        let mut step = n.checked_next_power_of_two().unwrap_or(0);
+        if step > n {
+            step /= 2;
+        }
+        while step > 0 {
+            let next = pos + step;
+            if next <= n && self.tree[next] < left {
+                pos = next;
+                left -= self.tree[next];
+            }
+            step /= 2;
+        }
+        // pos is the largest index whose prefix sum is below k + 1: the entry is the next one.
+        (pos < n).then(|| self.base + pos as u64)
+    }
 }
 
 #[cfg(test)]
@@ -89,6 +110,8 @@ mod tests {
         }
         for (i, s) in live.iter().enumerate() {
             assert_eq!(r.rank(*s), i as u64 + 1);
+            assert_eq!(r.select(i as u64), Some(*s));
         }
+        assert_eq!(r.select(live.len() as u64), None);
     }
 }

@@ -30,8 +30,10 @@ use async_trait::async_trait;
 use tokio::sync::OnceCell;
 
 mod admit_reply;
+mod join_reply;
 
 use admit_reply::AdmitReply;
+use join_reply::JoinReply;
 
 use super::order::MARKER_MARGIN;
 use super::sentinel::SentinelConn;
@@ -316,36 +318,8 @@ impl Store for RedisStore {
             .arg(gate.map(|g| g.limit).unwrap_or(0))
             .arg(gate.map(|g| micros(g.per)).unwrap_or(0))
             .arg(micros(p.claim_ttl));
-        let (code, position, waiting, eta, joined): (i64, u64, u64, String, i64) =
-            self.run("join", &p.name, &inv).await?;
-        let joined = joined == 1;
-        Ok(match code {
-            0 => Admission::Admitted,
-            1 => Admission::Waiting {
-                position,
-                waiting,
-                eta_rate: float(&eta),
-                joined,
-            },
-            2 => Admission::Paused {
-                position,
-                waiting,
-                joined,
-            },
-            3 => Admission::Full { waiting },
-            4 => Admission::Open,
-            5 => Admission::Entered,
-            6 => Admission::Limited {
-                retry_after: Duration::from_millis(float(&eta).max(1.0) as u64),
-            },
-            other => {
-                return Err(unavailable(
-                    "join",
-                    &p.name,
-                    format!("unknown reply code {other}"),
-                ))
-            }
-        })
+        let JoinReply(admission) = self.run("join", &p.name, &inv).await?;
+        Ok(admission)
     }
 
     async fn admit_with(
@@ -371,6 +345,9 @@ impl Store for RedisStore {
             .arg(heartbeat)
             .arg(ctx.known_generation.as_deref().unwrap_or(""))
             .arg(ctx.hold_back);
+        for (vid, place) in &ctx.seen {
+            inv.arg(&vid.as_bytes()[..]).arg(place.epoch).arg(place.key);
+        }
         let AdmitReply(report) = self.run("admit", &p.name, &inv).await?;
         Ok(report)
     }

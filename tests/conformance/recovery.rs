@@ -56,6 +56,7 @@ pub async fn an_admit_that_knew_another_generation_admits_nobody(h: &dyn Harness
     let other = AdmitContext {
         known_generation: Some("not-this-one".into()),
         hold_back: 0,
+        ..Default::default()
     };
     let r = s.admit_with(&p, &other).await.unwrap();
     assert_eq!(
@@ -68,6 +69,7 @@ pub async fn an_admit_that_knew_another_generation_admits_nobody(h: &dyn Harness
     let known = AdmitContext {
         known_generation: Some(generation),
         hold_back: 0,
+        ..Default::default()
     };
     assert_eq!(s.admit_with(&p, &known).await.unwrap().admitted, 3);
 }
@@ -80,6 +82,7 @@ pub async fn hold_back_keeps_slots_of_max_active_free(h: &dyn Harness) {
     let ctx = AdmitContext {
         known_generation: None,
         hold_back: 2,
+        ..Default::default()
     };
     let r = s.admit_with(&p, &ctx).await.unwrap();
     assert_eq!(r.admitted, 1, "3 - 2 held back");
@@ -95,6 +98,7 @@ pub async fn hold_back_applies_to_the_fast_path_too(h: &dyn Harness) {
     let ctx = AdmitContext {
         known_generation: None,
         hold_back: 2,
+        ..Default::default()
     };
     s.admit_with(&p, &ctx).await.unwrap();
     h.advance(Duration::from_millis(100));
@@ -128,6 +132,7 @@ pub async fn a_loss_noticed_by_a_caller_that_knew_holds_the_line(h: &dyn Harness
     let ctx = AdmitContext {
         known_generation: Some(known.clone()),
         hold_back: 0,
+        ..Default::default()
     };
     let r = s.admit_with(&p, &ctx).await.unwrap();
     assert!(r.new_generation && r.generation != known);
@@ -151,6 +156,7 @@ pub async fn a_loss_noticed_by_a_caller_that_knew_holds_the_line(h: &dyn Harness
     let now_known = AdmitContext {
         known_generation: Some(r.generation),
         hold_back: 0,
+        ..Default::default()
     };
     let r = s.admit_with(&p, &now_known).await.unwrap();
     assert_eq!(

@@ -5,10 +5,11 @@ use std::time::Duration;
 
 use ::redis::{FromRedisValue, ParsingError, Value};
 
+use crate::store::line::{LineSample, MAX_POINTS};
 use crate::store::{AdmitReport, AdmittedVisitor, RoomState, VisitorId};
 
-/// Where the admitted visitors start: after the fixed fields.
-const VISITORS_FROM: usize = 13;
+/// Where the line's sample starts: after the fixed fields (its epoch, then its length).
+const LINE_FROM: usize = 13;
 
 /// `admit.lua`'s reply.
 #[derive(Debug, Clone, PartialEq)]
@@ -37,8 +38,18 @@ impl FromRedisValue for AdmitReply {
         let (enabled, queue_all): (i64, i64) = (item(&v, 6)?, item(&v, 7)?);
         let (rate_override, max_override): (String, String) = (item(&v, 8)?, item(&v, 9)?);
         let new_generation: i64 = item(&v, 12)?;
+        let epoch: u64 = item(&v, LINE_FROM)?;
+        let numbers: usize = item(&v, LINE_FROM + 1)?;
+        if !numbers.is_multiple_of(2) || numbers > 2 * MAX_POINTS {
+            return Err(format!("admit reply: {numbers} numbers for the line's points").into());
+        }
+        let mut points = Vec::with_capacity(numbers / 2);
+        let mut i = LINE_FROM + 2;
+        while i < LINE_FROM + 2 + numbers {
+            points.push((item(&v, i)?, item(&v, i + 1)?));
+            i += 2;
+        }
         let mut admitted_visitors = Vec::new();
-        let mut i = VISITORS_FROM;
         while i + 1 < v.len() {
             let id: Vec<u8> = item(&v, i)?;
             let waited: u64 = item(&v, i + 1)?;
@@ -68,6 +79,7 @@ impl FromRedisValue for AdmitReply {
             instances: item(&v, 10)?,
             generation: item(&v, 11)?,
             new_generation: new_generation == 1,
+            line: LineSample { epoch, points },
         }))
     }
 }
@@ -100,6 +112,12 @@ mod tests {
             int(3),
             text("123-abc"),
             int(1),
+            int(777),
+            int(4),
+            int(0),
+            int(10),
+            int(3),
+            int(40),
             Value::BulkString(vec![7; 16]),
             int(250),
         ]);
@@ -113,6 +131,8 @@ mod tests {
             (None, Some(40))
         );
         assert_eq!((r.generation.as_str(), r.new_generation), ("123-abc", true));
+        assert_eq!(r.line.epoch, 777);
+        assert_eq!(r.line.points, vec![(0, 10), (3, 40)]);
         assert_eq!(r.admitted_visitors.len(), 1);
         assert_eq!(r.admitted_visitors[0].waited, Duration::from_micros(250));
     }

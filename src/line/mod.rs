@@ -1,0 +1,314 @@
+//! Status polls answered at the edge: a waiting visitor with a valid queue ticket is told their
+//! place from this instance's sample of the line, without a store call.
+//!
+//! - The **ticket** ([`ticket`]) is a signed cookie with the visitor's place (the key that
+//!   orders the line, and its epoch), given on joining and renewed as polls go on.
+//! - The **snapshot** ([`Snapshot`]) is what the admit call this instance makes every tick
+//!   already returns: the place at sampled ranks of the line, the count, the state and the rate
+//!   (no extra round trip).
+//! - A poll with a ticket is answered from the snapshot ([`decide`]): the rank interpolated
+//!   between sampled ranks ([`estimate`]), never above what the visitor was last shown. When the
+//!   ticket's place is at or before the head, in another epoch, or the visitor was away for half
+//!   of `abandon-after`, the store decides as before (one real `join`, which claims an admission
+//!   whose turn has come): so a waiting visitor costs the store a call when joining, at the
+//!   moment of admission, and in the batched liveness — not per poll.
+//! - **Liveness in batches** ([`Seen`]): "last seen" is noted per instance at most once every
+//!   `abandon-after`/4 per visitor and sent with the next admit call, for everyone at once; a
+//!   failed call keeps the batch for the next one. A visitor is never abandoned for a late
+//!   flush: three quarters of `abandon-after` are slack, and silence is measured on the
+//!   liveness clock, which stands still while the store is away.
+//! - A snapshot that is old (store slow or down) still answers polls; by itself it never admits
+//!   anyone and never drops a place: both stay the store's (and `on-store-error`'s) business.
+//!
+//! Admission not in place-key order (a drawn or random method, later) fits the same frame: the
+//! snapshot would carry who was admitted lately (ids, or a compact filter) and a hit asks the
+//! store; [`Estimate::AskStore`] is the one way out of the edge path.
+
+pub mod estimate;
+pub mod ticket;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use arc_swap::ArcSwapOption;
+
+pub use estimate::{estimate, shown_position, Estimate};
+pub use ticket::Ticket;
+
+use crate::store::line::{LineSample, Place};
+use crate::store::{AdmitReport, VisitorId};
+
+/// The line as this instance's last admit call saw it.
+#[derive(Debug, Clone)]
+pub struct Snapshot {
+    pub sample: LineSample,
+    pub waiting: u64,
+    pub enabled: bool,
+    pub queue_all: bool,
+    /// Admissions per second an ETA should assume.
+    pub eta_rate: f64,
+    pub taken: Instant,
+}
+
+impl Snapshot {
+    pub fn of(report: &AdmitReport, eta_rate: f64) -> Self {
+        Self {
+            sample: report.line.clone(),
+            waiting: report.waiting,
+            enabled: report.state.enabled,
+            queue_all: report.state.queue_all,
+            eta_rate,
+            taken: Instant::now(),
+        }
+    }
+}
+
+/// What to do with a poll that carries a valid ticket.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Edge {
+    /// Answer it here.
+    Answer {
+        position: u64,
+        waiting: u64,
+        paused: bool,
+        eta_rate: f64,
+        /// Note the visitor's liveness for the next flush (and renew the ticket's `seen`).
+        refresh: bool,
+    },
+    /// Let the store decide (a real `join`).
+    AskStore,
+}
+
+/// How far ahead of this instance's clock a ticket's `seen` may be before it counts as
+/// unknown (instances' clocks differ a little; a ticket from far ahead is refreshed).
+const SEEN_AHEAD: u64 = 5;
+
+/// Decides a poll with a ticket (pure: the caller has verified the ticket and its visitor).
+pub fn decide(
+    snapshot: Option<&Snapshot>,
+    t: &Ticket,
+    now_secs: u64,
+    abandon_after: Duration,
+) -> Edge {
+    let Some(s) = snapshot else {
+        return Edge::AskStore;
+    };
+    let abandon = abandon_after.as_secs().max(4);
+    let ahead_of_us = t.seen > now_secs + SEEN_AHEAD;
+    let since = now_secs.saturating_sub(t.seen);
+    // Away for half the abandon time: the store may have let the place go; it tells.
+    if !s.enabled || since >= abandon / 2 {
+        return Edge::AskStore;
+    }
+    match estimate(&s.sample, t.place) {
+        Estimate::AskStore => Edge::AskStore,
+        Estimate::Ahead(ahead) => {
+            let position = shown_position(ahead, Some(t.shown));
+            Edge::Answer {
+                position,
+                waiting: s.waiting.max(position),
+                paused: s.queue_all,
+                eta_rate: s.eta_rate,
+                refresh: ahead_of_us || since >= abandon / 4,
+            }
+        }
+    }
+}
+
+/// Most visitors a batch holds (one admit call's worth); the rest wait for the next tick.
+pub const FLUSH_MAX: usize = 20_000;
+/// Most visitors noted and not yet sent; a note past it is refused (the ticket keeps its old
+/// `seen`, so the next poll tries again).
+const NOTED_MAX: usize = 2_000_000;
+
+/// Visitors polled through this instance whose liveness the store is still to hear of.
+#[derive(Debug, Default)]
+pub struct Seen {
+    noted: Mutex<HashMap<VisitorId, Place>>,
+}
+
+impl Seen {
+    /// Notes a visitor for the next flush; `false` when the batch is full.
+    pub fn note(&self, vid: VisitorId, place: Place) -> bool {
+        let mut m = self.noted.lock().unwrap_or_else(|e| e.into_inner());
+        if m.len() >= NOTED_MAX && !m.contains_key(&vid) {
+            return false;
+        }
+        m.insert(vid, place);
+        true
+    }
+
+    /// Takes up to [`FLUSH_MAX`] noted visitors for one call.
+    pub fn take(&self) -> Vec<(VisitorId, Place)> {
+        let mut m = self.noted.lock().unwrap_or_else(|e| e.into_inner());
+        if m.len() <= FLUSH_MAX {
+            return m.drain().collect();
+        }
+        let keys: Vec<VisitorId> = m.keys().take(FLUSH_MAX).copied().collect();
+        keys.into_iter()
+            .filter_map(|k| m.remove(&k).map(|p| (k, p)))
+            .collect()
+    }
+
+    /// Puts back a batch whose call failed (a newer note of the same visitor wins).
+    pub fn restore(&self, batch: Vec<(VisitorId, Place)>) {
+        let mut m = self.noted.lock().unwrap_or_else(|e| e.into_inner());
+        for (vid, place) in batch {
+            m.entry(vid).or_insert(place);
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.noted.lock().unwrap_or_else(|e| e.into_inner()).len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// A room's edge state: the latest snapshot and the liveness batch.
+#[derive(Debug, Default)]
+pub struct RoomLine {
+    snapshot: ArcSwapOption<Snapshot>,
+    pub seen: Seen,
+}
+
+impl RoomLine {
+    pub fn snapshot(&self) -> Option<Arc<Snapshot>> {
+        self.snapshot.load_full()
+    }
+
+    pub fn update(&self, s: Snapshot) {
+        self.snapshot.store(Some(Arc::new(s)));
+    }
+
+    /// Over a reload: the same line, the same visitors still to flush.
+    pub fn inherit(&self, old: &RoomLine) {
+        self.snapshot.store(old.snapshot());
+        self.seen.restore(old.seen.take_all());
+    }
+}
+
+impl Seen {
+    fn take_all(&self) -> Vec<(VisitorId, Place)> {
+        self.noted
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .drain()
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn snap(points: Vec<(u64, u64)>, waiting: u64) -> Snapshot {
+        Snapshot {
+            sample: LineSample { epoch: 1, points },
+            waiting,
+            enabled: true,
+            queue_all: false,
+            eta_rate: 10.0,
+            taken: Instant::now(),
+        }
+    }
+
+    fn ticket(key: u64, seen: u64, shown: u64) -> Ticket {
+        Ticket {
+            vid: VisitorId::from_bytes([1; 16]),
+            place: Place { epoch: 1, key },
+            seen,
+            shown,
+        }
+    }
+
+    const ABANDON: Duration = Duration::from_secs(300);
+
+    #[test]
+    fn a_ticket_behind_the_head_is_answered_here() {
+        let s = snap(vec![(0, 10), (5, 60), (9, 100)], 10);
+        match decide(Some(&s), &ticket(60, 1000, 50), 1010, ABANDON) {
+            Edge::Answer {
+                position,
+                waiting,
+                paused,
+                refresh,
+                ..
+            } => {
+                assert_eq!((position, waiting, paused, refresh), (6, 10, false, false));
+            }
+            e => panic!("{e:?}"),
+        }
+        // Shown 3 before: never more now.
+        assert!(matches!(
+            decide(Some(&s), &ticket(60, 1000, 3), 1010, ABANDON),
+            Edge::Answer { position: 3, .. }
+        ));
+    }
+
+    #[test]
+    fn the_turn_an_empty_line_no_snapshot_and_a_switched_off_room_ask_the_store() {
+        let s = snap(vec![(0, 10), (9, 100)], 10);
+        for key in [5, 10] {
+            assert_eq!(
+                decide(Some(&s), &ticket(key, 1000, 9), 1001, ABANDON),
+                Edge::AskStore
+            );
+        }
+        assert_eq!(
+            decide(None, &ticket(50, 1000, 9), 1001, ABANDON),
+            Edge::AskStore
+        );
+        let off = Snapshot {
+            enabled: false,
+            ..s.clone()
+        };
+        assert_eq!(
+            decide(Some(&off), &ticket(50, 1000, 9), 1001, ABANDON),
+            Edge::AskStore
+        );
+    }
+
+    #[test]
+    fn liveness_is_refreshed_every_quarter_and_a_visitor_away_for_half_asks_the_store() {
+        let s = snap(vec![(0, 10), (9, 100)], 10);
+        let refresh = |seen, now| match decide(Some(&s), &ticket(50, seen, 9), now, ABANDON) {
+            Edge::Answer { refresh, .. } => Some(refresh),
+            Edge::AskStore => None,
+        };
+        assert_eq!(refresh(1000, 1074), Some(false));
+        assert_eq!(refresh(1000, 1075), Some(true));
+        assert_eq!(refresh(1000, 1149), Some(true));
+        assert_eq!(refresh(1000, 1150), None, "away for half of abandon-after");
+        assert_eq!(
+            refresh(1100, 1000),
+            Some(true),
+            "seen far ahead of this clock"
+        );
+        assert_eq!(refresh(1003, 1000), Some(false), "a little ahead");
+    }
+
+    #[test]
+    fn a_failed_flush_is_kept_for_the_next() {
+        let seen = Seen::default();
+        let (a, b) = (VisitorId::random(), VisitorId::random());
+        let p = |key| Place { epoch: 1, key };
+        assert!(seen.note(a, p(1)));
+        assert!(seen.note(b, p(2)));
+        let batch = seen.take();
+        assert_eq!(batch.len(), 2);
+        assert!(seen.is_empty());
+        assert!(seen.note(a, p(3)));
+        seen.restore(batch);
+        let mut again = seen.take();
+        again.sort_by_key(|(_, p)| p.key);
+        assert_eq!(
+            again,
+            vec![(b, p(2)), (a, p(3))],
+            "the newer note of a wins"
+        );
+    }
+}

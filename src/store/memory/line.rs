@@ -1,0 +1,75 @@
+//! The memory store's side of the edge answers: places, the liveness batch and the sample.
+
+use super::*;
+use crate::store::line::{sampled_ranks, LineSample, Place};
+
+impl RoomData {
+    /// A visitor in line is seen now (on the liveness clock of this operation).
+    pub(super) fn mark_seen(&mut self, vid: VisitorId) {
+        let live = self.live_now;
+        if let Some(w) = self.waiters.get_mut(&vid) {
+            let (old, seq) = (w.last_seen, w.seq);
+            w.last_seen = live;
+            self.seen.remove(&(old, seq));
+            self.seen.insert((live, seq));
+        }
+    }
+
+    /// The liveness batch of an admit: only a visitor still at the ticket's place is seen.
+    pub(super) fn mark_seen_batch(&mut self, batch: &[(VisitorId, Place)]) {
+        for (vid, place) in batch {
+            let here = place.epoch == self.epoch
+                && self.waiters.get(vid).is_some_and(|w| w.seq == place.key);
+            if here {
+                self.mark_seen(*vid);
+            }
+        }
+    }
+
+    pub(super) fn place(&self, seq: u64) -> Place {
+        Place {
+            epoch: self.epoch,
+            key: seq,
+        }
+    }
+
+    /// The answer for a visitor in line at `seq`.
+    pub(super) fn in_line(
+        &self,
+        p: &RoomParams,
+        state: &RoomState,
+        seq: u64,
+        waiting: u64,
+        joined: bool,
+    ) -> Admission {
+        let position = self.position(seq);
+        let place = self.place(seq);
+        if state.queue_all {
+            Admission::Paused {
+                position,
+                waiting,
+                joined,
+                place,
+            }
+        } else {
+            Admission::Waiting {
+                position,
+                waiting,
+                eta_rate: p.eta_rate(state, self.measured_rate),
+                joined,
+                place,
+            }
+        }
+    }
+
+    /// The line sampled at the same ranks as `admit.lua` samples it.
+    pub(super) fn sample(&self, step: u64) -> LineSample {
+        let points: Vec<(u64, u64)> = sampled_ranks(self.waiters.len() as u64, step)
+            .filter_map(|r| self.ranks.select(r).map(|seq| (r, seq)))
+            .collect();
+        LineSample {
+            epoch: if points.is_empty() { 0 } else { self.epoch },
+            points,
+        }
+    }
+}

@@ -1,0 +1,128 @@
+//! What the edge answers rest on: places in join's answers, the line sampled by every admit,
+//! and the liveness batch — the same on every backend.
+
+use std::time::Duration;
+
+use anteroom::line::{estimate, Estimate};
+use anteroom::store::line::Place;
+use anteroom::store::{Admission, AdmitContext, RoomPatch, VisitorId};
+
+use super::{occupy, room, waiting_pos, Harness};
+
+fn place_of(a: &Admission) -> Place {
+    match a {
+        Admission::Waiting { place, .. } | Admission::Paused { place, .. } => *place,
+        other => panic!("not in line: {other:?}"),
+    }
+}
+
+/// Against the store's own rank (ZRANK in Redis): every visitor's estimated rank from the
+/// sample is within max(one tick's batch, 1 % of the rank), in a line with holes in it.
+pub async fn the_sampled_line_places_everyone_within_a_batch_or_one_percent(h: &dyn Harness) {
+    let s = h.store();
+    // 30/s with a 100 ms tick: a batch of 3.
+    let p = room("sample", 30.0, 1);
+    occupy(&*s, &p).await;
+    let held = RoomPatch {
+        queue_all: Some(true),
+        ..Default::default()
+    };
+    s.update_room_state(&p, &held).await.unwrap();
+    let mut line = Vec::new();
+    for _ in 0..2500 {
+        let v = VisitorId::random();
+        let a = s.join(&p, v).await.unwrap();
+        line.push((v, place_of(&a)));
+    }
+    let keys: Vec<u64> = line.iter().map(|(_, pl)| pl.key).collect();
+    assert!(
+        keys.windows(2).all(|w| w[0] < w[1]),
+        "places follow the line"
+    );
+    h.advance(Duration::from_millis(100));
+    let r = s.admit(&p).await.unwrap();
+    assert_eq!(r.waiting, 2500);
+    let points = &r.line.points;
+    assert_eq!(points.first().map(|x| x.0), Some(0));
+    assert_eq!(points.last().map(|x| x.0), Some(2499));
+    assert!(points.len() < 500, "{} points for 2500", points.len());
+    for (rank, (v, place)) in line.iter().enumerate().skip(1) {
+        let exact = waiting_pos(&s.join(&p, *v).await.unwrap()).unwrap() - 1;
+        assert_eq!(exact, rank as u64);
+        let Estimate::Ahead(est) = estimate(&r.line, *place) else {
+            panic!("rank {rank} asked the store");
+        };
+        assert!(
+            est.abs_diff(exact) <= 3u64.max(exact / 100),
+            "rank {exact}: estimated {est}"
+        );
+    }
+    assert_eq!(estimate(&r.line, line[0].1), Estimate::AskStore, "the head");
+}
+
+/// Visitors who poll only through tickets keep their places through the admit call's batch;
+/// one whose ticket names an earlier place (they left and joined again) is not moved by it.
+pub async fn the_liveness_batch_keeps_places_and_only_the_named_ones(h: &dyn Harness) {
+    let s = h.store();
+    let mut p = room("batch", 100.0, 1);
+    p.abandon_after = Duration::from_secs(10);
+    occupy(&*s, &p).await;
+    let polling = VisitorId::random();
+    let silent = VisitorId::random();
+    let pp = place_of(&s.join(&p, polling).await.unwrap());
+    let sp = place_of(&s.join(&p, silent).await.unwrap());
+    // The silent visitor's ticket is of another place than theirs: it must not keep them.
+    let wrong = Place {
+        key: sp.key + 1,
+        ..sp
+    };
+    for _ in 0..30 {
+        h.advance(Duration::from_millis(500));
+        let ctx = AdmitContext {
+            seen: vec![(polling, pp), (silent, wrong)],
+            ..Default::default()
+        };
+        s.admit_with(&p, &ctx).await.unwrap();
+    }
+    let st = s.stats(&p).await.unwrap();
+    assert_eq!((st.waiting, st.abandoned_total), (1, 1), "{st:?}");
+    let a = s.join(&p, polling).await.unwrap();
+    assert!(
+        matches!(
+            a,
+            Admission::Waiting {
+                position: 1,
+                joined: false,
+                ..
+            }
+        ),
+        "{a:?}"
+    );
+    assert_eq!(place_of(&a), pp, "the same place");
+    let a = s.join(&p, silent).await.unwrap();
+    assert!(
+        matches!(a, Admission::Waiting { joined: true, .. }),
+        "{a:?}"
+    );
+}
+
+/// A line that empties starts over: a ticket of the old line names no place in the new one.
+pub async fn a_place_of_an_emptied_line_names_no_place_in_the_next(h: &dyn Harness) {
+    let s = h.store();
+    let p = room("epoch", 100.0, 1);
+    occupy(&*s, &p).await;
+    let v = VisitorId::random();
+    let old = place_of(&s.join(&p, v).await.unwrap());
+    assert_eq!(s.clear_waiting(&p).await.unwrap(), 1);
+    let w = VisitorId::random();
+    s.join(&p, w).await.unwrap();
+    h.advance(Duration::from_millis(100));
+    let r = s.admit(&p).await.unwrap();
+    assert_eq!(r.waiting, 1);
+    let behind = Place {
+        key: old.key + 1_000_000,
+        ..old
+    };
+    assert_ne!(r.line.epoch, old.epoch, "a new epoch");
+    assert_eq!(estimate(&r.line, behind), Estimate::AskStore);
+}
