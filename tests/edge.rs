@@ -219,7 +219,7 @@ async fn turns_come_through_two_instances_in_order_and_positions_never_go_up() {
         .await
         .unwrap();
 
-    let mut last = vec![u64::MAX; VISITORS];
+    let mut last = [u64::MAX; VISITORS];
     let mut admitted_at: Vec<Option<usize>> = vec![None; VISITORS];
     let mut round = 0usize;
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
