@@ -167,7 +167,8 @@ if abandoned > 0 then
 end
 
 -- The line sampled for the instances' edge answers (src/store/line.rs has the same ranks): the
--- offset at rank 0, then every burst-th rank, then every 1 %, and the last.
+-- offset at each of the first 64 ranks (EXACT_HEAD), then every burst-th rank, then every 1 %,
+-- and the last.
 local points = {}
 local r = 0
 while r < n and #points < 2 * 4096 do
@@ -180,7 +181,11 @@ while r < n and #points < 2 * 4096 do
   if r >= n - 1 then
     break
   end
-  r = math.min(n - 1, r + math.max(burst, math.floor(r / 100), 1))
+  if r < 64 then
+    r = r + 1
+  else
+    r = math.min(n - 1, r + math.max(burst, math.floor(r / 100), 1))
+  end
 end
 
 local reply = { admitted, abandoned, expired, n, redis.call('ZCARD', active), tostring(m_rate),

@@ -30,8 +30,15 @@ pub struct LineSample {
 /// Points a sample holds at most, whatever the line's length (a bound for the reply parser).
 pub const MAX_POINTS: usize = 4096;
 
-/// The rank sampled after `rank`: `step` apart near the head, 1 % apart further back.
+/// Ranks sampled one by one at the head: there, positions are exact.
+pub const EXACT_HEAD: u64 = 64;
+
+/// The rank sampled after `rank`: every one of the first [`EXACT_HEAD`], then `step` apart,
+/// then 1 % apart further back.
 pub fn next_rank(rank: u64, step: u64) -> u64 {
+    if rank < EXACT_HEAD {
+        return rank + 1;
+    }
     rank + step.max(rank / 100).max(1)
 }
 
@@ -54,11 +61,12 @@ mod tests {
     fn ranks_are_dense_at_the_head_and_few_for_a_million() {
         assert_eq!(sampled_ranks(0, 18).count(), 0);
         assert_eq!(sampled_ranks(1, 18).collect::<Vec<_>>(), vec![0]);
-        assert_eq!(sampled_ranks(5, 2).collect::<Vec<_>>(), vec![0, 2, 4]);
-        assert_eq!(sampled_ranks(6, 2).collect::<Vec<_>>(), vec![0, 2, 4, 5]);
+        assert_eq!(sampled_ranks(5, 2).collect::<Vec<_>>(), vec![0, 1, 2, 3, 4]);
+        let r: Vec<u64> = sampled_ranks(70, 4).collect();
+        assert_eq!(r[60..], [60, 61, 62, 63, 64, 68, 69]);
         let million: Vec<u64> = sampled_ranks(1_000_000, 18).collect();
         assert_eq!(million.last(), Some(&999_999));
-        assert!(million.len() < 800, "{} points", million.len());
+        assert!(million.len() < 850, "{} points", million.len());
         assert!(sampled_ranks(1_000_000, 1).count() < 1100);
         assert!(sampled_ranks(u64::MAX / 2, 1).count() <= MAX_POINTS);
     }
