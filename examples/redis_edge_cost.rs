@@ -24,7 +24,7 @@ async fn evalsha_usec(c: &mut ::redis::aio::MultiplexedConnection) -> Result<(f6
         .find(|l| l.starts_with("cmdstat_evalsha:"))
         .ok_or("no EVALSHA in commandstats")?;
     let field = |name: &str| -> f64 {
-        line.split(|ch| ch == ':' || ch == ',')
+        line.split([':', ','])
             .find_map(|kv| kv.strip_prefix(name)?.strip_prefix('='))
             .and_then(|v| v.parse().ok())
             .unwrap_or(0.0)
