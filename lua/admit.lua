@@ -168,24 +168,37 @@ end
 
 -- The line sampled for the instances' edge answers (src/store/line.rs has the same ranks): the
 -- offset at each of the first 64 ranks (EXACT_HEAD), then every burst-th rank, then every 1 %,
--- and the last.
-local points = {}
-local r = 0
-while r < n and #points < 2 * 4096 do
-  local e = redis.call('ZRANGE', waiting, r, r, 'WITHSCORES')
-  if #e == 0 then
-    break
+-- and the last. One sample serves every instance calling within half a tick of it (kept in
+-- the room hash, 'sample'): its cost is per tick, not per tick and instance. Visitors admitted
+-- meanwhile show in the next sample, half a tick to a tick later.
+local points = nil
+local cached = redis.call('HMGET', room, 'sample_at', 'sample_epoch', 'sample')
+local sample_at = tonumber(cached[1])
+if sample_at and cached[3] and now >= sample_at and now - sample_at < tonumber(ARGV[4]) / 2
+    and tonumber(cached[2]) == (line_epoch or 0) then
+  points = cmsgpack.unpack(cached[3])
+end
+if not points then
+  points = {}
+  local r = 0
+  while r < n and #points < 2 * 4096 do
+    local e = redis.call('ZRANGE', waiting, r, r, 'WITHSCORES')
+    if #e == 0 then
+      break
+    end
+    points[#points + 1] = r
+    points[#points + 1] = decode(tonumber(e[2]))
+    if r >= n - 1 then
+      break
+    end
+    if r < 64 then
+      r = r + 1
+    else
+      r = math.min(n - 1, r + math.max(burst, math.floor(r / 100), 1))
+    end
   end
-  points[#points + 1] = r
-  points[#points + 1] = decode(tonumber(e[2]))
-  if r >= n - 1 then
-    break
-  end
-  if r < 64 then
-    r = r + 1
-  else
-    r = math.min(n - 1, r + math.max(burst, math.floor(r / 100), 1))
-  end
+  redis.call('HSET', room, 'sample_at', now, 'sample_epoch', line_epoch or 0,
+    'sample', cmsgpack.pack(points))
 end
 
 local reply = { admitted, abandoned, expired, n, redis.call('ZCARD', active), tostring(m_rate),

@@ -8,5 +8,5 @@
 check_layout(KEYS[2])
 local n = redis.call('ZCARD', KEYS[1])
 redis.call('DEL', KEYS[1])
-redis.call('HDEL', KEYS[2], 'epoch', 'last_off', 'sweep')
+redis.call('HDEL', KEYS[2], 'epoch', 'last_off', 'sweep', 'sample_at', 'sample_epoch', 'sample')
 return n

@@ -192,7 +192,10 @@ async fn a_killed_instance_loses_no_place_no_admission_and_no_order() {
             async move {
                 let v = status(proxy, &mut j).await;
                 let pos = v["position"].as_u64().unwrap_or(0);
-                assert!(pos >= want, "visitor {i} shown {pos}, ahead of the place {want}: {v}");
+                assert!(
+                    pos >= want,
+                    "visitor {i} shown {pos}, ahead of the place {want}: {v}"
+                );
                 (pos == want).then_some(())
             }
         })
