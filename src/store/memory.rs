@@ -20,6 +20,7 @@ use super::ranks::Ranks;
 use super::*;
 use crate::clock::{micros, Clock, Micros};
 
+mod bucket;
 mod line;
 mod orders;
 
@@ -28,9 +29,6 @@ mod orders;
 fn new_epoch() -> u64 {
     fastrand::u64(1..u64::MAX >> 12)
 }
-
-/// Time constant of the measured admission rate.
-const RATE_TAU_SECS: f64 = 10.0;
 
 #[derive(Debug)]
 struct Waiter {
@@ -157,70 +155,6 @@ impl RoomData {
             self.expiries.remove(&(old, vid));
         }
         self.expiries.insert((until, vid));
-    }
-
-    fn refill(&mut self, now: Micros, rate: f64, burst: f64) {
-        let elapsed = match self.refilled_at {
-            Some(at) => now.saturating_sub(at) as f64 / 1e6,
-            // A new room starts with a full bucket, like a Redis bucket that has no key yet.
-            None => f64::INFINITY,
-        };
-        self.tokens = (self.tokens + rate * elapsed).min(burst);
-        self.refilled_at = Some(now);
-    }
-
-    /// How many more may be let in now without more than `burst` in any window of one tick (the
-    /// bucket alone allows a full batch right after another when ticks come close together: a
-    /// late tick and the next, or two instances).
-    /// An entry stamped after `now` (the Redis clock stepped back; never with a monotonic clock,
-    /// but the rule is the scripts') counts as made now, so it leaves the window a tick later.
-    fn window_left(&mut self, now: Micros, tick: Micros, burst: f64) -> u64 {
-        for e in self.recent.iter_mut() {
-            e.0 = e.0.min(now);
-        }
-        while self
-            .recent
-            .front()
-            .is_some_and(|(t, _)| now.saturating_sub(*t) >= tick)
-        {
-            self.recent.pop_front();
-        }
-        let used: u64 = self.recent.iter().map(|(_, n)| n).sum();
-        (burst as u64).saturating_sub(used)
-    }
-
-    fn note_admitted(&mut self, now: Micros, n: u64) {
-        if n > 0 {
-            self.recent.push_back((now, n));
-        }
-    }
-
-    /// Updates the measured admission rate. Only seconds in which visitors were waiting count:
-    /// with an empty line the admissions measure the demand, not what the room can admit, and
-    /// would make the ETA of the next queue too pessimistic. The first sample seeds the average.
-    fn observe_rate(&mut self, now: Micros) {
-        let Some(at) = self.measured_at.map(|at| at.min(now)) else {
-            self.measured_at = Some(now);
-            self.measured_count = self.admitted_total;
-            return;
-        };
-        // A step back: measure from now on, as if no time had passed.
-        self.measured_at = Some(at);
-        let dt = now.saturating_sub(at) as f64 / 1e6;
-        if dt < 1.0 {
-            return;
-        }
-        if !self.waiters.is_empty() {
-            let sample = (self.admitted_total - self.measured_count) as f64 / dt;
-            if self.measured_rate == 0.0 {
-                self.measured_rate = sample;
-            } else {
-                let alpha = 1.0 - (-dt / RATE_TAU_SECS).exp();
-                self.measured_rate += alpha * (sample - self.measured_rate);
-            }
-        }
-        self.measured_at = Some(now);
-        self.measured_count = self.admitted_total;
     }
 
     /// Counts a new join from a client (a fixed window from its first join, like Redis `INCR` +
