@@ -5,6 +5,7 @@
 //! arrived together does not poll together. Rendering can never turn into a 5xx: if a template
 //! fails at run time the visitor gets a minimal built-in page with the same refresh.
 
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
@@ -109,12 +110,10 @@ impl<'a> WaitingView<'a> {
             retry_after_ms: s.retry_after_ms,
             refresh_seconds: s.retry_after_secs(),
             progress_percent,
-            status_url: format!("/.anteroom/status?room={}", s.room),
+            status_url: status_url(&s.room),
             lang,
             t,
-            t_json: serde_json::to_string(t)
-                .unwrap_or_default()
-                .replace('<', "\\u003c"),
+            t_json: t_json(t),
         }
     }
 }
@@ -220,6 +219,59 @@ pub struct Pages {
     tera: Tera,
     /// Per room index, the name of its waiting template.
     room_templates: Vec<String>,
+    /// Per room index and language, the parts of the waiting page's context that never change
+    /// (the texts, their JSON, the room, the status URL), built once: a request only adds the
+    /// few figures of its own ([`Figures`]).
+    bases: Vec<BTreeMap<String, Context>>,
+}
+
+/// What a waiting page adds to its room's constant context.
+#[derive(Serialize)]
+struct Figures<'a> {
+    state: &'a str,
+    position: u64,
+    waiting: u64,
+    eta_seconds: Option<u64>,
+    eta_text: String,
+    retry_after_ms: u64,
+    refresh_seconds: u64,
+    progress_percent: u64,
+}
+
+impl<'a> From<&WaitingView<'a>> for Figures<'a> {
+    fn from(v: &WaitingView<'a>) -> Self {
+        Self {
+            state: v.state,
+            position: v.position,
+            waiting: v.waiting,
+            eta_seconds: v.eta_seconds,
+            eta_text: v.eta_text.clone(),
+            retry_after_ms: v.retry_after_ms,
+            refresh_seconds: v.refresh_seconds,
+            progress_percent: v.progress_percent,
+        }
+    }
+}
+
+/// The constant part of a room's waiting context in one language.
+fn base_context(room: &str, lang: &str, t: &TextSet) -> Result<Context, tera::Error> {
+    let mut ctx = Context::new();
+    ctx.insert("room", room);
+    ctx.insert("lang", lang);
+    ctx.insert("t", t);
+    ctx.insert("t_json", &t_json(t));
+    ctx.insert("status_url", &status_url(room));
+    Ok(ctx)
+}
+
+fn t_json(t: &TextSet) -> String {
+    serde_json::to_string(t)
+        .unwrap_or_default()
+        .replace('<', "\\u003c")
+}
+
+fn status_url(room: &str) -> String {
+    format!("/.anteroom/status?room={room}")
 }
 
 /// Checks that a template compiles and renders with a sample context in every state and
@@ -283,12 +335,26 @@ impl Pages {
                 }
             }
         }
+        let bases = config
+            .rooms
+            .iter()
+            .map(|room| {
+                room.texts
+                    .iter()
+                    .map(|(lang, t)| Ok((lang.clone(), base_context(room.name(), lang, t)?)))
+                    .collect::<Result<BTreeMap<_, _>, tera::Error>>()
+            })
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| error_chain(&e))?;
         Ok(Self {
             tera,
             room_templates,
+            bases,
         })
     }
 
+    /// The waiting page: the room's constant context for `lang` (when `t` is that language's
+    /// texts, as the proxy passes them) plus this answer's figures.
     pub fn waiting(&self, room: usize, status: &Status, lang: &str, t: &TextSet) -> String {
         let view = WaitingView::new(status, lang, t);
         let name = self
@@ -296,7 +362,20 @@ impl Pages {
             .get(room)
             .map(String::as_str)
             .unwrap_or(WAITING);
-        let rendered = Context::from_serialize(&view).and_then(|ctx| self.tera.render(name, &ctx));
+        let base = self
+            .bases
+            .get(room)
+            .and_then(|b| b.get(lang))
+            .filter(|b| b.get("room").and_then(|r| r.as_str()) == Some(status.room.as_str()));
+        let ctx = match base {
+            Some(base) => Context::from_serialize(Figures::from(&view)).map(|figures| {
+                let mut ctx = base.clone();
+                ctx.extend(figures);
+                ctx
+            }),
+            None => Context::from_serialize(&view),
+        };
+        let rendered = ctx.and_then(|ctx| self.tera.render(name, &ctx));
         match rendered {
             Ok(html) => html,
             Err(e) => {
@@ -416,6 +495,55 @@ mod tests {
     fn eta_is_computed() {
         assert_eq!(eta_seconds(350, 175.0), Some(2));
         assert_eq!(eta_seconds(1, 0.0), None);
+    }
+
+    /// The constant context built once renders byte for byte what the whole view renders,
+    /// in every state and language, with a room's own texts.
+    #[test]
+    fn the_prebuilt_context_renders_the_same_page() {
+        let cfg = crate::config::parse(
+            r#"
+[cookie]
+keys = ["0123456789abcdef0123456789abcdef"]
+[[upstream]]
+name = "shop"
+addr = "127.0.0.1:9"
+[default]
+upstream = "shop"
+[[room]]
+name = "sale"
+paths = ["/p"]
+admit-per-second = 10
+max-active = 10
+[room.texts.en]
+title_waiting = "In line for <the> sale"
+"#,
+            "test.toml",
+            std::path::Path::new("."),
+        )
+        .expect("config");
+        let pages = Pages::load(&cfg).expect("pages");
+        let room = &cfg.rooms[0];
+        for (lang, t) in &room.texts {
+            for state in [State::Waiting, State::Paused, State::Full, State::Admitted] {
+                let status = Status {
+                    room: "sale".into(),
+                    state,
+                    position: (state != State::Full).then_some(42),
+                    waiting: 1000,
+                    eta_seconds: (state == State::Waiting).then_some(90),
+                    retry_after_ms: 3000,
+                };
+                let fast = pages.waiting(0, &status, lang, t);
+                let view = WaitingView::new(&status, lang, t);
+                let whole = Context::from_serialize(&view)
+                    .and_then(|ctx| pages.tera.render(WAITING, &ctx))
+                    .expect("renders");
+                assert_eq!(fast, whole, "{lang} {state:?}");
+                assert!(!fast.contains("<the>"), "texts stay escaped");
+            }
+        }
+        assert!(pages.bases[0].contains_key("en") && pages.bases[0].contains_key("ko"));
     }
 
     #[test]
