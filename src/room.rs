@@ -10,6 +10,7 @@
 
 mod local;
 pub mod policy;
+pub mod prelimit;
 pub mod recovery;
 
 pub use local::{LocalAdmit, LocalBucket};
@@ -140,12 +141,15 @@ pub struct Room {
     pub recovery: recovery::Recovery,
     /// The line as the last tick saw it, and the liveness batch: status polls at the edge.
     pub line: crate::line::RoomLine,
+    /// `join-limit` checked on this instance before the store's counter.
+    pub prelimit: prelimit::JoinPreLimit,
 }
 
 impl Room {
     pub fn new(cfg: RoomConfig, metrics: RoomMetrics) -> Self {
         let cookie_name = room_cookie_name(cfg.name());
         let ticket_cookie = crate::line::ticket::cookie_name(cfg.name());
+        let prelimit = prelimit::JoinPreLimit::new(cfg.join_limit.as_ref());
         Self {
             cfg,
             cookie_name,
@@ -155,6 +159,7 @@ impl Room {
             local: LocalBucket::default(),
             recovery: recovery::Recovery::default(),
             line: crate::line::RoomLine::default(),
+            prelimit,
         }
     }
 

@@ -342,3 +342,37 @@ async fn a_stale_snapshot_answers_but_admits_nobody() {
     }
     assert!(second.get("anteroom_sale").is_none());
 }
+
+/// A flood of new visitors from one address: past `join-limit` on this instance, requests are
+/// refused without a Redis call, so the flood costs Redis the limit's worth of calls, not one
+/// per request.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flood_of_newcomers_from_one_address_costs_redis_the_limit_not_the_flood() {
+    let redis = RedisServer::start();
+    let origin = Origin::start().await;
+    let room = "admit-per-second = 100\nmax-active = 1\ntick = \"10s\"\njoin-limit = { per-ip = 3, per = \"1m\" }";
+    let proxy = Proxy::start(&config(origin.addr, &redis.url(), room));
+    let mut conn = redis_conn(&redis.url()).await;
+    // The admission loop's first tick is behind us once the room is known to the store.
+    eventually(Duration::from_secs(10), "the first tick", || {
+        let mut c = conn.clone();
+        async move { (script_calls(&mut c).await >= 2).then_some(()) }
+    })
+    .await;
+    let before = script_calls(&mut conn).await;
+    let mut codes = std::collections::BTreeMap::new();
+    const FLOOD: u64 = 200;
+    for _ in 0..FLOOD {
+        let resp = client()
+            .get(proxy.url("/products"))
+            .header("accept", "application/json")
+            .send()
+            .await
+            .unwrap();
+        *codes.entry(resp.status().as_u16()).or_insert(0u64) += 1;
+    }
+    let calls = script_calls(&mut conn).await - before;
+    println!("{FLOOD} cookieless requests from one address: {codes:?}, {calls} Redis calls");
+    assert_eq!(codes.get(&429), Some(&(FLOOD - 3)), "{codes:?}");
+    assert!(calls <= 4, "{calls} Redis calls for a flood of {FLOOD}");
+}

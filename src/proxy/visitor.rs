@@ -115,6 +115,15 @@ impl Proxy {
             return v;
         }
         let r = &shared.rooms[room];
+        // Without a ticket this is a store join that join-limit may count: past the limit on
+        // this instance alone, it is refused here, without a store call.
+        if let Some(retry_after) = gate
+            .as_ref()
+            .filter(|_| ticket.is_none())
+            .and_then(|g| r.prelimit.check(&g.client))
+        {
+            return Verdict::Limited { retry_after };
+        }
         let joined = shared
             .store_call(
                 "join",
