@@ -141,7 +141,7 @@ ADMIN_TOKEN="bench-admin-token-0123456789"
 
 # start_anteroom CONFIG LISTEN_PORT: runs the release binary, waits until it answers.
 start_anteroom() {
-  ANTEROOM_LOG=${ANTEROOM_LOG:-warn} target/release/anteroom run --config "$1" 2>>"$BENCH_DIR/anteroom-$2.log" &
+  ANTEROOM_LOG=${ANTEROOM_LOG:-info} target/release/anteroom run --config "$1" 2>>"$BENCH_DIR/anteroom-$2.log" &
   BENCH_PIDS+=($!)
   LAST_PID=$!
   # Any answer will do (a 404 under the reserved prefix): a status call would join the line.
@@ -149,10 +149,16 @@ start_anteroom() {
 }
 
 # admitted_cookie PORT: `anteroom_sale=...` of a fresh visitor let in on the fast path (the line
-# must be empty).
+# must be empty), as a browser holds it after its first return: the fast-path cookie lives
+# under half a session, so that return renews it to a whole session (one store call, once);
+# the renewed cookie is the one every later request carries.
 admitted_cookie() {
-  curl -s -D - -o /dev/null "http://127.0.0.1:$1/.anteroom/status?room=sale" | tr -d '\r' |
-    awk -F': ' 'tolower($1)=="set-cookie" && $2 ~ /^anteroom_sale=/ {split($2,a,";"); print a[1]}'
+  local first renewed
+  first=$(curl -s -D - -o /dev/null "http://127.0.0.1:$1/.anteroom/status?room=sale" | tr -d '\r' |
+    awk -F': ' 'tolower($1)=="set-cookie" && $2 ~ /^anteroom_sale=/ {split($2,a,";"); print a[1]}')
+  renewed=$(curl -s -D - -o /dev/null -H "Cookie: $first" "http://127.0.0.1:$1/page" | tr -d '\r' |
+    awk -F': ' 'tolower($1)=="set-cookie" && $2 ~ /^anteroom_sale=/ {split($2,a,";"); print a[1]}')
+  echo "${renewed:-$first}"
 }
 
 # rps ARGS...: wrk's requests per second (one thread, CONNS connections, SECS seconds).

@@ -174,6 +174,36 @@ pub fn without_ours(value: &[u8]) -> Option<String> {
     Some(kept.join("; "))
 }
 
+/// Every `Cookie` header value joined into one, our cookies left out, in one pass into one
+/// buffer (what the origin gets instead of them; empty when nothing is left). A value that is
+/// not UTF-8 is kept whole, as sent.
+pub fn all_without_ours<'a>(values: impl IntoIterator<Item = &'a [u8]>) -> String {
+    let mut kept = String::new();
+    for v in values {
+        let text = match std::str::from_utf8(v) {
+            Ok(t) => t,
+            Err(_) => {
+                if !kept.is_empty() {
+                    kept.push_str("; ");
+                }
+                kept.push_str(&String::from_utf8_lossy(v));
+                continue;
+            }
+        };
+        for pair in text.split(';') {
+            let pair = pair.trim();
+            if pair.is_empty() || pair.starts_with(COOKIE_PREFIX) {
+                continue;
+            }
+            if !kept.is_empty() {
+                kept.push_str("; ");
+            }
+            kept.push_str(pair);
+        }
+    }
+    kept
+}
+
 /// The cookie name for a room's admission.
 pub fn room_cookie_name(room: &str) -> String {
     format!("{COOKIE_PREFIX}{room}")
@@ -270,5 +300,20 @@ mod tests {
         assert_eq!(without_ours(h).as_deref(), Some("a=1; b=2"));
         assert_eq!(without_ours(b"a=1"), None);
         assert_eq!(without_ours(b"anteroom_vid=1").as_deref(), Some(""));
+        // Several headers, one buffer: the same as each header stripped and joined.
+        let headers: [&[u8]; 4] = [
+            b"a=1; anteroom_sale=x",
+            b"anteroom_vid=2",
+            b" b=2 ;anteroom_q.sale=t; c=3",
+            b"",
+        ];
+        assert_eq!(all_without_ours(headers), "a=1; b=2; c=3");
+        let one_by_one: Vec<String> = headers
+            .iter()
+            .filter_map(|h| without_ours(h).or_else(|| Some(String::from_utf8_lossy(h).into())))
+            .filter(|s| !s.is_empty())
+            .collect();
+        assert_eq!(one_by_one.join("; "), "a=1; b=2; c=3");
+        assert_eq!(all_without_ours([b"anteroom_vid=1".as_slice()]), "");
     }
 }

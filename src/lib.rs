@@ -18,6 +18,7 @@ pub mod cookie;
 pub mod demo;
 pub mod fuzzing;
 pub mod line;
+pub mod logwriter;
 pub mod metrics;
 pub mod page;
 pub mod proxy;

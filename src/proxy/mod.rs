@@ -340,17 +340,10 @@ impl ProxyHttp for Proxy {
         if !cookie_values(upstream_request).any(ours) {
             return Ok(());
         }
-        let values: Vec<&[u8]> = cookie_values(upstream_request).collect();
-        let kept: Vec<String> = values
-            .iter()
-            .map(|v| {
-                cookie::without_ours(v).unwrap_or_else(|| String::from_utf8_lossy(v).into_owned())
-            })
-            .filter(|s| !s.is_empty())
-            .collect();
+        let kept = cookie::all_without_ours(cookie_values(upstream_request));
         upstream_request.remove_header(&http::header::COOKIE);
         if !kept.is_empty() {
-            upstream_request.insert_header(http::header::COOKIE, kept.join("; "))?;
+            upstream_request.insert_header(http::header::COOKIE, kept)?;
         }
         Ok(())
     }
