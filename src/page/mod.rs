@@ -12,19 +12,21 @@ use std::time::Duration;
 use serde::Serialize;
 use tera::{Context, Tera};
 
+mod fast;
+
 use crate::config::{Config, PollTier};
 use crate::texts::TextSet;
 
 /// The built-in waiting page, compiled into the binary so `anteroom demo` needs no files.
-pub const DEFAULT_WAITING: &str = include_str!("../templates/waiting.html.tera");
+pub const DEFAULT_WAITING: &str = include_str!("../../templates/waiting.html.tera");
 /// The built-in page for short messages (already used, shop unavailable).
-pub const DEFAULT_MESSAGE: &str = include_str!("../templates/message.html.tera");
+pub const DEFAULT_MESSAGE: &str = include_str!("../../templates/message.html.tera");
 
 const WAITING: &str = "waiting.html.tera";
 const MESSAGE: &str = "message.html.tera";
 
 /// The visitor's state as shown in JSON and on the page.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum State {
     Waiting,
@@ -223,6 +225,9 @@ pub struct Pages {
     /// (the texts, their JSON, the room, the status URL), built once: a request only adds the
     /// few figures of its own ([`Figures`]).
     bases: Vec<BTreeMap<String, Context>>,
+    /// Per room index and language, the built-in page pre-rendered ([`fast`]); empty for a
+    /// room with its own template.
+    fast: Vec<BTreeMap<String, fast::Prerendered>>,
 }
 
 /// What a waiting page adds to its room's constant context.
@@ -346,10 +351,31 @@ impl Pages {
             })
             .collect::<Result<Vec<_>, _>>()
             .map_err(|e| error_chain(&e))?;
+        let fast = config
+            .rooms
+            .iter()
+            .zip(&bases)
+            .map(|(room, langs)| {
+                if room.template.is_some() {
+                    return BTreeMap::new();
+                }
+                langs
+                    .iter()
+                    .filter_map(|(lang, base)| {
+                        let pre = fast::Prerendered::build(&tera, WAITING, base);
+                        if pre.is_none() {
+                            tracing::warn!(room = room.name(), lang, "the waiting page could not be pre-rendered; Tera renders it per request");
+                        }
+                        Some((lang.clone(), pre?))
+                    })
+                    .collect()
+            })
+            .collect();
         Ok(Self {
             tera,
             room_templates,
             bases,
+            fast,
         })
     }
 
@@ -362,6 +388,14 @@ impl Pages {
             .get(room)
             .map(String::as_str)
             .unwrap_or(WAITING);
+        let pre = self
+            .fast
+            .get(room)
+            .and_then(|f| f.get(lang))
+            .filter(|_| self.is_room(room, &status.room));
+        if let Some(page) = pre.and_then(|p| p.page(&view)) {
+            return page;
+        }
         let base = self
             .bases
             .get(room)
@@ -387,6 +421,16 @@ impl Pages {
                 )
             }
         }
+    }
+
+    /// Whether room index `room` is the room called `name` (its constant parts name it).
+    fn is_room(&self, room: usize, name: &str) -> bool {
+        self.bases
+            .get(room)
+            .and_then(|b| b.values().next())
+            .and_then(|ctx| ctx.get("room"))
+            .and_then(|r| r.as_str())
+            == Some(name)
     }
 
     pub fn message(&self, view: &MessageView<'_>) -> String {
@@ -544,6 +588,32 @@ title_waiting = "In line for <the> sale"
             }
         }
         assert!(pages.bases[0].contains_key("en") && pages.bases[0].contains_key("ko"));
+        assert!(
+            pages.fast[0].contains_key("en") && pages.fast[0].contains_key("ko"),
+            "the built-in page is pre-rendered in every language"
+        );
+        // Figures of every size, through the pre-rendered pieces and through Tera.
+        for (position, waiting, eta) in [(1, 1, 0), (9, 10, 59), (99_999, 1_000_000, 7200)] {
+            for (lang, t) in &room.texts {
+                let status = Status {
+                    room: "sale".into(),
+                    state: State::Waiting,
+                    position: Some(position),
+                    waiting,
+                    eta_seconds: Some(eta),
+                    retry_after_ms: 4321,
+                };
+                let view = WaitingView::new(&status, lang, t);
+                let whole = Context::from_serialize(&view)
+                    .and_then(|ctx| pages.tera.render(WAITING, &ctx))
+                    .expect("renders");
+                assert_eq!(
+                    pages.waiting(0, &status, lang, t),
+                    whole,
+                    "{lang} {position}"
+                );
+            }
+        }
     }
 
     #[test]
