@@ -7,6 +7,11 @@ use crate::store::line::{LineSample, Place};
 pub enum Estimate {
     /// Still in line with about `ahead` visitors before it.
     Ahead(u64),
+    /// Behind everyone in the sample: the visitor joined after it was taken, so it knows
+    /// nothing of who joined between — at least `ahead` are before them, perhaps many more
+    /// (a spike of arrivals within one tick). The place the store gave at joining is the
+    /// better answer until a newer sample holds it.
+    JoinedAfter(u64),
     /// At or past the head, in another epoch, or the line is empty: the visitor's turn may have
     /// come (or the place was lost). Only the store can tell.
     AskStore,
@@ -14,8 +19,8 @@ pub enum Estimate {
 
 /// The rank of `place` in the line `sample` describes. For a place the sample holds, the
 /// estimate misses the exact rank by less than the gap between the two sampled ranks around it
-/// (see [`crate::store::line::next_rank`]); a key past the last point (a visitor who joined
-/// after the sample was taken) has everyone in the sample ahead of it. Monotone in the key.
+/// (see [`crate::store::line::next_rank`]); a key past the last point is a visitor who joined
+/// after the sample was taken ([`Estimate::JoinedAfter`]). Monotone in the key.
 pub fn estimate(sample: &LineSample, place: Place) -> Estimate {
     let Some(&(_, head)) = sample.points.first() else {
         return Estimate::AskStore;
@@ -30,7 +35,11 @@ pub fn estimate(sample: &LineSample, place: Place) -> Estimate {
         .saturating_sub(1);
     let (r0, k0) = sample.points[i];
     let Some(&(r1, k1)) = sample.points.get(i + 1) else {
-        return Estimate::Ahead(if place.key == k0 { r0 } else { r0 + 1 });
+        return if place.key == k0 {
+            Estimate::Ahead(r0)
+        } else {
+            Estimate::JoinedAfter(r0 + 1)
+        };
     };
     if place.key == k0 {
         return Estimate::Ahead(r0);
@@ -81,7 +90,11 @@ mod tests {
             Estimate::AskStore
         );
         assert_eq!(estimate(&s, place(30)), Estimate::Ahead(2));
-        assert_eq!(estimate(&s, place(41)), Estimate::Ahead(4), "joined after");
+        assert_eq!(
+            estimate(&s, place(41)),
+            Estimate::JoinedAfter(4),
+            "joined after"
+        );
     }
 
     #[test]
@@ -138,7 +151,7 @@ mod tests {
             for (rank, &key) in keys.iter().enumerate().skip(1) {
                 let rank = rank as u64;
                 let Estimate::Ahead(est) = estimate(&s, place(key)) else {
-                    panic!("rank {rank} asked the store");
+                    panic!("rank {rank}: no estimate");
                 };
                 let allowed = if rank < EXACT_HEAD { 0 } else { step.max(rank / 100) };
                 prop_assert!(est.abs_diff(rank) <= allowed, "rank {rank}: {est} (allowed {allowed})");
@@ -181,6 +194,7 @@ mod tests {
                 let used = samples.len() - 1 - age.min(samples.len() - 1);
                 match estimate(&samples[used], place(me)) {
                     Estimate::AskStore => break,
+                    Estimate::JoinedAfter(_) => prop_assert!(false, "a visitor of every sample"),
                     Estimate::Ahead(ahead) => {
                         let position = shown_position(ahead, shown);
                         if let Some(before) = shown {

@@ -101,9 +101,15 @@ pub fn decide(
     if !s.enabled || since >= abandon / 2 {
         return Edge::AskStore;
     }
-    match estimate(&s.sample, t.place) {
-        Estimate::AskStore => Edge::AskStore,
-        Estimate::Ahead(ahead) => {
+    let ahead = match estimate(&s.sample, t.place) {
+        Estimate::AskStore => return Edge::AskStore,
+        Estimate::Ahead(ahead) => Some(ahead),
+        // Joined after this sample: the place the store gave stands until a sample holds it.
+        Estimate::JoinedAfter(_) => None,
+    };
+    match ahead.or_else(|| t.shown.checked_sub(1)) {
+        None => Edge::AskStore,
+        Some(ahead) => {
             let position = shown_position(ahead, Some(t.shown));
             Edge::Answer {
                 position,
@@ -247,6 +253,25 @@ mod tests {
             decide(Some(&s), &ticket(60, 1000, 3), 1010, ABANDON),
             Edge::Answer { position: 3, .. }
         ));
+    }
+
+    /// A visitor who joined after the snapshot, in a spike of arrivals: their place from the
+    /// store (shown 150) stands, not "everyone in the sample plus one" (which would then stick,
+    /// as a position never goes up).
+    #[test]
+    fn a_visitor_who_joined_after_the_snapshot_keeps_the_place_the_store_gave() {
+        let s = snap(vec![(0, 10), (4, 50)], 5);
+        match decide(Some(&s), &ticket(900, 1000, 150), 1001, ABANDON) {
+            Edge::Answer {
+                position, waiting, ..
+            } => assert_eq!((position, waiting), (150, 150)),
+            e => panic!("{e:?}"),
+        }
+        assert_eq!(
+            decide(Some(&s), &ticket(900, 1000, 0), 1001, ABANDON),
+            Edge::AskStore,
+            "no place known: the store tells"
+        );
     }
 
     #[test]
