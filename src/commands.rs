@@ -204,67 +204,18 @@ pub fn init_logging(format: LogFormat) {
     let filter = tracing_subscriber::EnvFilter::try_new(&spec)
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     use std::io::IsTerminal;
-    use tracing_subscriber::filter::filter_fn;
-    use tracing_subscriber::fmt;
-    use tracing_subscriber::prelude::*;
-    // The access log goes through a background writer (no request waits on stderr); if its
-    // thread cannot start, it is written like every other line.
-    let access = |m: &tracing::Metadata<'_>| m.target() == ACCESS_TARGET;
-    let background = crate::logwriter::Background::start(std::io::stderr()).ok();
-    let ansi = std::io::stderr().is_terminal();
-    let registry = tracing_subscriber::registry().with(filter);
-    let Some(bg) = background else {
-        return match format {
-            LogFormat::Text => registry
-                .with(fmt::layer().with_writer(std::io::stderr).with_ansi(ansi))
-                .init(),
-            LogFormat::Json => registry
-                .with(
-                    fmt::layer()
-                        .json()
-                        .flatten_event(true)
-                        .with_writer(std::io::stderr),
-                )
-                .init(),
-        };
-    };
-    let others = filter_fn(move |m| !access(m));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal());
     match format {
-        LogFormat::Text => registry
-            .with(
-                fmt::layer()
-                    .with_writer(std::io::stderr)
-                    .with_ansi(ansi)
-                    .with_filter(others),
-            )
-            .with(
-                fmt::layer()
-                    .with_writer(bg)
-                    .with_ansi(ansi)
-                    .with_filter(filter_fn(access)),
-            )
-            .init(),
-        LogFormat::Json => registry
-            .with(
-                fmt::layer()
-                    .json()
-                    .flatten_event(true)
-                    .with_writer(std::io::stderr)
-                    .with_filter(others),
-            )
-            .with(
-                fmt::layer()
-                    .json()
-                    .flatten_event(true)
-                    .with_writer(bg)
-                    .with_filter(filter_fn(access)),
-            )
-            .init(),
+        LogFormat::Text => builder.init(),
+        LogFormat::Json => builder.json().flatten_event(true).init(),
     }
+    // The access log is formatted and written off the request path (src/logwriter.rs); if its
+    // thread cannot start, access lines go through `tracing` like every other line.
+    crate::logwriter::start(matches!(format, LogFormat::Json));
 }
-
-/// The access log's target (see `logging` in src/proxy/mod.rs).
-const ACCESS_TARGET: &str = "anteroom::access";
 
 /// How the admin commands find the admin API.
 #[derive(Debug, Clone)]

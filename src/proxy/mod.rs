@@ -378,6 +378,18 @@ impl ProxyHttp for Proxy {
                 .unwrap_or(0);
             let room = ctx.room.map(|i| shared.rooms[i].name()).unwrap_or("-");
             // The path without its query: queries can carry tokens of the shop's own.
+            if let Some(log) = crate::logwriter::writer() {
+                log.push(crate::logwriter::Access {
+                    at: std::time::SystemTime::now(),
+                    room: room.to_string(),
+                    outcome: ctx.outcome.as_str(),
+                    status,
+                    method: req.method.as_str().to_string(),
+                    path: req.uri.path().to_string(),
+                    duration_ms: seconds * 1000.0,
+                });
+                return;
+            }
             tracing::info!(
                 target: "anteroom::access",
                 room,
