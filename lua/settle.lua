@@ -4,7 +4,8 @@
 -- finds it settled. A confirm that comes after the deadline gave the admission back still uses
 -- it up, unless another order has taken it since.
 --
--- KEYS[1] active ZSET   KEYS[2] consumed marker STRING for this visitor
+-- KEYS[1] active ZSET   KEYS[2] consumed marker STRING for this visitor   KEYS[3] room HASH
+-- (read only for its key layout version)
 -- Extend (a heartbeat while the order is in flight): a pending consume's deadline moves to
 -- now + ARGV[7], its slot held at least as long; a settled one is left alone (3).
 --
@@ -15,6 +16,7 @@
 --   0 gone: no consume of this request is known
 
 local active, marker = KEYS[1], KEYS[2]
+check_layout(KEYS[3])
 local vid, req, how = ARGV[1], ARGV[2], ARGV[3]
 local marker_ms, session_us = tonumber(ARGV[4]), tonumber(ARGV[5])
 local now = now_us(tonumber(ARGV[6]))

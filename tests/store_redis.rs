@@ -127,8 +127,21 @@ async fn a_room_in_another_key_layout_is_refused_loudly() {
     refused(store.touch(&p, v).await.unwrap_err());
     refused(store.stats(&p).await.unwrap_err());
     refused(store.room_state(&p).await.unwrap_err());
+    let order = anteroom::store::Order {
+        request: anteroom::store::RequestId::random(),
+        grace: Duration::from_secs(10),
+        vouched: true,
+        cookie_life: Duration::from_secs(600),
+    };
+    refused(store.consume(&p, v, &order).await.unwrap_err());
+    let how = anteroom::store::Settle::Confirm;
+    refused(store.settle(&p, v, &order.request, how).await.unwrap_err());
     // Back to this version's layout, the room is as it was.
     common::redis::raw(server.port, &format!("HSET {key} layout 1")).unwrap();
     let st = store.stats(&p).await.unwrap();
     assert_eq!((st.active, st.joined_total), (1, 1));
+    assert_eq!(
+        store.consume(&p, v, &order).await.unwrap(),
+        anteroom::store::Consumed::Won
+    );
 }

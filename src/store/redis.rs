@@ -31,11 +31,12 @@ use tokio::sync::OnceCell;
 
 mod admit_reply;
 mod join_reply;
+mod keys;
 
 use admit_reply::AdmitReply;
 use join_reply::JoinReply;
+use keys::{marker_key, marker_ms, Keys};
 
-use super::order::MARKER_MARGIN;
 use super::sentinel::SentinelConn;
 use super::{
     Admission, AdmitContext, AdmitReport, Consumed, JoinGate, Order, RequestId, RoomParams,
@@ -114,41 +115,12 @@ pub struct RedisStore {
     instance: String,
 }
 
-/// The keys of a room.
-struct Keys {
-    waiting: String,
-    active: String,
-    room: String,
-    instances: String,
-}
-
-impl Keys {
-    fn of(room: &str) -> Self {
-        Self {
-            waiting: format!("{{anteroom:{room}}}:waiting"),
-            active: format!("{{anteroom:{room}}}:active"),
-            room: format!("{{anteroom:{room}}}:room"),
-            instances: format!("{{anteroom:{room}}}:instances"),
-        }
-    }
-}
-
 fn unavailable(op: &'static str, room: &str, reason: impl ToString) -> StoreError {
     StoreError::Unavailable {
         op,
         room: room.to_string(),
         reason: reason.to_string(),
     }
-}
-
-/// A visitor's consumed marker (see `lua/prelude.lua`).
-fn marker_key(room: &str, vid: VisitorId) -> String {
-    format!("{{anteroom:{room}}}:consumed:{vid}")
-}
-
-/// How long a consumed marker lives: longer than any cookie of that admission verifies.
-fn marker_ms(p: &RoomParams) -> u64 {
-    u64::try_from((p.session_ttl + MARKER_MARGIN).as_millis()).unwrap_or(u64::MAX)
 }
 
 fn micros(d: Duration) -> u64 {
@@ -378,6 +350,7 @@ impl Store for RedisStore {
         let mut inv = self.scripts.consume.prepare_invoke();
         inv.key(&k.active)
             .key(marker_key(&p.name, vid))
+            .key(&k.room)
             .arg(&vid.as_bytes()[..])
             .arg(order.request.as_str())
             .arg(micros(order.grace))
@@ -411,6 +384,7 @@ impl Store for RedisStore {
         let mut inv = self.scripts.settle.prepare_invoke();
         inv.key(&k.active)
             .key(marker_key(&p.name, vid))
+            .key(&k.room)
             .arg(&vid.as_bytes()[..])
             .arg(request.as_str())
             .arg(match how {

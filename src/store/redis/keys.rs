@@ -1,0 +1,34 @@
+//! A room's keys in Redis (the layout is described in `lua/prelude.lua`; its version is the
+//! prelude's `LAYOUT`).
+
+use crate::store::order::MARKER_MARGIN;
+use crate::store::{RoomParams, VisitorId};
+
+/// The keys of a room.
+pub(super) struct Keys {
+    pub waiting: String,
+    pub active: String,
+    pub room: String,
+    pub instances: String,
+}
+
+impl Keys {
+    pub fn of(room: &str) -> Self {
+        Self {
+            waiting: format!("{{anteroom:{room}}}:waiting"),
+            active: format!("{{anteroom:{room}}}:active"),
+            room: format!("{{anteroom:{room}}}:room"),
+            instances: format!("{{anteroom:{room}}}:instances"),
+        }
+    }
+}
+
+/// A visitor's consumed marker (see `lua/prelude.lua`).
+pub(super) fn marker_key(room: &str, vid: VisitorId) -> String {
+    format!("{{anteroom:{room}}}:consumed:{vid}")
+}
+
+/// How long a consumed marker lives: longer than any cookie of that admission verifies.
+pub(super) fn marker_ms(p: &RoomParams) -> u64 {
+    u64::try_from((p.session_ttl + MARKER_MARGIN).as_millis()).unwrap_or(u64::MAX)
+}
