@@ -52,35 +52,6 @@ async fn json(proxy: &Proxy, path: &str, jar: &mut Jar) -> Value {
     resp.json().await.unwrap()
 }
 
-async fn redis_conn(url: &str) -> ::redis::aio::MultiplexedConnection {
-    ::redis::Client::open(url)
-        .unwrap()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap()
-}
-
-/// INFO commandstats: calls of the join script so far (every script is EVALSHA; the join is
-/// told apart by running with no admission tick in between, see the callers).
-async fn script_calls(conn: &mut ::redis::aio::MultiplexedConnection) -> u64 {
-    let info: String = ::redis::cmd("INFO")
-        .arg("commandstats")
-        .query_async(conn)
-        .await
-        .unwrap();
-    info.lines()
-        .filter(|l| l.starts_with("cmdstat_evalsha:") || l.starts_with("cmdstat_eval:"))
-        .filter_map(|l| {
-            l.split("calls=")
-                .nth(1)?
-                .split(',')
-                .next()?
-                .parse::<u64>()
-                .ok()
-        })
-        .sum()
-}
-
 const STATUS: &str = "/.anteroom/status?room=sale";
 
 /// One slot, taken; two visitors in line (the second is the one measured: the head asks the
@@ -103,7 +74,7 @@ async fn a_poll_with_a_ticket_costs_redis_nothing_and_without_one_a_call() {
     let origin = Origin::start().await;
     let room = "admit-per-second = 100\nmax-active = 1\ntick = \"1s\"";
     let proxy = Proxy::start(&config(origin.addr, &redis.url(), room));
-    let mut conn = redis_conn(&redis.url()).await;
+    let mut conn = common::redis::connect(&redis.url()).await;
     let (_holder, _head, mut second) = a_line(&proxy).await;
     // Until a tick has sampled the line with the visitor in it, the store answers.
     snapshot_answers(&proxy, &redis.url(), &second).await;
@@ -111,7 +82,7 @@ async fn a_poll_with_a_ticket_costs_redis_nothing_and_without_one_a_call() {
     // Measure three times and keep the quietest run (an admission tick may fall inside one).
     let mut costs = Vec::new();
     for _ in 0..3 {
-        let before = script_calls(&mut conn).await;
+        let before = common::redis::script_calls(&mut conn).await;
         for _ in 0..20 {
             let v = json(&proxy, STATUS, &mut second).await;
             assert_eq!(
@@ -119,16 +90,16 @@ async fn a_poll_with_a_ticket_costs_redis_nothing_and_without_one_a_call() {
                 (Some("waiting"), Some(2))
             );
         }
-        let with_ticket = script_calls(&mut conn).await - before;
+        let with_ticket = common::redis::script_calls(&mut conn).await - before;
         let mut no_ticket = second.clone();
         no_ticket.0.retain(|(k, _)| k != TICKET);
-        let before = script_calls(&mut conn).await;
+        let before = common::redis::script_calls(&mut conn).await;
         for _ in 0..20 {
             let mut jar = no_ticket.clone();
             let v = json(&proxy, STATUS, &mut jar).await;
             assert_eq!(v["position"], 2, "the same place: {v}");
         }
-        let without = script_calls(&mut conn).await - before;
+        let without = common::redis::script_calls(&mut conn).await - before;
         costs.push((with_ticket, without));
     }
     let (with_ticket, without) = costs.into_iter().min().unwrap();
@@ -145,10 +116,10 @@ async fn snapshot_answers(proxy: &Proxy, url: &str, jar: &Jar) {
         || {
             let mut jar = jar.clone();
             async move {
-                let mut conn = redis_conn(url).await;
-                let before = script_calls(&mut conn).await;
+                let mut conn = common::redis::connect(url).await;
+                let before = common::redis::script_calls(&mut conn).await;
                 let v = json(proxy, STATUS, &mut jar).await;
-                let after = script_calls(&mut conn).await;
+                let after = common::redis::script_calls(&mut conn).await;
                 (after == before && v["state"] == "waiting").then_some(())
             }
         },
@@ -283,7 +254,7 @@ async fn a_tampered_or_foreign_ticket_costs_nobody_their_place() {
     let origin = Origin::start().await;
     let room = "admit-per-second = 100\nmax-active = 1\ntick = \"1s\"";
     let proxy = Proxy::start(&config(origin.addr, &redis.url(), room));
-    let mut conn = redis_conn(&redis.url()).await;
+    let mut conn = common::redis::connect(&redis.url()).await;
     let (_holder, _head, second) = a_line(&proxy).await;
     snapshot_answers(&proxy, &redis.url(), &second).await;
     let good = second.get(TICKET).unwrap().to_string();
@@ -305,9 +276,9 @@ async fn a_tampered_or_foreign_ticket_costs_nobody_their_place() {
     for bad in [forged, foreign, "garbage".to_string()] {
         let mut jar = second.clone();
         jar.set(TICKET, &bad);
-        let before = script_calls(&mut conn).await;
+        let before = common::redis::script_calls(&mut conn).await;
         let v = json(&proxy, STATUS, &mut jar).await;
-        let calls = script_calls(&mut conn).await - before;
+        let calls = common::redis::script_calls(&mut conn).await - before;
         assert_eq!(
             (v["state"].as_str(), v["position"].as_u64()),
             (Some("waiting"), Some(2)),
@@ -352,14 +323,14 @@ async fn a_flood_of_newcomers_from_one_address_costs_redis_the_limit_not_the_flo
     let origin = Origin::start().await;
     let room = "admit-per-second = 100\nmax-active = 1\ntick = \"10s\"\njoin-limit = { per-ip = 3, per = \"1m\" }";
     let proxy = Proxy::start(&config(origin.addr, &redis.url(), room));
-    let mut conn = redis_conn(&redis.url()).await;
+    let mut conn = common::redis::connect(&redis.url()).await;
     // The admission loop's first tick is behind us once the room is known to the store.
     eventually(Duration::from_secs(10), "the first tick", || {
         let mut c = conn.clone();
-        async move { (script_calls(&mut c).await >= 2).then_some(()) }
+        async move { (common::redis::script_calls(&mut c).await >= 2).then_some(()) }
     })
     .await;
-    let before = script_calls(&mut conn).await;
+    let before = common::redis::script_calls(&mut conn).await;
     let mut codes = std::collections::BTreeMap::new();
     const FLOOD: u64 = 200;
     for _ in 0..FLOOD {
@@ -371,7 +342,7 @@ async fn a_flood_of_newcomers_from_one_address_costs_redis_the_limit_not_the_flo
             .unwrap();
         *codes.entry(resp.status().as_u16()).or_insert(0u64) += 1;
     }
-    let calls = script_calls(&mut conn).await - before;
+    let calls = common::redis::script_calls(&mut conn).await - before;
     println!("{FLOOD} cookieless requests from one address: {codes:?}, {calls} Redis calls");
     assert_eq!(codes.get(&429), Some(&(FLOOD - 3)), "{codes:?}");
     assert!(calls <= 4, "{calls} Redis calls for a flood of {FLOOD}");

@@ -9,26 +9,6 @@ use common::redis::RedisServer;
 use common::shop::{Answer, Shop};
 use common::*;
 
-/// INFO commandstats: calls of EVALSHA and EVAL so far.
-async fn script_calls(conn: &mut ::redis::aio::MultiplexedConnection) -> u64 {
-    let info: String = ::redis::cmd("INFO")
-        .arg("commandstats")
-        .query_async(conn)
-        .await
-        .unwrap();
-    info.lines()
-        .filter(|l| l.starts_with("cmdstat_evalsha:") || l.starts_with("cmdstat_eval:"))
-        .filter_map(|l| {
-            l.split("calls=")
-                .nth(1)?
-                .split(',')
-                .next()?
-                .parse::<u64>()
-                .ok()
-        })
-        .sum()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_order_costs_two_store_calls() {
     let redis = RedisServer::start();
@@ -95,7 +75,7 @@ tick = "10s"
     .await;
     shop.script(&[Answer::Status(500)]);
     for expected in [500, 200] {
-        let before = script_calls(&mut conn).await;
+        let before = common::redis::script_calls(&mut conn).await;
         let resp = client()
             .post(proxy.url("/orders"))
             .header("cookie", jar.header())
@@ -107,7 +87,7 @@ tick = "10s"
         let calls = eventually(Duration::from_secs(5), "the settle", || {
             let mut c = conn.clone();
             async move {
-                let n = script_calls(&mut c).await - before;
+                let n = common::redis::script_calls(&mut c).await - before;
                 (n >= 2).then_some(n)
             }
         })

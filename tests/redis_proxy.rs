@@ -31,14 +31,6 @@ consume = ["POST /orders"]
     )
 }
 
-async fn redis_conn(url: &str) -> ::redis::aio::MultiplexedConnection {
-    ::redis::Client::open(url)
-        .unwrap()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap()
-}
-
 async fn json(proxy: &Proxy, path: &str, jar: &mut Jar) -> Value {
     let mut req = client()
         .get(proxy.url(path))
@@ -110,7 +102,7 @@ async fn three_instances_admit_at_one_global_rate_in_order() {
         )
         .await
         .unwrap();
-    let mut conn = redis_conn(&redis.url()).await;
+    let mut conn = common::redis::connect(&redis.url()).await;
     let limit = Duration::from_secs_f64(VISITORS as f64 / RATE * 3.0);
     eventually(limit, "the line to empty", || {
         let mut c = conn.clone();
@@ -164,26 +156,6 @@ async fn three_instances_admit_at_one_global_rate_in_order() {
     }
 }
 
-/// INFO commandstats: calls of EVALSHA and EVAL so far.
-async fn script_calls(conn: &mut ::redis::aio::MultiplexedConnection) -> u64 {
-    let info: String = ::redis::cmd("INFO")
-        .arg("commandstats")
-        .query_async(conn)
-        .await
-        .unwrap();
-    info.lines()
-        .filter(|l| l.starts_with("cmdstat_evalsha:") || l.starts_with("cmdstat_eval:"))
-        .filter_map(|l| {
-            l.split("calls=")
-                .nth(1)?
-                .split(',')
-                .next()?
-                .parse::<u64>()
-                .ok()
-        })
-        .sum()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redis_calls_per_request_and_an_outage_on_the_admitted_path() {
     let mut redis = RedisServer::start();
@@ -192,7 +164,7 @@ async fn redis_calls_per_request_and_an_outage_on_the_admitted_path() {
     let room =
         "admit-per-second = 100\nmax-active = 1\ntick = \"10s\"\non-store-error = \"closed\"";
     let proxy = Proxy::start(&config(origin.addr, &redis.url(), room));
-    let mut conn = redis_conn(&redis.url()).await;
+    let mut conn = common::redis::connect(&redis.url()).await;
 
     let mut holder = Jar::default();
     let v = json(&proxy, "/.anteroom/status?room=sale", &mut holder).await;
@@ -214,7 +186,7 @@ async fn redis_calls_per_request_and_an_outage_on_the_admitted_path() {
     // Measure twice and keep the quieter run, in case an admission tick fell inside one.
     let mut costs = Vec::new();
     for _ in 0..2 {
-        let before = script_calls(&mut conn).await;
+        let before = common::redis::script_calls(&mut conn).await;
         for _ in 0..20 {
             let resp = client()
                 .get(proxy.url("/products/1"))
@@ -224,15 +196,15 @@ async fn redis_calls_per_request_and_an_outage_on_the_admitted_path() {
                 .unwrap();
             assert_eq!(resp.text().await.unwrap(), "origin GET /products/1");
         }
-        let admitted = script_calls(&mut conn).await - before;
-        let before = script_calls(&mut conn).await;
+        let admitted = common::redis::script_calls(&mut conn).await - before;
+        let before = common::redis::script_calls(&mut conn).await;
         for _ in 0..20 {
             assert_eq!(
                 json(&proxy, "/.anteroom/status?room=sale", &mut waiter).await["state"],
                 "waiting"
             );
         }
-        let polls = script_calls(&mut conn).await - before;
+        let polls = common::redis::script_calls(&mut conn).await - before;
         costs.push((admitted, polls));
     }
     let (admitted, polls) = costs.into_iter().min().unwrap();
@@ -386,7 +358,7 @@ async fn redis_over_tls_with_a_verified_certificate() {
     let v = json(&proxy, "/.anteroom/status?room=sale", &mut Jar::default()).await;
     assert_eq!(v["state"], "waiting", "{v}");
     assert_eq!(v["position"], 1);
-    let mut conn = redis_conn(&redis.url()).await;
+    let mut conn = common::redis::connect(&redis.url()).await;
     let waiting: u64 = conn.zcard("{anteroom:sale}:waiting").await.unwrap();
     assert_eq!(waiting, 1, "the line lives in the TLS Redis");
 

@@ -184,3 +184,32 @@ impl RedisCluster {
         self.nodes.iter().map(RedisServer::url).collect()
     }
 }
+
+/// A client connection to the server at `url`.
+pub async fn connect(url: &str) -> ::redis::aio::MultiplexedConnection {
+    ::redis::Client::open(url)
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap()
+}
+
+/// INFO commandstats: calls of EVALSHA and EVAL so far (every store operation is one script).
+pub async fn script_calls(conn: &mut ::redis::aio::MultiplexedConnection) -> u64 {
+    let info: String = ::redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(conn)
+        .await
+        .unwrap();
+    info.lines()
+        .filter(|l| l.starts_with("cmdstat_evalsha:") || l.starts_with("cmdstat_eval:"))
+        .filter_map(|l| {
+            l.split("calls=")
+                .nth(1)?
+                .split(',')
+                .next()?
+                .parse::<u64>()
+                .ok()
+        })
+        .sum()
+}
