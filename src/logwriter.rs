@@ -48,23 +48,29 @@ pub struct AccessLog {
     json: bool,
 }
 
-static WRITER: OnceLock<AccessLog> = OnceLock::new();
+static WRITER: OnceLock<&'static AccessLog> = OnceLock::new();
 
 /// The process's access log writer, once [`start`] has run.
 pub fn writer() -> Option<&'static AccessLog> {
-    WRITER.get()
+    WRITER.get().copied()
 }
 
-/// Starts the writer thread over stderr, in text or JSON; `false` if it could not start.
+/// Starts the writer thread over stderr, in text or JSON (once per process; a later call
+/// changes nothing); `false` if it could not start — then no writer is set and access lines
+/// go through `tracing`, so nothing waits on a list that nobody writes.
 pub fn start(json: bool) -> bool {
-    let log = WRITER.get_or_init(|| AccessLog {
+    if WRITER.get().is_some() {
+        return true;
+    }
+    let log: &'static AccessLog = Box::leak(Box::new(AccessLog {
         gathered: Gathered::default(),
         json,
-    });
-    std::thread::Builder::new()
+    }));
+    let started = std::thread::Builder::new()
         .name("anteroom-log".into())
         .spawn(move || log.run(std::io::stderr()))
-        .is_ok()
+        .is_ok();
+    started && WRITER.set(log).is_ok()
 }
 
 impl AccessLog {

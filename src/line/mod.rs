@@ -165,6 +165,14 @@ impl Seen {
         }
     }
 
+    fn take_all(&self) -> Vec<(VisitorId, Place)> {
+        self.noted
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .drain()
+            .collect()
+    }
+
     pub fn len(&self) -> usize {
         self.noted.lock().unwrap_or_else(|e| e.into_inner()).len()
     }
@@ -194,16 +202,6 @@ impl RoomLine {
     pub fn inherit(&self, old: &RoomLine) {
         self.snapshot.store(old.snapshot());
         self.seen.restore(old.seen.take_all());
-    }
-}
-
-impl Seen {
-    fn take_all(&self) -> Vec<(VisitorId, Place)> {
-        self.noted
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .drain()
-            .collect()
     }
 }
 

@@ -59,14 +59,9 @@ struct Shape {
 }
 
 impl Shape {
-    fn of(v: &WaitingView<'_>) -> Self {
+    fn of(state: State, v: &WaitingView<'_>) -> Self {
         Self {
-            state: match v.state {
-                "waiting" => State::Waiting,
-                "paused" => State::Paused,
-                "full" => State::Full,
-                _ => State::Admitted,
-            },
+            state,
             position: v.position > 0,
             eta: v.eta_seconds.is_some(),
             eta_text: !v.eta_text.is_empty(),
@@ -216,9 +211,9 @@ impl Prerendered {
         Some(out)
     }
 
-    /// The page of a view.
-    pub(super) fn page(&self, view: &WaitingView<'_>) -> Option<String> {
-        self.write(Shape::of(view), &Figures::from(view))
+    /// The page of a view of an answer in `state`.
+    pub(super) fn page(&self, state: State, view: &WaitingView<'_>) -> Option<String> {
+        self.write(Shape::of(state, view), &Figures::from(view))
     }
 }
 

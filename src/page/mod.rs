@@ -259,14 +259,14 @@ impl<'a> From<&WaitingView<'a>> for Figures<'a> {
 }
 
 /// The constant part of a room's waiting context in one language.
-fn base_context(room: &str, lang: &str, t: &TextSet) -> Result<Context, tera::Error> {
+fn base_context(room: &str, lang: &str, t: &TextSet) -> Context {
     let mut ctx = Context::new();
     ctx.insert("room", room);
     ctx.insert("lang", lang);
     ctx.insert("t", t);
     ctx.insert("t_json", &t_json(t));
     ctx.insert("status_url", &status_url(room));
-    Ok(ctx)
+    ctx
 }
 
 fn t_json(t: &TextSet) -> String {
@@ -340,17 +340,16 @@ impl Pages {
                 }
             }
         }
-        let bases = config
+        let bases: Vec<BTreeMap<String, Context>> = config
             .rooms
             .iter()
             .map(|room| {
                 room.texts
                     .iter()
-                    .map(|(lang, t)| Ok((lang.clone(), base_context(room.name(), lang, t)?)))
-                    .collect::<Result<BTreeMap<_, _>, tera::Error>>()
+                    .map(|(lang, t)| (lang.clone(), base_context(room.name(), lang, t)))
+                    .collect()
             })
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| error_chain(&e))?;
+            .collect();
         let fast = config
             .rooms
             .iter()
@@ -393,7 +392,7 @@ impl Pages {
             .get(room)
             .and_then(|f| f.get(lang))
             .filter(|_| self.is_room(room, &status.room));
-        if let Some(page) = pre.and_then(|p| p.page(&view)) {
+        if let Some(page) = pre.and_then(|p| p.page(status.state, &view)) {
             return page;
         }
         let base = self
