@@ -139,13 +139,18 @@ end
 local total = (tonumber(h[11]) or 0) + admitted
 local n = redis.call('ZCARD', waiting)
 
--- Measured admission rate: smoothed over about ten seconds, counted only while people wait.
--- A step back of TIME measures from now on, as if no time had passed.
+-- Measured admission rate: smoothed over about ten seconds, counted only while people wait
+-- and the room admits. A tick that finds nobody waiting (or the line held) starts the window
+-- again, so that the time before a line formed never counts: a sale's first sample would
+-- otherwise measure part of a second's admissions over the whole second, and the ETAs and
+-- poll intervals built on it stay low for ten seconds. A step back of TIME measures from now
+-- on, as if no time had passed.
 local m_rate, m_at, m_count = tonumber(h[8]) or 0, tonumber(h[9]), tonumber(h[10]) or total
 if m_at and m_at > now then
   m_at = now
 end
-if not m_at then
+local idle = (n == 0 and admitted == 0) or h[1] == '0' or h[2] == '1' or stale
+if not m_at or idle then
   m_at, m_count = now, total
 elseif now - m_at >= 1000000 then
   if n > 0 then

@@ -376,7 +376,9 @@ impl Store for MemoryStore {
             r.note_admitted(now, admitted);
             r.admitted_total += admitted;
         }
-        r.observe_rate(now);
+        let idle =
+            (admitted == 0 && r.waiters.is_empty()) || !state.enabled || state.queue_all || stale;
+        r.observe_rate(now, idle);
         Ok(AdmitReport {
             admitted,
             admitted_visitors,

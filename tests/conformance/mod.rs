@@ -515,6 +515,33 @@ pub async fn eta_rate_follows_measured_admissions(h: &dyn Harness) {
     }
 }
 
+/// The admission rate is measured over time with a line only: ticks of an empty room before a
+/// sale do not dilute the first sample (which seeds the average the ETAs and poll intervals use
+/// for the next ten seconds). Measured from the start of the first second, a line that formed
+/// 0.9 s into it reads as a tenth of the rate.
+pub async fn the_measured_rate_counts_only_time_with_a_line(h: &dyn Harness) {
+    let s = h.store();
+    let p = room("rate-idle", 10.0, 1_000_000);
+    for _ in 0..9 {
+        s.admit(&p).await.unwrap();
+        h.advance(Duration::from_millis(100));
+    }
+    occupy(&*s, &p).await;
+    for _ in 0..100 {
+        s.join(&p, VisitorId::random()).await.unwrap();
+    }
+    for _ in 0..21 {
+        s.admit(&p).await.unwrap();
+        h.advance(Duration::from_millis(100));
+    }
+    let st = s.stats(&p).await.unwrap();
+    assert!(
+        (st.measured_rate - 10.0).abs() < 1.5,
+        "measured {} at 10/s with a line for 2 s after 0.9 s without one",
+        st.measured_rate
+    );
+}
+
 pub async fn join_limit_counts_new_visitors_not_polls(h: &dyn Harness) {
     use anteroom::store::JoinGate;
     let s = h.store();
@@ -579,6 +606,7 @@ macro_rules! conformance_suite {
             overrides_change_rate_and_cap,
             clearing_the_line,
             eta_rate_follows_measured_admissions,
+            the_measured_rate_counts_only_time_with_a_line,
             join_limit_counts_new_visitors_not_polls,
             an_outage_abandons_nobody,
             a_clock_step_back_sweeps_nobody_and_admission_goes_on,

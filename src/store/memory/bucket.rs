@@ -43,10 +43,19 @@ impl RoomData {
         }
     }
 
-    /// Updates the measured admission rate. Only seconds in which visitors were waiting count:
-    /// with an empty line the admissions measure the demand, not what the room can admit, and
-    /// would make the ETA of the next queue too pessimistic. The first sample seeds the average.
-    pub(super) fn observe_rate(&mut self, now: Micros) {
+    /// Updates the measured admission rate. Only time in which visitors were waiting and the
+    /// room admitted counts: with an empty line the admissions measure the demand, not what the
+    /// room can admit, and would make the ETA of the next queue too pessimistic. So a tick that
+    /// found nobody waiting, or the line held (`idle`), starts the window again: the time before
+    /// a line formed would otherwise count in the first sample of a sale (a fraction of a
+    /// second's admissions over a whole second), and ETAs stay low for ten seconds after. The
+    /// first sample seeds the average. lua/admit.lua measures the same way.
+    pub(super) fn observe_rate(&mut self, now: Micros, idle: bool) {
+        if idle {
+            self.measured_at = Some(now);
+            self.measured_count = self.admitted_total;
+            return;
+        }
         let Some(at) = self.measured_at.map(|at| at.min(now)) else {
             self.measured_at = Some(now);
             self.measured_count = self.admitted_total;
