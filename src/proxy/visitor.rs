@@ -88,13 +88,18 @@ impl Proxy {
                 retry_after_ms: page::poll_interval(tiers, position).as_millis() as u64,
             };
         }
+        // The ETA assumes the measured rate (honest about a slow room); the next poll aims at
+        // the soonest the turn can come, at the rate in force. A poll timed by the measured rate
+        // comes late whenever the measurement lags the rate (the start of a sale, a rate just
+        // raised): visitors then learn of their turn late, and together (issue 15).
+        let soonest = r.live.rate_in_force().unwrap_or(0.0).max(eta_rate);
         Status {
             room: r.name().to_string(),
             state: State::Waiting,
             position: Some(position),
             waiting,
             eta_seconds: page::eta_seconds(position, eta_rate),
-            retry_after_ms: page::poll_for_turn(tiers, position, eta_rate).as_millis() as u64,
+            retry_after_ms: page::poll_for_turn(tiers, position, soonest).as_millis() as u64,
         }
     }
 
