@@ -282,11 +282,20 @@ impl AdminApp {
         }
         let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
         match (&method, segments.as_slice()) {
-            (&Method::GET, ["metrics"]) => reply(
-                StatusCode::OK,
-                "text/plain; version=0.0.4",
-                s.metrics.render(),
-            ),
+            (&Method::GET, ["metrics"]) => {
+                // The origin gates' figures are read when scraped (no work per request).
+                for r in s.rooms.iter() {
+                    if let Some(g) = &r.gate {
+                        r.metrics.origin_inflight.set(g.in_flight() as i64);
+                        r.metrics.origin_queued.set(g.queued() as i64);
+                    }
+                }
+                reply(
+                    StatusCode::OK,
+                    "text/plain; version=0.0.4",
+                    s.metrics.render(),
+                )
+            }
             (&Method::GET, ["rooms"]) => {
                 let mut rooms = Vec::new();
                 for i in 0..s.rooms.len() {

@@ -212,13 +212,13 @@ impl Shared {
                 default_upstream: same_origin(&config, config.default_upstream),
             },
         );
-        let rooms: Vec<Room> = config
+        let mut rooms: Vec<Room> = config
             .rooms
             .iter()
             .map(|r| Room::new(r.clone(), core.metrics.room(r.name())))
             .collect();
         if let Some(old) = previous {
-            for room in &rooms {
+            for room in &mut rooms {
                 if let Some(o) = old.rooms.iter().find(|o| o.name() == room.name()) {
                     room.inherit(o);
                 }

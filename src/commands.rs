@@ -149,6 +149,14 @@ pub fn summary(c: &Config) -> String {
                 .map(|t| format!(", template {}", t.display()))
                 .unwrap_or_default()
         );
+        if let Some(cap) = r.origin_cap {
+            let _ = writeln!(
+                s,
+                "            origin: at most {} in flight per instance, the rest wait up to {} (then 503)",
+                cap.max_inflight,
+                dur(cap.queue_timeout)
+            );
+        }
     }
     if c.rooms.is_empty() {
         let _ = writeln!(

@@ -20,8 +20,17 @@ pub enum Reject {
     Store = 2,
     BadRequest = 3,
     JoinLimit = 4,
+    /// Waited `origin-queue-timeout` for a slot under `max-origin-inflight`.
+    OriginBusy = 5,
 }
-const REJECTS: [&str; 5] = ["full", "consumed", "store", "bad_request", "join_limit"];
+const REJECTS: [&str; 6] = [
+    "full",
+    "consumed",
+    "store",
+    "bad_request",
+    "join_limit",
+    "origin_busy",
+];
 
 /// One room's handles.
 pub struct RoomMetrics {
@@ -33,6 +42,11 @@ pub struct RoomMetrics {
     /// Visitors in line told their place from this instance's snapshot, and by the store.
     pub polls_edge: IntCounter,
     pub polls_store: IntCounter,
+    /// `max-origin-inflight`: requests holding a slot and waiting for one (set when scraped),
+    /// and waits that ran out.
+    pub origin_inflight: IntGauge,
+    pub origin_queued: IntGauge,
+    pub origin_timeouts: IntCounter,
     requests: Vec<IntCounter>,
     rejected: Vec<IntCounter>,
 }
@@ -47,6 +61,9 @@ pub struct Metrics {
     requests: IntCounterVec,
     wait: HistogramVec,
     polls: IntCounterVec,
+    origin_inflight: IntGaugeVec,
+    origin_queued: IntGaugeVec,
+    origin_timeouts: IntCounterVec,
     /// Requests outside every room (`room="-"`).
     unrouted: Vec<IntCounter>,
     unrouted_rejected: Vec<IntCounter>,
@@ -159,6 +176,39 @@ impl Metrics {
                 &["room", "answered"],
             )?,
         )?;
+        let origin_inflight = register(
+            &r,
+            IntGaugeVec::new(
+                Opts::new(
+                    "anteroom_origin_inflight",
+                    "Requests of a room with max-origin-inflight holding a slot to its origin on \
+                     this instance.",
+                ),
+                &["room"],
+            )?,
+        )?;
+        let origin_queued = register(
+            &r,
+            IntGaugeVec::new(
+                Opts::new(
+                    "anteroom_origin_queued",
+                    "Requests waiting at this instance for a slot to the origin \
+                     (max-origin-inflight reached).",
+                ),
+                &["room"],
+            )?,
+        )?;
+        let origin_timeouts = register(
+            &r,
+            IntCounterVec::new(
+                Opts::new(
+                    "anteroom_origin_queue_timeouts_total",
+                    "Requests that waited origin-queue-timeout for a slot and got a 503 (nothing \
+                     consumed).",
+                ),
+                &["room"],
+            )?,
+        )?;
         let store_errors = register(
             &r,
             IntCounterVec::new(
@@ -214,6 +264,9 @@ impl Metrics {
             requests,
             wait,
             polls,
+            origin_inflight,
+            origin_queued,
+            origin_timeouts,
             store_errors,
             breaker_open,
             registry: r,
@@ -230,6 +283,9 @@ impl Metrics {
             wait: self.wait.with_label_values(&[name]),
             polls_edge: self.polls.with_label_values(&[name, "edge"]),
             polls_store: self.polls.with_label_values(&[name, "store"]),
+            origin_inflight: self.origin_inflight.with_label_values(&[name]),
+            origin_queued: self.origin_queued.with_label_values(&[name]),
+            origin_timeouts: self.origin_timeouts.with_label_values(&[name]),
             requests: OUTCOMES
                 .iter()
                 .map(|o| self.requests.with_label_values(&[name, o]))

@@ -8,6 +8,7 @@
 //! the [`LocalBucket`] of the `local` policy; what an instance does when the store lost the
 //! room's data is in [`recovery`].
 
+pub mod gate;
 mod local;
 pub mod policy;
 pub mod prelimit;
@@ -143,6 +144,8 @@ pub struct Room {
     pub line: crate::line::RoomLine,
     /// `join-limit` checked on this instance before the store's counter.
     pub prelimit: prelimit::JoinPreLimit,
+    /// `max-origin-inflight`: this instance's slots to the origin (kept over reloads).
+    pub gate: Option<std::sync::Arc<gate::OriginGate>>,
 }
 
 impl Room {
@@ -150,6 +153,9 @@ impl Room {
         let cookie_name = room_cookie_name(cfg.name());
         let ticket_cookie = crate::line::ticket::cookie_name(cfg.name());
         let prelimit = prelimit::JoinPreLimit::new(cfg.join_limit.as_ref());
+        let gate = cfg
+            .origin_cap
+            .map(|c| gate::OriginGate::new(c.max_inflight));
         Self {
             cfg,
             cookie_name,
@@ -160,12 +166,18 @@ impl Room {
             recovery: recovery::Recovery::default(),
             line: crate::line::RoomLine::default(),
             prelimit,
+            gate,
         }
     }
 
     /// Carries the last known runtime state over a reload, so that a room switched off stays
-    /// off until the next tick confirms it.
-    pub fn inherit(&self, old: &Room) {
+    /// off until the next tick confirms it. The origin gate is taken over (resized to the new
+    /// cap), so requests in flight across the reload still count against it.
+    pub fn inherit(&mut self, old: &Room) {
+        if let (Some(cap), Some(g)) = (self.cfg.origin_cap, &old.gate) {
+            g.resize(cap.max_inflight);
+            self.gate = Some(g.clone());
+        }
         self.live
             .enabled
             .store(old.live.enabled(), Ordering::Relaxed);

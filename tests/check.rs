@@ -66,6 +66,18 @@ fn the_summary_shows_rooms_paths_and_rates() {
 /// (fixture, line, key, words of the problem)
 const BROKEN: &[(&str, usize, &str, &str)] = &[
     (
+        "bad_origin_cap_zero.toml",
+        13,
+        "room[0].max-origin-inflight",
+        "must be between 1 and 1000000",
+    ),
+    (
+        "bad_origin_queue_timeout_alone.toml",
+        13,
+        "room[0].origin-queue-timeout",
+        "has no effect without max-origin-inflight",
+    ),
+    (
         "bad_unknown_key.toml",
         11,
         "room[0].admit-per-secnd",

@@ -113,6 +113,8 @@ pub struct RoomFile {
     pub template: Option<String>,
     pub poll: Option<Vec<PollFile>>,
     pub join_limit: Option<JoinLimitFile>,
+    pub max_origin_inflight: Option<i64>,
+    pub origin_queue_timeout: Option<String>,
     pub waiting_status: Option<i64>,
     /// Per language, texts of the waiting page to replace (`[room.texts.ko]`).
     pub texts:

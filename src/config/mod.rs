@@ -6,6 +6,7 @@
 
 mod build;
 pub mod file;
+mod limits;
 pub mod locate;
 pub mod model;
 mod rooms;

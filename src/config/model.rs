@@ -45,6 +45,10 @@ pub const POLLS_PER_ABANDON: u32 = 2;
 pub const MAX_ABANDON_AFTER: Duration = Duration::from_secs(30 * 60);
 /// The longest queue a room accepts before new visitors get `full`.
 pub const DEFAULT_MAX_WAITING: u64 = 1_000_000;
+/// How long a request may wait at the proxy for a slot under `max-origin-inflight`.
+pub const DEFAULT_ORIGIN_QUEUE_TIMEOUT: Duration = Duration::from_secs(10);
+/// The most `origin-queue-timeout` may be.
+pub const MAX_ORIGIN_QUEUE_TIMEOUT: Duration = Duration::from_secs(300);
 /// How often the admission loop admits a batch (the seed's 100 ms scheduler).
 pub const DEFAULT_TICK: Duration = Duration::from_millis(100);
 /// HTTP status of the waiting page; some CDNs prefer 503 so nothing caches it.
@@ -244,6 +248,8 @@ pub struct RoomConfig {
     pub template: Option<PathBuf>,
     pub poll: Vec<PollTier>,
     pub join_limit: Option<JoinLimit>,
+    /// `max-origin-inflight` with its `origin-queue-timeout`; `None`: no cap.
+    pub origin_cap: Option<OriginCap>,
     pub waiting_status: u16,
     /// The waiting page's texts per language (built-in, then the operator's overrides).
     pub texts: std::collections::BTreeMap<String, crate::texts::TextSet>,
@@ -253,6 +259,13 @@ impl RoomConfig {
     pub fn name(&self) -> &str {
         &self.params.name
     }
+}
+
+/// A room's cap on its requests in flight to the origin, per instance (`src/room/gate.rs`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OriginCap {
+    pub max_inflight: usize,
+    pub queue_timeout: Duration,
 }
 
 /// The default poll tiers, the seed's 1 s / 3 s / 5 s by position.

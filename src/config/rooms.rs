@@ -146,22 +146,8 @@ impl Builder<'_> {
                 .template
                 .as_ref()
                 .and_then(|t| self.template(&p.key("template"), t));
-            let join_limit = r.join_limit.as_ref().and_then(|j| {
-                let jp = p.key("join-limit");
-                let per = self.duration(&jp.key("per"), Some(&j.per), Duration::from_secs(60));
-                if j.per_ip < 1 || j.per_ip > i64::from(u32::MAX) {
-                    self.fail(
-                        jp.key("per-ip"),
-                        "must be at least 1",
-                        "e.g. join-limit = { per-ip = 30, per = \"1m\" }",
-                    );
-                    return None;
-                }
-                Some(JoinLimit {
-                    per_ip: j.per_ip as u32,
-                    per,
-                })
-            });
+            let join_limit = self.join_limit(&p, r.join_limit.as_ref());
+            let origin_cap = self.origin_cap(&p, r);
             let waiting_status = match r.waiting_status {
                 None => DEFAULT_WAITING_STATUS,
                 Some(s) if (200..=599).contains(&s) => s as u16,
@@ -194,6 +180,7 @@ impl Builder<'_> {
                 template,
                 poll,
                 join_limit,
+                origin_cap,
                 waiting_status,
                 texts,
             });

@@ -10,6 +10,7 @@
 
 mod edge;
 mod origin;
+mod origin_slot;
 mod reregister;
 mod respond;
 mod status;
@@ -81,6 +82,8 @@ pub struct Ctx {
     trusted_peer: bool,
     /// The configuration this request started under (a reload does not change it midway).
     shared: Arc<Shared>,
+    /// A slot under the room's `max-origin-inflight`, held until the request ends.
+    origin_slot: Option<crate::room::gate::Slot>,
 }
 
 /// The proxy.
@@ -167,6 +170,7 @@ impl ProxyHttp for Proxy {
             replace_body: None,
             trusted_peer: false,
             shared,
+            origin_slot: None,
         }
     }
 
@@ -247,12 +251,16 @@ impl ProxyHttp for Proxy {
         if let Some(v) = verified {
             ctx.outcome = Outcome::Admit;
             if is_consume {
+                // The slot first: a consume that waits in vain has consumed nothing.
+                if Self::wait_for_origin(shared, session, ctx, room).await? {
+                    return Ok(true);
+                }
                 let life = v.expires.saturating_sub(shared.clock.now_secs());
                 let life = std::time::Duration::from_secs(life);
                 return Self::consume(shared, session, ctx, room, v.vid, life).await;
             }
             Self::keep_session(shared, ctx, room, v.vid, v.expires).await;
-            return Ok(false);
+            return Self::wait_for_origin(shared, session, ctx, room).await;
         }
         let vid = Self::visitor(shared, session.req_header(), ctx);
         let gate = gate(shared, session, room);
@@ -265,6 +273,9 @@ impl ProxyHttp for Proxy {
                 } else {
                     Outcome::Pass
                 };
+                if Self::wait_for_origin(shared, session, ctx, room).await? {
+                    return Ok(true);
+                }
                 if admitted && is_consume {
                     let life = r.cfg.params.session_ttl;
                     return Self::consume(shared, session, ctx, room, vid, life).await;

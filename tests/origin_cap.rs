@@ -1,0 +1,270 @@
+//! `max-origin-inflight` black-box (issue 15): an origin that counts its concurrency never sees
+//! more than N of a room's requests at once; requests past the cap wait at the proxy first come
+//! first served; a wait past `origin-queue-timeout` gets a 503 with `Retry-After` (HTML or
+//! JSON), and an order that waited in vain has consumed nothing.
+
+mod common;
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper::service::service_fn;
+use hyper::{Request, Response};
+use hyper_util::rt::TokioIo;
+use tokio::net::TcpListener;
+
+use common::*;
+
+const TOKEN: &str = "admin-token-for-tests-0123456789";
+
+/// An origin that takes `pace` per request (`/hold` takes `hold`) and counts how many it
+/// serves at once, and in which order they came (by `x-seq`).
+#[derive(Default)]
+struct Counts {
+    now: AtomicUsize,
+    most: AtomicUsize,
+    orders: AtomicUsize,
+    order_of_arrival: Mutex<Vec<String>>,
+}
+
+struct CountingOrigin {
+    addr: SocketAddr,
+    counts: Arc<Counts>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for CountingOrigin {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+async fn counting_origin(pace: Duration, hold: Duration) -> CountingOrigin {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let counts: Arc<Counts> = Arc::default();
+    let c = counts.clone();
+    let task = tokio::spawn(async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            let c = c.clone();
+            tokio::spawn(async move {
+                let svc = service_fn(move |req: Request<Incoming>| {
+                    let c = c.clone();
+                    async move {
+                        let n = c.now.fetch_add(1, Ordering::SeqCst) + 1;
+                        c.most.fetch_max(n, Ordering::SeqCst);
+                        if let Some(seq) = req.headers().get("x-seq") {
+                            let seq = seq.to_str().unwrap_or("?").to_string();
+                            c.order_of_arrival.lock().unwrap().push(seq);
+                        }
+                        if req.uri().path().starts_with("/orders") {
+                            c.orders.fetch_add(1, Ordering::SeqCst);
+                        }
+                        let wait = if req.uri().path().starts_with("/hold") {
+                            hold
+                        } else {
+                            pace
+                        };
+                        let _ = req.into_body().collect().await;
+                        tokio::time::sleep(wait).await;
+                        c.now.fetch_sub(1, Ordering::SeqCst);
+                        Ok::<_, Infallible>(Response::new(Full::new(Bytes::from_static(
+                            b"from the shop",
+                        ))))
+                    }
+                });
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(TokioIo::new(stream), svc)
+                    .await;
+            });
+        }
+    });
+    CountingOrigin { addr, counts, task }
+}
+
+fn config(origin: SocketAddr, cap: usize, timeout: &str) -> String {
+    format!(
+        r#"{base}
+[admin]
+token = "{TOKEN}"
+
+[[room]]
+name = "sale"
+paths = ["/products", "/hold", "/orders"]
+admit-per-second = 1000
+max-active = 100000
+consume = ["POST /orders"]
+max-origin-inflight = {cap}
+origin-queue-timeout = "{timeout}"
+"#,
+        base = base_config(origin)
+    )
+}
+
+async fn metric(proxy: &Proxy, line_start: &str) -> u64 {
+    let text = client()
+        .get(proxy.admin_url("/metrics"))
+        .bearer_auth(TOKEN)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    text.lines()
+        .find(|l| l.starts_with(line_start))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse::<f64>().ok())
+        .map_or(0, |v| v as u64)
+}
+
+const QUEUED: &str = "anteroom_origin_queued{room=\"sale\"}";
+
+/// A visitor let in (the fast path), with their admission cookie.
+async fn admitted(proxy: &Proxy) -> Jar {
+    let mut jar = Jar::default();
+    let resp = client()
+        .get(proxy.url("/.anteroom/status?room=sale"))
+        .header("accept", "application/json")
+        .send()
+        .await
+        .unwrap();
+    jar.absorb(&resp);
+    let v: serde_json::Value = resp.json().await.unwrap();
+    assert_eq!(v["state"], "admitted", "{v}");
+    jar
+}
+
+fn send(
+    proxy: &Proxy,
+    method: reqwest::Method,
+    path: &str,
+    jar: &Jar,
+    seq: usize,
+    json: bool,
+) -> tokio::task::JoinHandle<reqwest::Response> {
+    let mut req = client()
+        .request(method, proxy.url(path))
+        .header("cookie", jar.header())
+        .header("x-seq", seq.to_string());
+    if json {
+        req = req.header("accept", "application/json");
+    }
+    tokio::spawn(async move { req.send().await.unwrap() })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_origin_never_sees_more_than_the_cap_and_waiters_go_in_order() {
+    let origin = counting_origin(Duration::from_millis(150), Duration::from_millis(150)).await;
+    let proxy = Proxy::start(&config(origin.addr, 3, "20s"));
+    let mut jars = Vec::new();
+    for _ in 0..12 {
+        jars.push(admitted(&proxy).await);
+    }
+    // Three take the slots; the other nine line up one after the other: each is at the origin
+    // or in line before the next is sent, so the order they came in is known.
+    let mut sent = Vec::new();
+    for (i, jar) in jars.iter().enumerate() {
+        sent.push(send(
+            &proxy,
+            reqwest::Method::GET,
+            "/products",
+            jar,
+            i,
+            false,
+        ));
+        // Each waiter joins behind the last: poll until the count of arrivals plus those
+        // in line covers this one.
+        eventually(
+            Duration::from_secs(5),
+            "in line behind the last",
+            || async {
+                let arrived = origin.counts.order_of_arrival.lock().unwrap().len() as u64;
+                (arrived + metric(&proxy, QUEUED).await > i as u64).then_some(())
+            },
+        )
+        .await;
+    }
+    for s in sent {
+        let resp = s.await.unwrap();
+        assert_eq!(resp.status(), 200);
+        assert_eq!(resp.text().await.unwrap(), "from the shop");
+    }
+    assert_eq!(
+        origin.counts.most.load(Ordering::SeqCst),
+        3,
+        "never above the cap"
+    );
+    let order = origin.counts.order_of_arrival.lock().unwrap().clone();
+    let expected: Vec<String> = (0..12).map(|i| i.to_string()).collect();
+    assert_eq!(order, expected, "first come, first served");
+    assert_eq!(metric(&proxy, QUEUED).await, 0);
+    assert_eq!(
+        metric(&proxy, "anteroom_origin_inflight{room=\"sale\"}").await,
+        0
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wait_past_the_timeout_gets_a_503_and_an_order_that_waited_consumed_nothing() {
+    let origin = counting_origin(Duration::from_millis(10), Duration::from_millis(1500)).await;
+    let proxy = Proxy::start(&config(origin.addr, 1, "300ms"));
+    let holder = admitted(&proxy).await;
+    let buyer = admitted(&proxy).await;
+    let busy = send(&proxy, reqwest::Method::GET, "/hold", &holder, 0, false);
+    eventually(Duration::from_secs(5), "the slot taken", || async {
+        (metric(&proxy, "anteroom_origin_inflight{room=\"sale\"}").await == 1).then_some(())
+    })
+    .await;
+
+    // The order waits for the slot, then gives up: a 503 that says when to try again.
+    let resp = send(&proxy, reqwest::Method::POST, "/orders", &buyer, 1, true)
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 503);
+    assert_eq!(resp.headers()["retry-after"], "2");
+    let v: serde_json::Value = resp.json().await.unwrap();
+    assert_eq!(v["state"], "busy", "{v}");
+    assert_eq!(v["retry_after_ms"], 2000);
+    // A page too, for a browser.
+    let resp = send(&proxy, reqwest::Method::GET, "/products", &buyer, 2, false)
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 503);
+    assert!(resp.headers()["content-type"]
+        .to_str()
+        .unwrap()
+        .starts_with("text/html"));
+    assert!(resp.text().await.unwrap().contains("try again"));
+    assert_eq!(origin.counts.orders.load(Ordering::SeqCst), 0);
+
+    // Once the slot is free, the same admission places its order: nothing was consumed.
+    assert_eq!(busy.await.unwrap().status(), 200);
+    let resp = send(&proxy, reqwest::Method::POST, "/orders", &buyer, 3, true)
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    assert_eq!(origin.counts.orders.load(Ordering::SeqCst), 1);
+    assert_eq!(
+        metric(
+            &proxy,
+            "anteroom_origin_queue_timeouts_total{room=\"sale\"}"
+        )
+        .await,
+        2
+    );
+    assert_eq!(
+        metric(
+            &proxy,
+            "anteroom_rejected_total{reason=\"origin_busy\",room=\"sale\"}"
+        )
+        .await,
+        2
+    );
+}
