@@ -248,6 +248,33 @@ pub fn last_per_bucket(readings: &[(u64, u64)], n: usize) -> Vec<Option<u64>> {
     out
 }
 
+/// When a visitor's turn came: told `position` at `told_at`, they were admitted when the
+/// admission counter (`(time, total)` readings sorted by time) had grown by `position` past its
+/// value then (the line is first come, first served). The answer is the last reading *before*
+/// the counter got there, so a lag measured from it errs long by up to one reading interval,
+/// never short. `None` when the counter never got there in the run.
+pub fn turn_at(admitted: &[(u64, u64)], told_at: u64, position: u64) -> Option<u64> {
+    let before = admitted.partition_point(|&(t, _)| t <= told_at);
+    let base = admitted.get(before.checked_sub(1)?)?.1;
+    let target = base + position;
+    let reached = before + admitted[before..].partition_point(|&(_, v)| v < target);
+    if reached >= admitted.len() {
+        return None;
+    }
+    Some(admitted[reached - 1].0.max(told_at))
+}
+
+/// Discovery lags (µs, clamped at 0): for each `(told_at, position, discovered_at)`, the time
+/// from the turn ([`turn_at`]) to the answer that said "admitted".
+pub fn discovery_lags(admitted: &[(u64, u64)], visits: &[(u64, u64, u64)]) -> Vec<u64> {
+    visits
+        .iter()
+        .filter_map(|&(told, position, found)| {
+            Some(found.saturating_sub(turn_at(admitted, told, position)?))
+        })
+        .collect()
+}
+
 /// Sums of 10 buckets: per second.
 pub fn per_second_sum(buckets: &[u64]) -> Vec<u64> {
     buckets.chunks(10).map(|c| c.iter().sum()).collect()
@@ -544,6 +571,23 @@ mod tests {
         let m = [Some(1), None, Some(3)];
         assert_eq!(per_second_max(&m), vec![Some(3)]);
         assert_eq!(per_second_max(&[None, None]), vec![None]);
+    }
+
+    #[test]
+    fn a_turn_is_when_the_counter_has_grown_by_the_position() {
+        // 10 admissions every 100 ms, read every 20 ms.
+        let readings: Vec<(u64, u64)> = (0..50u64).map(|i| (i * 20_000, (i / 5) * 10)).collect();
+        // Told position 25 at 110 ms (the counter then: 10): it first reads 35 or more at 400 ms
+        // (40), so the turn is the reading before, at 380 ms.
+        assert_eq!(turn_at(&readings, 110_000, 25), Some(380_000));
+        // Never reached in the run.
+        assert_eq!(turn_at(&readings, 110_000, 1_000), None);
+        // Told before the first reading: no base to count from.
+        assert_eq!(turn_at(&readings[1..], 0, 5), None);
+        // Position 1, counter steps right after: the turn is at the told time at the earliest.
+        assert_eq!(turn_at(&readings, 95_000, 1), Some(95_000));
+        let lags = discovery_lags(&readings, &[(110_000, 25, 500_000), (110_000, 25, 300_000)]);
+        assert_eq!(lags, vec![120_000, 0]);
     }
 
     #[test]

@@ -124,6 +124,9 @@ pub struct Record {
     pub last_waiting_sent: Option<u64>,
     pub ordered_done: Option<u64>,
     pub first_position: Option<u64>,
+    /// The last place the visitor was told while in line: (answer done µs, position). With the
+    /// admission counter it tells when their turn came (the discovery lag).
+    pub last_told: Option<(u64, u64)>,
     pub polls: u32,
     pub rejected: u32,
     pub origin_errors: u32,
@@ -184,10 +187,19 @@ struct Status {
 /// `var wait = MILLISECONDS;` (the server's `retry_after_ms`). `Retry-After` is whole seconds;
 /// a browser with JavaScript uses the milliseconds, so the tool does too.
 fn page_wait(body: &[u8]) -> Option<Duration> {
+    page_var(body, "var wait = ").map(Duration::from_millis)
+}
+
+/// The place the waiting page shows (`var pos = N;`, 0 when it has none).
+fn page_position(body: &[u8]) -> Option<u64> {
+    page_var(body, "var pos = ").filter(|p| *p > 0)
+}
+
+fn page_var(body: &[u8], var: &str) -> Option<u64> {
     let text = std::str::from_utf8(body).ok()?;
-    let rest = &text[text.find("var wait = ")? + "var wait = ".len()..];
+    let rest = &text[text.find(var)? + var.len()..];
     let digits: String = rest.chars().take_while(|c| c.is_ascii_digit()).collect();
-    digits.parse().ok().map(Duration::from_millis)
+    digits.parse().ok()
 }
 
 fn parse_status(body: &[u8]) -> Option<Status> {
@@ -347,6 +359,9 @@ impl Browser {
                         rec.latencies.push((Class::WaitingPage, r.latency()));
                         Self::joined(rec, &r);
                         self.set_waiting(true);
+                        if let Some(p) = page_position(&r.body) {
+                            rec.last_told = Some((r.done, p));
+                        }
                         Step::Poll(page_wait(&r.body).or(r.retry_after).unwrap_or(ERROR_PAUSE))
                     }
                     Ok(r) if !r.shop && (r.status == 503 || r.status == 429) => {
@@ -389,6 +404,9 @@ impl Browser {
                             match (r.status, state) {
                                 (200, Some("waiting" | "paused")) => {
                                     Self::joined(rec, &r);
+                                    if let Some(p) = st.as_ref().and_then(|s| s.position) {
+                                        rec.last_told = Some((r.done, p));
+                                    }
                                     if rec.first_position.is_none() {
                                         rec.first_position = st.as_ref().and_then(|s| s.position);
                                     }

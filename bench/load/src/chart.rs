@@ -12,6 +12,8 @@ const ADMISSIONS: RGBColor = RGBColor(44, 160, 44);
 const ORIGIN: RGBColor = RGBColor(255, 127, 14);
 const ERRORS: RGBColor = RGBColor(214, 39, 40);
 const ORDERS: RGBColor = RGBColor(148, 103, 189);
+/// Visitors told they are in: the discovery curve, which should lie on the admissions.
+const DISCOVERED: RGBColor = RGBColor(23, 190, 207);
 const QUEUE: RGBColor = RGBColor(31, 119, 180);
 const WAITING: RGBColor = RGBColor(127, 127, 127);
 
@@ -68,6 +70,7 @@ pub fn write(report: &Report, path: &Path) -> Result<(), Box<dyn std::error::Err
         |f: fn(&crate::report::Bucket) -> u64| per_second_sum(&b.iter().map(f).collect::<Vec<_>>());
     let arrivals = col(|x| x.arrivals);
     let admissions = col(|x| x.admissions);
+    let discovered = col(|x| x.admitted_client);
     let origin = col(|x| x.origin_requests);
     let errors = col(|x| x.origin_errors);
     let orders = col(|x| x.orders);
@@ -96,7 +99,14 @@ pub fn write(report: &Report, path: &Path) -> Result<(), Box<dyn std::error::Err
         .y_label_area_size(60)
         .build_cartesian_2d(
             0f64..x_max,
-            0f64..y_top(&[&arrivals, &admissions, &origin, &errors, &orders]),
+            0f64..y_top(&[
+                &arrivals,
+                &admissions,
+                &discovered,
+                &origin,
+                &errors,
+                &orders,
+            ]),
         )?;
     chart
         .configure_mesh()
@@ -109,6 +119,7 @@ pub fn write(report: &Report, path: &Path) -> Result<(), Box<dyn std::error::Err
     for (name, data, style) in [
         ("arrivals", &arrivals, ARRIVALS.mix(0.45).stroke_width(7)),
         (admissions_label, &admissions, ADMISSIONS.stroke_width(2)),
+        ("told they are in", &discovered, DISCOVERED.stroke_width(2)),
         ("origin requests", &origin, ORIGIN.stroke_width(2)),
         ("origin errors (5xx)", &errors, ERRORS.stroke_width(2)),
         ("orders", &orders, ORDERS.stroke_width(2)),
@@ -233,6 +244,7 @@ mod tests {
         for label in [
             "arrivals",
             "admissions (admin)",
+            "told they are in",
             "origin requests",
             "origin errors (5xx)",
             "orders",

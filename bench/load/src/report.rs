@@ -3,9 +3,9 @@
 use serde::Serialize;
 
 use crate::analysis::{
-    self, buckets_for, count_per_bucket, counter_deltas, fifo_inversions, last_per_bucket,
-    max_increase_within, open_at_bucket_end, steady_rate, summarize, LatencySummary, Waited,
-    BUCKET_US,
+    self, buckets_for, count_per_bucket, counter_deltas, discovery_lags, fifo_inversions,
+    last_per_bucket, max_increase_within, open_at_bucket_end, steady_rate, summarize,
+    LatencySummary, Waited, BUCKET_US,
 };
 use crate::browser::{Class, Outcome, Record};
 use crate::sampler::Samples;
@@ -142,6 +142,11 @@ pub struct Report {
     pub fifo_inversions: usize,
     /// Browsers the FIFO check looked at (those that waited).
     pub fifo_checked: usize,
+    /// From a visitor's turn (the admission counter grown by the last position they were told)
+    /// to the answer that told them they were in. Needs the admin sampler; visitors sent back
+    /// to the line are left out. Errs long by up to one sampler interval (20 ms); a position
+    /// told from a snapshot a tick old can make it short by up to a tick.
+    pub discovery_lag_ms: Option<LatencySummary>,
     /// Filled in by the caller after the run.
     pub load_tool: ToolHealth,
     pub timeline: Timeline,
@@ -255,6 +260,22 @@ pub fn build(
     });
 
     let timeline = timeline(duration_us, records, shop, samples);
+    let discovery_lag_ms = samples.map(|s| {
+        let admitted: Vec<(u64, u64)> = s
+            .samples
+            .iter()
+            .filter_map(|x| Some((x.mid_us(), x.admitted_total?)))
+            .collect();
+        let visits: Vec<(u64, u64, u64)> = records
+            .iter()
+            .filter(|r| r.sent_back_to_line == 0)
+            .filter_map(|r| {
+                let (told, position) = r.last_told?;
+                Some((told, position, r.admitted_done?))
+            })
+            .collect();
+        summarize(discovery_lags(&admitted, &visits))
+    });
 
     Report {
         label: label.to_string(),
@@ -266,6 +287,7 @@ pub fn build(
         admission,
         fifo_inversions: fifo_inversions(&waited),
         fifo_checked: waited.len(),
+        discovery_lag_ms,
         load_tool: ToolHealth::default(),
         timeline,
     }
@@ -386,6 +408,15 @@ pub fn summary(r: &Report) -> String {
             a.sample_failures,
         ));
     }
+    if let Some(l) = r.discovery_lag_ms.as_ref().filter(|l| l.count > 0) {
+        out.push_str(&format!(
+            "discovery lag (turn to being told): n={} p50 {} ms p99 {} ms max {} ms\n",
+            l.count,
+            ms(l.p50),
+            ms(l.p99),
+            ms(l.max)
+        ));
+    }
     out.push_str(&format!(
         "fifo inversions: {} of {} that waited\n",
         r.fifo_inversions, r.fifo_checked
@@ -435,6 +466,9 @@ mod tests {
             last_waiting_sent: Some(400_000),
             admitted_done: Some(450_000),
             ordered_done: Some(700_000),
+            // Told position 2 at 130 ms (the counter 40): in at 41 + 1 = 42, read at 460 ms, so
+            // the turn is the reading before (150 ms) and the lag 300 ms.
+            last_told: Some((130_000, 2)),
             outcome: Outcome::Ordered,
             polls: 2,
             latencies: vec![
@@ -512,6 +546,8 @@ mod tests {
         assert_eq!(a.max_in_100ms_within_limit, Some(true));
         assert_eq!(a.max_in_100ms_limit, 2);
         assert_eq!(a.sample_failures, 3);
+        let lag = r.discovery_lag_ms.as_ref().unwrap();
+        assert_eq!((lag.count, lag.p50), (1, Some(300.0)));
         // Timeline: 8 buckets; arrivals all in bucket 0; queue of 2 then 1 (overtaker admitted
         // in bucket 1) then 0 after 450 ms.
         let t = &r.timeline;
