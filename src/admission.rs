@@ -81,7 +81,13 @@ async fn run_room(shared: Arc<Shared>, room: usize) {
                 r.live
                     .update(&report, p.rate(&report.state), p.max_active(&report.state));
                 let eta_rate = p.eta_rate(&report.state, report.measured_rate);
-                r.line.update(crate::line::Snapshot::of(&report, eta_rate));
+                let rate = p.rate(&report.state);
+                r.line.update(crate::line::Snapshot::of(
+                    &report,
+                    eta_rate,
+                    rate,
+                    p.burst(rate),
+                ));
             }
             Err(e) => {
                 // Nobody is abandoned for a flush that failed: it goes with the next call.

@@ -61,9 +61,9 @@ async fn admin(proxy: &Proxy, body: Option<Value>) -> Value {
 }
 
 /// The longest a visitor at `position` may be told to wait at `rate`: just after the soonest
-/// turn (plus the jitter of 20 %), or the shortest poll.
+/// turn, or the floor (one tick of 100 ms), plus the jitter of 20 %.
 fn soonest_ms(position: u64, rate: f64) -> u64 {
-    ((1200.0 * position as f64 / rate) as u64).max(250) + 10
+    (1200.0 * (position as f64 / rate).max(0.1)) as u64 + 10
 }
 
 async fn the_head_is_told_to_come_back_at_its_turn(proxies: &[Proxy]) {

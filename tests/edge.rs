@@ -54,6 +54,11 @@ async fn json(proxy: &Proxy, path: &str, jar: &mut Jar) -> Value {
 
 const STATUS: &str = "/.anteroom/status?room=sale";
 
+/// One slot (taken by the first visitor), at a rate whose batch is one visitor: the second in
+/// line is past what may have been admitted since a snapshot, so the snapshot answers them
+/// (the first asks the store, as their turn may have come).
+const SLOW_FULL_ROOM: &str = "admit-per-second = 0.2\nmax-active = 1\ntick = \"1s\"";
+
 /// One slot, taken; two visitors in line (the second is the one measured: the head asks the
 /// store, as its turn is next).
 async fn a_line(proxy: &Proxy) -> (Jar, Jar, Jar) {
@@ -72,7 +77,7 @@ async fn a_line(proxy: &Proxy) -> (Jar, Jar, Jar) {
 async fn a_poll_with_a_ticket_costs_redis_nothing_and_without_one_a_call() {
     let redis = RedisServer::start();
     let origin = Origin::start().await;
-    let room = "admit-per-second = 100\nmax-active = 1\ntick = \"1s\"";
+    let room = SLOW_FULL_ROOM;
     let proxy = Proxy::start(&config(origin.addr, &redis.url(), room));
     let mut conn = common::redis::connect(&redis.url()).await;
     let (_holder, _head, mut second) = a_line(&proxy).await;
@@ -252,7 +257,7 @@ async fn turns_come_through_two_instances_in_order_and_positions_never_go_up() {
 async fn a_tampered_or_foreign_ticket_costs_nobody_their_place() {
     let redis = RedisServer::start();
     let origin = Origin::start().await;
-    let room = "admit-per-second = 100\nmax-active = 1\ntick = \"1s\"";
+    let room = SLOW_FULL_ROOM;
     let proxy = Proxy::start(&config(origin.addr, &redis.url(), room));
     let mut conn = common::redis::connect(&redis.url()).await;
     let (_holder, _head, second) = a_line(&proxy).await;
@@ -297,7 +302,7 @@ async fn a_stale_snapshot_answers_but_admits_nobody() {
     let mut redis = RedisServer::start();
     let origin = Origin::start().await;
     let room =
-        "admit-per-second = 100\nmax-active = 1\ntick = \"100ms\"\non-store-error = \"closed\"";
+        "admit-per-second = 0.2\nmax-active = 1\ntick = \"100ms\"\non-store-error = \"closed\"";
     let proxy = Proxy::start(&config(origin.addr, &redis.url(), room));
     let (_holder, _head, mut second) = a_line(&proxy).await;
     snapshot_answers(&proxy, &redis.url(), &second).await;

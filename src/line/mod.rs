@@ -48,19 +48,43 @@ pub struct Snapshot {
     pub queue_all: bool,
     /// Admissions per second an ETA should assume.
     pub eta_rate: f64,
+    /// The rate in force and one tick's batch at it: how fast the front of the line may have
+    /// moved since the snapshot was taken ([`Snapshot::may_have_gone`]).
+    pub rate: f64,
+    pub burst: u64,
     pub taken: Instant,
 }
 
+/// The most ticks' worth [`Snapshot::may_have_gone`] counts.
+const GONE_TICKS: f64 = 3.0;
+
 impl Snapshot {
-    pub fn of(report: &AdmitReport, eta_rate: f64) -> Self {
+    pub fn of(report: &AdmitReport, eta_rate: f64, rate: f64, burst: f64) -> Self {
         Self {
             sample: report.line.clone(),
             waiting: report.waiting,
             enabled: report.state.enabled,
             queue_all: report.state.queue_all,
             eta_rate,
+            rate,
+            burst: burst.max(0.0) as u64,
             taken: Instant::now(),
         }
+    }
+
+    /// How many at the front of this snapshot's line may have been admitted since it was taken,
+    /// `age` ago, by any instance's tick: the store's own bound, rate × age plus one batch, but
+    /// at most a few ticks' worth. A visitor within it may be admitted already and asks the
+    /// store (told "waiting" from the snapshot, they would learn of their turn a poll late, after
+    /// others behind them). An old snapshot (the store slow or away) answers from what it knows
+    /// beyond that: sending the whole line to a store that is away would only fail.
+    pub fn may_have_gone(&self, age: Duration) -> u64 {
+        if !self.enabled || self.queue_all {
+            return 0;
+        }
+        let burst = self.burst as f64;
+        let by_rate = (self.rate.max(0.0) * age.as_secs_f64()).floor() + burst;
+        by_rate.min(GONE_TICKS * burst) as u64
     }
 }
 
@@ -109,6 +133,7 @@ pub fn decide(
     };
     match ahead.or_else(|| t.shown.checked_sub(1)) {
         None => Edge::AskStore,
+        Some(ahead) if ahead < s.may_have_gone(s.taken.elapsed()) => Edge::AskStore,
         Some(ahead) => {
             let position = shown_position(ahead, Some(t.shown));
             Edge::Answer {
@@ -216,6 +241,8 @@ mod tests {
             enabled: true,
             queue_all: false,
             eta_rate: 10.0,
+            rate: 0.0,
+            burst: 0,
             taken: Instant::now(),
         }
     }
@@ -291,6 +318,50 @@ mod tests {
         };
         assert_eq!(
             decide(Some(&off), &ticket(50, 1000, 9), 1001, ABANDON),
+            Edge::AskStore
+        );
+    }
+
+    /// Who may have been admitted since the snapshot (by another instance's tick, or this
+    /// one's next) asks the store: rate × age plus a batch, at most three batches; nobody
+    /// while the line is held.
+    #[test]
+    fn the_front_that_may_have_gone_since_the_snapshot_asks_the_store() {
+        let s = Snapshot {
+            rate: 100.0,
+            burst: 10,
+            ..snap(vec![(0, 10), (10, 20), (20, 30), (40, 50)], 50)
+        };
+        let ms = Duration::from_millis;
+        assert_eq!(s.may_have_gone(ms(0)), 10);
+        assert_eq!(s.may_have_gone(ms(150)), 25);
+        assert_eq!(
+            s.may_have_gone(ms(5000)),
+            30,
+            "an old snapshot: a few batches"
+        );
+        let held = Snapshot {
+            queue_all: true,
+            ..s.clone()
+        };
+        assert_eq!(held.may_have_gone(ms(150)), 0);
+        // Just taken: ranks 0–9 ask, rank 10 is answered here.
+        assert_eq!(
+            decide(Some(&s), &ticket(19, 1000, 50), 1001, ABANDON),
+            Edge::AskStore
+        );
+        assert!(matches!(
+            decide(Some(&s), &ticket(20, 1000, 50), 1001, ABANDON),
+            Edge::Answer { position: 11, .. }
+        ));
+        // A visitor who joined after the snapshot, shown a place within it, asks too.
+        let short = Snapshot {
+            rate: 100.0,
+            burst: 10,
+            ..snap(vec![(0, 10), (2, 12)], 3)
+        };
+        assert_eq!(
+            decide(Some(&short), &ticket(90, 1000, 4), 1001, ABANDON),
             Edge::AskStore
         );
     }

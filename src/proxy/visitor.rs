@@ -99,7 +99,13 @@ impl Proxy {
             position: Some(position),
             waiting,
             eta_seconds: page::eta_seconds(position, eta_rate),
-            retry_after_ms: page::poll_for_turn(tiers, position, soonest).as_millis() as u64,
+            retry_after_ms: page::poll_for_turn(
+                tiers,
+                position,
+                soonest,
+                page::poll_floor(r.cfg.params.tick),
+            )
+            .as_millis() as u64,
         }
     }
 

@@ -408,6 +408,14 @@ pub fn summary(r: &Report) -> String {
             a.sample_failures,
         ));
     }
+    let most = |f: fn(&Bucket) -> u64| r.timeline.buckets.iter().map(f).max().unwrap_or(0);
+    out.push_str(&format!(
+        "most in one 100 ms: {} admitted ({}), {} told they are in, {} origin requests\n",
+        most(|b| b.admissions),
+        r.timeline.admissions_source,
+        most(|b| b.admitted_client),
+        most(|b| b.origin_requests),
+    ));
     if let Some(l) = r.discovery_lag_ms.as_ref().filter(|l| l.count > 0) {
         out.push_str(&format!(
             "discovery lag (turn to being told): n={} p50 {} ms p99 {} ms max {} ms\n",
