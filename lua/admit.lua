@@ -142,8 +142,8 @@ local n = redis.call('ZCARD', waiting)
 -- Measured admission rate: smoothed over about ten seconds, counted only while people wait
 -- and the room admits. A tick that finds nobody waiting (or the line held) starts the window
 -- again, so that the time before a line formed never counts: a sale's first sample would
--- otherwise measure part of a second's admissions over the whole second, and the ETAs and
--- poll intervals built on it stay low for ten seconds. A step back of TIME measures from now
+-- otherwise measure part of a second's admissions over the whole second, and the ETAs built
+-- on it stay low for ten seconds. A step back of TIME measures from now
 -- on, as if no time had passed.
 local m_rate, m_at, m_count = tonumber(h[8]) or 0, tonumber(h[9]), tonumber(h[10]) or total
 if m_at and m_at > now then

@@ -87,6 +87,7 @@ async fn run_room(shared: Arc<Shared>, room: usize) {
                     eta_rate,
                     rate,
                     p.burst(rate),
+                    p.max_active(&report.state),
                 ));
             }
             Err(e) => {

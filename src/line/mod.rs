@@ -8,10 +8,12 @@
 //!   (no extra round trip).
 //! - A poll with a ticket is answered from the snapshot ([`decide`]): the rank interpolated
 //!   between sampled ranks ([`estimate`]), never above what the visitor was last shown. When the
-//!   ticket's place is at or before the head, in another epoch, or the visitor was away for half
-//!   of `abandon-after`, the store decides as before (one real `join`, which claims an admission
-//!   whose turn has come): so a waiting visitor costs the store a call when joining, at the
-//!   moment of admission, and in the batched liveness — not per poll.
+//!   ticket's place is within what may have been admitted since the snapshot
+//!   ([`Snapshot::may_have_gone`]: a batch or a few at the front), in another epoch, or the
+//!   visitor was away for half of `abandon-after`, the store decides as before (one real
+//!   `join`, which claims an admission whose turn has come): so a waiting visitor costs the
+//!   store a call when joining, in their last polls before admission (a tick or so of them),
+//!   and in the batched liveness — not per poll.
 //! - **Liveness in batches** ([`Seen`]): "last seen" is noted per instance at most once every
 //!   `abandon-after`/4 per visitor and sent with the next admit call, for everyone at once; a
 //!   failed call keeps the batch for the next one. A visitor is never abandoned for a late
@@ -52,6 +54,9 @@ pub struct Snapshot {
     /// moved since the snapshot was taken ([`Snapshot::may_have_gone`]).
     pub rate: f64,
     pub burst: u64,
+    /// Free slots of `max-active` at the snapshot: when the shop is full, the line does not
+    /// move however high the rate.
+    pub room_left: u64,
     pub taken: Instant,
 }
 
@@ -59,8 +64,9 @@ pub struct Snapshot {
 const GONE_TICKS: f64 = 3.0;
 
 impl Snapshot {
-    pub fn of(report: &AdmitReport, eta_rate: f64, rate: f64, burst: f64) -> Self {
+    pub fn of(report: &AdmitReport, eta_rate: f64, rate: f64, burst: f64, max_active: u64) -> Self {
         Self {
+            room_left: max_active.saturating_sub(report.active),
             sample: report.line.clone(),
             waiting: report.waiting,
             enabled: report.state.enabled,
@@ -74,17 +80,20 @@ impl Snapshot {
 
     /// How many at the front of this snapshot's line may have been admitted since it was taken,
     /// `age` ago, by any instance's tick: the store's own bound, rate × age plus one batch, but
-    /// at most a few ticks' worth. A visitor within it may be admitted already and asks the
-    /// store (told "waiting" from the snapshot, they would learn of their turn a poll late, after
-    /// others behind them). An old snapshot (the store slow or away) answers from what it knows
-    /// beyond that: sending the whole line to a store that is away would only fail.
+    /// at most a few ticks' worth, and no more than the free slots of `max-active` plus a batch
+    /// (sessions that end meanwhile free some). A visitor within it may be admitted already and
+    /// asks the store (told "waiting" from the snapshot, they would learn of their turn a poll
+    /// late, after others behind them). An old snapshot (the store slow or away) answers from
+    /// what it knows beyond that: sending the whole line to a store that is away would only fail.
     pub fn may_have_gone(&self, age: Duration) -> u64 {
         if !self.enabled || self.queue_all {
             return 0;
         }
         let burst = self.burst as f64;
         let by_rate = (self.rate.max(0.0) * age.as_secs_f64()).floor() + burst;
-        by_rate.min(GONE_TICKS * burst) as u64
+        by_rate
+            .min(GONE_TICKS * burst)
+            .min(self.room_left as f64 + burst) as u64
     }
 }
 
@@ -243,6 +252,7 @@ mod tests {
             eta_rate: 10.0,
             rate: 0.0,
             burst: 0,
+            room_left: u64::MAX,
             taken: Instant::now(),
         }
     }
@@ -345,6 +355,16 @@ mod tests {
             ..s.clone()
         };
         assert_eq!(held.may_have_gone(ms(150)), 0);
+        let full = Snapshot {
+            room_left: 0,
+            ..s.clone()
+        };
+        assert_eq!(full.may_have_gone(ms(5000)), 10, "a full shop: one batch");
+        let nearly = Snapshot {
+            room_left: 4,
+            ..s.clone()
+        };
+        assert_eq!(nearly.may_have_gone(ms(5000)), 14);
         // Just taken: ranks 0–9 ask, rank 10 is answered here.
         assert_eq!(
             decide(Some(&s), &ticket(19, 1000, 50), 1001, ABANDON),

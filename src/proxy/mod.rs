@@ -233,7 +233,7 @@ impl ProxyHttp for Proxy {
         ctx.upstream = r.cfg.upstream;
         ctx.room = Some(room);
         if !r.live.enabled() {
-            return Ok(false);
+            return Self::wait_for_origin(shared, session, ctx, room).await;
         }
         // A consume route under any reading of the path: `POST /orders;x` is still the order.
         let is_consume =

@@ -230,6 +230,7 @@ pub(super) async fn on_response(
     ctx: &mut Ctx,
 ) -> Result<()> {
     let status = resp.status.as_u16();
+    super::Proxy::origin_answered(ctx, status);
     let shared = ctx.shared.clone();
     if let Some(how) = settlement(status) {
         settle(&shared, ctx, how).await;

@@ -2,7 +2,9 @@
 //! the room's gate ([`crate::room::gate`]) before it goes to the origin — before a consume
 //! route's store call, so a request that waits in vain has consumed nothing. Past
 //! `origin-queue-timeout` the visitor gets a 503 with `Retry-After` and keeps their admission
-//! (a cookie renewed on the way is still set).
+//! (a cookie renewed on the way is still set). Every forwarded request of a capped room takes a
+//! slot, the room switched off or not; one whose connection switches protocols (101) gives it
+//! back with the answer.
 
 use bytes::Bytes;
 use pingora::proxy::Session;
@@ -14,8 +16,11 @@ use crate::app::Shared;
 use crate::metrics::Reject;
 use crate::page::MessageView;
 
-/// What a visitor who waited in vain is asked to wait before trying again.
-const RETRY_SECS: u64 = 2;
+/// What a visitor who waited in vain is asked to wait before trying again: 1–3 s at random,
+/// so that a crowd turned away together does not come back together.
+fn retry_secs() -> u64 {
+    fastrand::u64(1..=3)
+}
 
 impl Proxy {
     /// Holds a slot to the origin for this request in `ctx` (released when the request ends).
@@ -30,10 +35,10 @@ impl Proxy {
         let (Some(gate), Some(cap)) = (&r.gate, r.cfg.origin_cap) else {
             return Ok(false);
         };
-        // A WebSocket lives for minutes and is not an order: it would pin a slot for its life.
-        if session.is_upgrade_req() {
-            return Ok(false);
-        }
+        // Every request waits its turn, an `Upgrade` too (the header alone proves nothing: an
+        // origin that ignores it answers an ordinary request). A connection that really switches
+        // protocols gives its slot back with the 101 ([`Proxy::origin_answered`]): a WebSocket
+        // would otherwise pin a slot for its whole life.
         match gate.enter(cap.queue_timeout).await {
             Ok(slot) => {
                 ctx.origin_slot = Some(slot);
@@ -47,6 +52,14 @@ impl Proxy {
         }
     }
 
+    /// The origin's answer has come: a connection that switches protocols (101, a WebSocket)
+    /// leaves the gate, as it is no longer a request in flight but a channel.
+    pub(super) fn origin_answered(ctx: &mut Ctx, status: u16) {
+        if status == 101 {
+            ctx.origin_slot = None;
+        }
+    }
+
     async fn send_busy(
         shared: &Shared,
         session: &mut Session,
@@ -54,6 +67,7 @@ impl Proxy {
         room: usize,
     ) -> Result<()> {
         let r = &shared.rooms[room];
+        let secs = retry_secs();
         ctx.outcome = Outcome::Reject;
         ctx.reject = Some(Reject::OriginBusy);
         let message = "The shop is busy with the visitors just before you. Your turn is kept: please try again in a moment.";
@@ -64,7 +78,7 @@ impl Proxy {
                     "room": r.name(),
                     "state": "busy",
                     "error": message,
-                    "retry_after_ms": RETRY_SECS * 1000,
+                    "retry_after_ms": secs * 1000,
                 })
                 .to_string(),
             )
@@ -73,7 +87,7 @@ impl Proxy {
                 status: 503,
                 title: "One moment, please",
                 message,
-                retry_seconds: Some(RETRY_SECS),
+                retry_seconds: Some(secs),
                 room: r.name(),
                 lang: "en",
             }))
@@ -82,7 +96,7 @@ impl Proxy {
             status: 503,
             content_type: if json { JSON } else { HTML },
             body,
-            retry_after: Some(RETRY_SECS),
+            retry_after: Some(secs),
             cookies: &ctx.set_cookies,
         }
         .send(session)

@@ -433,6 +433,8 @@ impl Proxy {
                 )
             }
         };
+        // Not going to the origin: its slot goes to the next in line, not to this reply.
+        ctx.origin_slot = None;
         ctx.outcome = Outcome::Reject;
         ctx.reject = Some(if status == 409 {
             Reject::Consumed

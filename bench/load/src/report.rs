@@ -409,10 +409,17 @@ pub fn summary(r: &Report) -> String {
         ));
     }
     let most = |f: fn(&Bucket) -> u64| r.timeline.buckets.iter().map(f).max().unwrap_or(0);
+    // Admissions: the admin sampler's rigorous figure (pairs of samples within 100 ms) when
+    // there is one; a bucket's delta can hold two ticks after a late sample.
+    let admitted = r.admission.as_ref().and_then(|a| a.max_in_100ms);
     out.push_str(&format!(
         "most in one 100 ms: {} admitted ({}), {} told they are in, {} origin requests\n",
-        most(|b| b.admissions),
-        r.timeline.admissions_source,
+        admitted.unwrap_or_else(|| most(|b| b.admissions)),
+        if admitted.is_some() {
+            "admin"
+        } else {
+            "client"
+        },
         most(|b| b.admitted_client),
         most(|b| b.origin_requests),
     ));
