@@ -1,12 +1,24 @@
 //! Prometheus metrics (the `prometheus` crate Pingora integrates with), served by the admin API.
 //!
 //! Label handles are resolved once at start, so recording on the request path is a few atomic
-//! operations: no label hashing, no allocation.
+//! operations: no label hashing, no allocation. The ones every request touches are per-thread
+//! shards folded when scraped ([`sharded`]): no atomic shared by all threads on the request path.
+
+mod sharded;
+
+use std::sync::Arc;
+
+use sharded::{Count, Counters, Spread, Spreads};
 
 use prometheus::{
     Encoder, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge,
     IntGaugeVec, Opts, Registry, TextEncoder,
 };
+
+/// Buckets of `anteroom_request_duration_seconds`.
+const DURATION_BUCKETS: [f64; 14] = [
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+];
 
 use crate::proxy::Outcome;
 
@@ -40,15 +52,15 @@ pub struct RoomMetrics {
     pub joined: IntCounter,
     pub wait: Histogram,
     /// Visitors in line told their place from this instance's snapshot, and by the store.
-    pub polls_edge: IntCounter,
-    pub polls_store: IntCounter,
+    pub polls_edge: Arc<Count>,
+    pub polls_store: Arc<Count>,
     /// `max-origin-inflight`: requests holding a slot and waiting for one (set when scraped),
     /// and waits that ran out.
     pub origin_inflight: IntGauge,
     pub origin_queued: IntGauge,
     pub origin_timeouts: IntCounter,
-    requests: Vec<IntCounter>,
-    rejected: Vec<IntCounter>,
+    requests: Vec<Arc<Count>>,
+    rejected: Vec<Arc<Count>>,
 }
 
 pub struct Metrics {
@@ -57,17 +69,17 @@ pub struct Metrics {
     active: IntGaugeVec,
     admitted: IntCounterVec,
     joined: IntCounterVec,
-    rejected: IntCounterVec,
-    requests: IntCounterVec,
+    rejected: Counters,
+    requests: Counters,
     wait: HistogramVec,
-    polls: IntCounterVec,
+    polls: Counters,
     origin_inflight: IntGaugeVec,
     origin_queued: IntGaugeVec,
     origin_timeouts: IntCounterVec,
     /// Requests outside every room (`room="-"`).
-    unrouted: Vec<IntCounter>,
-    unrouted_rejected: Vec<IntCounter>,
-    duration: Vec<Histogram>,
+    unrouted: Vec<Arc<Count>>,
+    unrouted_rejected: Vec<Arc<Count>>,
+    duration: Vec<Arc<Spread>>,
     store_errors: IntCounterVec,
     pub breaker_open: IntGauge,
 }
@@ -125,30 +137,27 @@ impl Metrics {
         )?;
         let rejected = register(
             &r,
-            IntCounterVec::new(
-                Opts::new("anteroom_rejected_total", "Requests refused, by reason."),
+            Counters::new(
+                "anteroom_rejected_total",
+                "Requests refused, by reason.",
                 &["room", "reason"],
             )?,
         )?;
         let requests = register(
             &r,
-            IntCounterVec::new(
-                Opts::new("anteroom_requests_total", "Requests by room and outcome."),
+            Counters::new(
+                "anteroom_requests_total",
+                "Requests by room and outcome.",
                 &["room", "outcome"],
             )?,
         )?;
         let duration = register(
             &r,
-            HistogramVec::new(
-                HistogramOpts::new(
-                    "anteroom_request_duration_seconds",
-                    "Time from the request to the end of the response, by outcome.",
-                )
-                .buckets(vec![
-                    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
-                    10.0,
-                ]),
+            Spreads::new(
+                "anteroom_request_duration_seconds",
+                "Time from the request to the end of the response, by outcome.",
                 &["outcome"],
+                DURATION_BUCKETS.to_vec(),
             )?,
         )?;
         let wait = register(
@@ -166,13 +175,11 @@ impl Metrics {
         )?;
         let polls = register(
             &r,
-            IntCounterVec::new(
-                Opts::new(
-                    "anteroom_polls_total",
-                    "Answers to visitors in line (waiting pages and status polls) by this \
-                     instance, by who answered: \"edge\" (from the line's snapshot, with a \
-                     queue ticket; no store call) or \"store\" (a join call).",
-                ),
+            Counters::new(
+                "anteroom_polls_total",
+                "Answers to visitors in line (waiting pages and status polls) by this \
+                 instance, by who answered: \"edge\" (from the line's snapshot, with a \
+                 queue ticket; no store call) or \"store\" (a join call).",
                 &["room", "answered"],
             )?,
         )?;
@@ -243,18 +250,18 @@ impl Metrics {
         }
         let unrouted = OUTCOMES
             .iter()
-            .map(|o| requests.with_label_values(&["-", o]))
+            .map(|o| requests.with_labels(&["-", o]))
             .collect();
         let unrouted_rejected = REJECTS
             .iter()
-            .map(|x| rejected.with_label_values(&["-", x]))
+            .map(|x| rejected.with_labels(&["-", x]))
             .collect();
         Ok(Self {
             unrouted,
             unrouted_rejected,
             duration: OUTCOMES
                 .iter()
-                .map(|o| duration.with_label_values(&[o]))
+                .map(|o| duration.with_labels(&[o]))
                 .collect(),
             waiting,
             active,
@@ -281,18 +288,18 @@ impl Metrics {
             admitted: self.admitted.with_label_values(&[name]),
             joined: self.joined.with_label_values(&[name]),
             wait: self.wait.with_label_values(&[name]),
-            polls_edge: self.polls.with_label_values(&[name, "edge"]),
-            polls_store: self.polls.with_label_values(&[name, "store"]),
+            polls_edge: self.polls.with_labels(&[name, "edge"]),
+            polls_store: self.polls.with_labels(&[name, "store"]),
             origin_inflight: self.origin_inflight.with_label_values(&[name]),
             origin_queued: self.origin_queued.with_label_values(&[name]),
             origin_timeouts: self.origin_timeouts.with_label_values(&[name]),
             requests: OUTCOMES
                 .iter()
-                .map(|o| self.requests.with_label_values(&[name, o]))
+                .map(|o| self.requests.with_labels(&[name, o]))
                 .collect(),
             rejected: REJECTS
                 .iter()
-                .map(|x| self.rejected.with_label_values(&[name, x]))
+                .map(|x| self.rejected.with_labels(&[name, x]))
                 .collect(),
         }
     }
