@@ -254,6 +254,32 @@ async fn restart(persist: bool) -> Vec<Option<u64>> {
         (r.status() == 200).then_some(())
     })
     .await;
+    if !persist {
+        // The instance that knew the lost data holds the line (queue_all) until it has
+        // re-asserted the room's state; a visitor who joins meanwhile queues. Wait for the
+        // re-assertion, so that what the first visitor back meets does not depend on which
+        // came first (this test passed or failed by that race).
+        let url = redis.url();
+        eventually(
+            Duration::from_secs(10),
+            "the room's state re-asserted",
+            || {
+                let url = url.clone();
+                async move {
+                    let mut c = common::redis::connect(&url).await;
+                    let held: Option<String> = ::redis::cmd("HGET")
+                        .arg("{anteroom:sale}:room")
+                        .arg("queue_all")
+                        .query_async(&mut c)
+                        .await
+                        .ok()
+                        .flatten();
+                    (held.as_deref() == Some("0")).then_some(())
+                }
+            },
+        )
+        .await;
+    }
     // The first calls on a re-made connection can still fail (the room then shows "paused"
     // under the closed policy, and nobody joins): each visitor polls until the store answers.
     let mut positions = Vec::new();
