@@ -113,17 +113,26 @@ impl Spread {
     }
 }
 
-/// A family of counters with labels, registered once (a clone shares the series); series are
-/// made (or found) by label values when a configuration is loaded, never on the request path.
-#[derive(Clone)]
-pub struct Counters {
+/// Series by label values, shared by the clones of a family (registered once, handles taken
+/// when a configuration is loaded — never on the request path).
+struct Family<S> {
     desc: Arc<Desc>,
     names: Vec<&'static str>,
-    series: Arc<Mutex<HashMap<Vec<String>, Arc<Count>>>>,
+    series: Arc<Mutex<HashMap<Vec<String>, Arc<S>>>>,
 }
 
-impl Counters {
-    pub fn new(name: &str, help: &str, labels: &[&'static str]) -> prometheus::Result<Self> {
+impl<S> Clone for Family<S> {
+    fn clone(&self) -> Self {
+        Self {
+            desc: self.desc.clone(),
+            names: self.names.clone(),
+            series: self.series.clone(),
+        }
+    }
+}
+
+impl<S> Family<S> {
+    fn new(name: &str, help: &str, labels: &[&'static str]) -> prometheus::Result<Self> {
         Ok(Self {
             desc: Arc::new(Desc::new(
                 name.into(),
@@ -136,49 +145,67 @@ impl Counters {
         })
     }
 
-    pub fn with_labels(&self, values: &[&str]) -> Arc<Count> {
+    /// The series of these label values, made by `make` (from its label pairs) if new.
+    fn series(&self, values: &[&str], make: impl FnOnce(Vec<LabelPair>) -> S) -> Arc<S> {
         let key: Vec<String> = values.iter().map(|v| v.to_string()).collect();
         let mut m = self.series.lock().unwrap_or_else(|e| e.into_inner());
         m.entry(key)
-            .or_insert_with(|| {
-                Arc::new(Count {
-                    labels: label_pairs(&self.names, values),
-                    shards: cells(),
-                })
-            })
+            .or_insert_with(|| Arc::new(make(label_pairs(&self.names, values))))
             .clone()
+    }
+
+    /// Every series as one metric family, in label order.
+    fn collect(&self, kind: MetricType, metric: impl Fn(&S) -> proto::Metric) -> MetricFamily {
+        let m = self.series.lock().unwrap_or_else(|e| e.into_inner());
+        let mut metrics: Vec<proto::Metric> = m.values().map(|s| metric(s)).collect();
+        metrics.sort_by_key(label_key);
+        let mut f = MetricFamily::default();
+        f.set_name(self.desc.fq_name.clone());
+        f.set_help(self.desc.help.clone());
+        f.set_field_type(kind);
+        f.set_metric(metrics);
+        f
+    }
+}
+
+/// A family of counters with labels.
+#[derive(Clone)]
+pub struct Counters(Family<Count>);
+
+impl Counters {
+    pub fn new(name: &str, help: &str, labels: &[&'static str]) -> prometheus::Result<Self> {
+        Family::new(name, help, labels).map(Self)
+    }
+
+    pub fn with_labels(&self, values: &[&str]) -> Arc<Count> {
+        self.0.series(values, |labels| Count {
+            labels,
+            shards: cells(),
+        })
     }
 }
 
 impl Collector for Counters {
     fn desc(&self) -> Vec<&Desc> {
-        vec![&self.desc]
+        vec![&self.0.desc]
     }
 
     fn collect(&self) -> Vec<MetricFamily> {
-        let m = self.series.lock().unwrap_or_else(|e| e.into_inner());
-        let mut metrics: Vec<proto::Metric> = m
-            .values()
-            .map(|s| {
-                let mut c = proto::Counter::default();
-                c.set_value(s.get() as f64);
-                let mut metric = proto::Metric::from_label(s.labels.clone());
-                metric.set_counter(c);
-                metric
-            })
-            .collect();
-        metrics.sort_by_key(label_key);
-        vec![family(&self.desc, MetricType::COUNTER, metrics)]
+        vec![self.0.collect(MetricType::COUNTER, |s| {
+            let mut c = proto::Counter::default();
+            c.set_value(s.get() as f64);
+            let mut metric = proto::Metric::from_label(s.labels.clone());
+            metric.set_counter(c);
+            metric
+        })]
     }
 }
 
-/// A family of histograms with labels and fixed buckets (a clone shares the series).
+/// A family of histograms with labels and fixed buckets.
 #[derive(Clone)]
 pub struct Spreads {
-    desc: Arc<Desc>,
-    names: Vec<&'static str>,
+    family: Family<Spread>,
     bounds: Arc<[f64]>,
-    series: Arc<Mutex<HashMap<Vec<String>, Arc<Spread>>>>,
 }
 
 impl Spreads {
@@ -189,67 +216,48 @@ impl Spreads {
         bounds: Vec<f64>,
     ) -> prometheus::Result<Self> {
         Ok(Self {
-            desc: Arc::new(Desc::new(
-                name.into(),
-                help.into(),
-                labels.iter().map(|l| l.to_string()).collect(),
-                HashMap::new(),
-            )?),
-            names: labels.to_vec(),
+            family: Family::new(name, help, labels)?,
             bounds: bounds.into(),
-            series: Arc::default(),
         })
     }
 
     pub fn with_labels(&self, values: &[&str]) -> Arc<Spread> {
-        let key: Vec<String> = values.iter().map(|v| v.to_string()).collect();
-        let mut m = self.series.lock().unwrap_or_else(|e| e.into_inner());
-        m.entry(key)
-            .or_insert_with(|| {
-                let n = self.bounds.len() + 3;
-                Arc::new(Spread {
-                    labels: label_pairs(&self.names, values),
-                    bounds: self.bounds.clone(),
-                    shards: (0..SHARDS)
-                        .map(|_| (0..n).map(|_| Cell::default()).collect())
-                        .collect(),
-                })
-            })
-            .clone()
+        let n = self.bounds.len() + 3;
+        self.family.series(values, |labels| Spread {
+            labels,
+            bounds: self.bounds.clone(),
+            shards: (0..SHARDS)
+                .map(|_| (0..n).map(|_| Cell::default()).collect())
+                .collect(),
+        })
     }
 }
 
 impl Collector for Spreads {
     fn desc(&self) -> Vec<&Desc> {
-        vec![&self.desc]
+        vec![&self.family.desc]
     }
 
     fn collect(&self) -> Vec<MetricFamily> {
-        let m = self.series.lock().unwrap_or_else(|e| e.into_inner());
-        let mut metrics: Vec<proto::Metric> = m
-            .values()
-            .map(|s| {
-                let (buckets, sum, count) = s.fold();
-                let mut h = proto::Histogram::default();
-                let mut cumulative = 0;
-                let mut out = Vec::with_capacity(s.bounds.len());
-                for (upper, n) in s.bounds.iter().zip(&buckets) {
-                    cumulative += n;
-                    let mut b = proto::Bucket::default();
-                    b.set_upper_bound(*upper);
-                    b.set_cumulative_count(cumulative);
-                    out.push(b);
-                }
-                h.set_bucket(out);
-                h.set_sample_sum(sum);
-                h.set_sample_count(count);
-                let mut metric = proto::Metric::from_label(s.labels.clone());
-                metric.set_histogram(h);
-                metric
-            })
-            .collect();
-        metrics.sort_by_key(label_key);
-        vec![family(&self.desc, MetricType::HISTOGRAM, metrics)]
+        vec![self.family.collect(MetricType::HISTOGRAM, |s| {
+            let (buckets, sum, count) = s.fold();
+            let mut h = proto::Histogram::default();
+            let mut cumulative = 0;
+            let mut out = Vec::with_capacity(s.bounds.len());
+            for (upper, n) in s.bounds.iter().zip(&buckets) {
+                cumulative += n;
+                let mut b = proto::Bucket::default();
+                b.set_upper_bound(*upper);
+                b.set_cumulative_count(cumulative);
+                out.push(b);
+            }
+            h.set_bucket(out);
+            h.set_sample_sum(sum);
+            h.set_sample_count(count);
+            let mut metric = proto::Metric::from_label(s.labels.clone());
+            metric.set_histogram(h);
+            metric
+        })]
     }
 }
 
@@ -258,15 +266,6 @@ fn label_key(m: &proto::Metric) -> Vec<(String, String)> {
         .iter()
         .map(|p| (p.name().to_string(), p.value().to_string()))
         .collect()
-}
-
-fn family(desc: &Desc, kind: MetricType, metrics: Vec<proto::Metric>) -> MetricFamily {
-    let mut f = MetricFamily::default();
-    f.set_name(desc.fq_name.clone());
-    f.set_help(desc.help.clone());
-    f.set_field_type(kind);
-    f.set_metric(metrics);
-    f
 }
 
 #[cfg(test)]

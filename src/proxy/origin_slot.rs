@@ -6,15 +6,13 @@
 //! slot, the room switched off or not; one whose connection switches protocols (101) gives it
 //! back with the answer.
 
-use bytes::Bytes;
 use pingora::proxy::Session;
 use pingora::Result;
 
-use super::respond::{Reply, HTML, JSON};
-use super::{wants_json, Ctx, Outcome, Proxy};
+use super::respond::Refusal;
+use super::{Ctx, Proxy};
 use crate::app::Shared;
 use crate::metrics::Reject;
-use crate::page::MessageView;
 
 /// What a visitor who waited in vain is asked to wait before trying again: 1–3 s at random,
 /// so that a crowd turned away together does not come back together.
@@ -66,40 +64,14 @@ impl Proxy {
         ctx: &mut Ctx,
         room: usize,
     ) -> Result<()> {
-        let r = &shared.rooms[room];
-        let secs = retry_secs();
-        ctx.outcome = Outcome::Reject;
-        ctx.reject = Some(Reject::OriginBusy);
-        let message = "The shop is busy with the visitors just before you. Your turn is kept: please try again in a moment.";
-        let json = wants_json(session.req_header());
-        let body = if json {
-            Bytes::from(
-                serde_json::json!({
-                    "room": r.name(),
-                    "state": "busy",
-                    "error": message,
-                    "retry_after_ms": secs * 1000,
-                })
-                .to_string(),
-            )
-        } else {
-            Bytes::from(shared.pages.message(&MessageView {
-                status: 503,
-                title: "One moment, please",
-                message,
-                retry_seconds: Some(secs),
-                room: r.name(),
-                lang: "en",
-            }))
-        };
-        Reply {
+        let refusal = Refusal {
             status: 503,
-            content_type: if json { JSON } else { HTML },
-            body,
-            retry_after: Some(secs),
-            cookies: &ctx.set_cookies,
-        }
-        .send(session)
-        .await
+            state: "busy",
+            title: "One moment, please",
+            message: "The shop is busy with the visitors just before you. Your turn is kept: please try again in a moment.",
+            retry_secs: Some(retry_secs()),
+            reject: Reject::OriginBusy,
+        };
+        Self::send_refusal(shared, session, ctx, room, &refusal).await
     }
 }

@@ -5,6 +5,11 @@ use pingora::http::ResponseHeader;
 use pingora::proxy::Session;
 use pingora::Result;
 
+use super::{wants_json, Ctx, Outcome, Proxy};
+use crate::app::Shared;
+use crate::metrics::Reject;
+use crate::page::MessageView;
+
 /// A response of our own, written in one go.
 pub struct Reply<'a> {
     pub status: u16,
@@ -43,4 +48,59 @@ pub const JSON: &str = "application/json";
 /// A small JSON error body such as `{"error":"not found"}`.
 pub fn json_error(message: &str) -> Bytes {
     Bytes::from(serde_json::json!({ "error": message }).to_string())
+}
+
+/// What [`Proxy::send_refusal`] answers.
+pub struct Refusal<'a> {
+    pub status: u16,
+    /// The JSON `state`.
+    pub state: &'a str,
+    pub title: &'a str,
+    pub message: &'a str,
+    pub retry_secs: Option<u64>,
+    pub reject: Reject,
+}
+
+impl Proxy {
+    /// A request refused here, as the message page or, for a JSON client,
+    /// `{"room","state","error"}` (with `retry_after_ms` when there is a retry); counted as a
+    /// rejection for its reason. Cookies decided on the way (a renewal) go with it.
+    pub(super) async fn send_refusal(
+        shared: &Shared,
+        session: &mut Session,
+        ctx: &mut Ctx,
+        room: usize,
+        f: &Refusal<'_>,
+    ) -> Result<()> {
+        let r = &shared.rooms[room];
+        ctx.outcome = Outcome::Reject;
+        ctx.reject = Some(f.reject);
+        let json = wants_json(session.req_header());
+        let body = if json {
+            let mut v =
+                serde_json::json!({ "room": r.name(), "state": f.state, "error": f.message });
+            if let Some(secs) = f.retry_secs {
+                v["retry_after_ms"] = serde_json::json!(secs * 1000);
+            }
+            Bytes::from(v.to_string())
+        } else {
+            Bytes::from(shared.pages.message(&MessageView {
+                status: f.status,
+                title: f.title,
+                message: f.message,
+                retry_seconds: f.retry_secs,
+                room: r.name(),
+                lang: "en",
+            }))
+        };
+        Reply {
+            status: f.status,
+            content_type: if json { JSON } else { HTML },
+            body,
+            retry_after: f.retry_secs,
+            cookies: &ctx.set_cookies,
+        }
+        .send(session)
+        .await
+    }
 }

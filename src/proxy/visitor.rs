@@ -7,14 +7,14 @@ use pingora::proxy::Session;
 use pingora::Result;
 
 use super::origin::Taken;
-use super::respond::{Reply, HTML, JSON};
+use super::respond::{Refusal, Reply, HTML, JSON};
 use super::{cookie_values, secure, wants_json, Ctx, Outcome, Proxy, Verdict};
 use crate::app::Shared;
 use crate::config::StorePolicy;
 use crate::cookie;
 use crate::line::Ticket;
 use crate::metrics::Reject;
-use crate::page::{self, MessageView, State, Status};
+use crate::page::{self, State, Status};
 use crate::room::policy::{self, Failure, OnError};
 use crate::room::LocalAdmit;
 use crate::store::order::grace_for;
@@ -313,36 +313,15 @@ impl Proxy {
         room: usize,
         retry_after: std::time::Duration,
     ) -> Result<()> {
-        let r = &shared.rooms[room];
-        let secs = retry_after.as_secs_f64().ceil().max(1.0) as u64;
-        ctx.outcome = Outcome::Reject;
-        ctx.reject = Some(Reject::JoinLimit);
-        let message = "Too many new visitors have come from your network in a short time. Please wait a moment and try again.";
-        let json = wants_json(session.req_header());
-        let body = if json {
-            Bytes::from(
-                serde_json::json!({ "room": r.name(), "state": "limited", "error": message, "retry_after_ms": secs * 1000 })
-                    .to_string(),
-            )
-        } else {
-            Bytes::from(shared.pages.message(&MessageView {
-                status: 429,
-                title: "Please wait a moment",
-                message,
-                retry_seconds: Some(secs),
-                room: r.name(),
-                lang: "en",
-            }))
-        };
-        Reply {
+        let refusal = Refusal {
             status: 429,
-            content_type: if json { JSON } else { HTML },
-            body,
-            retry_after: Some(secs),
-            cookies: &ctx.set_cookies,
-        }
-        .send(session)
-        .await
+            state: "limited",
+            title: "Please wait a moment",
+            message: "Too many new visitors have come from your network in a short time. Please wait a moment and try again.",
+            retry_secs: Some(retry_after.as_secs_f64().ceil().max(1.0) as u64),
+            reject: Reject::JoinLimit,
+        };
+        Self::send_refusal(shared, session, ctx, room, &refusal).await
     }
 
     /// A consume route: exactly one request per admission reaches the origin. The admission is
@@ -435,46 +414,23 @@ impl Proxy {
         };
         // Not going to the origin: its slot goes to the next in line, not to this reply.
         ctx.origin_slot = None;
-        ctx.outcome = Outcome::Reject;
-        ctx.reject = Some(if status == 409 {
-            Reject::Consumed
-        } else {
-            Reject::Store
-        });
-        let body = if wants_json(session.req_header()) {
-            let state = match (status, retry) {
+        let refusal = Refusal {
+            status,
+            state: match (status, retry) {
                 (409, None) => "consumed",
                 (409, Some(_)) => "pending",
                 _ => "retry",
-            };
-            Bytes::from(
-                serde_json::json!({ "room": r.name(), "state": state, "error": message })
-                    .to_string(),
-            )
-        } else {
-            Bytes::from(shared.pages.message(&MessageView {
-                status,
-                title,
-                message,
-                retry_seconds: retry,
-                room: r.name(),
-                lang: "en",
-            }))
+            },
+            title,
+            message,
+            retry_secs: retry,
+            reject: if status == 409 {
+                Reject::Consumed
+            } else {
+                Reject::Store
+            },
         };
-        let content_type = if wants_json(session.req_header()) {
-            JSON
-        } else {
-            HTML
-        };
-        Reply {
-            status,
-            content_type,
-            body,
-            retry_after: retry,
-            cookies: &ctx.set_cookies,
-        }
-        .send(session)
-        .await?;
+        Self::send_refusal(shared, session, ctx, room, &refusal).await?;
         Ok(true)
     }
 
