@@ -129,13 +129,17 @@ async fn run(
         }
     }
     // Any window holds at most rate × window + burst admissions. The window is measured in the
-    // model's time plus the wall-clock time that really passed (a Redis clock keeps running).
+    // model's time plus the wall-clock time that may really have passed (a Redis clock keeps
+    // running): from before the step of the first admission to after the step of the last,
+    // the most the store can have seen between them. (Measured from step start to step start,
+    // a step that took a millisecond on a loaded machine made a lawful pair look too close:
+    // "2 admissions in 0.999 s at 1/s".)
     let burst = p.burst(rate);
     for i in 0..admissions.len() {
         for j in i..admissions.len() {
             let span = (admissions[j].0 - admissions[i].0) as f64 / 1e6
                 + admissions[j]
-                    .1
+                    .2
                     .duration_since(admissions[i].1)
                     .as_secs_f64();
             let count = (j - i + 1) as f64;
