@@ -11,6 +11,10 @@
 -- ARGV[8] clock skew µs (0 in production; tests move time with it)
 -- ARGV[9] new joins allowed per client and window (0: no limit)   ARGV[10] window µs
 -- ARGV[11] claim-ttl µs (how long a fast-path entry holds its slot until the visitor is back)
+-- ARGV[12] the store generation the caller's last admit saw ('' if none): another one (or none,
+--          the room's data lost in an empty restart) means the caller's admission loop has not
+--          yet noticed the loss and re-asserted the room's state, perhaps a held line; until
+--          it has, this join lets nobody in at once (the newcomer queues, as paused)
 -- Reply (parsed by src/store/redis/join_reply.rs):
 --   { code, position, waiting, eta rate (string), joined now (1/0), offset, epoch }
 --   (offset and epoch, the visitor's place for the queue ticket, with codes 1 and 2 only)
@@ -29,11 +33,12 @@ if keep_live then
   redis.call('HSET', room, 'live', live, 'live_at', now)
 end
 local h = redis.call('HMGET', room, 'enabled', 'queue_all', 'rate', 'max_active',
-  'tokens', 'refilled', 'epoch', 'last_off', 'm_rate', 'recent')
-if h[1] == '0' then
+  'tokens', 'refilled', 'epoch', 'last_off', 'm_rate', 'recent', 'gen')
+local lost = ARGV[12] ~= nil and ARGV[12] ~= '' and ARGV[12] ~= h[11]
+if h[1] == '0' and not lost then
   return { 4, 0, 0, '0', 0 }
 end
-local held = h[2] == '1'
+local held = h[2] == '1' or lost
 local rate = tonumber(h[3]) or tonumber(ARGV[2])
 local max_active = tonumber(h[4]) or tonumber(ARGV[3])
 local measured = tonumber(h[9]) or 0

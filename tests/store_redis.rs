@@ -94,6 +94,34 @@ mod cluster {
 /// A room whose keys are in another key layout than this version's (a rolling upgrade across an
 /// incompatible change): every call on it is refused with an error that says so, and nothing
 /// in the room is changed.
+/// After the store lost the room's data (an empty restart), a join through an instance that had
+/// seen the old generation lets nobody in at once, before that instance's next admit has
+/// noticed the loss and re-asserted the room's state (which may be a held line): the newcomer
+/// queues as paused. Before, a flood that reached the empty store first walked in on the fast
+/// path, a whole batch of it, through a held line (tests/redis_recovery.rs
+/// `a_held_line_stays_held_while_newcomers_flood_an_empty_restart`, now and then).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_the_store_lost_the_room_nobody_walks_in_before_the_next_admit() {
+    use anteroom::store::{Admission, VisitorId};
+    let server = RedisServer::start();
+    let store = RedisStore::new(Target::Single(server.url()), Duration::from_secs(2)).unwrap();
+    let p = conformance::room("lost", 100.0, 100);
+    store.admit(&p).await.unwrap();
+    common::redis::raw(server.port, "FLUSHALL").unwrap();
+    for _ in 0..5 {
+        let a = store.join(&p, VisitorId::random()).await.unwrap();
+        assert!(matches!(a, Admission::Paused { .. }), "{a:?}");
+    }
+    // The next admit sees the new generation (and, knowing the old one, holds the line until the
+    // state is re-asserted); a store that never lost anything lets a newcomer in at once.
+    let fresh = RedisStore::new(Target::Single(server.url()), Duration::from_secs(2)).unwrap();
+    let q = conformance::room("fresh", 100.0, 100);
+    assert_eq!(
+        fresh.join(&q, VisitorId::random()).await.unwrap(),
+        Admission::Entered
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_room_in_another_key_layout_is_refused_loudly() {
     let server = RedisServer::start();

@@ -113,6 +113,10 @@ pub struct RedisStore {
     skew_us: AtomicI64,
     /// This process in the instances heartbeat set.
     instance: String,
+    /// Per room, the store generation this process's last admit saw. A join passes it, so that
+    /// a store that lost the room's data (an empty restart) lets nobody in on the fast path
+    /// before this process's next admit has noticed the loss and held the line (join.lua).
+    generations: std::sync::Mutex<std::collections::HashMap<String, String>>,
 }
 
 fn unavailable(op: &'static str, room: &str, reason: impl ToString) -> StoreError {
@@ -186,7 +190,16 @@ impl RedisStore {
             scripts: Scripts::new(),
             skew_us: AtomicI64::new(0),
             instance: format!("{:016x}", fastrand::u64(..)),
+            generations: std::sync::Mutex::default(),
         })
+    }
+
+    fn generation_seen(&self, room: &str) -> Option<String> {
+        self.generations
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(room)
+            .cloned()
     }
 
     /// Test hook: moves this store's notion of time forward (added to Redis `TIME`).
@@ -289,7 +302,8 @@ impl Store for RedisStore {
             .arg(self.skew())
             .arg(gate.map(|g| g.limit).unwrap_or(0))
             .arg(gate.map(|g| micros(g.per)).unwrap_or(0))
-            .arg(micros(p.claim_ttl));
+            .arg(micros(p.claim_ttl))
+            .arg(self.generation_seen(&p.name).unwrap_or_default());
         let JoinReply(admission) = self.run("join", &p.name, &inv).await?;
         Ok(admission)
     }
@@ -321,6 +335,10 @@ impl Store for RedisStore {
             inv.arg(&vid.as_bytes()[..]).arg(place.epoch).arg(place.key);
         }
         let AdmitReply(report) = self.run("admit", &p.name, &inv).await?;
+        self.generations
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(p.name.to_string(), report.generation.clone());
         Ok(report)
     }
 
