@@ -335,15 +335,7 @@ async fn metrics_parse_as_prometheus_text() {
         Duration::from_secs(5),
         "the tick to report the line",
         || async {
-            let t = client()
-                .get(proxy.admin_url("/metrics"))
-                .bearer_auth(TOKEN)
-                .send()
-                .await
-                .unwrap()
-                .text()
-                .await
-                .unwrap();
+            let t = metrics_text(&proxy, TOKEN).await;
             t.contains("anteroom_waiting{room=\"sale\"} 1").then_some(t)
         },
     )
@@ -427,15 +419,7 @@ async fn readyz_follows_the_store() {
     .await;
     assert_eq!(v["ready"], false);
     assert!(v["last_error"].as_str().is_some(), "{v}");
-    let text = client()
-        .get(proxy.admin_url("/metrics"))
-        .bearer_auth(TOKEN)
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let text = metrics_text(&proxy, TOKEN).await;
     assert!(
         text.contains("anteroom_breaker_open 1"),
         "the breaker opened"

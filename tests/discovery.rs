@@ -37,16 +37,8 @@ max-active = 100000
 }
 
 async fn poll(proxy: &Proxy, path: &str, jar: &mut Jar) -> Value {
-    let mut req = client()
-        .get(proxy.url(path))
-        .header("accept", "application/json");
-    if !jar.0.is_empty() {
-        req = req.header("cookie", jar.header());
-    }
-    let resp = req.send().await.unwrap();
-    jar.absorb(&resp);
     // The origin's own page for a visitor let in (the first, on the fast path): not JSON.
-    resp.json().await.unwrap_or(Value::Null)
+    get_json(proxy, path, jar).await.unwrap_or(Value::Null)
 }
 
 async fn admin(proxy: &Proxy, body: Option<Value>) -> Value {

@@ -41,15 +41,7 @@ paths = ["/other"]
 }
 
 async fn json(proxy: &Proxy, path: &str, jar: &mut Jar) -> Value {
-    let mut req = client()
-        .get(proxy.url(path))
-        .header("accept", "application/json");
-    if !jar.0.is_empty() {
-        req = req.header("cookie", jar.header());
-    }
-    let resp = req.send().await.unwrap();
-    jar.absorb(&resp);
-    resp.json().await.unwrap()
+    get_json(proxy, path, jar).await.unwrap()
 }
 
 const STATUS: &str = "/.anteroom/status?room=sale";
@@ -134,15 +126,7 @@ async fn snapshot_answers(proxy: &Proxy, url: &str, jar: &Jar) {
 
 /// A counter of an instance's `/metrics`, summed over the series whose labels contain `labels`.
 async fn counter(proxy: &Proxy, name: &str, labels: &str) -> f64 {
-    let text = client()
-        .get(proxy.admin_url("/metrics"))
-        .bearer_auth(TOKEN)
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let text = metrics_text(proxy, TOKEN).await;
     text.lines()
         .filter(|l| l.starts_with(name) && l.contains(labels))
         .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())

@@ -108,15 +108,7 @@ origin-queue-timeout = "{timeout}"
 }
 
 async fn metric(proxy: &Proxy, line_start: &str) -> u64 {
-    let text = client()
-        .get(proxy.admin_url("/metrics"))
-        .bearer_auth(TOKEN)
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let text = metrics_text(proxy, TOKEN).await;
     text.lines()
         .find(|l| l.starts_with(line_start))
         .and_then(|l| l.rsplit(' ').next())

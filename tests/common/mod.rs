@@ -391,6 +391,33 @@ impl Jar {
     }
 }
 
+/// A GET of `path` with `jar`'s cookies, asking for JSON; the jar takes the answer's cookies.
+/// `None` when the answer is not JSON (the origin's own page for a visitor let in).
+pub async fn get_json(proxy: &Proxy, path: &str, jar: &mut Jar) -> Option<serde_json::Value> {
+    let mut req = client()
+        .get(proxy.url(path))
+        .header("accept", "application/json");
+    if !jar.0.is_empty() {
+        req = req.header("cookie", jar.header());
+    }
+    let resp = req.send().await.unwrap();
+    jar.absorb(&resp);
+    resp.json().await.ok()
+}
+
+/// An instance's `/metrics` text (the admin token given).
+pub async fn metrics_text(proxy: &Proxy, token: &str) -> String {
+    client()
+        .get(proxy.admin_url("/metrics"))
+        .bearer_auth(token)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap()
+}
+
 /// Polls `check` until it returns `Some`, or panics after `limit`.
 pub async fn eventually<T, F, Fut>(limit: Duration, what: &str, mut check: F) -> T
 where
