@@ -63,6 +63,79 @@ fn the_summary_shows_rooms_paths_and_rates() {
     );
 }
 
+/// `check` run in `dir` on `file` (relative to it).
+fn check_in(dir: &std::path::Path, file: &str) -> (bool, String, String) {
+    let out = Command::new(common::binary())
+        .args(["check", "--config", file])
+        .env(
+            "ANTEROOM_COOKIE_KEY",
+            "env-key-0123456789-0123456789-0123456789",
+        )
+        .env("ANTEROOM_ADMIN_TOKEN", "admin-token-0123456789")
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// An operator's first step: `cp conf/anteroom.toml /etc/anteroom/` and check it there, from
+/// its own folder and from elsewhere, with nothing of the source tree beside it.
+#[test]
+fn the_reference_config_passes_wherever_it_is_copied_alone() {
+    let etc = tempfile::tempdir().unwrap();
+    let elsewhere = tempfile::tempdir().unwrap();
+    let copy = etc.path().join("anteroom.toml");
+    std::fs::copy(
+        concat!(env!("CARGO_MANIFEST_DIR"), "/conf/anteroom.toml"),
+        &copy,
+    )
+    .unwrap();
+    let (ok, stdout, stderr) = check_in(etc.path(), "anteroom.toml");
+    assert!(ok, "from its folder: {stderr}");
+    assert!(stdout.starts_with("anteroom.toml: OK"), "{stdout}");
+    let (ok, _, stderr) = check_in(elsewhere.path(), copy.to_str().unwrap());
+    assert!(ok, "from elsewhere: {stderr}");
+}
+
+/// A template that is not there: the message names every file looked at, absolute, once each.
+#[test]
+fn a_missing_template_names_the_absolute_paths_tried() {
+    let dir = tempfile::tempdir().unwrap();
+    let dir = dir.path().canonicalize().unwrap();
+    std::fs::create_dir(dir.join("etc")).unwrap();
+    let config = "[cookie]\nkeys = [\"test-key-0123456789-0123456789-0123456789\"]\n\
+                  [[upstream]]\nname = \"shop\"\naddr = \"127.0.0.1:9000\"\n\
+                  [[room]]\nname = \"sale\"\npaths = [\"/products\"]\n\
+                  admit-per-second = 5\nmax-active = 10\n\
+                  template = \"templates/waiting.html.tera\"\n";
+    std::fs::write(dir.join("etc/anteroom.toml"), config).unwrap();
+    // From the config's folder: one place, named once.
+    let (ok, _, stderr) = check_in(&dir.join("etc"), "./anteroom.toml");
+    assert!(!ok);
+    let here = dir.join("etc/templates/waiting.html.tera");
+    assert!(
+        stderr.contains(&format!("(looked at {})", here.display())),
+        "{stderr}"
+    );
+    // From above it: next to the config, then in the working directory.
+    let (ok, _, stderr) = check_in(&dir, "etc/anteroom.toml");
+    assert!(!ok);
+    let cwd = dir.join("templates/waiting.html.tera");
+    assert!(
+        stderr.contains(&format!(
+            "(looked at {} and {})",
+            here.display(),
+            cwd.display()
+        )),
+        "{stderr}"
+    );
+    assert!(stderr.contains("etc/anteroom.toml:11:"), "{stderr}");
+}
+
 /// (fixture, line, key, words of the problem)
 const BROKEN: &[(&str, usize, &str, &str)] = &[
     (
