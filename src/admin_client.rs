@@ -27,10 +27,10 @@ impl Target {
         Ok(Self { addr, token })
     }
 
-    /// From a config file: `listen.admin` (an unspecified address means this machine) and
+    /// From a config file's `listen.admin` (an unspecified address means this machine) and
     /// `admin.token`.
-    pub fn from_config(c: &crate::config::Config) -> Self {
-        let mut addr = c.listen.admin;
+    pub fn from_endpoint(c: &crate::config::AdminEndpoint) -> Self {
+        let mut addr = c.addr;
         if addr.ip().is_unspecified() {
             addr.set_ip(if addr.is_ipv4() {
                 std::net::Ipv4Addr::LOCALHOST.into()
@@ -40,7 +40,7 @@ impl Target {
         }
         Self {
             addr,
-            token: c.admin.token.clone(),
+            token: c.token.clone(),
         }
     }
 
@@ -79,14 +79,39 @@ impl Target {
         Ok((status, body.to_string()))
     }
 
+    /// What a CLI user does about a 401 (the API's own message is about HTTP headers).
+    pub fn refused(&self) -> String {
+        let how = "pass --token TOKEN, set ANTEROOM_ADMIN_TOKEN, or give --config FILE to read admin.token";
+        match self.token {
+            None => format!("the admin API at {} needs its token: {how}", self.addr),
+            Some(_) => format!(
+                "the admin API at {} refused the token given: {how} (the one in the running instance's config)",
+                self.addr
+            ),
+        }
+    }
+
     pub fn json(&self, method: &str, path: &str, body: Option<&Value>) -> Result<Value, String> {
         let (status, text) = self.call(method, path, body)?;
+        if status == 401 {
+            return Err(self.refused());
+        }
         let v: Value = serde_json::from_str(&text).map_err(|_| format!("HTTP {status}: {text}"))?;
         if status >= 400 {
             let why = v.get("error").and_then(Value::as_str).unwrap_or(&text);
             return Err(format!("HTTP {status}: {why}"));
         }
         Ok(v)
+    }
+}
+
+/// A yes-or-no value of the CLI: `true`/`false`, and the usual `yes`/`no`, `on`/`off`, `1`/`0`,
+/// in any case.
+pub fn boolean(v: &str) -> Option<bool> {
+    match v.to_ascii_lowercase().as_str() {
+        "true" | "yes" | "on" | "1" => Some(true),
+        "false" | "no" | "off" | "0" => Some(false),
+        _ => None,
     }
 }
 
@@ -100,10 +125,9 @@ pub fn patch_body(pairs: &[String]) -> Result<Value, String> {
         let key = k.trim().replace('-', "_");
         let v = v.trim();
         let value = match key.as_str() {
-            "enabled" | "queue_all" => match v {
-                "true" | "on" | "yes" | "1" => json!(true),
-                "false" | "off" | "no" | "0" => json!(false),
-                _ => return Err(format!("{key}={v}: use true or false")),
+            "enabled" | "queue_all" => match boolean(v) {
+                Some(b) => json!(b),
+                None => return Err(format!("{key}={v}: use true or false")),
             },
             "admit_per_second" | "max_active" if v == "default" => Value::Null,
             "admit_per_second" => json!(v
@@ -181,5 +205,26 @@ mod tests {
         assert!(patch_body(&["rate=5".into()]).is_err());
         assert!(patch_body(&["enabled=maybe".into()]).is_err());
         assert!(patch_body(&[]).is_err());
+    }
+
+    #[test]
+    fn booleans_are_one_set_in_any_case() {
+        for (yes, no) in [
+            ("true", "false"),
+            ("TRUE", "False"),
+            ("yes", "NO"),
+            ("On", "off"),
+            ("1", "0"),
+        ] {
+            assert_eq!(boolean(yes), Some(true), "{yes}");
+            assert_eq!(boolean(no), Some(false), "{no}");
+            assert_eq!(
+                patch_body(&[format!("enabled={yes}")]).unwrap(),
+                json!({"enabled": true})
+            );
+        }
+        for bad in ["", "t", "2", "truee", "nein"] {
+            assert_eq!(boolean(bad), None, "{bad}");
+        }
     }
 }

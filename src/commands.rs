@@ -237,8 +237,9 @@ impl AdminArgs {
     fn target(&self) -> Result<Target, String> {
         match &self.config {
             Some(path) => {
-                let c = config::load(path).map_err(|e| e.to_string())?;
-                let mut t = Target::from_config(&c);
+                let c =
+                    config::load_admin(path, self.token.is_none()).map_err(|e| e.to_string())?;
+                let mut t = Target::from_endpoint(&c);
                 if self.token.is_some() {
                     t.token = self.token.clone();
                 }

@@ -488,6 +488,107 @@ async fn the_operator_cli_drives_the_admin_api() {
     assert!(!out.status.success());
 }
 
+/// `--config FILE` takes the admin address and token from the file and nothing else: the
+/// cookie key the file reads from the environment is not needed at an operator's terminal. A
+/// refused or missing token is explained in CLI terms; booleans take any case.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cli_reads_only_what_it_needs_and_explains_a_refusal() {
+    let origin = Origin::start().await;
+    let text = format!(
+        r#"
+[cookie]
+keys = ["env:ANTEROOM_TEST_COOKIE_KEY"]
+
+[admin]
+token = "env:ANTEROOM_TEST_ADMIN_TOKEN"
+
+[[upstream]]
+name = "shop"
+addr = "{}"
+
+[[room]]
+name = "sale"
+paths = ["/products"]
+admit-per-second = 10
+max-active = 5
+"#,
+        origin.addr
+    );
+    let proxy = Proxy::start_with(
+        &text,
+        &[
+            ("ANTEROOM_LOG", "warn"),
+            (
+                "ANTEROOM_TEST_COOKIE_KEY",
+                "cookie-key-0123456789-0123456789-0123456789",
+            ),
+            ("ANTEROOM_TEST_ADMIN_TOKEN", TOKEN),
+        ],
+        &[],
+    );
+    let cli = |args: &[&str], env: &[(&str, &str)]| {
+        let out = Command::new(binary())
+            .args(args)
+            .env_remove("ANTEROOM_ADMIN_TOKEN")
+            .env_remove("ANTEROOM_TEST_COOKIE_KEY")
+            .env_remove("ANTEROOM_TEST_ADMIN_TOKEN")
+            .envs(env.iter().copied())
+            .output()
+            .unwrap();
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let config = proxy.config_path();
+    let config = config.to_str().unwrap();
+    // The token's variable, not the cookie key's.
+    let (ok, out, err) = cli(
+        &["rooms", "--config", config],
+        &[("ANTEROOM_TEST_ADMIN_TOKEN", TOKEN)],
+    );
+    assert!(ok, "{err}");
+    assert!(out.contains("sale"), "{out}");
+    // With --token, not even the token's variable.
+    let (ok, _, err) = cli(&["rooms", "--config", config, "--token", TOKEN], &[]);
+    assert!(ok, "{err}");
+    // Without either: the variable is named.
+    let (ok, _, err) = cli(&["rooms", "--config", config], &[]);
+    assert!(!ok);
+    assert!(
+        err.contains("ANTEROOM_TEST_ADMIN_TOKEN is not set"),
+        "{err}"
+    );
+    assert!(!err.contains("ANTEROOM_TEST_COOKIE_KEY"), "{err}");
+    // A wrong token and no token: what to pass, not which HTTP header.
+    let admin = proxy.admin_url("");
+    for args in [
+        vec![
+            "rooms",
+            "--admin",
+            &admin,
+            "--token",
+            "wrong-token-0123456789",
+        ],
+        vec!["rooms", "--admin", &admin],
+    ] {
+        let (ok, _, err) = cli(&args, &[]);
+        assert!(!ok, "{args:?}");
+        assert!(
+            err.contains("--token") && err.contains("ANTEROOM_ADMIN_TOKEN"),
+            "{err}"
+        );
+        assert!(!err.contains("Authorization"), "{err}");
+    }
+    let (ok, out, err) = cli(
+        &["room", "sale", "set", "queue_all=TRUE", "--admin", &admin],
+        &[("ANTEROOM_ADMIN_TOKEN", TOKEN)],
+    );
+    assert!(ok, "{err}");
+    assert!(out.contains("\"queue_all\": true"), "{out}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn logs_carry_an_access_line_never_a_secret_and_can_be_json() {
     let origin = Origin::start().await;

@@ -304,6 +304,24 @@ impl Builder<'_> {
         }
     }
 
+    /// Only what the admin commands need (`anteroom rooms --config FILE`): the admin address
+    /// and, unless one was given (`need_token` false), the token. The rest of the file, its
+    /// `env:` values (the cookie key, the Redis password) included, is not read.
+    pub fn admin_endpoint(&mut self, f: FileConfig, need_token: bool) -> AdminEndpoint {
+        let listen = f.listen.unwrap_or_default();
+        let addr = self.socket(
+            &k("listen").key("admin"),
+            listen.admin.as_deref(),
+            DEFAULT_ADMIN,
+        );
+        let token = if need_token {
+            self.admin(f.admin.unwrap_or_default()).token
+        } else {
+            None
+        };
+        AdminEndpoint { addr, token }
+    }
+
     fn admin(&mut self, a: AdminFile) -> AdminConfig {
         let key = k("admin").key("token");
         let token = a.token.as_deref().and_then(|raw| self.string(&key, raw));

@@ -78,8 +78,7 @@ impl ConfigErrors {
     }
 }
 
-/// Reads and validates a config file.
-pub fn load(path: &Path) -> Result<Config, ConfigErrors> {
+fn read(path: &Path) -> Result<(String, String), ConfigErrors> {
     let name = path.display().to_string();
     let text = std::fs::read_to_string(path).map_err(|e| {
         ConfigErrors::whole_file(
@@ -88,12 +87,40 @@ pub fn load(path: &Path) -> Result<Config, ConfigErrors> {
             "check the --config path",
         )
     })?;
+    Ok((name, text))
+}
+
+/// Reads and validates a config file.
+pub fn load(path: &Path) -> Result<Config, ConfigErrors> {
+    let (name, text) = read(path)?;
     let base = path.parent().unwrap_or(Path::new("."));
     parse(&text, &name, base)
 }
 
+/// Reads only the admin address and (when `need_token`) the admin token of a config file, for
+/// the admin commands: a file with unknown keys or bad syntax still fails, but `env:` values
+/// and settings they do not use are not looked at.
+pub fn load_admin(path: &Path, need_token: bool) -> Result<AdminEndpoint, ConfigErrors> {
+    let (name, text) = read(path)?;
+    let base = path.parent().unwrap_or(Path::new("."));
+    with_builder(&text, &name, base, |b, mirror| {
+        b.admin_endpoint(mirror, need_token)
+    })
+}
+
 /// Validates config text; `name` is used in messages and `base_dir` for relative paths.
 pub fn parse(text: &str, name: &str, base_dir: &Path) -> Result<Config, ConfigErrors> {
+    with_builder(text, name, base_dir, |b, mirror| b.config(mirror, name))
+}
+
+/// Parses the text into the file mirror and builds from it with `f`; every problem the builder
+/// found comes back with its `file:line:col`.
+fn with_builder<T>(
+    text: &str,
+    name: &str,
+    base_dir: &Path,
+    f: impl FnOnce(&mut build::Builder<'_>, file::FileConfig) -> T,
+) -> Result<T, ConfigErrors> {
     let located = Located::new(text);
     let mirror: file::FileConfig = match toml::from_str(text) {
         Ok(m) => m,
@@ -103,9 +130,9 @@ pub fn parse(text: &str, name: &str, base_dir: &Path) -> Result<Config, ConfigEr
         problems: Vec::new(),
         base_dir,
     };
-    let config = b.config(mirror, name);
+    let built = f(&mut b, mirror);
     if b.problems.is_empty() {
-        Ok(config)
+        Ok(built)
     } else {
         Err(ConfigErrors(
             b.problems

@@ -347,3 +347,10 @@ mod tests {
         );
     }
 }
+
+/// Where the admin API of a config file listens and its token ([`super::load_admin`]).
+#[derive(Debug, Clone)]
+pub struct AdminEndpoint {
+    pub addr: SocketAddr,
+    pub token: Option<String>,
+}
