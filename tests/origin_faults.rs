@@ -135,6 +135,81 @@ async fn a_silent_origin_gets_a_504_page() {
     drop(held);
 }
 
+/// The page says what happened, by the shop's status, and the status stays the shop's: a
+/// method the shop does not do is not "not answering", and is not retried by the page.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_error_page_says_what_the_shops_status_means() {
+    let origin = Origin::start().await;
+    let proxy = Proxy::start(&config(origin.addr, ""));
+    // One visitor throughout: a 5xx gives an order's admission back.
+    let jar = admitted(&proxy).await;
+    for (method, path, status, words, retry) in [
+        (
+            "POST",
+            "/orders/fail-501",
+            501,
+            "The shop cannot do that",
+            None,
+        ),
+        ("GET", "/products/fail-505", 505, "will not help", None),
+        (
+            "GET",
+            "/products/fail-500",
+            500,
+            "went wrong at the shop",
+            Some("5"),
+        ),
+        (
+            "GET",
+            "/products/fail-502",
+            502,
+            "could not complete",
+            Some("5"),
+        ),
+        (
+            "GET",
+            "/products/fail-504",
+            504,
+            "taking too long",
+            Some("5"),
+        ),
+    ] {
+        let method: reqwest::Method = method.parse().unwrap();
+        let resp = client()
+            .request(method, proxy.url(path))
+            .header("cookie", jar.header())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), status, "{path}");
+        assert_eq!(
+            resp.headers()
+                .get("retry-after")
+                .map(|v| v.to_str().unwrap().to_string())
+                .as_deref(),
+            retry,
+            "{path}"
+        );
+        let text = resp.text().await.unwrap();
+        assert!(text.contains(words), "{path}: {words} in {text}");
+        assert!(!text.contains("not answering"), "{path}: {text}");
+        assert!(!text.contains("stack trace"), "{path}: {text}");
+    }
+    // As JSON too, with the shop's status.
+    let v: serde_json::Value = client()
+        .post(proxy.url("/orders/fail-501"))
+        .header("cookie", jar.header())
+        .header("accept", "application/json")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(v["status"], 501);
+    assert!(v["retry_after_ms"].is_null(), "{v}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_origins_own_5xx_gets_our_page_unless_turned_off() {
     let origin = Origin::start().await;

@@ -32,39 +32,88 @@ use crate::store::{RequestId, Settle, Settled, VisitorId};
 /// Seconds a visitor is asked to wait before trying again.
 const RETRY_SECS: u64 = 5;
 
-fn wording(status: u16) -> (&'static str, &'static str) {
+/// What went wrong on the shop's side, as a visitor should be told it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Trouble {
+    /// We could not connect, or the connection broke (502 of ours).
+    Unreachable,
+    /// No answer in time (504, ours or the shop's).
+    TimedOut,
+    /// The shop says it is unavailable for now (503).
+    Busy,
+    /// The shop does not do this request at all (501, 505): trying again does not help.
+    Refused,
+    /// The shop answered with an error of its own (500, its own 502, any other 5xx).
+    Failed,
+}
+
+/// `status` is the response's; `reached` whether the shop itself answered with it (else the
+/// request never got an answer and the status is ours).
+fn trouble(status: u16, reached: bool) -> Trouble {
     match status {
-        504 => (
-            "The shop is taking too long",
-            "The shop did not answer in time. Your place is kept: this page tries again in a few seconds.",
-        ),
-        503 => (
-            "The shop is busy",
-            "The shop cannot take your request right now. Your place is kept: this page tries again in a few seconds.",
-        ),
-        _ => (
-            "The shop is not answering",
-            "We could not reach the shop. Your place is kept: this page tries again in a few seconds.",
-        ),
+        501 | 505 => Trouble::Refused,
+        503 => Trouble::Busy,
+        504 => Trouble::TimedOut,
+        _ if !reached => Trouble::Unreachable,
+        _ => Trouble::Failed,
     }
 }
 
-/// The error page body and its content type.
-fn page(shared: &Shared, json: bool, status: u16, room: &str) -> (&'static str, Bytes) {
-    let (title, message) = wording(status);
+impl Trouble {
+    /// (title, message, seconds until the page tries again: `None` when it would not help).
+    fn wording(self) -> (&'static str, &'static str, Option<u64>) {
+        match self {
+            Trouble::TimedOut => (
+                "The shop is taking too long",
+                "The shop did not answer in time. Your place is kept: this page tries again in a few seconds.",
+                Some(RETRY_SECS),
+            ),
+            Trouble::Busy => (
+                "The shop is busy",
+                "The shop cannot take your request right now. Your place is kept: this page tries again in a few seconds.",
+                Some(RETRY_SECS),
+            ),
+            Trouble::Unreachable => (
+                "The shop is not answering",
+                "We could not reach the shop. Your place is kept: this page tries again in a few seconds.",
+                Some(RETRY_SECS),
+            ),
+            Trouble::Failed => (
+                "Something went wrong at the shop",
+                "The shop could not complete your request. Your place is kept: this page tries again in a few seconds.",
+                Some(RETRY_SECS),
+            ),
+            Trouble::Refused => (
+                "The shop cannot do that",
+                "The shop does not accept this kind of request, so trying again will not help. Your place is kept: go back and try another way.",
+                None,
+            ),
+        }
+    }
+}
+
+/// The error page body and its content type, and the `Retry-After` to send with it.
+fn page(
+    shared: &Shared,
+    json: bool,
+    status: u16,
+    reached: bool,
+    room: &str,
+) -> (&'static str, Bytes, Option<u64>) {
+    let (title, message, retry) = trouble(status, reached).wording();
     if json {
-        let v = serde_json::json!({ "room": room, "state": "error", "status": status, "error": message, "retry_after_ms": RETRY_SECS * 1000 });
-        (JSON, Bytes::from(v.to_string()))
+        let v = serde_json::json!({ "room": room, "state": "error", "status": status, "error": message, "retry_after_ms": retry.map(|s| s * 1000) });
+        (JSON, Bytes::from(v.to_string()), retry)
     } else {
         let html = shared.pages.message(&MessageView {
             status,
             title,
             message,
-            retry_seconds: Some(RETRY_SECS),
+            retry_seconds: retry,
             room,
             lang: "en",
         });
-        (HTML, Bytes::from(html))
+        (HTML, Bytes::from(html), retry)
     }
 }
 
@@ -239,7 +288,13 @@ pub(super) async fn on_response(
         return Ok(());
     }
     let room = ctx.room.map(|i| shared.rooms[i].name()).unwrap_or("");
-    let (content_type, body) = page(&shared, wants_json(session.req_header()), status, room);
+    let (content_type, body, retry) = page(
+        &shared,
+        wants_json(session.req_header()),
+        status,
+        true,
+        room,
+    );
     for h in [
         http::header::CONTENT_ENCODING,
         http::header::TRANSFER_ENCODING,
@@ -252,7 +307,10 @@ pub(super) async fn on_response(
     resp.insert_header(http::header::CONTENT_TYPE, content_type)?;
     resp.insert_header(http::header::CONTENT_LENGTH, body.len())?;
     resp.insert_header(http::header::CACHE_CONTROL, "no-store")?;
-    resp.insert_header(http::header::RETRY_AFTER, RETRY_SECS)?;
+    resp.remove_header(&http::header::RETRY_AFTER);
+    if let Some(secs) = retry {
+        resp.insert_header(http::header::RETRY_AFTER, secs)?;
+    }
     ctx.replace_body = Some(body);
     Ok(())
 }
@@ -302,12 +360,19 @@ pub(super) async fn on_failure(
     tracing::warn!(upstream = shared.config.upstreams[ctx.upstream].name, error = %e, status = code, "origin failed");
     if session.response_written().is_none() {
         let room = ctx.room.map(|i| shared.rooms[i].name()).unwrap_or("");
-        let (content_type, body) = page(&shared, wants_json(session.req_header()), code, room);
+        let reached = matches!(e.etype(), ErrorType::HTTPStatus(_));
+        let (content_type, body, retry) = page(
+            &shared,
+            wants_json(session.req_header()),
+            code,
+            reached,
+            room,
+        );
         let _ = Reply {
             status: code,
             content_type,
             body,
-            retry_after: Some(RETRY_SECS),
+            retry_after: retry,
             cookies: &ctx.set_cookies,
         }
         .send(session)
@@ -342,6 +407,30 @@ mod tests {
             (504, Some(Settle::GiveBack)),
         ] {
             assert_eq!(settlement(status), how, "{status}");
+        }
+    }
+
+    #[test]
+    fn the_wording_follows_what_went_wrong() {
+        use Trouble::*;
+        for (status, reached, want) in [
+            (500, true, Failed),
+            (501, true, Refused),
+            (502, true, Failed),
+            (502, false, Unreachable),
+            (503, true, Busy),
+            (503, false, Busy),
+            (504, true, TimedOut),
+            (504, false, TimedOut),
+            (505, true, Refused),
+            (507, true, Failed),
+            (599, false, Unreachable),
+        ] {
+            assert_eq!(trouble(status, reached), want, "{status} {reached}");
+        }
+        // Only a request that cannot succeed is not retried by the page.
+        for t in [Unreachable, TimedOut, Busy, Failed, Refused] {
+            assert_eq!(t.wording().2.is_none(), t == Refused, "{t:?}");
         }
     }
 

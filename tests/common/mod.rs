@@ -144,9 +144,17 @@ async fn answer(req: Request<Incoming>, log: Arc<Mutex<Vec<Seen>>>) -> Response<
         // A slow shop page: the origin's own pace, for shutdown tests.
         tokio::time::sleep(Duration::from_millis(1500)).await;
     }
-    if parts.uri.path().ends_with("/fail") {
+    // `.../fail` answers 503, `.../fail-NNN` answers NNN: the shop's own error.
+    let failure = parts.uri.path().rsplit('/').next().and_then(|last| {
+        if last == "fail" {
+            Some(503)
+        } else {
+            last.strip_prefix("fail-")?.parse::<u16>().ok()
+        }
+    });
+    if let Some(status) = failure {
         return Response::builder()
-            .status(503)
+            .status(status)
             .header("content-type", "text/plain")
             .body(Full::new(Bytes::from_static(
                 b"shop internals: stack trace here",
