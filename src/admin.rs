@@ -229,9 +229,17 @@ impl AdminApp {
         {
             Ok(state) => {
                 r.live.set_state(&state);
+                // Only the keys the change named; `default` for an override removed.
+                let shown = |o: Option<Option<String>>| {
+                    o.map(|v| tracing::field::display(v.unwrap_or_else(|| "default".into())))
+                };
                 tracing::info!(
                     room = r.name(),
-                    ?patch,
+                    enabled = patch.enabled,
+                    queue_all = patch.queue_all,
+                    admit_per_second =
+                        shown(patch.admit_per_second.map(|v| v.map(|x| x.to_string()))),
+                    max_active = shown(patch.max_active.map(|v| v.map(|x| x.to_string()))),
                     "room state changed through the admin API"
                 );
                 json_reply(StatusCode::OK, &Self::room_view(s, i).await)

@@ -38,6 +38,10 @@ pub struct Core {
     store_ok_at: AtomicU64,
     last_store_error: Mutex<Option<String>>,
     last_warning: AtomicU64,
+    /// The store as the log names it (no password).
+    store_name: String,
+    /// Whether the store has answered yet: 0 no call yet, 1 answered, 2 failed before any answer.
+    first_answer: std::sync::atomic::AtomicU8,
 }
 
 /// One loaded configuration with its derived state.
@@ -77,6 +81,8 @@ impl Core {
             store_ok_at: AtomicU64::new(now),
             last_store_error: Mutex::new(None),
             last_warning: AtomicU64::new(0),
+            store_name: s.backend.to_string(),
+            first_answer: std::sync::atomic::AtomicU8::new(0),
         })
     }
 
@@ -147,6 +153,7 @@ impl Core {
             }),
         };
         let now = self.clock.now_micros();
+        self.note_first_answer(&result);
         match &result {
             Ok(_) => {
                 self.store_ok_at.store(now, Ordering::Relaxed);
@@ -167,6 +174,36 @@ impl Core {
             }
         }
         result
+    }
+
+    /// Says in the log, once, that the store answers, or that it did not at first (and once more
+    /// when it then does): the line an operator looks for after starting an instance.
+    fn note_first_answer<T>(&self, result: &Result<T, StoreError>) {
+        const ANSWERED: u8 = 1;
+        const FAILED_FIRST: u8 = 2;
+        let seen = self.first_answer.load(Ordering::Relaxed);
+        match result {
+            Ok(_)
+                if seen != ANSWERED
+                    && self.first_answer.swap(ANSWERED, Ordering::Relaxed) != ANSWERED =>
+            {
+                tracing::info!(store = %self.store_name, "store connected");
+            }
+            Err(e)
+                if seen == 0
+                    && self
+                        .first_answer
+                        .compare_exchange(0, FAILED_FIRST, Ordering::Relaxed, Ordering::Relaxed)
+                        .is_ok() =>
+            {
+                tracing::warn!(
+                    store = %self.store_name,
+                    error = %e,
+                    "cannot reach the store yet: rooms follow on-store-error until it answers"
+                );
+            }
+            _ => {}
+        }
     }
 
     /// Logs a store error at most once a second: an outage must not flood the log.

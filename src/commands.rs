@@ -34,7 +34,15 @@ pub fn run(path: &Path, upgrade: bool) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    tracing::info!(config = %path.display(), listen = %config.listen.http, rooms = config.rooms.len(), "starting");
+    tracing::info!(
+        config = %path.display(),
+        public = %config.listen.http,
+        admin = %config.listen.admin,
+        store = %config.store.backend,
+        rooms = config.rooms.len(),
+        upgrade,
+        "starting"
+    );
     match server::build(config, upgrade) {
         Ok(mut built) => {
             let reloader = crate::reload::Reloader::new(
@@ -71,7 +79,7 @@ pub fn summary(c: &Config) -> String {
     );
     let store = match &c.store.backend {
         StoreBackend::Memory => "memory (one instance)".to_string(),
-        StoreBackend::Redis { .. } => "redis".to_string(),
+        StoreBackend::Redis { .. } => c.store.backend.to_string(),
         StoreBackend::RedisCluster { urls } => format!("redis cluster ({} seed nodes)", urls.len()),
         StoreBackend::RedisSentinel { urls, master } => {
             format!(
@@ -202,12 +210,14 @@ pub enum LogFormat {
 
 /// Logs to stderr, filtered by `ANTEROOM_LOG` (default `info`; e.g.
 /// `info,anteroom::access=off` drops the access log). Pingora's own debug logs print whole
-/// request headers, cookies included, so its crates stay at `info` unless the filter names
-/// them (`ANTEROOM_LOG=debug,pingora_proxy=debug`).
+/// request headers, cookies included, and its start and stop steps are ~25 `info` lines, so
+/// its crates stay at `warn` unless the filter names them (`ANTEROOM_LOG=debug,pingora_proxy=debug`).
 pub fn init_logging(format: LogFormat) {
     let mut spec = std::env::var("ANTEROOM_LOG").unwrap_or_else(|_| "info".to_string());
+    // Pingora's own start and stop lines (~25 at each Ctrl-C) say nothing an operator acts on;
+    // anteroom logs the start, the signal and the failures itself.
     if !spec.contains("pingora") {
-        spec.push_str(",pingora_core=info,pingora_proxy=info");
+        spec.push_str(",pingora_core=warn,pingora_proxy=warn");
     }
     let filter = tracing_subscriber::EnvFilter::try_new(&spec)
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));

@@ -23,6 +23,12 @@ const SOON: usize = 2048;
 /// Gathered records past which a request waits for the writer.
 pub const BEHIND: usize = 100_000;
 
+/// Seconds as milliseconds to the microsecond (`0.614`, not `0.61379800000000001`): what the
+/// clock measures, and what a reader of the log can take in.
+pub fn millis(seconds: f64) -> f64 {
+    (seconds * 1e6).round() / 1e3
+}
+
 /// One access line's fields.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Access {
@@ -187,6 +193,14 @@ mod tests {
             path: "/products/\"x\"".into(),
             duration_ms: 0.463941,
         }
+    }
+
+    #[test]
+    fn durations_are_to_the_microsecond() {
+        assert_eq!(format!("{:?}", millis(0.000_613_798)), "0.614");
+        assert_eq!(format!("{:?}", millis(1.5)), "1500.0");
+        assert_eq!(format!("{:?}", millis(0.000_000_4)), "0.0");
+        assert_eq!(format!("{:?}", millis(0.012_345_678)), "12.346");
     }
 
     #[test]

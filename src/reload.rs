@@ -41,7 +41,7 @@ impl Reloader {
                         file = e.file,
                         line = e.line,
                         col = e.col,
-                        key = e.key,
+                        key = (!e.key.is_empty()).then_some(e.key.as_str()),
                         problem = e.problem,
                         fix = e.fix,
                         "reload refused: the running configuration stays"

@@ -141,7 +141,10 @@ pub fn build(config: Config, upgrade: bool) -> Result<Built, StartError> {
 /// Signals: SIGTERM and SIGINT both shut down gracefully (stop accepting after the grace
 /// period, give in-flight requests `shutdown-timeout`, exit 0); SIGQUIT hands the listening
 /// sockets to a new process started with `--upgrade` (Pingora's graceful upgrade).
-struct Signals;
+struct Signals {
+    grace: std::time::Duration,
+    shutdown: std::time::Duration,
+}
 
 #[async_trait::async_trait]
 impl ShutdownSignalWatch for Signals {
@@ -154,27 +157,36 @@ impl ShutdownSignalWatch for Signals {
             tracing::error!("cannot listen for signals; shutting down");
             return ShutdownSignal::FastShutdown;
         };
-        tokio::select! {
+        let name = tokio::select! {
             _ = quit.recv() => {
-                tracing::info!("SIGQUIT: handing the sockets over (graceful upgrade)");
-                ShutdownSignal::GracefulUpgrade
+                tracing::info!("SIGQUIT: handing the sockets over to the new process (graceful upgrade)");
+                return ShutdownSignal::GracefulUpgrade;
             }
-            _ = term.recv() => {
-                tracing::info!("SIGTERM: shutting down gracefully");
-                ShutdownSignal::GracefulTerminate
-            }
-            _ = int.recv() => {
-                tracing::info!("SIGINT: shutting down gracefully");
-                ShutdownSignal::GracefulTerminate
-            }
-        }
+            _ = term.recv() => "SIGTERM",
+            _ = int.recv() => "SIGINT",
+        };
+        // The one line of a shutdown (Pingora's own are below `warn`).
+        tracing::info!(
+            signal = name,
+            grace_period = %humantime::format_duration(self.grace),
+            shutdown_timeout = %humantime::format_duration(self.shutdown),
+            "shutting down: the listeners close, requests in flight get the grace period to finish, then the runtimes the shutdown timeout to wind down"
+        );
+        ShutdownSignal::GracefulTerminate
     }
 }
 
 /// Runs until a signal says stop, then exits 0.
 pub fn serve(server: Server) -> ! {
+    let conf = &server.configuration;
+    let signals = Signals {
+        grace: std::time::Duration::from_secs(conf.grace_period_seconds.unwrap_or(0)),
+        shutdown: std::time::Duration::from_secs(
+            conf.graceful_shutdown_timeout_seconds.unwrap_or(0),
+        ),
+    };
     server.run(RunArgs {
-        shutdown_signal: Box::new(Signals),
+        shutdown_signal: Box::new(signals),
     });
     std::process::exit(0)
 }

@@ -642,3 +642,72 @@ async fn logs_carry_an_access_line_never_a_secret_and_can_be_json() {
         );
     }
 }
+
+/// What an operator reads: the start names both listeners and the store, and the store says
+/// when it answers; an admin change is logged as the keys it set; a reload refused for bad
+/// syntax names no empty key; durations are to the microsecond; a Ctrl-C is one line of ours
+/// and none of Pingora's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_log_says_what_an_operator_needs_once() {
+    let origin = Origin::start().await;
+    let text = config(origin.addr, "[server]\ngrace-period = \"0s\"");
+    let mut proxy = Proxy::start_with(&text, &[("ANTEROOM_LOG", "info")], &[]);
+    client().get(proxy.url("/products/1")).send().await.unwrap();
+    let (status, _) = admin(
+        &proxy,
+        reqwest::Method::PATCH,
+        "/rooms/sale",
+        Some(TOKEN),
+        Some(json!({"max_active": 20, "admit_per_second": null})),
+    )
+    .await;
+    assert_eq!(status, 200);
+    // The access log is written every 25 ms; its last lines may be lost at exit.
+    eventually(Duration::from_secs(5), "the access line", || async {
+        proxy.stderr().contains("anteroom::access").then_some(())
+    })
+    .await;
+    let good = std::fs::read_to_string(proxy.config_path()).unwrap();
+    std::fs::write(proxy.config_path(), format!("{good}\n[[room]\n")).unwrap();
+    proxy.signal("HUP");
+    eventually(Duration::from_secs(5), "the refused reload", || async {
+        proxy.stderr().contains("reload refused").then_some(())
+    })
+    .await;
+    proxy.signal("INT");
+    assert_eq!(proxy.wait_exit(Duration::from_secs(20)), Some(0));
+    let logs = proxy.stderr();
+    let line = |needle: &str| -> String {
+        logs.lines()
+            .find(|l| l.contains(needle))
+            .unwrap_or_else(|| panic!("{needle:?} in:\n{logs}"))
+            .to_string()
+    };
+    let start = line(" starting ");
+    assert!(
+        start.contains(&format!("public={}", proxy.addr))
+            && start.contains(&format!("admin={}", proxy.admin))
+            && start.contains("store=memory"),
+        "{start}"
+    );
+    line("store connected");
+    let change = line("room state changed");
+    assert!(
+        change.contains("max_active=20") && change.contains("admit_per_second=default"),
+        "{change}"
+    );
+    assert!(
+        !change.contains("RoomPatch") && !change.contains("enabled") && !change.contains("Some("),
+        "{change}"
+    );
+    let refused = line("reload refused");
+    assert!(!refused.contains("key=\"\""), "{refused}");
+    let access = line("anteroom::access");
+    let ms = access.rsplit("duration_ms=").next().unwrap().trim();
+    assert!(
+        ms.split('.').nth(1).is_none_or(|d| d.len() <= 3),
+        "{access}"
+    );
+    assert_eq!(logs.matches("shutting down").count(), 1, "{logs}");
+    assert!(!logs.contains("pingora"), "Pingora's own lines:\n{logs}");
+}

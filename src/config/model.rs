@@ -109,6 +109,34 @@ pub enum StoreBackend {
     },
 }
 
+/// A Redis URL without its password, for logs and summaries.
+fn without_secret(url: &str) -> String {
+    match (url.split_once("://"), url.rsplit_once('@')) {
+        (Some((scheme, _)), Some((_, host))) => format!("{scheme}://{host}"),
+        _ => url.to_string(),
+    }
+}
+
+impl std::fmt::Display for StoreBackend {
+    /// What a log line or a summary says of the store: the kind and where, never a password.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let list = |urls: &[String]| {
+            urls.iter()
+                .map(|u| without_secret(u))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        match self {
+            StoreBackend::Memory => write!(f, "memory (one instance)"),
+            StoreBackend::Redis { url } => write!(f, "redis {}", without_secret(url)),
+            StoreBackend::RedisCluster { urls } => write!(f, "redis cluster {}", list(urls)),
+            StoreBackend::RedisSentinel { urls, master } => {
+                write!(f, "redis via sentinel {}, master {master}", list(urls))
+            }
+        }
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct StoreConfig {
     pub backend: StoreBackend,
@@ -318,6 +346,29 @@ pub fn check_abandon_after(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_store_is_described_without_its_password() {
+        let b = StoreBackend::Redis {
+            url: "redis://:s3cret@10.0.0.5:6379/0".into(),
+        };
+        assert_eq!(b.to_string(), "redis redis://10.0.0.5:6379/0");
+        let b = StoreBackend::RedisCluster {
+            urls: vec!["redis://user:pw@a:7000".into(), "rediss://b:7001".into()],
+        };
+        assert_eq!(
+            b.to_string(),
+            "redis cluster redis://a:7000, rediss://b:7001"
+        );
+        assert!(!format!(
+            "{}",
+            StoreBackend::RedisSentinel {
+                urls: vec!["redis://:pw@s1:26379".into()],
+                master: "mymaster".into()
+            }
+        )
+        .contains("pw"));
+    }
 
     const S: Duration = Duration::from_secs(1);
 

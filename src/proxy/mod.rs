@@ -84,6 +84,9 @@ pub struct Ctx {
     shared: Arc<Shared>,
     /// A slot under the room's `max-origin-inflight`, held until the request ends.
     origin_slot: Option<crate::room::gate::Slot>,
+    /// `fail_to_proxy` said what went wrong (our `origin failed` line, or the access line for
+    /// the visitor's side): Pingora's own error line would repeat it.
+    failure_told: bool,
 }
 
 /// The proxy.
@@ -171,6 +174,7 @@ impl ProxyHttp for Proxy {
             trusted_peer: false,
             shared,
             origin_slot: None,
+            failure_told: false,
         }
     }
 
@@ -331,7 +335,12 @@ impl ProxyHttp for Proxy {
         e: &pingora::Error,
         ctx: &mut Ctx,
     ) -> FailToProxy {
+        ctx.failure_told = true;
         origin::on_failure(session, e, ctx).await
+    }
+
+    fn suppress_error_log(&self, _session: &Session, ctx: &Ctx, _error: &pingora::Error) -> bool {
+        ctx.failure_told
     }
 
     async fn upstream_request_filter(
@@ -397,7 +406,7 @@ impl ProxyHttp for Proxy {
                     status,
                     method: req.method.as_str().to_string(),
                     path: req.uri.path().to_string(),
-                    duration_ms: seconds * 1000.0,
+                    duration_ms: crate::logwriter::millis(seconds),
                 });
                 return;
             }
@@ -408,7 +417,7 @@ impl ProxyHttp for Proxy {
                 status,
                 method = req.method.as_str(),
                 path = req.uri.path(),
-                duration_ms = seconds * 1000.0,
+                duration_ms = crate::logwriter::millis(seconds),
             );
         }
     }
