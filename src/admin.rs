@@ -12,6 +12,7 @@
 //!   follows within one admission tick.
 //! - `DELETE /rooms/NAME/waiting`: empties the line.
 
+use crate::line::forecast::{self, HeldBy};
 use async_trait::async_trait;
 use bytes::BytesMut;
 use http::{Method, Response, StatusCode};
@@ -146,24 +147,40 @@ impl AdminApp {
             "on_store_error": r.cfg.on_store_error.as_str(),
             "consume": r.cfg.consume.iter().map(|c| format!("{} {}", c.method, c.path)).collect::<Vec<_>>(),
         });
+        // Counted by this process since it started; the top-level totals are the store's, for
+        // every instance together.
+        let this_instance = json!({
+            "joined_total": r.metrics.joined.get(),
+            "admitted_total": r.metrics.admitted.get(),
+        });
         match stats {
             Ok(st) => {
                 let rate = p.rate(&st.state);
                 let eta_rate = p.eta_rate(&st.state, st.measured_rate);
+                let max_active = p.max_active(&st.state);
+                let held = forecast::held_by(&forecast::Figures {
+                    enabled: st.state.enabled,
+                    queue_all: st.state.queue_all,
+                    waiting: st.waiting,
+                    active: st.active,
+                    max_active,
+                });
                 json!({
                     "name": r.name(),
                     "enabled": st.state.enabled,
                     "queue_all": st.state.queue_all,
                     "overrides": { "admit_per_second": st.state.admit_per_second, "max_active": st.state.max_active },
                     "admit_per_second": rate,
-                    "max_active": p.max_active(&st.state),
+                    "max_active": max_active,
                     "waiting": st.waiting,
                     "active": st.active,
-                    "admitted_per_second": st.measured_rate,
-                    "new_visitor_wait_seconds": if st.state.queue_all { None } else { crate::page::eta_seconds(st.waiting + 1, eta_rate) },
+                    "held_by": held.map(HeldBy::as_str),
+                    "admitted_per_second": forecast::shown_rate(st.waiting, st.measured_rate, rate),
+                    "new_visitor_wait_seconds": forecast::new_visitor_wait(held, st.waiting, eta_rate, st.measured_rate),
                     "admitted_total": st.admitted_total,
                     "joined_total": st.joined_total,
                     "abandoned_total": st.abandoned_total,
+                    "this_instance": this_instance,
                     "config": config,
                     "store": store,
                 })
@@ -174,7 +191,9 @@ impl AdminApp {
                 "queue_all": r.live.queue_all(),
                 "waiting": r.live.waiting(),
                 "active": r.live.active(),
-                "admitted_per_second": r.live.measured_rate(),
+                "held_by": r.live.held_by().map(HeldBy::as_str),
+                "admitted_per_second": forecast::shown_rate(r.live.waiting(), r.live.measured_rate(), r.live.rate_in_force().unwrap_or(p.admit_per_second)),
+                "this_instance": this_instance,
                 "stale": true,
                 "error": e.to_string(),
                 "config": config,

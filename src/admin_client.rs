@@ -152,10 +152,21 @@ pub fn patch_body(pairs: &[String]) -> Result<Value, String> {
 
 /// The `anteroom rooms` table.
 pub fn rooms_table(rooms: &Value) -> String {
-    let mut out = format!(
-        "{:<12} {:<6} {:>9} {:>8} {:>16} {:>9}\n",
-        "ROOM", "STATE", "WAITING", "ACTIVE", "ADMIT/S NOW/SET", "NEW WAIT"
-    );
+    let row = |cells: [&str; 7]| {
+        format!(
+            "{:<12} {:<6} {:>9} {:>8} {:>16} {:<11} {:>9}\n",
+            cells[0], cells[1], cells[2], cells[3], cells[4], cells[5], cells[6]
+        )
+    };
+    let mut out = row([
+        "ROOM",
+        "STATE",
+        "WAITING",
+        "ACTIVE",
+        "ADMIT/S NOW/SET",
+        "HELD BY",
+        "NEW WAIT",
+    ]);
     for r in rooms.as_array().map(Vec::as_slice).unwrap_or(&[]) {
         let flag = |k: &str| r.get(k).and_then(Value::as_bool);
         let state = match (flag("enabled"), flag("queue_all")) {
@@ -164,24 +175,28 @@ pub fn rooms_table(rooms: &Value) -> String {
             _ => "open",
         };
         let num = |k: &str| r.get(k).and_then(Value::as_f64).unwrap_or(0.0);
-        let wait = r
-            .get("new_visitor_wait_seconds")
-            .and_then(Value::as_u64)
-            .map(|s| format!("{s}s"))
-            .unwrap_or_else(|| "-".into());
-        out.push_str(&format!(
-            "{:<12} {:<6} {:>9} {:>8} {:>16} {:>9}\n",
+        let held = r.get("held_by").and_then(Value::as_str).unwrap_or("-");
+        // Nobody waiting: no line is moving, whatever the last one measured.
+        let now = if num("waiting") > 0.0 {
+            format!("{:.1}", num("admitted_per_second"))
+        } else {
+            "-".into()
+        };
+        let wait = match r.get("new_visitor_wait_seconds").and_then(Value::as_u64) {
+            Some(0) => "none".to_string(),
+            Some(s) => format!("{s}s"),
+            None if held == "max-active" => "unknown".into(),
+            None => "-".into(),
+        };
+        out.push_str(&row([
             r.get("name").and_then(Value::as_str).unwrap_or("?"),
             state,
-            num("waiting"),
-            num("active"),
-            format!(
-                "{:.1}/{}",
-                num("admitted_per_second"),
-                num("admit_per_second")
-            ),
-            wait
-        ));
+            &num("waiting").to_string(),
+            &num("active").to_string(),
+            &format!("{now}/{}", num("admit_per_second")),
+            held,
+            &wait,
+        ]));
     }
     out
 }
@@ -205,6 +220,30 @@ mod tests {
         assert!(patch_body(&["rate=5".into()]).is_err());
         assert!(patch_body(&["enabled=maybe".into()]).is_err());
         assert!(patch_body(&[]).is_err());
+    }
+
+    #[test]
+    fn the_table_says_what_holds_each_line() {
+        let rooms = json!([
+            {"name": "sale", "enabled": true, "queue_all": false, "waiting": 4, "active": 3,
+             "admitted_per_second": 0.0, "admit_per_second": 0.5, "held_by": "max-active",
+             "new_visitor_wait_seconds": null},
+            {"name": "quiet", "enabled": true, "queue_all": false, "waiting": 0, "active": 1,
+             "admitted_per_second": 0.0, "admit_per_second": 0.5, "held_by": null,
+             "new_visitor_wait_seconds": 0},
+        ]);
+        let t = rooms_table(&rooms);
+        let lines: Vec<&str> = t.lines().collect();
+        assert!(lines[0].contains("HELD BY"), "{t}");
+        assert!(
+            lines[1].contains("max-active") && lines[1].contains("unknown"),
+            "{t}"
+        );
+        assert!(lines[1].contains("0.0/0.5"), "{t}");
+        assert!(
+            lines[2].contains("-/0.5") && lines[2].ends_with("none"),
+            "{t}"
+        );
     }
 
     #[test]

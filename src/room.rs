@@ -21,6 +21,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use crate::clock::Micros;
 use crate::config::RoomConfig;
 use crate::cookie::room_cookie_name;
+use crate::line::forecast::{self, HeldBy};
 use crate::metrics::RoomMetrics;
 use crate::store::AdmitReport;
 
@@ -127,6 +128,21 @@ impl Live {
 
     pub fn measured_rate(&self) -> f64 {
         self.rate_milli.load(Ordering::Relaxed) as f64 / 1000.0
+    }
+
+    /// What holds the line as of the last tick (`None` before the first, and when nothing
+    /// does).
+    pub fn held_by(&self) -> Option<HeldBy> {
+        if !self.heard() {
+            return None;
+        }
+        forecast::held_by(&forecast::Figures {
+            enabled: self.enabled(),
+            queue_all: self.queue_all(),
+            waiting: self.waiting(),
+            active: self.active(),
+            max_active: self.max_active_in_force(),
+        })
     }
 }
 

@@ -34,6 +34,11 @@ pub const TEXTS: &[(&str, &str, &str)] = &[
     ("waiting_label", "People in line", "대기 인원"),
     ("eta_label", "Estimated wait", "예상 대기 시간"),
     ("eta_unknown", "not known yet", "아직 알 수 없음"),
+    (
+        "eta_held",
+        "when someone leaves the shop",
+        "쇼핑몰에서 누군가 나가는 대로",
+    ),
     ("eta_less_minute", "less than a minute", "1분 미만"),
     ("eta_minute", "about a minute", "약 1분"),
     ("eta_minutes", "about {n} minutes", "약 {n}분"),

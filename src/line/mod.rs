@@ -27,6 +27,7 @@
 //! store; [`Estimate::AskStore`] is the one way out of the edge path.
 
 pub mod estimate;
+pub mod forecast;
 pub mod ticket;
 
 use std::collections::HashMap;

@@ -230,6 +230,7 @@ fn samples() -> Vec<(State, u64, u64, Option<u64>, &'static str)> {
             "<about> & \"a day\"",
         ),
         (State::Waiting, 0, 0, None, ""),
+        (State::Waiting, 1, 4, None, "when someone leaves the shop"),
         (State::Paused, 7, 8, None, ""),
         (State::Full, 0, 5000, None, ""),
         (State::Admitted, 0, 3, Some(0), ""),

@@ -54,9 +54,13 @@ pub struct Status {
     /// 1-based place in line; `null` when not in line.
     pub position: Option<u64>,
     pub waiting: u64,
-    /// `null` when unknown (the line is on hold, or the store cannot answer).
+    /// `null` when unknown (the line is on hold, the shop is full and nobody leaves, or the
+    /// store cannot answer).
     pub eta_seconds: Option<u64>,
     pub retry_after_ms: u64,
+    /// What decides when the line moves: `"rate"`, `"max-active"` (the shop is full: it moves
+    /// as visitors leave), `"paused"`; `null` when not in line or not known.
+    pub held_by: Option<&'static str>,
 }
 
 impl Status {
@@ -81,6 +85,8 @@ pub struct WaitingView<'a> {
     pub waiting: u64,
     pub eta_seconds: Option<u64>,
     pub eta_text: String,
+    /// What decides when the line moves (see [`Status::held_by`]); empty when not in line.
+    pub held_by: &'a str,
     pub retry_after_ms: u64,
     pub refresh_seconds: u64,
     pub progress_percent: u64,
@@ -105,10 +111,13 @@ impl<'a> WaitingView<'a> {
             position: s.position.unwrap_or(0),
             waiting: s.waiting,
             eta_seconds: s.eta_seconds,
-            eta_text: s
-                .eta_seconds
-                .map(|e| crate::texts::eta_text(t, e))
-                .unwrap_or_default(),
+            eta_text: match (s.eta_seconds, s.held_by) {
+                (Some(e), _) => crate::texts::eta_text(t, e),
+                // No ETA because the shop is full: say when the line moves instead.
+                (None, Some("max-active")) => t.get("eta_held").cloned().unwrap_or_default(),
+                (None, _) => String::new(),
+            },
+            held_by: s.held_by.unwrap_or(""),
             retry_after_ms: s.retry_after_ms,
             refresh_seconds: s.retry_after_secs(),
             progress_percent,
@@ -304,6 +313,7 @@ pub fn check_template(source: &str) -> Result<(), String> {
                 waiting: 1000,
                 eta_seconds: (state == State::Waiting).then_some(90),
                 retry_after_ms: 3000,
+                held_by: None,
             };
             let ctx = Context::from_serialize(WaitingView::new(&status, lang, &t))
                 .map_err(|e| error_chain(&e))?;
@@ -495,6 +505,7 @@ mod tests {
                 waiting: 1,
                 eta_seconds: None,
                 retry_after_ms: ms,
+                held_by: None,
             }
             .retry_after_secs()
         };
@@ -595,6 +606,7 @@ title_waiting = "In line for <the> sale"
                     waiting: 1000,
                     eta_seconds: (state == State::Waiting).then_some(90),
                     retry_after_ms: 3000,
+                    held_by: None,
                 };
                 let fast = pages.waiting(0, &status, lang, t);
                 let view = WaitingView::new(&status, lang, t);
@@ -620,6 +632,7 @@ title_waiting = "In line for <the> sale"
                     waiting,
                     eta_seconds: Some(eta),
                     retry_after_ms: 4321,
+                    held_by: None,
                 };
                 let view = WaitingView::new(&status, lang, t);
                 let whole = Context::from_serialize(&view)

@@ -73,6 +73,7 @@ pub(super) async fn serve(
         waiting: r.live.waiting(),
         eta_seconds: Some(0),
         retry_after_ms: 0,
+        held_by: None,
     };
     let verified = cookie::find(cookie_values(req), &r.cookie_name).and_then(|v| {
         cookie::verify(

@@ -12,6 +12,7 @@ use super::{cookie_values, secure, wants_json, Ctx, Outcome, Proxy, Verdict};
 use crate::app::Shared;
 use crate::config::StorePolicy;
 use crate::cookie;
+use crate::line::forecast::{self, HeldBy};
 use crate::line::Ticket;
 use crate::metrics::Reject;
 use crate::page::{self, State, Status};
@@ -86,13 +87,17 @@ impl Proxy {
                 waiting,
                 eta_seconds: None,
                 retry_after_ms: page::poll_interval(tiers, position).as_millis() as u64,
+                held_by: Some(HeldBy::Paused.as_str()),
             };
         }
-        // The ETA assumes the measured rate (honest about a slow room); the next poll aims at
-        // the soonest the turn can come, at the rate in force. A poll timed by the measured rate
+        // The ETA assumes the measured rate (honest about a slow room), or none at all when the
+        // shop is full and nobody leaves (see `forecast::eta_rate`); the next poll aims at the
+        // soonest the turn can come, at the rate in force. A poll timed by the measured rate
         // comes late whenever the measurement lags the rate (the start of a sale, a rate just
         // raised): visitors then learn of their turn late, and together (issue 15).
         let soonest = r.live.rate_in_force().unwrap_or(0.0).max(eta_rate);
+        let held = r.live.held_by();
+        let eta_rate = forecast::eta_rate(held, eta_rate, r.live.measured_rate());
         Status {
             room: r.name().to_string(),
             state: State::Waiting,
@@ -106,6 +111,8 @@ impl Proxy {
                 page::poll_floor(r.cfg.params.tick),
             )
             .as_millis() as u64,
+            // A visitor in line is held by something: the rate, unless the last tick said more.
+            held_by: Some(held.unwrap_or(HeldBy::Rate).as_str()),
         }
     }
 
@@ -204,6 +211,7 @@ impl Proxy {
                 waiting,
                 eta_seconds: None,
                 retry_after_ms: page::poll_interval(tiers, u64::MAX).as_millis() as u64,
+                held_by: None,
             }),
             Err(e) => {
                 shared.warn_store_error(&e);
@@ -240,6 +248,7 @@ impl Proxy {
                         waiting: r.live.waiting(),
                         eta_seconds: None,
                         retry_after_ms: page::poll_interval(tiers, u64::MAX).as_millis() as u64,
+                        held_by: None,
                     }),
                 }
             }
