@@ -17,11 +17,13 @@
 -- forgot that are not yet re-registered (here, and in join's fast path until the next tick).
 --
 -- KEYS[1] waiting ZSET   KEYS[2] active ZSET   KEYS[3] room HASH   KEYS[4] instances ZSET
+-- KEYS[5] configs HASH (instance id -> the digest of its room configuration)
 -- ARGV[1] configured rate/s   ARGV[2] configured max-active   ARGV[3] claim-ttl µs
 -- ARGV[4] tick µs   ARGV[5] abandon-after µs   ARGV[6] clock skew µs   ARGV[7] sweep slice size
 -- ARGV[8] instance id   ARGV[9] heartbeat lifetime µs
 -- ARGV[10] the generation the caller knew, or ''   ARGV[11] hold-back (slots kept free)
--- ARGV[12..] liveness batch: triples (visitor id, epoch, offset) of visitors polled through the
+-- ARGV[12] the digest of the caller's room configuration, or ''
+-- ARGV[13..] liveness batch: triples (visitor id, epoch, offset) of visitors polled through the
 --            caller's queue tickets since its last call; each one still in line at that place
 --            is marked seen now (its score's low part), as a join would
 -- Reply (parsed by src/store/redis/admit_reply.rs):
@@ -67,14 +69,22 @@ redis.call('HSET', room, 'hold_back', ARGV[11])
 
 local expired = redis.call('ZREMRANGEBYSCORE', active, '-inf', now)
 redis.call('ZADD', KEYS[4], now, ARGV[8])
-redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', now - tonumber(ARGV[9]))
+local silent_since = now - tonumber(ARGV[9])
+local gone = redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', silent_since)
+if #gone > 0 then
+  redis.call('HDEL', KEYS[5], unpack(gone))
+  redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', silent_since)
+end
+if ARGV[12] ~= '' then
+  redis.call('HSET', KEYS[5], ARGV[8], ARGV[12])
+end
 local instances = redis.call('ZCARD', KEYS[4])
 
 -- The liveness batch, before the sweep: a visitor seen lately is not swept for an old slot.
 -- Only a visitor found at the ticket's place is touched (ZSCORE, then ZADD XX): a ticket of an
 -- earlier place (the visitor left the line and joined again) moves nobody forward.
 local line_epoch = tonumber(h[7])
-for i = 12, #ARGV - 2, 3 do
+for i = 13, #ARGV - 2, 3 do
   local offset = tonumber(ARGV[i + 2])
   if tonumber(ARGV[i + 1]) == line_epoch then
     local score = redis.call('ZSCORE', waiting, ARGV[i])

@@ -181,6 +181,9 @@ impl AdminApp {
                     "joined_total": st.joined_total,
                     "abandoned_total": st.abandoned_total,
                     "this_instance": this_instance,
+                    "config_digest": r.digest,
+                    "instance_configs": st.configs,
+                    "configs_differ": st.configs.len() > 1,
                     "config": config,
                     "store": store,
                 })

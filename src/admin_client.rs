@@ -198,7 +198,34 @@ pub fn rooms_table(rooms: &Value) -> String {
             &wait,
         ]));
     }
+    for r in rooms.as_array().map(Vec::as_slice).unwrap_or(&[]) {
+        if let Some(note) = configs_note(r) {
+            out.push_str(&note);
+        }
+    }
     out
+}
+
+/// A line under the table when a room's instances run different configurations.
+fn configs_note(r: &Value) -> Option<String> {
+    let configs = r.get("instance_configs")?.as_object()?;
+    if configs.len() < 2 {
+        return None;
+    }
+    let runs: Vec<String> = configs
+        .iter()
+        .map(|(digest, n)| format!("{} on {digest}", n.as_u64().unwrap_or(0)))
+        .collect();
+    Some(format!(
+        "! room {}: instances run {} configurations ({}); this one runs {}. \
+         SIGHUP (or restart) every instance after a change.\n",
+        r.get("name").and_then(Value::as_str).unwrap_or("?"),
+        configs.len(),
+        runs.join(", "),
+        r.get("config_digest")
+            .and_then(Value::as_str)
+            .unwrap_or("?")
+    ))
 }
 
 #[cfg(test)]

@@ -52,6 +52,7 @@ async fn run_room(shared: Arc<Shared>, room: usize) {
         last = Some(Instant::now());
         let mut ctx = r.recovery.context(shared.clock.now_micros());
         ctx.seen = r.line.seen.take();
+        ctx.config.clone_from(&r.digest);
         match shared
             .store_call(
                 "admit",

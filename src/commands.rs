@@ -11,12 +11,23 @@ use crate::config::{self, Config, StoreBackend};
 use crate::route::{OtherHosts, PathMatching};
 use crate::server;
 
-/// `anteroom check --config FILE`: validate and summarise, or explain what is wrong.
-pub fn check(path: &Path) -> ExitCode {
+/// `anteroom check --config FILE [--connect]`: validate and summarise, or explain what is
+/// wrong; with `connect`, also reach the store and the upstreams (exit 1 if one fails).
+pub fn check(path: &Path, connect: bool) -> ExitCode {
     match config::load(path) {
         Ok(c) => {
             print!("{}", summary(&c));
-            ExitCode::SUCCESS
+            if !connect {
+                println!("  (the network was not touched: --connect reaches the store and the upstreams)");
+                return ExitCode::SUCCESS;
+            }
+            let reached = crate::probe::reach(&c);
+            print!("{}", crate::probe::report(&reached));
+            if reached.iter().all(|r| r.ok) {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
+            }
         }
         Err(e) => {
             eprintln!("{e}");

@@ -21,6 +21,7 @@ pub mod line;
 pub mod logwriter;
 pub mod metrics;
 pub mod page;
+pub mod probe;
 pub mod proxy;
 pub mod reload;
 pub mod room;

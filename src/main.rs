@@ -76,6 +76,10 @@ enum Command {
     Check {
         #[arg(long, short)]
         config: PathBuf,
+        /// Also reach the store and every upstream once and report each (exit 1 if one
+        /// cannot be reached). Without it, check never touches the network.
+        #[arg(long)]
+        connect: bool,
     },
     /// A waiting room in front of a built-in demo shop: memory store, no Redis, one command.
     Demo {
@@ -129,7 +133,7 @@ fn main() -> ExitCode {
     commands::init_logging(cli.log_format);
     match cli.command {
         Command::Run { config, upgrade } => commands::run(&config, upgrade),
-        Command::Check { config } => commands::check(&config),
+        Command::Check { config, connect } => commands::check(&config, connect),
         Command::Demo {
             listen,
             shop,

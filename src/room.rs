@@ -162,6 +162,18 @@ pub struct Room {
     pub prelimit: prelimit::JoinPreLimit,
     /// `max-origin-inflight`: this instance's slots to the origin (kept over reloads).
     pub gate: Option<std::sync::Arc<gate::OriginGate>>,
+    /// [`config_digest`] of `cfg`, told to the store with each tick.
+    pub digest: String,
+}
+
+/// A short digest of a room's settings as this instance runs them: instances whose digests
+/// differ run the room differently (a SIGHUP that reached some of them, a rolling change).
+/// Every part of [`RoomConfig`] is ordered (no hash maps), so equal settings give equal
+/// digests in every process.
+pub fn config_digest(cfg: &RoomConfig) -> String {
+    use sha2::{Digest, Sha256};
+    let sum = Sha256::digest(format!("{cfg:?}").as_bytes());
+    sum[..4].iter().map(|b| format!("{b:02x}")).collect()
 }
 
 impl Room {
@@ -173,6 +185,7 @@ impl Room {
             .origin_cap
             .map(|c| gate::OriginGate::new(c.max_inflight));
         Self {
+            digest: config_digest(&cfg),
             cfg,
             cookie_name,
             ticket_cookie,

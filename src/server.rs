@@ -37,6 +37,98 @@ pub enum StartError {
     },
     #[error("{0}")]
     Pages(String),
+    #[error("{0}")]
+    UpgradeSock(String),
+}
+
+/// Claims on `[server] upgrade-sock` that keep instances off each other's socket: "serving" is
+/// held by the instance that serves (so a second instance configured with the same socket
+/// refuses to start instead of one day taking over the other's listeners), "waiting" by a
+/// `run --upgrade` process while it waits for the sockets (so two never wait at once: the
+/// second would unlink the first's socket). A claim is a Unix socket bound in Linux's abstract
+/// namespace under a digest of the path: no file is left behind, and it is released when its
+/// process exits, however it exits. (Elsewhere there is no claim and no refusal.)
+mod sock_claim {
+    /// The claim, held while the value lives.
+    pub struct Claim(#[allow(dead_code)] Option<std::os::unix::net::UnixListener>);
+
+    #[cfg(target_os = "linux")]
+    fn bind(sock: &str, what: &str) -> std::io::Result<std::os::unix::net::UnixListener> {
+        use sha2::{Digest, Sha256};
+        use std::os::linux::net::SocketAddrExt;
+        let digest: String = Sha256::digest(sock.as_bytes())[..12]
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        let name = format!("anteroom-upgrade-sock-{digest}-{what}");
+        let addr = std::os::unix::net::SocketAddr::from_abstract_name(name.as_bytes())?;
+        std::os::unix::net::UnixListener::bind_addr(&addr)
+    }
+
+    #[cfg(not(target_os = "linux"))]
+    fn bind(_sock: &str, _what: &str) -> std::io::Result<std::os::unix::net::UnixListener> {
+        Err(std::io::Error::from(std::io::ErrorKind::Unsupported))
+    }
+
+    /// Takes the claim without waiting: `Err` when another process holds it. A claim that
+    /// cannot be made for another reason is a warning, not a reason not to start.
+    pub fn try_take(sock: &str, what: &str) -> Result<Claim, ()> {
+        match bind(sock, what) {
+            Ok(l) => Ok(Claim(Some(l))),
+            Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => Err(()),
+            Err(e) if e.kind() == std::io::ErrorKind::Unsupported => Ok(Claim(None)),
+            Err(e) => {
+                tracing::warn!(sock, error = %e, "cannot claim upgrade-sock; two instances sharing it will not be noticed");
+                Ok(Claim(None))
+            }
+        }
+    }
+
+    /// Takes the claim once its holder (the process being replaced, which drains for its grace
+    /// period) has exited, and keeps it for the life of this process.
+    pub fn take_when_free(sock: String, what: &'static str) {
+        let _ = std::thread::Builder::new()
+            .name("upgrade-sock claim".into())
+            .spawn(move || loop {
+                match try_take(&sock, what) {
+                    Ok(claim) => {
+                        std::mem::forget(claim);
+                        return;
+                    }
+                    Err(()) => std::thread::park_timeout(std::time::Duration::from_millis(100)),
+                }
+            });
+    }
+}
+
+/// Claims the upgrade socket for this instance (see [`sock_lock`]). The returned guard, for a
+/// process started with `--upgrade`, is dropped once the sockets have been taken over.
+fn claim_upgrade_sock(sock: &str, upgrade: bool) -> Result<Option<sock_claim::Claim>, StartError> {
+    if !upgrade {
+        return match sock_claim::try_take(sock, "serving") {
+            Ok(claim) => {
+                // Held for the life of the process.
+                std::mem::forget(claim);
+                Ok(None)
+            }
+            Err(()) => Err(StartError::UpgradeSock(format!(
+                "another running anteroom uses upgrade-sock {sock} ([server] upgrade-sock)\n  \
+                 fix: give each instance on this host its own upgrade-sock (or leave it unset: \
+                 the default is one per listen.http), or upgrade that instance with run --upgrade"
+            ))),
+        };
+    }
+    match sock_claim::try_take(sock, "waiting") {
+        Ok(waiting) => {
+            sock_claim::take_when_free(sock.to_string(), "serving");
+            Ok(Some(waiting))
+        }
+        Err(()) => Err(StartError::UpgradeSock(format!(
+            "another process is already waiting on upgrade-sock {sock} to take over \
+             ([server] upgrade-sock)\n  fix: stop it, or send SIGQUIT to the running instance \
+             so that it hands its sockets over"
+        ))),
+    }
 }
 
 /// Creates the store the config asks for.
@@ -105,6 +197,7 @@ pub fn build(config: Config, upgrade: bool) -> Result<Built, StartError> {
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let store = make_store(&config, clock.clone())?;
     let conf = server_conf(&config);
+    let config_sock = config.server.upgrade_sock.clone();
     let http = config.listen.http.to_string();
     let core = Arc::new(Core::new(&config, store, clock).map_err(StartError::Pages)?);
     let shared = Shared::new(core, config, None).map_err(StartError::Pages)?;
@@ -115,8 +208,11 @@ pub fn build(config: Config, upgrade: bool) -> Result<Built, StartError> {
         upgrade: true,
         ..Opt::default()
     });
+    let waiting = claim_upgrade_sock(&config_sock, upgrade)?;
     let mut server = Server::new_with_opt_and_conf(opt, conf);
+    // With --upgrade, this waits until the running process sends its sockets.
     server.bootstrap();
+    drop(waiting);
     let mut proxy = pingora::proxy::http_proxy_service_with_name(
         &server.configuration,
         Proxy::new(current.clone()),

@@ -406,3 +406,71 @@ fn the_grafana_dashboard_uses_real_metrics() {
     }
     assert!(exprs >= 8);
 }
+
+/// `check --connect` reaches the store and every upstream and says of each whether it
+/// answered; plain `check` says it touched nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn check_connect_reaches_the_store_and_every_upstream() {
+    let origin = common::Origin::start().await;
+    let closed = common::free_port();
+    let redis = common::redis::RedisServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let write = |redis_url: &str| {
+        let text = format!(
+            "[store]\nbackend = \"redis\"\nredis-url = \"{redis_url}\"\ntimeout = \"300ms\"\n\
+             [cookie]\nkeys = [\"test-key-0123456789-0123456789-0123456789\"]\n\
+             [[upstream]]\nname = \"shop\"\naddr = \"{}\"\n\
+             [[upstream]]\nname = \"gone\"\naddr = \"127.0.0.1:{closed}\"\nconnect-timeout = \"300ms\"\n\
+             [default]\nupstream = \"shop\"\n\
+             [[room]]\nname = \"sale\"\npaths = [\"/products\"]\nadmit-per-second = 5\nmax-active = 10\n",
+            origin.addr
+        );
+        let path = dir.path().join("anteroom.toml");
+        std::fs::write(&path, text).unwrap();
+        path.to_str().unwrap().to_string()
+    };
+    let run = |args: &[&str]| {
+        let out = Command::new(common::binary()).args(args).output().unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+        )
+    };
+    let path = write(&redis.url());
+    let (code, out) = run(&["check", "--config", &path]);
+    assert_eq!(code, Some(0), "{out}");
+    assert!(out.contains("the network was not touched"), "{out}");
+    let (code, out) = run(&["check", "--config", &path, "--connect"]);
+    assert_eq!(code, Some(1), "one upstream is down: {out}");
+    // The connect report's lines (the summary above names the store too).
+    let line = |needle: &str| {
+        out.lines()
+            .filter(|l| l.trim_start().starts_with("ok") || l.trim_start().starts_with("FAIL"))
+            .find(|l| l.contains(needle))
+            .unwrap_or_else(|| panic!("{needle} in {out}"))
+            .to_string()
+    };
+    let store = line("store ");
+    assert!(
+        store.contains("ok") && store.contains("answers") && store.contains("room sale: 0 waiting"),
+        "{store}"
+    );
+    assert!(line("upstream  shop").contains("ok"), "{out}");
+    let gone = line("upstream  gone");
+    assert!(
+        gone.contains("FAIL") && gone.contains("cannot connect"),
+        "{gone}"
+    );
+    // A store nobody listens on.
+    let path = write(&format!("redis://127.0.0.1:{}", common::free_port()));
+    let (code, out) = run(&["check", "--config", &path, "--connect"]);
+    assert_eq!(code, Some(1), "{out}");
+    let store = out
+        .lines()
+        .find(|l| l.contains("FAIL store"))
+        .unwrap_or_else(|| panic!("{out}"));
+    assert!(
+        store.contains("FAIL") && store.contains("does not answer"),
+        "{out}"
+    );
+}

@@ -234,7 +234,7 @@ impl Builder<'_> {
         let store = self.store(f.store.unwrap_or_default());
         let cookie = self.cookie(f.cookie);
         let admin = self.admin(f.admin.unwrap_or_default());
-        let server = self.server(f.server.unwrap_or_default());
+        let server = self.server(f.server.unwrap_or_default(), listen.http);
         let upstreams = self.upstreams(&f.upstream);
         let default_upstream = self.default_upstream(f.default.as_ref(), &upstreams);
         let rooms = self.rooms(&f.room, &upstreams, default_upstream);
@@ -337,7 +337,7 @@ impl Builder<'_> {
         AdminConfig { token }
     }
 
-    fn server(&mut self, s: ServerFile) -> ServerSettings {
+    fn server(&mut self, s: ServerFile, http: SocketAddr) -> ServerSettings {
         let key = k("server");
         let threads = match s.threads {
             Some(0) => {
@@ -368,7 +368,7 @@ impl Builder<'_> {
                 .upgrade_sock
                 .as_deref()
                 .and_then(|raw| self.string(&key.key("upgrade-sock"), raw))
-                .unwrap_or_else(|| DEFAULT_UPGRADE_SOCK.to_string()),
+                .unwrap_or_else(|| default_upgrade_sock(http)),
             client_timeout: self.duration(
                 &key.key("client-timeout"),
                 s.client_timeout.as_deref(),

@@ -198,8 +198,25 @@ pub const DEFAULT_CLIENT_TIMEOUT: Duration = Duration::from_secs(60);
 /// Like nginx's default large header buffers (4 × 8 KiB).
 pub const DEFAULT_MAX_HEADER_BYTES: u64 = 32 * 1024;
 
-/// Where `anteroom run --upgrade` looks for the running process's sockets.
-pub const DEFAULT_UPGRADE_SOCK: &str = "/tmp/anteroom_upgrade.sock";
+/// Where `anteroom run --upgrade` waits for the running process's sockets when
+/// `upgrade-sock` is not set: one per public address, so that instances on one host never
+/// meet on one socket (a SIGQUIT to one would hand its sockets to another's new process),
+/// while the old and the new process of one instance (same config) always do.
+pub fn default_upgrade_sock(http: SocketAddr) -> String {
+    let ip: String = http
+        .ip()
+        .to_string()
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '.' {
+                c
+            } else {
+                '-'
+            }
+        })
+        .collect();
+    format!("/tmp/anteroom_upgrade_{ip}_{}.sock", http.port())
+}
 
 #[derive(Debug, Clone)]
 pub struct Upstream {
@@ -346,6 +363,18 @@ pub fn check_abandon_after(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn each_public_address_has_its_own_upgrade_socket() {
+        let sock = |a: &str| default_upgrade_sock(a.parse().unwrap());
+        assert_eq!(
+            sock("0.0.0.0:8080"),
+            "/tmp/anteroom_upgrade_0.0.0.0_8080.sock"
+        );
+        assert_eq!(sock("[::]:8080"), "/tmp/anteroom_upgrade_--_8080.sock");
+        assert_ne!(sock("127.0.0.1:8080"), sock("127.0.0.1:8081"));
+        assert_ne!(sock("10.0.0.1:8080"), sock("10.0.0.2:8080"));
+    }
 
     #[test]
     fn a_store_is_described_without_its_password() {

@@ -141,6 +141,7 @@ impl Recovery {
             known_generation,
             hold_back: hold,
             seen: Vec::new(),
+            config: String::new(),
         }
     }
 

@@ -72,6 +72,8 @@ struct RoomData {
     generation: Option<String>,
     /// The latest admit's `hold_back`, which join's fast path honours too.
     hold_back: u64,
+    /// The configuration digest the (one) instance last told.
+    config: String,
     /// What the sequence numbers of this room's data count from (a place's epoch): random, so
     /// that a ticket from before a wipe names no place after it.
     epoch: u64,
@@ -340,6 +342,7 @@ impl Store for MemoryStore {
             r.state.queue_all = true;
         }
         r.hold_back = ctx.hold_back;
+        r.config.clone_from(&ctx.config);
         let expired = r.prune_active(now);
         let live = r.live(now, p.tick, true);
         r.mark_seen_batch(&ctx.seen);
@@ -453,6 +456,10 @@ impl Store for MemoryStore {
             abandoned_total: r.abandoned_total,
             measured_rate: r.measured_rate,
             state: r.state.clone(),
+            configs: (!r.config.is_empty())
+                .then(|| (r.config.clone(), 1))
+                .into_iter()
+                .collect(),
         }))
     }
 }

@@ -281,6 +281,10 @@ pub struct AdmitContext {
     /// Visitors polled through queue tickets since the last call, with the place each ticket
     /// names: each one still at that place in line is marked seen now (as a join would).
     pub seen: Vec<(VisitorId, Place)>,
+    /// A digest of the room's configuration on this instance (see
+    /// [`crate::room::config_digest`]), kept beside the instance's heartbeat so that the
+    /// admin API can tell when instances run different configurations.
+    pub config: String,
 }
 
 /// A room's figures, for the admin API and metrics.
@@ -293,6 +297,9 @@ pub struct RoomStats {
     pub abandoned_total: u64,
     pub measured_rate: f64,
     pub state: RoomState,
+    /// The configuration digests of the live instances and how many run each (one entry when
+    /// they agree; empty before any admit call told one).
+    pub configs: std::collections::BTreeMap<String, u64>,
 }
 
 /// The store could not answer. Never a verdict about a visitor.

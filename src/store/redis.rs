@@ -32,10 +32,12 @@ use tokio::sync::OnceCell;
 mod admit_reply;
 mod join_reply;
 mod keys;
+mod reply;
 
 use admit_reply::AdmitReply;
 use join_reply::JoinReply;
 use keys::{marker_key, marker_ms, Keys};
+use reply::state_from;
 
 use super::sentinel::SentinelConn;
 use super::{
@@ -129,42 +131,6 @@ fn unavailable(op: &'static str, room: &str, reason: impl ToString) -> StoreErro
 
 fn micros(d: Duration) -> u64 {
     u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
-}
-
-/// Reads reply element `i` as `T`.
-fn at<T: FromRedisValue>(
-    v: &[Value],
-    i: usize,
-    op: &'static str,
-    room: &str,
-) -> Result<T, StoreError> {
-    let item = v
-        .get(i)
-        .ok_or_else(|| unavailable(op, room, format!("reply too short ({} items)", v.len())))?;
-    ::redis::from_redis_value_ref(item)
-        .map_err(|e| unavailable(op, room, format!("reply item {i}: {e}")))
-}
-
-fn float(s: &str) -> f64 {
-    s.parse().unwrap_or(0.0)
-}
-
-fn state_from(
-    v: &[Value],
-    from: usize,
-    op: &'static str,
-    room: &str,
-) -> Result<RoomState, StoreError> {
-    let enabled: i64 = at(v, from, op, room)?;
-    let queue_all: i64 = at(v, from + 1, op, room)?;
-    let rate: String = at(v, from + 2, op, room)?;
-    let max: String = at(v, from + 3, op, room)?;
-    Ok(RoomState {
-        enabled: enabled != 0,
-        queue_all: queue_all != 0,
-        admit_per_second: rate.parse().ok(),
-        max_active: max.parse().ok(),
-    })
 }
 
 impl RedisStore {
@@ -320,6 +286,7 @@ impl Store for RedisStore {
             .key(&k.active)
             .key(&k.room)
             .key(&k.instances)
+            .key(&k.configs)
             .arg(p.admit_per_second)
             .arg(p.max_active)
             .arg(micros(p.claim_ttl))
@@ -330,7 +297,8 @@ impl Store for RedisStore {
             .arg(&self.instance)
             .arg(heartbeat)
             .arg(ctx.known_generation.as_deref().unwrap_or(""))
-            .arg(ctx.hold_back);
+            .arg(ctx.hold_back)
+            .arg(&ctx.config);
         for (vid, place) in &ctx.seen {
             inv.arg(&vid.as_bytes()[..]).arg(place.epoch).arg(place.key);
         }
@@ -476,18 +444,10 @@ impl Store for RedisStore {
         inv.key(&k.waiting)
             .key(&k.active)
             .key(&k.room)
+            .key(&k.instances)
+            .key(&k.configs)
             .arg(self.skew());
         let v: Vec<Value> = self.run("stats", &p.name, &inv).await?;
-        let room = &*p.name;
-        let rate: String = at(&v, 5, "stats", room)?;
-        Ok(RoomStats {
-            waiting: at(&v, 0, "stats", room)?,
-            active: at(&v, 1, "stats", room)?,
-            admitted_total: at(&v, 2, "stats", room)?,
-            joined_total: at(&v, 3, "stats", room)?,
-            abandoned_total: at(&v, 4, "stats", room)?,
-            measured_rate: float(&rate),
-            state: state_from(&v, 6, "stats", room)?,
-        })
+        reply::stats(&v, &p.name)
     }
 }

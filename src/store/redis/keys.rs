@@ -10,6 +10,8 @@ pub(super) struct Keys {
     pub active: String,
     pub room: String,
     pub instances: String,
+    /// Each live instance's configuration digest (field: instance id).
+    pub configs: String,
 }
 
 impl Keys {
@@ -19,6 +21,7 @@ impl Keys {
             active: format!("{{anteroom:{room}}}:active"),
             room: format!("{{anteroom:{room}}}:room"),
             instances: format!("{{anteroom:{room}}}:instances"),
+            configs: format!("{{anteroom:{room}}}:configs"),
         }
     }
 }

@@ -1,0 +1,245 @@
+//! Several instances on one host: each has its own upgrade socket, a second instance
+//! configured onto another's socket refuses to start, and a graceful upgrade (`run --upgrade`,
+//! then SIGQUIT to the old process) hands one instance's listeners to its new process only.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::*;
+
+/// A process of ours that is killed on drop.
+struct Run {
+    child: Child,
+    log: PathBuf,
+}
+
+impl Run {
+    fn start(config: &Path, upgrade: bool, log: PathBuf) -> Run {
+        let mut cmd = Command::new(binary());
+        cmd.args(["run", "--config"]).arg(config);
+        if upgrade {
+            cmd.arg("--upgrade");
+        }
+        let child = cmd
+            .env("ANTEROOM_LOG", "info")
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .unwrap();
+        Run { child, log }
+    }
+
+    fn stderr(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// The exit code within `limit`, or `None` if still running.
+    fn exit_within(&mut self, limit: Duration) -> Option<i32> {
+        let deadline = Instant::now() + limit;
+        while Instant::now() < deadline {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return Some(status.code().unwrap_or(-1));
+            }
+            std::thread::park_timeout(Duration::from_millis(20));
+        }
+        None
+    }
+
+    fn signal(&self, name: &str) {
+        let ok = Command::new("kill")
+            .arg(format!("-{name}"))
+            .arg(self.child.id().to_string())
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok);
+    }
+}
+
+impl Drop for Run {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn config(dir: &Path, name: &str, origin: std::net::SocketAddr, sock: Option<&Path>) -> PathBuf {
+    let (http, admin) = (free_port(), free_port());
+    let sock = sock
+        .map(|s| format!("upgrade-sock = \"{}\"\n", s.display()))
+        .unwrap_or_default();
+    let text = format!(
+        "[listen]\nhttp = \"127.0.0.1:{http}\"\nadmin = \"127.0.0.1:{admin}\"\n\
+         [server]\ngrace-period = \"0s\"\nshutdown-timeout = \"1s\"\n{sock}{}",
+        base_config(origin)
+    );
+    let path = dir.join(name);
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+/// The public address a config file names.
+fn http_of(config: &Path) -> String {
+    let text = std::fs::read_to_string(config).unwrap();
+    let line = text.lines().find(|l| l.starts_with("http = ")).unwrap();
+    line.trim_start_matches("http = ")
+        .trim_matches('"')
+        .to_string()
+}
+
+async fn answers(addr: &str) -> bool {
+    client()
+        .get(format!("http://{addr}/hello"))
+        .send()
+        .await
+        .is_ok_and(|r| r.status() == 200)
+}
+
+async fn until_answers(addr: &str, run: &Run) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !answers(addr).await {
+        assert!(
+            Instant::now() < deadline,
+            "{addr} never answered: {}",
+            run.stderr()
+        );
+        tokio::task::yield_now().await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn instances_on_one_host_keep_to_their_own_upgrade_socket() {
+    let origin = Origin::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+
+    // Two instances with the default socket: both start (one socket per public address).
+    let a = config(d, "a.toml", origin.addr, None);
+    let b = config(d, "b.toml", origin.addr, None);
+    let ra = Run::start(&a, false, d.join("a.log"));
+    let rb = Run::start(&b, false, d.join("b.log"));
+    until_answers(&http_of(&a), &ra).await;
+    until_answers(&http_of(&b), &rb).await;
+    drop((ra, rb));
+
+    // Two instances given one socket: the second refuses, naming the key.
+    let sock = d.join("shared.sock");
+    let first = config(d, "first.toml", origin.addr, Some(&sock));
+    let second = config(d, "second.toml", origin.addr, Some(&sock));
+    let mut old = Run::start(&first, false, d.join("first.log"));
+    until_answers(&http_of(&first), &old).await;
+    let mut other = Run::start(&second, false, d.join("second.log"));
+    assert_eq!(other.exit_within(Duration::from_secs(20)), Some(1));
+    let err = other.stderr();
+    assert!(
+        err.contains("another running anteroom uses upgrade-sock") && err.contains("fix:"),
+        "{err}"
+    );
+
+    // The graceful upgrade of the first: its new process waits on the socket; a second
+    // waiting process is refused (it would unlink the first's socket).
+    let mut new = Run::start(&first, true, d.join("new.log"));
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !sock.exists() {
+        assert!(Instant::now() < deadline, "no socket: {}", new.stderr());
+        assert!(
+            new.exit_within(Duration::from_millis(20)).is_none(),
+            "{}",
+            new.stderr()
+        );
+    }
+    let mut again = Run::start(&first, true, d.join("again.log"));
+    assert_eq!(again.exit_within(Duration::from_secs(20)), Some(1));
+    assert!(
+        again.stderr().contains("already waiting on upgrade-sock"),
+        "{}",
+        again.stderr()
+    );
+    // SIGQUIT: the old process hands its sockets over and exits; the new one serves on them.
+    old.signal("QUIT");
+    assert_eq!(
+        old.exit_within(Duration::from_secs(20)),
+        Some(0),
+        "{}",
+        old.stderr()
+    );
+    until_answers(&http_of(&first), &new).await;
+    assert!(new.exit_within(Duration::from_millis(50)).is_none());
+    // The new process now holds the socket for its instance: another still cannot take it.
+    let mut late = Run::start(&second, false, d.join("late.log"));
+    assert_eq!(
+        late.exit_within(Duration::from_secs(20)),
+        Some(1),
+        "{}",
+        late.stderr()
+    );
+}
+
+/// Instances on one Redis that run a room differently (a SIGHUP that reached one of them)
+/// are shown as such; once each has the same file, they agree again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn instances_that_run_different_configurations_are_shown() {
+    use common::redis::RedisServer;
+    const TOKEN: &str = "admin-token-for-tests-0123456789";
+    let origin = Origin::start().await;
+    let redis = RedisServer::start();
+    let config = |rate: u32| {
+        format!(
+            "{}\n[admin]\ntoken = \"{TOKEN}\"\n[store]\nbackend = \"redis\"\nredis-url = \"{}\"\n\
+             [[room]]\nname = \"sale\"\npaths = [\"/products\"]\nadmit-per-second = {rate}\n\
+             max-active = 100\ntick = \"100ms\"\n",
+            base_config(origin.addr),
+            redis.url()
+        )
+    };
+    let one = Proxy::start(&config(10));
+    let two = Proxy::start(&config(20));
+    let room = |p: &Proxy| {
+        let url = p.admin_url("/rooms/sale");
+        async move {
+            client()
+                .get(url)
+                .bearer_auth(TOKEN)
+                .send()
+                .await
+                .ok()?
+                .json::<serde_json::Value>()
+                .await
+                .ok()
+        }
+    };
+    let v = eventually(Duration::from_secs(10), "two configurations", || async {
+        let v = room(&one).await?;
+        (v["instance_configs"].as_object()?.len() == 2).then_some(v)
+    })
+    .await;
+    assert_eq!(v["configs_differ"], true, "{v}");
+    let mine = v["config_digest"].as_str().unwrap().to_string();
+    assert_eq!(v["instance_configs"][&mine], 1, "{v}");
+    let out = Command::new(binary())
+        .args(["rooms", "--admin", &one.admin_url(""), "--token", TOKEN])
+        .output()
+        .unwrap();
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        table.contains("instances run 2 configurations") && table.contains(&mine),
+        "{table}"
+    );
+    // The second gets the first's file and a SIGHUP: one configuration again.
+    let first = std::fs::read_to_string(one.config_path()).unwrap();
+    let second = std::fs::read_to_string(two.config_path()).unwrap();
+    let listen = |t: &str| t.lines().take(3).collect::<Vec<_>>().join("\n");
+    let same = first.replacen(&listen(&first), &listen(&second), 1);
+    std::fs::write(two.config_path(), same).unwrap();
+    two.signal("HUP");
+    let v = eventually(Duration::from_secs(10), "one configuration", || async {
+        let v = room(&two).await?;
+        (v["configs_differ"] == false).then_some(v)
+    })
+    .await;
+    assert_eq!(v["instance_configs"][&mine], 2, "{v}");
+    assert_eq!(v["config_digest"], mine.as_str(), "{v}");
+}
