@@ -11,6 +11,7 @@ pub mod locate;
 pub mod model;
 mod rooms;
 mod store;
+mod template;
 
 use std::fmt;
 use std::path::Path;
