@@ -18,18 +18,28 @@
 --
 -- KEYS[1] waiting ZSET   KEYS[2] active ZSET   KEYS[3] room HASH   KEYS[4] instances ZSET
 -- KEYS[5] configs HASH (instance id -> the digest of its room configuration)
+-- KEYS[6] health HASH (instance id -> "requests,errors,p90 µs" of its last window, autopilot)
 -- ARGV[1] configured rate/s   ARGV[2] configured max-active   ARGV[3] claim-ttl µs
 -- ARGV[4] tick µs   ARGV[5] abandon-after µs   ARGV[6] clock skew µs   ARGV[7] sweep slice size
 -- ARGV[8] instance id   ARGV[9] heartbeat lifetime µs
 -- ARGV[10] the generation the caller knew, or ''   ARGV[11] hold-back (slots kept free)
 -- ARGV[12] the digest of the caller's room configuration, or ''
--- ARGV[13..] liveness batch: triples (visitor id, epoch, offset) of visitors polled through the
+-- ARGV[13] the room has an autopilot in the caller's config: '1' or ''
+-- ARGV[14] the autopilot's start rate   ARGV[15..17] the caller's window: requests, errors,
+--          p90 µs   ARGV[18] a proposed rate or ''   ARGV[19] its reason
+-- ARGV[20] the step it was decided from ('ap_at' as the caller last saw it)
+-- ARGV[21] the p90 µs of the window it judged
+-- ARGV[22..] liveness batch: triples (visitor id, epoch, offset) of visitors polled through the
 --            caller's queue tickets since its last call; each one still in line at that place
 --            is marked seen now (its score's low part), as a join would
 -- Reply (parsed by src/store/redis/admit_reply.rs):
 --        { admitted, abandoned, expired, waiting, active, measured rate (string),
 --          enabled, queue_all, rate override or '', max-active override or '', live instances,
 --          generation, generation made by this call (1/0),
+--          autopilot: 0 (none in the caller's config), 1 (paused) or 2 (running), rate or '', last step at (µs) or '', its reason or '',
+--          the rate before it or '', the p90 µs it judged or '', the live instances' windows
+--          together: requests, errors, p90 µs (request-weighted), the store's clock (µs), and
+--          the run-time switch ('1', '0' or ''),
 --          line epoch, count of the numbers that follow (2 per point),
 --          rank1, offset1, rank2, offset2, ...   (the line sampled: src/store/line.rs)
 --          id1, waited1 µs, id2, waited2 µs, ... }
@@ -80,11 +90,56 @@ if ARGV[12] ~= '' then
 end
 local instances = redis.call('ZCARD', KEYS[4])
 
+-- The autopilot (src/admission/autopilot.rs decides; here one rate is kept for everyone). It
+-- runs when configured, not switched off at run time ('autopilot' = '0'), and no override pins
+-- the rate. A proposal is taken only if it was decided from the last step: of the instances
+-- that decided from one window, the first to arrive wins and the others' are dropped.
+local ap = redis.call('HMGET', room, 'autopilot', 'ap_rate', 'ap_at', 'ap_reason', 'ap_from',
+  'ap_p90')
+local ap_conf = ARGV[13] == '1'
+local ap_running = ap_conf and ap[1] ~= '0' and not h[3]
+local ap_health = { 0, 0, 0 }
+if #gone > 0 then
+  redis.call('HDEL', KEYS[6], unpack(gone))
+end
+if ap_conf then
+  redis.call('HSET', KEYS[6], ARGV[8], ARGV[15] .. ',' .. ARGV[16] .. ',' .. ARGV[17])
+  local reports = redis.call('HGETALL', KEYS[6])
+  local weighted = 0
+  for i = 1, #reports, 2 do
+    if redis.call('ZSCORE', KEYS[4], reports[i]) then
+      local req, err, p90 = string.match(reports[i + 1], '^(%d+),(%d+),(%d+)$')
+      if req then
+        ap_health[1] = ap_health[1] + tonumber(req)
+        ap_health[2] = ap_health[2] + tonumber(err)
+        weighted = weighted + tonumber(p90) * tonumber(req)
+      end
+    end
+  end
+  if ap_health[1] > 0 then
+    ap_health[3] = math.floor(weighted / ap_health[1])
+  end
+end
+if ap_running then
+  if not tonumber(ap[2]) then
+    ap[2], ap[3], ap[4], ap[5], ap[6] = ARGV[14], string.format('%.0f', now), 'start', false, false
+    redis.call('HSET', room, 'ap_rate', ap[2], 'ap_at', ap[3], 'ap_reason', 'start')
+    redis.call('HDEL', room, 'ap_from', 'ap_p90')
+  elseif ARGV[18] ~= '' and ARGV[20] == ap[3] then
+    ap[5], ap[2], ap[3], ap[4], ap[6] = ap[2], ARGV[18], string.format('%.0f', now), ARGV[19],
+      ARGV[21]
+    redis.call('HSET', room, 'ap_rate', ap[2], 'ap_at', ap[3], 'ap_reason', ap[4],
+      'ap_from', ap[5], 'ap_p90', ap[6])
+  end
+  rate = tonumber(ap[2])
+end
+redis.call('HSET', room, 'ap_conf', ap_conf and '1' or '0', 'ap_on', ap_running and '1' or '0')
+
 -- The liveness batch, before the sweep: a visitor seen lately is not swept for an old slot.
 -- Only a visitor found at the ticket's place is touched (ZSCORE, then ZADD XX): a ticket of an
 -- earlier place (the visitor left the line and joined again) moves nobody forward.
 local line_epoch = tonumber(h[7])
-for i = 13, #ARGV - 2, 3 do
+for i = 22, #ARGV - 2, 3 do
   local offset = tonumber(ARGV[i + 2])
   if tonumber(ARGV[i + 1]) == line_epoch then
     local score = redis.call('ZSCORE', waiting, ARGV[i])
@@ -218,7 +273,10 @@ end
 
 local reply = { admitted, abandoned, expired, n, redis.call('ZCARD', active), tostring(m_rate),
   h[1] == '0' and 0 or 1, h[2] == '1' and 1 or 0, h[3] or '', h[4] or '', instances,
-  gen, new_gen, #points > 0 and line_epoch or 0, #points }
+  gen, new_gen,
+  (not ap_conf) and 0 or (ap_running and 2 or 1), ap[2] or '', ap[3] or '', ap[4] or '', ap[5] or '', ap[6] or '',
+  ap_health[1], ap_health[2], ap_health[3], string.format('%.0f', now), ap[1] or '',
+  #points > 0 and line_epoch or 0, #points }
 for i = 1, #points do
   reply[#reply + 1] = points[i]
 end

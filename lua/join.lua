@@ -33,13 +33,14 @@ if keep_live then
   redis.call('HSET', room, 'live', live, 'live_at', now)
 end
 local h = redis.call('HMGET', room, 'enabled', 'queue_all', 'rate', 'max_active',
-  'tokens', 'refilled', 'epoch', 'last_off', 'm_rate', 'recent', 'gen')
+  'tokens', 'refilled', 'epoch', 'last_off', 'm_rate', 'recent', 'gen', 'ap_on', 'ap_rate')
 local lost = ARGV[12] ~= nil and ARGV[12] ~= '' and ARGV[12] ~= h[11]
 if h[1] == '0' and not lost then
   return { 4, 0, 0, '0', 0 }
 end
 local held = h[2] == '1' or lost
-local rate = tonumber(h[3]) or tonumber(ARGV[2])
+-- The rate in force: an override, the autopilot's while it runs (admit.lua), the configured.
+local rate = tonumber(h[3]) or (h[12] == '1' and tonumber(h[13])) or tonumber(ARGV[2])
 local max_active = tonumber(h[4]) or tonumber(ARGV[3])
 local measured = tonumber(h[9]) or 0
 local code = held and 2 or 1

@@ -33,6 +33,40 @@ pub struct AdminApp {
     current: Current,
 }
 
+/// The autopilot of a room as the admin API shows it (`null` when the config has none).
+fn autopilot_view(r: &Room, state: &crate::store::RoomState) -> Value {
+    let Some(cfg) = r.cfg.autopilot else {
+        return Value::Null;
+    };
+    let last = r.pilot.last();
+    let why_not = if state.autopilot == Some(false) {
+        Some("switched off (PATCH {\"autopilot\": true} resumes it)")
+    } else if state.admit_per_second.is_some() {
+        Some("paused: admit_per_second is pinned (PATCH {\"admit_per_second\": null} resumes it)")
+    } else {
+        None
+    };
+    json!({
+        "running": why_not.is_none() && state.autopilot_rate.is_some(),
+        "paused_because": why_not,
+        "rate": last.as_ref().and_then(|l| l.rate),
+        "ceiling": r.cfg.params.admit_per_second,
+        "min_rate": cfg.min_rate,
+        "target_latency_ms": cfg.target_latency.as_millis() as u64,
+        "max_error_rate": cfg.max_error_rate,
+        "window_ms": cfg.window.as_millis() as u64,
+        "origin_p90_ms": last.as_ref().map(|l| crate::logwriter::millis(l.health.p90.as_secs_f64())),
+        "origin_error_share": last.as_ref().map(|l| l.health.error_share()),
+        "origin_requests": last.as_ref().map(|l| l.health.requests),
+        "last_change": last.as_ref().map(|l| json!({
+            "reason": l.reason,
+            "from": l.from,
+            "to": l.rate,
+            "seconds_ago": l.since_step().as_secs_f64(),
+        })),
+    })
+}
+
 impl AdminApp {
     pub fn new(current: Current) -> Self {
         Self { current }
@@ -76,6 +110,9 @@ struct PatchBody {
     admit_per_second: Option<Option<f64>>,
     #[serde(default, deserialize_with = "present")]
     max_active: Option<Option<u64>>,
+    /// `false` pauses the autopilot, `true` resumes it, `null` goes back to the config.
+    #[serde(default, deserialize_with = "present")]
+    autopilot: Option<Option<bool>>,
 }
 
 /// Tells a `null` apart from a missing key.
@@ -102,6 +139,7 @@ impl PatchBody {
             queue_all: self.queue_all,
             admit_per_second: self.admit_per_second,
             max_active: self.max_active,
+            autopilot: self.autopilot,
         })
     }
 }
@@ -181,6 +219,7 @@ impl AdminApp {
                     "joined_total": st.joined_total,
                     "abandoned_total": st.abandoned_total,
                     "this_instance": this_instance,
+                    "autopilot": autopilot_view(r, &st.state),
                     "config_digest": r.digest,
                     "instance_configs": st.configs,
                     "configs_differ": st.configs.len() > 1,
@@ -241,6 +280,12 @@ impl AdminApp {
             }
         };
         let r = &s.rooms[i];
+        if patch.autopilot == Some(Some(true)) && r.cfg.autopilot.is_none() {
+            return error(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "this room has no autopilot in its config: add autopilot = { target-latency, max-error-rate, min-rate } to it",
+            );
+        }
         match s
             .store_call(
                 "room_state",
@@ -262,6 +307,7 @@ impl AdminApp {
                     admit_per_second =
                         shown(patch.admit_per_second.map(|v| v.map(|x| x.to_string()))),
                     max_active = shown(patch.max_active.map(|v| v.map(|x| x.to_string()))),
+                    autopilot = shown(patch.autopilot.map(|v| v.map(|x| x.to_string()))),
                     "room state changed through the admin API"
                 );
                 json_reply(StatusCode::OK, &Self::room_view(s, i).await)

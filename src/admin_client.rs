@@ -129,6 +129,11 @@ pub fn patch_body(pairs: &[String]) -> Result<Value, String> {
                 Some(b) => json!(b),
                 None => return Err(format!("{key}={v}: use true or false")),
             },
+            "autopilot" if v == "default" => Value::Null,
+            "autopilot" => match boolean(v) {
+                Some(b) => json!(b),
+                None => return Err(format!("{key}={v}: use true, false or default")),
+            },
             "admit_per_second" | "max_active" if v == "default" => Value::Null,
             "admit_per_second" => json!(v
                 .parse::<f64>()
@@ -138,7 +143,7 @@ pub fn patch_body(pairs: &[String]) -> Result<Value, String> {
                 .map_err(|_| format!("{key}={v}: a whole number, or default"))?),
             _ => {
                 return Err(format!(
-                    "unknown key {k:?}: use enabled, queue_all, admit_per_second or max_active"
+                    "unknown key {k:?}: use enabled, queue_all, admit_per_second, max_active or autopilot"
                 ))
             }
         };
@@ -193,7 +198,15 @@ pub fn rooms_table(rooms: &Value) -> String {
             state,
             &num("waiting").to_string(),
             &num("active").to_string(),
-            &format!("{now}/{}", num("admit_per_second")),
+            &format!(
+                "{now}/{}{}",
+                num("admit_per_second"),
+                if r["autopilot"]["running"] == true {
+                    " auto"
+                } else {
+                    ""
+                }
+            ),
             held,
             &wait,
         ]));
@@ -202,8 +215,39 @@ pub fn rooms_table(rooms: &Value) -> String {
         if let Some(note) = configs_note(r) {
             out.push_str(&note);
         }
+        if let Some(note) = autopilot_note(r) {
+            out.push_str(&note);
+        }
     }
     out
+}
+
+/// A line under the table for a room with an autopilot: its inputs and its last step.
+fn autopilot_note(r: &Value) -> Option<String> {
+    let a = r.get("autopilot").filter(|a| a.is_object())?;
+    let name = r.get("name").and_then(Value::as_str).unwrap_or("?");
+    let f = |k: &str| a.get(k).and_then(Value::as_f64);
+    let state = match a.get("paused_because").and_then(Value::as_str) {
+        Some(why) => why.to_string(),
+        None => format!(
+            "{}/s of {} (min {})",
+            f("rate").unwrap_or(0.0),
+            f("ceiling").unwrap_or(0.0),
+            f("min_rate").unwrap_or(0.0)
+        ),
+    };
+    let last = a
+        .get("last_change")
+        .and_then(|c| c.get("reason"))
+        .and_then(Value::as_str)
+        .unwrap_or("-");
+    Some(format!(
+        "  room {name} autopilot: {state}; origin p90 {} ms (target {}), errors {:.1} % (max {:.1} %); last step: {last}\n",
+        f("origin_p90_ms").unwrap_or(0.0),
+        f("target_latency_ms").unwrap_or(0.0),
+        f("origin_error_share").unwrap_or(0.0) * 100.0,
+        f("max_error_rate").unwrap_or(0.0) * 100.0,
+    ))
 }
 
 /// A line under the table when a room's instances run different configurations.

@@ -51,6 +51,9 @@ pub struct Shared {
     pub rooms: Vec<Room>,
     pub router: Router,
     pub pages: Pages,
+    /// Per upstream (by index): the origin's health as admitted requests found it, shared by
+    /// the rooms on it, kept over reloads by the upstream's name.
+    pub origin_health: Vec<Arc<crate::admission::health::OriginHealth>>,
 }
 
 impl Deref for Shared {
@@ -261,12 +264,25 @@ impl Shared {
                 }
             }
         }
+        let origin_health = config
+            .upstreams
+            .iter()
+            .map(|u| {
+                previous
+                    .and_then(|old| {
+                        let i = old.config.upstreams.iter().position(|o| o.name == u.name)?;
+                        old.origin_health.get(i).cloned()
+                    })
+                    .unwrap_or_default()
+            })
+            .collect();
         Ok(Self {
             core,
             config,
             rooms,
             router,
             pages,
+            origin_health,
         })
     }
 

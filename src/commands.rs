@@ -124,10 +124,13 @@ pub fn summary(c: &Config) -> String {
         };
         let _ = writeln!(
             s,
-            "  upstream  {} -> {}{}{default}",
+            "  upstream  {} -> {}{}{default}{}",
             u.name,
             u.addr,
-            if u.tls { " tls" } else { "" }
+            if u.tls { " tls" } else { "" },
+            u.admit_per_second
+                .map(|c| format!(", all its rooms together at most {c}/s"))
+                .unwrap_or_default()
         );
     }
     for r in &c.rooms {
@@ -168,6 +171,18 @@ pub fn summary(c: &Config) -> String {
                 .map(|t| format!(", template {}", t.display()))
                 .unwrap_or_default()
         );
+        if let Some(a) = r.autopilot {
+            let _ = writeln!(
+                s,
+                "            autopilot: the rate follows the origin between {}/s and {}/s (starts at {}/s): p90 under {}, errors under {} %, one step per {}",
+                a.min_rate,
+                p.admit_per_second,
+                crate::admission::autopilot::start_rate(&a, p.admit_per_second),
+                dur(a.target_latency),
+                a.max_error_rate * 100.0,
+                dur(a.window)
+            );
+        }
         if let Some(cap) = r.origin_cap {
             let _ = writeln!(
                 s,

@@ -164,6 +164,8 @@ pub struct Room {
     pub gate: Option<std::sync::Arc<gate::OriginGate>>,
     /// [`config_digest`] of `cfg`, told to the store with each tick.
     pub digest: String,
+    /// The autopilot's window and what the store last said of it.
+    pub pilot: crate::admission::pilot::Pilot,
 }
 
 /// A short digest of a room's settings as this instance runs them: instances whose digests
@@ -186,6 +188,7 @@ impl Room {
             .map(|c| gate::OriginGate::new(c.max_inflight));
         Self {
             digest: config_digest(&cfg),
+            pilot: Default::default(),
             cfg,
             cookie_name,
             ticket_cookie,

@@ -139,6 +139,18 @@ fn a_missing_template_names_the_absolute_paths_tried() {
 /// (fixture, line, key, words of the problem)
 const BROKEN: &[(&str, usize, &str, &str)] = &[
     (
+        "bad_autopilot_min_rate.toml",
+        13,
+        "room[0].autopilot.min-rate",
+        "at most admit-per-second (50)",
+    ),
+    (
+        "bad_autopilot_error_rate.toml",
+        13,
+        "room[0].autopilot.max-error-rate",
+        "must be above 0 and below 1",
+    ),
+    (
         "bad_origin_cap_zero.toml",
         13,
         "room[0].max-origin-inflight",

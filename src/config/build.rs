@@ -9,6 +9,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use super::file::*;
+use super::limits::share_upstream_caps;
 use super::locate::KeyPath;
 use super::model::*;
 use crate::cookie::CookieKey;
@@ -237,7 +238,8 @@ impl Builder<'_> {
         let server = self.server(f.server.unwrap_or_default(), listen.http);
         let upstreams = self.upstreams(&f.upstream);
         let default_upstream = self.default_upstream(f.default.as_ref(), &upstreams);
-        let rooms = self.rooms(&f.room, &upstreams, default_upstream);
+        let mut rooms = self.rooms(&f.room, &upstreams, default_upstream);
+        share_upstream_caps(&mut rooms, &upstreams);
         Config {
             source: source.to_string(),
             listen,
@@ -450,6 +452,7 @@ impl Builder<'_> {
                 read_timeout,
                 write_timeout,
                 error_pages: u.error_pages.unwrap_or(true),
+                admit_per_second: self.upstream_cap(&p, u.admit_per_second),
             });
         }
         out

@@ -83,6 +83,8 @@ pub struct UpstreamFile {
     pub read_timeout: Option<String>,
     pub write_timeout: Option<String>,
     pub error_pages: Option<bool>,
+    /// What all rooms on this upstream together may admit per second.
+    pub admit_per_second: Option<f64>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -115,6 +117,7 @@ pub struct RoomFile {
     pub join_limit: Option<JoinLimitFile>,
     pub max_origin_inflight: Option<i64>,
     pub origin_queue_timeout: Option<String>,
+    pub autopilot: Option<AutopilotFile>,
     pub waiting_status: Option<i64>,
     /// Per language, texts of the waiting page to replace (`[room.texts.ko]`).
     pub texts:
@@ -126,6 +129,16 @@ pub struct RoomFile {
 pub struct PollFile {
     pub below: Option<i64>,
     pub every: String,
+}
+
+/// `autopilot = { target-latency = "800ms", max-error-rate = 0.01, min-rate = 5 }`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct AutopilotFile {
+    pub target_latency: String,
+    pub max_error_rate: f64,
+    pub min_rate: f64,
+    pub window: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use super::build::Builder;
-use super::file::{JoinLimitFile, RoomFile};
+use super::file::{AutopilotFile, JoinLimitFile, RoomFile};
 use super::locate::KeyPath;
 use super::model::*;
 
@@ -32,6 +32,70 @@ impl Builder<'_> {
         Some(JoinLimit {
             per_ip: j.per_ip as u32,
             per,
+        })
+    }
+
+    /// `autopilot`, checked against the room's `admit-per-second` (its ceiling) and `tick`.
+    pub(super) fn autopilot(
+        &mut self,
+        p: &KeyPath,
+        a: Option<&AutopilotFile>,
+        ceiling: f64,
+        tick: Duration,
+    ) -> Option<AutopilotConfig> {
+        let a = a?;
+        let key = p.key("autopilot");
+        let example =
+            "e.g. autopilot = { target-latency = \"800ms\", max-error-rate = 0.01, min-rate = 5 }";
+        let target_latency = self.duration(
+            &key.key("target-latency"),
+            Some(&a.target_latency),
+            Duration::from_millis(800),
+        );
+        if target_latency < Duration::from_millis(1) || target_latency > Duration::from_secs(60) {
+            self.fail(
+                key.key("target-latency"),
+                "must be between 1ms and 60s",
+                format!("the p90 time the shop should take to answer an admitted visitor's request, above its normal one: {example}"),
+            );
+        }
+        if !(a.max_error_rate > 0.0 && a.max_error_rate < 1.0) {
+            self.fail(
+                key.key("max-error-rate"),
+                format!("must be above 0 and below 1, not {}", a.max_error_rate),
+                format!("the share of failed origin requests (5xx, timeouts, refused) to tolerate: {example}"),
+            );
+        }
+        if !(a.min_rate > 0.0 && a.min_rate <= ceiling) {
+            self.fail(
+                key.key("min-rate"),
+                format!(
+                    "must be above 0 and at most admit-per-second ({ceiling}), not {}",
+                    a.min_rate
+                ),
+                format!("the slowest the line may move even when the shop struggles: {example}"),
+            );
+        }
+        let window = self.duration(
+            &key.key("window"),
+            a.window.as_deref(),
+            DEFAULT_AUTOPILOT_WINDOW,
+        );
+        if window < tick * 5 || window > Duration::from_secs(300) {
+            self.fail(
+                key.key("window"),
+                format!(
+                    "must be at least five ticks ({}) and at most 5m",
+                    humantime::format_duration(tick * 5)
+                ),
+                "leave it out (2s), or a few seconds",
+            );
+        }
+        Some(AutopilotConfig {
+            target_latency,
+            max_error_rate: a.max_error_rate,
+            min_rate: a.min_rate,
+            window,
         })
     }
 
@@ -71,5 +135,48 @@ impl Builder<'_> {
             max_inflight: n as usize,
             queue_timeout,
         })
+    }
+}
+
+impl Builder<'_> {
+    /// `[[upstream]] admit-per-second`.
+    pub(super) fn upstream_cap(&mut self, p: &KeyPath, v: Option<f64>) -> Option<f64> {
+        let v = v?;
+        if !(v.is_finite() && v > 0.0 && v <= 1_000_000.0) {
+            self.fail(
+                p.key("admit-per-second"),
+                format!("must be above 0 and at most 1000000, not {v}"),
+                "what the shop behind this upstream can take per second, all rooms together",
+            );
+            return None;
+        }
+        Some(v)
+    }
+}
+
+/// Rooms on an upstream with `admit-per-second` share it: when their rates add up to more,
+/// each room's rate (its ceiling, with an autopilot) is cut in proportion, so that together
+/// they never admit more than the shop takes. (An operator's override at run time is not cut:
+/// it is a decision made with the figures in view.)
+pub(super) fn share_upstream_caps(rooms: &mut [RoomConfig], upstreams: &[Upstream]) {
+    for (i, u) in upstreams.iter().enumerate() {
+        let Some(cap) = u.admit_per_second else {
+            continue;
+        };
+        let sum: f64 = rooms
+            .iter()
+            .filter(|r| r.upstream == i)
+            .map(|r| r.params.admit_per_second)
+            .sum();
+        if sum <= cap {
+            continue;
+        }
+        for r in rooms.iter_mut().filter(|r| r.upstream == i) {
+            let share = r.params.admit_per_second * cap / sum;
+            r.params.admit_per_second = share;
+            if let Some(a) = r.autopilot.as_mut() {
+                a.min_rate = a.min_rate.min(share);
+            }
+        }
     }
 }

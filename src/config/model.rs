@@ -231,6 +231,9 @@ pub struct Upstream {
     pub write_timeout: Duration,
     /// Replace the origin's own 5xx responses with anteroom's error page.
     pub error_pages: bool,
+    /// `admit-per-second` of the upstream: the most all its rooms together admit per second
+    /// (each room's rate is cut to its share of it at load, see `config::limits`).
+    pub admit_per_second: Option<f64>,
 }
 
 /// Connecting to an origin that does not answer fails after this.
@@ -295,6 +298,8 @@ pub struct RoomConfig {
     pub join_limit: Option<JoinLimit>,
     /// `max-origin-inflight` with its `origin-queue-timeout`; `None`: no cap.
     pub origin_cap: Option<OriginCap>,
+    /// `None`: the rate is `admit-per-second` (or an operator's override).
+    pub autopilot: Option<AutopilotConfig>,
     pub waiting_status: u16,
     /// The waiting page's texts per language (built-in, then the operator's overrides).
     pub texts: std::collections::BTreeMap<String, crate::texts::TextSet>,
@@ -305,6 +310,23 @@ impl RoomConfig {
         &self.params.name
     }
 }
+
+/// `autopilot`: the admission rate follows the origin's health between `min_rate` and
+/// `admit-per-second` (`src/admission/autopilot.rs`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct AutopilotConfig {
+    /// The origin's p90 latency (admitted traffic, all instances) the rate is steered to.
+    pub target_latency: Duration,
+    /// Share of 5xx, timeouts and refused connections above which the rate is cut.
+    pub max_error_rate: f64,
+    pub min_rate: f64,
+    /// One step at most per window; the health it judges is of the last window.
+    pub window: Duration,
+}
+
+/// The autopilot's default window: long enough for a few hundred requests at a small shop's
+/// rate, short enough to react to a shop that falls behind before its queue fills.
+pub const DEFAULT_AUTOPILOT_WINDOW: Duration = Duration::from_secs(2);
 
 /// A room's cap on its requests in flight to the origin, per instance (`src/room/gate.rs`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

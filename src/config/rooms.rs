@@ -147,6 +147,7 @@ impl Builder<'_> {
                 .and_then(|t| self.template(&p.key("template"), t));
             let join_limit = self.join_limit(&p, r.join_limit.as_ref());
             let origin_cap = self.origin_cap(&p, r);
+            let autopilot = self.autopilot(&p, r.autopilot.as_ref(), rate, tick);
             let waiting_status = match r.waiting_status {
                 None => DEFAULT_WAITING_STATUS,
                 Some(s) if (200..=599).contains(&s) => s as u16,
@@ -180,6 +181,7 @@ impl Builder<'_> {
                 poll,
                 join_limit,
                 origin_cap,
+                autopilot,
                 waiting_status,
                 texts,
             });

@@ -11,8 +11,8 @@ use std::sync::Arc;
 use sharded::{Count, Counters, Spread, Spreads};
 
 use prometheus::{
-    Encoder, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge,
-    IntGaugeVec, Opts, Registry, TextEncoder,
+    Encoder, Gauge, GaugeVec, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec,
+    IntGauge, IntGaugeVec, Opts, Registry, TextEncoder,
 };
 
 /// Buckets of `anteroom_request_duration_seconds`.
@@ -59,6 +59,11 @@ pub struct RoomMetrics {
     pub origin_inflight: IntGauge,
     pub origin_queued: IntGauge,
     pub origin_timeouts: IntCounter,
+    /// The rate in force (the autopilot's, an override, or the configured), and the origin's
+    /// health the autopilot last saw (all instances' window).
+    pub admit_rate: Gauge,
+    pub origin_p90: Gauge,
+    pub origin_error_share: Gauge,
     requests: Vec<Arc<Count>>,
     rejected: Vec<Arc<Count>>,
 }
@@ -76,6 +81,9 @@ pub struct Metrics {
     origin_inflight: IntGaugeVec,
     origin_queued: IntGaugeVec,
     origin_timeouts: IntCounterVec,
+    admit_rate: GaugeVec,
+    origin_p90: GaugeVec,
+    origin_error_share: GaugeVec,
     /// Requests outside every room (`room="-"`).
     unrouted: Vec<Arc<Count>>,
     unrouted_rejected: Vec<Arc<Count>>,
@@ -216,6 +224,21 @@ impl Metrics {
                 &["room"],
             )?,
         )?;
+        let gauge = |name: &str, help: &str| -> Result<GaugeVec, prometheus::Error> {
+            register(&r, GaugeVec::new(Opts::new(name, help), &["room"])?)
+        };
+        let admit_rate = gauge(
+            "anteroom_admit_rate",
+            "Admissions per second in force: an operator's override, the autopilot's rate, or              the configured one (as of the last tick).",
+        )?;
+        let origin_p90 = gauge(
+            "anteroom_origin_latency_p90_seconds",
+            "The origin's p90 time to a response header for admitted requests over the              autopilot's last window, all instances (rooms with an autopilot).",
+        )?;
+        let origin_error_share = gauge(
+            "anteroom_origin_error_share",
+            "Share of admitted requests the origin failed (5xx, timeouts, refused) over the              autopilot's last window, all instances (rooms with an autopilot).",
+        )?;
         let store_errors = register(
             &r,
             IntCounterVec::new(
@@ -274,6 +297,9 @@ impl Metrics {
             origin_inflight,
             origin_queued,
             origin_timeouts,
+            admit_rate,
+            origin_p90,
+            origin_error_share,
             store_errors,
             breaker_open,
             registry: r,
@@ -293,6 +319,9 @@ impl Metrics {
             origin_inflight: self.origin_inflight.with_label_values(&[name]),
             origin_queued: self.origin_queued.with_label_values(&[name]),
             origin_timeouts: self.origin_timeouts.with_label_values(&[name]),
+            admit_rate: self.admit_rate.with_label_values(&[name]),
+            origin_p90: self.origin_p90.with_label_values(&[name]),
+            origin_error_share: self.origin_error_share.with_label_values(&[name]),
             requests: OUTCOMES
                 .iter()
                 .map(|o| self.requests.with_labels(&[name, o]))

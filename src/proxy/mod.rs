@@ -84,6 +84,8 @@ pub struct Ctx {
     shared: Arc<Shared>,
     /// A slot under the room's `max-origin-inflight`, held until the request ends.
     origin_slot: Option<crate::room::gate::Slot>,
+    /// When the origin was asked (before connecting): its latency, for the autopilot.
+    upstream_at: Option<Instant>,
     /// `fail_to_proxy` said what went wrong (our `origin failed` line, or the access line for
     /// the visitor's side): Pingora's own error line would repeat it.
     failure_told: bool,
@@ -174,6 +176,7 @@ impl ProxyHttp for Proxy {
             trusted_peer: false,
             shared,
             origin_slot: None,
+            upstream_at: None,
             failure_told: false,
         }
     }
@@ -298,6 +301,7 @@ impl ProxyHttp for Proxy {
     }
 
     async fn upstream_peer(&self, _session: &mut Session, ctx: &mut Ctx) -> Result<Box<HttpPeer>> {
+        ctx.upstream_at = Some(Instant::now());
         let up = &ctx.shared.config.upstreams[ctx.upstream];
         let mut peer = HttpPeer::new(up.addr, up.tls, up.sni.clone());
         peer.options.connection_timeout = Some(up.connect_timeout);

@@ -272,6 +272,26 @@ async fn settle(shared: &Arc<Shared>, ctx: &mut Ctx, how: Settle) {
     }
 }
 
+/// An admitted request's answer from the origin (`None`: none came — refused, timed out,
+/// broken) for the autopilot's health window: once per request, at the first answer (a 1xx
+/// counts as the answer's start).
+fn note_health(ctx: &mut Ctx, status: Option<u16>) {
+    let admitted = matches!(ctx.outcome, super::Outcome::Admit | super::Outcome::Consume);
+    let Some(at) = ctx
+        .upstream_at
+        .take()
+        .filter(|_| admitted && ctx.room.is_some())
+    else {
+        return;
+    };
+    if let Some(h) = ctx.shared.origin_health.get(ctx.upstream) {
+        match status {
+            Some(s) => h.record(Some(at.elapsed()), s >= 500),
+            None => h.record(None, true),
+        }
+    }
+}
+
 /// The origin answered 5xx: replace its page with ours (when the upstream's `error-pages` is on).
 pub(super) async fn on_response(
     session: &mut Session,
@@ -280,6 +300,7 @@ pub(super) async fn on_response(
 ) -> Result<()> {
     let status = resp.status.as_u16();
     super::Proxy::origin_answered(ctx, status);
+    note_health(ctx, Some(status));
     let shared = ctx.shared.clone();
     if let Some(how) = settlement(status) {
         settle(&shared, ctx, how).await;
@@ -343,6 +364,9 @@ pub(super) async fn on_failure(
         _ => 502,
     };
     let shared = ctx.shared.clone();
+    if *e.esource() != ErrorSource::Downstream {
+        note_health(ctx, None);
+    }
     settle(&shared, ctx, failure_settlement(e.esource())).await;
     if code == 0 {
         return FailToProxy {

@@ -66,6 +66,7 @@ pub fn reassert(state: &RoomState) -> RoomPatch {
         queue_all: Some(state.queue_all),
         admit_per_second: Some(state.admit_per_second),
         max_active: Some(state.max_active),
+        autopilot: Some(state.autopilot),
     }
 }
 
@@ -142,6 +143,7 @@ impl Recovery {
             hold_back: hold,
             seen: Vec::new(),
             config: String::new(),
+            autopilot: None,
         }
     }
 
@@ -223,6 +225,8 @@ mod tests {
             queue_all: true,
             admit_per_second: Some(5.0),
             max_active: None,
+            autopilot: Some(false),
+            autopilot_rate: None,
         };
         let mut fresh = RoomState::default();
         fresh.apply(&reassert(&s));

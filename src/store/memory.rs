@@ -20,6 +20,7 @@ use super::ranks::Ranks;
 use super::*;
 use crate::clock::{micros, Clock, Micros};
 
+mod autopilot;
 mod bucket;
 mod line;
 mod orders;
@@ -74,6 +75,7 @@ struct RoomData {
     hold_back: u64,
     /// The configuration digest the (one) instance last told.
     config: String,
+    autopilot: autopilot::Kept,
     /// What the sequence numbers of this room's data count from (a place's epoch): random, so
     /// that a ticket from before a wipe names no place after it.
     epoch: u64,
@@ -347,6 +349,7 @@ impl Store for MemoryStore {
         let live = r.live(now, p.tick, true);
         r.mark_seen_batch(&ctx.seen);
         let abandoned = r.prune_abandoned(live, micros(p.abandon_after));
+        let autopilot = r.steer(ctx.autopilot.as_ref(), now);
         let state = r.state.clone();
         let rate = p.rate(&state);
         let burst = p.burst(rate);
@@ -395,6 +398,7 @@ impl Store for MemoryStore {
             generation,
             new_generation,
             line: r.sample(burst as u64),
+            autopilot,
         })
     }
 
@@ -432,6 +436,7 @@ impl Store for MemoryStore {
     ) -> Result<RoomState, StoreError> {
         Ok(self.with(p, |r, _| {
             r.state.apply(patch);
+            r.autopilot_follows_state();
             r.state.clone()
         }))
     }

@@ -28,6 +28,7 @@
 //!   it; an `admit` told of another generation admits nobody, and `hold_back` slots of
 //!   max-active stay free (in join's fast path too, until the next `admit`).
 
+pub mod autopilot;
 pub mod line;
 pub mod liveness;
 mod marks;
@@ -104,9 +105,13 @@ pub struct RoomParams {
 }
 
 impl RoomParams {
-    /// The rate in force: the runtime override if any, else the configured one.
+    /// The rate in force, in this order: an operator's override (it pins the rate), the
+    /// autopilot's rate while it runs, the configured one.
     pub fn rate(&self, state: &RoomState) -> f64 {
-        state.admit_per_second.unwrap_or(self.admit_per_second)
+        state
+            .admit_per_second
+            .or(state.autopilot_rate)
+            .unwrap_or(self.admit_per_second)
     }
 
     pub fn max_active(&self, state: &RoomState) -> u64 {
@@ -153,6 +158,13 @@ pub struct RoomState {
     pub admit_per_second: Option<f64>,
     /// Override of `max-active`.
     pub max_active: Option<u64>,
+    /// The autopilot switched at run time (`None`: as configured).
+    #[serde(default)]
+    pub autopilot: Option<bool>,
+    /// The autopilot's rate while it steers the room (configured, not switched off, no
+    /// override): read by [`RoomParams::rate`].
+    #[serde(default)]
+    pub autopilot_rate: Option<f64>,
 }
 
 impl Default for RoomState {
@@ -162,6 +174,8 @@ impl Default for RoomState {
             queue_all: false,
             admit_per_second: None,
             max_active: None,
+            autopilot: None,
+            autopilot_rate: None,
         }
     }
 }
@@ -174,6 +188,8 @@ pub struct RoomPatch {
     pub queue_all: Option<bool>,
     pub admit_per_second: Option<Option<f64>>,
     pub max_active: Option<Option<u64>>,
+    /// `Some(None)`: back to the config's.
+    pub autopilot: Option<Option<bool>>,
 }
 
 impl RoomState {
@@ -189,6 +205,9 @@ impl RoomState {
         }
         if let Some(v) = patch.max_active {
             self.max_active = v;
+        }
+        if let Some(v) = patch.autopilot {
+            self.autopilot = v;
         }
     }
 }
@@ -265,6 +284,8 @@ pub struct AdmitReport {
     pub new_generation: bool,
     /// The line after this step, sampled (see [`line`]): what answers status polls at the edge.
     pub line: LineSample,
+    /// The autopilot, when the call carried one ([`AdmitContext::autopilot`]).
+    pub autopilot: Option<autopilot::AutopilotState>,
 }
 
 /// What the caller of `admit` knows, from its own earlier ticks.
@@ -285,6 +306,8 @@ pub struct AdmitContext {
     /// [`crate::room::config_digest`]), kept beside the instance's heartbeat so that the
     /// admin API can tell when instances run different configurations.
     pub config: String,
+    /// The room has an autopilot: this instance's report and proposal.
+    pub autopilot: Option<autopilot::AutopilotTick>,
 }
 
 /// A room's figures, for the admin API and metrics.

@@ -129,6 +129,29 @@ fn unavailable(op: &'static str, room: &str, reason: impl ToString) -> StoreErro
     }
 }
 
+/// ARGV[13..21] of `admit.lua`: the autopilot's report and proposal ('' when none).
+fn autopilot_args(inv: &mut ScriptInvocation<'_>, ap: Option<&super::autopilot::AutopilotTick>) {
+    let Some(ap) = ap else {
+        for _ in 13..=21 {
+            inv.arg("");
+        }
+        return;
+    };
+    inv.arg("1")
+        .arg(ap.start)
+        .arg(ap.report.requests)
+        .arg(ap.report.errors)
+        .arg(micros(ap.report.p90));
+    match &ap.proposal {
+        Some(p) => inv
+            .arg(p.rate)
+            .arg(p.reason)
+            .arg(&p.based_on)
+            .arg(micros(p.judged_p90)),
+        None => inv.arg("").arg("").arg("").arg(""),
+    };
+}
+
 fn micros(d: Duration) -> u64 {
     u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
 }
@@ -287,6 +310,7 @@ impl Store for RedisStore {
             .key(&k.room)
             .key(&k.instances)
             .key(&k.configs)
+            .key(&k.health)
             .arg(p.admit_per_second)
             .arg(p.max_active)
             .arg(micros(p.claim_ttl))
@@ -299,6 +323,7 @@ impl Store for RedisStore {
             .arg(ctx.known_generation.as_deref().unwrap_or(""))
             .arg(ctx.hold_back)
             .arg(&ctx.config);
+        autopilot_args(&mut inv, ctx.autopilot.as_ref());
         for (vid, place) in &ctx.seen {
             inv.arg(&vid.as_bytes()[..]).arg(place.epoch).arg(place.key);
         }
@@ -426,7 +451,12 @@ impl Store for RedisStore {
             .arg(flag(patch.enabled))
             .arg(flag(patch.queue_all))
             .arg(over(&patch.admit_per_second))
-            .arg(over(&patch.max_active));
+            .arg(over(&patch.max_active))
+            .arg(match patch.autopilot {
+                None => String::new(),
+                Some(None) => "-".to_string(),
+                Some(Some(b)) => flag(Some(b)),
+            });
         let v: Vec<Value> = self.run("room_state", &p.name, &inv).await?;
         state_from(&v, 0, "room_state", &p.name)
     }

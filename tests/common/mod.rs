@@ -53,6 +53,8 @@ pub struct Origin {
     task: tokio::task::JoinHandle<()>,
     /// Closes every open connection when the origin stops.
     stop: tokio::sync::watch::Sender<bool>,
+    /// Milliseconds every answer takes (a shop that slows down): see [`Origin::set_delay`].
+    delay: Arc<std::sync::atomic::AtomicU64>,
 }
 
 /// The body `/big` answers with: 2 MiB of a repeating pattern.
@@ -71,6 +73,8 @@ impl Origin {
         let addr = listener.local_addr().unwrap();
         let seen: Arc<Mutex<Vec<Seen>>> = Arc::default();
         let log = seen.clone();
+        let delay: Arc<std::sync::atomic::AtomicU64> = Arc::default();
+        let slow = delay.clone();
         let (stop, stopped) = tokio::sync::watch::channel(false);
         let task = tokio::spawn(async move {
             loop {
@@ -78,11 +82,18 @@ impl Origin {
                     break;
                 };
                 let log = log.clone();
+                let slow = slow.clone();
                 let mut stopped = stopped.clone();
                 tokio::spawn(async move {
                     let svc = service_fn(move |req: Request<Incoming>| {
                         let log = log.clone();
-                        async move { Ok::<_, Infallible>(answer(req, log).await) }
+                        let ms = slow.load(std::sync::atomic::Ordering::Relaxed);
+                        async move {
+                            if ms > 0 {
+                                tokio::time::sleep(Duration::from_millis(ms)).await;
+                            }
+                            Ok::<_, Infallible>(answer(req, log).await)
+                        }
                     });
                     let conn = hyper::server::conn::http1::Builder::new()
                         .serve_connection(TokioIo::new(stream), svc);
@@ -98,7 +109,13 @@ impl Origin {
             seen,
             task,
             stop,
+            delay,
         }
+    }
+
+    /// From now on every answer takes `ms` milliseconds longer (0: as fast as it can).
+    pub fn set_delay(&self, ms: u64) {
+        self.delay.store(ms, std::sync::atomic::Ordering::Relaxed);
     }
 
     pub fn requests(&self) -> Vec<Seen> {

@@ -2,6 +2,7 @@
 //! `Store` trait and a harness that can move time. Each backend's test file runs every case
 //! here (`store_memory.rs` for the memory store; the Redis backends reuse it unchanged).
 
+pub mod autopilot;
 pub mod edge;
 pub mod integrity;
 pub mod liveness;
@@ -15,6 +16,7 @@ pub use recovery::{
     hold_back_keeps_slots_of_max_active_free,
 };
 
+pub use autopilot::*;
 pub use edge::*;
 pub use integrity::*;
 pub use liveness::*;
@@ -632,6 +634,7 @@ macro_rules! conformance_suite {
             the_sampled_line_places_everyone_within_a_batch_or_one_percent,
             the_liveness_batch_keeps_places_and_only_the_named_ones,
             a_place_of_an_emptied_line_names_no_place_in_the_next,
+            the_autopilot_keeps_one_rate_that_admits,
         );
     };
     (@cases $make:expr; $($case:ident),* $(,)?) => {

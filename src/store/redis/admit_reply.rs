@@ -5,11 +5,14 @@ use std::time::Duration;
 
 use ::redis::{FromRedisValue, ParsingError, Value};
 
+use crate::store::autopilot::{AutopilotState, Health};
 use crate::store::line::{LineSample, MAX_POINTS};
 use crate::store::{AdmitReport, AdmittedVisitor, RoomState, VisitorId};
 
+/// Where the autopilot's fields start.
+const AUTOPILOT_FROM: usize = 13;
 /// Where the line's sample starts: after the fixed fields (its epoch, then its length).
-const LINE_FROM: usize = 13;
+const LINE_FROM: usize = 24;
 
 /// `admit.lua`'s reply.
 #[derive(Debug, Clone, PartialEq)]
@@ -31,6 +34,37 @@ fn number(s: &str) -> f64 {
     s.parse().unwrap_or(0.0)
 }
 
+/// The autopilot's fields; `None` when the call carried no autopilot.
+fn autopilot_of(v: &[Value]) -> Result<Option<AutopilotState>, ParsingError> {
+    let f = AUTOPILOT_FROM;
+    let running: i64 = item(v, f)?;
+    let rate: String = item(v, f + 1)?;
+    let changed_at: String = item(v, f + 2)?;
+    let reason: String = item(v, f + 3)?;
+    let from: String = item(v, f + 4)?;
+    let judged: String = item(v, f + 5)?;
+    let (requests, errors, p90): (u64, u64, u64) =
+        (item(v, f + 6)?, item(v, f + 7)?, item(v, f + 8)?);
+    let now: String = item(v, f + 9)?;
+    if running == 0 {
+        return Ok(None);
+    }
+    Ok(Some(AutopilotState {
+        running: running == 2,
+        rate: rate.parse().ok(),
+        changed_at,
+        now: now.parse().unwrap_or(0),
+        reason,
+        from: from.parse().ok(),
+        judged_p90: judged.parse().ok().map(Duration::from_micros),
+        health: Health {
+            requests,
+            errors,
+            p90: Duration::from_micros(p90),
+        },
+    }))
+}
+
 impl FromRedisValue for AdmitReply {
     fn from_redis_value(v: Value) -> Result<Self, ParsingError> {
         let v: Vec<Value> = FromRedisValue::from_redis_value(v)?;
@@ -38,6 +72,8 @@ impl FromRedisValue for AdmitReply {
         let (enabled, queue_all): (i64, i64) = (item(&v, 6)?, item(&v, 7)?);
         let (rate_override, max_override): (String, String) = (item(&v, 8)?, item(&v, 9)?);
         let new_generation: i64 = item(&v, 12)?;
+        let autopilot = autopilot_of(&v)?;
+        let switch: String = item(&v, AUTOPILOT_FROM + 10)?;
         let epoch: u64 = item(&v, LINE_FROM)?;
         let numbers: usize = item(&v, LINE_FROM + 1)?;
         if !numbers.is_multiple_of(2) || numbers > 2 * MAX_POINTS {
@@ -75,11 +111,17 @@ impl FromRedisValue for AdmitReply {
                 queue_all: queue_all != 0,
                 admit_per_second: rate_override.parse().ok(),
                 max_active: max_override.parse().ok(),
+                autopilot: super::reply::switch_of(&switch),
+                autopilot_rate: autopilot
+                    .as_ref()
+                    .filter(|a| a.running)
+                    .and_then(|a| a.rate),
             },
             instances: item(&v, 10)?,
             generation: item(&v, 11)?,
             new_generation: new_generation == 1,
             line: LineSample { epoch, points },
+            autopilot,
         }))
     }
 }
@@ -112,6 +154,18 @@ mod tests {
             int(3),
             text("123-abc"),
             int(1),
+            // The autopilot: running at 120/s since a latency step from 150/s.
+            int(2),
+            text("120"),
+            text("1700000000000000"),
+            text("latency"),
+            text("150"),
+            text("950000"),
+            int(400),
+            int(2),
+            int(900000),
+            text("1700000002000000"),
+            text("0"),
             int(777),
             int(4),
             int(0),
@@ -135,6 +189,17 @@ mod tests {
         assert_eq!(r.line.points, vec![(0, 10), (3, 40)]);
         assert_eq!(r.admitted_visitors.len(), 1);
         assert_eq!(r.admitted_visitors[0].waited, Duration::from_micros(250));
+        let ap = r.autopilot.unwrap();
+        assert!(ap.running);
+        assert_eq!(
+            (ap.rate, ap.from, ap.reason.as_str()),
+            (Some(120.0), Some(150.0), "latency")
+        );
+        assert_eq!(ap.since_step(), Duration::from_secs(2));
+        assert_eq!(ap.health.requests, 400);
+        assert_eq!(ap.health.p90, Duration::from_millis(900));
+        assert_eq!(r.state.autopilot_rate, Some(120.0));
+        assert_eq!(r.state.autopilot, Some(false));
     }
 
     #[test]

@@ -12,6 +12,8 @@ pub(super) struct Keys {
     pub instances: String,
     /// Each live instance's configuration digest (field: instance id).
     pub configs: String,
+    /// Each live instance's window of the origin's health (autopilot).
+    pub health: String,
 }
 
 impl Keys {
@@ -22,6 +24,7 @@ impl Keys {
             room: format!("{{anteroom:{room}}}:room"),
             instances: format!("{{anteroom:{room}}}:instances"),
             configs: format!("{{anteroom:{room}}}:configs"),
+            health: format!("{{anteroom:{room}}}:health"),
         }
     }
 }

@@ -33,16 +33,30 @@ pub(super) fn state_from(
     let queue_all: i64 = at(v, from + 1, op, room)?;
     let rate: String = at(v, from + 2, op, room)?;
     let max: String = at(v, from + 3, op, room)?;
+    let switch: String = at(v, from + 4, op, room)?;
+    let autopilot_rate: String = at(v, from + 5, op, room)?;
     Ok(RoomState {
         enabled: enabled != 0,
         queue_all: queue_all != 0,
         admit_per_second: rate.parse().ok(),
         max_active: max.parse().ok(),
+        autopilot: switch_of(&switch),
+        autopilot_rate: autopilot_rate.parse().ok(),
     })
 }
 
+/// The autopilot switch as the scripts keep it: '1', '0', or '' (as configured).
+pub(super) fn switch_of(s: &str) -> Option<bool> {
+    match s {
+        "1" => Some(true),
+        "0" => Some(false),
+        _ => None,
+    }
+}
+
 /// `stats.lua`'s reply: { waiting, active, admitted, joined, abandoned, measured rate (string),
-/// enabled, queue_all, rate override, max-active override, then digest, count pairs }.
+/// enabled, queue_all, rate override, max-active override, autopilot switch, the autopilot's
+/// rate, then digest, count pairs }.
 pub(super) fn stats(v: &[Value], room: &str) -> Result<RoomStats, StoreError> {
     let rate: String = at(v, 5, "stats", room)?;
     Ok(RoomStats {
@@ -53,7 +67,7 @@ pub(super) fn stats(v: &[Value], room: &str) -> Result<RoomStats, StoreError> {
         abandoned_total: at(v, 4, "stats", room)?,
         measured_rate: float(&rate),
         state: state_from(v, 6, "stats", room)?,
-        configs: configs(v, 10, room)?,
+        configs: configs(v, 12, room)?,
     })
 }
 

@@ -20,6 +20,10 @@ use tokio::time::{interval, Instant, MissedTickBehavior};
 
 use crate::app::{Current, Shared};
 use crate::room::recovery::{self, Known, Seen};
+pub mod autopilot;
+pub mod health;
+pub mod pilot;
+
 use crate::store::{AdmitReport, RoomState};
 
 /// The background service.
@@ -53,6 +57,7 @@ async fn run_room(shared: Arc<Shared>, room: usize) {
         let mut ctx = r.recovery.context(shared.clock.now_micros());
         ctx.seen = r.line.seen.take();
         ctx.config.clone_from(&r.digest);
+        ctx.autopilot = pilot::prepare(&shared, room);
         match shared
             .store_call(
                 "admit",
@@ -78,7 +83,9 @@ async fn run_room(shared: Arc<Shared>, room: usize) {
                     );
                 }
                 report.state = generation_seen(&shared, room, &report).await;
+                pilot::learn(&shared, room, &report);
                 let p = &r.cfg.params;
+                m.admit_rate.set(p.rate(&report.state));
                 r.live
                     .update(&report, p.rate(&report.state), p.max_active(&report.state));
                 let eta_rate = p.eta_rate(&report.state, report.measured_rate);

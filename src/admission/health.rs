@@ -1,0 +1,208 @@
+//! The origin's health as the autopilot sees it: per upstream, every admitted request's time
+//! to the origin's response header and whether it failed, counted in atomics (one relaxed add
+//! per counter and request: no allocation, no lock); per room, a window of the last few
+//! seconds folded from those counters once per tick.
+//!
+//! Rooms on one upstream read the same counters: they share the shop's health signal.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use crate::store::autopilot::Health;
+
+/// Latency buckets: four per octave from 1 ms (bucket 0: under 1 ms) to about 50 s.
+const BUCKETS: usize = 64;
+const PER_OCTAVE: f64 = 4.0;
+
+fn bucket_of(d: Duration) -> usize {
+    let ms = d.as_secs_f64() * 1000.0;
+    if ms < 1.0 {
+        0
+    } else {
+        ((ms.log2() * PER_OCTAVE).floor() as usize + 1).min(BUCKETS - 1)
+    }
+}
+
+/// The upper end of bucket `i` (what a quantile in it is reported as: never under the truth
+/// by more than a bucket).
+fn bucket_top(i: usize) -> Duration {
+    if i == 0 {
+        Duration::from_millis(1)
+    } else {
+        Duration::from_secs_f64(2f64.powf(i as f64 / PER_OCTAVE) / 1000.0)
+    }
+}
+
+/// Counts since the process started (never reset: each reader keeps its own last reading).
+#[derive(Debug)]
+pub struct OriginHealth {
+    requests: AtomicU64,
+    errors: AtomicU64,
+    buckets: [AtomicU64; BUCKETS],
+}
+
+impl Default for OriginHealth {
+    fn default() -> Self {
+        Self {
+            requests: AtomicU64::new(0),
+            errors: AtomicU64::new(0),
+            buckets: std::array::from_fn(|_| AtomicU64::new(0)),
+        }
+    }
+}
+
+/// A reading of [`OriginHealth`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Counts {
+    pub requests: u64,
+    pub errors: u64,
+    pub buckets: [u64; BUCKETS],
+}
+
+impl Default for Counts {
+    fn default() -> Self {
+        Self {
+            requests: 0,
+            errors: 0,
+            buckets: [0; BUCKETS],
+        }
+    }
+}
+
+impl Counts {
+    fn since(&self, earlier: &Counts) -> Counts {
+        Counts {
+            requests: self.requests.saturating_sub(earlier.requests),
+            errors: self.errors.saturating_sub(earlier.errors),
+            buckets: std::array::from_fn(|i| self.buckets[i].saturating_sub(earlier.buckets[i])),
+        }
+    }
+
+    fn add(&mut self, other: &Counts) {
+        self.requests += other.requests;
+        self.errors += other.errors;
+        for (a, b) in self.buckets.iter_mut().zip(other.buckets.iter()) {
+            *a += b;
+        }
+    }
+
+    /// The `q` quantile of the latencies counted (zero when none).
+    pub fn quantile(&self, q: f64) -> Duration {
+        let timed: u64 = self.buckets.iter().sum();
+        if timed == 0 {
+            return Duration::ZERO;
+        }
+        let want = ((timed as f64) * q).ceil().max(1.0) as u64;
+        let mut seen = 0;
+        for (i, n) in self.buckets.iter().enumerate() {
+            seen += n;
+            if seen >= want {
+                return bucket_top(i);
+            }
+        }
+        bucket_top(BUCKETS - 1)
+    }
+}
+
+impl OriginHealth {
+    /// One request of admitted traffic: `latency` to the response header (`None` when there
+    /// was none: refused, timed out), and whether it failed (5xx, timeout, connection).
+    pub fn record(&self, latency: Option<Duration>, failed: bool) {
+        self.requests.fetch_add(1, Ordering::Relaxed);
+        if failed {
+            self.errors.fetch_add(1, Ordering::Relaxed);
+        }
+        if let Some(d) = latency {
+            self.buckets[bucket_of(d)].fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    pub fn read(&self) -> Counts {
+        Counts {
+            requests: self.requests.load(Ordering::Relaxed),
+            errors: self.errors.load(Ordering::Relaxed),
+            buckets: std::array::from_fn(|i| self.buckets[i].load(Ordering::Relaxed)),
+        }
+    }
+}
+
+/// A room's view of its upstream's health over the last window: one slot per tick.
+#[derive(Debug, Default)]
+pub struct HealthWindow {
+    last: Option<Counts>,
+    ticks: std::collections::VecDeque<Counts>,
+}
+
+impl HealthWindow {
+    /// Folds the counters in at a tick and returns the health of the last `slots` ticks.
+    pub fn tick(&mut self, now: Counts, slots: usize) -> Health {
+        let delta = match &self.last {
+            Some(last) => now.since(last),
+            None => Counts::default(),
+        };
+        self.last = Some(now);
+        self.ticks.push_back(delta);
+        while self.ticks.len() > slots.max(1) {
+            self.ticks.pop_front();
+        }
+        let mut sum = Counts::default();
+        for t in &self.ticks {
+            sum.add(t);
+        }
+        Health {
+            requests: sum.requests,
+            errors: sum.errors,
+            p90: sum.quantile(0.9),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    #[test]
+    fn buckets_cover_the_range_in_order() {
+        assert_eq!(bucket_of(Duration::from_micros(300)), 0);
+        let mut last = 0;
+        for n in [
+            1, 2, 3, 5, 10, 50, 100, 200, 800, 1000, 5000, 60_000, 600_000,
+        ] {
+            let b = bucket_of(ms(n));
+            assert!(b >= last, "{n}");
+            assert!(bucket_top(b) >= ms(n) || b == BUCKETS - 1, "{n}");
+            assert!(
+                b == 0 || bucket_top(b) <= ms(n).mul_f64(1.19) + ms(1),
+                "{n}"
+            );
+            last = b;
+        }
+    }
+
+    #[test]
+    fn the_p90_is_of_the_last_window_only() {
+        let h = OriginHealth::default();
+        let mut w = HealthWindow::default();
+        w.tick(h.read(), 3);
+        for _ in 0..90 {
+            h.record(Some(ms(100)), false);
+        }
+        for _ in 0..10 {
+            h.record(Some(ms(2000)), true);
+        }
+        let got = w.tick(h.read(), 3);
+        assert_eq!((got.requests, got.errors), (100, 10));
+        assert!(got.p90 >= ms(100) && got.p90 < ms(120), "{:?}", got.p90);
+        h.record(None, true);
+        let got = w.tick(h.read(), 3);
+        assert_eq!((got.requests, got.errors), (101, 11));
+        // Two more quiet ticks: the busy one has left the window of three.
+        w.tick(h.read(), 3);
+        let got = w.tick(h.read(), 3);
+        assert_eq!((got.requests, got.errors, got.p90), (1, 1, Duration::ZERO));
+    }
+}
