@@ -16,6 +16,7 @@ const ORDERS: RGBColor = RGBColor(148, 103, 189);
 const DISCOVERED: RGBColor = RGBColor(23, 190, 207);
 const QUEUE: RGBColor = RGBColor(31, 119, 180);
 const WAITING: RGBColor = RGBColor(127, 127, 127);
+const CAPACITY: RGBColor = RGBColor(0, 0, 0);
 
 fn points(v: &[u64]) -> Vec<(f64, f64)> {
     v.iter()
@@ -127,6 +128,15 @@ pub fn write(report: &Report, path: &Path) -> Result<(), Box<dyn std::error::Err
         chart
             .draw_series(LineSeries::new(points(data), style))?
             .label(name)
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], style));
+    }
+    if let Some(c) = &report.capacity {
+        // The shop's capacity: what orders per second could be (a drop in the middle).
+        let cap: Vec<u64> = c.capacity_per_s.iter().map(|v| v.round() as u64).collect();
+        let style = CAPACITY.stroke_width(1);
+        chart
+            .draw_series(LineSeries::new(points(&cap), style))?
+            .label("shop capacity (orders/s)")
             .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], style));
     }
     legend(&mut chart)?;

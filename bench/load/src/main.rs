@@ -4,6 +4,7 @@
 mod analysis;
 mod arrivals;
 mod browser;
+mod capacity;
 mod chart;
 mod report;
 mod sampler;
@@ -61,6 +62,10 @@ struct Args {
     /// Time one order holds a worker, in milliseconds.
     #[arg(long, default_value_t = 200)]
     order_ms: u64,
+    /// The shop loses workers for a while: AT:WORKERS:FOR, e.g. 30s:15:30s (40 workers, then
+    /// 15 from 30 s to 60 s, then 40 again).
+    #[arg(long, value_name = "AT:WORKERS:FOR")]
+    capacity_drop: Option<capacity::Drop>,
     /// Longest wait for a worker before the shop answers 503.
     #[arg(long, default_value = "1s", value_parser = humantime::parse_duration)]
     shop_queue_timeout: Duration,
@@ -138,6 +143,7 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
             workers: args.workers,
             order_time: Duration::from_millis(args.order_ms),
             queue_timeout: args.shop_queue_timeout,
+            drop: args.capacity_drop,
         },
         t0,
     );
@@ -285,9 +291,21 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         samples.as_ref(),
     );
     report.load_tool = health;
+    report.capacity = args.capacity_drop.map(|d| {
+        capacity::analyse(
+            &d,
+            args.workers,
+            args.order_ms,
+            report.timeline.bucket_ms,
+            &report.timeline.buckets,
+        )
+    });
     std::fs::write(&json_path, serde_json::to_vec_pretty(&report)?)?;
     chart::write(&report, &svg_path).map_err(|e| format!("chart: {e}"))?;
     print!("{}", report::summary(&report));
+    if let Some(c) = &report.capacity {
+        print!("{}", capacity::summary(c));
+    }
     println!("wrote {} and {}", json_path.display(), svg_path.display());
     Ok(())
 }

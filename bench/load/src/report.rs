@@ -149,6 +149,8 @@ pub struct Report {
     pub discovery_lag_ms: Option<LatencySummary>,
     /// Filled in by the caller after the run.
     pub load_tool: ToolHealth,
+    /// With `--capacity-drop`: the shop's capacity against what it did (filled in after).
+    pub capacity: Option<crate::capacity::CapacityReport>,
     pub timeline: Timeline,
 }
 
@@ -289,6 +291,7 @@ pub fn build(
         fifo_checked: waited.len(),
         discovery_lag_ms,
         load_tool: ToolHealth::default(),
+        capacity: None,
         timeline,
     }
 }

@@ -26,6 +26,8 @@ pub struct ShopConfig {
     pub workers: usize,
     pub order_time: Duration,
     pub queue_timeout: Duration,
+    /// Workers lost for a while in the middle of the run.
+    pub drop: Option<crate::capacity::Drop>,
 }
 
 #[derive(Default)]
@@ -88,6 +90,24 @@ fn product_page() -> Bytes {
 
 impl Shop {
     pub fn new(cfg: ShopConfig, t0: Instant) -> Arc<Shop> {
+        let shop = Self::build(cfg, t0);
+        if let Some(d) = shop.cfg.drop {
+            // The drop: take the lost workers' permits at its start (as orders in flight
+            // finish) and give them back at its end.
+            let lost = shop.cfg.workers.saturating_sub(d.workers) as u32;
+            let s = shop.clone();
+            tokio::spawn(async move {
+                tokio::time::sleep_until((s.t0 + d.at).into()).await;
+                if let Ok(held) = s.workers.acquire_many(lost).await {
+                    tokio::time::sleep_until((s.t0 + d.at + d.length).into()).await;
+                    drop(held);
+                }
+            });
+        }
+        shop
+    }
+
+    fn build(cfg: ShopConfig, t0: Instant) -> Arc<Shop> {
         Arc::new(Shop {
             workers: Semaphore::new(cfg.workers),
             cfg,
@@ -262,6 +282,7 @@ mod tests {
             workers: 2,
             order_time: Duration::from_millis(200),
             queue_timeout: Duration::from_millis(100),
+            drop: None,
         })
         .await;
         let client: Client<_, Full<Bytes>> = Client::builder(TokioExecutor::new()).build_http();
