@@ -126,10 +126,16 @@ if ap_running then
     redis.call('HSET', room, 'ap_rate', ap[2], 'ap_at', ap[3], 'ap_reason', 'start')
     redis.call('HDEL', room, 'ap_from', 'ap_p90')
   elseif ARGV[18] ~= '' and ARGV[20] == ap[3] then
-    ap[5], ap[2], ap[3], ap[4], ap[6] = ap[2], ARGV[18], string.format('%.0f', now), ARGV[19],
-      ARGV[21]
-    redis.call('HSET', room, 'ap_rate', ap[2], 'ap_at', ap[3], 'ap_reason', ap[4],
-      'ap_from', ap[5], 'ap_p90', ap[6])
+    if tonumber(ARGV[18]) == tonumber(ap[2]) then
+      -- A hold: the window was judged, the rate and the last change stay.
+      ap[3], ap[6] = string.format('%.0f', now), ARGV[21]
+      redis.call('HSET', room, 'ap_at', ap[3], 'ap_p90', ap[6])
+    else
+      ap[5], ap[2], ap[3], ap[4], ap[6] = ap[2], ARGV[18], string.format('%.0f', now),
+        ARGV[19], ARGV[21]
+      redis.call('HSET', room, 'ap_rate', ap[2], 'ap_at', ap[3], 'ap_reason', ap[4],
+        'ap_from', ap[5], 'ap_p90', ap[6])
+    end
   end
   rate = tonumber(ap[2])
 end

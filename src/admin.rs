@@ -62,8 +62,8 @@ fn autopilot_view(r: &Room, state: &crate::store::RoomState) -> Value {
             "reason": l.reason,
             "from": l.from,
             "to": l.rate,
-            "seconds_ago": l.since_step().as_secs_f64(),
         })),
+        "judged_seconds_ago": last.as_ref().map(|l| l.since_step().as_secs_f64()),
     })
 }
 

@@ -206,6 +206,20 @@ async fn the_rate_follows_the_shop_down_and_back_on_every_instance() {
         "{per_second:.1}/s admitted while the autopilot's rate is under 14/s: {v}"
     );
 
+    // A waiting visitor's ETA assumes the rate in force, not the ceiling.
+    let mut jar = Jar::default();
+    let s = get_json(&one, "/.anteroom/status?room=sale", &mut jar)
+        .await
+        .unwrap();
+    let (position, eta) = (
+        s["position"].as_f64().unwrap(),
+        s["eta_seconds"].as_f64().unwrap(),
+    );
+    assert!(
+        eta >= position / 18.0,
+        "{s}: an ETA from a rate above the autopilot's"
+    );
+
     // It recovers: the rate climbs again once the shop is fast.
     origin.set_delay(0);
     rate_until(

@@ -51,6 +51,8 @@ pub fn prepare(shared: &Shared, room: usize) -> Option<AutopilotTick> {
         .filter(|s| s.running && s.since_step() >= cfg.window)
         .and_then(|s| {
             let current = s.rate?;
+            // One decision per window: a hold is proposed too (the store keeps the rate and
+            // notes the window judged), so the next decision compares with this window.
             let step = autopilot::decide(
                 &cfg,
                 ceiling,
@@ -58,10 +60,10 @@ pub fn prepare(shared: &Shared, room: usize) -> Option<AutopilotTick> {
                 &s.health,
                 s.judged_p90,
                 pilot.rate_holds_the_line,
-            )?;
+            );
             Some(Proposal {
-                rate: step.rate,
-                reason: step.reason.as_str(),
+                rate: step.map_or(current, |st| st.rate),
+                reason: step.map_or("hold", |st| st.reason.as_str()),
                 based_on: s.changed_at.clone(),
                 judged_p90: s.health.p90,
             })
@@ -84,7 +86,7 @@ pub fn learn(shared: &Shared, room: usize, report: &AdmitReport) {
     let stepped = pilot
         .last
         .as_ref()
-        .is_some_and(|l| l.changed_at != state.changed_at);
+        .is_some_and(|l| l.changed_at != state.changed_at && l.rate != state.rate);
     if stepped || pilot.last.is_none() {
         let reason = Reason::parse(&state.reason).map_or("?", Reason::as_str);
         tracing::info!(

@@ -46,7 +46,8 @@ impl Health {
     }
 }
 
-/// A next rate an instance proposes, decided from the step `based_on` names.
+/// A next rate an instance proposes, decided from the step `based_on` names: a hold proposes
+/// the rate in force (the store then only notes the window judged).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Proposal {
     pub rate: f64,
@@ -75,14 +76,15 @@ pub struct AutopilotState {
     pub running: bool,
     /// The autopilot's rate (kept while it is paused, resumed from when it runs again).
     pub rate: Option<f64>,
-    /// When its last step was taken (the store's clock, µs, as an opaque token for proposals).
+    /// When the last window was judged, by a change or a hold (the store's clock, µs, as an
+    /// opaque token for proposals).
     pub changed_at: String,
     /// The store's clock now, µs.
     pub now: u64,
-    /// Why the last step was taken, and the rate before it.
+    /// Why the rate last changed, and the rate before that change.
     pub reason: String,
     pub from: Option<f64>,
-    /// The p90 of the window the last step judged.
+    /// The p90 of the window judged last.
     pub judged_p90: Option<Duration>,
     /// The live instances' windows together.
     pub health: Health,

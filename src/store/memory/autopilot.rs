@@ -61,10 +61,13 @@ impl RoomData {
                 .as_ref()
                 .filter(|p| p.based_on == k.at.to_string())
             {
-                k.from = k.rate;
-                k.rate = Some(p.rate);
+                // A hold notes the window judged; a change also the rate and why.
+                if k.rate != Some(p.rate) {
+                    k.from = k.rate;
+                    k.rate = Some(p.rate);
+                    k.reason = p.reason.to_string();
+                }
                 k.at = now;
-                k.reason = p.reason.to_string();
                 k.judged_p90 = Some(p.judged_p90);
             }
         }
