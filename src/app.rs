@@ -52,8 +52,9 @@ pub struct Shared {
     pub router: Router,
     pub pages: Pages,
     /// Per upstream (by index): the origin's health as admitted requests found it, shared by
-    /// the rooms on it, kept over reloads by the upstream's name.
-    pub origin_health: Vec<Arc<crate::admission::health::OriginHealth>>,
+    /// the rooms on it, kept over reloads by the upstream's name. `None` when no room on it has
+    /// an autopilot: nothing is recorded on the request path for nobody.
+    pub origin_health: Vec<Option<Arc<crate::admission::health::OriginHealth>>>,
 }
 
 impl Deref for Shared {
@@ -267,13 +268,20 @@ impl Shared {
         let origin_health = config
             .upstreams
             .iter()
-            .map(|u| {
-                previous
-                    .and_then(|old| {
-                        let i = old.config.upstreams.iter().position(|o| o.name == u.name)?;
-                        old.origin_health.get(i).cloned()
-                    })
-                    .unwrap_or_default()
+            .enumerate()
+            .map(|(i, u)| {
+                let watched = config
+                    .rooms
+                    .iter()
+                    .any(|r| r.upstream == i && r.autopilot.is_some());
+                watched.then(|| {
+                    previous
+                        .and_then(|old| {
+                            let j = old.config.upstreams.iter().position(|o| o.name == u.name)?;
+                            old.origin_health.get(j).cloned().flatten()
+                        })
+                        .unwrap_or_default()
+                })
             })
             .collect();
         Ok(Self {

@@ -38,15 +38,7 @@ autopilot = {{ target-latency = "150ms", max-error-rate = 0.05, min-rate = 3, wi
 }
 
 async fn room(proxy: &Proxy) -> Value {
-    client()
-        .get(proxy.admin_url("/rooms/sale"))
-        .bearer_auth(TOKEN)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap()
+    admin_json(proxy, "/rooms/sale", TOKEN).await.unwrap()
 }
 
 async fn patch(proxy: &Proxy, body: Value) -> (u16, Value) {

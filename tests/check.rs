@@ -6,14 +6,19 @@ mod common;
 use std::process::Command;
 
 fn check(path: &str) -> (bool, String, String) {
+    check_in(std::path::Path::new(env!("CARGO_MANIFEST_DIR")), path)
+}
+
+/// `check` run in `dir` on `file` (relative to it).
+fn check_in(dir: &std::path::Path, file: &str) -> (bool, String, String) {
     let out = Command::new(common::binary())
-        .args(["check", "--config", path])
+        .args(["check", "--config", file])
         .env(
             "ANTEROOM_COOKIE_KEY",
             "env-key-0123456789-0123456789-0123456789",
         )
         .env("ANTEROOM_ADMIN_TOKEN", "admin-token-0123456789")
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .current_dir(dir)
         .output()
         .unwrap();
     (
@@ -61,25 +66,6 @@ fn the_summary_shows_rooms_paths_and_rates() {
         !stdout.contains("env-key-0123456789"),
         "secrets are never printed"
     );
-}
-
-/// `check` run in `dir` on `file` (relative to it).
-fn check_in(dir: &std::path::Path, file: &str) -> (bool, String, String) {
-    let out = Command::new(common::binary())
-        .args(["check", "--config", file])
-        .env(
-            "ANTEROOM_COOKIE_KEY",
-            "env-key-0123456789-0123456789-0123456789",
-        )
-        .env("ANTEROOM_ADMIN_TOKEN", "admin-token-0123456789")
-        .current_dir(dir)
-        .output()
-        .unwrap();
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
 }
 
 /// An operator's first step: `cp conf/anteroom.toml /etc/anteroom/` and check it there, from

@@ -31,15 +31,7 @@ tick = "100ms"
 }
 
 async fn room(proxy: &Proxy) -> Value {
-    client()
-        .get(proxy.admin_url("/rooms/sale"))
-        .bearer_auth(TOKEN)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap()
+    admin_json(proxy, "/rooms/sale", TOKEN).await.unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

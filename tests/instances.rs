@@ -36,26 +36,13 @@ impl Run {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
-    /// The exit code within `limit`, or `None` if still running.
+    /// The exit code within `limit` (-1 for a signal), or `None` if still running.
     fn exit_within(&mut self, limit: Duration) -> Option<i32> {
-        let deadline = Instant::now() + limit;
-        while Instant::now() < deadline {
-            if let Ok(Some(status)) = self.child.try_wait() {
-                return Some(status.code().unwrap_or(-1));
-            }
-            std::thread::park_timeout(Duration::from_millis(20));
-        }
-        None
+        exited_within(&mut self.child, limit).map(|s| s.code().unwrap_or(-1))
     }
 
     fn signal(&self, name: &str) {
-        let ok = Command::new("kill")
-            .arg(format!("-{name}"))
-            .arg(self.child.id().to_string())
-            .status()
-            .unwrap()
-            .success();
-        assert!(ok);
+        signal_pid(self.child.id(), name);
     }
 }
 
@@ -197,22 +184,8 @@ async fn instances_that_run_different_configurations_are_shown() {
     };
     let one = Proxy::start(&config(10));
     let two = Proxy::start(&config(20));
-    let room = |p: &Proxy| {
-        let url = p.admin_url("/rooms/sale");
-        async move {
-            client()
-                .get(url)
-                .bearer_auth(TOKEN)
-                .send()
-                .await
-                .ok()?
-                .json::<serde_json::Value>()
-                .await
-                .ok()
-        }
-    };
     let v = eventually(Duration::from_secs(10), "two configurations", || async {
-        let v = room(&one).await?;
+        let v = admin_json(&one, "/rooms/sale", TOKEN).await?;
         (v["instance_configs"].as_object()?.len() == 2).then_some(v)
     })
     .await;
@@ -236,7 +209,7 @@ async fn instances_that_run_different_configurations_are_shown() {
     std::fs::write(two.config_path(), same).unwrap();
     two.signal("HUP");
     let v = eventually(Duration::from_secs(10), "one configuration", || async {
-        let v = room(&two).await?;
+        let v = admin_json(&two, "/rooms/sale", TOKEN).await?;
         (v["configs_differ"] == false).then_some(v)
     })
     .await;

@@ -42,7 +42,7 @@ pub fn prepare(shared: &Shared, room: usize) -> Option<AutopilotTick> {
     let p = &r.cfg.params;
     let ceiling = p.admit_per_second;
     let slots = (cfg.window.as_micros() / p.tick.as_micros().max(1)).max(1) as usize;
-    let counts = shared.origin_health.get(r.cfg.upstream)?.read();
+    let counts = shared.origin_health.get(r.cfg.upstream)?.as_ref()?.read();
     let mut pilot = r.pilot.inner.lock().unwrap_or_else(|e| e.into_inner());
     let report = pilot.window.tick(counts, slots);
     let proposal = pilot

@@ -284,7 +284,12 @@ fn note_health(ctx: &mut Ctx, status: Option<u16>) {
     else {
         return;
     };
-    if let Some(h) = ctx.shared.origin_health.get(ctx.upstream) {
+    if let Some(h) = ctx
+        .shared
+        .origin_health
+        .get(ctx.upstream)
+        .and_then(Option::as_ref)
+    {
         match status {
             Some(s) => h.record(Some(at.elapsed()), s >= 500),
             None => h.record(None, true),

@@ -192,6 +192,32 @@ async fn answer(req: Request<Incoming>, log: Arc<Mutex<Vec<Seen>>>) -> Response<
         .unwrap()
 }
 
+/// Sends process `pid` a signal by name (`HUP`, `TERM`, `INT`, `QUIT`).
+pub fn signal_pid(pid: u32, name: &str) {
+    let ok = Command::new("kill")
+        .arg(format!("-{name}"))
+        .arg(pid.to_string())
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok, "kill -{name} failed");
+}
+
+/// How `child` exited, if it did within `limit`.
+pub fn exited_within(
+    child: &mut std::process::Child,
+    limit: Duration,
+) -> Option<std::process::ExitStatus> {
+    let deadline = Instant::now() + limit;
+    while Instant::now() < deadline {
+        if let Ok(Some(status)) = child.try_wait() {
+            return Some(status);
+        }
+        std::thread::park_timeout(Duration::from_millis(20));
+    }
+    None
+}
+
 /// A port nobody listens on right now.
 pub fn free_port() -> u16 {
     StdListener::bind("127.0.0.1:0")
@@ -325,25 +351,12 @@ impl Proxy {
 
     /// Sends a signal by name (`HUP`, `TERM`, `INT`).
     pub fn signal(&self, name: &str) {
-        let ok = Command::new("kill")
-            .arg(format!("-{name}"))
-            .arg(self.child.id().to_string())
-            .status()
-            .unwrap()
-            .success();
-        assert!(ok, "kill -{name} failed");
+        signal_pid(self.child.id(), name);
     }
 
     /// Waits for the process to exit, up to `limit`; returns its exit code.
     pub fn wait_exit(&mut self, limit: Duration) -> Option<i32> {
-        let deadline = Instant::now() + limit;
-        while Instant::now() < deadline {
-            if let Ok(Some(status)) = self.child.try_wait() {
-                return status.code();
-            }
-            std::thread::park_timeout(Duration::from_millis(20));
-        }
-        None
+        exited_within(&mut self.child, limit).and_then(|s| s.code())
     }
 }
 
@@ -428,6 +441,19 @@ pub async fn get_json(proxy: &Proxy, path: &str, jar: &mut Jar) -> Option<serde_
     let resp = req.send().await.unwrap();
     jar.absorb(&resp);
     resp.json().await.ok()
+}
+
+/// An admin API answer as JSON (the admin token given); `None` when none came or it is not JSON.
+pub async fn admin_json(proxy: &Proxy, path: &str, token: &str) -> Option<serde_json::Value> {
+    client()
+        .get(proxy.admin_url(path))
+        .bearer_auth(token)
+        .send()
+        .await
+        .ok()?
+        .json()
+        .await
+        .ok()
 }
 
 /// An instance's `/metrics` text (the admin token given).

@@ -5,9 +5,9 @@
 use std::time::Duration;
 
 use anteroom::store::autopilot::{AutopilotTick, Health, Proposal};
-use anteroom::store::{AdmitContext, RoomPatch, Store, VisitorId};
+use anteroom::store::{AdmitContext, RoomPatch, Store};
 
-use super::{room, Harness};
+use super::{line_up, room, Harness};
 
 fn tick(report: Health, proposal: Option<Proposal>) -> AdmitContext {
     AdmitContext {
@@ -47,27 +47,7 @@ async fn admitted_over(
 pub async fn the_autopilot_keeps_one_rate_that_admits(h: &dyn Harness) {
     let s = h.store();
     let p = room("autopilot", 20.0, 1000);
-    s.update_room_state(
-        &p,
-        &RoomPatch {
-            queue_all: Some(true),
-            ..Default::default()
-        },
-    )
-    .await
-    .unwrap();
-    for _ in 0..200 {
-        s.join(&p, VisitorId::random()).await.unwrap();
-    }
-    s.update_room_state(
-        &p,
-        &RoomPatch {
-            queue_all: Some(false),
-            ..Default::default()
-        },
-    )
-    .await
-    .unwrap();
+    line_up(&*s, &p, 200).await;
     // The first call starts the autopilot at the caller's start rate, and the line moves at
     // it, not at the configured 20/s.
     let first = s

@@ -56,6 +56,21 @@ pub fn room(tag: &str, rate: f64, max_active: u64) -> RoomParams {
     }
 }
 
+/// Puts `n` visitors in line (holding the line meanwhile, so that none walks in).
+pub async fn line_up(s: &dyn Store, p: &RoomParams, n: usize) -> Vec<VisitorId> {
+    let hold = |on| RoomPatch {
+        queue_all: Some(on),
+        ..Default::default()
+    };
+    s.update_room_state(p, &hold(true)).await.unwrap();
+    let vs: Vec<VisitorId> = (0..n).map(|_| VisitorId::random()).collect();
+    for v in &vs {
+        s.join(p, *v).await.unwrap();
+    }
+    s.update_room_state(p, &hold(false)).await.unwrap();
+    vs
+}
+
 pub(crate) fn waiting_pos(a: &Admission) -> Option<u64> {
     match a {
         Admission::Waiting { position, .. } | Admission::Paused { position, .. } => Some(*position),

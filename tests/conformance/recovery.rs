@@ -3,24 +3,9 @@
 
 use std::time::Duration;
 
-use anteroom::store::{Admission, AdmitContext, RoomParams, RoomPatch, Store, VisitorId};
+use anteroom::store::{Admission, AdmitContext, RoomPatch, VisitorId};
 
-use super::{room, Harness};
-
-/// Puts `n` visitors in line (holding the line meanwhile, so that none walks in).
-async fn line_up(s: &dyn Store, p: &RoomParams, n: usize) -> Vec<VisitorId> {
-    let hold = |on| RoomPatch {
-        queue_all: Some(on),
-        ..Default::default()
-    };
-    s.update_room_state(p, &hold(true)).await.unwrap();
-    let vs: Vec<VisitorId> = (0..n).map(|_| VisitorId::random()).collect();
-    for v in &vs {
-        s.join(p, *v).await.unwrap();
-    }
-    s.update_room_state(p, &hold(false)).await.unwrap();
-    vs
-}
+use super::{line_up, room, Harness};
 
 pub async fn admit_reports_a_generation_and_a_new_one_after_a_wipe(h: &dyn Harness) {
     let s = h.store();
