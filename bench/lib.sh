@@ -23,6 +23,7 @@ cleanup() {
   for p in "${BENCH_PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
   for c in "${BENCH_NGINX[@]}"; do nginx -c "$c" -s stop 2>/dev/null || true; done
   for p in "${BENCH_PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
+  [ -z "${BENCH_KEEP_LOGS:-}" ] || { mkdir -p "$BENCH_KEEP_LOGS"; cp "$BENCH_DIR"/*.log "$BENCH_KEEP_LOGS"/ 2>/dev/null || true; }
   rm -rf "$BENCH_DIR"
 }
 

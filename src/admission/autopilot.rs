@@ -4,22 +4,30 @@
 //! every instance (see `lua/admit.lua` and the memory store).
 //!
 //! The rule is additive increase, multiplicative decrease (TCP's, and what keeps several
-//! controllers on one shop fair and stable):
-//! - errors over `max-error-rate`: the rate × target ÷ p90, between × 0.5 and × 0.7;
-//! - the p90 latency over `target-latency` and not already falling since the last window: the
-//!   rate × target ÷ p90, between × 0.85 and × 0.9 (a latency that is over the target is
-//!   partly the orders admitted before the last cut still arriving: small steps, one per
-//!   window, do not overshoot; a shop that fails is cut harder, above);
-//! - over the target but falling since the last window: hold (the last cut is working);
+//! controllers on one shop fair and stable), with the decrease sized by what the latency says
+//! of the shop's queue. A shop past its capacity queues: the wait grows by `s` seconds per
+//! second when `1 + s` orders arrive for every one it serves, so between two windows the p90's
+//! rise says how far over the shop's capacity the rate was, and the p90's excess over the
+//! target says how much queue there is to drain:
+//! - the p90 over `target-latency` and not falling (or errors over `max-error-rate`): the rate
+//!   of the window before (what sent the orders the latest window shows) ÷ (1 + s), the
+//!   capacity that queue growth implies, × (1 − excess ÷ 2 s), to drain the excess within two
+//!   seconds, at least × 0.5 — and never above the rate in force, so a cut the window before
+//!   made already is not made twice; with errors at most × 0.5 of the rate in force (a shop
+//!   that fails has lost more than its latency shows: the orders it turns away do not wait);
+//! - over the target but falling since the last window, or failing or over it but no longer
+//!   rising right after a cut: hold (the last cut is working);
 //! - under 80 % of the target, with no errors over the limit, not rising since the last window
 //!   (a latency that climbs is a queue forming at the shop, before it reaches the target), and
-//!   while the rate is what holds the line (people wait, a slot is free): one step of 5 % of
-//!   the ceiling up;
+//!   while the rate is what holds the line (people wait, a slot is free): up by 5 % of the
+//!   ceiling per second of window;
 //! - between 80 % and 100 % of the target: hold (the band keeps a shop at its capacity from
 //!   being pushed over and pulled back every window).
 //!
 //! A window with fewer than [`MIN_REQUESTS`] requests (or, at a low rate, than half of what the
 //! rate sends in a window, at least 3) says nothing about the shop: no step.
+//!
+//! Why this rule, and the ones it replaced, are in `docs/BENCHMARKS.md` ("The autopilot").
 
 use std::time::Duration;
 
@@ -33,17 +41,16 @@ pub const MIN_REQUESTS: u64 = 20;
 /// starting at `min-rate` would waste the first minute of a shop that can take the ceiling.
 /// Half of it is reached from either side in a few windows.
 pub const START_SHARE: f64 = 0.5;
-const ERROR_CUT: f64 = 0.7;
-const ERROR_CUT_MIN: f64 = 0.5;
-const LATENCY_CUT_MIN: f64 = 0.85;
-const LATENCY_CUT_MAX: f64 = 0.9;
+/// The least a cut keeps of the rate, and the most a failing window keeps.
+const CUT_FLOOR: f64 = 0.5;
+const ERROR_CUT: f64 = 0.5;
+/// The time within which a cut means to drain the queue's excess over the target.
+const DRAIN_WITHIN: f64 = 2.0;
 const RAISE_BELOW: f64 = 0.8;
-const RAISE_STEP: f64 = 0.025;
-/// A p90 under this share of the last window's is falling.
-const FALLING_SHARE: f64 = 0.95;
-/// A p90 more than this above the last window's (and [`RISE_SLACK`]) is rising.
-const RISE_SHARE: f64 = 1.1;
-const RISE_SLACK: Duration = Duration::from_millis(10);
+/// A raise: this share of the ceiling per second of window.
+const RAISE_PER_SECOND: f64 = 0.05;
+/// A p90 rising faster than this (seconds of wait per second) is a queue forming: no raise.
+const RISING: f64 = 0.05;
 
 pub use crate::store::autopilot::Health;
 
@@ -91,8 +98,17 @@ pub fn start_rate(cfg: &AutopilotConfig, ceiling: f64) -> f64 {
     (ceiling * START_SHARE).max(cfg.min_rate).min(ceiling)
 }
 
+/// The window judged before the one being judged now.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Previous {
+    pub p90: Duration,
+    /// The rate in force during it: what sent the orders whose wait the latest window shows
+    /// (they reach the shop, and queue there, a while after their admission).
+    pub rate: f64,
+}
+
 /// The next rate after a window of `health` at `current`, or `None` to keep it. `previous`:
-/// the p90 of the window before, if it was judged.
+/// the window before, if it was judged.
 /// `rate_holds_the_line`: people wait and the rate, not `max-active` or a pause, decides when
 /// they get in — only then can a higher rate be tried (a quiet room's health says nothing of
 /// what a crowd at a higher rate would do).
@@ -101,7 +117,7 @@ pub fn decide(
     ceiling: f64,
     current: f64,
     health: &Health,
-    previous: Option<Duration>,
+    previous: Option<Previous>,
     rate_holds_the_line: bool,
 ) -> Option<Step> {
     let min = cfg.min_rate.min(ceiling);
@@ -112,28 +128,46 @@ pub fn decide(
     };
     let target = cfg.target_latency.as_secs_f64();
     let p90 = health.p90.as_secs_f64();
+    let window = cfg.window.as_secs_f64();
     let enough = MIN_REQUESTS
-        .min((current_in * cfg.window.as_secs_f64() * 0.5).ceil() as u64)
+        .min((current_in * window * 0.5).ceil() as u64)
         .max(3);
+    // How fast the shop's queue grows: seconds of wait per second (0 when not known), and
+    // the rate that made it grow (the orders a window shows were sent the window before).
+    let slope = previous.map_or(0.0, |p| (p90 - p.p90.as_secs_f64()) / window.max(1e-9));
+    let sent_at = previous.map_or(current_in, |p| p.rate.clamp(min, ceiling));
+    let failing = health.error_share() > cfg.max_error_rate;
+    let just_cut = sent_at > current_in + 1e-9;
     let next = if health.requests < enough {
         None
-    } else if health.error_share() > cfg.max_error_rate {
-        // Failing, and as far behind as its latency says (a shop that lost most of its
-        // workers at once is cut to half in one step, not in three).
-        let cut = (target / p90.max(1e-9)).clamp(ERROR_CUT_MIN, ERROR_CUT);
-        Some(step(current_in * cut, Reason::Errors))
-    } else if p90 > target && previous.is_some_and(|p| health.p90 < p.mul_f64(FALLING_SHARE)) {
-        // Over the target but coming down: the last cut is working (orders admitted before it
-        // are still reaching the shop); cutting again now would overshoot.
+    } else if (failing || p90 > target) && (slope < 0.0 && !failing || slope <= 0.0 && just_cut) {
+        // Over the target but coming down, or no longer rising right after a cut: the last
+        // cut is working (orders admitted before it are still reaching the shop, and shoppers
+        // turned away try again); cutting again now would overshoot.
         None
-    } else if p90 > target {
-        let cut = (target / p90).clamp(LATENCY_CUT_MIN, LATENCY_CUT_MAX);
-        Some(step(current_in * cut, Reason::Latency))
-    } else if p90 < target * RAISE_BELOW
-        && rate_holds_the_line
-        && previous.is_none_or(|p| health.p90 <= p.mul_f64(RISE_SHARE) + RISE_SLACK)
-    {
-        Some(step(current_in + ceiling * RAISE_STEP, Reason::Healthy))
+    } else if failing || p90 > target {
+        let capacity = sent_at / (1.0 + slope.max(0.0));
+        let drain = (1.0 - (p90 - target).max(0.0) / DRAIN_WITHIN).max(CUT_FLOOR);
+        let mut rate = (capacity * drain).min(current_in);
+        if failing {
+            rate = rate.min(current_in * ERROR_CUT);
+        }
+        let reason = if failing {
+            Reason::Errors
+        } else {
+            Reason::Latency
+        };
+        if rate < current_in - 1e-9 {
+            Some(step(rate, reason))
+        } else {
+            // The cut this window calls for was made already (from the window before).
+            None
+        }
+    } else if p90 < target * RAISE_BELOW && rate_holds_the_line && slope <= RISING {
+        Some(step(
+            current_in + ceiling * RAISE_PER_SECOND * window,
+            Reason::Healthy,
+        ))
     } else {
         None
     };
@@ -183,47 +217,83 @@ mod tests {
     #[test]
     fn errors_and_latency_cut_health_raises_the_band_holds() {
         let c = cfg();
-        // (The ceiling is 400: a raise is 2.5 % of it, 10/s.)
+        // (Target 800 ms, windows of 2 s, the ceiling 400: a raise is 5 % of it per second,
+        // 40/s a window.)
         let d = |h: Health, line| decide(&c, 400.0, 200.0, &h, None, line);
+        let rate = |h: Health, previous: Option<u64>| {
+            let previous = previous.map(|ms| Previous {
+                p90: Duration::from_millis(ms),
+                rate: 200.0,
+            });
+            decide(&c, 400.0, 200.0, &h, previous, true).map(|s| s.rate)
+        };
+        // Failing: at most half, whatever the latency says.
         assert_eq!(
             d(health(1000, 20, 300), true),
             Some(Step {
-                rate: 140.0,
+                rate: 100.0,
                 reason: Reason::Errors
             })
         );
-        // Failing far behind (4 s against 0.8 s): halved at once.
-        assert_eq!(d(health(1000, 20, 4000), true).map(|s| s.rate), Some(100.0));
-        // Slow, not failing: 1.6 s against 0.8 s is cut by the 0.85 floor; 0.85 s by 0.9.
-        assert_eq!(d(health(1000, 0, 1600), true).map(|s| s.rate), Some(170.0));
-        assert_eq!(d(health(1000, 0, 850), true).map(|s| s.rate), Some(180.0));
-        // Over the target but falling since the last window: the last cut is working.
-        let falling = decide(
-            &c,
-            400.0,
-            200.0,
-            &health(1000, 0, 900),
-            Some(Duration::from_millis(1200)),
-            true,
+        assert_eq!(rate(health(1000, 20, 4000), None), Some(100.0));
+        // Slow, not failing: the excess over the target is drained within two seconds (0.85 s
+        // against 0.8 s keeps 97.5 %), at least half is kept.
+        assert_eq!(
+            d(health(1000, 0, 850), true).map(|s| s.reason),
+            Some(Reason::Latency)
         );
-        assert_eq!(falling, None);
+        assert!((rate(health(1000, 0, 850), None).unwrap() - 195.0).abs() < 1e-6);
+        assert!((rate(health(1000, 0, 1600), None).unwrap() - 120.0).abs() < 1e-6);
+        assert_eq!(rate(health(1000, 0, 3000), None), Some(100.0));
+        // A queue growing by 0.2 s of wait a second (0.6 s, then 1 s two seconds later): 1.2
+        // orders arrive for each one served, so the shop takes 200 / 1.2; the excess of
+        // 0.2 s is drained too.
+        let grown = rate(health(1000, 0, 1000), Some(600)).unwrap();
+        assert!((grown - 200.0 / 1.2 * 0.9).abs() < 1e-6, "{grown}");
+        // The queue grew under the rate of the window before (250/s, since cut to 200/s):
+        // 250 / 1.2 = 208 is what the shop takes, drained to 187.5 — and a cut the window before
+        // made already (the shop takes 208 of the 250 sent, 200 is in force) is not made twice.
+        let sent = |p90: u64, before: u64, then: f64| {
+            let previous = Some(Previous {
+                p90: Duration::from_millis(before),
+                rate: then,
+            });
+            decide(&c, 400.0, 200.0, &health(1000, 0, p90), previous, true).map(|s| s.rate)
+        };
+        let from_250 = sent(1000, 600, 250.0).unwrap();
+        assert!((from_250 - 250.0 / 1.2 * 0.9).abs() < 1e-6, "{from_250}");
+        assert_eq!(sent(810, 800, 250.0), None, "made already");
+        // Failing with a latency no longer rising: right after a cut (250 -> 200) it holds,
+        // the turned-away shoppers trying again are the last cut's queue; without one it cuts.
+        let failing = |then: f64| {
+            let previous = Some(Previous {
+                p90: Duration::from_millis(1200),
+                rate: then,
+            });
+            decide(&c, 400.0, 200.0, &health(1000, 50, 1200), previous, true).map(|s| s.rate)
+        };
+        assert_eq!(failing(250.0), None);
+        assert_eq!(failing(200.0), Some(100.0));
+        // Over the target but falling: the last cut is working.
+        assert_eq!(rate(health(1000, 0, 900), Some(1200)), None);
         assert_eq!(
             d(health(1000, 0, 300), true),
             Some(Step {
-                rate: 210.0,
+                rate: 240.0,
                 reason: Reason::Healthy
             })
         );
         assert_eq!(d(health(1000, 0, 700), true), None, "the band");
-        let rising = decide(
-            &c,
-            400.0,
-            200.0,
-            &health(1000, 0, 500),
-            Some(Duration::from_millis(300)),
-            true,
+        assert_eq!(
+            rate(health(1000, 0, 500), Some(300)),
+            None,
+            "a queue forming"
         );
-        assert_eq!(rising, None, "a queue forming");
+        assert_eq!(
+            rate(health(1000, 0, 390), Some(300)).map(|r| r.round()),
+            Some(240.0),
+            "rising by less than 0.05 s a second is noise"
+        );
         assert_eq!(d(health(1000, 0, 300), false), None, "no line: no raise");
         assert_eq!(d(health(10, 5, 5000), true), None, "too few requests");
     }
@@ -255,25 +325,29 @@ mod tests {
     }
 
     /// A shop of `workers` that take `service` each, with a queue that gives up after
-    /// `timeout` (503): what an admitted visitor's order waits, window after window. Orders
-    /// reach the shop `lag` windows after their admission (the visitor learns of their turn,
-    /// loads a page, orders), which is what makes a latency signal late.
+    /// `timeout` (503), window after window: what its orders wait. Orders reach the shop
+    /// `lag` windows after their admission (the visitor learns of their turn, loads a page,
+    /// orders), which is what makes a latency signal late, and an order turned away comes back
+    /// a second later (a shopper tries again), which is what makes a failing shop's queue
+    /// outlast the cut that caused it.
     struct Shop {
         workers: f64,
         service: f64,
         timeout: f64,
         backlog: f64,
         lag: std::collections::VecDeque<f64>,
+        retries: std::collections::VecDeque<f64>,
     }
 
     impl Shop {
-        fn new(lag: usize) -> Self {
+        fn new(lag: usize, retry_after: usize) -> Self {
             Shop {
                 workers: 40.0,
                 service: 0.2,
                 timeout: 1.0,
                 backlog: 0.0,
                 lag: std::iter::repeat_n(0.0, lag).collect(),
+                retries: std::iter::repeat_n(0.0, retry_after).collect(),
             }
         }
 
@@ -284,13 +358,15 @@ mod tests {
         /// One window at `rate`: the health the autopilot sees.
         fn window(&mut self, rate: f64, secs: f64) -> Health {
             self.lag.push_back(rate * secs);
-            let arrived = self.lag.pop_front().unwrap_or(0.0);
+            let arrived = self.lag.pop_front().unwrap_or(0.0) + self.retries[0];
             let served = (self.capacity() * secs).min(self.backlog + arrived);
             self.backlog = (self.backlog + arrived - served).max(0.0);
             // Orders that would wait past the timeout are turned away.
             let most = self.capacity() * self.timeout;
             let errors = (self.backlog - most).max(0.0);
             self.backlog -= errors;
+            self.retries.pop_front();
+            self.retries.push_back(errors);
             let wait = self.backlog / self.capacity();
             Health {
                 requests: arrived as u64,
@@ -300,28 +376,41 @@ mod tests {
         }
     }
 
-    /// The trace of a sale on [`Shop`] whose capacity drops from 200/s to 75/s at window 40
-    /// for 30 windows, with a ceiling of 400/s (an operator's overestimate).
-    fn sale(c: &AutopilotConfig, lag: usize) -> Vec<(usize, f64, f64, f64, u64, f64)> {
+    /// One window of [`sale`]: (second, rate, capacity, p90 s, errors, orders served).
+    type Window = (f64, f64, f64, f64, u64, f64);
+
+    /// The trace of a two-minute sale on [`Shop`] whose capacity drops from 200/s to 75/s at
+    /// 30 s for 30 s, with a ceiling of 400/s (an operator's overestimate).
+    fn sale(c: &AutopilotConfig, lag: usize) -> Vec<Window> {
         let ceiling = 400.0;
-        let mut shop = Shop::new(lag);
+        let secs = c.window.as_secs_f64();
+        let mut shop = Shop::new(lag, (1.0 / secs).round().max(1.0) as usize);
         let mut rate = start_rate(c, ceiling);
         let mut previous = None;
+        let mut sent = rate;
         let mut trace = Vec::new();
-        let secs = c.window.as_secs_f64();
-        for w in 0..120 {
-            shop.workers = if (40..70).contains(&w) { 15.0 } else { 40.0 };
+        for w in 0..(120.0 / secs) as usize {
+            let t = w as f64 * secs;
+            shop.workers = if (30.0..60.0).contains(&t) {
+                15.0
+            } else {
+                40.0
+            };
             let h = shop.window(rate, secs);
             if let Some(s) = decide(c, ceiling, rate, &h, previous, true) {
                 rate = s.rate;
             }
-            previous = Some(h.p90);
+            previous = Some(Previous {
+                p90: h.p90,
+                rate: sent,
+            });
+            sent = rate;
             assert!((c.min_rate..=ceiling).contains(&rate), "{rate}");
             let served = h.requests.saturating_sub(h.errors) as f64;
             trace.push((
-                w,
+                t,
                 rate,
-                shop.capacity(),
+                shop.capacity() * secs,
                 h.p90.as_secs_f64(),
                 h.errors,
                 served,
@@ -331,56 +420,72 @@ mod tests {
     }
 
     /// Step response and recovery on a shop whose capacity drops and comes back, with an
-    /// overestimated ceiling and orders that reach the shop a window after their admission:
-    /// the rate follows the capacity, once settled it swings no further than a bounded band
-    /// around it (no oscillation that grows or stays wide), and few orders fail.
+    /// overestimated ceiling, orders that reach the shop a window after their admission and
+    /// shoppers who try again: the rate follows the capacity, once settled it swings no
+    /// further than a bounded band around it (no oscillation that grows or stays wide), and
+    /// few orders fail.
     #[test]
     fn it_follows_a_capacity_drop_and_recovery_without_oscillating() {
         let c = AutopilotConfig {
-            target_latency: Duration::from_millis(400),
-            window: Duration::from_secs(1),
+            target_latency: Duration::from_millis(300),
+            window: Duration::from_millis(500),
+            min_rate: 10.0,
             ..cfg()
         };
         let trace = sale(&c, 1);
         let show = || {
             trace
                 .iter()
-                .map(|t| format!("{}:{:.0}/{:.0}/{:.2}/{}", t.0, t.1, t.2, t.3, t.4))
+                .map(|t| format!("{}:{:.0}/{:.2}/{}", t.0, t.1, t.3, t.4))
                 .collect::<Vec<_>>()
                 .join(" ")
         };
-        // Settled phases: the rate's swing stays within a band around the capacity.
-        for (from, to, cap) in [(15, 40, 200.0), (50, 70, 75.0), (85, 120, 200.0)] {
-            let rates: Vec<f64> = trace[from..to].iter().map(|t| t.1).collect();
+        let at = |s: f64| (s / c.window.as_secs_f64()) as usize;
+        // Settled phases: the rate's swing stays within a band around the capacity (wider
+        // below at a low capacity: a raise is a share of the ceiling, so its overshoot is a
+        // larger share of a small capacity, and so is the cut that answers it).
+        for (from, to, cap, low) in [
+            (10.0, 30.0, 200.0, 0.6),
+            (40.0, 60.0, 75.0, 0.55),
+            (75.0, 120.0, 200.0, 0.6),
+        ] {
+            let rates: Vec<f64> = trace[at(from)..at(to)].iter().map(|t| t.1).collect();
             let lo = rates.iter().cloned().fold(f64::MAX, f64::min);
             let hi = rates.iter().cloned().fold(0.0, f64::max);
             assert!(
-                lo >= 0.6 * cap && hi <= 1.3 * cap,
-                "windows {from}..{to}: rate {lo:.0}..{hi:.0} around {cap}: {}",
+                lo >= low * cap && hi <= 1.3 * cap,
+                "{from}..{to} s: rate {lo:.0}..{hi:.0} around {cap}: {}",
                 show()
             );
             let mean = rates.iter().sum::<f64>() / rates.len() as f64;
             assert!(
                 mean >= 0.85 * cap,
-                "windows {from}..{to}: mean {mean:.0} of {cap}: {}",
+                "{from}..{to} s: mean {mean:.0} of {cap}: {}",
                 show()
             );
         }
-        // It reacts within a few windows of the drop, and the shop's latency comes back
-        // under the target within a few more.
-        let reacted = trace[40..].iter().position(|t| t.1 < 150.0).unwrap();
-        assert!(reacted <= 3, "reacted after {reacted} windows: {}", show());
-        let calm = trace[40..]
+        // It reacts within a second of the drop, and the shop's latency comes back under the
+        // target within a few more.
+        let reacted = trace[at(30.0)..].iter().position(|t| t.1 < 150.0).unwrap();
+        assert!(
+            reacted <= at(1.0),
+            "reacted after {reacted} windows: {}",
+            show()
+        );
+        let calm = trace[at(30.0)..]
             .iter()
             .skip(reacted)
-            .position(|t| t.3 < 0.4)
+            .position(|t| t.3 < 0.3)
             .unwrap();
         assert!(
-            calm <= 10,
+            calm <= at(5.0),
             "latency back after {calm} more windows: {}",
             show()
         );
-        // Of all orders, few fail: the drop's first windows, before it could react.
+        // Of all orders, few fail: the drop's first windows, before it could react. (Under
+        // 1 % here, where every order reaches the shop a whole window after its admission and
+        // the capacity falls within one window; bench/autopilot, where the lag is measured
+        // and shorter, checks the 0.5 % target.)
         let errors: u64 = trace.iter().map(|t| t.4).sum();
         let served: f64 = trace.iter().map(|t| t.5).sum();
         assert!(

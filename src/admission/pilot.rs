@@ -22,6 +22,9 @@ struct Inner {
     /// What the store said at the last tick, and whether the rate then held the line.
     last: Option<AutopilotState>,
     rate_holds_the_line: bool,
+    /// The rate in force during the window the store judged last (the rate before that
+    /// judgement): what sent the orders whose wait the window after it shows.
+    rate_before: Option<f64>,
 }
 
 impl Pilot {
@@ -53,12 +56,16 @@ pub fn prepare(shared: &Shared, room: usize) -> Option<AutopilotTick> {
             let current = s.rate?;
             // One decision per window: a hold is proposed too (the store keeps the rate and
             // notes the window judged), so the next decision compares with this window.
+            let previous = s.judged_p90.map(|p90| autopilot::Previous {
+                p90,
+                rate: pilot.rate_before.unwrap_or(current),
+            });
             let step = autopilot::decide(
                 &cfg,
                 ceiling,
                 current,
                 &s.health,
-                s.judged_p90,
+                previous,
                 pilot.rate_holds_the_line,
             );
             Some(Proposal {
@@ -83,10 +90,16 @@ pub fn learn(shared: &Shared, room: usize, report: &AdmitReport) {
     };
     let p = &r.cfg.params;
     let mut pilot = r.pilot.inner.lock().unwrap_or_else(|e| e.into_inner());
-    let stepped = pilot
+    // A new judgement: the rate before it was in force during the window it judged.
+    let judged = pilot
         .last
         .as_ref()
-        .is_some_and(|l| l.changed_at != state.changed_at && l.rate != state.rate);
+        .filter(|l| l.changed_at != state.changed_at)
+        .map(|l| l.rate);
+    if let Some(rate) = judged {
+        pilot.rate_before = rate;
+    }
+    let stepped = judged.is_some_and(|rate| rate != state.rate);
     if stepped || pilot.last.is_none() {
         let reason = Reason::parse(&state.reason).map_or("?", Reason::as_str);
         tracing::info!(
