@@ -6,8 +6,13 @@ RUN apt-get update \
  && apt-get install -y --no-install-recommends cmake \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
+# Everything the build reads: the workspace's manifests (bench/load is a member, so cargo needs
+# its manifest and sources to load the workspace, though only the anteroom binary is built), the
+# sources, and the files the binary embeds (lua/*.lua, templates/, conf/demo.toml).
 COPY Cargo.toml Cargo.lock ./
+COPY bench/load ./bench/load
 COPY src ./src
+COPY lua ./lua
 COPY templates ./templates
 COPY conf ./conf
 RUN cargo build --release --locked --bin anteroom
