@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use crate::admin_client::{self, Target};
+use crate::admin::client::{self as admin_client, Target};
 
 use crate::config::{self, Config, StoreBackend};
 use crate::route::{OtherHosts, PathMatching};
@@ -107,13 +107,19 @@ pub fn summary(c: &Config) -> String {
         ids.len(),
         ids.first().unwrap_or(&"-")
     );
+    let tokens: Vec<String> = c
+        .admin
+        .tokens
+        .iter()
+        .map(|t| format!("{} ({})", t.label, t.role.as_str()))
+        .collect();
     let _ = writeln!(
         s,
         "  admin     {}",
-        if c.admin.token.is_some() {
-            "token set"
+        if tokens.is_empty() {
+            "no token (admin API refuses every call)".to_string()
         } else {
-            "no token (admin API refuses every call)"
+            format!("tokens: {}", tokens.join(", "))
         }
     );
     for (i, u) in c.upstreams.iter().enumerate() {

@@ -6,7 +6,6 @@
 //! and is proxied to the untouched origin.
 
 pub mod admin;
-pub mod admin_client;
 pub mod admission;
 pub mod app;
 pub mod breaker;

@@ -131,6 +131,30 @@ const BROKEN: &[(&str, usize, &str, &str)] = &[
         "at most admit-per-second (50)",
     ),
     (
+        "bad_admin_token_and_tokens.toml",
+        16,
+        "admin.tokens",
+        "is set beside admin.token",
+    ),
+    (
+        "bad_admin_role.toml",
+        17,
+        "admin.tokens[1].role",
+        "\"watch\" is not a role",
+    ),
+    (
+        "bad_admin_duplicate_label.toml",
+        17,
+        "admin.tokens[1].label",
+        "is used by another token",
+    ),
+    (
+        "bad_admin_short_token.toml",
+        16,
+        "admin.tokens[0].value",
+        "is shorter than 16 characters",
+    ),
+    (
         "bad_autopilot_error_rate.toml",
         13,
         "room[0].autopilot.max-error-rate",

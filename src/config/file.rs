@@ -58,6 +58,15 @@ pub struct CookieFile {
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub struct AdminFile {
     pub token: Option<String>,
+    pub tokens: Option<Vec<AdminTokenFile>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AdminTokenFile {
+    pub label: String,
+    pub value: String,
+    pub role: String,
 }
 
 #[derive(Debug, Deserialize, Default)]

@@ -4,6 +4,7 @@
 //! typed [`model::Config`], and [`locate`] gives every complaint a `file:line:col`. Bad config
 //! fails at boot, never under traffic.
 
+mod admin;
 mod build;
 pub mod file;
 mod limits;

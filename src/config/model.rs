@@ -165,18 +165,7 @@ impl fmt::Debug for CookieConfig {
     }
 }
 
-#[derive(Clone)]
-pub struct AdminConfig {
-    pub token: Option<String>,
-}
-
-impl fmt::Debug for AdminConfig {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("AdminConfig")
-            .field("token", &self.token.as_ref().map(|_| "<redacted>"))
-            .finish()
-    }
-}
+pub use super::admin::{AdminConfig, AdminRole, AdminToken};
 
 #[derive(Debug, Clone)]
 pub struct ServerSettings {

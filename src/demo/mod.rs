@@ -56,7 +56,12 @@ pub fn run(opts: DemoOptions) -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    let token = shared.config.admin.token.clone().unwrap_or_default();
+    let token = shared
+        .config
+        .admin
+        .own_token()
+        .map(String::from)
+        .unwrap_or_default();
     let mut shop = Service::new("demo shop".to_string(), shop::Shop::new());
     shop.add_tcp(&opts.shop.to_string());
     server.add_service(shop);

@@ -3,8 +3,11 @@
 //! - `GET /healthz`: the process is alive (no token needed, for probes).
 //! - `GET /readyz`: config loaded and store reachable (breaker not open, a recent success);
 //!   503 otherwise (no token needed).
-//! - Everything else needs `Authorization: Bearer <admin.token>`, compared in constant time;
-//!   401 without it, with a wrong one, or when no token is configured.
+//! - Everything else needs `Authorization: Bearer <token>` of one of `admin.tokens` (or the
+//!   single `admin.token`), compared in constant time; 401 without it, with a wrong one, or
+//!   when no token is configured. A `read` token may `GET`; changes (`PATCH`, `DELETE`) need an
+//!   `operate` one (403 otherwise). Every change is logged with the token's label (never the
+//!   token) and the caller's address.
 //! - `GET /metrics`: Prometheus text format.
 //! - `GET /rooms`, `GET /rooms/NAME`: configuration plus live figures from the store.
 //! - `PATCH /rooms/NAME` with any of `enabled`, `queue_all`, `admit_per_second`, `max_active`
@@ -20,9 +23,9 @@ use pingora::apps::http_app::ServeHttp;
 use pingora::protocols::http::ServerSession;
 use serde::Deserialize;
 use serde_json::{json, Value};
-use subtle::ConstantTimeEq;
 
 use crate::app::{Current, Shared};
+use crate::config::{AdminRole, AdminToken};
 use crate::room::Room;
 use crate::store::{RoomPatch, RoomStats};
 
@@ -31,6 +34,12 @@ const MAX_BODY: usize = 16 * 1024;
 
 pub struct AdminApp {
     current: Current,
+}
+
+/// Who made a call: the token's label and the caller's address (for the logs and the audit).
+pub struct Caller {
+    pub label: String,
+    pub addr: String,
 }
 
 /// The autopilot of a room as the admin API shows it (`null` when the config has none).
@@ -145,10 +154,8 @@ impl PatchBody {
 }
 
 impl AdminApp {
-    fn authorized(s: &Shared, session: &ServerSession) -> bool {
-        let Some(token) = &s.config.admin.token else {
-            return false;
-        };
+    /// The token the request carries, if it is one of the config's.
+    fn caller<'a>(s: &'a Shared, session: &ServerSession) -> Option<&'a AdminToken> {
         let given = session
             .req_header()
             .headers
@@ -156,7 +163,7 @@ impl AdminApp {
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.strip_prefix("Bearer "))
             .unwrap_or("");
-        given.len() == token.len() && bool::from(given.as_bytes().ct_eq(token.as_bytes()))
+        s.config.admin.find(given)
     }
 
     /// A room's configuration, runtime state and figures. The figures come from the store;
@@ -260,7 +267,12 @@ impl AdminApp {
         }
     }
 
-    async fn patch(s: &Shared, session: &mut ServerSession, i: usize) -> Response<Vec<u8>> {
+    async fn patch(
+        s: &Shared,
+        session: &mut ServerSession,
+        i: usize,
+        who: &Caller,
+    ) -> Response<Vec<u8>> {
         let body = match Self::read_body(session).await {
             Ok(b) => b,
             Err(resp) => return resp,
@@ -308,6 +320,8 @@ impl AdminApp {
                         shown(patch.admit_per_second.map(|v| v.map(|x| x.to_string()))),
                     max_active = shown(patch.max_active.map(|v| v.map(|x| x.to_string()))),
                     autopilot = shown(patch.autopilot.map(|v| v.map(|x| x.to_string()))),
+                    by = who.label,
+                    client = %who.addr,
                     "room state changed through the admin API"
                 );
                 json_reply(StatusCode::OK, &Self::room_view(s, i).await)
@@ -345,17 +359,32 @@ impl AdminApp {
             }
             _ => {}
         }
-        if !Self::authorized(s, session) {
+        let Some(token) = Self::caller(s, session) else {
             let mut resp = error(
                 StatusCode::UNAUTHORIZED,
-                "send Authorization: Bearer <admin.token>",
+                "send Authorization: Bearer <token>, a token of admin.tokens (or admin.token)",
             );
             resp.headers_mut().insert(
                 http::header::WWW_AUTHENTICATE,
                 http::HeaderValue::from_static("Bearer"),
             );
             return resp;
+        };
+        if method != Method::GET && token.role != AdminRole::Operate {
+            return error(
+                StatusCode::FORBIDDEN,
+                &format!(
+                    "the token labelled {:?} may only read (role = \"read\"): changes need an operate token",
+                    token.label
+                ),
+            );
         }
+        let who = Caller {
+            label: token.label.clone(),
+            addr: session
+                .client_addr()
+                .map_or_else(|| "-".to_string(), |a| a.to_string()),
+        };
         let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
         match (&method, segments.as_slice()) {
             (&Method::GET, ["metrics"]) => {
@@ -385,7 +414,7 @@ impl AdminApp {
                 };
                 match (&method, rest) {
                     (&Method::GET, []) => json_reply(StatusCode::OK, &Self::room_view(s, i).await),
-                    (&Method::PATCH, []) => Self::patch(s, session, i).await,
+                    (&Method::PATCH, []) => Self::patch(s, session, i, &who).await,
                     (&Method::DELETE, ["waiting"]) => {
                         let r = &s.rooms[i];
                         match s
@@ -400,6 +429,8 @@ impl AdminApp {
                                 tracing::info!(
                                     room = r.name(),
                                     removed = n,
+                                    by = who.label,
+                                    client = %who.addr,
                                     "line cleared through the admin API"
                                 );
                                 json_reply(

@@ -1,0 +1,214 @@
+//! `[admin]`: the tokens of the admin API, each with a label (what the logs and the audit say,
+//! never the token) and a role: `read` for dashboards and scrapers, `operate` for changes.
+//! The single `token` of earlier configs is one operate token labelled `admin`. Part of
+//! [`super::build`].
+
+use std::fmt;
+
+use subtle::ConstantTimeEq;
+
+use super::build::Builder;
+use super::file::AdminFile;
+use super::locate::KeyPath;
+
+/// What a token may do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AdminRole {
+    /// `GET`: rooms, figures, metrics, the history of changes.
+    Read,
+    /// Everything `read` may, and changes: `PATCH` a room, empty its line.
+    Operate,
+}
+
+impl AdminRole {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AdminRole::Read => "read",
+            AdminRole::Operate => "operate",
+        }
+    }
+}
+
+/// One admin token.
+#[derive(Clone)]
+pub struct AdminToken {
+    pub label: String,
+    pub value: String,
+    pub role: AdminRole,
+}
+
+/// The admin API's tokens (none: it refuses every call but the probes).
+#[derive(Clone, Default)]
+pub struct AdminConfig {
+    pub tokens: Vec<AdminToken>,
+}
+
+impl fmt::Debug for AdminConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let shown: Vec<String> = self
+            .tokens
+            .iter()
+            .map(|t| format!("{} ({}, <redacted>)", t.label, t.role.as_str()))
+            .collect();
+        f.debug_struct("AdminConfig")
+            .field("tokens", &shown)
+            .finish()
+    }
+}
+
+impl AdminConfig {
+    /// The token `given` is, compared in constant time with every token (which one matched,
+    /// or whether any did, takes the same time).
+    pub fn find(&self, given: &str) -> Option<&AdminToken> {
+        let mut found = None;
+        for t in &self.tokens {
+            let same = given.len() == t.value.len()
+                && bool::from(given.as_bytes().ct_eq(t.value.as_bytes()));
+            if same && found.is_none() {
+                found = Some(t);
+            }
+        }
+        found
+    }
+
+    /// A token for this process's own calls (the demo, the CLI reading a config): an operate
+    /// one if there is one, else any.
+    pub fn own_token(&self) -> Option<&str> {
+        self.tokens
+            .iter()
+            .find(|t| t.role == AdminRole::Operate)
+            .or(self.tokens.first())
+            .map(|t| t.value.as_str())
+    }
+}
+
+impl Builder<'_> {
+    pub(super) fn admin(&mut self, a: AdminFile) -> AdminConfig {
+        let key = KeyPath::root().key("admin");
+        let mut tokens = Vec::new();
+        if let (Some(_), Some(_)) = (&a.token, &a.tokens) {
+            self.fail(
+                key.key("tokens"),
+                "is set beside admin.token",
+                "keep one: move the token into tokens = [{ label = \"admin\", value = \"env:...\", role = \"operate\" }]",
+            );
+            return AdminConfig::default();
+        }
+        if let Some(raw) = a.token.as_deref() {
+            let k = key.key("token");
+            if let Some(value) = self.token_value(&k, raw) {
+                tokens.push(AdminToken {
+                    label: "admin".to_string(),
+                    value,
+                    role: AdminRole::Operate,
+                });
+            }
+        }
+        for (i, t) in a.tokens.iter().flatten().enumerate() {
+            let k = key.key("tokens").index(i);
+            let label = t.label.trim();
+            if label.is_empty() || label.len() > 64 || label.chars().any(char::is_control) {
+                self.fail(
+                    k.key("label"),
+                    "must be a short name (1 to 64 characters)",
+                    "name who holds it, e.g. label = \"oncall\"",
+                );
+                continue;
+            }
+            if tokens.iter().any(|o: &AdminToken| o.label == label) {
+                self.fail(
+                    k.key("label"),
+                    format!("{label:?} is used by another token"),
+                    "give every token its own label (the logs and the audit name it)",
+                );
+                continue;
+            }
+            let role = match t.role.as_str() {
+                "read" => AdminRole::Read,
+                "operate" => AdminRole::Operate,
+                other => {
+                    self.fail(
+                        k.key("role"),
+                        format!("{other:?} is not a role"),
+                        "role = \"read\" (GET only) or \"operate\" (changes too)",
+                    );
+                    continue;
+                }
+            };
+            let Some(value) = self.token_value(&k.key("value"), &t.value) else {
+                continue;
+            };
+            if tokens.iter().any(|o| o.value == value) {
+                self.fail(
+                    k.key("value"),
+                    "is the value of another token",
+                    "give every token its own value (openssl rand -hex 24)",
+                );
+                continue;
+            }
+            tokens.push(AdminToken {
+                label: label.to_string(),
+                value,
+                role,
+            });
+        }
+        AdminConfig { tokens }
+    }
+
+    fn token_value(&mut self, key: &KeyPath, raw: &str) -> Option<String> {
+        let value = self.string(key, raw)?;
+        if value.len() < 16 {
+            self.fail(
+                key.clone(),
+                "is shorter than 16 characters",
+                "use a long random token, e.g. openssl rand -hex 24",
+            );
+            return None;
+        }
+        Some(value)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg() -> AdminConfig {
+        let t = |label: &str, value: &str, role| AdminToken {
+            label: label.into(),
+            value: value.into(),
+            role,
+        };
+        AdminConfig {
+            tokens: vec![
+                t("grafana", "read-token-0123456789", AdminRole::Read),
+                t("oncall", "operate-token-0123456789", AdminRole::Operate),
+            ],
+        }
+    }
+
+    #[test]
+    fn a_token_is_found_by_its_whole_value_only() {
+        let c = cfg();
+        assert_eq!(
+            c.find("read-token-0123456789").map(|t| t.role),
+            Some(AdminRole::Read)
+        );
+        assert_eq!(
+            c.find("operate-token-0123456789").map(|t| t.label.as_str()),
+            Some("oncall")
+        );
+        for wrong in [
+            "",
+            "read-token-012345678",
+            "read-token-01234567890",
+            "READ-TOKEN-0123456789",
+        ] {
+            assert!(c.find(wrong).is_none(), "{wrong}");
+        }
+        assert_eq!(c.own_token(), Some("operate-token-0123456789"));
+        assert_eq!(AdminConfig::default().own_token(), None);
+        let shown = format!("{c:?}");
+        assert!(shown.contains("oncall (operate") && !shown.contains("0123456789"));
+    }
+}

@@ -1,0 +1,188 @@
+//! Admin tokens with roles (`[admin] tokens`), against the real binary: a read token may look,
+//! not change; an operate token may change; every change is logged with the token's label and
+//! the caller's address, never the token.
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use serde_json::{json, Value};
+
+const READ: &str = "grafana-token-0123456789abcdef";
+const OPERATE: &str = "oncall-token-0123456789abcdef";
+
+fn config(origin: std::net::SocketAddr) -> String {
+    format!(
+        r#"{base}
+[admin]
+tokens = [
+  {{ label = "grafana", value = "{READ}", role = "read" }},
+  {{ label = "oncall", value = "env:ONCALL_TOKEN", role = "operate" }},
+]
+
+[[room]]
+name = "sale"
+paths = ["/products"]
+admit-per-second = 100
+max-active = 1
+tick = "50ms"
+"#,
+        base = base_config(origin)
+    )
+}
+
+async fn call(
+    proxy: &Proxy,
+    method: reqwest::Method,
+    path: &str,
+    token: Option<&str>,
+    body: Option<Value>,
+) -> (u16, String) {
+    let mut req = client().request(method, proxy.admin_url(path));
+    if let Some(t) = token {
+        req = req.bearer_auth(t);
+    }
+    if let Some(b) = body {
+        req = req.json(&b);
+    }
+    let resp = req.send().await.unwrap();
+    (resp.status().as_u16(), resp.text().await.unwrap())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_token_looks_an_operate_token_changes_and_the_log_names_the_label() {
+    let origin = Origin::start().await;
+    let proxy = Proxy::start_with(&config(origin.addr), &[("ONCALL_TOKEN", OPERATE)], &[]);
+    use reqwest::Method;
+
+    // Both may read.
+    for token in [READ, OPERATE] {
+        assert_eq!(
+            call(&proxy, Method::GET, "/rooms", Some(token), None)
+                .await
+                .0,
+            200
+        );
+        assert_eq!(
+            call(&proxy, Method::GET, "/rooms/sale", Some(token), None)
+                .await
+                .0,
+            200
+        );
+        assert_eq!(
+            call(&proxy, Method::GET, "/metrics", Some(token), None)
+                .await
+                .0,
+            200
+        );
+    }
+    // A wrong token, a prefix of a right one, none: 401.
+    for token in [
+        Some("not-a-token-0123456789abcdef"),
+        Some(&READ[..20]),
+        None,
+    ] {
+        assert_eq!(
+            call(&proxy, Method::GET, "/rooms", token, None).await.0,
+            401
+        );
+    }
+
+    // The read token may not change anything, and nothing changes.
+    let pause = json!({ "queue_all": true });
+    let (status, text) = call(
+        &proxy,
+        Method::PATCH,
+        "/rooms/sale",
+        Some(READ),
+        Some(pause.clone()),
+    )
+    .await;
+    assert_eq!(status, 403, "{text}");
+    assert!(
+        text.contains("grafana") && text.contains("operate"),
+        "{text}"
+    );
+    let (status, _) = call(
+        &proxy,
+        Method::DELETE,
+        "/rooms/sale/waiting",
+        Some(READ),
+        None,
+    )
+    .await;
+    assert_eq!(status, 403);
+    let view = admin_json(&proxy, "/rooms/sale", READ).await.unwrap();
+    assert_eq!(view["queue_all"], json!(false), "{view}");
+
+    // The operate token may.
+    let (status, text) = call(
+        &proxy,
+        Method::PATCH,
+        "/rooms/sale",
+        Some(OPERATE),
+        Some(pause),
+    )
+    .await;
+    assert_eq!(status, 200, "{text}");
+    let view = admin_json(&proxy, "/rooms/sale", READ).await.unwrap();
+    assert_eq!(view["queue_all"], json!(true), "{view}");
+    let (status, _) = call(
+        &proxy,
+        Method::DELETE,
+        "/rooms/sale/waiting",
+        Some(OPERATE),
+        None,
+    )
+    .await;
+    assert_eq!(status, 200);
+
+    // Logged with who and from where, never with the token.
+    let log = eventually(Duration::from_secs(5), "the change in the log", || async {
+        let log = proxy.stderr();
+        log.contains("line cleared through the admin API")
+            .then_some(log)
+    })
+    .await;
+    let changed = log
+        .lines()
+        .find(|l| l.contains("room state changed through the admin API"))
+        .unwrap_or_default();
+    assert!(
+        changed.contains("by=\"oncall\"") || changed.contains("by=oncall"),
+        "{changed}"
+    );
+    assert!(changed.contains("client=127.0.0.1:"), "{changed}");
+    assert!(
+        !log.contains(OPERATE) && !log.contains(READ),
+        "a token in the log:\n{log}"
+    );
+}
+
+#[test]
+fn check_names_the_tokens_and_their_roles_never_their_values() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("anteroom.toml");
+    std::fs::write(&path, config("127.0.0.1:9".parse().unwrap())).unwrap();
+    let out = std::process::Command::new(binary())
+        .args(["check", "--config"])
+        .arg(&path)
+        .env("ONCALL_TOKEN", OPERATE)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("grafana (read), oncall (operate)"),
+        "{stdout}"
+    );
+    assert!(
+        !stdout.contains(OPERATE) && !stdout.contains(READ),
+        "{stdout}"
+    );
+}
