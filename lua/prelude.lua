@@ -39,6 +39,22 @@ local function now_us(skew)
   return tonumber(t[1]) * 1000000 + tonumber(t[2]) + skew
 end
 
+-- An operator's change kept in a room's history LIST (newest first, `keep` entries): JSON
+-- {"id","at_ms","by","client","changes"}, parsed by src/store/history.rs. A retried call
+-- finds its id among the newest and records nothing more.
+local function record_change(list, id, by, client, keep, changes)
+  if #changes == 0 then return end
+  local needle = '"id":' .. cjson.encode(id)
+  for _, e in ipairs(redis.call('LRANGE', list, 0, 9)) do
+    if string.find(e, needle, 1, true) then return end
+  end
+  local t = redis.call('TIME')
+  local at_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  redis.call('LPUSH', list, cjson.encode({ id = id, at_ms = at_ms, by = by, client = client,
+    changes = changes }))
+  redis.call('LTRIM', list, 0, keep - 1)
+end
+
 local function slot_of(us)
   return math.floor(us / 1000000) % SLOTS
 end

@@ -1,17 +1,36 @@
 -- room_state: reads, and optionally changes, a room's runtime state. Setting values is
--- idempotent, so a retried call is harmless.
+-- idempotent, so a retried call is harmless. An operator's change (ARGV[6] set) is recorded in
+-- the room's history in the same step, with each field it names before and after; a retried
+-- call finds its id in the history and records nothing more.
 --
--- KEYS[1] room HASH
+-- KEYS[1] room HASH   KEYS[2] history LIST (newest first; only read when ARGV[6] is set)
 -- ARGV[1] enabled: '1', '0' or '' (leave)   ARGV[2] queue_all: '1', '0' or ''
 -- ARGV[3] rate override: a number, '-' (back to the configured rate) or ''
 -- ARGV[4] max-active override: a number, '-' or ''
 -- ARGV[5] autopilot switch: '1', '0', '-' (back to the config) or ''
+-- ARGV[6] the change's id, or '' (a read, or a change not recorded)
+-- ARGV[7] who (a token's label)   ARGV[8] from which address   ARGV[9] entries kept
 -- Reply: { enabled, queue_all, rate override or '', max-active override or '',
 --          autopilot switch ('1', '0' or ''), the autopilot's rate if it runs, or '' }
+-- History entry (parsed by src/store/history.rs): JSON
+--   {"id","at_ms","by","client","changes":[{"field","from","to"}]} (null: the configured value)
 
 local room = KEYS[1]
 check_layout(room)
 local fields = { 'enabled', 'queue_all', 'rate', 'max_active', 'autopilot' }
+local names = { 'enabled', 'queue_all', 'admit_per_second', 'max_active', 'autopilot' }
+-- A field's value as the admin API shows it.
+local function shown(i, v)
+  if i == 1 then return v ~= '0' end
+  if i == 2 then return v == '1' end
+  if i == 5 then
+    if v == '1' then return true elseif v == '0' then return false end
+    return cjson.null
+  end
+  return tonumber(v) or cjson.null
+end
+local record = ARGV[6] ~= nil and ARGV[6] ~= ''
+local before = record and redis.call('HMGET', room, unpack(fields)) or {}
 for i = 1, 5 do
   local v = ARGV[i]
   if v == '-' then
@@ -22,6 +41,16 @@ for i = 1, 5 do
 end
 local h = redis.call('HMGET', room, 'enabled', 'queue_all', 'rate', 'max_active', 'autopilot',
   'ap_rate', 'ap_conf')
+if record then
+  local changes = {}
+  for i = 1, 5 do
+    if ARGV[i] ~= nil and ARGV[i] ~= '' then
+      changes[#changes + 1] = { field = names[i], from = shown(i, before[i] or nil),
+        to = shown(i, h[i] or nil) }
+    end
+  end
+  record_change(KEYS[2], ARGV[6], ARGV[7], ARGV[8], tonumber(ARGV[9]), changes)
+end
 -- The autopilot runs when configured (as the last admit call said), not switched off, and no
 -- override pins the rate; join reads the same from 'ap_on'.
 local running = h[7] == '1' and h[5] ~= '0' and not h[3]

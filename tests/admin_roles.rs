@@ -1,6 +1,6 @@
 //! Admin tokens with roles (`[admin] tokens`), against the real binary: a read token may look,
 //! not change; an operate token may change; every change is logged with the token's label and
-//! the caller's address, never the token.
+//! the caller's address, never the token, and kept in the room's history (`/rooms/NAME/changes`).
 
 mod common;
 
@@ -137,6 +137,48 @@ async fn a_read_token_looks_an_operate_token_changes_and_the_log_names_the_label
     )
     .await;
     assert_eq!(status, 200);
+
+    // The history, newest first, for any token: who, from where, what from what to what.
+    let (status, text) = call(&proxy, Method::GET, "/rooms/sale/changes", Some(READ), None).await;
+    assert_eq!(status, 200, "{text}");
+    let history: Value = serde_json::from_str(&text).unwrap();
+    let changes = history["changes"].as_array().unwrap();
+    assert_eq!(changes.len(), 2, "{history}");
+    assert_eq!(changes[0]["changes"][0]["field"], "waiting");
+    assert_eq!(
+        changes[1]["changes"][0],
+        json!({ "field": "queue_all", "from": false, "to": true })
+    );
+    for c in changes {
+        assert_eq!(c["by"], "oncall");
+        assert!(
+            c["client"].as_str().unwrap().starts_with("127.0.0.1:"),
+            "{c}"
+        );
+    }
+    let (status, text) = call(
+        &proxy,
+        Method::GET,
+        "/rooms/sale/changes?limit=1",
+        Some(READ),
+        None,
+    )
+    .await;
+    assert_eq!((status, text.matches("\"id\"").count()), (200, 1), "{text}");
+    for bad in ["limit=0", "limit=x", "limit=100000", "other=1"] {
+        let path = format!("/rooms/sale/changes?{bad}");
+        assert_eq!(
+            call(&proxy, Method::GET, &path, Some(READ), None).await.0,
+            400,
+            "{bad}"
+        );
+    }
+    assert_eq!(
+        call(&proxy, Method::GET, "/rooms/sale/changes", None, None)
+            .await
+            .0,
+        401
+    );
 
     // Logged with who and from where, never with the token.
     let log = eventually(Duration::from_secs(5), "the change in the log", || async {

@@ -14,6 +14,8 @@
 //!   (`null` returns an override to the configured value): kept in the store, so every instance
 //!   follows within one admission tick.
 //! - `DELETE /rooms/NAME/waiting`: empties the line.
+//! - `GET /rooms/NAME/changes[?limit=N]`: the operators' changes, newest first, as the store
+//!   keeps them (who, when, from where, each field from what to what).
 
 use crate::line::forecast::{self, HeldBy};
 use async_trait::async_trait;
@@ -27,6 +29,7 @@ use serde_json::{json, Value};
 use crate::app::{Current, Shared};
 use crate::config::{AdminRole, AdminToken};
 use crate::room::Room;
+use crate::store::history::{Actor, KEEP};
 use crate::store::{RoomPatch, RoomStats};
 
 /// Request bodies larger than this are refused.
@@ -41,6 +44,20 @@ pub struct Caller {
     pub label: String,
     pub addr: String,
 }
+
+impl Caller {
+    /// This call as the store records a change (a new id per call).
+    fn actor(&self) -> Actor {
+        Actor {
+            id: uuid::Uuid::new_v4().to_string(),
+            by: self.label.clone(),
+            client: self.addr.clone(),
+        }
+    }
+}
+
+/// How many changes `GET /rooms/NAME/changes` shows unless `?limit=` says otherwise.
+const CHANGES_SHOWN: usize = 50;
 
 /// The autopilot of a room as the admin API shows it (`null` when the config has none).
 fn autopilot_view(r: &Room, state: &crate::store::RoomState) -> Value {
@@ -298,11 +315,12 @@ impl AdminApp {
                 "this room has no autopilot in its config: add autopilot = { target-latency, max-error-rate, min-rate } to it",
             );
         }
+        let by = who.actor();
         match s
             .store_call(
                 "room_state",
                 r.name(),
-                s.store.update_room_state(&r.cfg.params, &patch),
+                s.store.change_room_state(&r.cfg.params, &patch, &by),
             )
             .await
         {
@@ -322,10 +340,37 @@ impl AdminApp {
                     autopilot = shown(patch.autopilot.map(|v| v.map(|x| x.to_string()))),
                     by = who.label,
                     client = %who.addr,
+                    change = by.id,
                     "room state changed through the admin API"
                 );
                 json_reply(StatusCode::OK, &Self::room_view(s, i).await)
             }
+            Err(e) => error(StatusCode::SERVICE_UNAVAILABLE, &e.to_string()),
+        }
+    }
+
+    /// `GET /rooms/NAME/changes[?limit=N]`: the room's recorded changes, newest first.
+    async fn changes(s: &Shared, session: &ServerSession, i: usize) -> Response<Vec<u8>> {
+        let r = &s.rooms[i];
+        let query = session.req_header().uri.query().unwrap_or("");
+        let limit = match query.strip_prefix("limit=").map(str::parse::<usize>) {
+            None if query.is_empty() => CHANGES_SHOWN,
+            Some(Ok(n)) if (1..=KEEP).contains(&n) => n,
+            _ => {
+                return error(
+                    StatusCode::BAD_REQUEST,
+                    &format!("use ?limit=N with N from 1 to {KEEP}"),
+                )
+            }
+        };
+        match s
+            .store_call("changes", r.name(), s.store.changes(&r.cfg.params, limit))
+            .await
+        {
+            Ok(changes) => json_reply(
+                StatusCode::OK,
+                &json!({ "room": r.name(), "kept": KEEP, "changes": changes }),
+            ),
             Err(e) => error(StatusCode::SERVICE_UNAVAILABLE, &e.to_string()),
         }
     }
@@ -415,13 +460,14 @@ impl AdminApp {
                 match (&method, rest) {
                     (&Method::GET, []) => json_reply(StatusCode::OK, &Self::room_view(s, i).await),
                     (&Method::PATCH, []) => Self::patch(s, session, i, &who).await,
+                    (&Method::GET, ["changes"]) => Self::changes(s, session, i).await,
                     (&Method::DELETE, ["waiting"]) => {
                         let r = &s.rooms[i];
                         match s
                             .store_call(
                                 "clear_waiting",
                                 r.name(),
-                                s.store.clear_waiting(&r.cfg.params),
+                                s.store.clear_waiting_by(&r.cfg.params, &who.actor()),
                             )
                             .await
                         {

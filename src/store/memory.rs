@@ -20,6 +20,7 @@ use super::ranks::Ranks;
 use super::*;
 use crate::clock::{micros, Clock, Micros};
 
+mod audit;
 mod autopilot;
 mod bucket;
 mod line;
@@ -41,6 +42,8 @@ struct Waiter {
 
 #[derive(Debug, Default)]
 struct RoomData {
+    /// The operators' changes, newest first.
+    history: VecDeque<crate::store::history::Change>,
     next_seq: u64,
     waiters: HashMap<VisitorId, Waiter>,
     /// seq → visitor: the line, front first.
@@ -450,6 +453,39 @@ impl Store for MemoryStore {
             r.ranks = Ranks::default();
             n
         }))
+    }
+
+    async fn change_room_state(
+        &self,
+        p: &RoomParams,
+        patch: &RoomPatch,
+        by: &history::Actor,
+    ) -> Result<RoomState, StoreError> {
+        Ok(self.with(p, |r, _| {
+            let before = r.state.clone();
+            r.state.apply(patch);
+            r.autopilot_follows_state();
+            r.record(by, history::field_changes(patch, &before, &r.state));
+            r.state.clone()
+        }))
+    }
+
+    async fn clear_waiting_by(
+        &self,
+        p: &RoomParams,
+        by: &history::Actor,
+    ) -> Result<u64, StoreError> {
+        let n = self.clear_waiting(p).await?;
+        self.with(p, |r, _| r.record(by, history::cleared(n)));
+        Ok(n)
+    }
+
+    async fn changes(
+        &self,
+        p: &RoomParams,
+        limit: usize,
+    ) -> Result<Vec<history::Change>, StoreError> {
+        Ok(self.with(p, |r, _| r.history.iter().take(limit).cloned().collect()))
     }
 
     async fn stats(&self, p: &RoomParams) -> Result<RoomStats, StoreError> {

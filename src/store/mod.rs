@@ -29,6 +29,7 @@
 //!   max-active stay free (in join's fast path too, until the next `admit`).
 
 pub mod autopilot;
+pub mod history;
 pub mod line;
 pub mod liveness;
 mod marks;
@@ -430,6 +431,26 @@ pub trait Store: Send + Sync + 'static {
 
     /// Empties the line (everyone waiting must join again); returns how many were removed.
     async fn clear_waiting(&self, room: &RoomParams) -> Result<u64, StoreError>;
+
+    /// [`Store::update_room_state`] and [`Store::clear_waiting`] as an operator's change: made
+    /// and recorded in the room's history in one atomic step ([`history`]).
+    async fn change_room_state(
+        &self,
+        room: &RoomParams,
+        patch: &RoomPatch,
+        by: &history::Actor,
+    ) -> Result<RoomState, StoreError>;
+    async fn clear_waiting_by(
+        &self,
+        room: &RoomParams,
+        by: &history::Actor,
+    ) -> Result<u64, StoreError>;
+    /// The room's recorded changes, newest first, at most `limit`.
+    async fn changes(
+        &self,
+        room: &RoomParams,
+        limit: usize,
+    ) -> Result<Vec<history::Change>, StoreError>;
 
     async fn stats(&self, room: &RoomParams) -> Result<RoomStats, StoreError>;
 }

@@ -30,6 +30,7 @@ use async_trait::async_trait;
 use tokio::sync::OnceCell;
 
 mod admit_reply;
+mod history;
 mod join_reply;
 mod keys;
 mod reply;
@@ -37,7 +38,6 @@ mod reply;
 use admit_reply::AdmitReply;
 use join_reply::JoinReply;
 use keys::{marker_key, marker_ms, Keys};
-use reply::state_from;
 
 use super::sentinel::SentinelConn;
 use super::{
@@ -63,6 +63,7 @@ struct Scripts {
     settle: Script,
     room_state: Script,
     clear_waiting: Script,
+    changes: Script,
     stats: Script,
 }
 
@@ -76,6 +77,7 @@ impl Scripts {
             settle: Script::new(lua!("settle")),
             room_state: Script::new(lua!("room_state")),
             clear_waiting: Script::new(lua!("clear_waiting")),
+            changes: Script::new(lua!("changes")),
             stats: Script::new(lua!("stats")),
         }
     }
@@ -433,39 +435,36 @@ impl Store for RedisStore {
         p: &RoomParams,
         patch: &RoomPatch,
     ) -> Result<RoomState, StoreError> {
-        let k = Keys::of(&p.name);
-        let flag = |v: Option<bool>| match v {
-            None => String::new(),
-            Some(true) => "1".to_string(),
-            Some(false) => "0".to_string(),
-        };
-        fn over<T: ToString>(v: &Option<Option<T>>) -> String {
-            match v {
-                None => String::new(),
-                Some(None) => "-".to_string(),
-                Some(Some(x)) => x.to_string(),
-            }
-        }
-        let mut inv = self.scripts.room_state.prepare_invoke();
-        inv.key(&k.room)
-            .arg(flag(patch.enabled))
-            .arg(flag(patch.queue_all))
-            .arg(over(&patch.admit_per_second))
-            .arg(over(&patch.max_active))
-            .arg(match patch.autopilot {
-                None => String::new(),
-                Some(None) => "-".to_string(),
-                Some(Some(b)) => flag(Some(b)),
-            });
-        let v: Vec<Value> = self.run("room_state", &p.name, &inv).await?;
-        state_from(&v, 0, "room_state", &p.name)
+        self.room_state_call(p, patch, None).await
     }
 
     async fn clear_waiting(&self, p: &RoomParams) -> Result<u64, StoreError> {
-        let k = Keys::of(&p.name);
-        let mut inv = self.scripts.clear_waiting.prepare_invoke();
-        inv.key(&k.waiting).key(&k.room);
-        self.run("clear_waiting", &p.name, &inv).await
+        self.clear_call(p, None).await
+    }
+
+    async fn change_room_state(
+        &self,
+        p: &RoomParams,
+        patch: &RoomPatch,
+        by: &crate::store::history::Actor,
+    ) -> Result<RoomState, StoreError> {
+        self.room_state_call(p, patch, Some(by)).await
+    }
+
+    async fn clear_waiting_by(
+        &self,
+        p: &RoomParams,
+        by: &crate::store::history::Actor,
+    ) -> Result<u64, StoreError> {
+        self.clear_call(p, Some(by)).await
+    }
+
+    async fn changes(
+        &self,
+        p: &RoomParams,
+        limit: usize,
+    ) -> Result<Vec<crate::store::history::Change>, StoreError> {
+        self.history(p, limit).await
     }
 
     async fn stats(&self, p: &RoomParams) -> Result<RoomStats, StoreError> {

@@ -4,6 +4,7 @@
 
 pub mod autopilot;
 pub mod edge;
+pub mod history;
 pub mod integrity;
 pub mod liveness;
 pub mod properties;
@@ -18,6 +19,7 @@ pub use recovery::{
 
 pub use autopilot::*;
 pub use edge::*;
+pub use history::*;
 pub use integrity::*;
 pub use liveness::*;
 
@@ -650,6 +652,8 @@ macro_rules! conformance_suite {
             the_liveness_batch_keeps_places_and_only_the_named_ones,
             a_place_of_an_emptied_line_names_no_place_in_the_next,
             the_autopilot_keeps_one_rate_that_admits,
+            every_change_is_recorded_once_with_before_and_after,
+            the_history_keeps_the_newest,
         );
     };
     (@cases $make:expr; $($case:ident),* $(,)?) => {

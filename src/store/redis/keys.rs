@@ -14,6 +14,8 @@ pub(super) struct Keys {
     pub configs: String,
     /// Each live instance's window of the origin's health (autopilot).
     pub health: String,
+    /// The operators' changes, newest first (`crate::store::history`).
+    pub history: String,
 }
 
 impl Keys {
@@ -25,6 +27,7 @@ impl Keys {
             instances: format!("{{anteroom:{room}}}:instances"),
             configs: format!("{{anteroom:{room}}}:configs"),
             health: format!("{{anteroom:{room}}}:health"),
+            history: format!("{{anteroom:{room}}}:changes"),
         }
     }
 }

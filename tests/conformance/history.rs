@@ -1,0 +1,100 @@
+//! The audit of operators' changes: recorded with the change, each named field from what to
+//! what, newest first, once per change however often it is retried, and kept to its bound.
+
+use anteroom::store::history::{Actor, KEEP};
+use anteroom::store::RoomPatch;
+use serde_json::{json, Value};
+
+use super::{line_up, room, Harness};
+
+fn actor(id: &str) -> Actor {
+    Actor {
+        id: id.to_string(),
+        by: "oncall".to_string(),
+        client: "10.0.0.7:51234".to_string(),
+    }
+}
+
+/// A JSON value as a number when it is one (backends write 100 or 100.0 alike).
+fn num(v: &Value) -> Option<f64> {
+    v.as_f64()
+}
+
+pub async fn every_change_is_recorded_once_with_before_and_after(h: &dyn Harness) {
+    let s = h.store();
+    let p = room("hist", 50.0, 10);
+    assert!(s.changes(&p, 10).await.unwrap().is_empty());
+    // A read or an unrecorded update leaves no entry.
+    s.room_state(&p).await.unwrap();
+    let pause = RoomPatch {
+        queue_all: Some(true),
+        admit_per_second: Some(Some(20.0)),
+        ..RoomPatch::default()
+    };
+    s.change_room_state(&p, &pause, &actor("c1")).await.unwrap();
+    // A retry of the same change (same id) is not recorded again.
+    s.change_room_state(&p, &pause, &actor("c1")).await.unwrap();
+    let back = RoomPatch {
+        queue_all: Some(false),
+        admit_per_second: Some(None),
+        ..RoomPatch::default()
+    };
+    s.change_room_state(&p, &back, &actor("c2")).await.unwrap();
+    line_up(&*s, &p, 3).await;
+    assert_eq!(s.clear_waiting_by(&p, &actor("c3")).await.unwrap(), 3);
+    s.clear_waiting_by(&p, &actor("c3")).await.unwrap();
+
+    let changes = s.changes(&p, 10).await.unwrap();
+    let ids: Vec<&str> = changes.iter().map(|c| c.id.as_str()).collect();
+    assert_eq!(ids, ["c3", "c2", "c1"], "{changes:?}");
+    assert!(changes
+        .iter()
+        .all(|c| c.by == "oncall" && c.client == "10.0.0.7:51234"));
+    assert!(changes.windows(2).all(|w| w[0].at_ms >= w[1].at_ms));
+    assert!(
+        changes[2].at_ms > 1_600_000_000_000,
+        "milliseconds since the epoch"
+    );
+
+    let c1 = &changes[2].changes;
+    assert_eq!(c1.len(), 2, "{c1:?}");
+    assert_eq!(
+        (c1[0].field.as_str(), &c1[0].from, &c1[0].to),
+        ("queue_all", &json!(false), &json!(true))
+    );
+    assert_eq!(c1[1].field, "admit_per_second");
+    assert_eq!(
+        (c1[1].from.clone(), num(&c1[1].to)),
+        (Value::Null, Some(20.0))
+    );
+    let c2 = &changes[1].changes;
+    assert_eq!(
+        (num(&c2[1].from), c2[1].to.clone()),
+        (Some(20.0), Value::Null),
+        "{c2:?}"
+    );
+    let c3 = &changes[0].changes;
+    assert_eq!(
+        (c3[0].field.as_str(), num(&c3[0].from), num(&c3[0].to)),
+        ("waiting", Some(3.0), Some(0.0))
+    );
+    assert_eq!(s.changes(&p, 1).await.unwrap().len(), 1);
+}
+
+pub async fn the_history_keeps_the_newest(h: &dyn Harness) {
+    let s = h.store();
+    let p = room("histmax", 50.0, 10);
+    for i in 0..KEEP + 5 {
+        let flip = RoomPatch {
+            queue_all: Some(i % 2 == 0),
+            ..RoomPatch::default()
+        };
+        s.change_room_state(&p, &flip, &actor(&format!("k{i}")))
+            .await
+            .unwrap();
+    }
+    let changes = s.changes(&p, KEEP + 50).await.unwrap();
+    assert_eq!(changes.len(), KEEP);
+    assert_eq!(changes[0].id, format!("k{}", KEEP + 4));
+    assert_eq!(changes[KEEP - 1].id, "k5");
+}
