@@ -42,16 +42,7 @@ async fn admin(
     token: Option<&str>,
     body: Option<Value>,
 ) -> (u16, Value) {
-    let mut req = client().request(method, proxy.admin_url(path));
-    if let Some(t) = token {
-        req = req.bearer_auth(t);
-    }
-    if let Some(b) = body {
-        req = req.json(&b);
-    }
-    let resp = req.send().await.unwrap();
-    let status = resp.status().as_u16();
-    let text = resp.text().await.unwrap();
+    let (status, text) = admin_call(proxy, method, path, token, body).await;
     (
         status,
         serde_json::from_str(&text).unwrap_or(Value::String(text)),

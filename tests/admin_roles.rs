@@ -32,24 +32,6 @@ tick = "50ms"
     )
 }
 
-async fn call(
-    proxy: &Proxy,
-    method: reqwest::Method,
-    path: &str,
-    token: Option<&str>,
-    body: Option<Value>,
-) -> (u16, String) {
-    let mut req = client().request(method, proxy.admin_url(path));
-    if let Some(t) = token {
-        req = req.bearer_auth(t);
-    }
-    if let Some(b) = body {
-        req = req.json(&b);
-    }
-    let resp = req.send().await.unwrap();
-    (resp.status().as_u16(), resp.text().await.unwrap())
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_read_token_looks_an_operate_token_changes_and_the_log_names_the_label() {
     let origin = Origin::start().await;
@@ -59,19 +41,19 @@ async fn a_read_token_looks_an_operate_token_changes_and_the_log_names_the_label
     // Both may read.
     for token in [READ, OPERATE] {
         assert_eq!(
-            call(&proxy, Method::GET, "/rooms", Some(token), None)
+            admin_call(&proxy, Method::GET, "/rooms", Some(token), None)
                 .await
                 .0,
             200
         );
         assert_eq!(
-            call(&proxy, Method::GET, "/rooms/sale", Some(token), None)
+            admin_call(&proxy, Method::GET, "/rooms/sale", Some(token), None)
                 .await
                 .0,
             200
         );
         assert_eq!(
-            call(&proxy, Method::GET, "/metrics", Some(token), None)
+            admin_call(&proxy, Method::GET, "/metrics", Some(token), None)
                 .await
                 .0,
             200
@@ -84,14 +66,16 @@ async fn a_read_token_looks_an_operate_token_changes_and_the_log_names_the_label
         None,
     ] {
         assert_eq!(
-            call(&proxy, Method::GET, "/rooms", token, None).await.0,
+            admin_call(&proxy, Method::GET, "/rooms", token, None)
+                .await
+                .0,
             401
         );
     }
 
     // The read token may not change anything, and nothing changes.
     let pause = json!({ "queue_all": true });
-    let (status, text) = call(
+    let (status, text) = admin_call(
         &proxy,
         Method::PATCH,
         "/rooms/sale",
@@ -104,7 +88,7 @@ async fn a_read_token_looks_an_operate_token_changes_and_the_log_names_the_label
         text.contains("grafana") && text.contains("operate"),
         "{text}"
     );
-    let (status, _) = call(
+    let (status, _) = admin_call(
         &proxy,
         Method::DELETE,
         "/rooms/sale/waiting",
@@ -117,7 +101,7 @@ async fn a_read_token_looks_an_operate_token_changes_and_the_log_names_the_label
     assert_eq!(view["queue_all"], json!(false), "{view}");
 
     // The operate token may.
-    let (status, text) = call(
+    let (status, text) = admin_call(
         &proxy,
         Method::PATCH,
         "/rooms/sale",
@@ -128,7 +112,7 @@ async fn a_read_token_looks_an_operate_token_changes_and_the_log_names_the_label
     assert_eq!(status, 200, "{text}");
     let view = admin_json(&proxy, "/rooms/sale", READ).await.unwrap();
     assert_eq!(view["queue_all"], json!(true), "{view}");
-    let (status, _) = call(
+    let (status, _) = admin_call(
         &proxy,
         Method::DELETE,
         "/rooms/sale/waiting",
@@ -139,7 +123,8 @@ async fn a_read_token_looks_an_operate_token_changes_and_the_log_names_the_label
     assert_eq!(status, 200);
 
     // The history, newest first, for any token: who, from where, what from what to what.
-    let (status, text) = call(&proxy, Method::GET, "/rooms/sale/changes", Some(READ), None).await;
+    let (status, text) =
+        admin_call(&proxy, Method::GET, "/rooms/sale/changes", Some(READ), None).await;
     assert_eq!(status, 200, "{text}");
     let history: Value = serde_json::from_str(&text).unwrap();
     let changes = history["changes"].as_array().unwrap();
@@ -156,7 +141,7 @@ async fn a_read_token_looks_an_operate_token_changes_and_the_log_names_the_label
             "{c}"
         );
     }
-    let (status, text) = call(
+    let (status, text) = admin_call(
         &proxy,
         Method::GET,
         "/rooms/sale/changes?limit=1",
@@ -168,13 +153,15 @@ async fn a_read_token_looks_an_operate_token_changes_and_the_log_names_the_label
     for bad in ["limit=0", "limit=x", "limit=100000", "other=1"] {
         let path = format!("/rooms/sale/changes?{bad}");
         assert_eq!(
-            call(&proxy, Method::GET, &path, Some(READ), None).await.0,
+            admin_call(&proxy, Method::GET, &path, Some(READ), None)
+                .await
+                .0,
             400,
             "{bad}"
         );
     }
     assert_eq!(
-        call(&proxy, Method::GET, "/rooms/sale/changes", None, None)
+        admin_call(&proxy, Method::GET, "/rooms/sale/changes", None, None)
             .await
             .0,
         401

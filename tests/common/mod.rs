@@ -443,6 +443,25 @@ pub async fn get_json(proxy: &Proxy, path: &str, jar: &mut Jar) -> Option<serde_
     resp.json().await.ok()
 }
 
+/// One admin API call: the status and the body's text.
+pub async fn admin_call(
+    proxy: &Proxy,
+    method: reqwest::Method,
+    path: &str,
+    token: Option<&str>,
+    body: Option<serde_json::Value>,
+) -> (u16, String) {
+    let mut req = client().request(method, proxy.admin_url(path));
+    if let Some(t) = token {
+        req = req.bearer_auth(t);
+    }
+    if let Some(b) = body {
+        req = req.json(&b);
+    }
+    let resp = req.send().await.unwrap();
+    (resp.status().as_u16(), resp.text().await.unwrap())
+}
+
 /// An admin API answer as JSON (the admin token given); `None` when none came or it is not JSON.
 pub async fn admin_json(proxy: &Proxy, path: &str, token: &str) -> Option<serde_json::Value> {
     client()
