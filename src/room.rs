@@ -13,6 +13,7 @@ mod local;
 pub mod policy;
 pub mod prelimit;
 pub mod recovery;
+pub mod series;
 
 pub use local::{LocalAdmit, LocalBucket};
 
@@ -166,6 +167,8 @@ pub struct Room {
     pub digest: String,
     /// The autopilot's window and what the store last said of it.
     pub pilot: crate::admission::pilot::Pilot,
+    /// The last 15 minutes as this instance saw them (the dashboard's charts).
+    pub series: series::Series,
 }
 
 /// A short digest of a room's settings as this instance runs them: instances whose digests
@@ -189,6 +192,7 @@ impl Room {
         Self {
             digest: config_digest(&cfg),
             pilot: Default::default(),
+            series: Default::default(),
             cfg,
             cookie_name,
             ticket_cookie,

@@ -1,5 +1,6 @@
 //! The admin API, on its own listener (`listen.admin`, loopback by default).
 //!
+//! - `GET /`: the dashboard (a page that asks for a token; no token needed to load it).
 //! - `GET /healthz`: the process is alive (no token needed, for probes).
 //! - `GET /readyz`: config loaded and store reachable (breaker not open, a recent success);
 //!   503 otherwise (no token needed).
@@ -14,10 +15,11 @@
 //!   (`null` returns an override to the configured value): kept in the store, so every instance
 //!   follows within one admission tick.
 //! - `DELETE /rooms/NAME/waiting`: empties the line.
+//! - `GET /rooms/NAME/series`: this instance's last 15 minutes of the room, one sample a
+//!   second (the dashboard's charts).
 //! - `GET /rooms/NAME/changes[?limit=N]`: the operators' changes, newest first, as the store
 //!   keeps them (who, when, from where, each field from what to what).
 
-use crate::line::forecast::{self, HeldBy};
 use async_trait::async_trait;
 use bytes::BytesMut;
 use http::{Method, Response, StatusCode};
@@ -28,9 +30,8 @@ use serde_json::{json, Value};
 
 use crate::app::{Current, Shared};
 use crate::config::{AdminRole, AdminToken};
-use crate::room::Room;
 use crate::store::history::{Actor, KEEP};
-use crate::store::{RoomPatch, RoomStats};
+use crate::store::RoomPatch;
 
 /// Request bodies larger than this are refused.
 const MAX_BODY: usize = 16 * 1024;
@@ -58,40 +59,6 @@ impl Caller {
 
 /// How many changes `GET /rooms/NAME/changes` shows unless `?limit=` says otherwise.
 const CHANGES_SHOWN: usize = 50;
-
-/// The autopilot of a room as the admin API shows it (`null` when the config has none).
-fn autopilot_view(r: &Room, state: &crate::store::RoomState) -> Value {
-    let Some(cfg) = r.cfg.autopilot else {
-        return Value::Null;
-    };
-    let last = r.pilot.last();
-    let why_not = if state.autopilot == Some(false) {
-        Some("switched off (PATCH {\"autopilot\": true} resumes it)")
-    } else if state.admit_per_second.is_some() {
-        Some("paused: admit_per_second is pinned (PATCH {\"admit_per_second\": null} resumes it)")
-    } else {
-        None
-    };
-    json!({
-        "running": why_not.is_none() && state.autopilot_rate.is_some(),
-        "paused_because": why_not,
-        "rate": last.as_ref().and_then(|l| l.rate),
-        "ceiling": r.cfg.params.admit_per_second,
-        "min_rate": cfg.min_rate,
-        "target_latency_ms": cfg.target_latency.as_millis() as u64,
-        "max_error_rate": cfg.max_error_rate,
-        "window_ms": cfg.window.as_millis() as u64,
-        "origin_p90_ms": last.as_ref().map(|l| crate::logwriter::millis(l.health.p90.as_secs_f64())),
-        "origin_error_share": last.as_ref().map(|l| l.health.error_share()),
-        "origin_requests": last.as_ref().map(|l| l.health.requests),
-        "last_change": last.as_ref().map(|l| json!({
-            "reason": l.reason,
-            "from": l.from,
-            "to": l.rate,
-        })),
-        "judged_seconds_ago": last.as_ref().map(|l| l.since_step().as_secs_f64()),
-    })
-}
 
 impl AdminApp {
     pub fn new(current: Current) -> Self {
@@ -183,91 +150,6 @@ impl AdminApp {
         s.config.admin.find(given)
     }
 
-    /// A room's configuration, runtime state and figures. The figures come from the store;
-    /// when it cannot answer, the last ones the admission loop saw are shown instead.
-    async fn room_view(s: &Shared, i: usize) -> Value {
-        let r: &Room = &s.rooms[i];
-        let p = &r.cfg.params;
-        let stats: Result<RoomStats, _> = s.store_call("stats", r.name(), s.store.stats(p)).await;
-        let store = json!({
-            "backend": s.store.backend(),
-            "healthy": s.store_healthy(),
-            "breaker": s.breaker.state(s.clock.mono_micros()).as_str(),
-            "last_error": s.last_store_error(),
-        });
-        let config = json!({
-            "hosts": r.cfg.hosts.iter().map(ToString::to_string).collect::<Vec<_>>(),
-            "paths": r.cfg.paths,
-            "upstream": s.config.upstreams[r.cfg.upstream].name,
-            "admit_per_second": p.admit_per_second,
-            "max_active": p.max_active,
-            "max_waiting": p.max_waiting,
-            "session_ttl_seconds": p.session_ttl.as_secs_f64(),
-            "claim_ttl_seconds": p.claim_ttl.as_secs_f64(),
-            "abandon_after_seconds": p.abandon_after.as_secs_f64(),
-            "tick_ms": p.tick.as_millis() as u64,
-            "on_store_error": r.cfg.on_store_error.as_str(),
-            "consume": r.cfg.consume.iter().map(|c| format!("{} {}", c.method, c.path)).collect::<Vec<_>>(),
-        });
-        // Counted by this process since it started; the top-level totals are the store's, for
-        // every instance together.
-        let this_instance = json!({
-            "joined_total": r.metrics.joined.get(),
-            "admitted_total": r.metrics.admitted.get(),
-        });
-        match stats {
-            Ok(st) => {
-                let rate = p.rate(&st.state);
-                let eta_rate = p.eta_rate(&st.state, st.measured_rate);
-                let max_active = p.max_active(&st.state);
-                let held = forecast::held_by(&forecast::Figures {
-                    enabled: st.state.enabled,
-                    queue_all: st.state.queue_all,
-                    waiting: st.waiting,
-                    active: st.active,
-                    max_active,
-                });
-                json!({
-                    "name": r.name(),
-                    "enabled": st.state.enabled,
-                    "queue_all": st.state.queue_all,
-                    "overrides": { "admit_per_second": st.state.admit_per_second, "max_active": st.state.max_active },
-                    "admit_per_second": rate,
-                    "max_active": max_active,
-                    "waiting": st.waiting,
-                    "active": st.active,
-                    "held_by": held.map(HeldBy::as_str),
-                    "admitted_per_second": forecast::shown_rate(st.waiting, st.measured_rate, rate),
-                    "new_visitor_wait_seconds": forecast::new_visitor_wait(held, st.waiting, eta_rate, st.measured_rate),
-                    "admitted_total": st.admitted_total,
-                    "joined_total": st.joined_total,
-                    "abandoned_total": st.abandoned_total,
-                    "this_instance": this_instance,
-                    "autopilot": autopilot_view(r, &st.state),
-                    "config_digest": r.digest,
-                    "instance_configs": st.configs,
-                    "configs_differ": st.configs.len() > 1,
-                    "config": config,
-                    "store": store,
-                })
-            }
-            Err(e) => json!({
-                "name": r.name(),
-                "enabled": r.live.enabled(),
-                "queue_all": r.live.queue_all(),
-                "waiting": r.live.waiting(),
-                "active": r.live.active(),
-                "held_by": r.live.held_by().map(HeldBy::as_str),
-                "admitted_per_second": forecast::shown_rate(r.live.waiting(), r.live.measured_rate(), r.live.rate_in_force().unwrap_or(p.admit_per_second)),
-                "this_instance": this_instance,
-                "stale": true,
-                "error": e.to_string(),
-                "config": config,
-                "store": store,
-            }),
-        }
-    }
-
     async fn read_body(session: &mut ServerSession) -> Result<Vec<u8>, Response<Vec<u8>>> {
         let mut body = BytesMut::new();
         loop {
@@ -343,7 +225,7 @@ impl AdminApp {
                     change = by.id,
                     "room state changed through the admin API"
                 );
-                json_reply(StatusCode::OK, &Self::room_view(s, i).await)
+                json_reply(StatusCode::OK, &super::view::room(s, i).await)
             }
             Err(e) => error(StatusCode::SERVICE_UNAVAILABLE, &e.to_string()),
         }
@@ -381,6 +263,7 @@ impl AdminApp {
         let method = session.req_header().method.clone();
         let path = session.req_header().uri.path().to_string();
         match (&method, path.as_str()) {
+            (&Method::GET, "/") => return super::dashboard::page(),
             (&Method::GET, "/healthz") => {
                 return json_reply(StatusCode::OK, &json!({ "status": "ok" }))
             }
@@ -449,7 +332,7 @@ impl AdminApp {
             (&Method::GET, ["rooms"]) => {
                 let mut rooms = Vec::new();
                 for i in 0..s.rooms.len() {
-                    rooms.push(Self::room_view(s, i).await);
+                    rooms.push(super::view::room(s, i).await);
                 }
                 json_reply(StatusCode::OK, &Value::Array(rooms))
             }
@@ -458,9 +341,14 @@ impl AdminApp {
                     return error(StatusCode::NOT_FOUND, &format!("no room named {name:?}"));
                 };
                 match (&method, rest) {
-                    (&Method::GET, []) => json_reply(StatusCode::OK, &Self::room_view(s, i).await),
+                    (&Method::GET, []) => {
+                        json_reply(StatusCode::OK, &super::view::room(s, i).await)
+                    }
                     (&Method::PATCH, []) => Self::patch(s, session, i, &who).await,
                     (&Method::GET, ["changes"]) => Self::changes(s, session, i).await,
+                    (&Method::GET, ["series"]) => {
+                        json_reply(StatusCode::OK, &super::dashboard::series(&s.rooms[i]))
+                    }
                     (&Method::DELETE, ["waiting"]) => {
                         let r = &s.rooms[i];
                         match s

@@ -1,7 +1,9 @@
-//! The operator's side: the admin API on its own listener ([`api`]) and the CLI's client of it
-//! ([`client`]).
+//! The operator's side: the admin API on its own listener ([`api`]), its dashboard
+//! ([`dashboard`]) and the CLI's client of it ([`client`]).
 
 pub mod api;
 pub mod client;
+pub mod dashboard;
+mod view;
 
 pub use api::AdminApp;

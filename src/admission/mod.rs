@@ -90,6 +90,15 @@ async fn run_room(shared: Arc<Shared>, room: usize) {
                     .update(&report, p.rate(&report.state), p.max_active(&report.state));
                 let eta_rate = p.eta_rate(&report.state, report.measured_rate);
                 let rate = p.rate(&report.state);
+                let health = report.autopilot.as_ref().map(|a| a.health);
+                r.series.note(&crate::room::series::Seen {
+                    waiting: report.waiting,
+                    active: report.active,
+                    measured_rate: report.measured_rate,
+                    rate,
+                    origin_p90_ms: health.map(|h| h.p90.as_secs_f64() * 1000.0),
+                    origin_error_share: health.map(|h| h.error_share()),
+                });
                 r.line.update(crate::line::Snapshot::of(
                     &report,
                     eta_rate,

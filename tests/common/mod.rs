@@ -18,6 +18,7 @@ use hyper::{Request, Response};
 use hyper_util::rt::TokioIo;
 use tokio::net::TcpListener;
 
+pub mod browser;
 pub mod redis;
 pub mod sentinel;
 pub mod shop;

@@ -1,0 +1,127 @@
+//! A room as the admin API shows it (`GET /rooms`, `GET /rooms/NAME`, the answer to a change).
+
+use serde_json::{json, Value};
+
+use crate::app::Shared;
+use crate::line::forecast::{self, HeldBy};
+use crate::room::Room;
+use crate::store::RoomStats;
+
+/// The autopilot of a room as the admin API shows it (`null` when the config has none).
+fn autopilot_view(r: &Room, state: &crate::store::RoomState) -> Value {
+    let Some(cfg) = r.cfg.autopilot else {
+        return Value::Null;
+    };
+    let last = r.pilot.last();
+    let why_not = if state.autopilot == Some(false) {
+        Some("switched off (PATCH {\"autopilot\": true} resumes it)")
+    } else if state.admit_per_second.is_some() {
+        Some("paused: admit_per_second is pinned (PATCH {\"admit_per_second\": null} resumes it)")
+    } else {
+        None
+    };
+    json!({
+        "running": why_not.is_none() && state.autopilot_rate.is_some(),
+        "paused_because": why_not,
+        "rate": last.as_ref().and_then(|l| l.rate),
+        "ceiling": r.cfg.params.admit_per_second,
+        "min_rate": cfg.min_rate,
+        "target_latency_ms": cfg.target_latency.as_millis() as u64,
+        "max_error_rate": cfg.max_error_rate,
+        "window_ms": cfg.window.as_millis() as u64,
+        "origin_p90_ms": last.as_ref().map(|l| crate::logwriter::millis(l.health.p90.as_secs_f64())),
+        "origin_error_share": last.as_ref().map(|l| l.health.error_share()),
+        "origin_requests": last.as_ref().map(|l| l.health.requests),
+        "last_change": last.as_ref().map(|l| json!({
+            "reason": l.reason,
+            "from": l.from,
+            "to": l.rate,
+        })),
+        "judged_seconds_ago": last.as_ref().map(|l| l.since_step().as_secs_f64()),
+    })
+}
+
+/// A room's configuration, runtime state and figures. The figures come from the store;
+/// when it cannot answer, the last ones the admission loop saw are shown instead.
+pub async fn room(s: &Shared, i: usize) -> Value {
+    let r: &Room = &s.rooms[i];
+    let p = &r.cfg.params;
+    let stats: Result<RoomStats, _> = s.store_call("stats", r.name(), s.store.stats(p)).await;
+    let store = json!({
+        "backend": s.store.backend(),
+        "healthy": s.store_healthy(),
+        "breaker": s.breaker.state(s.clock.mono_micros()).as_str(),
+        "last_error": s.last_store_error(),
+    });
+    let config = json!({
+        "hosts": r.cfg.hosts.iter().map(ToString::to_string).collect::<Vec<_>>(),
+        "paths": r.cfg.paths,
+        "upstream": s.config.upstreams[r.cfg.upstream].name,
+        "admit_per_second": p.admit_per_second,
+        "max_active": p.max_active,
+        "max_waiting": p.max_waiting,
+        "session_ttl_seconds": p.session_ttl.as_secs_f64(),
+        "claim_ttl_seconds": p.claim_ttl.as_secs_f64(),
+        "abandon_after_seconds": p.abandon_after.as_secs_f64(),
+        "tick_ms": p.tick.as_millis() as u64,
+        "on_store_error": r.cfg.on_store_error.as_str(),
+        "consume": r.cfg.consume.iter().map(|c| format!("{} {}", c.method, c.path)).collect::<Vec<_>>(),
+    });
+    // Counted by this process since it started; the top-level totals are the store's, for
+    // every instance together.
+    let this_instance = json!({
+        "joined_total": r.metrics.joined.get(),
+        "admitted_total": r.metrics.admitted.get(),
+    });
+    match stats {
+        Ok(st) => {
+            let rate = p.rate(&st.state);
+            let eta_rate = p.eta_rate(&st.state, st.measured_rate);
+            let max_active = p.max_active(&st.state);
+            let held = forecast::held_by(&forecast::Figures {
+                enabled: st.state.enabled,
+                queue_all: st.state.queue_all,
+                waiting: st.waiting,
+                active: st.active,
+                max_active,
+            });
+            json!({
+                "name": r.name(),
+                "enabled": st.state.enabled,
+                "queue_all": st.state.queue_all,
+                "overrides": { "admit_per_second": st.state.admit_per_second, "max_active": st.state.max_active },
+                "admit_per_second": rate,
+                "max_active": max_active,
+                "waiting": st.waiting,
+                "active": st.active,
+                "held_by": held.map(HeldBy::as_str),
+                "admitted_per_second": forecast::shown_rate(st.waiting, st.measured_rate, rate),
+                "new_visitor_wait_seconds": forecast::new_visitor_wait(held, st.waiting, eta_rate, st.measured_rate),
+                "admitted_total": st.admitted_total,
+                "joined_total": st.joined_total,
+                "abandoned_total": st.abandoned_total,
+                "this_instance": this_instance,
+                "autopilot": autopilot_view(r, &st.state),
+                "config_digest": r.digest,
+                "instance_configs": st.configs,
+                "configs_differ": st.configs.len() > 1,
+                "config": config,
+                "store": store,
+            })
+        }
+        Err(e) => json!({
+            "name": r.name(),
+            "enabled": r.live.enabled(),
+            "queue_all": r.live.queue_all(),
+            "waiting": r.live.waiting(),
+            "active": r.live.active(),
+            "held_by": r.live.held_by().map(HeldBy::as_str),
+            "admitted_per_second": forecast::shown_rate(r.live.waiting(), r.live.measured_rate(), r.live.rate_in_force().unwrap_or(p.admit_per_second)),
+            "this_instance": this_instance,
+            "stale": true,
+            "error": e.to_string(),
+            "config": config,
+            "store": store,
+        }),
+    }
+}

@@ -1,0 +1,179 @@
+//! Headless Chromium over WebDriver (chromedriver), for the tests of what a visitor or an
+//! operator sees. Screenshots land in `target/screenshots/`.
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use base64::Engine;
+use serde_json::{json, Value};
+
+use super::{eventually, free_port};
+
+/// A chromedriver process on a free port, killed on drop.
+pub struct Driver {
+    child: Child,
+    base: String,
+    _profiles: tempfile::TempDir,
+}
+
+impl Drop for Driver {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+pub struct Browser {
+    session: String,
+    http: reqwest::Client,
+}
+
+impl Driver {
+    pub async fn start() -> Driver {
+        let port = free_port();
+        let child = Command::new("chromedriver")
+            .arg(format!("--port={port}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("chromedriver must be installed (scripts/test installs chromium-driver)");
+        let driver = Driver {
+            child,
+            base: format!("http://127.0.0.1:{port}"),
+            _profiles: tempfile::tempdir().unwrap(),
+        };
+        let status = format!("{}/status", driver.base);
+        eventually(Duration::from_secs(20), "chromedriver to be ready", || {
+            let url = status.clone();
+            async move {
+                let v: Value = reqwest::get(url).await.ok()?.json().await.ok()?;
+                (v["value"]["ready"] == true).then_some(())
+            }
+        })
+        .await;
+        driver
+    }
+
+    pub async fn browser(
+        &self,
+        width: u32,
+        height: u32,
+        javascript: bool,
+        languages: &str,
+    ) -> Browser {
+        let profile = self._profiles.path().join(format!("p{}", free_port()));
+        let mut prefs = json!({ "intl.accept_languages": languages });
+        if !javascript {
+            prefs["profile.managed_default_content_settings.javascript"] = json!(2);
+        }
+        let caps = json!({ "capabilities": { "alwaysMatch": {
+            "browserName": "chrome",
+            "goog:loggingPrefs": { "browser": "ALL" },
+            "goog:chromeOptions": {
+                "binary": "/usr/bin/chromium",
+                "args": [
+                    "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                    "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-dev-shm-usage",
+                    format!("--window-size={width},{height}"),
+                    format!("--user-data-dir={}", profile.display()),
+                ],
+                "prefs": prefs,
+            }
+        }}});
+        let http = reqwest::Client::new();
+        let v: Value = http
+            .post(format!("{}/session", self.base))
+            .json(&caps)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        let id = v["value"]["sessionId"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no session: {v}"))
+            .to_string();
+        Browser {
+            session: format!("{}/session/{id}", self.base),
+            http,
+        }
+    }
+}
+
+impl Browser {
+    pub async fn cmd(&self, method: reqwest::Method, path: &str, body: Option<Value>) -> Value {
+        let mut req = self.http.request(method, format!("{}{path}", self.session));
+        if let Some(b) = body {
+            req = req.json(&b);
+        }
+        let v: Value = req.send().await.unwrap().json().await.unwrap();
+        v["value"].clone()
+    }
+
+    pub async fn goto(&self, url: &str) {
+        self.cmd(reqwest::Method::POST, "/url", Some(json!({ "url": url })))
+            .await;
+    }
+
+    pub async fn url(&self) -> String {
+        self.cmd(reqwest::Method::GET, "/url", None)
+            .await
+            .as_str()
+            .unwrap_or("")
+            .to_string()
+    }
+
+    pub async fn run(&self, script: &str) -> Value {
+        self.cmd(
+            reqwest::Method::POST,
+            "/execute/sync",
+            Some(json!({ "script": script, "args": [] })),
+        )
+        .await
+    }
+
+    pub async fn text(&self) -> String {
+        self.run("return document.body ? document.body.innerText : ''")
+            .await
+            .as_str()
+            .unwrap_or("")
+            .to_string()
+    }
+
+    pub async fn screenshot(&self, name: &str) -> PathBuf {
+        let b64 = self.cmd(reqwest::Method::GET, "/screenshot", None).await;
+        let png = base64::engine::general_purpose::STANDARD
+            .decode(b64.as_str().unwrap_or(""))
+            .unwrap();
+        let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/screenshots");
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join(name);
+        std::fs::write(&path, png).unwrap();
+        path
+    }
+
+    pub async fn severe_logs(&self) -> Vec<Value> {
+        let v = self
+            .cmd(
+                reqwest::Method::POST,
+                "/se/log",
+                Some(json!({ "type": "browser" })),
+            )
+            .await;
+        // An error object here would make "no errors" meaningless: insist on the log itself.
+        let entries = v
+            .as_array()
+            .unwrap_or_else(|| panic!("no browser log: {v}"));
+        entries
+            .iter()
+            .filter(|e| e["level"] == "SEVERE")
+            .cloned()
+            .collect()
+    }
+
+    pub async fn close(&self) {
+        let _ = self.http.delete(&self.session).send().await;
+    }
+}
