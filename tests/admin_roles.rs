@@ -183,6 +183,7 @@ async fn a_read_token_looks_an_operate_token_changes_and_the_log_names_the_label
         "{changed}"
     );
     assert!(changed.contains("client=127.0.0.1:"), "{changed}");
+    assert!(changed.contains("queue_all: false -> true"), "{changed}");
     assert!(
         !log.contains(OPERATE) && !log.contains(READ),
         "a token in the log:\n{log}"

@@ -57,6 +57,19 @@ impl Caller {
     }
 }
 
+/// `queue_all: false -> true, admit_per_second: default -> 20` (for the log line).
+fn describe(changes: &[crate::store::history::FieldChange]) -> String {
+    let shown = |v: &Value| match v {
+        Value::Null => "default".to_string(),
+        other => other.to_string(),
+    };
+    changes
+        .iter()
+        .map(|c| format!("{}: {} -> {}", c.field, shown(&c.from), shown(&c.to)))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// How many changes `GET /rooms/NAME/changes` shows unless `?limit=` says otherwise.
 const CHANGES_SHOWN: usize = 50;
 
@@ -208,6 +221,13 @@ impl AdminApp {
         {
             Ok(state) => {
                 r.live.set_state(&state);
+                // What the store recorded: each field from what to what.
+                let recorded = s
+                    .store_call("changes", r.name(), s.store.changes(&r.cfg.params, 10))
+                    .await
+                    .ok()
+                    .and_then(|all| all.into_iter().find(|c| c.id == by.id));
+                let changed = recorded.map_or_else(String::new, |c| describe(&c.changes));
                 // Only the keys the change named; `default` for an override removed.
                 let shown = |o: Option<Option<String>>| {
                     o.map(|v| tracing::field::display(v.unwrap_or_else(|| "default".into())))
@@ -223,6 +243,7 @@ impl AdminApp {
                     by = who.label,
                     client = %who.addr,
                     change = by.id,
+                    changed,
                     "room state changed through the admin API"
                 );
                 json_reply(StatusCode::OK, &super::view::room(s, i).await)
