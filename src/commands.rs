@@ -298,6 +298,7 @@ pub enum RoomAction {
     Show,
     Set(Vec<String>),
     Clear,
+    Changes(usize),
 }
 
 fn fail(msg: impl std::fmt::Display) -> ExitCode {
@@ -316,9 +317,10 @@ pub fn rooms(args: AdminArgs) -> ExitCode {
     }
 }
 
-/// `anteroom room NAME [show | set K=V... | clear]`.
+/// `anteroom room NAME [show | set K=V... | clear | changes]`.
 pub fn room(args: AdminArgs, name: &str, action: RoomAction) -> ExitCode {
     let path = format!("/rooms/{name}");
+    let table = matches!(action, RoomAction::Changes(_));
     let result = args.target().and_then(|t| match action {
         RoomAction::Show => t.json("GET", &path, None),
         RoomAction::Set(pairs) => {
@@ -326,8 +328,13 @@ pub fn room(args: AdminArgs, name: &str, action: RoomAction) -> ExitCode {
             t.json("PATCH", &path, Some(&body))
         }
         RoomAction::Clear => t.json("DELETE", &format!("{path}/waiting"), None),
+        RoomAction::Changes(limit) => t.json("GET", &format!("{path}/changes?limit={limit}"), None),
     });
     match result {
+        Ok(v) if table => {
+            print!("{}", admin_client::changes_table(&v));
+            ExitCode::SUCCESS
+        }
         Ok(v) => {
             println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
             ExitCode::SUCCESS

@@ -126,6 +126,12 @@ enum RoomCmd {
     Set { pairs: Vec<String> },
     /// Empty the line: everyone waiting must join again.
     Clear,
+    /// The operators' changes, newest first: who, when, from where, what from what to what.
+    Changes {
+        /// How many (at most 200).
+        #[arg(long, default_value_t = 20)]
+        limit: usize,
+    },
 }
 
 fn main() -> ExitCode {
@@ -155,6 +161,7 @@ fn main() -> ExitCode {
                 None | Some(RoomCmd::Show) => RoomAction::Show,
                 Some(RoomCmd::Set { pairs }) => RoomAction::Set(pairs),
                 Some(RoomCmd::Clear) => RoomAction::Clear,
+                Some(RoomCmd::Changes { limit }) => RoomAction::Changes(limit),
             };
             commands::room(admin.into(), &name, action)
         }

@@ -167,6 +167,28 @@ async fn a_read_token_looks_an_operate_token_changes_and_the_log_names_the_label
         401
     );
 
+    // The same history from the terminal, with a read token.
+    let out = std::process::Command::new(binary())
+        .args(["room", "sale", "changes", "--admin"])
+        .arg(format!("http://{}", proxy.admin))
+        .args(["--token", READ])
+        .output()
+        .unwrap();
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{table}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lines: Vec<&str> = table.lines().collect();
+    assert_eq!(lines.len(), 3, "a header and two changes:\n{table}");
+    assert!(
+        lines[1].contains("oncall") && lines[1].contains("waiting 0 -> 0"),
+        "{table}"
+    );
+    assert!(lines[2].contains("queue_all false -> true"), "{table}");
+    assert!(lines[2].contains("127.0.0.1:"), "{table}");
+
     // Logged with who and from where, never with the token.
     let log = eventually(Duration::from_secs(5), "the change in the log", || async {
         let log = proxy.stderr();

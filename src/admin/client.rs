@@ -155,6 +155,54 @@ pub fn patch_body(pairs: &[String]) -> Result<Value, String> {
     Ok(Value::Object(body))
 }
 
+/// The `anteroom room NAME changes` table: newest first, one line per change.
+pub fn changes_table(history: &Value) -> String {
+    let mut out = format!(
+        "{:<20}  {:<12}  {:<22}  CHANGES\n",
+        "WHEN (UTC)", "BY", "FROM"
+    );
+    let shown = |v: &Value| match v {
+        Value::Null => "default".to_string(),
+        other => other.to_string(),
+    };
+    for c in history["changes"].as_array().into_iter().flatten() {
+        let when = c["at_ms"].as_u64().map_or_else(
+            || "?".to_string(),
+            |ms| {
+                let t = std::time::UNIX_EPOCH + std::time::Duration::from_millis(ms);
+                humantime::format_rfc3339_seconds(t)
+                    .to_string()
+                    .trim_end_matches('Z')
+                    .replace('T', " ")
+            },
+        );
+        let what: Vec<String> = c["changes"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|f| {
+                format!(
+                    "{} {} -> {}",
+                    f["field"].as_str().unwrap_or("?"),
+                    shown(&f["from"]),
+                    shown(&f["to"])
+                )
+            })
+            .collect();
+        out.push_str(&format!(
+            "{:<20}  {:<12}  {:<22}  {}\n",
+            when,
+            c["by"].as_str().unwrap_or("?"),
+            c["client"].as_str().unwrap_or("?"),
+            what.join(", ")
+        ));
+    }
+    if history["changes"].as_array().is_none_or(|a| a.is_empty()) {
+        out.push_str("(no change recorded)\n");
+    }
+    out
+}
+
 /// The `anteroom rooms` table.
 pub fn rooms_table(rooms: &Value) -> String {
     let row = |cells: [&str; 7]| {
@@ -275,6 +323,27 @@ fn configs_note(r: &Value) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_changes_table_says_who_when_from_where_and_what() {
+        let v = serde_json::json!({ "changes": [
+            { "id": "a", "at_ms": 1_796_000_000_000u64, "by": "oncall", "client": "10.0.0.7:5000",
+              "changes": [ { "field": "queue_all", "from": false, "to": true },
+                           { "field": "admit_per_second", "from": null, "to": 20 } ] },
+        ]});
+        let t = changes_table(&v);
+        let line = t.lines().nth(1).unwrap();
+        assert!(line.starts_with("2026-11-30 "), "{t}");
+        assert!(
+            line.contains("oncall") && line.contains("10.0.0.7:5000"),
+            "{t}"
+        );
+        assert!(
+            line.ends_with("queue_all false -> true, admit_per_second default -> 20"),
+            "{t}"
+        );
+        assert!(changes_table(&serde_json::json!({ "changes": [] })).contains("no change"));
+    }
 
     #[test]
     fn set_pairs_become_a_patch() {

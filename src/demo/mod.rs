@@ -91,6 +91,10 @@ pub fn run(opts: DemoOptions) -> ExitCode {
         "  admin   anteroom rooms --admin http://{} --token {token}",
         opts.admin
     );
+    println!(
+        "  watch   http://{}/   the dashboard (sign in with the token above)",
+        opts.admin
+    );
     if opts.crowd > 0 {
         println!("  crowd   {} simulated visitors are joining ahead of you (--crowd N to change, 0 for none)", opts.crowd);
     } else {
