@@ -85,14 +85,17 @@ mod sock_claim {
     }
 
     /// Takes the claim once its holder (the process being replaced, which drains for its grace
-    /// period) has exited, and keeps it for the life of this process.
-    pub fn take_when_free(sock: String, what: &'static str) {
+    /// period) has exited, and keeps it for the life of this process; `meanwhile` (the
+    /// "waiting" claim) is held until then, so that there is no moment at which neither claim
+    /// is held and another instance could take the socket.
+    pub fn take_when_free(sock: String, what: &'static str, meanwhile: Claim) {
         let _ = std::thread::Builder::new()
             .name("upgrade-sock claim".into())
             .spawn(move || loop {
                 match try_take(&sock, what) {
                     Ok(claim) => {
                         std::mem::forget(claim);
+                        drop(meanwhile);
                         return;
                     }
                     Err(()) => std::thread::park_timeout(std::time::Duration::from_millis(100)),
@@ -101,27 +104,30 @@ mod sock_claim {
     }
 }
 
-/// Claims the upgrade socket for this instance (see [`sock_lock`]). The returned guard, for a
-/// process started with `--upgrade`, is dropped once the sockets have been taken over.
-fn claim_upgrade_sock(sock: &str, upgrade: bool) -> Result<Option<sock_claim::Claim>, StartError> {
+/// Claims the upgrade socket for this instance (see [`sock_claim`]). An instance that serves
+/// holds "serving" for its life. A `--upgrade` process holds "waiting" from its start until it
+/// holds "serving" (once the process it replaces has exited): between the two, a new instance
+/// that took the freed "serving" claim still finds "waiting" held and is refused.
+fn claim_upgrade_sock(sock: &str, upgrade: bool) -> Result<(), StartError> {
+    let shared = || {
+        StartError::UpgradeSock(format!(
+            "another running anteroom uses upgrade-sock {sock} ([server] upgrade-sock)\n  \
+             fix: give each instance on this host its own upgrade-sock (or leave it unset: \
+             the default is one per listen.http), or upgrade that instance with run --upgrade"
+        ))
+    };
     if !upgrade {
-        return match sock_claim::try_take(sock, "serving") {
-            Ok(claim) => {
-                // Held for the life of the process.
-                std::mem::forget(claim);
-                Ok(None)
-            }
-            Err(()) => Err(StartError::UpgradeSock(format!(
-                "another running anteroom uses upgrade-sock {sock} ([server] upgrade-sock)\n  \
-                 fix: give each instance on this host its own upgrade-sock (or leave it unset: \
-                 the default is one per listen.http), or upgrade that instance with run --upgrade"
-            ))),
-        };
+        let serving = sock_claim::try_take(sock, "serving").map_err(|()| shared())?;
+        // An upgrade in flight holds "waiting" until it holds "serving".
+        drop(sock_claim::try_take(sock, "waiting").map_err(|()| shared())?);
+        // Held for the life of the process.
+        std::mem::forget(serving);
+        return Ok(());
     }
     match sock_claim::try_take(sock, "waiting") {
         Ok(waiting) => {
-            sock_claim::take_when_free(sock.to_string(), "serving");
-            Ok(Some(waiting))
+            sock_claim::take_when_free(sock.to_string(), "serving", waiting);
+            Ok(())
         }
         Err(()) => Err(StartError::UpgradeSock(format!(
             "another process is already waiting on upgrade-sock {sock} to take over \
@@ -208,11 +214,10 @@ pub fn build(config: Config, upgrade: bool) -> Result<Built, StartError> {
         upgrade: true,
         ..Opt::default()
     });
-    let waiting = claim_upgrade_sock(&config_sock, upgrade)?;
+    claim_upgrade_sock(&config_sock, upgrade)?;
     let mut server = Server::new_with_opt_and_conf(opt, conf);
     // With --upgrade, this waits until the running process sends its sockets.
     server.bootstrap();
-    drop(waiting);
     let mut proxy = pingora::proxy::http_proxy_service_with_name(
         &server.configuration,
         Proxy::new(current.clone()),

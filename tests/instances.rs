@@ -153,6 +153,15 @@ async fn instances_on_one_host_keep_to_their_own_upgrade_socket() {
         "{}",
         old.stderr()
     );
+    // At once, before the new process may have taken over the old one's claim: there is no
+    // moment at which the socket is free for another instance.
+    let mut gap = Run::start(&second, false, d.join("gap.log"));
+    assert_eq!(
+        gap.exit_within(Duration::from_secs(20)),
+        Some(1),
+        "{}",
+        gap.stderr()
+    );
     until_answers(&http_of(&first), &new).await;
     assert!(new.exit_within(Duration::from_millis(50)).is_none());
     // The new process now holds the socket for its instance: another still cannot take it.
