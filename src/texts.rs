@@ -44,6 +44,13 @@ pub const TEXTS: &[(&str, &str, &str)] = &[
     ("eta_minutes", "about {n} minutes", "약 {n}분"),
     ("eta_hour", "about an hour", "약 1시간"),
     ("eta_hours", "about {n} hours", "약 {n}시간"),
+    ("eta_range_minutes", "{lo} to {hi} minutes", "{lo}~{hi}분"),
+    ("eta_range_hours", "{lo} to {hi} hours", "{lo}~{hi}시간"),
+    (
+        "eta_range_note",
+        "This is an estimate. The line's pace is still changing, so your wait will most likely fall within this range.",
+        "예상 시간입니다. 대기열 속도가 아직 변하고 있어 실제 대기 시간은 대개 이 범위 안에 들어옵니다.",
+    ),
     ("progress_label", "Progress through the line", "대기 진행률"),
     (
         "keep_tab",
@@ -105,6 +112,25 @@ pub fn eta_text(t: &TextSet, secs: u64) -> String {
     }
 }
 
+/// A range of waits in words: `eta_range_minutes` or `eta_range_hours` with the ends filled in,
+/// rounded outwards (the low end down, but to at least 1; the high end up), so that the words
+/// never claim a narrower range than was computed; `eta_less_minute` under a minute. The
+/// waiting page's script words a range the same way.
+pub fn eta_range_text(t: &TextSet, lo: u64, hi: u64) -> String {
+    let get = |k: &str| t.get(k).cloned().unwrap_or_default();
+    let range = |key: &str, unit: u64| {
+        let (a, b) = ((lo / unit).max(1), hi.div_ceil(unit).max(2));
+        get(key)
+            .replace("{lo}", &a.min(b - 1).to_string())
+            .replace("{hi}", &b.to_string())
+    };
+    match hi {
+        0..=59 => get("eta_less_minute"),
+        60..=5399 => range("eta_range_minutes", 60),
+        _ => range("eta_range_hours", 3600),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -128,5 +154,23 @@ mod tests {
         let ko = builtin("ko").unwrap();
         assert_eq!(eta_text(&ko, 600), "약 10분");
         assert_eq!(eta_text(&builtin("en").unwrap(), 7200), "about 2 hours");
+    }
+
+    #[test]
+    fn a_range_is_worded_in_one_unit() {
+        let en = builtin("en").unwrap();
+        assert_eq!(eta_range_text(&en, 10, 50), "less than a minute");
+        assert_eq!(eta_range_text(&en, 20, 100), "1 to 2 minutes");
+        assert_eq!(eta_range_text(&en, 38, 83), "1 to 2 minutes");
+        assert_eq!(eta_range_text(&en, 210, 450), "3 to 8 minutes");
+        assert_eq!(
+            eta_range_text(&en, 100, 110),
+            "1 to 2 minutes",
+            "never one number"
+        );
+        assert_eq!(eta_range_text(&en, 2400, 9000), "1 to 3 hours");
+        assert_eq!(eta_range_text(&en, 7300, 7400), "2 to 3 hours");
+        let ko = builtin("ko").unwrap();
+        assert_eq!(eta_range_text(&ko, 210, 450), "3~8분");
     }
 }

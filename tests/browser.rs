@@ -339,3 +339,68 @@ abandon-after = "10s"
     behind.abort();
     browser.close().await;
 }
+
+/// At the start of a sale nothing says how fast the line will really move: the page tells the
+/// wait as a range, says it is an estimate, and keeps doing so as its script polls.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_poor_estimate_is_told_as_a_range_and_called_an_estimate() {
+    let origin = Origin::start().await;
+    let proxy = Proxy::start(&format!(
+        r#"{base}
+[[room]]
+name = "sale"
+paths = ["/products"]
+admit-per-second = 1
+max-active = 1000
+tick = "100ms"
+"#,
+        base = base_config(origin.addr)
+    ));
+    // Sixty ahead at one a second: about a minute, from 0.7× to 1.5× of it.
+    for _ in 0..60 {
+        client()
+            .get(proxy.url("/.anteroom/status?room=sale"))
+            .send()
+            .await
+            .unwrap();
+    }
+    let driver = Driver::start().await;
+    let browser = driver.browser(1280, 900, true, "en-US,en").await;
+    browser.goto(&proxy.url("/products")).await;
+    let told = || async {
+        browser
+            .run(
+                "var e = document.getElementById('eta'), n = document.getElementById('eta-note'); \
+                 return [e ? e.textContent : '', n ? !n.hidden : false, n ? n.textContent : ''];",
+            )
+            .await
+    };
+    let first = told().await;
+    assert_eq!(first[0], "1 to 2 minutes", "{first}");
+    assert_eq!(first[1], true, "the note is shown: {first}");
+    assert!(
+        first[2].as_str().unwrap_or("").contains("estimate"),
+        "{first}"
+    );
+    browser.screenshot("waiting-range.png").await;
+    // The script's own wording after a poll is the server's.
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while polls(&browser).await < 2 {
+        assert!(Instant::now() < deadline, "the page did not poll");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let later = told().await;
+    let words = later[0].as_str().unwrap_or("");
+    assert!(
+        words.contains(" to ") && words.ends_with("minutes") || words == "about a minute",
+        "{later}"
+    );
+    assert_eq!(
+        later[1],
+        words.contains(" to "),
+        "note shown with a range: {later}"
+    );
+    let errors = browser.severe_logs().await;
+    assert!(errors.is_empty(), "console errors: {errors:?}");
+    browser.close().await;
+}

@@ -91,6 +91,7 @@ async fn run_room(shared: Arc<Shared>, room: usize) {
                 let eta_rate = p.eta_rate(&report.state, report.measured_rate);
                 let rate = p.rate(&report.state);
                 let health = report.autopilot.as_ref().map(|a| a.health);
+                let accuracy = r.line.accuracy.summary();
                 r.series.note(&crate::room::series::Seen {
                     waiting: report.waiting,
                     active: report.active,
@@ -98,6 +99,7 @@ async fn run_room(shared: Arc<Shared>, room: usize) {
                     rate,
                     origin_p90_ms: health.map(|h| h.p90.as_secs_f64() * 1000.0),
                     origin_error_share: health.map(|h| h.error_share()),
+                    eta_error: accuracy.map(|a| (a.median_abs_error, a.p90_abs_error)),
                 });
                 r.line.update(crate::line::Snapshot::of(
                     &report,
@@ -106,6 +108,9 @@ async fn run_room(shared: Arc<Shared>, room: usize) {
                     p.burst(rate),
                     p.max_active(&report.state),
                 ));
+                r.line
+                    .band
+                    .set(eta_band(r, &report, eta_rate, rate, accuracy.as_ref()));
             }
             Err(e) => {
                 // Nobody is abandoned for a flush that failed: it goes with the next call.
@@ -114,6 +119,33 @@ async fn run_room(shared: Arc<Shared>, room: usize) {
             }
         }
     }
+}
+
+/// The range new estimates are told as until the next tick (see
+/// [`crate::line::accuracy::band`]).
+fn eta_band(
+    r: &crate::room::Room,
+    report: &AdmitReport,
+    eta_rate: f64,
+    rate: f64,
+    recent: Option<&crate::line::accuracy::Summary>,
+) -> Option<(f64, f64)> {
+    use crate::line::accuracy::{self, Paces};
+    use crate::line::forecast::{self, HeldBy};
+    let measured = report.measured_rate;
+    let held = r.live.held_by();
+    let by_rate = !matches!(held, Some(HeldBy::MaxActive));
+    let told = forecast::eta_rate(held, eta_rate, measured);
+    let paces = Paces {
+        told,
+        minute: r.line.pace.note(measured, report.waiting > 0),
+        fastest: if by_rate { rate } else { told },
+    };
+    accuracy::band(
+        accuracy::settled(by_rate, measured, Some(rate)),
+        recent,
+        &paces,
+    )
 }
 
 /// Compares the store generation an admit step reported with the one known; returns the room

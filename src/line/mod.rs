@@ -26,6 +26,7 @@
 //! snapshot would carry who was admitted lately (ids, or a compact filter) and a hit asks the
 //! store; [`Estimate::AskStore`] is the one way out of the edge path.
 
+pub mod accuracy;
 pub mod estimate;
 pub mod forecast;
 pub mod ticket;
@@ -222,6 +223,11 @@ impl Seen {
 pub struct RoomLine {
     snapshot: ArcSwapOption<Snapshot>,
     pub seen: Seen,
+    /// The recent admitted visitors' actual ÷ predicted waits on this instance, and the range
+    /// they (with the line's state) make of an estimate until the next tick.
+    pub accuracy: accuracy::Accuracy,
+    pub band: accuracy::Band,
+    pub pace: accuracy::SlowPace,
 }
 
 impl RoomLine {
@@ -237,6 +243,8 @@ impl RoomLine {
     pub fn inherit(&self, old: &RoomLine) {
         self.snapshot.store(old.snapshot());
         self.seen.restore(old.seen.take_all());
+        self.accuracy.inherit(&old.accuracy);
+        self.band.set(old.band.get());
     }
 }
 
@@ -264,6 +272,7 @@ mod tests {
             place: Place { epoch: 1, key },
             seen,
             shown,
+            predicted: None,
         }
     }
 

@@ -51,6 +51,8 @@ pub struct RoomMetrics {
     pub admitted: IntCounter,
     pub joined: IntCounter,
     pub wait: Histogram,
+    /// Admitted visitors' actual ÷ predicted wait (see [`crate::line::accuracy`]).
+    pub eta_error: Histogram,
     /// Visitors in line told their place from this instance's snapshot, and by the store.
     pub polls_edge: Arc<Count>,
     pub polls_store: Arc<Count>,
@@ -77,6 +79,7 @@ pub struct Metrics {
     rejected: Counters,
     requests: Counters,
     wait: HistogramVec,
+    eta_error: HistogramVec,
     polls: Counters,
     origin_inflight: IntGaugeVec,
     origin_queued: IntGaugeVec,
@@ -181,6 +184,21 @@ impl Metrics {
                 &["room"],
             )?,
         )?;
+        let eta_error = register(
+            &r,
+            HistogramVec::new(
+                HistogramOpts::new(
+                    "anteroom_eta_error",
+                    "Admitted visitors' actual wait divided by the first wait they were told \
+                     (1 is exact; above 1, longer than told), for those this instance admitted \
+                     and who were told a wait of a second or more.",
+                )
+                .buckets(vec![
+                    0.25, 0.5, 0.7, 0.8, 0.9, 0.95, 1.0, 1.05, 1.1, 1.25, 1.5, 2.0, 3.0, 5.0,
+                ]),
+                &["room"],
+            )?,
+        )?;
         let polls = register(
             &r,
             Counters::new(
@@ -229,15 +247,15 @@ impl Metrics {
         };
         let admit_rate = gauge(
             "anteroom_admit_rate",
-            "Admissions per second in force: an operator's override, the autopilot's rate, or              the configured one (as of the last tick).",
+            "Admissions per second in force: an operator's override, the autopilot's rate, or the configured one (as of the last tick).",
         )?;
         let origin_p90 = gauge(
             "anteroom_origin_latency_p90_seconds",
-            "The origin's p90 time to a response header for admitted requests over the              autopilot's last window, all instances (rooms with an autopilot).",
+            "The origin's p90 time to a response header for admitted requests over the autopilot's last window, all instances (rooms with an autopilot).",
         )?;
         let origin_error_share = gauge(
             "anteroom_origin_error_share",
-            "Share of admitted requests the origin failed (5xx, timeouts, refused) over the              autopilot's last window, all instances (rooms with an autopilot).",
+            "Share of admitted requests the origin failed (5xx, timeouts, refused) over the autopilot's last window, all instances (rooms with an autopilot).",
         )?;
         let store_errors = register(
             &r,
@@ -293,6 +311,7 @@ impl Metrics {
             rejected,
             requests,
             wait,
+            eta_error,
             polls,
             origin_inflight,
             origin_queued,
@@ -314,6 +333,7 @@ impl Metrics {
             admitted: self.admitted.with_label_values(&[name]),
             joined: self.joined.with_label_values(&[name]),
             wait: self.wait.with_label_values(&[name]),
+            eta_error: self.eta_error.with_label_values(&[name]),
             polls_edge: self.polls.with_labels(&[name, "edge"]),
             polls_store: self.polls.with_labels(&[name, "store"]),
             origin_inflight: self.origin_inflight.with_label_values(&[name]),

@@ -2,7 +2,7 @@
 //! request does is to write its few figures between the constant pieces.
 //!
 //! A *shape* is what the template's branches depend on: the state, whether there is a
-//! position, an ETA and an ETA text. Each shape is rendered with sentinel figures (numbers and
+//! position, an ETA, an ETA range and an ETA text. Each shape is rendered with sentinel figures (numbers and
 //! a text no page contains otherwise) and cut at them; a request writes the pieces and its own
 //! figures (the ETA text HTML-escaped, as the template escapes it). At load every shape is also
 //! rendered both ways with sample figures and compared byte for byte: a language whose pages
@@ -24,18 +24,22 @@ enum Field {
     RetryAfterMs,
     RefreshSeconds,
     ProgressPercent,
+    EtaLow,
+    EtaHigh,
     EtaText,
 }
 
 /// Sentinel figures: 9-digit numbers no real figure reaches in a page, and a text of private
 /// use characters.
-const NUMBERS: [(Field, u64); 6] = [
+const NUMBERS: [(Field, u64); 8] = [
     (Field::Position, 987_654_321),
     (Field::Waiting, 987_654_322),
     (Field::EtaSeconds, 987_654_323),
     (Field::RetryAfterMs, 987_654_324),
     (Field::RefreshSeconds, 987_654_325),
     (Field::ProgressPercent, 987_654_326),
+    (Field::EtaLow, 987_654_327),
+    (Field::EtaHigh, 987_654_328),
 ];
 const TEXT: &str = "\u{E000}eta\u{E001}";
 
@@ -55,6 +59,7 @@ struct Shape {
     state: State,
     position: bool,
     eta: bool,
+    eta_range: bool,
     eta_text: bool,
 }
 
@@ -64,6 +69,7 @@ impl Shape {
             state,
             position: v.position > 0,
             eta: v.eta_seconds.is_some(),
+            eta_range: v.eta_range.is_some(),
             eta_text: !v.eta_text.is_empty(),
         }
     }
@@ -72,11 +78,12 @@ impl Shape {
         [State::Waiting, State::Paused, State::Full, State::Admitted]
             .into_iter()
             .flat_map(|state| {
-                (0..8).map(move |bits| Shape {
+                (0..16).map(move |bits| Shape {
                     state,
                     position: bits & 1 != 0,
                     eta: bits & 2 != 0,
                     eta_text: bits & 4 != 0,
+                    eta_range: bits & 8 != 0,
                 })
             })
     }
@@ -91,6 +98,9 @@ impl Shape {
             },
             waiting: sentinel(Field::Waiting),
             eta_seconds: self.eta.then(|| sentinel(Field::EtaSeconds)),
+            eta_range: self
+                .eta_range
+                .then(|| [sentinel(Field::EtaLow), sentinel(Field::EtaHigh)]),
             eta_text: if self.eta_text {
                 TEXT.to_string()
             } else {
@@ -168,6 +178,7 @@ impl Prerendered {
                 state: sample.0,
                 position: sample.1 > 0,
                 eta: sample.3.is_some(),
+                eta_range: sample.5.is_some(),
                 eta_text: !sample.4.is_empty(),
             };
             let figures = Figures {
@@ -175,6 +186,7 @@ impl Prerendered {
                 position: sample.1,
                 waiting: sample.2,
                 eta_seconds: sample.3,
+                eta_range: sample.5,
                 eta_text: sample.4.to_string(),
                 retry_after_ms: 1234,
                 refresh_seconds: 2,
@@ -200,6 +212,8 @@ impl Prerendered {
                         Field::Position => f.position,
                         Field::Waiting => f.waiting,
                         Field::EtaSeconds => f.eta_seconds.unwrap_or(0),
+                        Field::EtaLow => f.eta_range.map_or(0, |r| r[0]),
+                        Field::EtaHigh => f.eta_range.map_or(0, |r| r[1]),
                         Field::RetryAfterMs => f.retry_after_ms,
                         Field::RefreshSeconds => f.refresh_seconds,
                         Field::ProgressPercent | Field::EtaText => f.progress_percent,
@@ -217,23 +231,41 @@ impl Prerendered {
     }
 }
 
-/// Figures to compare both renderings with: (state, position, waiting, eta, eta text).
-fn samples() -> Vec<(State, u64, u64, Option<u64>, &'static str)> {
+/// Figures to compare both renderings with: (state, position, waiting, eta, eta text, range).
+type Sample = (State, u64, u64, Option<u64>, &'static str, Option<[u64; 2]>);
+
+fn samples() -> Vec<Sample> {
     vec![
-        (State::Waiting, 1, 1, Some(0), "less than a minute"),
-        (State::Waiting, 42, 1000, Some(90), "about 2 minutes"),
+        (State::Waiting, 1, 1, Some(0), "less than a minute", None),
+        (State::Waiting, 42, 1000, Some(90), "about 2 minutes", None),
         (
             State::Waiting,
             123_456,
             999_999,
             Some(86_400),
             "<about> & \"a day\"",
+            None,
         ),
-        (State::Waiting, 0, 0, None, ""),
-        (State::Waiting, 1, 4, None, "when someone leaves the shop"),
-        (State::Paused, 7, 8, None, ""),
-        (State::Full, 0, 5000, None, ""),
-        (State::Admitted, 0, 3, Some(0), ""),
+        (State::Waiting, 0, 0, None, "", None),
+        (
+            State::Waiting,
+            1,
+            4,
+            None,
+            "when someone leaves the shop",
+            None,
+        ),
+        (
+            State::Waiting,
+            42,
+            1000,
+            Some(90),
+            "1 to 3 minutes",
+            Some([63, 135]),
+        ),
+        (State::Paused, 7, 8, None, "", None),
+        (State::Full, 0, 5000, None, "", None),
+        (State::Admitted, 0, 3, Some(0), "", None),
     ]
 }
 

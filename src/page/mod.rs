@@ -7,14 +7,18 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::time::Duration;
 
 use serde::Serialize;
 use tera::{Context, Tera};
 
+mod accept;
 mod fast;
+mod poll;
 
-use crate::config::{Config, PollTier};
+pub use accept::{prefers_json, weighted};
+pub use poll::{poll_floor, poll_for_turn, poll_interval};
+
+use crate::config::Config;
 use crate::texts::TextSet;
 
 /// The built-in waiting page, compiled into the binary so `anteroom demo` needs no files.
@@ -57,6 +61,11 @@ pub struct Status {
     /// `null` when unknown (the line is on hold, the shop is full and nobody leaves, or the
     /// store cannot answer).
     pub eta_seconds: Option<u64>,
+    /// When the estimate is poor (the start of a sale, a rate just changed, recent waits far
+    /// from what was told): the range the wait is likely in, whole seconds; both `null` when
+    /// `eta_seconds` is good as it is (see [`crate::line::accuracy::band`]).
+    pub eta_low_seconds: Option<u64>,
+    pub eta_high_seconds: Option<u64>,
     pub retry_after_ms: u64,
     /// What decides when the line moves: `"rate"`, `"max-active"` (the shop is full: it moves
     /// as visitors leave), `"paused"`; `null` when not in line or not known.
@@ -64,6 +73,11 @@ pub struct Status {
 }
 
 impl Status {
+    /// The range the ETA is told as, when it is.
+    pub fn eta_range(&self) -> Option<[u64; 2]> {
+        Some([self.eta_low_seconds?, self.eta_high_seconds?])
+    }
+
     /// `Retry-After` (and the page's meta refresh) in whole seconds, at least one: rounded up or
     /// down in proportion to the fraction, so that on average it is `retry_after_ms`. Rounding
     /// always up put the polls of a crowd without JavaScript on a one-second grid, and their
@@ -84,6 +98,9 @@ pub struct WaitingView<'a> {
     pub position: u64,
     pub waiting: u64,
     pub eta_seconds: Option<u64>,
+    /// `[low, high]` seconds when the estimate is told as a range (see
+    /// [`Status::eta_low_seconds`]); `eta_text` then words the range.
+    pub eta_range: Option<[u64; 2]>,
     pub eta_text: String,
     /// What decides when the line moves (see [`Status::held_by`]); empty when not in line.
     pub held_by: &'a str,
@@ -111,11 +128,13 @@ impl<'a> WaitingView<'a> {
             position: s.position.unwrap_or(0),
             waiting: s.waiting,
             eta_seconds: s.eta_seconds,
-            eta_text: match (s.eta_seconds, s.held_by) {
-                (Some(e), _) => crate::texts::eta_text(t, e),
+            eta_range: s.eta_range(),
+            eta_text: match (s.eta_seconds, s.eta_range(), s.held_by) {
+                (Some(_), Some([lo, hi]), _) => crate::texts::eta_range_text(t, lo, hi),
+                (Some(e), None, _) => crate::texts::eta_text(t, e),
                 // No ETA because the shop is full: say when the line moves instead.
-                (None, Some("max-active")) => t.get("eta_held").cloned().unwrap_or_default(),
-                (None, _) => String::new(),
+                (None, _, Some("max-active")) => t.get("eta_held").cloned().unwrap_or_default(),
+                (None, _, _) => String::new(),
             },
             held_by: s.held_by.unwrap_or(""),
             retry_after_ms: s.retry_after_ms,
@@ -149,90 +168,6 @@ pub fn eta_seconds(position: u64, rate: f64) -> Option<u64> {
     }
 }
 
-/// The poll interval for a position: the first tier whose `below` exceeds it, with ±20 % jitter.
-pub fn poll_interval(tiers: &[PollTier], position: u64) -> Duration {
-    let every = tiers
-        .iter()
-        .find(|t| t.below.is_none_or(|b| position < b))
-        .or(tiers.last())
-        .map(|t| t.every)
-        .unwrap_or(Duration::from_secs(5));
-    every.mul_f64(0.8 + 0.4 * fastrand::f64())
-}
-
-/// The soonest a waiting visitor is asked to poll again: one tick (a visitor at the head learns
-/// of the admission the next tick makes), but no sooner than 100 ms and no later than 250 ms.
-/// Costs the store no more than a longer floor would: the visitors it applies to are those
-/// whose turn is within it, about `rate × floor` of them, each polling once per floor — about
-/// `rate` polls a second at the head whatever the floor.
-pub fn poll_floor(tick: Duration) -> Duration {
-    tick.clamp(Duration::from_millis(100), Duration::from_millis(250))
-}
-
-/// When a waiting visitor should poll next: the position's tier (with jitter), but no later than
-/// just after the soonest their turn can come (`position / rate`, at least `floor`, plus
-/// 0–20 %). Visitors then learn of their admission about when it happens, spread like the
-/// admissions themselves; with tiers alone a crowd that joined in the same second and sleeps
-/// the same 5 s wakes up together and reaches the shop at several times the admission rate
-/// (`bench/flash-sale` measured twice the rate and origin errors before this). The jitter
-/// applies to the floor too: the first crowd of a sale, all at the head, does not come back
-/// in one instant.
-pub fn poll_for_turn(tiers: &[PollTier], position: u64, rate: f64, floor: Duration) -> Duration {
-    let tier = poll_interval(tiers, position);
-    let Some(turn) = (rate > 0.0 && rate.is_finite()).then(|| position as f64 / rate) else {
-        return tier;
-    };
-    let at = turn.max(floor.as_secs_f64()) * (1.0 + 0.2 * fastrand::f64());
-    if at < tier.as_secs_f64() {
-        Duration::from_secs_f64(at)
-    } else {
-        tier
-    }
-}
-
-/// The items of a header like `Accept` or `Accept-Language`, lowercased, with their quality
-/// (`q=`, 1 when absent).
-pub fn weighted(header: &str) -> impl Iterator<Item = (String, f32)> + '_ {
-    header.split(',').map(|item| {
-        let mut parts = item.split(';');
-        let value = parts.next().unwrap_or("").trim().to_ascii_lowercase();
-        let q = parts
-            .filter_map(|p| p.trim().strip_prefix("q="))
-            .find_map(|q| q.trim().parse::<f32>().ok())
-            .unwrap_or(1.0);
-        (value, q)
-    })
-}
-
-/// Whether the `Accept` header prefers JSON over HTML.
-pub fn prefers_json(accept: &str) -> bool {
-    let (mut json, mut html, mut json_explicit, mut html_explicit) = (0.0f32, 0.0f32, false, false);
-    for (ty, q) in weighted(accept) {
-        match ty.as_str() {
-            "application/json" => {
-                json = q;
-                json_explicit = true;
-            }
-            "text/html" => {
-                html = q;
-                html_explicit = true;
-            }
-            "application/*" if !json_explicit => json = json.max(q),
-            "text/*" if !html_explicit => html = html.max(q),
-            "*/*" => {
-                if !json_explicit {
-                    json = json.max(q);
-                }
-                if !html_explicit {
-                    html = html.max(q);
-                }
-            }
-            _ => {}
-        }
-    }
-    json > html || (json == html && json > 0.0 && json_explicit && !html_explicit)
-}
-
 /// Compiled templates: the built-ins and each room's override.
 pub struct Pages {
     tera: Tera,
@@ -254,6 +189,7 @@ struct Figures<'a> {
     position: u64,
     waiting: u64,
     eta_seconds: Option<u64>,
+    eta_range: Option<[u64; 2]>,
     eta_text: String,
     retry_after_ms: u64,
     refresh_seconds: u64,
@@ -267,6 +203,7 @@ impl<'a> From<&WaitingView<'a>> for Figures<'a> {
             position: v.position,
             waiting: v.waiting,
             eta_seconds: v.eta_seconds,
+            eta_range: v.eta_range,
             eta_text: v.eta_text.clone(),
             retry_after_ms: v.retry_after_ms,
             refresh_seconds: v.refresh_seconds,
@@ -305,13 +242,21 @@ pub fn check_template(source: &str) -> Result<(), String> {
         .map_err(|e| error_chain(&e))?;
     for lang in crate::texts::LANGUAGES {
         let t = crate::texts::builtin(lang).unwrap_or_default();
-        for state in [State::Waiting, State::Paused, State::Full, State::Admitted] {
+        for (state, range) in [
+            (State::Waiting, None),
+            (State::Waiting, Some((60, 140))),
+            (State::Paused, None),
+            (State::Full, None),
+            (State::Admitted, None),
+        ] {
             let status = Status {
                 room: "sample".into(),
                 state,
                 position: (state != State::Full).then_some(42),
                 waiting: 1000,
                 eta_seconds: (state == State::Waiting).then_some(90),
+                eta_low_seconds: range.map(|r: (u64, u64)| r.0),
+                eta_high_seconds: range.map(|r| r.1),
                 retry_after_ms: 3000,
                 held_by: None,
             };
@@ -480,20 +425,6 @@ fn fallback_page(title: &str, message: &str, refresh: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::default_poll;
-
-    #[test]
-    fn accept_negotiation() {
-        assert!(prefers_json("application/json"));
-        assert!(prefers_json("application/json, text/plain, */*"));
-        assert!(!prefers_json(
-            "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"
-        ));
-        assert!(!prefers_json("*/*"));
-        assert!(!prefers_json(""));
-        assert!(prefers_json("text/html;q=0.5, application/json"));
-        assert!(!prefers_json("application/json;q=0.1, text/html"));
-    }
 
     #[test]
     fn whole_seconds_round_either_way_and_average_out() {
@@ -504,6 +435,8 @@ mod tests {
                 position: Some(1),
                 waiting: 1,
                 eta_seconds: None,
+                eta_low_seconds: None,
+                eta_high_seconds: None,
                 retry_after_ms: ms,
                 held_by: None,
             }
@@ -520,48 +453,6 @@ mod tests {
         assert_eq!(secs(3000), 3);
         assert_eq!(secs(250), 1);
         assert_eq!(secs(0), 1);
-    }
-
-    #[test]
-    fn polls_no_later_than_just_after_the_turn() {
-        let tiers = default_poll();
-        for _ in 0..200 {
-            // Far back: the tier decides (5 s ± 20 %).
-            let floor = poll_floor(Duration::from_millis(100));
-            let far = poll_for_turn(&tiers, 50_000, 100.0, floor).as_millis();
-            assert!((4000..=6000).contains(&far), "{far}");
-            // Turn in 2 s, tier 3 s: just after the turn.
-            let soon = poll_for_turn(&tiers, 200, 100.0, floor).as_millis();
-            assert!((2000..=2400).contains(&soon), "{soon}");
-            // Turn at once: the floor, with its jitter.
-            let now = poll_for_turn(&tiers, 1, 1000.0, floor).as_millis();
-            assert!((100..=120).contains(&now), "{now}");
-            // No rate known: the tier.
-            let unknown = poll_for_turn(&tiers, 200, 0.0, floor).as_millis();
-            assert!((2400..=3600).contains(&unknown), "{unknown}");
-        }
-    }
-
-    #[test]
-    fn the_floor_is_a_tick_between_100_and_250_ms() {
-        let ms = Duration::from_millis;
-        assert_eq!(poll_floor(ms(100)), ms(100));
-        assert_eq!(poll_floor(ms(10)), ms(100));
-        assert_eq!(poll_floor(ms(200)), ms(200));
-        assert_eq!(poll_floor(ms(1000)), ms(250));
-    }
-
-    #[test]
-    fn poll_tiers_with_jitter() {
-        let tiers = default_poll();
-        for _ in 0..200 {
-            let near = poll_interval(&tiers, 5).as_millis();
-            assert!((800..=1200).contains(&near), "{near}");
-            let mid = poll_interval(&tiers, 500).as_millis();
-            assert!((2400..=3600).contains(&mid), "{mid}");
-            let far = poll_interval(&tiers, 50_000).as_millis();
-            assert!((4000..=6000).contains(&far), "{far}");
-        }
     }
 
     #[test]
@@ -605,6 +496,8 @@ title_waiting = "In line for <the> sale"
                     position: (state != State::Full).then_some(42),
                     waiting: 1000,
                     eta_seconds: (state == State::Waiting).then_some(90),
+                    eta_low_seconds: None,
+                    eta_high_seconds: None,
                     retry_after_ms: 3000,
                     held_by: None,
                 };
@@ -622,8 +515,16 @@ title_waiting = "In line for <the> sale"
             pages.fast[0].contains_key("en") && pages.fast[0].contains_key("ko"),
             "the built-in page is pre-rendered in every language"
         );
-        // Figures of every size, through the pre-rendered pieces and through Tera.
-        for (position, waiting, eta) in [(1, 1, 0), (9, 10, 59), (99_999, 1_000_000, 7200)] {
+        // Figures of every size, through the pre-rendered pieces and through Tera, told as a
+        // number and as a range.
+        for (position, waiting, eta, range) in [
+            (1, 1, 0, None),
+            (9, 10, 59, None),
+            (99_999, 1_000_000, 7200, None),
+            (9, 10, 59, Some((41, 89))),
+            (500, 1000, 300, Some((210, 450))),
+            (99_999, 1_000_000, 7200, Some((5040, 10_800))),
+        ] {
             for (lang, t) in &room.texts {
                 let status = Status {
                     room: "sale".into(),
@@ -631,6 +532,8 @@ title_waiting = "In line for <the> sale"
                     position: Some(position),
                     waiting,
                     eta_seconds: Some(eta),
+                    eta_low_seconds: range.map(|r: (u64, u64)| r.0),
+                    eta_high_seconds: range.map(|r| r.1),
                     retry_after_ms: 4321,
                     held_by: None,
                 };
@@ -643,6 +546,12 @@ title_waiting = "In line for <the> sale"
                     whole,
                     "{lang} {position}"
                 );
+                if let Some((lo, hi)) = range {
+                    let words = crate::texts::eta_range_text(t, lo, hi);
+                    assert!(whole.contains(&words), "{lang}: {words}");
+                    assert!(whole.contains(&format!("var eta_range = [{lo},{hi}];")));
+                    assert!(whole.contains(&t["eta_range_note"]));
+                }
             }
         }
     }

@@ -7,7 +7,8 @@ use pingora::http::RequestHeader;
 use super::{cookie_values, secure, Ctx, Proxy, Verdict};
 use crate::app::Shared;
 use crate::cookie;
-use crate::line::{self, ticket, Edge, Ticket};
+use crate::line::ticket::{self, Predicted};
+use crate::line::{self, Edge, Ticket};
 use crate::store::{Admission, VisitorId};
 
 impl Proxy {
@@ -47,6 +48,9 @@ impl Proxy {
             shown: position,
             ..*t
         };
+        if next.predicted.is_none() && !paused {
+            next.predicted = Self::prediction(shared, room, position, eta_rate);
+        }
         if refresh && r.line.seen.note(t.vid, t.place) {
             next.seen = now;
         }
@@ -71,26 +75,16 @@ impl Proxy {
         joined: &Admission,
     ) -> Option<u64> {
         let r = &shared.rooms[room];
-        match joined {
+        let (position, place, eta_rate) = match joined {
             Admission::Waiting {
+                position,
+                place,
+                eta_rate,
+                ..
+            } => (*position, *place, Some(*eta_rate)),
+            Admission::Paused {
                 position, place, ..
-            }
-            | Admission::Paused {
-                position, place, ..
-            } => {
-                r.metrics.polls_store.inc();
-                let shown = old
-                    .filter(|t| t.place == *place)
-                    .map_or(*position, |t| t.shown.clamp(1, *position));
-                let t = Ticket {
-                    vid,
-                    place: *place,
-                    seen: shared.clock.now_secs(),
-                    shown,
-                };
-                Self::give_ticket(shared, ctx, room, &t);
-                Some(shown)
-            }
+            } => (*position, *place, None),
             Admission::Admitted | Admission::Entered if old.is_some() => {
                 ctx.set_cookies.push(cookie::set_named(
                     &r.ticket_cookie,
@@ -98,10 +92,32 @@ impl Proxy {
                     0,
                     secure(shared, ctx),
                 ));
-                None
+                return None;
             }
-            _ => None,
-        }
+            _ => return None,
+        };
+        r.metrics.polls_store.inc();
+        let same = old.filter(|t| t.place == place);
+        let shown = same.map_or(position, |t| t.shown.clamp(1, position));
+        // The first wait told for this place stays the one measured.
+        let predicted = same
+            .and_then(|t| t.predicted)
+            .or_else(|| eta_rate.and_then(|rate| Self::prediction(shared, room, shown, rate)));
+        let t = Ticket {
+            vid,
+            place,
+            seen: shared.clock.now_secs(),
+            shown,
+            predicted,
+        };
+        Self::give_ticket(shared, ctx, room, &t);
+        Some(shown)
+    }
+
+    /// The wait a visitor at `position` is told now, to keep in their ticket.
+    fn prediction(shared: &Shared, room: usize, position: u64, eta_rate: f64) -> Option<Predicted> {
+        let wait = Self::predicted_wait(shared, room, position, eta_rate)?;
+        Predicted::new(shared.clock.now_micros() / 1000, wait)
     }
 
     fn give_ticket(shared: &Shared, ctx: &mut Ctx, room: usize, t: &Ticket) {

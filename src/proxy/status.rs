@@ -72,6 +72,8 @@ pub(super) async fn serve(
         position: None,
         waiting: r.live.waiting(),
         eta_seconds: Some(0),
+        eta_low_seconds: None,
+        eta_high_seconds: None,
         retry_after_ms: 0,
         held_by: None,
     };

@@ -12,6 +12,7 @@ use super::{cookie_values, secure, wants_json, Ctx, Outcome, Proxy, Verdict};
 use crate::app::Shared;
 use crate::config::StorePolicy;
 use crate::cookie;
+use crate::line::accuracy;
 use crate::line::forecast::{self, HeldBy};
 use crate::line::Ticket;
 use crate::metrics::Reject;
@@ -68,6 +69,30 @@ impl Proxy {
         }
     }
 
+    /// The wait a visitor at `position` is told, in seconds (before rounding up): at the rate
+    /// an ETA assumes, the measured one (honest about a slow room), or none at all when the shop
+    /// is full and nobody leaves (see `forecast::eta_rate`).
+    pub(super) fn predicted_wait(
+        shared: &Shared,
+        room: usize,
+        position: u64,
+        eta_rate: f64,
+    ) -> Option<f64> {
+        let r = &shared.rooms[room];
+        let rate = forecast::eta_rate(r.live.held_by(), eta_rate, r.live.measured_rate());
+        (rate > 0.0 && rate.is_finite()).then(|| position as f64 / rate)
+    }
+
+    /// An admitted visitor's wait against the first one they were told (their ticket's).
+    pub(super) fn note_eta(shared: &Shared, room: usize, ticket: Option<&Ticket>) {
+        let r = &shared.rooms[room];
+        let now_ms = shared.clock.now_micros() / 1000;
+        if let Some(ratio) = ticket.and_then(|t| t.predicted?.ratio(now_ms)) {
+            r.metrics.eta_error.observe(ratio);
+            r.line.accuracy.note(ratio);
+        }
+    }
+
     /// What a visitor in line is told.
     pub(super) fn in_line_status(
         shared: &Shared,
@@ -86,24 +111,29 @@ impl Proxy {
                 position: Some(position),
                 waiting,
                 eta_seconds: None,
+                eta_low_seconds: None,
+                eta_high_seconds: None,
                 retry_after_ms: page::poll_interval(tiers, position).as_millis() as u64,
                 held_by: Some(HeldBy::Paused.as_str()),
             };
         }
-        // The ETA assumes the measured rate (honest about a slow room), or none at all when the
-        // shop is full and nobody leaves (see `forecast::eta_rate`); the next poll aims at the
+        // The ETA is `predicted_wait`'s, a range when it is poor; the next poll aims at the
         // soonest the turn can come, at the rate in force. A poll timed by the measured rate
         // comes late whenever the measurement lags the rate (the start of a sale, a rate just
         // raised): visitors then learn of their turn late, and together (issue 15).
         let soonest = r.live.rate_in_force().unwrap_or(0.0).max(eta_rate);
         let held = r.live.held_by();
-        let eta_rate = forecast::eta_rate(held, eta_rate, r.live.measured_rate());
+        let eta_seconds =
+            Self::predicted_wait(shared, room, position, eta_rate).map(|w| w.ceil() as u64);
+        let range = eta_seconds.and_then(|e| accuracy::range_of(e, r.line.band.get()));
         Status {
             room: r.name().to_string(),
             state: State::Waiting,
             position: Some(position),
             waiting,
-            eta_seconds: page::eta_seconds(position, eta_rate),
+            eta_seconds,
+            eta_low_seconds: range.map(|(lo, _)| lo),
+            eta_high_seconds: range.map(|(_, hi)| hi),
             retry_after_ms: page::poll_for_turn(
                 tiers,
                 position,
@@ -171,6 +201,7 @@ impl Proxy {
             .and_then(|a| Self::ticket_after_join(shared, ctx, room, vid, ticket.as_ref(), a));
         match joined {
             Ok(Admission::Admitted) => {
+                Self::note_eta(shared, room, ticket.as_ref());
                 Self::grant(shared, ctx, room, vid);
                 Verdict::Pass { admitted: true }
             }
@@ -210,6 +241,8 @@ impl Proxy {
                 position: None,
                 waiting,
                 eta_seconds: None,
+                eta_low_seconds: None,
+                eta_high_seconds: None,
                 retry_after_ms: page::poll_interval(tiers, u64::MAX).as_millis() as u64,
                 held_by: None,
             }),
@@ -247,6 +280,8 @@ impl Proxy {
                         position: None,
                         waiting: r.live.waiting(),
                         eta_seconds: None,
+                        eta_low_seconds: None,
+                        eta_high_seconds: None,
                         retry_after_ms: page::poll_interval(tiers, u64::MAX).as_millis() as u64,
                         held_by: None,
                     }),

@@ -489,6 +489,28 @@ pub async fn metrics_text(proxy: &Proxy, token: &str) -> String {
         .unwrap()
 }
 
+/// Polls every visitor in `jars` (as their page's script would, a few times a second) until
+/// all are admitted.
+pub async fn until_all_admitted(proxy: &Proxy, room: &str, jars: &mut [Jar], limit: Duration) {
+    let mut done = vec![false; jars.len()];
+    let deadline = Instant::now() + limit;
+    while done.iter().any(|d| !d) {
+        assert!(
+            Instant::now() < deadline,
+            "{} of {} still waiting",
+            done.iter().filter(|d| !**d).count(),
+            jars.len()
+        );
+        for (jar, done) in jars.iter_mut().zip(done.iter_mut()) {
+            if !*done {
+                let s = get_json(proxy, &format!("/.anteroom/status?room={room}"), jar).await;
+                *done = s.is_some_and(|s| s["state"] == "admitted");
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 /// Polls `check` until it returns `Some`, or panics after `limit`.
 pub async fn eventually<T, F, Fut>(limit: Duration, what: &str, mut check: F) -> T
 where
