@@ -227,6 +227,65 @@ async fn an_operator_signs_in_watches_the_line_and_pauses_it() {
     phone.close().await;
 }
 
+/// Visitors who waited and got in: the dashboard says how far their waits were from what they
+/// were told, and charts it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_eta_error_of_admitted_visitors_is_shown() {
+    let origin = Origin::start().await;
+    let proxy = Proxy::start(&format!(
+        r#"{base}
+[admin]
+token = "{OPERATE}"
+
+[[room]]
+name = "sale"
+paths = ["/products"]
+admit-per-second = 10
+max-active = 1000
+tick = "100ms"
+"#,
+        base = base_config(origin.addr)
+    ));
+    let driver = Driver::start().await;
+    let b = driver.browser(1280, 1000, true, "en").await;
+    b.goto(&proxy.admin_url("/")).await;
+    sign_in(&b, OPERATE).await;
+    const LABEL: &str = "ETA error, median / p90 (this instance)";
+    assert_eq!(figure(&b, LABEL).await, "–", "nobody admitted yet");
+    let mut jars = Vec::new();
+    for _ in 0..40 {
+        let mut jar = Jar::default();
+        get_json(&proxy, "/.anteroom/status?room=sale", &mut jar).await;
+        jars.push(jar);
+    }
+    until_all_admitted(&proxy, "sale", &mut jars, Duration::from_secs(30)).await;
+    // Everyone is in: the figure settles on the admin API's count.
+    let measured = admin_json(&proxy, "/rooms/sale", OPERATE).await.unwrap()["this_instance"]
+        ["eta_accuracy"]["measured"]
+        .as_u64()
+        .unwrap();
+    assert!(measured >= 20, "{measured}");
+    let shown = eventually(Duration::from_secs(10), "the ETA error", || async {
+        let f = figure(&b, LABEL).await;
+        f.ends_with(&format!("({measured})")).then_some(f)
+    })
+    .await;
+    assert!(shown.contains(" % / "), "{shown}");
+    eventually(Duration::from_secs(10), "the ETA error charted", || async {
+        let n = b
+            .run(
+                "return [...document.querySelectorAll('[data-room=\"sale\"] svg[aria-label^=\"ETA\"] polyline')]\
+                    .filter(p => (p.getAttribute('points') || '').split(' ').length > 1).length",
+            )
+            .await;
+        (n.as_u64().unwrap_or(0) == 2).then_some(())
+    })
+    .await;
+    let severe = b.severe_logs().await;
+    assert!(severe.is_empty(), "console errors: {severe:?}");
+    b.close().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_page_is_self_contained_and_refuses_to_be_framed() {
     let origin = Origin::start().await;

@@ -3,6 +3,7 @@
 use serde_json::{json, Value};
 
 use crate::app::Shared;
+use crate::line::accuracy;
 use crate::line::forecast::{self, HeldBy};
 use crate::room::Room;
 use crate::store::RoomStats;
@@ -69,9 +70,19 @@ pub async fn room(s: &Shared, i: usize) -> Value {
     });
     // Counted by this process since it started; the top-level totals are the store's, for
     // every instance together.
+    let accuracy = r.line.accuracy.summary();
     let this_instance = json!({
         "joined_total": r.metrics.joined.get(),
         "admitted_total": r.metrics.admitted.get(),
+        // The visitors this instance admitted in the last minutes who had been told a wait:
+        // how far the wait they had was from it, and the range new estimates are told as.
+        "eta_accuracy": {
+            "measured": accuracy.map_or(0, |a| a.count),
+            "median_abs_error": accuracy.map(|a| a.median_abs_error),
+            "p90_abs_error": accuracy.map(|a| a.p90_abs_error),
+            "median_ratio": accuracy.map(|a| a.median_ratio),
+            "range_factors": r.line.band.get().map(|(lo, hi)| [lo, hi]),
+        },
     });
     match stats {
         Ok(st) => {
@@ -85,6 +96,7 @@ pub async fn room(s: &Shared, i: usize) -> Value {
                 active: st.active,
                 max_active,
             });
+            let new_wait = forecast::new_visitor_wait(held, st.waiting, eta_rate, st.measured_rate);
             json!({
                 "name": r.name(),
                 "enabled": st.state.enabled,
@@ -96,7 +108,10 @@ pub async fn room(s: &Shared, i: usize) -> Value {
                 "active": st.active,
                 "held_by": held.map(HeldBy::as_str),
                 "admitted_per_second": forecast::shown_rate(st.waiting, st.measured_rate, rate),
-                "new_visitor_wait_seconds": forecast::new_visitor_wait(held, st.waiting, eta_rate, st.measured_rate),
+                "new_visitor_wait_seconds": new_wait,
+                "new_visitor_wait_range_seconds": new_wait
+                    .and_then(|w| accuracy::range_of(w, r.line.band.get()))
+                    .map(|(lo, hi)| [lo, hi]),
                 "admitted_total": st.admitted_total,
                 "joined_total": st.joined_total,
                 "abandoned_total": st.abandoned_total,

@@ -11,9 +11,20 @@ pub const EVERY: Duration = Duration::from_secs(1);
 pub const KEPT: usize = 900;
 
 /// One sample: `[unix ms, waiting, active, admitted per second (measured), the rate in force,
-/// the origin's p90 in ms or null, the origin's error share or null]` (an array keeps a
-/// quarter of an hour of them small).
-pub type Sample = (u64, u64, u64, f64, f64, Option<f64>, Option<f64>);
+/// the origin's p90 in ms or null, the origin's error share or null, the ETA's median and p90
+/// absolute error (|actual ÷ predicted − 1| of the visitors admitted in the last minutes) or
+/// null]` (an array keeps a quarter of an hour of them small).
+pub type Sample = (
+    u64,
+    u64,
+    u64,
+    f64,
+    f64,
+    Option<f64>,
+    Option<f64>,
+    Option<f64>,
+    Option<f64>,
+);
 
 #[derive(Debug, Default)]
 pub struct Series {
@@ -28,6 +39,7 @@ pub struct Seen {
     pub rate: f64,
     pub origin_p90_ms: Option<f64>,
     pub origin_error_share: Option<f64>,
+    pub eta_error: Option<(f64, f64)>,
 }
 
 impl Series {
@@ -50,6 +62,8 @@ impl Series {
             seen.rate,
             seen.origin_p90_ms,
             seen.origin_error_share,
+            seen.eta_error.map(|e| e.0),
+            seen.eta_error.map(|e| e.1),
         ));
         while s.len() > KEPT {
             s.pop_front();
@@ -79,6 +93,7 @@ mod tests {
             rate: 3.0,
             origin_p90_ms: None,
             origin_error_share: Some(0.0),
+            eta_error: Some((0.04, 0.16)),
         }
     }
 
@@ -90,9 +105,10 @@ mod tests {
         let got = s.samples();
         assert_eq!(got.len(), 1, "a second apart at least");
         assert_eq!((got[0].1, got[0].4, got[0].5), (1, 3.0, None));
+        assert_eq!((got[0].7, got[0].8), (Some(0.04), Some(0.16)));
         let mut q = s.samples.lock().unwrap();
         for i in 0..(KEPT as u64 + 10) {
-            q.push_back((i, i, 0, 0.0, 0.0, None, None));
+            q.push_back((i, i, 0, 0.0, 0.0, None, None, None, None));
             while q.len() > KEPT {
                 q.pop_front();
             }
