@@ -18,8 +18,9 @@ pub fn buckets_for(end_us: u64) -> usize {
 }
 
 /// Nearest-rank percentile (`p` in 0..=100) of sorted values: the smallest value with at least
-/// `p` percent of the values at or below it. `None` for no values.
-pub fn percentile(sorted: &[u64], p: f64) -> Option<u64> {
+/// `p` percent of the values at or below it (the `ceil(p / 100 * n)`-th, at least the first).
+/// `None` for no values.
+pub fn percentile<T: Copy>(sorted: &[T], p: f64) -> Option<T> {
     if sorted.is_empty() {
         return None;
     }
@@ -319,7 +320,7 @@ mod tests {
         assert_eq!(percentile(&v, 100.0), Some(100));
         assert_eq!(percentile(&v, 0.0), Some(1));
         assert_eq!(percentile(&[7], 99.0), Some(7));
-        assert_eq!(percentile(&[], 50.0), None);
+        assert_eq!(percentile::<u64>(&[], 50.0), None);
         // Ten values: p50 is the 5th, p99 the 10th.
         let v: Vec<u64> = (10..=100).step_by(10).collect();
         assert_eq!(percentile(&v, 50.0), Some(50));

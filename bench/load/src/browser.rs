@@ -13,6 +13,7 @@ use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use serde::Deserialize;
 
+use crate::eta::{self, Prediction};
 use crate::shop::SHOP_HEADER;
 
 pub type HttpClient = Client<HttpConnector, Full<Bytes>>;
@@ -127,6 +128,10 @@ pub struct Record {
     /// The last place the visitor was told while in line: (answer done µs, position). With the
     /// admission counter it tells when their turn came (the discovery lag).
     pub last_told: Option<(u64, u64)>,
+    /// The first wait the visitor was predicted, and the send time of the request whose waiting
+    /// answer told it (the first waiting answer with an ETA before the admission).
+    pub predicted: Option<Prediction>,
+    pub predicted_at: Option<u64>,
     pub polls: u32,
     pub rejected: u32,
     pub origin_errors: u32,
@@ -181,6 +186,20 @@ struct Status {
     state: Option<String>,
     position: Option<u64>,
     retry_after_ms: Option<u64>,
+    // Kept as JSON values: an unexpected form makes no prediction, never a failed status.
+    eta_seconds: Option<serde_json::Value>,
+    eta_low_seconds: Option<serde_json::Value>,
+    eta_high_seconds: Option<serde_json::Value>,
+}
+
+impl Status {
+    fn prediction(&self) -> Option<Prediction> {
+        eta::from_status(
+            self.eta_seconds.as_ref(),
+            self.eta_low_seconds.as_ref(),
+            self.eta_high_seconds.as_ref(),
+        )
+    }
 }
 
 /// The first wait on the waiting page, as its script reads it: the built-in page sets
@@ -358,6 +377,7 @@ impl Browser {
                         // The waiting page.
                         rec.latencies.push((Class::WaitingPage, r.latency()));
                         Self::joined(rec, &r);
+                        eta::note(rec, r.sent, eta::from_page(&r.body));
                         self.set_waiting(true);
                         if let Some(p) = page_position(&r.body) {
                             rec.last_told = Some((r.done, p));
@@ -404,6 +424,11 @@ impl Browser {
                             match (r.status, state) {
                                 (200, Some("waiting" | "paused")) => {
                                     Self::joined(rec, &r);
+                                    eta::note(
+                                        rec,
+                                        r.sent,
+                                        st.as_ref().and_then(Status::prediction),
+                                    );
                                     if let Some(p) = st.as_ref().and_then(|s| s.position) {
                                         rec.last_told = Some((r.done, p));
                                     }
@@ -656,6 +681,13 @@ mod tests {
             rec.ordered_done.unwrap(),
         );
         assert!(js <= jd && jd <= lw && lw < ad && ad <= od, "{rec:?}");
+        // The page had no ETA; the first poll's `eta_seconds` is the prediction, from its send.
+        let eta = rec.predicted.expect("the first poll's eta");
+        assert_eq!((eta.secs, eta.range), (1.0, None));
+        assert!(
+            rec.predicted_at.is_some_and(|t| t > jd && t <= lw),
+            "{rec:?}"
+        );
         let classes: Vec<Class> = rec.latencies.iter().map(|l| l.0).collect();
         assert_eq!(
             classes,

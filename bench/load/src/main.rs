@@ -6,6 +6,7 @@ mod arrivals;
 mod browser;
 mod capacity;
 mod chart;
+mod eta;
 mod report;
 mod sampler;
 mod shop;

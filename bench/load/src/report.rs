@@ -147,6 +147,8 @@ pub struct Report {
     /// to the line are left out. Errs long by up to one sampler interval (20 ms); a position
     /// told from a snapshot a tick old can make it short by up to a tick.
     pub discovery_lag_ms: Option<LatencySummary>,
+    /// How the ETA first shown to each visitor who waited compared with their wait (`eta.rs`).
+    pub eta: crate::eta::EtaReport,
     /// Filled in by the caller after the run.
     pub load_tool: ToolHealth,
     /// With `--capacity-drop`: the shop's capacity against what it did (filled in after).
@@ -290,6 +292,7 @@ pub fn build(
         fifo_inversions: fifo_inversions(&waited),
         fifo_checked: waited.len(),
         discovery_lag_ms,
+        eta: crate::eta::report(records),
         load_tool: ToolHealth::default(),
         capacity: None,
         timeline,
@@ -435,6 +438,7 @@ pub fn summary(r: &Report) -> String {
             ms(l.max)
         ));
     }
+    out.extend(crate::eta::summary_line(&r.eta));
     out.push_str(&format!(
         "fifo inversions: {} of {} that waited\n",
         r.fifo_inversions, r.fifo_checked
