@@ -14,7 +14,7 @@ use std::fmt::Write;
 
 use tera::{Context, Tera};
 
-use super::{Figures, State, WaitingView};
+use super::{Figures, State};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Field {
@@ -64,7 +64,7 @@ struct Shape {
 }
 
 impl Shape {
-    fn of(state: State, v: &WaitingView<'_>) -> Self {
+    fn of(state: State, v: &Figures<'_>) -> Self {
         Self {
             state,
             position: v.position > 0,
@@ -106,6 +106,9 @@ impl Shape {
             } else {
                 String::new()
             },
+            // Not a figure the built-in page writes: a page that did would differ from Tera's
+            // for the samples below (which say "rate"), and be rendered by Tera.
+            held_by: "",
             retry_after_ms: sentinel(Field::RetryAfterMs),
             refresh_seconds: sentinel(Field::RefreshSeconds),
             progress_percent: sentinel(Field::ProgressPercent),
@@ -188,6 +191,7 @@ impl Prerendered {
                 eta_seconds: sample.3,
                 eta_range: sample.5,
                 eta_text: sample.4.to_string(),
+                held_by: "rate",
                 retry_after_ms: 1234,
                 refresh_seconds: 2,
                 progress_percent: 37,
@@ -225,9 +229,9 @@ impl Prerendered {
         Some(out)
     }
 
-    /// The page of a view of an answer in `state`.
-    pub(super) fn page(&self, state: State, view: &WaitingView<'_>) -> Option<String> {
-        self.write(Shape::of(state, view), &Figures::from(view))
+    /// The page of an answer in `state` with these figures.
+    pub(super) fn page(&self, state: State, figures: &Figures<'_>) -> Option<String> {
+        self.write(Shape::of(state, figures), figures)
     }
 }
 

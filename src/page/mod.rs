@@ -90,10 +90,38 @@ impl Status {
     }
 }
 
-/// Everything a waiting-page template can use (documented in the README).
+/// Everything a waiting-page template can use (documented in the README): the room's constant
+/// part and this answer's [`Figures`].
 #[derive(Debug, Serialize)]
 pub struct WaitingView<'a> {
     pub room: &'a str,
+    #[serde(flatten)]
+    pub figures: Figures<'a>,
+    pub status_url: String,
+    pub lang: &'a str,
+    /// The page's words in `lang` (see `src/texts.rs` and `[room.texts.LANG]`).
+    pub t: &'a TextSet,
+    /// `t` as JSON that is safe inside a `<script>` element.
+    pub t_json: String,
+}
+
+impl<'a> WaitingView<'a> {
+    pub fn new(s: &'a Status, lang: &'a str, t: &'a TextSet) -> Self {
+        Self {
+            room: &s.room,
+            figures: Figures::new(s, t),
+            status_url: status_url(&s.room),
+            lang,
+            t,
+            t_json: t_json(t),
+        }
+    }
+}
+
+/// What a waiting page adds to its room's constant context: the figures of one answer, all a
+/// request computes (the rest is built once per room and language).
+#[derive(Debug, Clone, Serialize)]
+pub struct Figures<'a> {
     pub state: &'a str,
     pub position: u64,
     pub waiting: u64,
@@ -107,23 +135,16 @@ pub struct WaitingView<'a> {
     pub retry_after_ms: u64,
     pub refresh_seconds: u64,
     pub progress_percent: u64,
-    pub status_url: String,
-    pub lang: &'a str,
-    /// The page's words in `lang` (see `src/texts.rs` and `[room.texts.LANG]`).
-    pub t: &'a TextSet,
-    /// `t` as JSON that is safe inside a `<script>` element.
-    pub t_json: String,
 }
 
-impl<'a> WaitingView<'a> {
-    pub fn new(s: &'a Status, lang: &'a str, t: &'a TextSet) -> Self {
+impl<'a> Figures<'a> {
+    pub fn new(s: &'a Status, t: &TextSet) -> Self {
         let progress_percent = match s.position {
             Some(p) if s.waiting > 0 => ((s.waiting.saturating_sub(p)) * 100 / s.waiting).min(100),
             _ if s.state == State::Admitted => 100,
             _ => 0,
         };
         Self {
-            room: &s.room,
             state: s.state.as_str(),
             position: s.position.unwrap_or(0),
             waiting: s.waiting,
@@ -140,10 +161,6 @@ impl<'a> WaitingView<'a> {
             retry_after_ms: s.retry_after_ms,
             refresh_seconds: s.retry_after_secs(),
             progress_percent,
-            status_url: status_url(&s.room),
-            lang,
-            t,
-            t_json: t_json(t),
         }
     }
 }
@@ -180,36 +197,6 @@ pub struct Pages {
     /// Per room index and language, the built-in page pre-rendered ([`fast`]); empty for a
     /// room with its own template.
     fast: Vec<BTreeMap<String, fast::Prerendered>>,
-}
-
-/// What a waiting page adds to its room's constant context.
-#[derive(Serialize)]
-struct Figures<'a> {
-    state: &'a str,
-    position: u64,
-    waiting: u64,
-    eta_seconds: Option<u64>,
-    eta_range: Option<[u64; 2]>,
-    eta_text: String,
-    retry_after_ms: u64,
-    refresh_seconds: u64,
-    progress_percent: u64,
-}
-
-impl<'a> From<&WaitingView<'a>> for Figures<'a> {
-    fn from(v: &WaitingView<'a>) -> Self {
-        Self {
-            state: v.state,
-            position: v.position,
-            waiting: v.waiting,
-            eta_seconds: v.eta_seconds,
-            eta_range: v.eta_range,
-            eta_text: v.eta_text.clone(),
-            retry_after_ms: v.retry_after_ms,
-            refresh_seconds: v.refresh_seconds,
-            progress_percent: v.progress_percent,
-        }
-    }
 }
 
 /// The constant part of a room's waiting context in one language.
@@ -344,7 +331,8 @@ impl Pages {
     /// The waiting page: the room's constant context for `lang` (when `t` is that language's
     /// texts, as the proxy passes them) plus this answer's figures.
     pub fn waiting(&self, room: usize, status: &Status, lang: &str, t: &TextSet) -> String {
-        let view = WaitingView::new(status, lang, t);
+        let figures = Figures::new(status, t);
+        let refresh = figures.refresh_seconds;
         let name = self
             .room_templates
             .get(room)
@@ -355,7 +343,7 @@ impl Pages {
             .get(room)
             .and_then(|f| f.get(lang))
             .filter(|_| self.is_room(room, &status.room));
-        if let Some(page) = pre.and_then(|p| p.page(status.state, &view)) {
+        if let Some(page) = pre.and_then(|p| p.page(status.state, &figures)) {
             return page;
         }
         let base = self
@@ -364,12 +352,15 @@ impl Pages {
             .and_then(|b| b.get(lang))
             .filter(|b| b.get("room").and_then(|r| r.as_str()) == Some(status.room.as_str()));
         let ctx = match base {
-            Some(base) => Context::from_serialize(Figures::from(&view)).map(|figures| {
+            Some(base) => Context::from_serialize(&figures).map(|figures| {
                 let mut ctx = base.clone();
                 ctx.extend(figures);
                 ctx
             }),
-            None => Context::from_serialize(&view),
+            None => Context::from_serialize(WaitingView {
+                figures,
+                ..WaitingView::new(status, lang, t)
+            }),
         };
         let rendered = ctx.and_then(|ctx| self.tera.render(name, &ctx));
         match rendered {
@@ -379,7 +370,7 @@ impl Pages {
                 fallback_page(
                     "Please wait",
                     "You are in line. This page refreshes by itself.",
-                    view.refresh_seconds,
+                    refresh,
                 )
             }
         }
@@ -554,6 +545,77 @@ title_waiting = "In line for <the> sale"
                 }
             }
         }
+    }
+
+    /// An operator's template may use every variable the README documents, and gets the same
+    /// page through the room's constant context as through the whole view (`held_by` was
+    /// missing from the figures once: such a template got the fallback page at run time,
+    /// although `check` passed it).
+    #[test]
+    fn an_operators_template_gets_every_documented_variable() {
+        let dir = tempfile::tempdir().expect("a dir");
+        let vars = [
+            "room",
+            "state",
+            "position",
+            "waiting",
+            "eta_seconds",
+            "eta_range",
+            "eta_text",
+            "held_by",
+            "retry_after_ms",
+            "refresh_seconds",
+            "progress_percent",
+            "status_url",
+            "lang",
+        ];
+        let body: String = vars
+            .iter()
+            .map(|v| format!("{v}={{{{ {v} | json_encode() | safe }}}}\n"))
+            .chain(["t={{ t.eta_label }} t_json={{ t_json | safe }}\n".to_string()])
+            .collect();
+        std::fs::write(dir.path().join("mine.html"), &body).expect("written");
+        let cfg = crate::config::parse(
+            r#"
+[cookie]
+keys = ["0123456789abcdef0123456789abcdef"]
+[[upstream]]
+name = "shop"
+addr = "127.0.0.1:9"
+[default]
+upstream = "shop"
+[[room]]
+name = "sale"
+paths = ["/p"]
+admit-per-second = 10
+max-active = 10
+template = "mine.html"
+"#,
+            "test.toml",
+            dir.path(),
+        )
+        .expect("config");
+        assert_eq!(check_template(&body), Ok(()));
+        let pages = Pages::load(&cfg).expect("pages");
+        let t = &cfg.rooms[0].texts["en"];
+        let status = Status {
+            room: "sale".into(),
+            state: State::Waiting,
+            position: Some(5),
+            waiting: 9,
+            eta_seconds: Some(50),
+            eta_low_seconds: Some(35),
+            eta_high_seconds: Some(75),
+            retry_after_ms: 1000,
+            held_by: Some("max-active"),
+        };
+        let page = pages.waiting(0, &status, "en", t);
+        let whole = Context::from_serialize(WaitingView::new(&status, "en", t))
+            .and_then(|ctx| pages.tera.render(&pages.room_templates[0], &ctx))
+            .expect("renders");
+        assert_eq!(page, whole);
+        assert!(page.contains("held_by=\"max-active\""), "{page}");
+        assert!(page.contains("eta_range=[35,75]"), "{page}");
     }
 
     #[test]
