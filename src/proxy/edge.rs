@@ -1,6 +1,8 @@
 //! Status polls and waiting pages answered at the edge: a visitor in line with a valid queue
 //! ticket is told their place from this instance's snapshot of the line (see [`crate::line`]),
 //! without a store call; the store is asked when the ticket's place may have reached the head.
+//! The ticket also carries the first wait the visitor was told, measured against the wait they
+//! had when they are admitted (see [`crate::line::accuracy`]).
 
 use pingora::http::RequestHeader;
 
@@ -8,7 +10,7 @@ use super::{cookie_values, secure, Ctx, Proxy, Verdict};
 use crate::app::Shared;
 use crate::cookie;
 use crate::line::ticket::{self, Predicted};
-use crate::line::{self, Edge, Ticket};
+use crate::line::{self, forecast, Edge, Ticket};
 use crate::store::{Admission, VisitorId};
 
 impl Proxy {
@@ -112,6 +114,30 @@ impl Proxy {
         };
         Self::give_ticket(shared, ctx, room, &t);
         Some(shown)
+    }
+
+    /// The wait a visitor at `position` is told, in seconds (before rounding up): at the rate
+    /// an ETA assumes, the measured one (honest about a slow room), or none at all when the shop
+    /// is full and nobody leaves (see `forecast::eta_rate`).
+    pub(super) fn predicted_wait(
+        shared: &Shared,
+        room: usize,
+        position: u64,
+        eta_rate: f64,
+    ) -> Option<f64> {
+        let r = &shared.rooms[room];
+        let rate = forecast::eta_rate(r.live.held_by(), eta_rate, r.live.measured_rate());
+        (rate > 0.0 && rate.is_finite()).then(|| position as f64 / rate)
+    }
+
+    /// An admitted visitor's wait against the first one they were told (their ticket's).
+    pub(super) fn note_eta(shared: &Shared, room: usize, ticket: Option<&Ticket>) {
+        let r = &shared.rooms[room];
+        let now_ms = shared.clock.now_micros() / 1000;
+        if let Some(ratio) = ticket.and_then(|t| t.predicted?.ratio(now_ms)) {
+            r.metrics.eta_error.observe(ratio);
+            r.line.accuracy.note(ratio);
+        }
     }
 
     /// The wait a visitor at `position` is told now, to keep in their ticket.

@@ -13,7 +13,7 @@ use crate::app::Shared;
 use crate::config::StorePolicy;
 use crate::cookie;
 use crate::line::accuracy;
-use crate::line::forecast::{self, HeldBy};
+use crate::line::forecast::HeldBy;
 use crate::line::Ticket;
 use crate::metrics::Reject;
 use crate::page::{self, State, Status};
@@ -66,30 +66,6 @@ impl Proxy {
                 ttl,
                 secure(shared, ctx),
             ));
-        }
-    }
-
-    /// The wait a visitor at `position` is told, in seconds (before rounding up): at the rate
-    /// an ETA assumes, the measured one (honest about a slow room), or none at all when the shop
-    /// is full and nobody leaves (see `forecast::eta_rate`).
-    pub(super) fn predicted_wait(
-        shared: &Shared,
-        room: usize,
-        position: u64,
-        eta_rate: f64,
-    ) -> Option<f64> {
-        let r = &shared.rooms[room];
-        let rate = forecast::eta_rate(r.live.held_by(), eta_rate, r.live.measured_rate());
-        (rate > 0.0 && rate.is_finite()).then(|| position as f64 / rate)
-    }
-
-    /// An admitted visitor's wait against the first one they were told (their ticket's).
-    pub(super) fn note_eta(shared: &Shared, room: usize, ticket: Option<&Ticket>) {
-        let r = &shared.rooms[room];
-        let now_ms = shared.clock.now_micros() / 1000;
-        if let Some(ratio) = ticket.and_then(|t| t.predicted?.ratio(now_ms)) {
-            r.metrics.eta_error.observe(ratio);
-            r.line.accuracy.note(ratio);
         }
     }
 
