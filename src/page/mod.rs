@@ -107,9 +107,14 @@ pub struct WaitingView<'a> {
 
 impl<'a> WaitingView<'a> {
     pub fn new(s: &'a Status, lang: &'a str, t: &'a TextSet) -> Self {
+        Self::with(s, lang, t, Figures::new(s, t))
+    }
+
+    /// The view of an answer whose figures are already computed.
+    fn with(s: &'a Status, lang: &'a str, t: &'a TextSet, figures: Figures<'a>) -> Self {
         Self {
             room: &s.room,
-            figures: Figures::new(s, t),
+            figures,
             status_url: status_url(&s.room),
             lang,
             t,
@@ -357,10 +362,7 @@ impl Pages {
                 ctx.extend(figures);
                 ctx
             }),
-            None => Context::from_serialize(WaitingView {
-                figures,
-                ..WaitingView::new(status, lang, t)
-            }),
+            None => Context::from_serialize(WaitingView::with(status, lang, t, figures)),
         };
         let rendered = ctx.and_then(|ctx| self.tera.render(name, &ctx));
         match rendered {
