@@ -313,3 +313,35 @@ impl Shared {
                 <= crate::clock::micros(fresh)
     }
 }
+
+#[cfg(test)]
+pub mod tests_support {
+    //! A whole configuration on the memory store, for unit tests of what holds one.
+
+    use std::sync::Arc;
+
+    use super::{Core, Shared};
+
+    pub fn shared() -> Arc<Shared> {
+        let text = r#"
+[listen]
+http = "127.0.0.1:0"
+[cookie]
+keys = ["unit-test-key-0123456789-0123456789-0123"]
+[[upstream]]
+name = "shop"
+addr = "127.0.0.1:9"
+[[room]]
+name = "sale"
+paths = ["/"]
+admit-per-second = 10
+max-active = 100
+"#;
+        let config = crate::config::parse(text, "unit.toml", std::path::Path::new("."))
+            .unwrap_or_else(|e| panic!("config: {e:?}"));
+        let clock: Arc<dyn crate::clock::Clock> = Arc::new(crate::clock::SystemClock);
+        let store = Arc::new(crate::store::memory::MemoryStore::new(Arc::clone(&clock)));
+        let core = Core::new(&config, store, clock).unwrap_or_else(|e| panic!("core: {e}"));
+        Arc::new(Shared::new(Arc::new(core), config, None).unwrap_or_else(|e| panic!("{e}")))
+    }
+}

@@ -9,6 +9,7 @@
 //! - `response_filter`: cookies we decided to set ride on the origin's response.
 
 mod edge;
+pub mod held;
 mod origin;
 mod origin_slot;
 mod reregister;
@@ -80,8 +81,9 @@ pub struct Ctx {
     replace_body: Option<Bytes>,
     /// The peer is a trusted proxy: its forwarding headers are believed and kept.
     trusted_peer: bool,
-    /// The configuration this request started under (a reload does not change it midway).
-    shared: Arc<Shared>,
+    /// The configuration this request started under (a reload does not change it midway),
+    /// through this worker thread's hold on it ([`held`]).
+    shared: Arc<held::Held>,
     /// A slot under the room's `max-origin-inflight`, held until the request ends.
     origin_slot: Option<crate::room::gate::Slot>,
     /// When the origin was asked (before connecting): its latency, for the autopilot.
@@ -161,7 +163,7 @@ impl ProxyHttp for Proxy {
     type CTX = Ctx;
 
     fn new_ctx(&self) -> Ctx {
-        let shared = self.current.load_full();
+        let shared = held::hold(&self.current);
         Ctx {
             upstream: shared.config.default_upstream,
             room: None,
@@ -247,14 +249,10 @@ impl ProxyHttp for Proxy {
             r.cfg.consume.iter().any(|c| {
                 target::is_method(req, &c.method) && target.readings.any_covered_by(&c.path)
             });
-        let verified = cookie::find(cookie_values(req), &r.cookie_name).and_then(|v| {
-            cookie::verify(
-                &shared.config.cookie.keys,
-                r.name(),
-                v,
-                shared.clock.now_secs(),
-            )
-        });
+        // One reading of the wall clock serves the cookie's check and its renewal.
+        let now = shared.clock.now_micros();
+        let verified = cookie::find(cookie_values(req), &r.cookie_name)
+            .and_then(|v| cookie::verify(&shared.config.cookie.keys, r.name(), v, now / 1_000_000));
         if let Some(v) = verified {
             ctx.outcome = Outcome::Admit;
             if is_consume {
@@ -262,11 +260,11 @@ impl ProxyHttp for Proxy {
                 if Self::wait_for_origin(shared, session, ctx, room).await? {
                     return Ok(true);
                 }
-                let life = v.expires.saturating_sub(shared.clock.now_secs());
+                let life = v.expires.saturating_sub(now / 1_000_000);
                 let life = std::time::Duration::from_secs(life);
                 return Self::consume(shared, session, ctx, room, v.vid, life).await;
             }
-            Self::keep_session(shared, ctx, room, v.vid, v.expires).await;
+            Self::keep_session(shared, ctx, room, v.vid, v.expires, now).await;
             return Self::wait_for_origin(shared, session, ctx, room).await;
         }
         let vid = Self::visitor(shared, session.req_header(), ctx);
@@ -301,7 +299,16 @@ impl ProxyHttp for Proxy {
     }
 
     async fn upstream_peer(&self, _session: &mut Session, ctx: &mut Ctx) -> Result<Box<HttpPeer>> {
-        ctx.upstream_at = Some(Instant::now());
+        // Timed only where an autopilot watches the origin (see `Shared::origin_health`).
+        if ctx.room.is_some()
+            && ctx
+                .shared
+                .origin_health
+                .get(ctx.upstream)
+                .is_some_and(Option::is_some)
+        {
+            ctx.upstream_at = Some(Instant::now());
+        }
         let up = &ctx.shared.config.upstreams[ctx.upstream];
         let mut peer = HttpPeer::new(up.addr, up.tls, up.sni.clone());
         peer.options.connection_timeout = Some(up.connect_timeout);
@@ -365,8 +372,10 @@ impl ProxyHttp for Proxy {
             return Ok(());
         }
         let kept = cookie::all_without_ours(cookie_values(upstream_request));
-        upstream_request.remove_header(&http::header::COOKIE);
-        if !kept.is_empty() {
+        if kept.is_empty() {
+            upstream_request.remove_header(&http::header::COOKIE);
+        } else {
+            // Replaces every `Cookie` line with the one kept.
             upstream_request.insert_header(http::header::COOKIE, kept)?;
         }
         Ok(())
@@ -403,13 +412,13 @@ impl ProxyHttp for Proxy {
             let room = ctx.room.map(|i| shared.rooms[i].name()).unwrap_or("-");
             // The path without its query: queries can carry tokens of the shop's own.
             if let Some(log) = crate::logwriter::writer() {
-                log.push(crate::logwriter::Access {
+                log.push(&crate::logwriter::Access {
                     at: std::time::SystemTime::now(),
-                    room: room.to_string(),
+                    room,
                     outcome: ctx.outcome.as_str(),
                     status,
-                    method: req.method.as_str().to_string(),
-                    path: req.uri.path().to_string(),
+                    method: req.method.as_str(),
+                    path: req.uri.path(),
                     duration_ms: crate::logwriter::millis(seconds),
                 });
                 return;

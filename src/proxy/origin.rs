@@ -253,13 +253,13 @@ impl Drop for Heartbeat {
 /// Settles this request's pending consume, if it has one. A give-back is tried at once (the
 /// visitor's retry must find the admission) and keeps the admission cookie; a confirm, and a
 /// give-back whose call failed, go to the background.
-async fn settle(shared: &Arc<Shared>, ctx: &mut Ctx, how: Settle) {
+async fn settle(shared: &super::held::Held, ctx: &mut Ctx, how: Settle) {
     let Some(t) = ctx.consumed.take() else {
         return;
     };
     ctx.heartbeat = None;
     if how == Settle::Confirm {
-        settle_later(shared.clone(), t, how);
+        settle_later(shared.arc(), t, how);
         return;
     }
     let r = &shared.rooms[t.room];
@@ -268,7 +268,7 @@ async fn settle(shared: &Arc<Shared>, ctx: &mut Ctx, how: Settle) {
     ctx.set_cookies
         .retain(|c| *c != clear && *c != clear_secure);
     if !settle_once(shared, &t, how).await {
-        settle_later(shared.clone(), t, how);
+        settle_later(shared.arc(), t, how);
     }
 }
 

@@ -6,24 +6,27 @@
 
 use super::{Ctx, Proxy};
 use crate::app::Shared;
+use crate::clock::Micros;
 use crate::store::VisitorId;
 
 impl Proxy {
-    /// Renews or re-registers the session of a visitor with a valid admission cookie.
+    /// Renews or re-registers the session of a visitor with a valid admission cookie (`now`:
+    /// the wall clock the cookie was checked at, read once for the request).
     pub(super) async fn keep_session(
         shared: &Shared,
         ctx: &mut Ctx,
         room: usize,
         vid: VisitorId,
         expires: u64,
+        now: Micros,
     ) {
         let r = &shared.rooms[room];
         let ttl = r.cfg.params.session_ttl.as_secs().max(1);
-        let due = expires.saturating_sub(shared.clock.now_secs()) < ttl / 2;
+        let due = expires.saturating_sub(now / 1_000_000) < ttl / 2;
         // Admitted here by the `local` policy while the store was away: the store has not
         // counted this session yet.
         let local = r.local.unregistered(vid);
-        if !local && (due || !r.recovery.claim(vid, shared.clock.now_micros())) {
+        if !local && (due || !r.recovery.claim(vid, now)) {
             // The renewal's own touch re-registers a session that is due anyway.
             return Self::refresh(shared, ctx, room, vid, expires).await;
         }

@@ -391,7 +391,7 @@ impl Proxy {
                 ctx.set_cookies.retain(|c| !c.starts_with(&r.cookie_name));
                 ctx.set_cookies.push(cookie::clear_admission(r.name(), secure(shared, ctx)));
                 ctx.outcome = Outcome::Consume;
-                ctx.heartbeat = Some(super::origin::Heartbeat::start(ctx.shared.clone(), &taken));
+                ctx.heartbeat = Some(super::origin::Heartbeat::start(ctx.shared.arc(), &taken));
                 ctx.consumed = Some(taken);
                 return Ok(false);
             }
@@ -413,7 +413,7 @@ impl Proxy {
                     // Through without a confirmed consume; should the store have taken it after
                     // all, the origin's answer settles it like any other.
                     ctx.outcome = Outcome::Consume;
-                    ctx.heartbeat = Some(super::origin::Heartbeat::start(ctx.shared.clone(), &taken));
+                    ctx.heartbeat = Some(super::origin::Heartbeat::start(ctx.shared.arc(), &taken));
                 ctx.consumed = Some(taken);
                     return Ok(false);
                 }
@@ -422,7 +422,7 @@ impl Proxy {
                 // consume the breaker stopped never reached the store: nothing to give back
                 // (and no task per request while the store is down).
                 if reached {
-                    super::origin::settle_later(ctx.shared.clone(), taken, Settle::GiveBack);
+                    super::origin::settle_later(ctx.shared.arc(), taken, Settle::GiveBack);
                 }
                 (
                     503,
