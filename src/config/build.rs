@@ -335,10 +335,10 @@ impl Builder<'_> {
                     "must be at least 1",
                     "set threads = 1 or more",
                 );
-                DEFAULT_THREADS
+                default_threads()
             }
             Some(n) => n,
-            None => DEFAULT_THREADS,
+            None => default_threads(),
         };
         ServerSettings {
             threads,

@@ -55,8 +55,17 @@ pub const DEFAULT_TICK: Duration = Duration::from_millis(100);
 pub const DEFAULT_WAITING_STATUS: u16 = 200;
 /// HMAC keys shorter than this are refused: `openssl rand -base64 32` gives 44 characters.
 pub const MIN_COOKIE_KEY_LEN: usize = 32;
-/// Worker threads of the proxy service.
+/// Worker threads of the proxy service where the number of cores cannot be read.
 pub const DEFAULT_THREADS: usize = 2;
+
+/// Worker threads of the proxy service by default: one per core the process may run on (its
+/// CPU affinity and cgroup quota). Measured on the admitted path (docs/BENCHMARKS.md, "The
+/// `[server]` defaults"): one thread costs the least CPU per request, since fewer wake-ups
+/// cross threads, but it caps the proxy at one core, and the polls of a long line need
+/// several; with fewer threads than cores the rest of the machine sits idle under load.
+pub fn default_threads() -> usize {
+    std::thread::available_parallelism().map_or(DEFAULT_THREADS, std::num::NonZeroUsize::get)
+}
 /// After SIGTERM or SIGINT the listeners close and in-flight requests get this long to finish
 /// (Pingora waits the whole period).
 pub const DEFAULT_GRACE_PERIOD: Duration = Duration::from_secs(5);
@@ -374,6 +383,18 @@ pub fn check_abandon_after(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_default_threads_are_the_cores_this_process_may_use() {
+        if let Ok(cores) = std::thread::available_parallelism() {
+            assert_eq!(default_threads(), cores.get());
+        }
+        let text = "[listen]\nhttp = \"127.0.0.1:0\"\n[cookie]\nkeys = [\"unit-test-key-0123456789-0123456789-0123\"]\n[[upstream]]\nname = \"shop\"\naddr = \"127.0.0.1:9\"\n[default]\nupstream = \"shop\"\n";
+        let config = crate::config::parse(text, "unit.toml", std::path::Path::new("."))
+            .unwrap_or_else(|e| panic!("{e:?}"));
+        assert_eq!(config.server.threads, default_threads());
+        assert!(config.server.work_stealing);
+    }
 
     #[test]
     fn each_public_address_has_its_own_upgrade_socket() {
