@@ -6,8 +6,10 @@
 //!   else makes exactly one store call (`join`), which both places them and reports their turn.
 //! - `upstream_peer`: the room's upstream, or the default one outside every room.
 //! - `upstream_request_filter`: our own cookies are taken out of what the origin sees.
-//! - `response_filter`: cookies we decided to set ride on the origin's response.
+//! - `response_filter`: cookies we decided to set ride on the origin's response, which is then
+//!   kept out of shared caches ([`cache_safe`]).
 
+mod cache_safe;
 mod edge;
 pub mod held;
 mod origin;
@@ -360,6 +362,7 @@ impl ProxyHttp for Proxy {
         upstream_request: &mut RequestHeader,
         ctx: &mut Ctx,
     ) -> Result<()> {
+        cache_safe::ask_in_full(upstream_request, !ctx.set_cookies.is_empty());
         if target::has_spoofable(upstream_request) {
             target::strip_spoofable(upstream_request, ctx.trusted_peer);
         }
@@ -387,6 +390,9 @@ impl ProxyHttp for Proxy {
         upstream_response: &mut ResponseHeader,
         ctx: &mut Ctx,
     ) -> Result<()> {
+        if ctx.set_cookies.is_empty() || !cache_safe::prepare(upstream_response)? {
+            return Ok(());
+        }
         for c in &ctx.set_cookies {
             upstream_response.append_header(http::header::SET_COOKIE, c.as_str())?;
         }

@@ -179,6 +179,9 @@ async fn answer(req: Request<Incoming>, log: Arc<Mutex<Vec<Seen>>>) -> Response<
             )))
             .unwrap();
     }
+    if let Some(kind) = parts.uri.path().strip_prefix("/cached/") {
+        return cached(kind, &parts.headers);
+    }
     let reply = if parts.uri.path() == "/big" {
         big_body()
     } else if parts.uri.path().ends_with("/echo") {
@@ -526,4 +529,39 @@ where
         tokio::task::yield_now().await;
         tokio::time::sleep(Duration::from_millis(25)).await;
     }
+}
+
+/// `/cached/KIND`: a page the shop lets caches keep, each KIND with its own caching fields
+/// (`public`, `smaxage`, `none`, `cdn`, `private`, `nostore`), with an ETag; a request that
+/// already has it (`If-None-Match: "v1"`) gets a `304`.
+fn cached(kind: &str, headers: &hyper::HeaderMap) -> Response<Full<Bytes>> {
+    let fresh = headers
+        .get("if-none-match")
+        .is_some_and(|v| v.as_bytes() == b"\"v1\"");
+    let mut r = Response::builder()
+        .status(if fresh { 304 } else { 200 })
+        .header("x-origin", "yes")
+        .header("etag", "\"v1\"");
+    let cc = match kind {
+        "public" => Some("public, max-age=600"),
+        "smaxage" => Some("s-maxage=600"),
+        "cdn" => Some("public, max-age=60"),
+        "private" => Some("private, max-age=60"),
+        "nostore" => Some("no-store"),
+        _ => None,
+    };
+    if let Some(cc) = cc {
+        r = r.header("cache-control", cc);
+    }
+    if kind == "cdn" {
+        r = r
+            .header("cdn-cache-control", "max-age=600")
+            .header("surrogate-control", "max-age=600");
+    }
+    let body = if fresh {
+        Bytes::new()
+    } else {
+        Bytes::from_static(b"a cacheable page")
+    };
+    r.body(Full::new(body)).unwrap()
 }

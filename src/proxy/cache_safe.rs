@@ -1,0 +1,173 @@
+//! A response that carries one of our cookies must never be stored by a shared cache (a CDN,
+//! a corporate proxy): a cached admission or visitor id would be handed to everyone the cache
+//! serves, and with it one visitor's place or admission.
+//!
+//! - The origin's `Cache-Control` is made `private` unless it already says `private` (without a
+//!   field list) or `no-store`: `public` and `s-maxage` go, what the browser may do with it
+//!   (`max-age`, `no-cache`, ...) stays. No `Cache-Control` at all gets `private` (a shared
+//!   cache may store such a response heuristically).
+//! - The fields by which an origin speaks to a CDN alone (`CDN-Cache-Control`, RFC 9213, and the
+//!   vendors' `Surrogate-Control` and `Cloudflare-CDN-Cache-Control`) take precedence over
+//!   `Cache-Control` there, so they are removed from such a response.
+//! - A `304` never carries our cookie (a cache would merge it into the response it stored). So
+//!   that the visitor still gets it, a `GET`/`HEAD` that will get one of our cookies goes to the
+//!   origin without `If-None-Match`/`If-Modified-Since`, and the origin answers in full; an
+//!   origin that answers `304` anyway gets our cookies dropped from that answer (a renewal comes
+//!   again on the next request).
+//!
+//! Responses without our cookies are not touched.
+
+use pingora::http::{RequestHeader, ResponseHeader};
+
+/// Fields through which an origin tells CDNs alone how long to keep a response.
+const CDN_FIELDS: [&str; 3] = [
+    "cdn-cache-control",
+    "surrogate-control",
+    "cloudflare-cdn-cache-control",
+];
+
+/// The request asks the origin for a `304` if it has not changed.
+const CONDITIONALS: [http::header::HeaderName; 2] =
+    [http::header::IF_NONE_MATCH, http::header::IF_MODIFIED_SINCE];
+
+/// What a response that is to carry our cookies gets as `Cache-Control`: `None` when the
+/// origin's is already safe from shared caches. `values` are the origin's `Cache-Control`
+/// lines.
+pub fn private_cache_control<'a>(values: impl IntoIterator<Item = &'a str>) -> Option<String> {
+    let mut kept: Vec<&str> = Vec::new();
+    for directive in values.into_iter().flat_map(|v| v.split(',')) {
+        let d = directive.trim();
+        if d.is_empty() {
+            continue;
+        }
+        let name = d.split('=').next().unwrap_or("").trim();
+        let unqualified = !d.contains('=');
+        if (name.eq_ignore_ascii_case("private") && unqualified)
+            || name.eq_ignore_ascii_case("no-store")
+        {
+            return None;
+        }
+        if ["public", "s-maxage", "private", "proxy-revalidate"]
+            .iter()
+            .any(|n| name.eq_ignore_ascii_case(n))
+        {
+            continue;
+        }
+        kept.push(d);
+    }
+    kept.push("private");
+    Some(kept.join(", "))
+}
+
+/// Before the request goes to the origin: a `GET` or `HEAD` that will get our cookie asks for
+/// the whole response, not a `304`.
+pub fn ask_in_full(req: &mut RequestHeader, cookies_to_set: bool) {
+    let get = req.method == http::Method::GET || req.method == http::Method::HEAD;
+    if cookies_to_set && get {
+        for h in &CONDITIONALS {
+            while req.remove_header(h).is_some() {}
+        }
+    }
+}
+
+/// On the origin's answer, before our cookies are added to it: `false` when they must not be
+/// (a `304`); otherwise the answer is made safe from shared caches.
+pub fn prepare(resp: &mut ResponseHeader) -> pingora::Result<bool> {
+    if resp.status == http::StatusCode::NOT_MODIFIED {
+        return Ok(false);
+    }
+    let values = resp
+        .headers
+        .get_all(http::header::CACHE_CONTROL)
+        .iter()
+        .map(|v| v.to_str().unwrap_or("no-transform"));
+    if let Some(cc) = private_cache_control(values) {
+        resp.insert_header(http::header::CACHE_CONTROL, cc)?;
+    }
+    for f in CDN_FIELDS {
+        while resp.remove_header(f).is_some() {}
+    }
+    Ok(true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cacheable_answers_are_made_private_and_safe_ones_are_left() {
+        let cases: [(&[&str], Option<&str>); 11] = [
+            (&[], Some("private")),
+            (&["public, max-age=600"], Some("max-age=600, private")),
+            (&["s-maxage=600"], Some("private")),
+            (
+                &["Public", "S-MaxAge=60, max-age=5"],
+                Some("max-age=5, private"),
+            ),
+            (&["no-cache"], Some("no-cache, private")),
+            (
+                &["max-age=60, proxy-revalidate"],
+                Some("max-age=60, private"),
+            ),
+            // A field list lets a shared cache store the rest: not enough.
+            (
+                &["private=\"set-cookie\", max-age=60"],
+                Some("max-age=60, private"),
+            ),
+            (&["private"], None),
+            (&["max-age=60, PRIVATE"], None),
+            (&["no-store"], None),
+            (&["public", "no-store"], None),
+        ];
+        for (values, want) in cases {
+            assert_eq!(
+                private_cache_control(values.iter().copied()).as_deref(),
+                want,
+                "{values:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_304_never_carries_our_cookie_and_cdn_fields_go() {
+        let mut not_modified = ResponseHeader::build(304, None).unwrap();
+        assert!(!prepare(&mut not_modified).unwrap());
+        let mut ok = ResponseHeader::build(200, None).unwrap();
+        ok.insert_header("cache-control", "public, max-age=60")
+            .unwrap();
+        ok.insert_header("CDN-Cache-Control", "max-age=600")
+            .unwrap();
+        ok.insert_header("surrogate-control", "max-age=600")
+            .unwrap();
+        assert!(prepare(&mut ok).unwrap());
+        assert_eq!(ok.headers["cache-control"], "max-age=60, private");
+        assert!(ok.headers.get("cdn-cache-control").is_none());
+        assert!(ok.headers.get("surrogate-control").is_none());
+    }
+
+    #[test]
+    fn only_a_get_or_head_that_gets_our_cookie_loses_its_conditions() {
+        let req = |m: &str| {
+            let mut r = RequestHeader::build(m, b"/p", None).unwrap();
+            r.insert_header("if-none-match", "\"v1\"").unwrap();
+            r.insert_header("if-modified-since", "Wed, 02 Dec 2026 00:00:00 GMT")
+                .unwrap();
+            r.insert_header("if-match", "\"v1\"").unwrap();
+            r
+        };
+        let mut get = req("GET");
+        ask_in_full(&mut get, true);
+        assert!(get.headers.get("if-none-match").is_none());
+        assert!(get.headers.get("if-modified-since").is_none());
+        assert!(get.headers.get("if-match").is_some(), "not a 304 condition");
+        let mut kept = req("GET");
+        ask_in_full(&mut kept, false);
+        assert!(kept.headers.get("if-none-match").is_some());
+        let mut put = req("PUT");
+        ask_in_full(&mut put, true);
+        assert!(
+            put.headers.get("if-none-match").is_some(),
+            "a PUT's conditions are its own"
+        );
+    }
+}

@@ -1,0 +1,150 @@
+//! A response that carries anteroom's cookies is never stored by a shared cache: the origin's
+//! `Cache-Control` made private where it was cacheable, the CDN-only fields removed, and no
+//! cookie of ours on a `304` (a conditional request that is to get one asks the origin in full).
+//! Responses without our cookies are left as the origin sent them.
+
+mod common;
+
+use common::*;
+
+fn config(origin: std::net::SocketAddr) -> String {
+    format!(
+        r#"{base}
+[[room]]
+name = "sale"
+paths = ["/cached"]
+admit-per-second = 100
+max-active = 100
+session-ttl = "1h"
+"#,
+        base = base_config(origin)
+    )
+}
+
+/// A new visitor's first request: let in on the fast path, so the origin's answer carries the
+/// admission and visitor-id cookies.
+async fn first_visit(proxy: &Proxy, path: &str, extra: &[(&str, &str)]) -> reqwest::Response {
+    let mut req = client().get(proxy.url(path));
+    for (k, v) in extra {
+        req = req.header(*k, *v);
+    }
+    req.send().await.unwrap()
+}
+
+fn header(resp: &reqwest::Response, name: &str) -> Option<String> {
+    resp.headers()
+        .get(name)
+        .map(|v| v.to_str().unwrap_or("").to_string())
+}
+
+fn ours(resp: &reqwest::Response) -> Vec<String> {
+    set_cookies(resp)
+        .into_iter()
+        .map(|(k, _, _)| k)
+        .filter(|k| k.starts_with("anteroom_"))
+        .collect()
+}
+
+#[tokio::test]
+async fn a_response_with_our_cookie_is_kept_out_of_shared_caches() {
+    let origin = Origin::start().await;
+    let proxy = Proxy::start(&config(origin.addr));
+    // (origin's kind, Cache-Control the visitor must see)
+    let cases = [
+        ("public", Some("max-age=600, private")),
+        ("smaxage", Some("private")),
+        ("none", Some("private")),
+        ("cdn", Some("max-age=60, private")),
+        ("private", Some("private, max-age=60")),
+        ("nostore", Some("no-store")),
+    ];
+    for (kind, want) in cases {
+        let resp = first_visit(&proxy, &format!("/cached/{kind}"), &[]).await;
+        assert_eq!(resp.status(), 200, "{kind}");
+        assert!(
+            ours(&resp).contains(&"anteroom_sale".to_string()),
+            "{kind}: admitted on the fast path, with the cookie: {:?}",
+            ours(&resp)
+        );
+        assert_eq!(header(&resp, "cache-control").as_deref(), want, "{kind}");
+        assert_eq!(header(&resp, "cdn-cache-control"), None, "{kind}");
+        assert_eq!(header(&resp, "surrogate-control"), None, "{kind}");
+        assert_eq!(header(&resp, "x-origin").as_deref(), Some("yes"), "{kind}");
+    }
+}
+
+#[tokio::test]
+async fn a_conditional_request_that_gets_our_cookie_gets_the_whole_answer_not_a_304() {
+    let origin = Origin::start().await;
+    let proxy = Proxy::start(&config(origin.addr));
+    let resp = first_visit(
+        &proxy,
+        "/cached/public",
+        &[
+            ("if-none-match", "\"v1\""),
+            ("if-modified-since", "Wed, 02 Dec 2026 00:00:00 GMT"),
+        ],
+    )
+    .await;
+    assert_eq!(
+        resp.status(),
+        200,
+        "asked in full, so the cookie can ride on it"
+    );
+    assert!(ours(&resp).contains(&"anteroom_sale".to_string()));
+    let seen = origin.requests();
+    let last = seen.last().expect("the origin was asked");
+    assert_eq!(last.header("if-none-match"), None);
+    assert_eq!(last.header("if-modified-since"), None);
+
+    // The fast path's short cookie is renewed by the first request that carries it: with a
+    // cookie to set, that conditional request is asked in full too.
+    let mut jar = Jar::default();
+    jar.absorb(&resp);
+    let renewal = client()
+        .get(proxy.url("/cached/public"))
+        .header("cookie", jar.header())
+        .header("if-none-match", "\"v1\"")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(renewal.status(), 200);
+    assert!(ours(&renewal).contains(&"anteroom_sale".to_string()));
+    assert_eq!(
+        header(&renewal, "cache-control").as_deref(),
+        Some("max-age=600, private")
+    );
+    jar.absorb(&renewal);
+    // Admitted for the session now: the same conditional request gets its 304, untouched and
+    // cookie-free.
+    let again = client()
+        .get(proxy.url("/cached/public"))
+        .header("cookie", jar.header())
+        .header("if-none-match", "\"v1\"")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(again.status(), 304);
+    assert!(ours(&again).is_empty(), "{:?}", ours(&again));
+    assert_eq!(
+        header(&again, "cache-control").as_deref(),
+        Some("public, max-age=600")
+    );
+    // And an answer without our cookies keeps the origin's caching as it was.
+    let plain = client()
+        .get(proxy.url("/cached/cdn"))
+        .header("cookie", jar.header())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(plain.status(), 200);
+    assert!(ours(&plain).is_empty());
+    assert_eq!(
+        header(&plain, "cache-control").as_deref(),
+        Some("public, max-age=60")
+    );
+    assert_eq!(
+        header(&plain, "cdn-cache-control").as_deref(),
+        Some("max-age=600")
+    );
+}
