@@ -130,12 +130,16 @@ pub fn summary(c: &Config) -> String {
         };
         let _ = writeln!(
             s,
-            "  upstream  {} -> {}{}{default}{}",
+            "  upstream  {} -> {}{}{default}{}{}",
             u.name,
             u.addr,
             if u.tls { " tls" } else { "" },
             u.admit_per_second
                 .map(|c| format!(", all its rooms together at most {c}/s"))
+                .unwrap_or_default(),
+            u.origin_secret
+                .as_ref()
+                .map(|o| format!(", proves itself with {} (secret not shown)", o.name))
                 .unwrap_or_default()
         );
     }

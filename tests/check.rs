@@ -179,6 +179,18 @@ const BROKEN: &[(&str, usize, &str, &str)] = &[
         "unknown field",
     ),
     (
+        "bad_origin_secret_header.toml",
+        7,
+        "upstream[0].origin-secret.header",
+        "is a header HTTP or anteroom uses",
+    ),
+    (
+        "bad_origin_secret_short.toml",
+        7,
+        "upstream[0].origin-secret.value",
+        "at least 24 are needed",
+    ),
+    (
         "bad_unknown_upstream.toml",
         10,
         "room[0].upstream",

@@ -440,6 +440,7 @@ impl Builder<'_> {
                 write_timeout,
                 error_pages: u.error_pages.unwrap_or(true),
                 admit_per_second: self.upstream_cap(&p, u.admit_per_second),
+                origin_secret: self.origin_secret(&p, u.origin_secret.as_ref()),
             });
         }
         out

@@ -94,6 +94,15 @@ pub struct UpstreamFile {
     pub error_pages: Option<bool>,
     /// What all rooms on this upstream together may admit per second.
     pub admit_per_second: Option<f64>,
+    /// A header added to every request to this upstream, so that it can refuse the rest.
+    pub origin_secret: Option<OriginSecretFile>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct OriginSecretFile {
+    pub header: String,
+    pub value: String,
 }
 
 #[derive(Debug, Deserialize)]

@@ -10,6 +10,7 @@ pub mod file;
 mod limits;
 pub mod locate;
 pub mod model;
+mod origin_lock;
 mod rooms;
 mod store;
 mod template;

@@ -232,6 +232,26 @@ pub struct Upstream {
     /// `admit-per-second` of the upstream: the most all its rooms together admit per second
     /// (each room's rate is cut to its share of it at load, see `config::limits`).
     pub admit_per_second: Option<f64>,
+    /// Added to every request to this upstream (`origin-secret`), replacing any a client sent.
+    pub origin_secret: Option<OriginSecret>,
+}
+
+/// The header by which an origin knows a request came through anteroom.
+#[derive(Clone, PartialEq, Eq)]
+pub struct OriginSecret {
+    pub name: http::HeaderName,
+    pub value: http::HeaderValue,
+}
+
+impl std::fmt::Debug for OriginSecret {
+    /// The value is a secret: never in a log or a summary.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "OriginSecret {{ name: {:?}, value: <secret> }}",
+            self.name
+        )
+    }
 }
 
 /// Connecting to an origin that does not answer fails after this.

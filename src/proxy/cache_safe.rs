@@ -62,8 +62,10 @@ pub fn private_cache_control<'a>(values: impl IntoIterator<Item = &'a str>) -> O
 /// Before the request goes to the origin: a `GET` or `HEAD` that will get our cookie asks for
 /// the whole response, not a `304`.
 pub fn ask_in_full(req: &mut RequestHeader, cookies_to_set: bool) {
-    let get = req.method == http::Method::GET || req.method == http::Method::HEAD;
-    if cookies_to_set && get {
+    if !cookies_to_set {
+        return;
+    }
+    if req.method == http::Method::GET || req.method == http::Method::HEAD {
         for h in &CONDITIONALS {
             while req.remove_header(h).is_some() {}
         }

@@ -363,6 +363,17 @@ impl ProxyHttp for Proxy {
         ctx: &mut Ctx,
     ) -> Result<()> {
         cache_safe::ask_in_full(upstream_request, !ctx.set_cookies.is_empty());
+        // The origin's proof that the request came through the line (replacing any copy a
+        // client sent: a guess must not reach the origin as if we had sent it).
+        if let Some(s) = ctx
+            .shared
+            .config
+            .upstreams
+            .get(ctx.upstream)
+            .and_then(|u| u.origin_secret.as_ref())
+        {
+            upstream_request.insert_header(s.name.clone(), s.value.clone())?;
+        }
         if target::has_spoofable(upstream_request) {
             target::strip_spoofable(upstream_request, ctx.trusted_peer);
         }

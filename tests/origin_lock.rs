@@ -1,0 +1,236 @@
+//! Locking the origin to anteroom (`[[upstream]] origin-secret`): anteroom adds the secret
+//! header to every request it sends the origin, replacing any copy a client sent, and the
+//! snippets in docs/origin-lock/ — run here as they are, in a real nginx and a real Apache
+//! httpd in front of the app — refuse every request without it.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use common::*;
+
+const SECRET: &str = "test-origin-secret-0123456789-abcdef";
+const HEADER: &str = "x-anteroom-secret";
+
+fn config(upstream: std::net::SocketAddr) -> String {
+    format!(
+        r#"
+[cookie]
+keys = ["{KEY}"]
+
+[[upstream]]
+name = "shop"
+addr = "{upstream}"
+origin-secret = {{ header = "X-Anteroom-Secret", value = "env:TEST_ORIGIN_SECRET" }}
+
+[default]
+upstream = "shop"
+
+[[room]]
+name = "sale"
+paths = ["/products"]
+admit-per-second = 100
+max-active = 100
+"#
+    )
+}
+
+fn start_anteroom(upstream: std::net::SocketAddr) -> Proxy {
+    Proxy::start_with(
+        &config(upstream),
+        &[("ANTEROOM_LOG", "warn"), ("TEST_ORIGIN_SECRET", SECRET)],
+        &[],
+    )
+}
+
+/// A server in front of the app (nginx or Apache), killed on drop.
+struct Front {
+    child: Child,
+    _dir: tempfile::TempDir,
+    addr: std::net::SocketAddr,
+}
+
+impl Drop for Front {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The snippet in docs/origin-lock/ with its three placeholders filled in.
+fn snippet(file: &str, listen: &str, app: std::net::SocketAddr) -> String {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("docs/origin-lock")
+        .join(file);
+    std::fs::read_to_string(&path)
+        .unwrap()
+        .replace("SECRET", SECRET)
+        .replace("LEGACY_APP", &app.to_string())
+        .replace("LISTEN", listen)
+}
+
+fn need(tool: &str) -> PathBuf {
+    for dir in ["/usr/sbin", "/usr/bin", "/sbin", "/bin"] {
+        let p = Path::new(dir).join(tool);
+        if p.exists() {
+            return p;
+        }
+    }
+    panic!(
+        "{tool} is not installed: scripts/test installs it (apt-get install nginx-light apache2)"
+    );
+}
+
+async fn answers(addr: std::net::SocketAddr) -> bool {
+    client().get(format!("http://{addr}/")).send().await.is_ok()
+}
+
+async fn started(mut front: Front, what: &str) -> Front {
+    let addr = front.addr;
+    eventually(Duration::from_secs(20), what, || async move {
+        answers(addr).await.then_some(())
+    })
+    .await;
+    assert!(front.child.try_wait().unwrap().is_none(), "{what} exited");
+    front
+}
+
+async fn nginx(app: std::net::SocketAddr) -> Front {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let d = dir.path().display();
+    let conf = format!(
+        "daemon off;\nworker_processes 1;\npid {d}/nginx.pid;\nerror_log {d}/error.log;\nevents {{}}\nhttp {{\n  access_log off;\n{}\n}}\n",
+        snippet("nginx.conf", &format!("127.0.0.1:{port}"), app)
+    );
+    std::fs::write(dir.path().join("nginx.conf"), conf).unwrap();
+    let child = Command::new(need("nginx"))
+        .args(["-p", &d.to_string(), "-c", &format!("{d}/nginx.conf")])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let addr = format!("127.0.0.1:{port}").parse().unwrap();
+    started(
+        Front {
+            child,
+            _dir: dir,
+            addr,
+        },
+        "nginx answers",
+    )
+    .await
+}
+
+async fn apache(app: std::net::SocketAddr) -> Front {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let d = dir.path().display();
+    let m = "/usr/lib/apache2/modules";
+    let conf = format!(
+        "ServerRoot \"{d}\"\nServerName localhost\nDefaultRuntimeDir \"{d}\"\nPidFile \"{d}/httpd.pid\"\nErrorLog \"{d}/error.log\"\nLogLevel warn\n\
+         LoadModule mpm_event_module {m}/mod_mpm_event.so\nLoadModule authz_core_module {m}/mod_authz_core.so\n\
+         LoadModule proxy_module {m}/mod_proxy.so\nLoadModule proxy_http_module {m}/mod_proxy_http.so\n\
+         LoadModule headers_module {m}/mod_headers.so\nUser www-data\nGroup www-data\n{}\n",
+        snippet("apache.conf", &format!("127.0.0.1:{port}"), app)
+    );
+    std::fs::write(dir.path().join("httpd.conf"), conf).unwrap();
+    let child = Command::new(need("apache2"))
+        .args(["-f", &format!("{d}/httpd.conf"), "-DFOREGROUND"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let addr = format!("127.0.0.1:{port}").parse().unwrap();
+    started(
+        Front {
+            child,
+            _dir: dir,
+            addr,
+        },
+        "apache answers",
+    )
+    .await
+}
+
+/// What the app saw of the secret header on its last request.
+fn secret_seen(app: &Origin) -> Vec<Vec<u8>> {
+    let seen = app.requests();
+    let last = seen.last().expect("the app was asked");
+    last.headers
+        .iter()
+        .filter(|(k, _)| k == HEADER)
+        .map(|(_, v)| v.clone())
+        .collect()
+}
+
+#[tokio::test]
+async fn every_request_to_the_origin_carries_the_secret_and_only_ours() {
+    let app = Origin::start().await;
+    let proxy = start_anteroom(app.addr);
+    for (path, guess) in [
+        ("/elsewhere", None),
+        ("/products/1", None),
+        ("/elsewhere", Some("a-guess")),
+        ("/products/2", Some(SECRET)),
+    ] {
+        let mut req = client().get(proxy.url(path));
+        if let Some(g) = guess {
+            req = req.header("X-Anteroom-Secret", g);
+        }
+        let resp = req.send().await.unwrap();
+        assert_eq!(resp.status(), 200, "{path}");
+        assert_eq!(
+            secret_seen(&app),
+            vec![SECRET.as_bytes().to_vec()],
+            "{path} with {guess:?}: exactly our secret, once"
+        );
+    }
+}
+
+async fn the_front_lets_only_anteroom_through(front: &Front, app: &Origin) {
+    let direct = |value: Option<&'static str>| {
+        let mut req = client().get(format!("http://{}/products/1", front.addr));
+        if let Some(v) = value {
+            req = req.header("X-Anteroom-Secret", v);
+        }
+        req
+    };
+    let before = app.requests().len();
+    for value in [None, Some("a-guess"), Some("")] {
+        let resp = direct(value).send().await.unwrap();
+        assert_eq!(resp.status(), 403, "straight to the origin with {value:?}");
+    }
+    assert_eq!(app.requests().len(), before, "the app saw none of them");
+
+    let proxy = start_anteroom(front.addr);
+    for path in ["/elsewhere", "/products/1"] {
+        let resp = client().get(proxy.url(path)).send().await.unwrap();
+        assert_eq!(resp.status(), 200, "{path} through anteroom");
+        assert_eq!(
+            resp.headers().get("x-origin").map(|v| v.as_bytes()),
+            Some(&b"yes"[..]),
+            "{path}: the app answered"
+        );
+        assert!(
+            secret_seen(app).is_empty(),
+            "{path}: the app never sees the secret"
+        );
+    }
+}
+
+#[tokio::test]
+async fn the_nginx_snippet_refuses_requests_that_did_not_come_through_anteroom() {
+    let app = Origin::start().await;
+    let front = nginx(app.addr).await;
+    the_front_lets_only_anteroom_through(&front, &app).await;
+}
+
+#[tokio::test]
+async fn the_apache_snippet_refuses_requests_that_did_not_come_through_anteroom() {
+    let app = Origin::start().await;
+    let front = apache(app.addr).await;
+    the_front_lets_only_anteroom_through(&front, &app).await;
+}
