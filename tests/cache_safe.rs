@@ -21,11 +21,11 @@ session-ttl = "1h"
     )
 }
 
-/// A new visitor's first request: let in on the fast path, so the origin's answer carries the
-/// admission and visitor-id cookies.
-async fn first_visit(proxy: &Proxy, path: &str, extra: &[(&str, &str)]) -> reqwest::Response {
+/// A GET of `path` with `headers`. A new visitor's first one is let in on the fast path, so the
+/// origin's answer carries the admission and visitor-id cookies.
+async fn get(proxy: &Proxy, path: &str, headers: &[(&str, &str)]) -> reqwest::Response {
     let mut req = client().get(proxy.url(path));
-    for (k, v) in extra {
+    for (k, v) in headers {
         req = req.header(*k, *v);
     }
     req.send().await.unwrap()
@@ -59,7 +59,7 @@ async fn a_response_with_our_cookie_is_kept_out_of_shared_caches() {
         ("nostore", Some("no-store")),
     ];
     for (kind, want) in cases {
-        let resp = first_visit(&proxy, &format!("/cached/{kind}"), &[]).await;
+        let resp = get(&proxy, &format!("/cached/{kind}"), &[]).await;
         assert_eq!(resp.status(), 200, "{kind}");
         assert!(
             ours(&resp).contains(&"anteroom_sale".to_string()),
@@ -77,7 +77,7 @@ async fn a_response_with_our_cookie_is_kept_out_of_shared_caches() {
 async fn a_conditional_request_that_gets_our_cookie_gets_the_whole_answer_not_a_304() {
     let origin = Origin::start().await;
     let proxy = Proxy::start(&config(origin.addr));
-    let resp = first_visit(
+    let resp = get(
         &proxy,
         "/cached/public",
         &[
@@ -101,13 +101,12 @@ async fn a_conditional_request_that_gets_our_cookie_gets_the_whole_answer_not_a_
     // cookie to set, that conditional request is asked in full too.
     let mut jar = Jar::default();
     jar.absorb(&resp);
-    let renewal = client()
-        .get(proxy.url("/cached/public"))
-        .header("cookie", jar.header())
-        .header("if-none-match", "\"v1\"")
-        .send()
-        .await
-        .unwrap();
+    let renewal = get(
+        &proxy,
+        "/cached/public",
+        &[("cookie", &jar.header()), ("if-none-match", "\"v1\"")],
+    )
+    .await;
     assert_eq!(renewal.status(), 200);
     assert!(ours(&renewal).contains(&"anteroom_sale".to_string()));
     assert_eq!(
@@ -117,13 +116,12 @@ async fn a_conditional_request_that_gets_our_cookie_gets_the_whole_answer_not_a_
     jar.absorb(&renewal);
     // Admitted for the session now: the same conditional request gets its 304, untouched and
     // cookie-free.
-    let again = client()
-        .get(proxy.url("/cached/public"))
-        .header("cookie", jar.header())
-        .header("if-none-match", "\"v1\"")
-        .send()
-        .await
-        .unwrap();
+    let again = get(
+        &proxy,
+        "/cached/public",
+        &[("cookie", &jar.header()), ("if-none-match", "\"v1\"")],
+    )
+    .await;
     assert_eq!(again.status(), 304);
     assert!(ours(&again).is_empty(), "{:?}", ours(&again));
     assert_eq!(
@@ -131,12 +129,7 @@ async fn a_conditional_request_that_gets_our_cookie_gets_the_whole_answer_not_a_
         Some("public, max-age=600")
     );
     // And an answer without our cookies keeps the origin's caching as it was.
-    let plain = client()
-        .get(proxy.url("/cached/cdn"))
-        .header("cookie", jar.header())
-        .send()
-        .await
-        .unwrap();
+    let plain = get(&proxy, "/cached/cdn", &[("cookie", &jar.header())]).await;
     assert_eq!(plain.status(), 200);
     assert!(ours(&plain).is_empty());
     assert_eq!(

@@ -87,72 +87,78 @@ async fn answers(addr: std::net::SocketAddr) -> bool {
     client().get(format!("http://{addr}/")).send().await.is_ok()
 }
 
-async fn started(mut front: Front, what: &str) -> Front {
-    let addr = front.addr;
-    eventually(Duration::from_secs(20), what, || async move {
+/// Starts `program` with the configuration `conf(dir, listen)` written to `dir/file` and the
+/// arguments `args(dir)`, and waits until it answers.
+async fn front(
+    program: &str,
+    file: &str,
+    conf: impl Fn(&str, &str) -> String,
+    args: impl Fn(&str) -> Vec<String>,
+) -> Front {
+    let dir = tempfile::tempdir().unwrap();
+    let addr: std::net::SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+    let d = dir.path().display().to_string();
+    std::fs::write(dir.path().join(file), conf(&d, &addr.to_string())).unwrap();
+    let child = Command::new(need(program))
+        .args(args(&d))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut front = Front {
+        child,
+        _dir: dir,
+        addr,
+    };
+    let what = format!("{program} answers");
+    eventually(Duration::from_secs(20), &what, || async move {
         answers(addr).await.then_some(())
     })
     .await;
-    assert!(front.child.try_wait().unwrap().is_none(), "{what} exited");
+    assert!(
+        front.child.try_wait().unwrap().is_none(),
+        "{program} exited"
+    );
     front
 }
 
 async fn nginx(app: std::net::SocketAddr) -> Front {
-    let dir = tempfile::tempdir().unwrap();
-    let port = free_port();
-    let d = dir.path().display();
-    let conf = format!(
-        "daemon off;\nworker_processes 1;\npid {d}/nginx.pid;\nerror_log {d}/error.log;\nevents {{}}\nhttp {{\n  access_log off;\n{}\n}}\n",
-        snippet("nginx.conf", &format!("127.0.0.1:{port}"), app)
-    );
-    std::fs::write(dir.path().join("nginx.conf"), conf).unwrap();
-    let child = Command::new(need("nginx"))
-        .args(["-p", &d.to_string(), "-c", &format!("{d}/nginx.conf")])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let addr = format!("127.0.0.1:{port}").parse().unwrap();
-    started(
-        Front {
-            child,
-            _dir: dir,
-            addr,
-        },
-        "nginx answers",
-    )
-    .await
+    let conf = |d: &str, listen: &str| {
+        format!(
+            "daemon off;\nworker_processes 1;\npid {d}/nginx.pid;\nerror_log {d}/error.log;\nevents {{}}\nhttp {{\n  access_log off;\n{}\n}}\n",
+            snippet("nginx.conf", listen, app)
+        )
+    };
+    let args = |d: &str| {
+        vec![
+            "-p".into(),
+            d.into(),
+            "-c".into(),
+            format!("{d}/nginx.conf"),
+        ]
+    };
+    front("nginx", "nginx.conf", conf, args).await
 }
 
 async fn apache(app: std::net::SocketAddr) -> Front {
-    let dir = tempfile::tempdir().unwrap();
-    let port = free_port();
-    let d = dir.path().display();
     let m = "/usr/lib/apache2/modules";
-    let conf = format!(
-        "ServerRoot \"{d}\"\nServerName localhost\nDefaultRuntimeDir \"{d}\"\nPidFile \"{d}/httpd.pid\"\nErrorLog \"{d}/error.log\"\nLogLevel warn\n\
-         LoadModule mpm_event_module {m}/mod_mpm_event.so\nLoadModule authz_core_module {m}/mod_authz_core.so\n\
-         LoadModule proxy_module {m}/mod_proxy.so\nLoadModule proxy_http_module {m}/mod_proxy_http.so\n\
-         LoadModule headers_module {m}/mod_headers.so\nUser www-data\nGroup www-data\n{}\n",
-        snippet("apache.conf", &format!("127.0.0.1:{port}"), app)
-    );
-    std::fs::write(dir.path().join("httpd.conf"), conf).unwrap();
-    let child = Command::new(need("apache2"))
-        .args(["-f", &format!("{d}/httpd.conf"), "-DFOREGROUND"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let addr = format!("127.0.0.1:{port}").parse().unwrap();
-    started(
-        Front {
-            child,
-            _dir: dir,
-            addr,
-        },
-        "apache answers",
-    )
-    .await
+    let conf = |d: &str, listen: &str| {
+        format!(
+            "ServerRoot \"{d}\"\nServerName localhost\nDefaultRuntimeDir \"{d}\"\nPidFile \"{d}/httpd.pid\"\nErrorLog \"{d}/error.log\"\nLogLevel warn\n\
+             LoadModule mpm_event_module {m}/mod_mpm_event.so\nLoadModule authz_core_module {m}/mod_authz_core.so\n\
+             LoadModule proxy_module {m}/mod_proxy.so\nLoadModule proxy_http_module {m}/mod_proxy_http.so\n\
+             LoadModule headers_module {m}/mod_headers.so\nUser www-data\nGroup www-data\n{}\n",
+            snippet("apache.conf", listen, app)
+        )
+    };
+    let args = |d: &str| {
+        vec![
+            "-f".into(),
+            format!("{d}/httpd.conf"),
+            "-DFOREGROUND".into(),
+        ]
+    };
+    front("apache2", "httpd.conf", conf, args).await
 }
 
 /// What the app saw of the secret header on its last request.
