@@ -256,7 +256,10 @@ impl Shared {
         let mut rooms: Vec<Room> = config
             .rooms
             .iter()
-            .map(|r| Room::new(r.clone(), core.metrics.room(r.name())))
+            .map(|r| {
+                let rules: Vec<String> = r.bypass.iter().map(|b| b.label()).collect();
+                Room::new(r.clone(), core.metrics.room(r.name(), &rules))
+            })
             .collect();
         if let Some(old) = previous {
             for room in &mut rooms {

@@ -179,6 +179,18 @@ const BROKEN: &[(&str, usize, &str, &str)] = &[
         "unknown field",
     ),
     (
+        "bad_bypass_two_kinds.toml",
+        14,
+        "room[0].bypass[0]",
+        "exactly one of path, client, or header",
+    ),
+    (
+        "bad_bypass_short_secret.toml",
+        13,
+        "room[0].bypass[0].equals",
+        "at least 16 are needed",
+    ),
+    (
         "bad_origin_secret_header.toml",
         7,
         "upstream[0].origin-secret.header",

@@ -140,6 +140,20 @@ pub struct RoomFile {
     /// Per language, texts of the waiting page to replace (`[room.texts.ko]`).
     pub texts:
         Option<std::collections::BTreeMap<String, std::collections::BTreeMap<String, String>>>,
+    /// Requests let past the line (health checks, staff, partners).
+    pub bypass: Option<Vec<BypassFile>>,
+    /// What a search crawler gets instead of the waiting page: "refuse" (503) or "wait".
+    pub crawlers: Option<String>,
+}
+
+/// One `bypass` rule: exactly one of `path`, `client`, `header` (with `equals`).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct BypassFile {
+    pub path: Option<String>,
+    pub client: Option<Vec<String>>,
+    pub header: Option<String>,
+    pub equals: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]

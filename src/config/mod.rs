@@ -6,6 +6,7 @@
 
 mod admin;
 mod build;
+mod bypass;
 pub mod file;
 mod limits;
 pub mod locate;

@@ -236,6 +236,54 @@ pub struct Upstream {
     pub origin_secret: Option<OriginSecret>,
 }
 
+/// A request that skips the room's line: never queued, never counted as active, not held by
+/// `max-origin-inflight`. Checked in this order; the first that matches wins.
+#[derive(Clone, PartialEq, Eq)]
+pub enum BypassRule {
+    /// A path prefix that every reading of the request's path falls under.
+    Path(String),
+    /// The client's address (the socket peer, or what a trusted proxy reports).
+    Client(Vec<ipnet::IpNet>),
+    /// A header whose value equals a secret: SHA-256 of the secret, compared in constant time.
+    Header {
+        name: http::HeaderName,
+        digest: [u8; 32],
+    },
+}
+
+impl BypassRule {
+    /// The rule as `/metrics` and the log name it (no secret in it).
+    pub fn label(&self) -> String {
+        match self {
+            BypassRule::Path(p) => format!("path:{p}"),
+            BypassRule::Client(nets) => format!(
+                "client:{}",
+                nets.iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join(",")
+            ),
+            BypassRule::Header { name, .. } => format!("header:{name}"),
+        }
+    }
+}
+
+impl std::fmt::Debug for BypassRule {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.label())
+    }
+}
+
+/// What a search crawler gets where a visitor would get the waiting page.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CrawlerPolicy {
+    /// `503` with `Retry-After`: a search engine keeps the page it had and comes back, and the
+    /// waiting page is never indexed.
+    Refuse,
+    /// The waiting page, like any visitor.
+    Wait,
+}
+
 /// The header by which an origin knows a request came through anteroom.
 #[derive(Clone, PartialEq, Eq)]
 pub struct OriginSecret {
@@ -321,6 +369,9 @@ pub struct RoomConfig {
     pub waiting_status: u16,
     /// The waiting page's texts per language (built-in, then the operator's overrides).
     pub texts: std::collections::BTreeMap<String, crate::texts::TextSet>,
+    /// Requests let past the line, before anything else is decided (see [`BypassRule`]).
+    pub bypass: Vec<BypassRule>,
+    pub crawlers: CrawlerPolicy,
 }
 
 impl RoomConfig {

@@ -161,6 +161,8 @@ impl Builder<'_> {
                 }
             };
             let texts = self.texts(&p, r.texts.as_ref());
+            let bypass = self.bypass(&p, r.bypass.as_deref().unwrap_or_default());
+            let crawlers = self.crawlers(&p, r.crawlers.as_deref());
             out.push(RoomConfig {
                 params: RoomParams {
                     name: Arc::from(r.name.as_str()),
@@ -184,6 +186,8 @@ impl Builder<'_> {
                 autopilot,
                 waiting_status,
                 texts,
+                bypass,
+                crawlers,
             });
         }
         out

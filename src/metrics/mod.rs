@@ -23,7 +23,9 @@ const DURATION_BUCKETS: [f64; 14] = [
 use crate::proxy::Outcome;
 
 /// Outcomes in label order; `Outcome as usize` indexes it.
-pub const OUTCOMES: [&str; 6] = ["pass", "admit", "wait", "consume", "reject", "status"];
+pub const OUTCOMES: [&str; 7] = [
+    "pass", "admit", "wait", "consume", "reject", "status", "bypass",
+];
 /// Why a request was refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Reject {
@@ -34,14 +36,17 @@ pub enum Reject {
     JoinLimit = 4,
     /// Waited `origin-queue-timeout` for a slot under `max-origin-inflight`.
     OriginBusy = 5,
+    /// A search crawler, where a visitor would have waited (`crawlers = "refuse"`).
+    Crawler = 6,
 }
-const REJECTS: [&str; 6] = [
+const REJECTS: [&str; 7] = [
     "full",
     "consumed",
     "store",
     "bad_request",
     "join_limit",
     "origin_busy",
+    "crawler",
 ];
 
 /// One room's handles.
@@ -66,6 +71,8 @@ pub struct RoomMetrics {
     pub admit_rate: Gauge,
     pub origin_p90: Gauge,
     pub origin_error_share: Gauge,
+    /// Requests let past the line, by `bypass` rule (in the room's order).
+    pub bypassed: Vec<Arc<Count>>,
     requests: Vec<Arc<Count>>,
     rejected: Vec<Arc<Count>>,
 }
@@ -81,6 +88,7 @@ pub struct Metrics {
     wait: HistogramVec,
     eta_error: HistogramVec,
     polls: Counters,
+    bypassed: Counters,
     origin_inflight: IntGaugeVec,
     origin_queued: IntGaugeVec,
     origin_timeouts: IntCounterVec,
@@ -199,6 +207,14 @@ impl Metrics {
                 &["room"],
             )?,
         )?;
+        let bypassed = register(
+            &r,
+            Counters::new(
+                "anteroom_bypassed_total",
+                "Requests let past the line, by room and bypass rule.",
+                &["room", "rule"],
+            )?,
+        )?;
         let polls = register(
             &r,
             Counters::new(
@@ -313,6 +329,7 @@ impl Metrics {
             wait,
             eta_error,
             polls,
+            bypassed,
             origin_inflight,
             origin_queued,
             origin_timeouts,
@@ -326,8 +343,13 @@ impl Metrics {
     }
 
     /// A room's handles (resolved once per configuration load).
-    pub fn room(&self, name: &str) -> RoomMetrics {
+    /// One room's handles; `bypass_rules` are its rules' labels, in order.
+    pub fn room(&self, name: &str, bypass_rules: &[String]) -> RoomMetrics {
         RoomMetrics {
+            bypassed: bypass_rules
+                .iter()
+                .map(|rule| self.bypassed.with_labels(&[name, rule]))
+                .collect(),
             waiting: self.waiting.with_label_values(&[name]),
             active: self.active.with_label_values(&[name]),
             admitted: self.admitted.with_label_values(&[name]),

@@ -14,6 +14,7 @@ mod edge;
 pub mod held;
 mod origin;
 mod origin_slot;
+mod refuse;
 mod reregister;
 mod respond;
 mod status;
@@ -32,6 +33,7 @@ use pingora::Result;
 use std::time::Instant;
 
 use crate::app::{Current, Shared};
+use crate::config::model::CrawlerPolicy;
 use crate::cookie;
 use crate::metrics::Reject;
 use crate::page::{self, Status};
@@ -54,6 +56,8 @@ pub enum Outcome {
     Reject = 4,
     /// Answered by `/.anteroom/status`.
     Status = 5,
+    /// Let past the line by one of the room's `bypass` rules.
+    Bypass = 6,
 }
 
 impl Outcome {
@@ -246,6 +250,25 @@ impl ProxyHttp for Proxy {
         if !r.live.enabled() {
             return Self::wait_for_origin(shared, session, ctx, room).await;
         }
+        // Health checks, staff, partners: past the line before anything else is decided, and
+        // never counted as active or held by the origin cap.
+        if !r.cfg.bypass.is_empty() {
+            let client = peer_ip(session).map(|peer| {
+                crate::client::client_ip(peer, &req.headers, &shared.config.listen.trusted_proxies)
+            });
+            if let Some(i) = crate::route::bypass::matching(
+                &r.cfg.bypass,
+                &target.readings,
+                client,
+                &req.headers,
+            ) {
+                ctx.outcome = Outcome::Bypass;
+                if let Some(c) = r.metrics.bypassed.get(i) {
+                    c.inc();
+                }
+                return Ok(false);
+            }
+        }
         // A consume route under any reading of the path: `POST /orders;x` is still the order.
         let is_consume =
             r.cfg.consume.iter().any(|c| {
@@ -290,7 +313,17 @@ impl ProxyHttp for Proxy {
                 Ok(false)
             }
             Verdict::Wait(status) => {
-                Self::send_wait(shared, session, ctx, room, &status).await?;
+                let ua = session
+                    .req_header()
+                    .headers
+                    .get(http::header::USER_AGENT)
+                    .and_then(|v| v.to_str().ok())
+                    .unwrap_or("");
+                if r.cfg.crawlers == CrawlerPolicy::Refuse && crate::route::bypass::is_crawler(ua) {
+                    Self::send_crawler(shared, session, ctx, room).await?;
+                } else {
+                    Self::send_wait(shared, session, ctx, room, &status).await?;
+                }
                 Ok(true)
             }
             Verdict::Limited { retry_after } => {

@@ -325,25 +325,6 @@ impl Proxy {
         .await
     }
 
-    /// 429 for a client past its room's `join-limit`, as a page or JSON.
-    pub(super) async fn send_limited(
-        shared: &Shared,
-        session: &mut Session,
-        ctx: &mut Ctx,
-        room: usize,
-        retry_after: std::time::Duration,
-    ) -> Result<()> {
-        let refusal = Refusal {
-            status: 429,
-            state: "limited",
-            title: "Please wait a moment",
-            message: "Too many new visitors have come from your network in a short time. Please wait a moment and try again.",
-            retry_secs: Some(retry_after.as_secs_f64().ceil().max(1.0) as u64),
-            reject: Reject::JoinLimit,
-        };
-        Self::send_refusal(shared, session, ctx, room, &refusal).await
-    }
-
     /// A consume route: exactly one request per admission reaches the origin. The admission is
     /// taken as pending, keyed by this request's id; the origin's answer settles it
     /// ([`super::origin`]). A call whose reply is lost is asked again with the same id before the

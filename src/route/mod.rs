@@ -15,6 +15,7 @@
 //! Matching runs on every request, so the common case (a clean path, a handful of rooms)
 //! allocates nothing.
 
+pub mod bypass;
 pub mod host;
 pub mod path;
 

@@ -1,0 +1,110 @@
+//! A room's `bypass` rules and `crawlers` policy. Part of [`super::build`].
+
+use sha2::{Digest, Sha256};
+
+use super::build::Builder;
+use super::file::BypassFile;
+use super::locate::KeyPath;
+use super::model::{BypassRule, CrawlerPolicy};
+
+/// Shorter header secrets are refused: a partner key must not be guessable.
+pub const MIN_BYPASS_SECRET_LEN: usize = 16;
+
+impl Builder<'_> {
+    pub(super) fn bypass(&mut self, p: &KeyPath, rules: &[BypassFile]) -> Vec<BypassRule> {
+        let mut out = Vec::new();
+        for (i, b) in rules.iter().enumerate() {
+            let bp = p.key("bypass").index(i);
+            let kinds = [b.path.is_some(), b.client.is_some(), b.header.is_some()];
+            if kinds.iter().filter(|k| **k).count() != 1
+                || (b.equals.is_some() != b.header.is_some())
+            {
+                self.fail(
+                    bp,
+                    "a bypass rule names exactly one of path, client, or header with equals",
+                    "write { path = \"/feed.xml\" }, { client = [\"10.20.0.0/16\"] } or { header = \"X-Partner-Key\", equals = \"env:PARTNER_KEY\" }",
+                );
+                continue;
+            }
+            if let Some(path) = &b.path {
+                let clean = crate::route::normalize_path(path);
+                if !path.starts_with('/') || clean != path.as_str() {
+                    self.fail(
+                        bp.key("path"),
+                        format!("{path:?} is not a plain path"),
+                        "write it as the origin names it, from the root: e.g. \"/products/feed.xml\"",
+                    );
+                    continue;
+                }
+                out.push(BypassRule::Path(path.clone()));
+            } else if let Some(clients) = &b.client {
+                let mut nets = Vec::new();
+                for c in clients {
+                    let net = c
+                        .parse::<ipnet::IpNet>()
+                        .or_else(|_| c.parse::<std::net::IpAddr>().map(ipnet::IpNet::from));
+                    match net {
+                        Ok(n) => nets.push(n.trunc()),
+                        Err(_) => self.fail(
+                            bp.key("client"),
+                            format!("{c:?} is not an address or a network"),
+                            "write e.g. \"10.20.0.0/16\" or \"192.0.2.7\"",
+                        ),
+                    }
+                }
+                if nets.is_empty() {
+                    self.fail(
+                        bp.key("client"),
+                        "no network is given",
+                        "list the networks to let past, e.g. client = [\"10.20.0.0/16\"]",
+                    );
+                    continue;
+                }
+                out.push(BypassRule::Client(nets));
+            } else if let (Some(header), Some(equals)) = (&b.header, &b.equals) {
+                let Ok(name) = http::HeaderName::from_bytes(header.as_bytes()) else {
+                    self.fail(
+                        bp.key("header"),
+                        format!("{header:?} is not a header name"),
+                        "e.g. header = \"X-Partner-Key\"",
+                    );
+                    continue;
+                };
+                let Some(value) = self.string(&bp.key("equals"), equals) else {
+                    continue;
+                };
+                if value.len() < MIN_BYPASS_SECRET_LEN {
+                    self.fail(
+                        bp.key("equals"),
+                        format!(
+                            "the value has {} characters; at least {MIN_BYPASS_SECRET_LEN} are needed",
+                            value.len()
+                        ),
+                        "use a random value, e.g. equals = \"env:PARTNER_KEY\" with the output of `openssl rand -base64 24`",
+                    );
+                    continue;
+                }
+                out.push(BypassRule::Header {
+                    name,
+                    digest: Sha256::digest(value.as_bytes()).into(),
+                });
+            }
+        }
+        out
+    }
+
+    pub(super) fn crawlers(&mut self, p: &KeyPath, c: Option<&str>) -> CrawlerPolicy {
+        match c {
+            None | Some("refuse") => CrawlerPolicy::Refuse,
+            Some("wait") => CrawlerPolicy::Wait,
+            Some(other) => {
+                self.fail(
+                    p.key("crawlers"),
+                    format!("unknown policy {other:?}"),
+                    "use \"refuse\" (503 with Retry-After, the default) or \"wait\"",
+                );
+                CrawlerPolicy::Refuse
+            }
+        }
+    }
+}

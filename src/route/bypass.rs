@@ -1,0 +1,185 @@
+//! Which requests skip a room's line (`bypass`), and which are search crawlers. Pure decisions
+//! over what the request says; the proxy acts on them.
+//!
+//! A bypass is a way around the line by design, so each kind is read the strict way:
+//! - a **path** rule matches only when *every* reading of the path falls under it (see
+//!   [`Readings`]): `/feed.xml/../cart`, `/FEED.xml` on a case-insensitive origin or
+//!   `/feed.xml;x` must not turn the feed's exemption into one for another page;
+//! - a **client** rule reads the client's address as `join-limit` does: the socket peer, or
+//!   what a `trusted-proxies` load balancer reports — never a header from anyone else;
+//! - a **header** rule compares SHA-256 digests in constant time, so neither the value nor
+//!   its length leaks through timing.
+
+use std::net::IpAddr;
+
+use sha2::{Digest, Sha256};
+use subtle::ConstantTimeEq;
+
+use super::Readings;
+use crate::config::model::BypassRule;
+
+/// The index of the first rule the request matches.
+pub fn matching(
+    rules: &[BypassRule],
+    readings: &Readings<'_>,
+    client: Option<IpAddr>,
+    headers: &http::HeaderMap,
+) -> Option<usize> {
+    rules.iter().position(|rule| match rule {
+        BypassRule::Path(prefix) => readings.all_covered_by(prefix),
+        BypassRule::Client(nets) => client
+            .map(|ip| ip.to_canonical())
+            .is_some_and(|ip| nets.iter().any(|n| n.contains(&ip))),
+        BypassRule::Header { name, digest } => headers.get_all(name).iter().any(|v| {
+            let d: [u8; 32] = Sha256::digest(v.as_bytes()).into();
+            bool::from(d.ct_eq(digest))
+        }),
+    })
+}
+
+/// Names that the major search engines' crawlers put in their `User-Agent` (Google, Bing,
+/// Yahoo, DuckDuckGo, Baidu, Yandex, Apple, Naver, Daum, Seznam, Sogou, Qwant, Petal).
+const CRAWLERS: [&str; 15] = [
+    "googlebot",
+    "google-inspectiontool",
+    "bingbot",
+    "adidxbot",
+    "slurp",
+    "duckduckbot",
+    "baiduspider",
+    "yandexbot",
+    "applebot",
+    "yeti",
+    "daumoa",
+    "seznambot",
+    "sogou web spider",
+    "qwantify",
+    "petalbot",
+];
+
+/// Whether `user_agent` names a known search crawler (a `User-Agent` can be forged: see
+/// docs/SECURITY.md for what that gains).
+pub fn is_crawler(user_agent: &str) -> bool {
+    let ua = user_agent.to_ascii_lowercase();
+    CRAWLERS.iter().any(|c| ua.contains(c))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn header_rule(name: &'static str, secret: &str) -> BypassRule {
+        BypassRule::Header {
+            name: http::HeaderName::from_static(name),
+            digest: Sha256::digest(secret.as_bytes()).into(),
+        }
+    }
+
+    fn headers(pairs: &[(&'static str, &str)]) -> http::HeaderMap {
+        let mut h = http::HeaderMap::new();
+        for (k, v) in pairs {
+            h.append(*k, v.parse().unwrap());
+        }
+        h
+    }
+
+    #[test]
+    fn a_path_rule_needs_every_reading_of_the_path() {
+        let rules = [BypassRule::Path("/products/feed.xml".into())];
+        let none = http::HeaderMap::new();
+        // `;x` is the feed to Tomcat and a file that is not there to others: still the feed.
+        for path in [
+            "/products/feed.xml",
+            "/products/feed.xml/page2",
+            "//products/feed.xml",
+            "/products/feed.xml;x",
+        ] {
+            assert_eq!(
+                matching(&rules, &Readings::of(path), None, &none),
+                Some(0),
+                "{path}"
+            );
+        }
+        for path in [
+            "/products/feed.xml/../cart",
+            "/products/FEED.xml",
+            "/products/feed.xml;/../cart",
+            "/products/feed.xml%2f..%2fcart",
+            "/products/feed.xml\\..\\cart",
+            "/products/feed.xmlx",
+            "/products",
+        ] {
+            assert_eq!(
+                matching(&rules, &Readings::of(path), None, &none),
+                None,
+                "{path}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_client_rule_reads_the_address_given() {
+        let rules = [BypassRule::Client(vec!["10.20.0.0/16".parse().unwrap()])];
+        let r = Readings::of("/x");
+        let none = http::HeaderMap::new();
+        let ip = |s: &str| Some(s.parse::<IpAddr>().unwrap());
+        assert_eq!(matching(&rules, &r, ip("10.20.3.4"), &none), Some(0));
+        assert_eq!(matching(&rules, &r, ip("::ffff:10.20.3.4"), &none), Some(0));
+        assert_eq!(matching(&rules, &r, ip("10.21.0.1"), &none), None);
+        assert_eq!(matching(&rules, &r, None, &none), None);
+    }
+
+    #[test]
+    fn a_header_rule_needs_the_exact_secret() {
+        let rules = [header_rule("x-partner-key", "partner-secret-0123456789")];
+        let r = Readings::of("/x");
+        let with = |v: &str| headers(&[("x-partner-key", v)]);
+        assert_eq!(
+            matching(&rules, &r, None, &with("partner-secret-0123456789")),
+            Some(0)
+        );
+        for wrong in [
+            "partner-secret-012345678",
+            "partner-secret-0123456789 ",
+            "",
+            "PARTNER-SECRET-0123456789",
+        ] {
+            assert_eq!(matching(&rules, &r, None, &with(wrong)), None, "{wrong:?}");
+        }
+        assert_eq!(matching(&rules, &r, None, &http::HeaderMap::new()), None);
+    }
+
+    #[test]
+    fn the_first_matching_rule_is_the_one_counted() {
+        let rules = [
+            BypassRule::Path("/health".into()),
+            BypassRule::Client(vec!["127.0.0.0/8".parse().unwrap()]),
+        ];
+        let none = http::HeaderMap::new();
+        let lo = Some("127.0.0.1".parse().unwrap());
+        assert_eq!(
+            matching(&rules, &Readings::of("/health"), lo, &none),
+            Some(0)
+        );
+        assert_eq!(matching(&rules, &Readings::of("/cart"), lo, &none), Some(1));
+    }
+
+    #[test]
+    fn crawlers_are_told_by_their_names() {
+        for ua in [
+            "Mozilla/5.0 (compatible; Googlebot/2.1; +http://www.google.com/bot.html)",
+            "Mozilla/5.0 (compatible; bingbot/2.0; +http://www.bing.com/bingbot.htm)",
+            "Mozilla/5.0 (compatible; Yeti/1.1; +http://naver.me/spd)",
+            "Mozilla/5.0 (compatible; YandexBot/3.0; +http://yandex.com/bots)",
+        ] {
+            assert!(is_crawler(ua), "{ua}");
+        }
+        for ua in [
+            "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/131.0 Safari/537.36",
+            "curl/8.5.0",
+            "",
+        ] {
+            assert!(!is_crawler(ua), "{ua}");
+        }
+    }
+}

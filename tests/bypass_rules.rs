@@ -1,0 +1,170 @@
+//! `bypass` rules and `crawlers`: health checks, staff and partners past a full line, each
+//! read the strict way (every reading of a path, the client address only from a trusted
+//! proxy, the exact secret), counted by rule and never as active; a search crawler gets a 503
+//! instead of the waiting page.
+
+mod common;
+
+use common::*;
+
+const TOKEN: &str = "test-admin-token-0123456789";
+const PARTNER: &str = "partner-secret-0123456789";
+
+/// Two rooms of one slot each: `sale` with the rules, `vip` letting crawlers wait.
+fn config(origin: std::net::SocketAddr, listen_extra: &str) -> String {
+    format!(
+        r#"{listen_extra}
+[admin]
+token = "{TOKEN}"
+{base}
+[[room]]
+name = "sale"
+paths = ["/products"]
+admit-per-second = 50
+max-active = 1
+bypass = [
+  {{ path = "/products/feed.xml" }},
+  {{ header = "X-Partner-Key", equals = "env:TEST_PARTNER_KEY" }},
+  {{ client = ["10.20.0.0/16"] }},
+]
+
+[[room]]
+name = "vip"
+paths = ["/vip"]
+admit-per-second = 50
+max-active = 1
+crawlers = "wait"
+"#,
+        base = base_config(origin)
+    )
+}
+
+fn start(origin: &Origin, listen_extra: &str) -> Proxy {
+    Proxy::start_with(
+        &config(origin.addr, listen_extra),
+        &[("ANTEROOM_LOG", "warn"), ("TEST_PARTNER_KEY", PARTNER)],
+        &[],
+    )
+}
+
+async fn get(proxy: &Proxy, path: &str, headers: &[(&str, &str)]) -> reqwest::Response {
+    let mut req = client().get(proxy.url(path));
+    for (k, v) in headers {
+        req = req.header(*k, *v);
+    }
+    req.send().await.unwrap()
+}
+
+fn reached_origin(resp: &reqwest::Response) -> bool {
+    resp.headers().get("x-origin").is_some()
+}
+
+/// Fills the room's one slot with a visitor let in on the fast path.
+async fn fill(proxy: &Proxy, path: &str) {
+    let first = get(proxy, path, &[]).await;
+    assert!(reached_origin(&first), "the first visitor walks in");
+    let next = get(proxy, path, &[]).await;
+    assert!(!reached_origin(&next), "the next one waits");
+}
+
+fn counted(metrics: &str, rule: &str) -> f64 {
+    let needle = format!("anteroom_bypassed_total{{room=\"sale\",rule=\"{rule}\"}} ");
+    metrics
+        .lines()
+        .find_map(|l| l.strip_prefix(&needle))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0.0)
+}
+
+#[tokio::test]
+async fn bypass_rules_let_past_a_full_line_only_what_they_name() {
+    let origin = Origin::start().await;
+    let proxy = start(&origin, "trusted-proxies = [\"127.0.0.0/8\"]");
+    fill(&proxy, "/products/1").await;
+
+    let passes: [(&str, &[(&str, &str)]); 4] = [
+        ("/products/feed.xml", &[]),
+        ("/products/feed.xml/page2", &[]),
+        ("/products/2", &[("X-Partner-Key", PARTNER)]),
+        ("/products/3", &[("X-Forwarded-For", "10.20.7.8")]),
+    ];
+    for (path, headers) in passes {
+        let resp = get(&proxy, path, headers).await;
+        assert!(reached_origin(&resp), "{path} {headers:?} is let past");
+        assert!(
+            set_cookies(&resp)
+                .iter()
+                .all(|(k, _, _)| !k.starts_with("anteroom_")),
+            "{path}: no admission, no visitor id"
+        );
+    }
+    let waits: [(&str, &[(&str, &str)]); 5] = [
+        ("/products/FEED.xml", &[]),
+        ("/products/feed.xmlx", &[]),
+        (
+            "/products/2",
+            &[("X-Partner-Key", "partner-secret-012345678")],
+        ),
+        ("/products/2", &[("X-Partner-Key", "")]),
+        ("/products/3", &[("X-Forwarded-For", "10.99.7.8")]),
+    ];
+    for (path, headers) in waits {
+        let resp = get(&proxy, path, headers).await;
+        assert!(!reached_origin(&resp), "{path} {headers:?} waits");
+        assert_eq!(resp.status(), 200, "{path}: the waiting page");
+    }
+
+    let room = admin_json(&proxy, "/rooms/sale", TOKEN).await.unwrap();
+    assert_eq!(room["active"], 1, "bypassed requests hold no slot: {room}");
+    let m = metrics_text(&proxy, TOKEN).await;
+    assert_eq!(counted(&m, "path:/products/feed.xml"), 2.0, "{m}");
+    assert_eq!(counted(&m, "header:x-partner-key"), 1.0, "{m}");
+    assert_eq!(counted(&m, "client:10.20.0.0/16"), 1.0, "{m}");
+}
+
+#[tokio::test]
+async fn a_client_rule_believes_only_a_trusted_proxy() {
+    let origin = Origin::start().await;
+    let proxy = start(&origin, "");
+    fill(&proxy, "/products/1").await;
+    let resp = get(&proxy, "/products/3", &[("X-Forwarded-For", "10.20.7.8")]).await;
+    assert!(!reached_origin(&resp), "anyone can write X-Forwarded-For");
+}
+
+#[tokio::test]
+async fn a_crawler_gets_a_503_where_a_visitor_would_wait() {
+    let origin = Origin::start().await;
+    let proxy = start(&origin, "");
+    let bot = [(
+        "User-Agent",
+        "Mozilla/5.0 (compatible; Googlebot/2.1; +http://www.google.com/bot.html)",
+    )];
+    // An empty line: the crawler walks in like anyone and indexes the shop's page.
+    let walk_in = get(&proxy, "/products/1", &bot).await;
+    assert!(reached_origin(&walk_in));
+    let next = get(&proxy, "/products/2", &[]).await;
+    assert!(!reached_origin(&next), "the room is full now");
+
+    let refused = get(&proxy, "/products/2", &bot).await;
+    assert_eq!(refused.status(), 503);
+    assert_eq!(
+        refused.headers().get("retry-after").map(|v| v.as_bytes()),
+        Some(&b"1800"[..])
+    );
+    let body = refused.text().await.unwrap();
+    assert!(
+        !body.contains("anteroom/status"),
+        "not the waiting page: {body}"
+    );
+    let m = metrics_text(&proxy, TOKEN).await;
+    assert!(
+        m.contains("anteroom_rejected_total{reason=\"crawler\",room=\"sale\"} 1"),
+        "{m}"
+    );
+
+    // `crawlers = "wait"`: the waiting page, like any visitor.
+    fill(&proxy, "/vip/1").await;
+    let waits = get(&proxy, "/vip/2", &bot).await;
+    assert_eq!(waits.status(), 200);
+    assert!(!reached_origin(&waits));
+}
