@@ -1,6 +1,8 @@
 //! `anteroom check`: every shipped config passes; every broken fixture fails with
 //! `file:line:col`, the key, and a fix.
 
+#[path = "check/broken.rs"]
+mod broken;
 mod common;
 
 use std::process::Command;
@@ -122,202 +124,6 @@ fn a_missing_template_names_the_absolute_paths_tried() {
     assert!(stderr.contains("etc/anteroom.toml:11:"), "{stderr}");
 }
 
-/// (fixture, line, key, words of the problem)
-const BROKEN: &[(&str, usize, &str, &str)] = &[
-    (
-        "bad_autopilot_min_rate.toml",
-        13,
-        "room[0].autopilot.min-rate",
-        "at most admit-per-second (50)",
-    ),
-    (
-        "bad_admin_token_and_tokens.toml",
-        16,
-        "admin.tokens",
-        "is set beside admin.token",
-    ),
-    (
-        "bad_admin_role.toml",
-        17,
-        "admin.tokens[1].role",
-        "\"watch\" is not a role",
-    ),
-    (
-        "bad_admin_duplicate_label.toml",
-        17,
-        "admin.tokens[1].label",
-        "is used by another token",
-    ),
-    (
-        "bad_admin_short_token.toml",
-        16,
-        "admin.tokens[0].value",
-        "is shorter than 16 characters",
-    ),
-    (
-        "bad_autopilot_error_rate.toml",
-        13,
-        "room[0].autopilot.max-error-rate",
-        "must be above 0 and below 1",
-    ),
-    (
-        "bad_origin_cap_zero.toml",
-        13,
-        "room[0].max-origin-inflight",
-        "must be between 1 and 1000000",
-    ),
-    (
-        "bad_origin_queue_timeout_alone.toml",
-        13,
-        "room[0].origin-queue-timeout",
-        "has no effect without max-origin-inflight",
-    ),
-    (
-        "bad_unknown_key.toml",
-        11,
-        "room[0].admit-per-secnd",
-        "unknown field",
-    ),
-    (
-        "bad_bypass_two_kinds.toml",
-        14,
-        "room[0].bypass[0]",
-        "exactly one of path, client, or header",
-    ),
-    (
-        "bad_bypass_short_secret.toml",
-        13,
-        "room[0].bypass[0].equals",
-        "at least 16 are needed",
-    ),
-    (
-        "bad_origin_secret_header.toml",
-        7,
-        "upstream[0].origin-secret.header",
-        "is a header HTTP or anteroom uses",
-    ),
-    (
-        "bad_origin_secret_short.toml",
-        7,
-        "upstream[0].origin-secret.value",
-        "at least 24 are needed",
-    ),
-    (
-        "bad_unknown_upstream.toml",
-        10,
-        "room[0].upstream",
-        "unknown upstream \"shp\"",
-    ),
-    (
-        "bad_duplicate_room.toml",
-        15,
-        "room[1].name",
-        "defined twice",
-    ),
-    (
-        "bad_overlapping_paths.toml",
-        16,
-        "room[1].paths[1]",
-        "already claimed by room \"sale\"",
-    ),
-    (
-        "bad_zero_rate.toml",
-        11,
-        "room[0].admit-per-second",
-        "must be above 0",
-    ),
-    (
-        "bad_negative_max_active.toml",
-        12,
-        "room[0].max-active",
-        "at least 1",
-    ),
-    (
-        "bad_missing_cookie_key.toml",
-        1,
-        "cookie.keys",
-        "admissions cannot be signed",
-    ),
-    (
-        "bad_env_unset.toml",
-        2,
-        "cookie.keys[0]",
-        "ANTEROOM_TEST_SURELY_UNSET is not set",
-    ),
-    (
-        "bad_duration.toml",
-        13,
-        "room[0].session-ttl",
-        "not a duration",
-    ),
-    (
-        "bad_template.toml",
-        13,
-        "room[0].template",
-        "does not render",
-    ),
-    (
-        "bad_consume_outside.toml",
-        13,
-        "room[0].consume[0]",
-        "outside the room's paths",
-    ),
-    (
-        "bad_path_matching.toml",
-        2,
-        "listen.path-matching",
-        "unknown value \"loose\"",
-    ),
-    (
-        "bad_path_prefix.toml",
-        10,
-        "room[0].paths[1]",
-        "not in plain form",
-    ),
-    (
-        "bad_abandon_short_for_polls.toml",
-        14,
-        "room[0].abandon-after",
-        "two polls at the slowest interval (5s) with their +20 % jitter",
-    ),
-    (
-        "bad_abandon_short_for_hidden_tabs.toml",
-        14,
-        "room[0].abandon-after",
-        "shorter than two polls of a hidden tab",
-    ),
-    (
-        "bad_room_name.toml",
-        9,
-        "room[0].name",
-        "not a valid room name",
-    ),
-    (
-        "bad_sentinel_without_master.toml",
-        3,
-        "store.redis-sentinel",
-        "without sentinel-master",
-    ),
-    (
-        "bad_two_redis_addresses.toml",
-        4,
-        "store.redis-sentinel",
-        "set together with redis-url",
-    ),
-    (
-        "bad_sentinel_master_alone.toml",
-        4,
-        "store.sentinel-master",
-        "without redis-sentinel",
-    ),
-    (
-        "bad_sentinel_url.toml",
-        3,
-        "store.redis-sentinel[1]",
-        "not a Redis URL",
-    ),
-];
-
 #[test]
 fn a_sentinel_store_passes_and_is_summarised() {
     let (ok, stdout, stderr) = check("tests/fixtures/sentinel.toml");
@@ -330,7 +136,7 @@ fn a_sentinel_store_passes_and_is_summarised() {
 
 #[test]
 fn broken_configs_say_where_what_and_how_to_fix() {
-    for (fixture, line, key, words) in BROKEN {
+    for (fixture, line, key, words) in broken::BROKEN {
         let path = format!("tests/fixtures/{fixture}");
         let (ok, _, stderr) = check(&path);
         assert!(!ok, "{fixture} passed");

@@ -205,7 +205,8 @@ async fn the_front_lets_only_anteroom_through(front: &Front, app: &Origin) {
         req
     };
     let before = app.requests().len();
-    for value in [None, Some("a-guess"), Some("")] {
+    let upper: &'static str = Box::leak(SECRET.to_uppercase().into_boxed_str());
+    for value in [None, Some("a-guess"), Some(""), Some(upper)] {
         let resp = direct(value).send().await.unwrap();
         assert_eq!(resp.status(), 403, "straight to the origin with {value:?}");
     }
@@ -225,6 +226,23 @@ async fn the_front_lets_only_anteroom_through(front: &Front, app: &Origin) {
             "{path}: the app never sees the secret"
         );
     }
+}
+
+#[tokio::test]
+async fn trace_never_reaches_an_origin_that_gets_the_secret() {
+    let app = Origin::start().await;
+    let proxy = start_anteroom(app.addr);
+    for path in ["/elsewhere", "/products/1"] {
+        let resp = client()
+            .request(reqwest::Method::TRACE, proxy.url(path))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), 405, "{path}");
+        let body = resp.text().await.unwrap();
+        assert!(!body.contains(SECRET), "{path}: {body}");
+    }
+    assert!(app.requests().is_empty(), "the origin was never asked");
 }
 
 #[tokio::test]

@@ -5,13 +5,21 @@ use sha2::{Digest, Sha256};
 use super::build::Builder;
 use super::file::BypassFile;
 use super::locate::KeyPath;
-use super::model::{BypassRule, CrawlerPolicy};
+use super::model::{BypassRule, ConsumeRoute, CrawlerPolicy};
+use crate::route::path_covers;
 
 /// Shorter header secrets are refused: a partner key must not be guessable.
 pub const MIN_BYPASS_SECRET_LEN: usize = 16;
 
 impl Builder<'_> {
-    pub(super) fn bypass(&mut self, p: &KeyPath, rules: &[BypassFile]) -> Vec<BypassRule> {
+    /// `paths` and `consume`: the room's, which no rule may exempt whole.
+    pub(super) fn bypass(
+        &mut self,
+        p: &KeyPath,
+        rules: &[BypassFile],
+        paths: &[String],
+        consume: &[ConsumeRoute],
+    ) -> Vec<BypassRule> {
         let mut out = Vec::new();
         for (i, b) in rules.iter().enumerate() {
             let bp = p.key("bypass").index(i);
@@ -33,6 +41,28 @@ impl Builder<'_> {
                         bp.key("path"),
                         format!("{path:?} is not a plain path"),
                         "write it as the origin names it, from the root: e.g. \"/products/feed.xml\"",
+                    );
+                    continue;
+                }
+                if let Some(whole) = paths.iter().find(|room| path_covers(path, room)) {
+                    self.fail(
+                        bp.key("path"),
+                        format!("{path:?} lets the whole room path {whole:?} past the line"),
+                        "name only what must skip the line, e.g. \"/products/feed.xml\"",
+                    );
+                    continue;
+                }
+                if let Some(order) = consume
+                    .iter()
+                    .find(|c| path_covers(path, &c.path) || path_covers(&c.path, path))
+                {
+                    self.fail(
+                        bp.key("path"),
+                        format!(
+                            "{path:?} would let the consume route {:?} past the line (orders without an admission)",
+                            order.path
+                        ),
+                        "leave the consume routes to the line; bypass a path outside them",
                     );
                     continue;
                 }
@@ -73,6 +103,14 @@ impl Builder<'_> {
                 let Some(value) = self.string(&bp.key("equals"), equals) else {
                     continue;
                 };
+                if value.trim() != value || http::HeaderValue::from_str(&value).is_err() {
+                    self.fail(
+                        bp.key("equals"),
+                        "the value has spaces around it or characters a header cannot carry",
+                        "use printable ASCII with nothing around it, e.g. the output of `openssl rand -base64 24`",
+                    );
+                    continue;
+                }
                 if value.len() < MIN_BYPASS_SECRET_LEN {
                     self.fail(
                         bp.key("equals"),

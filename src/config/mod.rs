@@ -13,6 +13,7 @@ pub mod locate;
 pub mod model;
 mod origin_lock;
 mod rooms;
+mod rules;
 mod store;
 mod template;
 

@@ -9,6 +9,8 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
+pub use super::rules::{BypassRule, CrawlerPolicy, OriginSecret};
+
 use crate::cookie::CookieKey;
 use crate::route::{HostPattern, OtherHosts, PathMatching};
 use crate::store::RoomParams;
@@ -234,72 +236,6 @@ pub struct Upstream {
     pub admit_per_second: Option<f64>,
     /// Added to every request to this upstream (`origin-secret`), replacing any a client sent.
     pub origin_secret: Option<OriginSecret>,
-}
-
-/// A request that skips the room's line: never queued, never counted as active, not held by
-/// `max-origin-inflight`. Checked in this order; the first that matches wins.
-#[derive(Clone, PartialEq, Eq)]
-pub enum BypassRule {
-    /// A path prefix that every reading of the request's path falls under.
-    Path(String),
-    /// The client's address (the socket peer, or what a trusted proxy reports).
-    Client(Vec<ipnet::IpNet>),
-    /// A header whose value equals a secret: SHA-256 of the secret, compared in constant time.
-    Header {
-        name: http::HeaderName,
-        digest: [u8; 32],
-    },
-}
-
-impl BypassRule {
-    /// The rule as `/metrics` and the log name it (no secret in it).
-    pub fn label(&self) -> String {
-        match self {
-            BypassRule::Path(p) => format!("path:{p}"),
-            BypassRule::Client(nets) => format!(
-                "client:{}",
-                nets.iter()
-                    .map(ToString::to_string)
-                    .collect::<Vec<_>>()
-                    .join(",")
-            ),
-            BypassRule::Header { name, .. } => format!("header:{name}"),
-        }
-    }
-}
-
-impl std::fmt::Debug for BypassRule {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.label())
-    }
-}
-
-/// What a search crawler gets where a visitor would get the waiting page.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CrawlerPolicy {
-    /// `503` with `Retry-After`: a search engine keeps the page it had and comes back, and the
-    /// waiting page is never indexed.
-    Refuse,
-    /// The waiting page, like any visitor.
-    Wait,
-}
-
-/// The header by which an origin knows a request came through anteroom.
-#[derive(Clone, PartialEq, Eq)]
-pub struct OriginSecret {
-    pub name: http::HeaderName,
-    pub value: http::HeaderValue,
-}
-
-impl std::fmt::Debug for OriginSecret {
-    /// The value is a secret: never in a log or a summary.
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "OriginSecret {{ name: {:?}, value: <secret> }}",
-            self.name
-        )
-    }
 }
 
 /// Connecting to an origin that does not answer fails after this.

@@ -12,7 +12,7 @@ pub const MIN_ORIGIN_SECRET_LEN: usize = 24;
 
 /// Headers that mean something to HTTP itself or to anteroom: a secret in one of them would be
 /// mangled on the way or change what the origin does with the request.
-const RESERVED: [&str; 14] = [
+const RESERVED: [&str; 13] = [
     "host",
     "cookie",
     "connection",
@@ -20,14 +20,22 @@ const RESERVED: [&str; 14] = [
     "transfer-encoding",
     "te",
     "trailer",
-    "upgrade",
     "keep-alive",
     "proxy-connection",
     "expect",
     "authorization",
-    "forwarded",
     "x-forwarded-for",
+    "x-forwarded-proto",
 ];
+
+/// Whether anteroom uses or removes the header itself: HTTP's own, and the headers it strips
+/// before forwarding (where a secret would be removed again and the origin refuse everyone).
+fn reserved(name: &str) -> bool {
+    RESERVED.contains(&name)
+        || crate::route::headers::STRIPPED_HEADERS
+            .iter()
+            .any(|h| h.contains(&name))
+}
 
 impl Builder<'_> {
     pub(super) fn origin_secret(
@@ -38,7 +46,7 @@ impl Builder<'_> {
         let s = s?;
         let sp = p.key("origin-secret");
         let name = match http::HeaderName::from_bytes(s.header.as_bytes()) {
-            Ok(n) if !RESERVED.contains(&n.as_str()) => n,
+            Ok(n) if !reserved(n.as_str()) => n,
             Ok(n) => {
                 self.fail(
                     sp.key("header"),
@@ -68,7 +76,7 @@ impl Builder<'_> {
             );
             return None;
         }
-        let Ok(value) = http::HeaderValue::from_str(&value) else {
+        let Ok(mut value) = http::HeaderValue::from_str(&value) else {
             self.fail(
                 sp.key("value"),
                 "the secret has characters a header value cannot carry",
@@ -76,6 +84,8 @@ impl Builder<'_> {
             );
             return None;
         };
+        // Kept out of HPACK's table and of anything that prints header values.
+        value.set_sensitive(true);
         Some(OriginSecret { name, value })
     }
 }

@@ -161,7 +161,12 @@ impl Builder<'_> {
                 }
             };
             let texts = self.texts(&p, r.texts.as_ref());
-            let bypass = self.bypass(&p, r.bypass.as_deref().unwrap_or_default());
+            let bypass = self.bypass(
+                &p,
+                r.bypass.as_deref().unwrap_or_default(),
+                &paths,
+                &consume,
+            );
             let crawlers = self.crawlers(&p, r.crawlers.as_deref());
             out.push(RoomConfig {
                 params: RoomParams {

@@ -27,8 +27,9 @@ use format::write_line;
 
 /// How often the writer writes what has gathered.
 pub const EVERY: Duration = Duration::from_millis(25);
-/// Bytes gathered in one thread's buffer past which that thread writes them itself.
-pub const BEHIND: usize = 4 << 20;
+/// Bytes gathered in one thread's buffer past which that thread writes them itself (about
+/// 7,000 lines: a quarter of a second of a busy worker).
+pub const BEHIND: usize = 1 << 20;
 
 /// Seconds as milliseconds to the microsecond (`0.614`, not `0.61379800000000001`): what the
 /// clock measures, and what a reader of the log can take in.
@@ -138,6 +139,7 @@ impl AccessLog {
         };
         if full {
             let mut out = lock(&self.out);
+            // Taken whole (the buffer starts again small), so a stall leaves no large buffer.
             let text = std::mem::take(&mut lock(&mine).text);
             let _ = out.write_all(text.as_bytes());
             let _ = out.flush();
@@ -163,9 +165,22 @@ impl AccessLog {
                 scratch.clear();
             }
         }
+        // Only this list holds the buffer of a thread that has ended; that thread may have
+        // written a last line after its buffer was taken above, so it is written before the
+        // buffer is forgotten.
+        buffers.retain(|b| {
+            if Arc::strong_count(b) > 1 {
+                return true;
+            }
+            let rest = std::mem::take(&mut lock(b).text);
+            let _ = out.write_all(rest.as_bytes());
+            false
+        });
         let _ = out.flush();
-        // Only this list holds the buffer of a thread that has ended, and it was just written.
-        buffers.retain(|b| Arc::strong_count(b) > 1);
+        // A burst leaves no large buffer behind.
+        if scratch.capacity() > BEHIND {
+            *scratch = String::new();
+        }
     }
 }
 

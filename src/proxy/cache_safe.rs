@@ -6,9 +6,10 @@
 //!   field list) or `no-store`: `public` and `s-maxage` go, what the browser may do with it
 //!   (`max-age`, `no-cache`, ...) stays. No `Cache-Control` at all gets `private` (a shared
 //!   cache may store such a response heuristically).
-//! - The fields by which an origin speaks to a CDN alone (`CDN-Cache-Control`, RFC 9213, and the
-//!   vendors' `Surrogate-Control` and `Cloudflare-CDN-Cache-Control`) take precedence over
-//!   `Cache-Control` there, so they are removed from such a response.
+//! - The fields by which an origin speaks to a CDN or caching proxy alone (`CDN-Cache-Control`,
+//!   RFC 9213, and the vendors' `Surrogate-Control`, `Cloudflare-CDN-Cache-Control`,
+//!   `Edge-Control`, nginx's `X-Accel-Expires`) take precedence over `Cache-Control` there, so
+//!   they are removed from such a response.
 //! - A `304` never carries our cookie (a cache would merge it into the response it stored). So
 //!   that the visitor still gets it, a `GET`/`HEAD` that will get one of our cookies goes to the
 //!   origin without `If-None-Match`/`If-Modified-Since`, and the origin answers in full; an
@@ -19,11 +20,14 @@
 
 use pingora::http::{RequestHeader, ResponseHeader};
 
-/// Fields through which an origin tells CDNs alone how long to keep a response.
-const CDN_FIELDS: [&str; 3] = [
+/// Fields through which an origin tells CDNs and caching proxies alone how long to keep a
+/// response (RFC 9213, Fastly/Varnish, Cloudflare, Akamai, nginx `proxy_cache`).
+const CDN_FIELDS: [&str; 5] = [
     "cdn-cache-control",
     "surrogate-control",
     "cloudflare-cdn-cache-control",
+    "edge-control",
+    "x-accel-expires",
 ];
 
 /// The request asks the origin for a `304` if it has not changed.

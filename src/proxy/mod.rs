@@ -133,12 +133,14 @@ fn secure(shared: &Shared, ctx: &Ctx) -> bool {
     shared.config.cookie.secure.unwrap_or(ctx.https)
 }
 
-/// The peer's address, when it is an IP socket.
+/// The peer's address, when it is an IP socket; an IPv4 peer on a dual-stack listener
+/// (`::ffff:10.0.0.2`) as its IPv4 address, so that `trusted-proxies`, `join-limit` and
+/// `bypass` networks written in IPv4 match it.
 fn peer_ip(session: &Session) -> Option<std::net::IpAddr> {
     session
         .client_addr()
         .and_then(|a| a.as_inet())
-        .map(|a| a.ip())
+        .map(|a| a.ip().to_canonical())
 }
 
 /// The room's per-client join limit for this request, if the room has one.
@@ -232,6 +234,11 @@ impl ProxyHttp for Proxy {
         }
         let req = session.req_header();
         let target = target::target(&shared.router, req, ctx.trusted_peer);
+        if req.method == http::Method::TRACE && Self::guards_a_secret(shared, ctx, &target.routing)
+        {
+            Self::send_no_trace(session, ctx).await?;
+            return Ok(true);
+        }
         let room = match target.routing {
             Routing::Outside => return Ok(false),
             Routing::Room(room) => room,
@@ -434,7 +441,11 @@ impl ProxyHttp for Proxy {
         upstream_response: &mut ResponseHeader,
         ctx: &mut Ctx,
     ) -> Result<()> {
-        if ctx.set_cookies.is_empty() || !cache_safe::prepare(upstream_response)? {
+        // A 1xx is not the answer: the cookies ride on the final one.
+        if ctx.set_cookies.is_empty()
+            || upstream_response.status.is_informational()
+            || !cache_safe::prepare(upstream_response)?
+        {
             return Ok(());
         }
         for c in &ctx.set_cookies {

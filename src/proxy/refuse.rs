@@ -1,13 +1,15 @@
 //! The refusals anteroom writes where a visitor would have queued: too many new visitors from
-//! one client (`join-limit`), and a search crawler (`crawlers = "refuse"`).
+//! one client (`join-limit`), and a search crawler (`crawlers = "refuse"`); and `TRACE` to an
+//! origin that anteroom proves itself to (`origin-secret`).
 
 use pingora::proxy::Session;
 use pingora::Result;
 
-use super::respond::Refusal;
-use super::{Ctx, Proxy};
+use super::respond::{json_error, Refusal, Reply, JSON};
+use super::{Ctx, Outcome, Proxy};
 use crate::app::Shared;
 use crate::metrics::Reject;
+use crate::route::Routing;
 
 /// When a refused crawler is told to come back: a sale's line is usually gone within the hour.
 const CRAWLER_RETRY_SECS: u64 = 1800;
@@ -49,5 +51,33 @@ impl Proxy {
             reject: Reject::Crawler,
         };
         Self::send_refusal(shared, session, ctx, room, &refusal).await
+    }
+
+    /// Whether the request would go to an upstream that gets anteroom's `origin-secret`.
+    pub(super) fn guards_a_secret(shared: &Shared, ctx: &Ctx, routing: &Routing) -> bool {
+        let upstream = match routing {
+            Routing::Room(room) => shared.rooms.get(*room).map(|r| r.cfg.upstream),
+            Routing::Outside => Some(ctx.upstream),
+            Routing::Reserved(_) | Routing::Refuse(_) => None,
+        };
+        upstream
+            .and_then(|u| shared.config.upstreams.get(u))
+            .is_some_and(|u| u.origin_secret.is_some())
+    }
+
+    /// 405 for `TRACE`: an origin answers it by echoing the request's headers, ours among
+    /// them, and the `origin-secret` must never reach a client.
+    pub(super) async fn send_no_trace(session: &mut Session, ctx: &mut Ctx) -> Result<()> {
+        ctx.outcome = Outcome::Reject;
+        ctx.reject = Some(Reject::BadRequest);
+        Reply {
+            status: 405,
+            content_type: JSON,
+            body: json_error("TRACE is not served here"),
+            retry_after: None,
+            cookies: &[],
+        }
+        .send(session)
+        .await
     }
 }

@@ -13,30 +13,8 @@ use super::{wants_json, Ctx, Outcome, Proxy};
 use crate::app::Shared;
 use crate::metrics::Reject;
 use crate::page::MessageView;
+use crate::route::headers::{PATH_OVERRIDES, SPOOFABLE, UPGRADE_HEADERS};
 use crate::route::{normalize_host, Readings, Router, Routing};
-
-/// Headers some origins and frameworks take the host from instead of the request line
-/// (`X-Forwarded-Host` in Rails, Django, Spring with `ForwardedHeaderFilter`, Symfony;
-/// `Forwarded: host=`). From anyone but a trusted proxy they are removed before the request is
-/// forwarded: an origin that believes them would otherwise serve a protected host through an
-/// unprotected one. From a trusted proxy they are readings of the host (see [`hosts`]).
-pub const SPOOFABLE: [&str; 5] = [
-    "x-forwarded-host",
-    "x-host",
-    "x-original-host",
-    "x-forwarded-server",
-    "forwarded",
-];
-
-/// Headers that IIS (URL Rewrite), Symfony and Zend take the *path* from (`X-Original-URL`,
-/// `X-Rewrite-URL`): removed from every request, a trusted proxy's too — load balancers pass
-/// client headers through, and anteroom routes on the request line only.
-pub const PATH_OVERRIDES: [&str; 2] = ["x-original-url", "x-rewrite-url"];
-
-/// An `Upgrade` to anything but WebSocket (`h2c` above all) would, once the origin answers
-/// 101, turn the connection into a tunnel that speaks to the origin past every room: the
-/// header (and `HTTP2-Settings`) is removed, and the origin answers in HTTP/1.1.
-const UPGRADE_HEADERS: [&str; 2] = ["upgrade", "http2-settings"];
 
 /// At most this many host readings are kept (Host, plus a trusted proxy's reports).
 const MAX_HOSTS: usize = 4;

@@ -16,6 +16,7 @@
 //! allocates nothing.
 
 pub mod bypass;
+pub mod headers;
 pub mod host;
 pub mod path;
 

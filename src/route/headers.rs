@@ -1,0 +1,29 @@
+//! Headers through which a client could tell the origin another host, path or protocol than
+//! the one anteroom routed by: the proxy removes them (`src/proxy/target.rs`), and no header of
+//! anteroom's own (`origin-secret`) may be one of them.
+
+/// Headers some origins and frameworks take the host from instead of the request line
+/// (`X-Forwarded-Host` in Rails, Django, Spring with `ForwardedHeaderFilter`, Symfony;
+/// `Forwarded: host=`). From anyone but a trusted proxy they are removed before the request is
+/// forwarded: an origin that believes them would otherwise serve a protected host through an
+/// unprotected one. From a trusted proxy they are readings of the host.
+pub const SPOOFABLE: [&str; 5] = [
+    "x-forwarded-host",
+    "x-host",
+    "x-original-host",
+    "x-forwarded-server",
+    "forwarded",
+];
+
+/// Headers that IIS (URL Rewrite), Symfony and Zend take the *path* from (`X-Original-URL`,
+/// `X-Rewrite-URL`): removed from every request, a trusted proxy's too — load balancers pass
+/// client headers through, and anteroom routes on the request line only.
+pub const PATH_OVERRIDES: [&str; 2] = ["x-original-url", "x-rewrite-url"];
+
+/// An `Upgrade` to anything but WebSocket (`h2c` above all) would, once the origin answers
+/// 101, turn the connection into a tunnel that speaks to the origin past every room: the
+/// header (and `HTTP2-Settings`) is removed, and the origin answers in HTTP/1.1.
+pub const UPGRADE_HEADERS: [&str; 2] = ["upgrade", "http2-settings"];
+
+/// Every header `strip_spoofable` (src/proxy/target.rs) may remove (a header of anteroom's own must not be one).
+pub const STRIPPED_HEADERS: [&[&str]; 3] = [&SPOOFABLE, &PATH_OVERRIDES, &UPGRADE_HEADERS];
