@@ -42,6 +42,8 @@ pub struct Core {
     store_name: String,
     /// Whether the store has answered yet: 0 no call yet, 1 answered, 2 failed before any answer.
     first_answer: std::sync::atomic::AtomicU8,
+    /// The HTTPS listener's certificates by SNI, swapped on reload.
+    pub tls: Arc<crate::edge::tls::Resolver>,
 }
 
 /// One loaded configuration with its derived state.
@@ -87,6 +89,7 @@ impl Core {
             last_warning: AtomicU64::new(0),
             store_name: s.backend.to_string(),
             first_answer: std::sync::atomic::AtomicU8::new(0),
+            tls: Arc::new(crate::edge::tls::Resolver::new(&config.tls)),
         })
     }
 

@@ -15,6 +15,7 @@ pub mod commands;
 pub mod config;
 pub mod cookie;
 pub mod demo;
+pub mod edge;
 pub mod fuzzing;
 pub mod line;
 pub mod logwriter;

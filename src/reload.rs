@@ -59,6 +59,9 @@ impl Reloader {
         if new.listen.admin != o.listen.admin {
             fixed.push("listen.admin");
         }
+        if new.listen.https != o.listen.https {
+            fixed.push("listen.https");
+        }
         if new.store.backend != o.store.backend
             || new.store.timeout != o.store.timeout
             || new.store.breaker_failures != o.store.breaker_failures
@@ -91,6 +94,9 @@ impl Reloader {
             tracing::error!(error = e, "reload refused: the running configuration stays");
             e
         })?;
+        // Certificates read anew (a renewed one replaces the old; a broken one refused the
+        // whole reload above): new handshakes get them, connections in flight keep theirs.
+        shared.core.tls.swap(&shared.config.tls);
         self.current.store(Arc::new(shared));
         self.reloaded.notify_one();
         tracing::info!(config = %self.path.display(), rooms, "configuration reloaded");

@@ -198,6 +198,9 @@ pub fn build(config: Config, upgrade: bool) -> Result<Built, StartError> {
     if !upgrade {
         check_listen(config.listen.http, "listen.http")?;
         check_listen(config.listen.admin, "listen.admin")?;
+        if let Some(https) = config.listen.https {
+            check_listen(https, "listen.https")?;
+        }
     }
     let admin_addr = config.listen.admin.to_string();
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
@@ -205,6 +208,7 @@ pub fn build(config: Config, upgrade: bool) -> Result<Built, StartError> {
     let conf = server_conf(&config);
     let config_sock = config.server.upgrade_sock.clone();
     let http = config.listen.http.to_string();
+    let https = config.listen.https.map(|a| a.to_string());
     let core = Arc::new(Core::new(&config, store, clock).map_err(StartError::Pages)?);
     let shared = Shared::new(core, config, None).map_err(StartError::Pages)?;
     let current: Current = Arc::new(ArcSwap::from_pointee(shared));
@@ -224,6 +228,11 @@ pub fn build(config: Config, upgrade: bool) -> Result<Built, StartError> {
         "anteroom proxy",
     );
     proxy.add_tcp(&http);
+    if let Some(https) = &https {
+        let tls = crate::edge::tls::settings(current.load().core.tls.clone())
+            .map_err(|e| StartError::Pages(format!("the HTTPS listener: {e}")))?;
+        proxy.add_tls_with_settings(https, None, tls);
+    }
     server.add_service(proxy);
     server.add_service(background_service(
         "admission",

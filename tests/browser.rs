@@ -170,6 +170,20 @@ async fn the_page_on_a_phone_and_in_korean() {
             "external request: {r}"
         );
     }
+    // The script and style are files of the room's own, cached by their version.
+    for file in [
+        "/.anteroom/waiting.js?room=sale&lang=en&v=",
+        "/.anteroom/waiting.css?v=",
+    ] {
+        assert!(
+            resources
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|r| r.as_str().unwrap_or("").contains(file)),
+            "{file} in {resources}"
+        );
+    }
     let live = phone
         .run("var e = document.querySelector('[aria-live]'); return e ? e.textContent : null")
         .await;

@@ -224,7 +224,22 @@ impl Builder<'_> {
                     OtherHosts::Refuse
                 }
             },
+            https: listen_f
+                .https
+                .as_deref()
+                .map(|raw| self.socket(&k("listen").key("https"), Some(raw), DEFAULT_HTTP)),
+            redirect_http: listen_f.redirect_http.unwrap_or(false),
         };
+        if let Some(https) = listen.https {
+            if https == listen.http || https == listen.admin {
+                self.fail(
+                    k("listen").key("https"),
+                    "is the same address as listen.http or listen.admin",
+                    "give HTTPS its own port, e.g. https = \"0.0.0.0:443\"",
+                );
+            }
+        }
+        let tls = self.tls(&f.tls, &listen);
         if listen.http == listen.admin {
             self.fail(
                 k("listen").key("admin"),
@@ -250,6 +265,7 @@ impl Builder<'_> {
             upstreams,
             default_upstream,
             rooms,
+            tls,
         }
     }
 

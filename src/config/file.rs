@@ -19,6 +19,18 @@ pub struct FileConfig {
     pub default: Option<DefaultFile>,
     #[serde(default)]
     pub room: Vec<RoomFile>,
+    #[serde(default)]
+    pub tls: Vec<TlsFile>,
+}
+
+/// `[[tls]]`: a certificate chain and its key, for these hosts.
+#[derive(Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct TlsFile {
+    #[serde(default)]
+    pub hosts: Vec<String>,
+    pub cert: Option<String>,
+    pub key: Option<String>,
 }
 
 #[derive(Debug, Deserialize, Default)]
@@ -30,6 +42,8 @@ pub struct ListenFile {
     pub trusted_proxies: Vec<String>,
     pub path_matching: Option<String>,
     pub other_hosts: Option<String>,
+    pub https: Option<String>,
+    pub redirect_http: Option<bool>,
 }
 
 #[derive(Debug, Deserialize, Default)]

@@ -16,6 +16,7 @@ mod rooms;
 mod rules;
 mod store;
 mod template;
+mod tls;
 
 use std::fmt;
 use std::path::Path;

@@ -88,6 +88,8 @@ pub struct Config {
     /// Index into `upstreams` for requests outside every room.
     pub default_upstream: usize,
     pub rooms: Vec<RoomConfig>,
+    /// `[[tls]]`, loaded and checked; the first is the certificate for clients without SNI.
+    pub tls: Vec<crate::edge::tls::TlsCert>,
 }
 
 #[derive(Debug, Clone)]
@@ -101,6 +103,10 @@ pub struct Listen {
     pub path_matching: PathMatching,
     /// What a request whose host names no room gets on a path a host-bound room protects.
     pub other_hosts: OtherHosts,
+    /// The HTTPS listener (`[[tls]]` has its certificates).
+    pub https: Option<SocketAddr>,
+    /// Plain HTTP is answered with a 308 to HTTPS.
+    pub redirect_http: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -23,8 +23,8 @@ const DURATION_BUCKETS: [f64; 14] = [
 use crate::proxy::Outcome;
 
 /// Outcomes in label order; `Outcome as usize` indexes it.
-pub const OUTCOMES: [&str; 7] = [
-    "pass", "admit", "wait", "consume", "reject", "status", "bypass",
+pub const OUTCOMES: [&str; 9] = [
+    "pass", "admit", "wait", "consume", "reject", "status", "bypass", "asset", "redirect",
 ];
 /// Why a request was refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

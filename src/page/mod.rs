@@ -12,6 +12,7 @@ use serde::Serialize;
 use tera::{Context, Tera};
 
 mod accept;
+pub mod assets;
 mod fast;
 mod poll;
 
@@ -103,6 +104,9 @@ pub struct WaitingView<'a> {
     pub t: &'a TextSet,
     /// `t` as JSON that is safe inside a `<script>` element.
     pub t_json: String,
+    /// The built-in page's script for this room and language, and its style ([`assets`]).
+    pub script_url: String,
+    pub style_url: String,
 }
 
 impl<'a> WaitingView<'a> {
@@ -112,10 +116,14 @@ impl<'a> WaitingView<'a> {
 
     /// The view of an answer whose figures are already computed.
     fn with(s: &'a Status, lang: &'a str, t: &'a TextSet, figures: Figures<'a>) -> Self {
+        let status_url = status_url(&s.room);
+        let script = assets::script(&s.room, &status_url, t);
         Self {
             room: &s.room,
             figures,
-            status_url: status_url(&s.room),
+            script_url: assets::script_url(&s.room, lang, &script),
+            style_url: assets::style_url(&assets::style()),
+            status_url,
             lang,
             t,
             t_json: t_json(t),
@@ -202,17 +210,28 @@ pub struct Pages {
     /// Per room index and language, the built-in page pre-rendered ([`fast`]); empty for a
     /// room with its own template.
     fast: Vec<BTreeMap<String, fast::Prerendered>>,
+    /// The built-in page's script and style, served under `/.anteroom/`.
+    pub assets: assets::Assets,
 }
 
-/// The constant part of a room's waiting context in one language.
-fn base_context(room: &str, lang: &str, t: &TextSet) -> Context {
+/// The constant part of a room's waiting context in one language, and the script it names.
+fn base_context(
+    room: &str,
+    lang: &str,
+    t: &TextSet,
+    style: &assets::Asset,
+) -> (Context, assets::Asset) {
+    let url = status_url(room);
+    let script = assets::script(room, &url, t);
     let mut ctx = Context::new();
     ctx.insert("room", room);
     ctx.insert("lang", lang);
     ctx.insert("t", t);
     ctx.insert("t_json", &t_json(t));
-    ctx.insert("status_url", &status_url(room));
-    ctx
+    ctx.insert("status_url", &url);
+    ctx.insert("script_url", &assets::script_url(room, lang, &script));
+    ctx.insert("style_url", &assets::style_url(style));
+    (ctx, script)
 }
 
 fn t_json(t: &TextSet) -> String {
@@ -295,16 +314,21 @@ impl Pages {
                 }
             }
         }
-        let bases: Vec<BTreeMap<String, Context>> = config
-            .rooms
-            .iter()
-            .map(|room| {
-                room.texts
-                    .iter()
-                    .map(|(lang, t)| (lang.clone(), base_context(room.name(), lang, t)))
-                    .collect()
-            })
-            .collect();
+        let style = assets::style();
+        let mut scripts = Vec::new();
+        let mut bases: Vec<BTreeMap<String, Context>> = Vec::new();
+        for room in &config.rooms {
+            let mut langs = BTreeMap::new();
+            let mut base = BTreeMap::new();
+            for (lang, t) in &room.texts {
+                let (ctx, script) = base_context(room.name(), lang, t, &style);
+                base.insert(lang.clone(), ctx);
+                langs.insert(lang.clone(), script);
+            }
+            bases.push(base);
+            scripts.push((room.name().to_string(), langs));
+        }
+        let assets = assets::Assets::new(style, scripts);
         let fast = config
             .rooms
             .iter()
@@ -330,6 +354,7 @@ impl Pages {
             room_templates,
             bases,
             fast,
+            assets,
         })
     }
 
@@ -542,8 +567,8 @@ title_waiting = "In line for <the> sale"
                 if let Some((lo, hi)) = range {
                     let words = crate::texts::eta_range_text(t, lo, hi);
                     assert!(whole.contains(&words), "{lang}: {words}");
-                    assert!(whole.contains(&format!("var eta_range = [{lo},{hi}];")));
-                    assert!(whole.contains(&t["eta_range_note"]));
+                    assert!(whole.contains(&format!("data-eta=\"{eta}\"")), "{whole}");
+                    assert!(whole.contains(&tera::escape_html(&t["eta_range_note"])));
                 }
             }
         }
@@ -569,6 +594,8 @@ title_waiting = "In line for <the> sale"
             "refresh_seconds",
             "progress_percent",
             "status_url",
+            "script_url",
+            "style_url",
             "lang",
         ];
         let body: String = vars

@@ -9,6 +9,7 @@
 //! - `response_filter`: cookies we decided to set ride on the origin's response, which is then
 //!   kept out of shared caches ([`cache_safe`]).
 
+mod asset;
 mod cache_safe;
 mod edge;
 pub mod held;
@@ -17,6 +18,7 @@ mod origin_slot;
 mod refuse;
 mod reregister;
 mod respond;
+mod scheme;
 mod status;
 mod target;
 mod visitor;
@@ -58,6 +60,10 @@ pub enum Outcome {
     Status = 5,
     /// Let past the line by one of the room's `bypass` rules.
     Bypass = 6,
+    /// The waiting page's script or style (`/.anteroom/waiting.js`, `.css`).
+    Asset = 7,
+    /// Plain HTTP sent to HTTPS (`redirect-http`).
+    Redirect = 8,
 }
 
 impl Outcome {
@@ -224,13 +230,9 @@ impl ProxyHttp for Proxy {
     async fn request_filter(&self, session: &mut Session, ctx: &mut Ctx) -> Result<bool> {
         let snapshot = ctx.shared.clone();
         let shared = &*snapshot;
-        let trusted = &shared.config.listen.trusted_proxies;
-        if !trusted.is_empty() {
-            if let Some(peer) = peer_ip(session) {
-                ctx.trusted_peer = crate::client::is_trusted(peer, trusted);
-                ctx.https =
-                    crate::client::forwarded_https(peer, &session.req_header().headers, trusted);
-            }
+        Self::note_arrival(shared, session, ctx);
+        if Self::redirect_to_https(shared, session, ctx).await? {
+            return Ok(true);
         }
         let req = session.req_header();
         let target = target::target(&shared.router, req, ctx.trusted_peer);
@@ -242,6 +244,12 @@ impl ProxyHttp for Proxy {
         let room = match target.routing {
             Routing::Outside => return Ok(false),
             Routing::Room(room) => room,
+            Routing::Reserved(endpoint)
+                if crate::page::assets::Assets::is_asset_path(&endpoint) =>
+            {
+                asset::serve(shared, session, ctx, &endpoint).await?;
+                return Ok(true);
+            }
             Routing::Reserved(endpoint) => {
                 status::serve(shared, session, ctx, &endpoint).await?;
                 return Ok(true);

@@ -13,6 +13,7 @@ pub mod origin;
 pub mod redis;
 pub mod sentinel;
 pub mod shop;
+pub mod tls;
 
 #[allow(unused_imports)] // each test crate uses some of them
 pub use origin::{big_body, Origin, Seen};

@@ -1,0 +1,299 @@
+//! HTTPS termination: the certificates of `[[tls]]`, chosen by SNI, swapped on SIGHUP.
+//!
+//! A pair is read and checked when the configuration is loaded ([`load_pair`], by `check`, at
+//! start and on reload): the chain and the key parse, the key is the certificate's, and the
+//! certificate covers every host the entry lists. A configuration whose pair fails is refused
+//! as a whole, so a reload with a broken certificate keeps the running one. The listener's
+//! [`Resolver`] holds the table behind an `ArcSwap`: a reload swaps it without touching the
+//! listener or a connection in flight.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::Arc;
+
+use arc_swap::ArcSwap;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+use rustls::server::{ClientHello, ParsedCertificate, ResolvesServerCert};
+use rustls::sign::CertifiedKey;
+
+/// A host pattern of a `[[tls]]` entry: `shop.example.com` or `*.example.com` (one label).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TlsHost {
+    Exact(String),
+    /// The part after `*.`: matches exactly one more label in front.
+    Wildcard(String),
+}
+
+impl TlsHost {
+    /// Parses a pattern; `Err` says why it is not one.
+    pub fn parse(raw: &str) -> Result<Self, &'static str> {
+        let lower = raw.trim().trim_end_matches('.').to_ascii_lowercase();
+        let (wild, name) = match lower.strip_prefix("*.") {
+            Some(rest) => (true, rest.to_string()),
+            None => (false, lower),
+        };
+        let label_ok = |l: &str| {
+            !l.is_empty()
+                && l.len() <= 63
+                && l.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+                && !l.starts_with('-')
+                && !l.ends_with('-')
+        };
+        if name.is_empty() || name.len() > 253 || !name.split('.').all(label_ok) {
+            return Err(
+                "is not a host name (letters, digits, '-' and dots; `*.` in front for a wildcard)",
+            );
+        }
+        if wild && !name.contains('.') {
+            return Err("a wildcard needs at least two labels after `*.` (`*.example.com`)");
+        }
+        Ok(if wild {
+            TlsHost::Wildcard(name)
+        } else {
+            TlsHost::Exact(name)
+        })
+    }
+
+    /// A name this pattern stands for, to ask a certificate whether it covers it.
+    fn sample(&self) -> String {
+        match self {
+            TlsHost::Exact(h) => h.clone(),
+            TlsHost::Wildcard(d) => format!("anteroom-check.{d}"),
+        }
+    }
+}
+
+impl std::fmt::Display for TlsHost {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            TlsHost::Exact(h) => f.write_str(h),
+            TlsHost::Wildcard(d) => write!(f, "*.{d}"),
+        }
+    }
+}
+
+/// What is wrong with a pair, by the key it is about.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PairError {
+    Cert(String),
+    Key(String),
+    /// The key is not the certificate's.
+    Mismatch,
+    /// The certificate does not cover this host.
+    Uncovered(String),
+}
+
+fn provider() -> Arc<rustls::crypto::CryptoProvider> {
+    Arc::new(rustls::crypto::ring::default_provider())
+}
+
+/// Reads and checks a certificate chain and its key for `hosts`.
+pub fn load_pair(
+    cert: &Path,
+    key: &Path,
+    hosts: &[TlsHost],
+) -> Result<Arc<CertifiedKey>, PairError> {
+    let cert_pem = std::fs::read(cert)
+        .map_err(|e| PairError::Cert(format!("cannot read {}: {e}", cert.display())))?;
+    let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(&cert_pem)
+        .collect::<Result<_, _>>()
+        .map_err(|e| {
+            PairError::Cert(format!(
+                "{} is not a PEM certificate chain: {e}",
+                cert.display()
+            ))
+        })?;
+    if chain.is_empty() {
+        return Err(PairError::Cert(format!(
+            "{} holds no certificate",
+            cert.display()
+        )));
+    }
+    let key_pem = std::fs::read(key)
+        .map_err(|e| PairError::Key(format!("cannot read {}: {e}", key.display())))?;
+    let private = PrivateKeyDer::from_pem_slice(&key_pem)
+        .map_err(|e| PairError::Key(format!("{} holds no private key: {e}", key.display())))?;
+    let pair = CertifiedKey::from_der(chain, private, &provider()).map_err(|e| match e {
+        rustls::Error::InconsistentKeys(_) => PairError::Mismatch,
+        other => PairError::Key(format!("{}: {other}", key.display())),
+    })?;
+    let end = pair
+        .end_entity_cert()
+        .map_err(|e| PairError::Cert(e.to_string()))?;
+    let parsed = ParsedCertificate::try_from(end)
+        .map_err(|e| PairError::Cert(format!("{}: {e}", cert.display())))?;
+    for h in hosts {
+        let covered = ServerName::try_from(h.sample())
+            .ok()
+            .is_some_and(|name| rustls::client::verify_server_name(&parsed, &name).is_ok());
+        if !covered {
+            return Err(PairError::Uncovered(h.to_string()));
+        }
+    }
+    Ok(Arc::new(pair))
+}
+
+/// One loaded `[[tls]]` entry.
+#[derive(Debug, Clone)]
+pub struct TlsCert {
+    pub hosts: Vec<TlsHost>,
+    pub cert: std::path::PathBuf,
+    pub key: std::path::PathBuf,
+    pub pair: Arc<CertifiedKey>,
+}
+
+/// Which certificate a name gets: exact names first, then a wildcard for one more label, then
+/// the first entry (for a client without SNI or with a name no entry lists). Generic over what
+/// is chosen, so that the choice is tested without certificates.
+#[derive(Debug)]
+pub struct SniTable<T> {
+    exact: HashMap<String, T>,
+    wild: HashMap<String, T>,
+    default: Option<T>,
+}
+
+impl<T: Clone> SniTable<T> {
+    pub fn new<'a>(entries: impl IntoIterator<Item = (&'a [TlsHost], T)>) -> Self {
+        let mut t = SniTable {
+            exact: HashMap::new(),
+            wild: HashMap::new(),
+            default: None,
+        };
+        for (hosts, value) in entries {
+            t.default.get_or_insert_with(|| value.clone());
+            for h in hosts {
+                let (map, name) = match h {
+                    TlsHost::Exact(n) => (&mut t.exact, n),
+                    TlsHost::Wildcard(n) => (&mut t.wild, n),
+                };
+                // The first entry that lists a host keeps it (`check` refuses a repeat).
+                map.entry(name.clone()).or_insert_with(|| value.clone());
+            }
+        }
+        t
+    }
+
+    pub fn pick(&self, sni: Option<&str>) -> Option<T> {
+        let found = sni.and_then(|name| {
+            let name = name.trim_end_matches('.').to_ascii_lowercase();
+            self.exact.get(&name).or_else(|| {
+                let (_, parent) = name.split_once('.')?;
+                self.wild.get(parent)
+            })
+        });
+        found.or(self.default.as_ref()).cloned()
+    }
+}
+
+fn table(certs: &[TlsCert]) -> SniTable<Arc<CertifiedKey>> {
+    SniTable::new(certs.iter().map(|c| (c.hosts.as_slice(), c.pair.clone())))
+}
+
+/// The listener's certificate resolver; [`Resolver::swap`] on reload.
+#[derive(Debug)]
+pub struct Resolver {
+    table: ArcSwap<SniTable<Arc<CertifiedKey>>>,
+}
+
+impl Resolver {
+    pub fn new(certs: &[TlsCert]) -> Self {
+        Self {
+            table: ArcSwap::from_pointee(table(certs)),
+        }
+    }
+
+    pub fn swap(&self, certs: &[TlsCert]) {
+        self.table.store(Arc::new(table(certs)));
+    }
+}
+
+impl ResolvesServerCert for Resolver {
+    fn resolve(&self, hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
+        self.table.load().pick(hello.server_name())
+    }
+}
+
+/// The listener's settings: the resolver, TLS 1.2 and 1.3 only (Pingora's rustls acceptor),
+/// HTTP/2 and HTTP/1.1 by ALPN.
+pub fn settings(resolver: Arc<Resolver>) -> pingora::Result<pingora::listeners::tls::TlsSettings> {
+    let mut s = pingora::listeners::tls::TlsSettings::with_callbacks(Box::new(NoCallbacks))?;
+    s.set_cert_resolver(resolver);
+    s.enable_h2();
+    Ok(s)
+}
+
+/// Pingora's rustls settings are built with callbacks or with files; ours are neither.
+struct NoCallbacks;
+
+#[async_trait::async_trait]
+impl pingora::listeners::TlsAccept for NoCallbacks {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn host_patterns_parse_and_refuse_what_is_not_one() {
+        assert_eq!(
+            TlsHost::parse("Shop.Example.com."),
+            Ok(TlsHost::Exact("shop.example.com".into()))
+        );
+        assert_eq!(
+            TlsHost::parse("*.example.com"),
+            Ok(TlsHost::Wildcard("example.com".into()))
+        );
+        for bad in [
+            "",
+            "*.com",
+            "a..b",
+            "sh op.test",
+            "*.*.test",
+            "-a.test",
+            "a.test:443",
+            "*",
+        ] {
+            assert!(TlsHost::parse(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn sni_picks_exact_then_one_label_wildcard_then_the_first_entry() {
+        let h = |s: &[&str]| {
+            s.iter()
+                .map(|h| TlsHost::parse(h).unwrap())
+                .collect::<Vec<_>>()
+        };
+        let (a, b, c) = (
+            h(&["shop.test", "www.shop.test"]),
+            h(&["*.shop.test"]),
+            h(&["other.test", "shop.test"]),
+        );
+        let t = SniTable::new([
+            (a.as_slice(), "a"),
+            (b.as_slice(), "b"),
+            (c.as_slice(), "c"),
+        ]);
+        assert_eq!(
+            t.pick(Some("shop.test")),
+            Some("a"),
+            "the first entry keeps a repeated host"
+        );
+        assert_eq!(
+            t.pick(Some("WWW.Shop.Test.")),
+            Some("a"),
+            "exact before wildcard, any case"
+        );
+        assert_eq!(t.pick(Some("api.shop.test")), Some("b"));
+        assert_eq!(
+            t.pick(Some("x.api.shop.test")),
+            Some("a"),
+            "a wildcard is one label: default"
+        );
+        assert_eq!(t.pick(Some("other.test")), Some("c"));
+        assert_eq!(t.pick(Some("unknown.test")), Some("a"));
+        assert_eq!(t.pick(None), Some("a"), "no SNI: the first entry");
+        let empty: SniTable<&str> = SniTable::new([]);
+        assert_eq!(empty.pick(Some("shop.test")), None);
+    }
+}

@@ -1,0 +1,100 @@
+//! Certificates made by the test with the openssl CLI: a CA and server certificates it signs.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// A test CA in `dir` (`ca.pem`, `ca.key`).
+pub struct TestCa {
+    pub dir: PathBuf,
+}
+
+fn openssl(dir: &Path, args: &[&str]) {
+    let out = Command::new("openssl")
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("openssl");
+    assert!(
+        out.status.success(),
+        "openssl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+impl TestCa {
+    pub fn new(dir: &Path) -> TestCa {
+        openssl(
+            dir,
+            &[
+                "req",
+                "-x509",
+                "-newkey",
+                "rsa:2048",
+                "-nodes",
+                "-keyout",
+                "ca.key",
+                "-out",
+                "ca.pem",
+                "-days",
+                "2",
+                "-subj",
+                "/CN=anteroom-test-ca",
+            ],
+        );
+        TestCa {
+            dir: dir.to_path_buf(),
+        }
+    }
+
+    pub fn ca(&self) -> PathBuf {
+        self.dir.join("ca.pem")
+    }
+
+    /// A server certificate `NAME.pem` and key `NAME.key` for `sans` (`DNS:shop.test`,
+    /// `IP:127.0.0.1`), signed by the CA; the paths.
+    pub fn issue(&self, name: &str, sans: &[&str]) -> (PathBuf, PathBuf) {
+        let (key, csr, pem, ext) = (
+            format!("{name}.key"),
+            format!("{name}.csr"),
+            format!("{name}.pem"),
+            format!("{name}.cnf"),
+        );
+        let subject = format!("/CN={name}");
+        openssl(
+            &self.dir,
+            &[
+                "req", "-newkey", "rsa:2048", "-nodes", "-keyout", &key, "-out", &csr, "-subj",
+                &subject,
+            ],
+        );
+        std::fs::write(
+            self.dir.join(&ext),
+            format!(
+                "subjectAltName={}\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n",
+                sans.join(",")
+            ),
+        )
+        .unwrap();
+        openssl(
+            &self.dir,
+            &[
+                "x509",
+                "-req",
+                "-in",
+                &csr,
+                "-CA",
+                "ca.pem",
+                "-CAkey",
+                "ca.key",
+                "-CAcreateserial",
+                "-out",
+                &pem,
+                "-days",
+                "2",
+                "-extfile",
+                &ext,
+            ],
+        );
+        (self.dir.join(pem), self.dir.join(key))
+    }
+}
