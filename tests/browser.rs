@@ -59,13 +59,68 @@ async fn crowd(proxy: &Proxy) -> Jar {
     holder
 }
 
-async fn queued_then_admitted(javascript: bool) {
+/// Over HTTPS: anteroom's own listener for `shop.test`, with a certificate from a CA the test
+/// makes; the browser maps the name to loopback and trusts that one key.
+struct Https {
+    _dir: tempfile::TempDir,
+    port: u16,
+    args: Vec<String>,
+}
+
+impl Https {
+    fn new() -> (Https, String) {
+        let dir = tempfile::tempdir().unwrap();
+        let ca = common::tls::TestCa::new(dir.path());
+        let (cert, key) = ca.issue("shop", &["DNS:shop.test"]);
+        let port = free_port();
+        let listen = format!(
+            "https = \"127.0.0.1:{port}\"\n[[tls]]\nhosts = [\"shop.test\"]\ncert = \"{}\"\nkey = \"{}\"\n",
+            cert.display(),
+            key.display()
+        );
+        let args = vec![
+            "--host-resolver-rules=MAP shop.test 127.0.0.1".to_string(),
+            format!(
+                "--ignore-certificate-errors-spki-list={}",
+                common::tls::spki_sha256(&cert)
+            ),
+        ];
+        (
+            Https {
+                _dir: dir,
+                port,
+                args,
+            },
+            listen,
+        )
+    }
+}
+
+async fn queued_then_admitted(javascript: bool, https: bool) {
     let origin = Origin::start().await;
-    let proxy = Proxy::start(&config(origin.addr));
+    let tls = https.then(Https::new);
+    // The [listen] lines first (they continue the harness' [listen] table), then [[tls]] last.
+    let text = match &tls {
+        Some((_, listen)) => {
+            let (head, tail) = listen.split_once("[[tls]]").unwrap();
+            format!("{head}{}\n[[tls]]{tail}", config(origin.addr))
+        }
+        None => config(origin.addr),
+    };
+    let proxy = Proxy::start(&text);
     let holder = crowd(&proxy).await;
     let driver = Driver::start().await;
-    let browser = driver.browser(1280, 900, javascript, "en-US,en").await;
-    let wanted = proxy.url("/products/3?color=red&size=m");
+    let extra = tls
+        .as_ref()
+        .map(|(t, _)| t.args.clone())
+        .unwrap_or_default();
+    let browser = driver
+        .browser_with(1280, 900, javascript, "en-US,en", &extra)
+        .await;
+    let wanted = match &tls {
+        Some((t, _)) => format!("https://shop.test:{}/products/3?color=red&size=m", t.port),
+        None => proxy.url("/products/3?color=red&size=m"),
+    };
     browser.goto(&wanted).await;
     let first = browser
         .run("var e = document.getElementById('position'); return e ? e.textContent : null")
@@ -81,7 +136,18 @@ async fn queued_then_admitted(javascript: bool) {
             .is_some_and(|s| s.contains("minute") || s == "when someone leaves the shop"),
         "an ETA or its reason is shown: {eta}"
     );
-    let suffix = if javascript { "js" } else { "nojs" };
+    if https {
+        let protocol = browser
+            .run("return performance.getEntriesByType('navigation')[0].nextHopProtocol")
+            .await;
+        assert_eq!(protocol, "h2", "HTTP/2 by ALPN");
+    }
+    let suffix = match (javascript, https) {
+        (true, false) => "js",
+        (false, false) => "nojs",
+        (true, true) => "https",
+        (false, true) => "https-nojs",
+    };
     browser
         .screenshot(&format!("waiting-desktop-{suffix}.png"))
         .await;
@@ -139,12 +205,18 @@ async fn queued_then_admitted(javascript: bool) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_browser_waits_its_turn_and_lands_on_its_url() {
-    queued_then_admitted(true).await;
+    queued_then_admitted(true, false).await;
+}
+
+/// The same over anteroom's own HTTPS listener (HTTP/2 in Chromium), cookies `Secure`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn over_https_too() {
+    queued_then_admitted(true, true).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_javascript_the_meta_refresh_gets_there_too() {
-    queued_then_admitted(false).await;
+    queued_then_admitted(false, false).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

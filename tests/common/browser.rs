@@ -62,22 +62,46 @@ impl Driver {
         javascript: bool,
         languages: &str,
     ) -> Browser {
+        self.browser_with(width, height, javascript, languages, &[])
+            .await
+    }
+
+    /// A browser with more command-line switches (host mapping, a certificate to trust).
+    pub async fn browser_with(
+        &self,
+        width: u32,
+        height: u32,
+        javascript: bool,
+        languages: &str,
+        extra: &[String],
+    ) -> Browser {
         let profile = self._profiles.path().join(format!("p{}", free_port()));
         let mut prefs = json!({ "intl.accept_languages": languages });
         if !javascript {
             prefs["profile.managed_default_content_settings.javascript"] = json!(2);
         }
+        let mut args: Vec<String> = [
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--no-first-run",
+            "--disable-dev-shm-usage",
+        ]
+        .iter()
+        .map(|a| a.to_string())
+        .collect();
+        args.push(format!("--window-size={width},{height}"));
+        args.push(format!("--user-data-dir={}", profile.display()));
+        args.extend(extra.iter().cloned());
         let caps = json!({ "capabilities": { "alwaysMatch": {
             "browserName": "chrome",
             "goog:loggingPrefs": { "browser": "ALL" },
             "goog:chromeOptions": {
                 "binary": "/usr/bin/chromium",
-                "args": [
-                    "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                    "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-dev-shm-usage",
-                    format!("--window-size={width},{height}"),
-                    format!("--user-data-dir={}", profile.display()),
-                ],
+                "args": args,
                 "prefs": prefs,
             }
         }}});

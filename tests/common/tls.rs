@@ -98,3 +98,22 @@ impl TestCa {
         (self.dir.join(pem), self.dir.join(key))
     }
 }
+
+/// The base64 SHA-256 of a certificate's public key, as Chromium's
+/// `--ignore-certificate-errors-spki-list` takes it (trust this one key, nothing else).
+pub fn spki_sha256(cert: &Path) -> String {
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "openssl x509 -in '{}' -pubkey -noout | openssl pkey -pubin -outform der | openssl dgst -sha256 -binary | base64",
+            cert.display()
+        ))
+        .output()
+        .expect("openssl");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
