@@ -258,3 +258,174 @@ async fn the_apache_snippet_refuses_requests_that_did_not_come_through_anteroom(
     let front = apache(app.addr).await;
     the_front_lets_only_anteroom_through(&front, &app).await;
 }
+
+/// HTTPS to the origin with a client certificate: nginx (docs/origin-lock/nginx-mtls.conf)
+/// serves only a client whose certificate the client CA signed; anteroom shows its own, and
+/// checks the origin's against the `ca` it is given.
+mod mutual_tls {
+    use super::*;
+    use common::tls::TestCa;
+
+    struct Certs {
+        _dirs: Vec<tempfile::TempDir>,
+        origin_ca: PathBuf,
+        server: (PathBuf, PathBuf),
+        client_ca: PathBuf,
+        client: (PathBuf, PathBuf),
+        stranger: (PathBuf, PathBuf),
+    }
+
+    fn certs() -> Certs {
+        let dirs: Vec<tempfile::TempDir> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
+        let origin_ca = TestCa::new(dirs[0].path());
+        let client_ca = TestCa::new(dirs[1].path());
+        let other_ca = TestCa::new(dirs[2].path());
+        Certs {
+            origin_ca: origin_ca.ca(),
+            server: origin_ca.issue("origin", &["DNS:origin.test"]),
+            client_ca: client_ca.ca(),
+            client: client_ca.issue("anteroom", &["DNS:anteroom.test"]),
+            stranger: other_ca.issue("stranger", &["DNS:anteroom.test"]),
+            _dirs: dirs,
+        }
+    }
+
+    async fn nginx_mtls(app: std::net::SocketAddr, c: &Certs) -> Front {
+        let snippet = std::fs::read_to_string(
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/origin-lock/nginx-mtls.conf"),
+        )
+        .unwrap();
+        let (cert, key, ca) = (
+            c.server.0.display().to_string(),
+            c.server.1.display().to_string(),
+            c.client_ca.display().to_string(),
+        );
+        let conf = move |d: &str, listen: &str| {
+            let s = snippet
+                .replace("SERVER_CERT", &cert)
+                .replace("SERVER_KEY", &key)
+                .replace("CLIENT_CA", &ca)
+                .replace("LEGACY_APP", &app.to_string())
+                .replace("LISTEN", listen);
+            format!(
+                "daemon off;\nworker_processes 1;\npid {d}/nginx.pid;\nerror_log {d}/error.log;\nevents {{}}\nhttp {{\n  access_log off;\n{s}\n}}\n"
+            )
+        };
+        let args = |d: &str| {
+            vec![
+                "-p".into(),
+                d.into(),
+                "-c".into(),
+                format!("{d}/nginx.conf"),
+            ]
+        };
+        front("nginx", "nginx.conf", conf, args).await
+    }
+
+    fn anteroom(
+        front: std::net::SocketAddr,
+        ca: &Path,
+        client: Option<&(PathBuf, PathBuf)>,
+    ) -> Proxy {
+        let client = client
+            .map(|(c, k)| {
+                format!(
+                    "client-cert = {{ cert = \"{}\", key = \"{}\" }}\n",
+                    c.display(),
+                    k.display()
+                )
+            })
+            .unwrap_or_default();
+        Proxy::start(&format!(
+            r#"
+[cookie]
+keys = ["{KEY}"]
+
+[[upstream]]
+name = "shop"
+addr = "{front}"
+tls = true
+sni = "origin.test"
+ca = "{ca}"
+{client}
+[default]
+upstream = "shop"
+
+[[room]]
+name = "sale"
+paths = ["/products"]
+admit-per-second = 100
+max-active = 100
+"#,
+            ca = ca.display()
+        ))
+    }
+
+    /// curl straight to the origin's front, trusting its CA, with or without a client pair.
+    fn direct(front: std::net::SocketAddr, c: &Certs, pair: Option<&(PathBuf, PathBuf)>) -> u16 {
+        let mut cmd = Command::new("curl");
+        cmd.args([
+            "-s",
+            "-o",
+            "/dev/null",
+            "-w",
+            "%{http_code}",
+            "--max-time",
+            "10",
+            "--cacert",
+        ])
+        .arg(&c.origin_ca)
+        .args([
+            "--resolve",
+            &format!("origin.test:{}:127.0.0.1", front.port()),
+        ]);
+        if let Some((cert, key)) = pair {
+            cmd.arg("--cert").arg(cert).arg("--key").arg(key);
+        }
+        let out = cmd
+            .arg(format!("https://origin.test:{}/products/1", front.port()))
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).parse().unwrap_or(0)
+    }
+
+    #[tokio::test]
+    async fn the_origin_serves_anteroom_and_nobody_without_its_certificate() {
+        let c = certs();
+        let app = Origin::start().await;
+        let front = nginx_mtls(app.addr, &c).await;
+        // Straight to the origin: no certificate, or one from another CA, is refused.
+        assert_eq!(direct(front.addr, &c, None), 400);
+        assert_eq!(direct(front.addr, &c, Some(&c.stranger)), 400);
+        assert!(app.requests().is_empty(), "the app saw none of them");
+
+        let proxy = anteroom(front.addr, &c.origin_ca, Some(&c.client));
+        for path in ["/elsewhere", "/products/1"] {
+            let resp = client().get(proxy.url(path)).send().await.unwrap();
+            assert_eq!(resp.status(), 200, "{path} through anteroom");
+            assert_eq!(
+                resp.headers()["x-origin"],
+                "yes",
+                "{path}: the app answered"
+            );
+        }
+        assert_eq!(app.requests().len(), 2);
+    }
+
+    #[tokio::test]
+    async fn without_the_pair_or_with_another_ca_anteroom_does_not_get_through() {
+        let c = certs();
+        let app = Origin::start().await;
+        let front = nginx_mtls(app.addr, &c).await;
+        // No client certificate: the origin refuses anteroom too.
+        let bare = anteroom(front.addr, &c.origin_ca, None);
+        let resp = client().get(bare.url("/elsewhere")).send().await.unwrap();
+        assert_ne!(resp.status(), 200);
+        // The origin's certificate is checked against `ca`: a CA that did not sign it fails
+        // the handshake (anteroom's error page), it is not waved through.
+        let wrong = anteroom(front.addr, &c.client_ca, Some(&c.client));
+        let resp = client().get(wrong.url("/elsewhere")).send().await.unwrap();
+        assert_eq!(resp.status(), 502, "{:?}", resp.headers());
+        assert!(app.requests().is_empty(), "the app was never asked");
+    }
+}

@@ -436,3 +436,45 @@ fn check_refuses_a_broken_or_mismatched_pair_with_file_and_line() {
         "{out}"
     );
 }
+
+#[test]
+fn check_refuses_an_upstream_client_pair_that_does_not_match_or_tls_settings_on_plain_http() {
+    let dir = tempfile::tempdir().unwrap();
+    let ca = TestCa::new(dir.path());
+    let (cert, key) = ca.issue("client", &["DNS:anteroom.test"]);
+    let (_, other_key) = ca.issue("other", &["DNS:other.test"]);
+    let upstream = |tls: bool, key: &Path| {
+        format!(
+            "[cookie]\nkeys = [\"{KEY}\"]\n[[upstream]]\nname = \"shop\"\naddr = \"127.0.0.1:9\"\ntls = {tls}\nca = \"{}\"\nclient-cert = {{ cert = \"{}\", key = \"{}\" }}\n",
+            ca.ca().display(),
+            cert.display(),
+            key.display()
+        )
+    };
+    let (ok, out) = check(dir.path(), &upstream(true, &key));
+    assert!(ok, "{out}");
+    let (ok, out) = check(dir.path(), &upstream(true, &other_key));
+    assert!(!ok);
+    assert!(
+        out.contains("upstream[0].client-cert.key") && out.contains("is not the key of"),
+        "{out}"
+    );
+    let (ok, out) = check(dir.path(), &upstream(false, &key));
+    assert!(!ok);
+    assert!(
+        out.contains("upstream[0].ca") && out.contains("upstream[0].client-cert"),
+        "{out}"
+    );
+    let garbage = dir.path().join("garbage.pem");
+    std::fs::write(&garbage, "nothing\n").unwrap();
+    let text = upstream(true, &key).replace(
+        &ca.ca().display().to_string(),
+        &garbage.display().to_string(),
+    );
+    let (ok, out) = check(dir.path(), &text);
+    assert!(!ok);
+    assert!(
+        out.contains("upstream[0].ca") && out.contains("holds no certificate"),
+        "{out}"
+    );
+}

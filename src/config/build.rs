@@ -446,6 +446,7 @@ impl Builder<'_> {
                 u.write_timeout.as_deref(),
                 DEFAULT_WRITE_TIMEOUT,
             );
+            let (ca, client_cert) = self.upstream_tls(&p, u);
             out.push(Upstream {
                 name: u.name.clone(),
                 addr,
@@ -457,6 +458,8 @@ impl Builder<'_> {
                 error_pages: u.error_pages.unwrap_or(true),
                 admit_per_second: self.upstream_cap(&p, u.admit_per_second),
                 origin_secret: self.origin_secret(&p, u.origin_secret.as_ref()),
+                ca,
+                client_cert,
             });
         }
         out

@@ -110,6 +110,17 @@ pub struct UpstreamFile {
     pub admit_per_second: Option<f64>,
     /// A header added to every request to this upstream, so that it can refuse the rest.
     pub origin_secret: Option<OriginSecretFile>,
+    /// With `tls`: the CA that signs the origin's certificate (else the system's roots).
+    pub ca: Option<String>,
+    /// With `tls`: the certificate anteroom shows the origin (mutual TLS).
+    pub client_cert: Option<ClientCertFile>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct ClientCertFile {
+    pub cert: String,
+    pub key: String,
 }
 
 #[derive(Debug, Deserialize)]

@@ -242,6 +242,10 @@ pub struct Upstream {
     pub admit_per_second: Option<f64>,
     /// Added to every request to this upstream (`origin-secret`), replacing any a client sent.
     pub origin_secret: Option<OriginSecret>,
+    /// The CA the origin's certificate is checked against (`ca`), else the system's roots.
+    pub ca: Option<std::sync::Arc<pingora::protocols::tls::CaType>>,
+    /// The certificate and key anteroom shows the origin (`client-cert`, mutual TLS).
+    pub client_cert: Option<std::sync::Arc<pingora::utils::tls::CertKey>>,
 }
 
 /// Connecting to an origin that does not answer fails after this.

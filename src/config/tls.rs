@@ -120,12 +120,6 @@ impl Builder<'_> {
             );
             return None;
         };
-        let text = self.string(&p.key(name), raw)?;
-        let given = PathBuf::from(text);
-        Some(if given.is_absolute() {
-            given
-        } else {
-            self.base_dir.join(given)
-        })
+        self.file_path(&p.key(name), raw)
     }
 }

@@ -365,6 +365,10 @@ impl ProxyHttp for Proxy {
         peer.options.total_connection_timeout = Some(up.connect_timeout);
         peer.options.read_timeout = Some(up.read_timeout);
         peer.options.write_timeout = Some(up.write_timeout);
+        if up.tls {
+            peer.options.ca.clone_from(&up.ca);
+            peer.client_cert_key.clone_from(&up.client_cert);
+        }
         Ok(Box::new(peer))
     }
 

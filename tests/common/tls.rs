@@ -51,7 +51,7 @@ impl TestCa {
     }
 
     /// A server certificate `NAME.pem` and key `NAME.key` for `sans` (`DNS:shop.test`,
-    /// `IP:127.0.0.1`), signed by the CA; the paths.
+    /// `IP:127.0.0.1`), signed by the CA, good for a server and a client; the paths.
     pub fn issue(&self, name: &str, sans: &[&str]) -> (PathBuf, PathBuf) {
         let (key, csr, pem, ext) = (
             format!("{name}.key"),
@@ -70,7 +70,7 @@ impl TestCa {
         std::fs::write(
             self.dir.join(&ext),
             format!(
-                "subjectAltName={}\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n",
+                "subjectAltName={}\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth,clientAuth\n",
                 sans.join(",")
             ),
         )
