@@ -57,6 +57,9 @@ pub struct Shared {
     /// the rooms on it, kept over reloads by the upstream's name. `None` when no room on it has
     /// an autopilot: nothing is recorded on the request path for nobody.
     pub origin_health: Vec<Option<Arc<crate::admission::health::OriginHealth>>>,
+    /// Per upstream (by index): its servers when it has several or a health check
+    /// ([`crate::origins`]); kept over a reload that leaves the upstream as it was.
+    pub pools: Vec<Option<Arc<crate::origins::Pool>>>,
 }
 
 impl Deref for Shared {
@@ -290,6 +293,17 @@ impl Shared {
                 })
             })
             .collect();
+        let pools = config
+            .upstreams
+            .iter()
+            .map(|u| {
+                let kept = previous.and_then(|old| {
+                    let j = old.config.upstreams.iter().position(|o| o.name == u.name)?;
+                    old.pools.get(j).cloned().flatten().filter(|p| p.serves(u))
+                });
+                kept.or_else(|| crate::origins::Pool::new(u))
+            })
+            .collect();
         Ok(Self {
             core,
             config,
@@ -297,6 +311,7 @@ impl Shared {
             router,
             pages,
             origin_health,
+            pools,
         })
     }
 

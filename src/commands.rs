@@ -130,10 +130,35 @@ pub fn summary(c: &Config) -> String {
         };
         let _ = writeln!(
             s,
-            "  upstream  {} -> {}{}{default}{}{}",
+            "  upstream  {} -> {}{}{default}{}{}{}",
             u.name,
-            u.addr,
+            if u.addrs.is_empty() {
+                u.addr.to_string()
+            } else {
+                u.addrs.join(", ")
+            },
             if u.tls { " tls" } else { "" },
+            match (&u.health_check, u.addrs.len() > 1) {
+                (Some(h), _) => format!(
+                    ", {} balance, health check GET {} every {}",
+                    if u.balance == crate::config::model::Balance::Visitor {
+                        "visitor"
+                    } else {
+                        "round-robin"
+                    },
+                    h.path,
+                    humantime::format_duration(h.every)
+                ),
+                (None, true) => format!(
+                    ", {} balance, no health check",
+                    if u.balance == crate::config::model::Balance::Visitor {
+                        "visitor"
+                    } else {
+                        "round-robin"
+                    }
+                ),
+                (None, false) => String::new(),
+            },
             u.admit_per_second
                 .map(|c| format!(", all its rooms together at most {c}/s"))
                 .unwrap_or_default(),

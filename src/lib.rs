@@ -20,6 +20,7 @@ pub mod fuzzing;
 pub mod line;
 pub mod logwriter;
 pub mod metrics;
+pub mod origins;
 pub mod page;
 pub mod probe;
 pub mod proxy;

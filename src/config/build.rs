@@ -4,7 +4,7 @@
 //! `file:line:col`. Checks collect all problems rather than stopping at the first, so an
 //! operator fixes a broken file in one round.
 
-use std::net::{SocketAddr, ToSocketAddrs};
+use std::net::SocketAddr;
 use std::path::Path;
 use std::time::Duration;
 
@@ -405,28 +405,15 @@ impl Builder<'_> {
                     "give every [[upstream]] its own name",
                 );
             }
-            let Some(addr_text) = self.string(&p.key("addr"), &u.addr) else {
+            let Some(servers) = self.upstream_servers(&p, u) else {
                 continue;
             };
-            let addr = match addr_text.parse::<SocketAddr>() {
-                Ok(a) => Some(a),
-                Err(_) => addr_text
-                    .to_socket_addrs()
-                    .ok()
-                    .and_then(|mut it| it.next()),
-            };
-            let Some(addr) = addr else {
-                self.fail(
-                    p.key("addr"),
-                    format!("{addr_text:?} is not an address that resolves"),
-                    "write host:port, e.g. \"127.0.0.1:9000\" or \"shop.internal:80\"",
-                );
-                continue;
-            };
-            let host = addr_text
+            let host = servers
+                .first
                 .rsplit_once(':')
                 .map(|(h, _)| h)
-                .unwrap_or(&addr_text);
+                .unwrap_or(&servers.first)
+                .to_string();
             let sni = u
                 .sni
                 .clone()
@@ -447,9 +434,17 @@ impl Builder<'_> {
                 DEFAULT_WRITE_TIMEOUT,
             );
             let (ca, client_cert) = self.upstream_tls(&p, u);
+            let (balance, health_check) =
+                (self.upstream_balance(&p, u), self.upstream_health(&p, u));
+            let resolve_every = self.upstream_resolve_every(&p, u);
             out.push(Upstream {
                 name: u.name.clone(),
-                addr,
+                addr: servers.addr,
+                addrs: servers.addrs,
+                resolved: servers.resolved,
+                balance,
+                health_check,
+                resolve_every,
                 tls: u.tls.unwrap_or(false),
                 sni,
                 connect_timeout,

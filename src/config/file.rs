@@ -99,7 +99,14 @@ pub struct ServerFile {
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub struct UpstreamFile {
     pub name: String,
-    pub addr: String,
+    /// One server (`addr`) or several (`addrs`).
+    pub addr: Option<String>,
+    pub addrs: Option<Vec<String>>,
+    /// `round-robin` or `visitor` (by visitor id, consistent hashing).
+    pub balance: Option<String>,
+    pub health_check: Option<HealthCheckFile>,
+    /// How often the names of `addrs` are resolved again.
+    pub resolve_every: Option<String>,
     pub tls: Option<bool>,
     pub sni: Option<String>,
     pub connect_timeout: Option<String>,
@@ -114,6 +121,13 @@ pub struct UpstreamFile {
     pub ca: Option<String>,
     /// With `tls`: the certificate anteroom shows the origin (mutual TLS).
     pub client_cert: Option<ClientCertFile>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct HealthCheckFile {
+    pub path: String,
+    pub every: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]

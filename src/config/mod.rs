@@ -17,6 +17,7 @@ mod rules;
 mod store;
 mod template;
 mod tls;
+mod upstream_pool;
 mod upstream_tls;
 
 use std::fmt;

@@ -227,7 +227,16 @@ pub fn default_upgrade_sock(http: SocketAddr) -> String {
 #[derive(Debug, Clone)]
 pub struct Upstream {
     pub name: String,
+    /// The server (`addr`), or the first of `addrs`: where a request goes when no pool
+    /// chooses.
     pub addr: SocketAddr,
+    /// `addrs` as written (empty with `addr`): the servers, names re-resolved.
+    pub addrs: Vec<String>,
+    /// Each entry of `addrs` (or `addr`) with the addresses it resolved to at load.
+    pub resolved: Vec<(String, Vec<SocketAddr>)>,
+    pub balance: Balance,
+    pub health_check: Option<HealthCheck>,
+    pub resolve_every: Duration,
     pub tls: bool,
     pub sni: String,
     /// Giving up on connecting: the visitor gets a 504 page.
@@ -247,6 +256,25 @@ pub struct Upstream {
     /// The certificate and key anteroom shows the origin (`client-cert`, mutual TLS).
     pub client_cert: Option<std::sync::Arc<pingora::utils::tls::CertKey>>,
 }
+
+/// How a request's server is chosen among an upstream's `addrs`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Balance {
+    RoundRobin,
+    /// By visitor id (consistent hashing): a visitor stays on one server while it is up.
+    Visitor,
+}
+
+/// `health-check = { path, every }`: a GET of `path` on every server; a server whose answer is
+/// not a 200 (or that does not answer within the connect timeout) is out until one is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HealthCheck {
+    pub path: String,
+    pub every: Duration,
+}
+
+pub const DEFAULT_HEALTH_EVERY: Duration = Duration::from_secs(5);
+pub const DEFAULT_RESOLVE_EVERY: Duration = Duration::from_secs(30);
 
 /// Connecting to an origin that does not answer fails after this.
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(3);

@@ -15,6 +15,7 @@ mod edge;
 pub mod held;
 mod origin;
 mod origin_slot;
+mod peer;
 mod refuse;
 mod reregister;
 mod respond;
@@ -100,6 +101,8 @@ pub struct Ctx {
     origin_slot: Option<crate::room::gate::Slot>,
     /// When the origin was asked (before connecting): its latency, for the autopilot.
     upstream_at: Option<Instant>,
+    /// Origin servers this request could not connect to (another is tried).
+    tried: peer::Tried,
     /// `fail_to_proxy` said what went wrong (our `origin failed` line, or the access line for
     /// the visitor's side): Pingora's own error line would repeat it.
     failure_told: bool,
@@ -194,6 +197,7 @@ impl ProxyHttp for Proxy {
             origin_slot: None,
             upstream_at: None,
             failure_told: false,
+            tried: Vec::new(),
         }
     }
 
@@ -348,28 +352,18 @@ impl ProxyHttp for Proxy {
         }
     }
 
-    async fn upstream_peer(&self, _session: &mut Session, ctx: &mut Ctx) -> Result<Box<HttpPeer>> {
-        // Timed only where an autopilot watches the origin (see `Shared::origin_health`).
-        if ctx.room.is_some()
-            && ctx
-                .shared
-                .origin_health
-                .get(ctx.upstream)
-                .is_some_and(Option::is_some)
-        {
-            ctx.upstream_at = Some(Instant::now());
-        }
-        let up = &ctx.shared.config.upstreams[ctx.upstream];
-        let mut peer = HttpPeer::new(up.addr, up.tls, up.sni.clone());
-        peer.options.connection_timeout = Some(up.connect_timeout);
-        peer.options.total_connection_timeout = Some(up.connect_timeout);
-        peer.options.read_timeout = Some(up.read_timeout);
-        peer.options.write_timeout = Some(up.write_timeout);
-        if up.tls {
-            peer.options.ca.clone_from(&up.ca);
-            peer.client_cert_key.clone_from(&up.client_cert);
-        }
-        Ok(Box::new(peer))
+    async fn upstream_peer(&self, session: &mut Session, ctx: &mut Ctx) -> Result<Box<HttpPeer>> {
+        Ok(Box::new(peer::choose(session, ctx)))
+    }
+
+    fn fail_to_connect(
+        &self,
+        _session: &mut Session,
+        peer: &HttpPeer,
+        ctx: &mut Ctx,
+        e: Box<pingora::Error>,
+    ) -> Box<pingora::Error> {
+        peer::retry_elsewhere(ctx, peer, e)
     }
 
     async fn upstream_response_filter(

@@ -1,0 +1,214 @@
+//! Several origin servers behind one upstream (`addrs`): chosen round robin or by visitor
+//! (`balance`), taken out when their health check fails and put back when it passes
+//! (`health-check`), their names re-resolved (`resolve-every`). Pingora's load-balancing
+//! parts do the choosing and the checking; [`service`] runs the checks and resolutions of the
+//! configuration in force, and a request that cannot connect to a server is sent to another
+//! (`Proxy::fail_to_connect`), so a server that dies between two checks fails nobody while
+//! another is up.
+
+mod discovery;
+pub mod service;
+
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use pingora::http::RequestHeader;
+use pingora::lb::health_check::{HealthObserve, HttpHealthCheck};
+use pingora::lb::selection::{Consistent, RoundRobin};
+use pingora::lb::{Backend, Backends, LoadBalancer};
+
+use crate::config::model::{Balance, Upstream};
+
+/// How far a choice looks for a server it may use (there are a handful).
+const MAX_ITERATIONS: usize = 256;
+
+enum Lb {
+    RoundRobin(LoadBalancer<RoundRobin>),
+    Visitor(LoadBalancer<Consistent>),
+}
+
+impl Lb {
+    fn select_with(&self, key: &[u8], accept: impl Fn(&Backend, bool) -> bool) -> Option<Backend> {
+        match self {
+            Lb::RoundRobin(lb) => lb.select_with(key, MAX_ITERATIONS, accept),
+            Lb::Visitor(lb) => lb.select_with(key, MAX_ITERATIONS, accept),
+        }
+    }
+
+    fn backends(&self) -> &Backends {
+        match self {
+            Lb::RoundRobin(lb) => lb.backends(),
+            Lb::Visitor(lb) => lb.backends(),
+        }
+    }
+
+    async fn update(&self) -> pingora::Result<()> {
+        match self {
+            Lb::RoundRobin(lb) => lb.update().await,
+            Lb::Visitor(lb) => lb.update().await,
+        }
+    }
+}
+
+/// The servers of one upstream.
+pub struct Pool {
+    lb: Lb,
+    /// What the pool was built from: a reload with the same keeps it (and its health).
+    key: String,
+    health_every: Option<Duration>,
+    resolve_every: Duration,
+    next: Mutex<Due>,
+}
+
+struct Due {
+    health: Instant,
+    resolve: Instant,
+}
+
+/// Logs a server going down or coming back.
+struct Observer {
+    upstream: String,
+}
+
+#[async_trait::async_trait]
+impl HealthObserve for Observer {
+    async fn observe(&self, target: &Backend, healthy: bool) {
+        let server = target.addr.to_string();
+        if healthy {
+            tracing::info!(
+                upstream = self.upstream,
+                server,
+                "origin server passes its health check: back in rotation"
+            );
+        } else {
+            tracing::warn!(
+                upstream = self.upstream,
+                server,
+                "origin server fails its health check: out of rotation"
+            );
+        }
+    }
+}
+
+fn inet(b: &Backend) -> Option<SocketAddr> {
+    b.addr.as_inet().copied()
+}
+
+impl Pool {
+    /// The pool of `up`, or `None` when it is one address (`addr`, resolved once) with no
+    /// health check: such an upstream is connected to directly, as it always was.
+    pub fn new(up: &Upstream) -> Option<Arc<Pool>> {
+        if up.addrs.is_empty() && up.health_check.is_none() {
+            return None;
+        }
+        let names = if up.addrs.is_empty() {
+            vec![up.addr.to_string()]
+        } else {
+            up.addrs.clone()
+        };
+        let backends = Backends::new(Box::new(discovery::Names::new(names, &up.resolved)));
+        let mut lb = match up.balance {
+            Balance::RoundRobin => Lb::RoundRobin(LoadBalancer::from_backends(backends)),
+            Balance::Visitor => Lb::Visitor(LoadBalancer::from_backends(backends)),
+        };
+        if let Some(hc) = &up.health_check {
+            let mut check = HttpHealthCheck::new(&up.sni, up.tls);
+            if let Ok(mut req) = RequestHeader::build("GET", hc.path.as_bytes(), None) {
+                if req.insert_header("Host", &up.sni).is_ok() {
+                    check.req = req;
+                }
+            }
+            check.peer_template.options.connection_timeout = Some(up.connect_timeout);
+            check.peer_template.options.read_timeout =
+                Some(up.connect_timeout.max(Duration::from_secs(1)));
+            check.peer_template.options.ca.clone_from(&up.ca);
+            check
+                .peer_template
+                .client_cert_key
+                .clone_from(&up.client_cert);
+            check.health_changed_callback = Some(Box::new(Observer {
+                upstream: up.name.clone(),
+            }));
+            let check = Box::new(check);
+            match &mut lb {
+                Lb::RoundRobin(lb) => lb.set_health_check(check),
+                Lb::Visitor(lb) => lb.set_health_check(check),
+            }
+        }
+        // The first resolution is the one the configuration made: no waiting here.
+        discovery::now(lb.update());
+        let now = Instant::now();
+        Some(Arc::new(Pool {
+            lb,
+            key: Self::key_of(up),
+            health_every: up.health_check.as_ref().map(|h| h.every),
+            resolve_every: up.resolve_every,
+            next: Mutex::new(Due {
+                health: now,
+                resolve: now + up.resolve_every,
+            }),
+        }))
+    }
+
+    fn key_of(up: &Upstream) -> String {
+        format!(
+            "{:?}|{:?}|{:?}|{:?}|{}|{}|{:?}",
+            up.addrs, up.addr, up.balance, up.health_check, up.tls, up.sni, up.resolve_every
+        )
+    }
+
+    /// Whether this pool was built for an upstream configured as `up` (a reload keeps it).
+    pub fn serves(&self, up: &Upstream) -> bool {
+        self.key == Self::key_of(up)
+    }
+
+    /// A server for a request: healthy and not in `avoid` (servers this request could not
+    /// connect to). When every server fails its health check, one not in `avoid` all the same
+    /// (a check can be wrong; a request that tries loses nothing). `key` is the visitor id for
+    /// `balance = "visitor"`.
+    pub fn pick(&self, key: &[u8], avoid: &[SocketAddr]) -> Option<SocketAddr> {
+        let fresh = |b: &Backend| inet(b).is_some_and(|a| !avoid.contains(&a));
+        self.lb
+            .select_with(key, |b, healthy| healthy && fresh(b))
+            .or_else(|| self.lb.select_with(key, |b, _| fresh(b)))
+            .as_ref()
+            .and_then(inet)
+    }
+
+    /// How many servers the pool has now.
+    pub fn len(&self) -> usize {
+        self.lb.backends().get_backend().len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Runs what is due: the names' resolution, the health checks.
+    pub async fn maintain(&self, now: Instant) {
+        let (resolve, health) = {
+            let mut d = self.next.lock().unwrap_or_else(|e| e.into_inner());
+            let resolve = now >= d.resolve;
+            if resolve {
+                d.resolve = now + self.resolve_every;
+            }
+            let health = match self.health_every {
+                Some(every) if now >= d.health => {
+                    d.health = now + every;
+                    true
+                }
+                _ => false,
+            };
+            (resolve, health)
+        };
+        if resolve {
+            if let Err(e) = self.lb.update().await {
+                tracing::warn!(error = %e, "origin servers could not be resolved again; the known ones stay");
+            }
+        }
+        if health {
+            self.lb.backends().run_health_check(true).await;
+        }
+    }
+}
