@@ -301,7 +301,7 @@ impl Shared {
                     let j = old.config.upstreams.iter().position(|o| o.name == u.name)?;
                     old.pools.get(j).cloned().flatten().filter(|p| p.serves(u))
                 });
-                kept.or_else(|| crate::origins::Pool::new(u))
+                kept.or_else(|| crate::origins::Pool::new(u, &core.metrics.origin_server_up))
             })
             .collect();
         Ok(Self {

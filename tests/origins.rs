@@ -10,12 +10,17 @@ use std::time::{Duration, Instant};
 
 use common::*;
 
+const TOKEN: &str = "origins-test-admin-token-0123456789";
+
 fn config(addrs: &[SocketAddr], extra: &str) -> String {
     let list: Vec<String> = addrs.iter().map(|a| format!("\"{a}\"")).collect();
     format!(
         r#"
 [cookie]
 keys = ["{KEY}"]
+
+[admin]
+token = "{TOKEN}"
 
 [[upstream]]
 name = "shop"
@@ -94,6 +99,11 @@ async fn round_robin_and_a_server_killed_mid_run_fails_nobody() {
         "{}",
         proxy.stderr()
     );
+    let metrics = metrics_text(&proxy, TOKEN).await;
+    for (addr, up) in [(a.addr, 1), (b_addr, 0), (c.addr, 1)] {
+        let line = format!("anteroom_origin_server_up{{server=\"{addr}\",upstream=\"shop\"}} {up}");
+        assert!(metrics.contains(&line), "{line} in {metrics}");
+    }
     send(&proxy, 30, None).await;
     let now = counts(&[&a, &c]);
     assert_eq!(now.iter().sum::<usize>(), 30 - before + 60, "{now:?}");

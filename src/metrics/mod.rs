@@ -101,6 +101,9 @@ pub struct Metrics {
     duration: Vec<Arc<Spread>>,
     store_errors: IntCounterVec,
     pub breaker_open: IntGauge,
+    /// Per upstream and server of an upstream with `addrs` or a health check: 1 while it is
+    /// in rotation, 0 while its health check fails.
+    pub origin_server_up: IntGaugeVec,
 }
 
 fn register<T: prometheus::core::Collector + Clone + 'static>(
@@ -291,6 +294,17 @@ impl Metrics {
             )?,
         )?;
 
+        let origin_server_up = register(
+            &r,
+            IntGaugeVec::new(
+                Opts::new(
+                    "anteroom_origin_server_up",
+                    "1 while an origin server of an upstream with several servers or a health check is in rotation, 0 while its health check fails.",
+                ),
+                &["upstream", "server"],
+            )?,
+        )?;
+
         // Every series exists from the start, at zero, so dashboards and alerts see it.
         for op in [
             "join",
@@ -338,6 +352,7 @@ impl Metrics {
             origin_error_share,
             store_errors,
             breaker_open,
+            origin_server_up,
             registry: r,
         })
     }

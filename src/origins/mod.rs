@@ -66,15 +66,19 @@ struct Due {
     resolve: Instant,
 }
 
-/// Logs a server going down or coming back.
+/// Logs a server going down or coming back, and sets its `anteroom_origin_server_up`.
 struct Observer {
     upstream: String,
+    up: prometheus::IntGaugeVec,
 }
 
 #[async_trait::async_trait]
 impl HealthObserve for Observer {
     async fn observe(&self, target: &Backend, healthy: bool) {
         let server = target.addr.to_string();
+        self.up
+            .with_label_values(&[self.upstream.as_str(), server.as_str()])
+            .set(i64::from(healthy));
         if healthy {
             tracing::info!(
                 upstream = self.upstream,
@@ -98,7 +102,7 @@ fn inet(b: &Backend) -> Option<SocketAddr> {
 impl Pool {
     /// The pool of `up`, or `None` when it is one address (`addr`, resolved once) with no
     /// health check: such an upstream is connected to directly, as it always was.
-    pub fn new(up: &Upstream) -> Option<Arc<Pool>> {
+    pub fn new(up: &Upstream, gauge: &prometheus::IntGaugeVec) -> Option<Arc<Pool>> {
         if up.addrs.is_empty() && up.health_check.is_none() {
             return None;
         }
@@ -129,7 +133,14 @@ impl Pool {
                 .clone_from(&up.client_cert);
             check.health_changed_callback = Some(Box::new(Observer {
                 upstream: up.name.clone(),
+                up: gauge.clone(),
             }));
+            // In rotation until a check says otherwise.
+            for addr in up.resolved.iter().flat_map(|(_, a)| a) {
+                gauge
+                    .with_label_values(&[up.name.as_str(), addr.to_string().as_str()])
+                    .set(1);
+            }
             let check = Box::new(check);
             match &mut lb {
                 Lb::RoundRobin(lb) => lb.set_health_check(check),
