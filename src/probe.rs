@@ -96,10 +96,22 @@ async fn store(config: &Config) -> Reached {
     }
 }
 
-async fn upstream(u: &crate::config::Upstream) -> Reached {
-    let what = format!("upstream  {} {}", u.name, u.addr);
+/// Every server of an upstream (each address of `addr` or of each entry of `addrs`).
+async fn upstream(u: &crate::config::Upstream) -> Vec<Reached> {
+    let mut out = Vec::new();
+    for addr in u.resolved.iter().flat_map(|(_, a)| a) {
+        out.push(server(u, *addr).await);
+    }
+    if out.is_empty() {
+        out.push(server(u, u.addr).await);
+    }
+    out
+}
+
+async fn server(u: &crate::config::Upstream, addr: std::net::SocketAddr) -> Reached {
+    let what = format!("upstream  {} {}", u.name, addr);
     let started = Instant::now();
-    match tokio::time::timeout(u.connect_timeout, tokio::net::TcpStream::connect(u.addr)).await {
+    match tokio::time::timeout(u.connect_timeout, tokio::net::TcpStream::connect(addr)).await {
         Ok(Ok(_)) => Reached {
             what,
             ok: true,
@@ -143,7 +155,7 @@ pub fn reach(config: &Config) -> Vec<Reached> {
     runtime.block_on(async {
         let mut out = vec![store(config).await];
         for u in &config.upstreams {
-            out.push(upstream(u).await);
+            out.extend(upstream(u).await);
         }
         out
     })

@@ -227,3 +227,34 @@ fn check_refuses_addr_with_addrs_and_a_bad_balance_or_health_check() {
         assert!(out.contains(key), "{upstream}: {key} in {out}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn check_connect_reaches_every_server() {
+    let live = Origin::start().await;
+    let dead: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("anteroom.toml");
+    std::fs::write(&path, config(&[live.addr, dead], "")).unwrap();
+    let out = tokio::task::spawn_blocking(move || {
+        std::process::Command::new(binary())
+            .args(["check", "--connect", "--config"])
+            .arg(&path)
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    assert_eq!(out.status.code(), Some(1), "one server is down: {text}");
+    let line = |addr: SocketAddr| {
+        text.lines()
+            .find(|l| {
+                l.contains(&format!("upstream  shop {addr}"))
+                    && (l.contains("ok") || l.contains("FAIL"))
+            })
+            .unwrap_or_else(|| panic!("{addr} in {text}"))
+            .to_string()
+    };
+    assert!(line(live.addr).trim_start().starts_with("ok"), "{text}");
+    assert!(line(dead).trim_start().starts_with("FAIL"), "{text}");
+}

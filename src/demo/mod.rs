@@ -43,6 +43,7 @@ pub fn run(opts: DemoOptions) -> ExitCode {
     cfg.server.grace_period = std::time::Duration::ZERO;
     if let Some(up) = cfg.upstreams.first_mut() {
         up.addr = opts.shop;
+        up.resolved = vec![(opts.shop.to_string(), vec![opts.shop])];
     }
     if let Err(e) = server::check_listen(opts.shop, "--shop") {
         eprintln!("{e}");
