@@ -128,6 +128,24 @@ async fn without_a_health_check_a_dead_server_is_still_passed_over() {
     drop(b);
     send(&proxy, 20, None).await;
     assert_eq!(a.count("/p/"), 20);
+    // An order whose first server is the dead one reaches the live one whole: nothing of it
+    // was sent before the connection failed.
+    for i in 0..6 {
+        let body = format!("order {i}: {}", "x".repeat(10_000));
+        let resp = client()
+            .post(proxy.url(&format!("/orders/{i}")))
+            .body(body.clone())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), 200, "order {i}");
+        let seen = a.requests();
+        let last = seen.last().unwrap();
+        assert_eq!(
+            (last.method.as_str(), last.body.as_slice()),
+            ("POST", body.as_bytes())
+        );
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
