@@ -123,10 +123,15 @@ async fn front(
 }
 
 async fn nginx(app: std::net::SocketAddr) -> Front {
+    nginx_running(move |listen| snippet("nginx.conf", listen, app)).await
+}
+
+/// nginx with the `server { }` block `server(listen)` in its `http { }` block.
+async fn nginx_running(server: impl Fn(&str) -> String) -> Front {
     let conf = |d: &str, listen: &str| {
         format!(
             "daemon off;\nworker_processes 1;\npid {d}/nginx.pid;\nerror_log {d}/error.log;\nevents {{}}\nhttp {{\n  access_log off;\n{}\n}}\n",
-            snippet("nginx.conf", listen, app)
+            server(listen)
         )
     };
     let args = |d: &str| {
@@ -300,26 +305,15 @@ mod mutual_tls {
             c.server.1.display().to_string(),
             c.client_ca.display().to_string(),
         );
-        let conf = move |d: &str, listen: &str| {
-            let s = snippet
+        nginx_running(move |listen| {
+            snippet
                 .replace("SERVER_CERT", &cert)
                 .replace("SERVER_KEY", &key)
                 .replace("CLIENT_CA", &ca)
                 .replace("LEGACY_APP", &app.to_string())
-                .replace("LISTEN", listen);
-            format!(
-                "daemon off;\nworker_processes 1;\npid {d}/nginx.pid;\nerror_log {d}/error.log;\nevents {{}}\nhttp {{\n  access_log off;\n{s}\n}}\n"
-            )
-        };
-        let args = |d: &str| {
-            vec![
-                "-p".into(),
-                d.into(),
-                "-c".into(),
-                format!("{d}/nginx.conf"),
-            ]
-        };
-        front("nginx", "nginx.conf", conf, args).await
+                .replace("LISTEN", listen)
+        })
+        .await
     }
 
     fn anteroom(
