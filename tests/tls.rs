@@ -423,6 +423,33 @@ fn check_refuses_a_broken_or_mismatched_pair_with_file_and_line() {
         // file:line of the key.
         assert!(out.contains("anteroom.toml:"), "{out}");
     }
+    // A certificate past its date (made with -days 0: expired a second later).
+    let (old_cert, old_key) = ca.issue_for("old", &["DNS:shop.test"], 0);
+    let text = format!(
+        "[listen]\n{}",
+        config(
+            origin,
+            8443,
+            true,
+            &entry(r#"["shop.test"]"#, &old_cert, &old_key)
+        )
+    );
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        let (ok, out) = check(dir.path(), &text);
+        if !ok {
+            assert!(
+                out.contains("tls[0].cert") && out.contains("expired on"),
+                "{out}"
+            );
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "an expired certificate passed: {out}"
+        );
+        std::thread::park_timeout(Duration::from_millis(200));
+    }
     // redirect-http without HTTPS, certificates without a listener.
     let text = format!(
         "[listen]\nredirect-http = true\n{}\n{}",

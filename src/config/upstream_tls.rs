@@ -89,6 +89,7 @@ fn read_ca(path: &std::path::Path) -> Result<Arc<CaType>, String> {
     if certs.is_empty() {
         return Err(format!("{} holds no certificate", path.display()));
     }
+    crate::edge::tls::check_dates(&certs, path, crate::edge::tls::now_secs())?;
     // The root store takes what webpki can parse: refuse here what it would refuse later.
     let mut roots = rustls::RootCertStore::empty();
     for c in &certs {
@@ -106,7 +107,8 @@ fn read_ca(path: &std::path::Path) -> Result<Arc<CaType>, String> {
     Ok(Arc::from(wrapped.into_boxed_slice()))
 }
 
-/// The client pair, checked as `[[tls]]` pairs are (parsed, the key the certificate's).
+/// The client pair, checked as `[[tls]]` pairs are (parsed, in date, the key the
+/// certificate's): every certificate is parsed before Pingora's `CertKey` parses it again.
 fn client_cert(
     cert: &std::path::Path,
     key: &std::path::Path,

@@ -73,6 +73,43 @@ impl std::fmt::Display for TlsHost {
     }
 }
 
+/// Each certificate of `chain` parses as X.509 and is valid now (`now` in seconds since the
+/// epoch); `Err` says which is not and why.
+pub fn check_dates(chain: &[CertificateDer<'_>], file: &Path, now: i64) -> Result<(), String> {
+    for (i, der) in chain.iter().enumerate() {
+        let which = if i == 0 {
+            "the certificate".to_string()
+        } else {
+            format!("certificate {} of the chain", i + 1)
+        };
+        let (_, cert) = x509_parser::parse_x509_certificate(der.as_ref())
+            .map_err(|e| format!("{}: {which} is not X.509: {e}", file.display()))?;
+        let v = cert.validity();
+        if v.not_after.timestamp() < now {
+            return Err(format!(
+                "{}: {which} expired on {}",
+                file.display(),
+                v.not_after
+            ));
+        }
+        if v.not_before.timestamp() > now {
+            return Err(format!(
+                "{}: {which} is not valid before {}",
+                file.display(),
+                v.not_before
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Seconds since the epoch, for [`check_dates`].
+pub fn now_secs() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64)
+}
+
 /// What is wrong with a pair, by the key it is about.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PairError {
@@ -110,6 +147,7 @@ pub fn load_pair(
             cert.display()
         )));
     }
+    check_dates(&chain, cert, now_secs()).map_err(PairError::Cert)?;
     let key_pem = std::fs::read(key)
         .map_err(|e| PairError::Key(format!("cannot read {}: {e}", key.display())))?;
     let private = PrivateKeyDer::from_pem_slice(&key_pem)

@@ -53,6 +53,12 @@ impl TestCa {
     /// A server certificate `NAME.pem` and key `NAME.key` for `sans` (`DNS:shop.test`,
     /// `IP:127.0.0.1`), signed by the CA, good for a server and a client; the paths.
     pub fn issue(&self, name: &str, sans: &[&str]) -> (PathBuf, PathBuf) {
+        self.issue_for(name, sans, 2)
+    }
+
+    /// [`Self::issue`] valid for `days` (0: it expires the second it is made).
+    pub fn issue_for(&self, name: &str, sans: &[&str], days: u32) -> (PathBuf, PathBuf) {
+        let days = days.to_string();
         let (key, csr, pem, ext) = (
             format!("{name}.key"),
             format!("{name}.csr"),
@@ -90,7 +96,7 @@ impl TestCa {
                 "-out",
                 &pem,
                 "-days",
-                "2",
+                &days,
                 "-extfile",
                 &ext,
             ],
