@@ -106,10 +106,11 @@ impl Pool {
         if up.addrs.is_empty() && up.health_check.is_none() {
             return None;
         }
-        let names = if up.addrs.is_empty() {
+        // Each entry as written (`addr`'s too): names are looked up again, addresses stay.
+        let names: Vec<String> = if up.resolved.is_empty() {
             vec![up.addr.to_string()]
         } else {
-            up.addrs.clone()
+            up.resolved.iter().map(|(text, _)| text.clone()).collect()
         };
         let backends = Backends::new(Box::new(discovery::Names::new(names, &up.resolved)));
         let mut lb = match up.balance {
