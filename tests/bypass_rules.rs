@@ -156,11 +156,19 @@ async fn a_crawler_gets_a_503_where_a_visitor_would_wait() {
         !body.contains("anteroom/status"),
         "not the waiting page: {body}"
     );
-    let m = metrics_text(&proxy, TOKEN).await;
-    assert!(
-        m.contains("anteroom_rejected_total{reason=\"crawler\",room=\"sale\"} 1"),
-        "{m}"
-    );
+    // Counted when the request's logging phase runs, which can be just after the client has
+    // the whole answer: polled, not read once.
+    eventually(
+        std::time::Duration::from_secs(5),
+        "the crawler counted as rejected",
+        || async {
+            metrics_text(&proxy, TOKEN)
+                .await
+                .contains("anteroom_rejected_total{reason=\"crawler\",room=\"sale\"} 1")
+                .then_some(())
+        },
+    )
+    .await;
 
     // `crawlers = "wait"`: the waiting page, like any visitor.
     fill(&proxy, "/vip/1").await;
