@@ -505,3 +505,41 @@ fn check_refuses_an_upstream_client_pair_that_does_not_match_or_tls_settings_on_
         "{out}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_trusted_proxy_that_terminated_tls_is_not_redirected() {
+    let dir = tempfile::tempdir().unwrap();
+    let ca = TestCa::new(dir.path());
+    let (cert, key) = ca.issue("shop", &["DNS:shop.test"]);
+    let origin = Origin::start().await;
+    let port = free_port();
+    let text = config(
+        origin.addr,
+        port,
+        true,
+        &entry(r#"["shop.test"]"#, &cert, &key),
+    )
+    .replacen(
+        "redirect-http = true",
+        "redirect-http = true\ntrusted-proxies = [\"127.0.0.1/32\"]",
+        1,
+    );
+    let proxy = Proxy::start(&text);
+    wait_listening(port);
+    let get = |proto: Option<&'static str>| {
+        let mut req = client().get(proxy.url("/p")).header("host", "shop.test");
+        if let Some(p) = proto {
+            req = req.header("x-forwarded-proto", p);
+        }
+        req.send()
+    };
+    // The load balancer in front says the visitor came over HTTPS: served, cookies Secure.
+    let resp = get(Some("https")).await.unwrap();
+    assert_eq!(resp.status(), 200);
+    assert_eq!(resp.headers()["x-origin"], "yes");
+    // Plain HTTP through it, or no word about it: sent to HTTPS.
+    for proto in [Some("http"), None] {
+        let resp = get(proto).await.unwrap();
+        assert_eq!(resp.status(), 308, "{proto:?}");
+    }
+}
