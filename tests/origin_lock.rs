@@ -14,6 +14,18 @@ use common::*;
 const SECRET: &str = "test-origin-secret-0123456789-abcdef";
 const HEADER: &str = "x-anteroom-secret";
 
+/// The default upstream and a room on it, after an `[[upstream]]` named `shop`.
+const SALE: &str = r#"
+[default]
+upstream = "shop"
+
+[[room]]
+name = "sale"
+paths = ["/products"]
+admit-per-second = 100
+max-active = 100
+"#;
+
 fn config(upstream: std::net::SocketAddr) -> String {
     format!(
         r#"
@@ -25,15 +37,7 @@ name = "shop"
 addr = "{upstream}"
 origin-secret = {{ header = "X-Anteroom-Secret", value = "env:TEST_ORIGIN_SECRET" }}
 
-[default]
-upstream = "shop"
-
-[[room]]
-name = "sale"
-paths = ["/products"]
-admit-per-second = 100
-max-active = 100
-"#
+{SALE}"#
     )
 }
 
@@ -342,15 +346,7 @@ tls = true
 sni = "origin.test"
 ca = "{ca}"
 {client}
-[default]
-upstream = "shop"
-
-[[room]]
-name = "sale"
-paths = ["/products"]
-admit-per-second = 100
-max-active = 100
-"#,
+{SALE}"#,
             ca = ca.display()
         ))
     }
