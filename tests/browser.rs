@@ -242,6 +242,11 @@ async fn the_page_on_a_phone_and_in_korean() {
             "external request: {r}"
         );
     }
+    // The style file was served and applied (the page's own CSS sets no margin on the body).
+    let margin = phone
+        .run("return getComputedStyle(document.body).marginTop")
+        .await;
+    assert_eq!(margin, "0px", "waiting.css applied");
     // The script and style are files of the room's own, cached by their version.
     for file in [
         "/.anteroom/waiting.js?room=sale&lang=en&v=",
