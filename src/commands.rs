@@ -85,9 +85,25 @@ pub fn summary(c: &Config) -> String {
     let _ = writeln!(s, "{}: OK", c.source);
     let _ = writeln!(
         s,
-        "  listen    http {}  admin {}",
-        c.listen.http, c.listen.admin
+        "  listen    http {}  admin {}{}",
+        c.listen.http,
+        c.listen.admin,
+        match c.listen.https {
+            Some(a) if c.listen.redirect_http => format!("  https {a} (plain HTTP redirected)"),
+            Some(a) => format!("  https {a}"),
+            None => String::new(),
+        }
     );
+    for t in &c.tls {
+        let hosts: Vec<String> = t.hosts.iter().map(ToString::to_string).collect();
+        let _ = writeln!(
+            s,
+            "  tls       {} -> {} (expires {})",
+            hosts.join(", "),
+            t.cert.display(),
+            t.expires
+        );
+    }
     let store = match &c.store.backend {
         StoreBackend::Memory => "memory (one instance)".to_string(),
         StoreBackend::Redis { .. } => c.store.backend.to_string(),

@@ -380,6 +380,18 @@ fn check_refuses_a_broken_or_mismatched_pair_with_file_and_line() {
     let good = config(origin, 8443, true, &entry(r#"["shop.test"]"#, &cert, &key));
     let (ok, out) = check(dir.path(), &format!("[listen]\n{good}"));
     assert!(ok, "{out}");
+    // The summary names the listener and each certificate with its expiry.
+    assert!(
+        out.contains("https 127.0.0.1:8443 (plain HTTP redirected)"),
+        "{out}"
+    );
+    assert!(
+        out.contains(&format!(
+            "tls       shop.test -> {} (expires ",
+            cert.display()
+        )),
+        "{out}"
+    );
     for (tls, key_named, words) in [
         (
             entry(r#"["shop.test"]"#, &cert, &other_key),

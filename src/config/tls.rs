@@ -47,6 +47,7 @@ impl Builder<'_> {
             };
             match load_pair(&cert, &key, &hosts) {
                 Ok(pair) => out.push(TlsCert {
+                    expires: crate::edge::tls::not_after(&pair.cert),
                     hosts,
                     cert,
                     key,

@@ -73,6 +73,15 @@ impl std::fmt::Display for TlsHost {
     }
 }
 
+/// When the first certificate of `chain` stops being valid, for the summary of `check`.
+pub fn not_after(chain: &[CertificateDer<'_>]) -> String {
+    chain
+        .first()
+        .and_then(|der| x509_parser::parse_x509_certificate(der.as_ref()).ok())
+        .map(|(_, c)| c.validity().not_after.to_string())
+        .unwrap_or_default()
+}
+
 /// Each certificate of `chain` parses as X.509 and is valid now (`now` in seconds since the
 /// epoch); `Err` says which is not and why.
 pub fn check_dates(chain: &[CertificateDer<'_>], file: &Path, now: i64) -> Result<(), String> {
@@ -179,6 +188,8 @@ pub struct TlsCert {
     pub cert: std::path::PathBuf,
     pub key: std::path::PathBuf,
     pub pair: Arc<CertifiedKey>,
+    /// When the certificate expires, as the certificate says it.
+    pub expires: String,
 }
 
 /// Which certificate a name gets: exact names first, then a wildcard for one more label, then
