@@ -46,12 +46,12 @@ impl Builder<'_> {
                 continue;
             };
             match load_pair(&cert, &key, &hosts) {
-                Ok(pair) => out.push(TlsCert {
-                    expires: crate::edge::tls::not_after(&pair.cert),
+                Ok(loaded) => out.push(TlsCert {
                     hosts,
                     cert,
                     key,
-                    pair,
+                    pair: loaded.pair,
+                    expires: loaded.expires,
                 }),
                 Err(PairError::Cert(why)) => self.fail(
                     p.key("cert"),

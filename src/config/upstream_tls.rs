@@ -113,7 +113,7 @@ fn client_cert(
     cert: &std::path::Path,
     key: &std::path::Path,
 ) -> Result<Arc<CertKey>, (&'static str, String)> {
-    let pair = load_pair(cert, key, &[]).map_err(|e| match e {
+    let loaded = load_pair(cert, key, &[]).map_err(|e| match e {
         PairError::Cert(why) => ("cert", why),
         PairError::Key(why) => ("key", why),
         PairError::Mismatch => (
@@ -126,8 +126,9 @@ fn client_cert(
         ),
         PairError::Uncovered(h) => ("cert", format!("not valid for {h}")),
     })?;
-    let key_der = rustls::pki_types::PrivateKeyDer::from_pem_file(key)
-        .map_err(|e| ("key", format!("{}: {e}", key.display())))?;
-    let chain = pair.cert.iter().map(|c| c.to_vec()).collect();
-    Ok(Arc::new(CertKey::new(chain, key_der.secret_der().to_vec())))
+    let chain = loaded.pair.cert.iter().map(|c| c.to_vec()).collect();
+    Ok(Arc::new(CertKey::new(
+        chain,
+        loaded.key.secret_der().to_vec(),
+    )))
 }

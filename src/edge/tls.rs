@@ -73,18 +73,10 @@ impl std::fmt::Display for TlsHost {
     }
 }
 
-/// When the first certificate of `chain` stops being valid, for the summary of `check`.
-pub fn not_after(chain: &[CertificateDer<'_>]) -> String {
-    chain
-        .first()
-        .and_then(|der| x509_parser::parse_x509_certificate(der.as_ref()).ok())
-        .map(|(_, c)| c.validity().not_after.to_string())
-        .unwrap_or_default()
-}
-
 /// Each certificate of `chain` parses as X.509 and is valid now (`now` in seconds since the
-/// epoch); `Err` says which is not and why.
-pub fn check_dates(chain: &[CertificateDer<'_>], file: &Path, now: i64) -> Result<(), String> {
+/// epoch); `Err` says which is not and why. `Ok` is when the first one expires, as it says it.
+pub fn check_dates(chain: &[CertificateDer<'_>], file: &Path, now: i64) -> Result<String, String> {
+    let mut expires = String::new();
     for (i, der) in chain.iter().enumerate() {
         let which = if i == 0 {
             "the certificate".to_string()
@@ -108,8 +100,11 @@ pub fn check_dates(chain: &[CertificateDer<'_>], file: &Path, now: i64) -> Resul
                 v.not_before
             ));
         }
+        if i == 0 {
+            expires = v.not_after.to_string();
+        }
     }
-    Ok(())
+    Ok(expires)
 }
 
 /// Seconds since the epoch, for [`check_dates`].
@@ -134,12 +129,17 @@ fn provider() -> Arc<rustls::crypto::CryptoProvider> {
     Arc::new(rustls::crypto::ring::default_provider())
 }
 
+/// A certificate chain and its key, read once and checked.
+pub struct Loaded {
+    pub pair: Arc<CertifiedKey>,
+    /// The key as read (a client certificate hands it to Pingora as DER).
+    pub key: PrivateKeyDer<'static>,
+    /// When the certificate expires, as it says it.
+    pub expires: String,
+}
+
 /// Reads and checks a certificate chain and its key for `hosts`.
-pub fn load_pair(
-    cert: &Path,
-    key: &Path,
-    hosts: &[TlsHost],
-) -> Result<Arc<CertifiedKey>, PairError> {
+pub fn load_pair(cert: &Path, key: &Path, hosts: &[TlsHost]) -> Result<Loaded, PairError> {
     let cert_pem = std::fs::read(cert)
         .map_err(|e| PairError::Cert(format!("cannot read {}: {e}", cert.display())))?;
     let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(&cert_pem)
@@ -156,15 +156,16 @@ pub fn load_pair(
             cert.display()
         )));
     }
-    check_dates(&chain, cert, now_secs()).map_err(PairError::Cert)?;
+    let expires = check_dates(&chain, cert, now_secs()).map_err(PairError::Cert)?;
     let key_pem = std::fs::read(key)
         .map_err(|e| PairError::Key(format!("cannot read {}: {e}", key.display())))?;
     let private = PrivateKeyDer::from_pem_slice(&key_pem)
         .map_err(|e| PairError::Key(format!("{} holds no private key: {e}", key.display())))?;
-    let pair = CertifiedKey::from_der(chain, private, &provider()).map_err(|e| match e {
-        rustls::Error::InconsistentKeys(_) => PairError::Mismatch,
-        other => PairError::Key(format!("{}: {other}", key.display())),
-    })?;
+    let pair =
+        CertifiedKey::from_der(chain, private.clone_key(), &provider()).map_err(|e| match e {
+            rustls::Error::InconsistentKeys(_) => PairError::Mismatch,
+            other => PairError::Key(format!("{}: {other}", key.display())),
+        })?;
     let end = pair
         .end_entity_cert()
         .map_err(|e| PairError::Cert(e.to_string()))?;
@@ -178,7 +179,11 @@ pub fn load_pair(
             return Err(PairError::Uncovered(h.to_string()));
         }
     }
-    Ok(Arc::new(pair))
+    Ok(Loaded {
+        pair: Arc::new(pair),
+        key: private,
+        expires,
+    })
 }
 
 /// One loaded `[[tls]]` entry.

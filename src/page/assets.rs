@@ -94,14 +94,6 @@ fn query_value(s: &str) -> String {
     out
 }
 
-/// A query parameter's raw value.
-pub fn param<'q>(query: Option<&'q str>, name: &str) -> Option<&'q str> {
-    query?.split('&').find_map(|kv| {
-        let (k, v) = kv.split_once('=')?;
-        (k == name).then_some(v)
-    })
-}
-
 /// Every asset of a loaded configuration: the style and, per room index and language, the
 /// script (also for a room with its own template, which may name them: `script_url`,
 /// `style_url`).
@@ -144,8 +136,8 @@ impl Assets {
         let asset = if path == STYLE_PATH {
             Some(&self.style)
         } else if path == SCRIPT_PATH {
-            let room = param(query, "room");
-            let lang = param(query, "lang");
+            let room = crate::route::query_param(query, "room");
+            let lang = crate::route::query_param(query, "lang");
             room.and_then(|room| self.rooms.iter().position(|r| query_value(r) == room))
                 .and_then(|i| self.scripts.get(i))
                 .zip(lang)
@@ -157,7 +149,7 @@ impl Assets {
         match asset {
             Some(asset) => Found::File {
                 asset,
-                current: param(query, "v") == Some(asset.version.as_str()),
+                current: crate::route::query_param(query, "v") == Some(asset.version.as_str()),
             },
             None => Found::NotFound,
         }

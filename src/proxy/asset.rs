@@ -2,7 +2,6 @@
 //! built-in waiting page's script and style ([`crate::page::assets`]). Answered from memory, with
 //! no store call and no line: a visitor's browser asks once and keeps them.
 
-use pingora::http::ResponseHeader;
 use pingora::proxy::Session;
 use pingora::Result;
 
@@ -23,52 +22,34 @@ pub(super) async fn serve(
     path: &str,
 ) -> Result<()> {
     let req = session.req_header();
-    let found = if req.method == http::Method::GET || req.method == http::Method::HEAD {
-        Ok(shared.pages.assets.find(path, req.uri.query()))
-    } else {
-        Err(())
-    };
-    let (asset, current) = match found {
-        Ok(Found::File { asset, current }) => (asset, current),
-        Ok(Found::NotFound) | Err(()) => {
-            ctx.outcome = Outcome::Reject;
-            ctx.reject = Some(crate::metrics::Reject::BadRequest);
-            let (status, msg) = if found.is_err() {
-                (405, "use GET")
-            } else {
-                (
-                    404,
-                    "not found: pass the room and lang of a configured room",
-                )
-            };
-            return Reply {
-                status,
-                content_type: JSON,
-                body: json_error(msg),
-                retry_after: None,
-                cookies: &[],
-            }
-            .send(session)
-            .await;
+    let (status, msg) = if req.method != http::Method::GET && req.method != http::Method::HEAD {
+        (405, "use GET")
+    } else if let Found::File { asset, current } = shared.pages.assets.find(path, req.uri.query()) {
+        ctx.outcome = Outcome::Asset;
+        return Reply {
+            status: 200,
+            content_type: asset.content_type,
+            body: asset.body.clone(),
+            retry_after: None,
+            cookies: &[],
         }
+        .send_cached(session, if current { FOREVER } else { AGAIN })
+        .await;
+    } else {
+        (
+            404,
+            "not found: pass the room and lang of a configured room",
+        )
     };
-    ctx.outcome = Outcome::Asset;
-    let mut h = ResponseHeader::build(200, Some(5))?;
-    h.insert_header(http::header::CONTENT_TYPE, asset.content_type)?;
-    h.insert_header(
-        http::header::CACHE_CONTROL,
-        if current { FOREVER } else { AGAIN },
-    )?;
-    h.insert_header(http::header::CONTENT_LENGTH, asset.body.len())?;
-    h.insert_header(http::header::X_CONTENT_TYPE_OPTIONS, "nosniff")?;
-    let head_only = session.req_header().method == http::Method::HEAD;
-    session
-        .write_response_header(Box::new(h), head_only)
-        .await?;
-    if !head_only {
-        session
-            .write_response_body(Some(asset.body.clone()), true)
-            .await?;
+    ctx.outcome = Outcome::Reject;
+    ctx.reject = Some(crate::metrics::Reject::BadRequest);
+    Reply {
+        status,
+        content_type: JSON,
+        body: json_error(msg),
+        retry_after: None,
+        cookies: &[],
     }
-    Ok(())
+    .send(session)
+    .await
 }

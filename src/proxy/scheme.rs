@@ -35,11 +35,13 @@ impl Proxy {
             return Ok(false);
         };
         let req = session.req_header();
-        let host = req
-            .headers
-            .get(http::header::HOST)
-            .and_then(|h| h.to_str().ok())
-            .or_else(|| req.uri.authority().map(|a| a.as_str()));
+        // The host as routing reads it (Host, or the target's authority; the two must agree);
+        // never a forwarding header: a redirect is not made up from what a client reports.
+        let hosts = super::target::hosts(req, false);
+        let host = hosts
+            .as_ref()
+            .ok()
+            .and_then(|h| h.as_slice().first().copied());
         let path = req.uri.path_and_query().map_or("/", |p| p.as_str());
         let Some(location) = crate::edge::redirect::location(host, path, https.port()) else {
             Self::send_bad_request(shared, session, ctx, "the request names no usable host")

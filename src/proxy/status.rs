@@ -16,10 +16,7 @@ use crate::page::{State, Status};
 
 /// The `room` parameter of a query string.
 fn room_param(query: Option<&str>) -> Option<&str> {
-    query?
-        .split('&')
-        .find_map(|kv| kv.strip_prefix("room="))
-        .filter(|v| !v.is_empty())
+    crate::route::query_param(query, "room").filter(|v| !v.is_empty())
 }
 
 pub(super) async fn serve(

@@ -258,6 +258,14 @@ impl Router {
     }
 }
 
+/// A query parameter's raw value (the first `name=`); `/.anteroom/` endpoints read theirs so.
+pub fn query_param<'q>(query: Option<&'q str>, name: &str) -> Option<&'q str> {
+    query?.split('&').find_map(|kv| {
+        let (k, v) = kv.split_once('=')?;
+        (k == name).then_some(v)
+    })
+}
+
 fn is_reserved(r: &Reading<'_>) -> bool {
     let p = r.path.as_bytes();
     let pre = b"/.anteroom";
