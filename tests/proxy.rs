@@ -225,7 +225,13 @@ async fn json_is_served_when_preferred() {
         assert_eq!(v["state"], "waiting");
         assert_eq!(v["position"], expected);
         assert_eq!(v["waiting"], expected);
-        assert!(v["eta_seconds"].as_u64().is_some());
+        // The only slot is held by a session that does not end: the ETA is a number only
+        // while the holder's admission still counts as a measured pace, and unknown (null)
+        // once that measurement has decayed (tests/forecast.rs pins both cases down).
+        assert!(
+            v["eta_seconds"].is_u64() || v["eta_seconds"].is_null(),
+            "{v}"
+        );
         let ms = v["retry_after_ms"].as_u64().unwrap();
         // The tier (1 s ± 20 %) at the latest; sooner when the turn is sooner, never below
         // the floor (one tick of 100 ms).
