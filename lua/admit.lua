@@ -19,6 +19,7 @@
 -- KEYS[1] waiting ZSET   KEYS[2] active ZSET   KEYS[3] room HASH   KEYS[4] instances ZSET
 -- KEYS[5] configs HASH (instance id -> the digest of its room configuration)
 -- KEYS[6] health HASH (instance id -> "requests,errors,p90 µs" of its last window, autopilot)
+-- KEYS[7] revoked ZSET (the revocation log, see finish.lua)
 -- ARGV[1] configured rate/s   ARGV[2] configured max-active   ARGV[3] claim-ttl µs
 -- ARGV[4] tick µs   ARGV[5] abandon-after µs   ARGV[6] clock skew µs   ARGV[7] sweep slice size
 -- ARGV[8] instance id   ARGV[9] heartbeat lifetime µs
@@ -29,7 +30,8 @@
 --          p90 µs   ARGV[18] a proposed rate or ''   ARGV[19] its reason
 -- ARGV[20] the step it was decided from ('ap_at' as the caller last saw it)
 -- ARGV[21] the p90 µs of the window it judged
--- ARGV[22..] liveness batch: triples (visitor id, epoch, offset) of visitors polled through the
+-- ARGV[22] the last revocation number the caller saw, or '' to read no revocations
+-- ARGV[23..] liveness batch: triples (visitor id, epoch, offset) of visitors polled through the
 --            caller's queue tickets since its last call; each one still in line at that place
 --            is marked seen now (its score's low part), as a join would
 -- Reply (parsed by src/store/redis/admit_reply.rs):
@@ -42,6 +44,8 @@
 --          the run-time switch ('1', '0' or ''),
 --          line epoch, count of the numbers that follow (2 per point),
 --          rank1, offset1, rank2, offset2, ...   (the line sampled: src/store/line.rs)
+--          the last revocation number handed back, count of the numbers that follow (2 per
+--          revocation), id1, until1 (unix s), ...   (src/store/finish.rs)
 --          id1, waited1 µs, id2, waited2 µs, ... }
 
 local waiting, active, room = KEYS[1], KEYS[2], KEYS[3]
@@ -145,7 +149,7 @@ redis.call('HSET', room, 'ap_conf', ap_conf and '1' or '0', 'ap_on', ap_running 
 -- Only a visitor found at the ticket's place is touched (ZSCORE, then ZADD XX): a ticket of an
 -- earlier place (the visitor left the line and joined again) moves nobody forward.
 local line_epoch = tonumber(h[7])
-for i = 22, #ARGV - 2, 3 do
+for i = 23, #ARGV - 2, 3 do
   local offset = tonumber(ARGV[i + 2])
   if tonumber(ARGV[i + 1]) == line_epoch then
     local score = redis.call('ZSCORE', waiting, ARGV[i])
@@ -285,6 +289,31 @@ local reply = { admitted, abandoned, expired, n, redis.call('ZCARD', active), to
   #points > 0 and line_epoch or 0, #points }
 for i = 1, #points do
   reply[#reply + 1] = points[i]
+end
+-- The revocations numbered after the caller's last (all of them when the log numbers lower
+-- than that: it was lost and numbers again), oldest first, at most MAX_REVOKED.
+local revoked = {}
+local revoked_last = 0
+if ARGV[22] ~= '' then
+  trim_revoked(KEYS[7], now)
+  local after = tonumber(ARGV[22]) or 0
+  local seq = tonumber(redis.call('HGET', room, 'revoke_seq')) or 0
+  if after > seq then
+    after = 0
+  end
+  revoked_last = after
+  local es = redis.call('ZRANGEBYSCORE', KEYS[7], '(' .. string.format('%.0f', after), '+inf',
+    'WITHSCORES', 'LIMIT', 0, MAX_REVOKED)
+  for i = 1, #es, 2 do
+    revoked[#revoked + 1] = string.sub(es[i], 1, 16)
+    revoked[#revoked + 1] = tonumber(string.sub(es[i], 18))
+    revoked_last = tonumber(es[i + 1])
+  end
+end
+reply[#reply + 1] = revoked_last
+reply[#reply + 1] = #revoked
+for i = 1, #revoked do
+  reply[#reply + 1] = revoked[i]
 end
 for i = 1, #out do
   reply[#reply + 1] = out[i]

@@ -11,6 +11,9 @@
 --                                the key layout version ('layout', see LAYOUT)
 --   {anteroom:R}:consumed:<visitor hex>  STRING  the last order of this admission (see
 --                                read_marker); lives session-ttl + a margin after the consume
+--   {anteroom:R}:revoked   ZSET  member = visitor id (16 bytes) .. ' ' .. until (unix s), score =
+--                                its number in the room's revocation log (room hash 'revoke_seq');
+--                                trimmed once until is past (finish.lua, src/store/finish.rs)
 --
 -- Keeping "last seen" inside the waiting score costs no memory per visitor: order comes from the
 -- high part, so ZRANK is still the place in line, and a poll rewrites only the low part.
@@ -185,4 +188,27 @@ local function settled_marker(active, marker, vid, now, session_us, marker_ms)
     m = { kind = 'g', req = m.req }
   end
   return m
+end
+
+-- The revocation log (finish.lua writes it, admit.lua reads it; src/store/finish.rs). At most
+-- this many entries go back in one admit reply (finish::MAX_PER_TICK).
+local MAX_REVOKED = 1000
+-- Seconds past an entry's until before it is trimmed (finish::TRIM_MARGIN).
+local REVOKED_MARGIN_S = 60
+
+-- Drops entries from the oldest while their cookies have expired (bounded per call; a newer
+-- entry that expired earlier goes when it reaches the front: nothing reads past its until).
+local function trim_revoked(key, now)
+  local now_s = math.floor(now / 1000000)
+  for _ = 1, 64 do
+    local e = redis.call('ZRANGE', key, 0, 0)
+    if #e == 0 then
+      return
+    end
+    local ends = tonumber(string.sub(e[1], 18))
+    if ends and ends + REVOKED_MARGIN_S >= now_s then
+      return
+    end
+    redis.call('ZREM', key, e[1])
+  end
 end

@@ -13,6 +13,7 @@ mod local;
 pub mod policy;
 pub mod prelimit;
 pub mod recovery;
+pub mod revoked;
 pub mod series;
 
 pub use local::{LocalAdmit, LocalBucket};
@@ -169,6 +170,8 @@ pub struct Room {
     pub pilot: crate::admission::pilot::Pilot,
     /// The last 15 minutes as this instance saw them (the dashboard's charts).
     pub series: series::Series,
+    /// Admissions the origin revoked (`origin-commands`), refused here until they expire.
+    pub revoked: std::sync::Arc<revoked::Revoked>,
 }
 
 /// A short digest of a room's settings as this instance runs them: instances whose digests
@@ -203,6 +206,7 @@ impl Room {
             line: crate::line::RoomLine::default(),
             prelimit,
             gate,
+            revoked: Default::default(),
         }
     }
 
@@ -232,6 +236,7 @@ impl Room {
             .store(old.live.max_active_in_force(), Ordering::Relaxed);
         self.live.heard.store(old.live.heard(), Ordering::Release);
         self.recovery.inherit(&old.recovery);
+        self.revoked = old.revoked.clone();
         self.line.inherit(&old.line);
         // Sessions admitted locally during an outage still count after a reload.
         self.local.inherit(&old.local);

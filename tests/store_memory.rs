@@ -40,6 +40,11 @@ impl conformance::Harness for Memory {
     fn wipe(&self) {
         self.store.wipe();
     }
+
+    fn wall_secs(&self) -> u64 {
+        use anteroom::clock::Clock;
+        self.clock.now_secs()
+    }
 }
 
 conformance_suite!(Memory::new());

@@ -48,6 +48,10 @@ impl conformance::Harness for Redis {
         self.store.clone()
     }
 
+    fn wall_secs(&self) -> u64 {
+        self.store.now_secs()
+    }
+
     fn advance(&self, by: Duration) {
         self.store.shift_clock(by);
     }

@@ -37,6 +37,10 @@ impl conformance::Harness for Sentinel {
         self.store.clone()
     }
 
+    fn wall_secs(&self) -> u64 {
+        self.store.now_secs()
+    }
+
     fn advance(&self, by: Duration) {
         self.store.shift_clock(by);
     }

@@ -58,6 +58,7 @@ async fn run_room(shared: Arc<Shared>, room: usize) {
         ctx.seen = r.line.seen.take();
         ctx.config.clone_from(&r.digest);
         ctx.autopilot = pilot::prepare(&shared, room);
+        ctx.revoked_after = r.cfg.origin_commands.then(|| r.revoked.last());
         match shared
             .store_call(
                 "admit",
@@ -81,6 +82,11 @@ async fn run_room(shared: Arc<Shared>, room: usize) {
                         waiting = report.waiting,
                         "admitted"
                     );
+                }
+                if r.cfg.origin_commands {
+                    let now = shared.clock.now_secs();
+                    r.revoked.learn(&report.revoked, now);
+                    r.revoked.prune(now);
                 }
                 report.state = generation_seen(&shared, room, &report).await;
                 pilot::learn(&shared, room, &report);

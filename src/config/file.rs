@@ -183,6 +183,8 @@ pub struct RoomFile {
     pub bypass: Option<Vec<BypassFile>>,
     /// What a search crawler gets instead of the waiting page: "refuse" (503) or "wait".
     pub crawlers: Option<String>,
+    /// The origin's `Anteroom-Command: complete | revoke` response header is obeyed.
+    pub origin_commands: Option<bool>,
 }
 
 /// One `bypass` rule: exactly one of `path`, `client`, `header` (with `equals`).

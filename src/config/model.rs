@@ -346,6 +346,8 @@ pub struct RoomConfig {
     /// Requests let past the line, before anything else is decided (see [`BypassRule`]).
     pub bypass: Vec<BypassRule>,
     pub crawlers: CrawlerPolicy,
+    /// The origin may end admissions with `Anteroom-Command` (`src/proxy/command.rs`).
+    pub origin_commands: bool,
 }
 
 impl RoomConfig {

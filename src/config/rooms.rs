@@ -193,6 +193,7 @@ impl Builder<'_> {
                 texts,
                 bypass,
                 crawlers,
+                origin_commands: r.origin_commands.unwrap_or(false),
             });
         }
         out

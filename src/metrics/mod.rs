@@ -49,6 +49,18 @@ const REJECTS: [&str; 7] = [
     "crawler",
 ];
 
+/// The labels of `anteroom_origin_commands_total`, indexed by [`OriginCommand`].
+pub const ORIGIN_COMMANDS: [&str; 4] = ["complete", "revoke", "unknown", "unadmitted"];
+
+/// What an origin's `Anteroom-Command` was (the discriminant indexes [`ORIGIN_COMMANDS`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OriginCommand {
+    Complete = 0,
+    Revoke = 1,
+    Unknown = 2,
+    Unadmitted = 3,
+}
+
 /// One room's handles.
 pub struct RoomMetrics {
     pub waiting: IntGauge,
@@ -73,6 +85,8 @@ pub struct RoomMetrics {
     pub origin_error_share: Gauge,
     /// Requests let past the line, by `bypass` rule (in the room's order).
     pub bypassed: Vec<Arc<Count>>,
+    /// The origin's `Anteroom-Command` answers, by [`ORIGIN_COMMANDS`].
+    pub origin_commands: Vec<Arc<Count>>,
     requests: Vec<Arc<Count>>,
     rejected: Vec<Arc<Count>>,
 }
@@ -89,6 +103,7 @@ pub struct Metrics {
     eta_error: HistogramVec,
     polls: Counters,
     bypassed: Counters,
+    origin_commands: Counters,
     origin_inflight: IntGaugeVec,
     origin_queued: IntGaugeVec,
     origin_timeouts: IntCounterVec,
@@ -218,6 +233,16 @@ impl Metrics {
                 &["room", "rule"],
             )?,
         )?;
+        let origin_commands = register(
+            &r,
+            Counters::new(
+                "anteroom_origin_commands_total",
+                "Anteroom-Command headers the origin sent (origin-commands rooms), by room and \
+                 command: \"complete\", \"revoke\", \"unknown\" (another word, ignored) or \
+                 \"unadmitted\" (on a request that carried no admission, ignored).",
+                &["room", "command"],
+            )?,
+        )?;
         let polls = register(
             &r,
             Counters::new(
@@ -344,6 +369,7 @@ impl Metrics {
             eta_error,
             polls,
             bypassed,
+            origin_commands,
             origin_inflight,
             origin_queued,
             origin_timeouts,
@@ -364,6 +390,10 @@ impl Metrics {
             bypassed: bypass_rules
                 .iter()
                 .map(|rule| self.bypassed.with_labels(&[name, rule]))
+                .collect(),
+            origin_commands: ORIGIN_COMMANDS
+                .iter()
+                .map(|c| self.origin_commands.with_labels(&[name, c]))
                 .collect(),
             waiting: self.waiting.with_label_values(&[name]),
             active: self.active.with_label_values(&[name]),

@@ -11,6 +11,7 @@
 
 mod asset;
 mod cache_safe;
+mod command;
 mod edge;
 pub mod held;
 mod origin;
@@ -106,6 +107,8 @@ pub struct Ctx {
     /// `fail_to_proxy` said what went wrong (our `origin failed` line, or the access line for
     /// the visitor's side): Pingora's own error line would repeat it.
     failure_told: bool,
+    /// The admission this request carried or was given: what an origin command ends.
+    holder: Option<command::Holder>,
 }
 
 /// The proxy.
@@ -198,6 +201,7 @@ impl ProxyHttp for Proxy {
             upstream_at: None,
             failure_told: false,
             tried: Vec::new(),
+            holder: None,
         }
     }
 
@@ -295,10 +299,12 @@ impl ProxyHttp for Proxy {
             });
         // One reading of the wall clock serves the cookie's check and its renewal.
         let now = shared.clock.now_micros();
-        let verified = cookie::find(cookie_values(req), &r.cookie_name)
-            .and_then(|v| cookie::verify(&shared.config.cookie.keys, r.name(), v, now / 1_000_000));
-        if let Some(v) = verified {
+        if let Some(v) = Self::admission(shared, req, room, now / 1_000_000) {
             ctx.outcome = Outcome::Admit;
+            ctx.holder = Some(command::Holder {
+                vid: v.vid,
+                expires: v.expires,
+            });
             if is_consume {
                 // The slot first: a consume that waits in vain has consumed nothing.
                 if Self::wait_for_origin(shared, session, ctx, room).await? {
@@ -311,13 +317,17 @@ impl ProxyHttp for Proxy {
             Self::keep_session(shared, ctx, room, v.vid, v.expires, now).await;
             return Self::wait_for_origin(shared, session, ctx, room).await;
         }
-        let vid = Self::visitor(shared, session.req_header(), ctx);
+        let vid = Self::visitor(shared, session.req_header(), ctx, room);
         let gate = gate(shared, session, room);
         let ticket = Self::ticket(shared, session.req_header(), room, vid);
         match Self::enter(shared, ctx, room, vid, gate, ticket).await {
             Verdict::Pass { admitted } => {
                 // Let through without an admission (room off, or the `open` store policy).
                 ctx.outcome = if admitted {
+                    ctx.holder = Some(command::Holder {
+                        vid,
+                        expires: now / 1_000_000,
+                    });
                     Outcome::Admit
                 } else {
                     Outcome::Pass
@@ -372,6 +382,7 @@ impl ProxyHttp for Proxy {
         upstream_response: &mut ResponseHeader,
         ctx: &mut Ctx,
     ) -> Result<()> {
+        command::on_response(upstream_response, ctx);
         origin::on_response(session, upstream_response, ctx).await
     }
 

@@ -9,9 +9,8 @@ use pingora::proxy::Session;
 use pingora::Result;
 
 use super::respond::{json_error, Reply, JSON};
-use super::{cookie_values, Ctx, Outcome, Proxy, Verdict};
+use super::{Ctx, Outcome, Proxy, Verdict};
 use crate::app::Shared;
-use crate::cookie;
 use crate::page::{State, Status};
 
 /// The `room` parameter of a query string.
@@ -74,18 +73,11 @@ pub(super) async fn serve(
         retry_after_ms: 0,
         held_by: None,
     };
-    let verified = cookie::find(cookie_values(req), &r.cookie_name).and_then(|v| {
-        cookie::verify(
-            &shared.config.cookie.keys,
-            r.name(),
-            v,
-            shared.clock.now_secs(),
-        )
-    });
+    let verified = Proxy::admission(shared, req, room, shared.clock.now_secs());
     let status = if !r.live.enabled() || verified.is_some() {
         admitted
     } else {
-        let vid = Proxy::visitor(shared, session.req_header(), ctx);
+        let vid = Proxy::visitor(shared, session.req_header(), ctx, room);
         let gate = super::gate(shared, session, room);
         let ticket = Proxy::ticket(shared, session.req_header(), room, vid);
         match Proxy::enter(shared, ctx, room, vid, gate, ticket).await {

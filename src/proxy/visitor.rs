@@ -25,10 +25,37 @@ use crate::store::{
 };
 
 impl Proxy {
-    /// The visitor's id from their cookie, or a new one (and its cookie).
-    pub(super) fn visitor(shared: &Shared, req: &RequestHeader, ctx: &mut Ctx) -> VisitorId {
-        if let Some(vid) =
-            cookie::find(cookie_values(req), cookie::VID_COOKIE).and_then(VisitorId::parse)
+    /// The admission the request's cookie carries for `room` at `now` (unix seconds): signed,
+    /// for this room, not expired, and not revoked by the origin (`origin-commands`). Anything
+    /// else is no admission: the visitor gets the waiting flow.
+    pub(super) fn admission(
+        shared: &Shared,
+        req: &RequestHeader,
+        room: usize,
+        now: u64,
+    ) -> Option<cookie::Verified> {
+        let r = &shared.rooms[room];
+        let v = cookie::find(cookie_values(req), &r.cookie_name)
+            .and_then(|v| cookie::verify(&shared.config.cookie.keys, r.name(), v, now))?;
+        if r.cfg.origin_commands && r.revoked.holds(v.vid, now) {
+            return None;
+        }
+        Some(v)
+    }
+
+    /// The visitor's id from their cookie, or a new one (and its cookie). An id whose
+    /// admission in `room` the origin revoked is replaced too: its next admission must be a
+    /// new one, not one its old cookies are refused with.
+    pub(super) fn visitor(
+        shared: &Shared,
+        req: &RequestHeader,
+        ctx: &mut Ctx,
+        room: usize,
+    ) -> VisitorId {
+        let r = &shared.rooms[room];
+        if let Some(vid) = cookie::find(cookie_values(req), cookie::VID_COOKIE)
+            .and_then(VisitorId::parse)
+            .filter(|v| !(r.cfg.origin_commands && r.revoked.holds(*v, shared.clock.now_secs())))
         {
             return vid;
         }

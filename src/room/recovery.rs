@@ -144,6 +144,7 @@ impl Recovery {
             seen: Vec::new(),
             config: String::new(),
             autopilot: None,
+            revoked_after: None,
         }
     }
 

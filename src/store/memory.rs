@@ -25,6 +25,7 @@ mod autopilot;
 mod bucket;
 mod line;
 mod orders;
+mod revoked;
 
 /// A place's epoch: random, so that no ticket from an earlier line or a wiped store names a
 /// place in this one.
@@ -79,6 +80,8 @@ struct RoomData {
     /// The configuration digest the (one) instance last told.
     config: String,
     autopilot: autopilot::Kept,
+    /// Revoked admissions, for the instances' admit calls ([`crate::store::finish`]).
+    revoked: revoked::Log,
     /// What the sequence numbers of this room's data count from (a place's epoch): random, so
     /// that a ticket from before a wipe names no place after it.
     epoch: u64,
@@ -402,6 +405,7 @@ impl Store for MemoryStore {
             new_generation,
             line: r.sample(burst as u64),
             autopilot,
+            revoked: r.revoked.after(ctx.revoked_after, self.clock.now_secs()),
         })
     }
 
@@ -426,6 +430,17 @@ impl Store for MemoryStore {
         how: Settle,
     ) -> Result<Settled, StoreError> {
         Ok(self.with(p, |r, now| r.settle_order(p, vid, request, how, now)))
+    }
+
+    async fn finish(
+        &self,
+        p: &RoomParams,
+        vid: VisitorId,
+        ending: &Ending,
+    ) -> Result<(), StoreError> {
+        let wall = self.clock.now_secs();
+        self.with(p, |r, now| r.finish_admission(vid, ending, now, wall));
+        Ok(())
     }
 
     async fn room_state(&self, p: &RoomParams) -> Result<RoomState, StoreError> {

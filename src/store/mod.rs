@@ -27,8 +27,12 @@
 //! - `admit` keeps a generation id in the room's data (a new one when there is none) and reports
 //!   it; an `admit` told of another generation admits nobody, and `hold_back` slots of
 //!   max-active stay free (in join's fast path too, until the next `admit`).
+//! - `finish` ends an admission at the origin's word: out of `active`, never renewed; a revoked
+//!   one is numbered in the room's revocation log, which `admit` hands back after the number
+//!   the caller last saw, until every cookie of it has expired (see [`finish`]).
 
 pub mod autopilot;
+pub mod finish;
 pub mod history;
 pub mod line;
 pub mod liveness;
@@ -39,6 +43,7 @@ mod ranks;
 pub mod redis;
 pub mod sentinel;
 
+pub use finish::{Command, Ending, Revocation, Revocations};
 pub use line::{LineSample, Place};
 pub use order::{Consumed, Order, RequestId, Settle, Settled};
 
@@ -287,6 +292,8 @@ pub struct AdmitReport {
     pub line: LineSample,
     /// The autopilot, when the call carried one ([`AdmitContext::autopilot`]).
     pub autopilot: Option<autopilot::AutopilotState>,
+    /// Admissions revoked since [`AdmitContext::revoked_after`] (empty when it was `None`).
+    pub revoked: Revocations,
 }
 
 /// What the caller of `admit` knows, from its own earlier ticks.
@@ -309,6 +316,9 @@ pub struct AdmitContext {
     pub config: String,
     /// The room has an autopilot: this instance's report and proposal.
     pub autopilot: Option<autopilot::AutopilotTick>,
+    /// The room takes origin commands: hand back the revocations numbered after this one
+    /// ([`finish`]); `None` reads none (no cost for rooms without them).
+    pub revoked_after: Option<u64>,
 }
 
 /// A room's figures, for the admin API and metrics.
@@ -420,6 +430,18 @@ pub trait Store: Send + Sync + 'static {
             .await
             .map(|s| s == Settled::Done)
     }
+
+    /// Ends an admission at the origin's word (`Anteroom-Command`, see [`finish`]): out of
+    /// `active` whatever state it was in (a pending order of it included), a confirmed marker
+    /// that lives until `ending.until` so that nothing renews it, and for
+    /// [`Command::Revoke`] an entry in the room's revocation log. Safe to retry: a retried
+    /// revoke is numbered again (learned twice, harmlessly), never kept twice.
+    async fn finish(
+        &self,
+        room: &RoomParams,
+        vid: VisitorId,
+        ending: &Ending,
+    ) -> Result<(), StoreError>;
 
     async fn room_state(&self, room: &RoomParams) -> Result<RoomState, StoreError>;
 

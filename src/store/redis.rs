@@ -10,7 +10,7 @@
 //! clock, kept in the room hash ([`super::liveness`]), and a step back of `TIME` counts as zero
 //! elapsed in every script.
 //!
-//! Retries: `join`, `touch`, `settle`, `room_state` and `clear_waiting` are idempotent; `admit`
+//! Retries: `join`, `touch`, `settle`, `finish`, `room_state` and `clear_waiting` are idempotent; `admit`
 //! is harmless when repeated (its token bucket was drained by the first run); `consume` carries
 //! the order's request id, so a call whose reply was lost and that is sent again still wins,
 //! while any other request for the same admission loses.
@@ -41,7 +41,7 @@ use keys::{marker_key, marker_ms, Keys};
 
 use super::sentinel::SentinelConn;
 use super::{
-    Admission, AdmitContext, AdmitReport, Consumed, JoinGate, Order, RequestId, RoomParams,
+    Admission, AdmitContext, AdmitReport, Consumed, Ending, JoinGate, Order, RequestId, RoomParams,
     RoomPatch, RoomState, RoomStats, Settle, Settled, Store, StoreError, VisitorId,
 };
 
@@ -61,6 +61,7 @@ struct Scripts {
     touch: Script,
     consume: Script,
     settle: Script,
+    finish: Script,
     room_state: Script,
     clear_waiting: Script,
     changes: Script,
@@ -75,6 +76,7 @@ impl Scripts {
             touch: Script::new(lua!("touch")),
             consume: Script::new(lua!("consume")),
             settle: Script::new(lua!("settle")),
+            finish: Script::new(lua!("finish")),
             room_state: Script::new(lua!("room_state")),
             clear_waiting: Script::new(lua!("clear_waiting")),
             changes: Script::new(lua!("changes")),
@@ -204,6 +206,15 @@ impl RedisStore {
         self.skew_us.fetch_sub(micros(by) as i64, Ordering::SeqCst);
     }
 
+    /// The time its scripts read (unix seconds): the wall clock with the test hooks' shift.
+    pub fn now_secs(&self) -> u64 {
+        let wall = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| micros(d) as i64)
+            .unwrap_or(0);
+        u64::try_from((wall + self.skew()) / 1_000_000).unwrap_or(0)
+    }
+
     fn skew(&self) -> i64 {
         self.skew_us.load(Ordering::Relaxed)
     }
@@ -313,6 +324,7 @@ impl Store for RedisStore {
             .key(&k.instances)
             .key(&k.configs)
             .key(&k.health)
+            .key(&k.revoked)
             .arg(p.admit_per_second)
             .arg(p.max_active)
             .arg(micros(p.claim_ttl))
@@ -326,6 +338,10 @@ impl Store for RedisStore {
             .arg(ctx.hold_back)
             .arg(&ctx.config);
         autopilot_args(&mut inv, ctx.autopilot.as_ref());
+        match ctx.revoked_after {
+            Some(n) => inv.arg(n),
+            None => inv.arg(""),
+        };
         for (vid, place) in &ctx.seen {
             inv.arg(&vid.as_bytes()[..]).arg(place.epoch).arg(place.key);
         }
@@ -424,6 +440,30 @@ impl Store for RedisStore {
                 format!("unknown reply code {other}"),
             )),
         }
+    }
+
+    async fn finish(
+        &self,
+        p: &RoomParams,
+        vid: VisitorId,
+        ending: &Ending,
+    ) -> Result<(), StoreError> {
+        let k = Keys::of(&p.name);
+        let now = self.now_secs();
+        let mut inv = self.scripts.finish.prepare_invoke();
+        inv.key(&k.active)
+            .key(marker_key(&p.name, vid))
+            .key(&k.room)
+            .key(&k.waiting)
+            .key(&k.revoked)
+            .arg(&vid.as_bytes()[..])
+            .arg(ending.request.as_str())
+            .arg(ending.command.as_str())
+            .arg(u64::try_from(ending.marker_life(now).as_millis()).unwrap_or(u64::MAX))
+            .arg(ending.until)
+            .arg(self.skew());
+        let _: i64 = self.run("finish", &p.name, &inv).await?;
+        Ok(())
     }
 
     async fn room_state(&self, p: &RoomParams) -> Result<RoomState, StoreError> {

@@ -4,6 +4,7 @@
 
 pub mod autopilot;
 pub mod edge;
+pub mod finish;
 pub mod history;
 pub mod integrity;
 pub mod liveness;
@@ -19,6 +20,7 @@ pub use recovery::{
 
 pub use autopilot::*;
 pub use edge::*;
+pub use finish::*;
 pub use history::*;
 pub use integrity::*;
 pub use liveness::*;
@@ -38,6 +40,8 @@ pub trait Harness: Send + Sync {
     fn step_back(&self, by: Duration);
     /// Loses all of the store's data, as a Redis restart without persistence does.
     fn wipe(&self);
+    /// The store's wall clock, unix seconds (as a proxy reads cookie expiry).
+    fn wall_secs(&self) -> u64;
 }
 
 /// A room with a unique name (so backends sharing one server do not collide).
@@ -654,6 +658,11 @@ macro_rules! conformance_suite {
             the_autopilot_keeps_one_rate_that_admits,
             every_change_is_recorded_once_with_before_and_after,
             the_history_keeps_the_newest,
+            completing_frees_the_slot_and_nothing_renews_it,
+            an_order_in_flight_is_settled_by_the_origins_word,
+            a_revocation_is_handed_back_once_per_number,
+            revocations_expire_with_their_cookies,
+            a_store_that_lost_its_revocations_is_read_from_the_start,
         );
     };
     (@cases $make:expr; $($case:ident),* $(,)?) => {

@@ -6,8 +6,9 @@ use std::time::Duration;
 use ::redis::{FromRedisValue, ParsingError, Value};
 
 use crate::store::autopilot::{AutopilotState, Health};
+use crate::store::finish::MAX_PER_TICK;
 use crate::store::line::{LineSample, MAX_POINTS};
-use crate::store::{AdmitReport, AdmittedVisitor, RoomState, VisitorId};
+use crate::store::{AdmitReport, AdmittedVisitor, Revocation, Revocations, RoomState, VisitorId};
 
 /// Where the autopilot's fields start.
 const AUTOPILOT_FROM: usize = 13;
@@ -65,6 +66,34 @@ fn autopilot_of(v: &[Value]) -> Result<Option<AutopilotState>, ParsingError> {
     }))
 }
 
+fn vid_of(id: Vec<u8>) -> Result<VisitorId, ParsingError> {
+    let id: [u8; 16] = id
+        .try_into()
+        .map_err(|_| ParsingError::from("a visitor id is not 16 bytes".to_string()))?;
+    Ok(VisitorId::from_bytes(id))
+}
+
+/// The revocations, from `*i` on (their last number, a count of the numbers that follow,
+/// then id and until of each); `*i` ends past them.
+fn revoked_of(v: &[Value], i: &mut usize) -> Result<Revocations, ParsingError> {
+    let last: u64 = item(v, *i)?;
+    let numbers: usize = item(v, *i + 1)?;
+    if !numbers.is_multiple_of(2) || numbers > 2 * MAX_PER_TICK {
+        return Err(format!("admit reply: {numbers} numbers for the revocations").into());
+    }
+    let mut list = Vec::with_capacity(numbers / 2);
+    let mut at = *i + 2;
+    while at < *i + 2 + numbers {
+        list.push(Revocation {
+            vid: vid_of(item(v, at)?)?,
+            until: item(v, at + 1)?,
+        });
+        at += 2;
+    }
+    *i = at;
+    Ok(Revocations { list, last })
+}
+
 impl FromRedisValue for AdmitReply {
     fn from_redis_value(v: Value) -> Result<Self, ParsingError> {
         let v: Vec<Value> = FromRedisValue::from_redis_value(v)?;
@@ -85,15 +114,12 @@ impl FromRedisValue for AdmitReply {
             points.push((item(&v, i)?, item(&v, i + 1)?));
             i += 2;
         }
+        let revoked = revoked_of(&v, &mut i)?;
         let mut admitted_visitors = Vec::new();
         while i + 1 < v.len() {
-            let id: Vec<u8> = item(&v, i)?;
             let waited: u64 = item(&v, i + 1)?;
-            let id: [u8; 16] = id
-                .try_into()
-                .map_err(|_| ParsingError::from("a visitor id is not 16 bytes".to_string()))?;
             admitted_visitors.push(AdmittedVisitor {
-                vid: VisitorId::from_bytes(id),
+                vid: vid_of(item(&v, i)?)?,
                 waited: Duration::from_micros(waited),
             });
             i += 2;
@@ -122,6 +148,7 @@ impl FromRedisValue for AdmitReply {
             new_generation: new_generation == 1,
             line: LineSample { epoch, points },
             autopilot,
+            revoked,
         }))
     }
 }
@@ -172,6 +199,11 @@ mod tests {
             int(10),
             int(3),
             int(40),
+            // Revocations: the last number 9, one entry.
+            int(9),
+            int(2),
+            Value::BulkString(vec![5; 16]),
+            int(1_800_000_000),
             Value::BulkString(vec![7; 16]),
             int(250),
         ]);
@@ -187,7 +219,16 @@ mod tests {
         assert_eq!((r.generation.as_str(), r.new_generation), ("123-abc", true));
         assert_eq!(r.line.epoch, 777);
         assert_eq!(r.line.points, vec![(0, 10), (3, 40)]);
+        assert_eq!(r.revoked.last, 9);
+        assert_eq!(
+            r.revoked.list,
+            vec![Revocation {
+                vid: VisitorId::from_bytes([5; 16]),
+                until: 1_800_000_000
+            }]
+        );
         assert_eq!(r.admitted_visitors.len(), 1);
+        assert_eq!(r.admitted_visitors[0].vid, VisitorId::from_bytes([7; 16]));
         assert_eq!(r.admitted_visitors[0].waited, Duration::from_micros(250));
         let ap = r.autopilot.unwrap();
         assert!(ap.running);

@@ -16,6 +16,8 @@ pub(super) struct Keys {
     pub health: String,
     /// The operators' changes, newest first (`crate::store::history`).
     pub history: String,
+    /// The revocation log (`crate::store::finish`).
+    pub revoked: String,
 }
 
 impl Keys {
@@ -28,6 +30,7 @@ impl Keys {
             configs: format!("{{anteroom:{room}}}:configs"),
             health: format!("{{anteroom:{room}}}:health"),
             history: format!("{{anteroom:{room}}}:changes"),
+            revoked: format!("{{anteroom:{room}}}:revoked"),
         }
     }
 }

@@ -1,0 +1,29 @@
+-- finish: the origin's word on an admission (Anteroom-Command: complete | revoke). The visitor
+-- leaves active (the slot is free at once) and the line, whatever state the admission was in
+-- (a pending order of it included: the shop's word settles it), and a confirmed marker living
+-- at least until the last cookie of it expires stops touch from renewing it. A revoke is also
+-- numbered in the room's revocation log, which admit hands back to every instance: they refuse
+-- the cookie within a tick. Safe to retry: the marker is set to the same value, and a
+-- retried revoke renumbers its one entry (instances learn it again, harmlessly).
+--
+-- KEYS[1] active ZSET   KEYS[2] consumed marker STRING for this visitor   KEYS[3] room HASH
+-- KEYS[4] waiting ZSET   KEYS[5] revoked ZSET
+-- ARGV[1] visitor id   ARGV[2] request id (names the marker)   ARGV[3] 'complete' | 'revoke'
+-- ARGV[4] marker lifetime ms (until the last cookie expires)   ARGV[5] until (unix s, the
+-- proxies' clock: the revocation's end)   ARGV[6] clock skew µs
+-- Reply: 1
+
+local active, marker, room = KEYS[1], KEYS[2], KEYS[3]
+check_layout(room)
+local vid, req, how = ARGV[1], ARGV[2], ARGV[3]
+local now = now_us(tonumber(ARGV[6]))
+
+redis.call('ZREM', active, vid)
+redis.call('ZREM', KEYS[4], vid)
+redis.call('SET', marker, 'c ' .. req, 'PX', math.max(tonumber(ARGV[4]), redis.call('PTTL', marker)))
+if how == 'revoke' then
+  trim_revoked(KEYS[5], now)
+  local seq = redis.call('HINCRBY', room, 'revoke_seq', 1)
+  redis.call('ZADD', KEYS[5], seq, vid .. ' ' .. ARGV[5])
+end
+return 1

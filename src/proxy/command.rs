@@ -1,0 +1,130 @@
+//! Origin commands (`origin-commands = true` on a room): a shop that can add a response
+//! header ends an admission with `Anteroom-Command: complete` (the order is done: the slot is
+//! free at once and nothing renews the admission) or `revoke` (the session ends: every
+//! instance refuses its cookie within a tick, this one at once). The header is read on the
+//! origin's final answer and never reaches the visitor; without `origin-commands` it is left
+//! alone, as every other header of the origin is.
+//!
+//! The admitted path still makes no store call: the store learns the command in the
+//! background ([`finish_later`], retried until it lands or the admission would have expired
+//! anyway), and the instances learn revocations from their per-tick admit call
+//! ([`crate::room::revoked`]). The visitor's own answer clears the admission cookie; a revoked
+//! visitor who comes back is given a new visitor id, so that their next admission is a new one
+//! and not refused with the old ([`super::Proxy::visitor`]).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use pingora::http::ResponseHeader;
+
+use super::{secure, Ctx};
+use crate::app::Shared;
+use crate::cookie;
+use crate::metrics::OriginCommand;
+use crate::store::finish::{self, Command};
+use crate::store::{Ending, Revocation, VisitorId};
+
+/// The response header a shop sends its commands in.
+pub const HEADER: &str = "anteroom-command";
+
+/// The admission a request carried (or was given), for the origin's commands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Holder {
+    pub vid: VisitorId,
+    /// Until when its cookie verifies (unix seconds).
+    pub expires: u64,
+}
+
+/// Reads, removes and obeys the origin's `Anteroom-Command` on `resp`.
+pub(super) fn on_response(resp: &mut ResponseHeader, ctx: &mut Ctx) {
+    let Some(room) = ctx.room else {
+        return;
+    };
+    let shared = ctx.shared.clone();
+    let r = &shared.rooms[room];
+    if !r.cfg.origin_commands || !resp.headers.contains_key(HEADER) {
+        return;
+    }
+    let (command, unknown) =
+        finish::commanded(resp.headers.get_all(HEADER).iter().map(|v| v.as_bytes()));
+    resp.remove_header(HEADER);
+    // A 1xx is not the answer: a command rides on the final one.
+    if resp.status.is_informational() {
+        return;
+    }
+    let count = |c: OriginCommand| {
+        if let Some(m) = r.metrics.origin_commands.get(c as usize) {
+            m.inc();
+        }
+    };
+    for _ in 0..unknown {
+        count(OriginCommand::Unknown);
+    }
+    let Some(command) = command else {
+        return;
+    };
+    let Some(holder) = ctx.holder else {
+        // A bypassed request, a room switched off, the `open` policy: no admission to end.
+        count(OriginCommand::Unadmitted);
+        return;
+    };
+    count(match command {
+        Command::Complete => OriginCommand::Complete,
+        Command::Revoke => OriginCommand::Revoke,
+    });
+    let now = shared.clock.now_secs();
+    let ending = Ending::of(command, now, holder.expires, r.cfg.params.session_ttl);
+    if command == Command::Revoke {
+        r.revoked.note(
+            Revocation {
+                vid: holder.vid,
+                until: ending.until,
+            },
+            now,
+        );
+    }
+    // The shop's word settles an order in flight too: `finish` ends it in the store.
+    if ctx.consumed.take().is_some() {
+        ctx.heartbeat = None;
+    }
+    // No renewal rides on this answer, and the cookie the visitor holds is cleared.
+    let ours = format!("{}=", r.cookie_name);
+    ctx.set_cookies.retain(|c| !c.starts_with(&ours));
+    ctx.set_cookies
+        .push(cookie::clear_admission(r.name(), secure(&shared, ctx)));
+    tracing::info!(
+        room = r.name(),
+        command = command.as_str(),
+        "the origin ended an admission"
+    );
+    finish_later(shared.arc(), room, holder.vid, ending);
+}
+
+/// Tells the store in the background, retrying with backoff while it cannot answer, for as
+/// long as the admission could still be used (after that the store has nothing to end).
+fn finish_later(shared: Arc<Shared>, room: usize, vid: VisitorId, ending: Ending) {
+    tokio::spawn(async move {
+        let r = &shared.rooms[room];
+        let life = ending.until.saturating_sub(shared.clock.now_secs());
+        let until = Instant::now() + Duration::from_secs(life);
+        let mut pause = Duration::from_millis(100);
+        loop {
+            let call = shared.store.finish(&r.cfg.params, vid, &ending);
+            match shared.store_call("finish", r.name(), call).await {
+                Ok(()) => return,
+                Err(e) => shared.warn_store_error(&e),
+            }
+            if Instant::now() + pause > until {
+                tracing::warn!(
+                    room = r.name(),
+                    command = ending.command.as_str(),
+                    "could not tell the store of an origin command before the admission ran out"
+                );
+                return;
+            }
+            // Backoff between attempts, not a wait for a condition.
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(Duration::from_secs(5));
+        }
+    });
+}

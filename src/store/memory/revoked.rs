@@ -1,0 +1,132 @@
+//! The memory store's side of `finish` and of the revocation log: the same steps, in the same
+//! order, as `lua/finish.lua` and the revocation read of `lua/admit.lua` (see
+//! [`crate::store::finish`]).
+
+use std::collections::VecDeque;
+
+use super::RoomData;
+use crate::clock::{micros, Micros};
+use crate::store::finish::{self, Command, Ending, Revocation, Revocations};
+use crate::store::marks::Mark;
+use crate::store::VisitorId;
+
+/// The room's revoked admissions, numbered in the order they came (as the Redis ZSET scored
+/// by the room's `revoke_seq`).
+#[derive(Debug, Default)]
+pub(super) struct Log {
+    entries: VecDeque<(u64, Revocation)>,
+    last: u64,
+}
+
+impl Log {
+    /// Numbers `r` (again, for a retried call: one entry per admission and `until`).
+    fn add(&mut self, r: Revocation, wall_secs: u64) {
+        self.trim(wall_secs);
+        self.entries.retain(|(_, e)| *e != r);
+        self.last += 1;
+        self.entries.push_back((self.last, r));
+    }
+
+    /// Drops entries from the oldest while their cookies have expired (a newer entry that
+    /// expired earlier goes when it reaches the front: nothing reads past an entry's `until`).
+    fn trim(&mut self, wall_secs: u64) {
+        let margin = finish::TRIM_MARGIN.as_secs();
+        while self
+            .entries
+            .front()
+            .is_some_and(|(_, r)| r.until.saturating_add(margin) < wall_secs)
+        {
+            self.entries.pop_front();
+        }
+    }
+
+    /// The entries numbered after `after` (see [`finish::read_from`]), at most
+    /// [`finish::MAX_PER_TICK`].
+    pub(super) fn after(&mut self, after: Option<u64>, wall_secs: u64) -> Revocations {
+        let Some(after) = after else {
+            return Revocations::default();
+        };
+        self.trim(wall_secs);
+        let from = finish::read_from(after, self.last);
+        let list: Vec<(u64, Revocation)> = self
+            .entries
+            .iter()
+            .filter(|(n, _)| *n > from)
+            .take(finish::MAX_PER_TICK)
+            .copied()
+            .collect();
+        Revocations {
+            last: list.last().map(|(n, _)| *n).unwrap_or(from),
+            list: list.into_iter().map(|(_, r)| r).collect(),
+        }
+    }
+}
+
+impl RoomData {
+    /// `finish.lua`: out of active and out of the line, a confirmed marker living at least
+    /// until `ending.until`, and a revocation numbered in the log.
+    pub(super) fn finish_admission(
+        &mut self,
+        vid: VisitorId,
+        ending: &Ending,
+        now: Micros,
+        wall_secs: u64,
+    ) {
+        self.marks.prune(now);
+        if let Some(exp) = self.active.remove(&vid) {
+            self.expiries.remove(&(exp, vid));
+        }
+        self.remove_waiter(vid);
+        let until = self
+            .marks
+            .until(&vid)
+            .max(now + micros(ending.marker_life(wall_secs)));
+        self.marks
+            .set(vid, Mark::Confirmed(ending.request.clone()), until);
+        if ending.command == Command::Revoke {
+            self.revoked.add(
+                Revocation {
+                    vid,
+                    until: ending.until,
+                },
+                wall_secs,
+            );
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn r(byte: u8, until: u64) -> Revocation {
+        Revocation {
+            vid: VisitorId::from_bytes([byte; 16]),
+            until,
+        }
+    }
+
+    #[test]
+    fn the_log_is_read_after_a_number_and_trimmed_when_expired() {
+        let mut log = Log::default();
+        assert_eq!(log.after(None, 0), Revocations::default());
+        log.add(r(1, 100), 0);
+        log.add(r(2, 500), 0);
+        let all = log.after(Some(0), 0);
+        assert_eq!((all.list.len(), all.last), (2, 2));
+        let rest = log.after(Some(1), 0);
+        assert_eq!((rest.list.as_slice(), rest.last), (&[r(2, 500)][..], 2));
+        assert_eq!(log.after(Some(2), 0).list, vec![]);
+        // A retry is numbered again and kept once.
+        log.add(r(1, 100), 0);
+        assert_eq!(log.after(Some(2), 0).list, vec![r(1, 100)]);
+        assert_eq!(log.after(Some(0), 0).list.len(), 2);
+        // Past its until (and the margin), the oldest goes.
+        let later = 500 + finish::TRIM_MARGIN.as_secs() + 1;
+        assert_eq!(log.after(Some(0), later).list, vec![]);
+        // A caller ahead of the log (it lost its data) reads from the start.
+        log.add(r(3, later + 10), later);
+        let reset = log.after(Some(99), later);
+        assert_eq!((reset.list, reset.last), (vec![r(3, later + 10)], 4));
+    }
+}

@@ -1,0 +1,171 @@
+//! The origin's word on an admission (`Store::finish`), on every backend: `complete` and
+//! `revoke` free the slot at once and nothing renews the admission; a revocation is handed back
+//! by `admit` to every caller after the number it last saw, once per number, until its cookies
+//! have expired; a store that lost its data numbers again and is read from the start.
+
+use std::time::Duration;
+
+use anteroom::store::{
+    AdmitContext, Command, Consumed, Ending, Order, RequestId, Revocation, Revocations, RoomParams,
+    Settle, Settled, Store, VisitorId,
+};
+
+use super::{occupy, room, Harness};
+
+const TTL: Duration = Duration::from_secs(600);
+
+fn ending(h: &dyn Harness, command: Command) -> Ending {
+    let now = h.wall_secs();
+    Ending::of(command, now, now + TTL.as_secs(), TTL)
+}
+
+async fn revoked_after(s: &dyn Store, p: &RoomParams, after: Option<u64>) -> Revocations {
+    let ctx = AdmitContext {
+        revoked_after: after,
+        ..Default::default()
+    };
+    s.admit_with(p, &ctx).await.unwrap().revoked
+}
+
+fn order() -> Order {
+    Order {
+        request: RequestId::random(),
+        grace: Duration::from_secs(10),
+        vouched: true,
+        cookie_life: TTL,
+    }
+}
+
+pub async fn completing_frees_the_slot_and_nothing_renews_it(h: &dyn Harness) {
+    let s = h.store();
+    let p = room("complete", 100.0, 2);
+    let (a, b) = (occupy(&*s, &p).await, occupy(&*s, &p).await);
+    s.finish(&p, a, &ending(h, Command::Complete))
+        .await
+        .unwrap();
+    assert_eq!(
+        s.stats(&p).await.unwrap().active,
+        1,
+        "the slot is free at once"
+    );
+    assert!(!s.touch(&p, a).await.unwrap(), "renewal after complete");
+    assert_eq!(s.consume(&p, a, &order()).await.unwrap(), Consumed::Used);
+    assert!(
+        s.touch(&p, b).await.unwrap(),
+        "the other session is untouched"
+    );
+    // Told twice (a retried call): the same.
+    s.finish(&p, a, &ending(h, Command::Complete))
+        .await
+        .unwrap();
+    assert_eq!(s.stats(&p).await.unwrap().active, 1);
+    // Complete is not a revocation.
+    assert_eq!(
+        revoked_after(&*s, &p, Some(0)).await,
+        Revocations::default()
+    );
+    // A freed slot takes the next visitor.
+    assert_eq!(
+        s.join(&p, VisitorId::random()).await.unwrap(),
+        anteroom::store::Admission::Entered
+    );
+}
+
+pub async fn an_order_in_flight_is_settled_by_the_origins_word(h: &dyn Harness) {
+    let s = h.store();
+    let p = room("inflight", 100.0, 2);
+    let v = occupy(&*s, &p).await;
+    let o = order();
+    assert_eq!(s.consume(&p, v, &o).await.unwrap(), Consumed::Won);
+    s.finish(&p, v, &ending(h, Command::Complete))
+        .await
+        .unwrap();
+    assert_eq!(s.stats(&p).await.unwrap().active, 0);
+    // The order's own settlement finds nothing left to settle, and gives nothing back.
+    assert_eq!(
+        s.settle(&p, v, &o.request, Settle::GiveBack).await.unwrap(),
+        Settled::Gone
+    );
+    h.advance(Duration::from_secs(11));
+    assert!(!s.touch(&p, v).await.unwrap(), "nor does its deadline");
+    assert_eq!(s.stats(&p).await.unwrap().active, 0);
+}
+
+pub async fn a_revocation_is_handed_back_once_per_number(h: &dyn Harness) {
+    let s = h.store();
+    let p = room("revoke", 100.0, 5);
+    let (a, b) = (occupy(&*s, &p).await, occupy(&*s, &p).await);
+    assert_eq!(revoked_after(&*s, &p, None).await, Revocations::default());
+    let ea = ending(h, Command::Revoke);
+    s.finish(&p, a, &ea).await.unwrap();
+    assert_eq!(s.stats(&p).await.unwrap().active, 1);
+    assert!(!s.touch(&p, a).await.unwrap(), "renewal after revoke");
+    let first = revoked_after(&*s, &p, Some(0)).await;
+    let ra = Revocation {
+        vid: a,
+        until: ea.until,
+    };
+    assert_eq!(first.list, vec![ra]);
+    assert!(first.last > 0);
+    // Asked after it: nothing new, the same number.
+    let again = revoked_after(&*s, &p, Some(first.last)).await;
+    assert_eq!((again.list.len(), again.last), (0, first.last));
+    // Not asked: nothing (and no number).
+    assert_eq!(revoked_after(&*s, &p, None).await, Revocations::default());
+    let eb = ending(h, Command::Revoke);
+    s.finish(&p, b, &eb).await.unwrap();
+    let next = revoked_after(&*s, &p, Some(first.last)).await;
+    let rb = Revocation {
+        vid: b,
+        until: eb.until,
+    };
+    assert_eq!(next.list, vec![rb]);
+    assert!(next.last > first.last);
+    // A retried revoke is numbered again and kept once.
+    s.finish(&p, a, &ea).await.unwrap();
+    let retried = revoked_after(&*s, &p, Some(next.last)).await;
+    assert_eq!(retried.list, vec![ra]);
+    assert_eq!(revoked_after(&*s, &p, Some(0)).await.list, vec![rb, ra]);
+    assert_eq!(s.stats(&p).await.unwrap().active, 0);
+}
+
+pub async fn revocations_expire_with_their_cookies(h: &dyn Harness) {
+    let s = h.store();
+    let p = room("expire", 100.0, 5);
+    let v = occupy(&*s, &p).await;
+    let e = ending(h, Command::Revoke);
+    s.finish(&p, v, &e).await.unwrap();
+    assert_eq!(revoked_after(&*s, &p, Some(0)).await.list.len(), 1);
+    // Still there just before its time (and the trim margin), gone after.
+    let left = e.until - h.wall_secs();
+    h.advance(Duration::from_secs(left));
+    assert_eq!(revoked_after(&*s, &p, Some(0)).await.list.len(), 1);
+    h.advance(anteroom::store::finish::TRIM_MARGIN + Duration::from_secs(5));
+    assert_eq!(revoked_after(&*s, &p, Some(0)).await.list, vec![]);
+}
+
+pub async fn a_store_that_lost_its_revocations_is_read_from_the_start(h: &dyn Harness) {
+    let s = h.store();
+    let p = room("relost", 100.0, 5);
+    for _ in 0..3 {
+        let v = occupy(&*s, &p).await;
+        s.finish(&p, v, &ending(h, Command::Revoke)).await.unwrap();
+    }
+    let before = revoked_after(&*s, &p, Some(0)).await;
+    assert_eq!(before.list.len(), 3);
+    h.wipe();
+    // An admission the store no longer knows is ended all the same (its cookie still verifies).
+    let v = VisitorId::random();
+    let e = ending(h, Command::Revoke);
+    s.finish(&p, v, &e).await.unwrap();
+    let after = revoked_after(&*s, &p, Some(before.last)).await;
+    assert_eq!(
+        after.list,
+        vec![Revocation {
+            vid: v,
+            until: e.until
+        }],
+        "a caller ahead of the store's numbers still learns the new revocation"
+    );
+    assert!(after.last < before.last);
+}
