@@ -126,7 +126,27 @@ impl Drop for Origin {
     }
 }
 
+/// Answers as [`answer_plainly`] does; a path with a segment `command-WORD` also carries
+/// `Anteroom-Command: WORD` (`+` in WORD stands for `, `), whatever the answer.
 async fn answer(req: Request<Incoming>, log: Arc<Mutex<Vec<Seen>>>) -> Response<Full<Bytes>> {
+    let command = req
+        .uri()
+        .path()
+        .split('/')
+        .find_map(|seg| seg.strip_prefix("command-"))
+        .map(|w| w.replace('+', ", "));
+    let mut resp = answer_plainly(req, log).await;
+    if let Some(w) = command {
+        resp.headers_mut()
+            .insert("anteroom-command", w.parse().unwrap());
+    }
+    resp
+}
+
+async fn answer_plainly(
+    req: Request<Incoming>,
+    log: Arc<Mutex<Vec<Seen>>>,
+) -> Response<Full<Bytes>> {
     let (parts, body) = req.into_parts();
     let body = body
         .collect()

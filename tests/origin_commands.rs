@@ -1,0 +1,286 @@
+//! Origin commands, black-box: a real origin answers with `Anteroom-Command: complete` or
+//! `revoke` and the real proxy (memory store, and two instances on one real Redis) frees the
+//! slot, refuses a revoked cookie at once and on the other instance within a tick, gives the
+//! revoked visitor a new id, and never shows the header to the visitor. Without
+//! `origin-commands` the header is the origin's own and nothing happens.
+
+mod common;
+
+use std::time::Duration;
+
+use common::redis::RedisServer;
+use common::*;
+
+const TOKEN: &str = "admin-token-for-tests-0123456789";
+
+fn config(origin: std::net::SocketAddr, store: &str, extra: &str) -> String {
+    format!(
+        r#"{base}
+[admin]
+token = "{TOKEN}"
+{store}
+
+[[room]]
+name = "sale"
+paths = ["/products", "/orders"]
+admit-per-second = 50
+max-active = 1
+tick = "50ms"
+consume = ["POST /orders"]
+bypass = [{{ path = "/products/feed" }}]
+{extra}
+"#,
+        base = base_config(origin)
+    )
+}
+
+const ON: &str = "origin-commands = true";
+
+async fn send(proxy: &Proxy, method: &str, path: &str, jar: &Jar) -> reqwest::Response {
+    let mut req = client()
+        .request(method.parse().unwrap(), proxy.url(path))
+        .header("accept", "application/json");
+    if !jar.0.is_empty() {
+        req = req.header("cookie", jar.header());
+    }
+    req.send().await.unwrap()
+}
+
+/// A visitor let in through the fast path (the room is empty): their jar.
+async fn admitted(proxy: &Proxy) -> Jar {
+    let mut jar = Jar::default();
+    let resp = send(proxy, "GET", "/products", &jar).await;
+    assert_eq!(resp.status(), 200);
+    jar.absorb(&resp);
+    assert!(jar.get("anteroom_sale").is_some(), "admitted");
+    jar
+}
+
+/// Whether the request reached the origin (its answers start with `origin `), and the jar.
+async fn reaches_origin(proxy: &Proxy, path: &str, jar: &Jar) -> bool {
+    let resp = send(proxy, "GET", path, jar).await;
+    resp.text().await.unwrap().starts_with("origin ")
+}
+
+fn cleared(resp: &reqwest::Response) -> bool {
+    set_cookies(resp)
+        .iter()
+        .any(|(k, v, attrs)| k == "anteroom_sale" && v.is_empty() && attrs.contains("Max-Age=0"))
+}
+
+async fn counted(proxy: &Proxy, command: &str) -> bool {
+    metrics_text(proxy, TOKEN).await.lines().any(|l| {
+        l.starts_with("anteroom_origin_commands_total")
+            && l.contains(&format!("command=\"{command}\""))
+            && l.contains("room=\"sale\"")
+            && l.ends_with(" 1")
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn complete_frees_the_slot_and_the_header_never_reaches_the_visitor() {
+    let origin = Origin::start().await;
+    let proxy = Proxy::start(&config(origin.addr, "", ON));
+    let a = admitted(&proxy).await;
+    // The only slot is taken: the next visitor waits.
+    let mut b = Jar::default();
+    let s = get_json(&proxy, "/.anteroom/status?room=sale", &mut b)
+        .await
+        .unwrap();
+    assert_eq!(s["state"], "waiting", "{s}");
+
+    let resp = send(&proxy, "GET", "/products/command-complete", &a).await;
+    assert_eq!(resp.status(), 200);
+    assert!(
+        resp.headers().get("anteroom-command").is_none(),
+        "the command is the origin's word to anteroom, not to the visitor"
+    );
+    assert!(cleared(&resp), "{:?}", set_cookies(&resp));
+    assert!(resp
+        .text()
+        .await
+        .unwrap()
+        .starts_with("origin GET /products/command-complete"));
+
+    // The slot is free at once: the one waiting gets in at the next tick.
+    eventually(Duration::from_secs(10), "the next visitor admitted", || {
+        let proxy = &proxy;
+        let mut b = b.clone();
+        async move {
+            let s = get_json(proxy, "/.anteroom/status?room=sale", &mut b).await?;
+            (s["state"] == "admitted").then_some(())
+        }
+    })
+    .await;
+    // The completed admission buys no order, even with its cookie kept.
+    let order = send(&proxy, "POST", "/orders", &a).await;
+    assert_eq!(order.status(), 409);
+    assert_eq!(origin.count("/orders"), 0);
+    eventually(Duration::from_secs(5), "the command counted", || async {
+        counted(&proxy, "complete").await.then_some(())
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_shops_word_settles_an_order_even_when_it_failed() {
+    let origin = Origin::start().await;
+    let proxy = Proxy::start(&config(origin.addr, "", ON));
+    let a = admitted(&proxy).await;
+    // A 503 would give the admission back; the shop says the order is complete all the same.
+    let resp = send(&proxy, "POST", "/orders/command-complete/fail", &a).await;
+    assert_eq!(resp.status(), 503);
+    assert!(resp.headers().get("anteroom-command").is_none());
+    // Not kept for a retry, as a failed order's admission would be.
+    assert!(cleared(&resp), "{:?}", set_cookies(&resp));
+    assert_eq!(origin.count("/orders"), 1);
+    let again = send(&proxy, "POST", "/orders", &a).await;
+    assert_eq!(
+        again.status(),
+        409,
+        "a second order with a completed admission"
+    );
+    assert_eq!(origin.count("/orders"), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unknown_words_and_commands_without_an_admission_do_nothing() {
+    let origin = Origin::start().await;
+    let proxy = Proxy::start(&config(origin.addr, "", ON));
+    let a = admitted(&proxy).await;
+    let resp = send(&proxy, "GET", "/products/command-revoked", &a).await;
+    assert!(resp.headers().get("anteroom-command").is_none());
+    assert!(!cleared(&resp));
+    assert!(
+        reaches_origin(&proxy, "/products", &a).await,
+        "still admitted"
+    );
+    // A bypassed request carries no admission: the command is removed and ignored.
+    let feed = send(
+        &proxy,
+        "GET",
+        "/products/feed/command-revoke",
+        &Jar::default(),
+    )
+    .await;
+    assert_eq!(feed.status(), 200);
+    assert!(feed.headers().get("anteroom-command").is_none());
+    assert!(
+        reaches_origin(&proxy, "/products", &a).await,
+        "still admitted"
+    );
+    eventually(Duration::from_secs(5), "both counted", || async {
+        (counted(&proxy, "unknown").await && counted(&proxy, "unadmitted").await).then_some(())
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_origin_commands_the_header_is_the_origins_own() {
+    let origin = Origin::start().await;
+    let proxy = Proxy::start(&config(origin.addr, "", ""));
+    let a = admitted(&proxy).await;
+    let resp = send(&proxy, "GET", "/products/command-revoke", &a).await;
+    assert_eq!(resp.headers()["anteroom-command"], "revoke");
+    assert!(!cleared(&resp));
+    assert!(reaches_origin(&proxy, "/products", &a).await);
+    let order = send(&proxy, "POST", "/orders", &a).await;
+    assert_eq!(order.status(), 200, "the admission is untouched");
+}
+
+async fn hold(proxy: &Proxy, on: bool) {
+    let (status, body) = admin_call(
+        proxy,
+        reqwest::Method::PATCH,
+        "/rooms/sale",
+        Some(TOKEN),
+        Some(serde_json::json!({ "queue_all": on })),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_revoked_cookie_is_refused_at_once_and_by_every_instance_within_a_tick() {
+    let redis = RedisServer::start();
+    let store = format!(
+        "[store]\nbackend = \"redis\"\nredis-url = \"{}\"\ntimeout = \"500ms\"",
+        redis.url()
+    );
+    let origin = Origin::start().await;
+    let cfg = config(origin.addr, &store, ON).replace("max-active = 1\n", "max-active = 50\n");
+    let (one, two) = (Proxy::start(&cfg), Proxy::start(&cfg));
+    let a = admitted(&one).await;
+    let old_vid = a.get("anteroom_vid").unwrap().to_string();
+    assert!(
+        reaches_origin(&two, "/products", &a).await,
+        "one line, one cookie"
+    );
+    // The line is held: a newcomer waits (so that a refused cookie shows as waiting, not as a
+    // new admission through the free room); the admitted keep going.
+    hold(&one, true).await;
+    assert!(reaches_origin(&two, "/products", &a).await);
+
+    let resp = send(&one, "GET", "/products/command-revoke", &a).await;
+    assert_eq!(
+        resp.status(),
+        200,
+        "the answer that revokes is the visitor's"
+    );
+    assert!(resp.headers().get("anteroom-command").is_none());
+    assert!(cleared(&resp));
+
+    // The cookie kept (replayed): refused by the instance that got the command, at once.
+    let before = origin.count("/products");
+    let replay = send(&one, "GET", "/products", &a).await;
+    let new_vid = set_cookies(&replay)
+        .into_iter()
+        .find(|(k, _, _)| k == "anteroom_vid")
+        .map(|(_, v, _)| v);
+    let body = replay.text().await.unwrap();
+    assert!(!body.starts_with("origin "), "{body}");
+    assert_eq!(origin.count("/products"), before);
+    let new_vid = new_vid.expect("a revoked visitor is given a new id");
+    assert_ne!(new_vid, old_vid);
+    // The status endpoint does not call it admitted either.
+    let mut kept = a.clone();
+    let s = get_json(&one, "/.anteroom/status?room=sale", &mut kept)
+        .await
+        .unwrap();
+    assert_ne!(s["state"], "admitted", "{s}");
+    // And by the other instance, once its tick has learned it.
+    eventually(
+        Duration::from_secs(10),
+        "the other instance refuses it",
+        || {
+            let (two, a) = (&two, &a);
+            async move { (!reaches_origin(two, "/products", a).await).then_some(()) }
+        },
+    )
+    .await;
+    assert!(
+        !reaches_origin(&two, "/products", &a).await,
+        "and keeps refusing it"
+    );
+
+    // A new identity queues and is let in as anyone would be; its cookie works everywhere.
+    hold(&one, false).await;
+    let mut fresh = Jar::default();
+    fresh.set("anteroom_vid", &new_vid);
+    eventually(Duration::from_secs(10), "the new identity admitted", || {
+        let one = &one;
+        let mut jar = fresh.clone();
+        async move {
+            let s = get_json(one, "/.anteroom/status?room=sale", &mut jar).await?;
+            (s["state"] == "admitted").then_some(jar)
+        }
+    })
+    .await
+    .clone_into(&mut fresh);
+    assert!(fresh.get("anteroom_sale").is_some());
+    assert!(reaches_origin(&one, "/products", &fresh).await);
+    assert!(reaches_origin(&two, "/products", &fresh).await);
+    // The old cookie stays refused on both.
+    assert!(!reaches_origin(&one, "/products", &a).await);
+    assert!(!reaches_origin(&two, "/products", &a).await);
+}
