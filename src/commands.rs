@@ -242,6 +242,12 @@ pub fn summary(c: &Config) -> String {
                 dur(cap.queue_timeout)
             );
         }
+        if r.origin_commands {
+            let _ = writeln!(
+                s,
+                "            origin commands: Anteroom-Command complete | revoke obeyed (and removed)"
+            );
+        }
     }
     if c.rooms.is_empty() {
         let _ = writeln!(
