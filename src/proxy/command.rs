@@ -25,7 +25,7 @@ use crate::store::finish::{self, Command};
 use crate::store::{Ending, Revocation, VisitorId};
 
 /// The response header a shop sends its commands in.
-pub const HEADER: &str = "anteroom-command";
+pub const HEADER: http::HeaderName = http::HeaderName::from_static("anteroom-command");
 
 /// The admission a request carried (or was given), for the origin's commands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -40,14 +40,15 @@ pub(super) fn on_response(resp: &mut ResponseHeader, ctx: &mut Ctx) {
     let Some(room) = ctx.room else {
         return;
     };
-    let shared = ctx.shared.clone();
-    let r = &shared.rooms[room];
-    if !r.cfg.origin_commands || !resp.headers.contains_key(HEADER) {
+    // The common case costs a flag and a header lookup (no clone of the configuration).
+    if !ctx.shared.rooms[room].cfg.origin_commands || !resp.headers.contains_key(&HEADER) {
         return;
     }
+    let shared = ctx.shared.clone();
+    let r = &shared.rooms[room];
     let (command, unknown) =
-        finish::commanded(resp.headers.get_all(HEADER).iter().map(|v| v.as_bytes()));
-    resp.remove_header(HEADER);
+        finish::commanded(resp.headers.get_all(&HEADER).iter().map(|v| v.as_bytes()));
+    resp.remove_header(&HEADER);
     // A 1xx is not the answer: a command rides on the final one.
     if resp.status.is_informational() {
         return;
