@@ -62,6 +62,7 @@ async fn run() -> Result<(), String> {
         claim_ttl: Duration::from_secs(60),
         abandon_after: Duration::from_secs(1800),
         tick: Duration::from_millis(100),
+        queueing: Default::default(),
     };
     let err = |e: anteroom::store::StoreError| e.to_string();
 

@@ -41,6 +41,7 @@ async fn main() {
         claim_ttl: Duration::from_secs(60),
         abandon_after: Duration::from_secs(1800),
         tick: Duration::from_millis(100),
+        queueing: Default::default(),
     };
     if let Err(e) = store
         .update_room_state(

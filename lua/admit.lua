@@ -31,7 +31,9 @@
 -- ARGV[20] the step it was decided from ('ap_at' as the caller last saw it)
 -- ARGV[21] the p90 µs of the window it judged
 -- ARGV[22] the last revocation number the caller saw, or '' to read no revocations
--- ARGV[23..] liveness batch: triples (visitor id, epoch, offset) of visitors polled through the
+-- ARGV[23] the queueing method: 'fifo' (the front of the line) or 'random' (any visitor in it,
+--          each with the same chance)
+-- ARGV[24..] liveness batch: triples (visitor id, epoch, offset) of visitors polled through the
 --            caller's queue tickets since its last call; each one still in line at that place
 --            is marked seen now (its score's low part), as a join would
 -- Reply (parsed by src/store/redis/admit_reply.rs):
@@ -149,7 +151,7 @@ redis.call('HSET', room, 'ap_conf', ap_conf and '1' or '0', 'ap_on', ap_running 
 -- Only a visitor found at the ticket's place is touched (ZSCORE, then ZADD XX): a ticket of an
 -- earlier place (the visitor left the line and joined again) moves nobody forward.
 local line_epoch = tonumber(h[7])
-for i = 23, #ARGV - 2, 3 do
+for i = 24, #ARGV - 2, 3 do
   local offset = tonumber(ARGV[i + 2])
   if tonumber(ARGV[i + 1]) == line_epoch then
     local score = redis.call('ZSCORE', waiting, ARGV[i])
@@ -190,7 +192,12 @@ if h[1] ~= '0' and h[2] ~= '1' and not stale then
   local want = math.min(math.floor(tokens), room_left, window)
   local until_us = now + tonumber(ARGV[3])
   while admitted < want do
-    local head = redis.call('ZRANGE', waiting, 0, want - admitted - 1, 'WITHSCORES')
+    local head
+    if ARGV[23] == 'random' then
+      head = redis.call('ZRANDMEMBER', waiting, want - admitted, 'WITHSCORES')
+    else
+      head = redis.call('ZRANGE', waiting, 0, want - admitted - 1, 'WITHSCORES')
+    end
     if #head == 0 then
       break
     end

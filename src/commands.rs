@@ -242,6 +242,22 @@ pub fn summary(c: &Config) -> String {
                 dur(cap.queue_timeout)
             );
         }
+        match r.queueing {
+            crate::config::QueueMethod::Fifo => {}
+            crate::config::QueueMethod::Random => {
+                let _ = writeln!(
+                    s,
+                    "            queueing random: each admission drawn from the whole line"
+                );
+            }
+            crate::config::QueueMethod::Reject => {
+                let _ = writeln!(
+                    s,
+                    "            queueing reject: nobody queues; newcomers get the closed page ({})",
+                    r.closed_status
+                );
+            }
+        }
         if r.origin_commands {
             let _ = writeln!(
                 s,

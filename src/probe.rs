@@ -48,6 +48,7 @@ async fn store(config: &Config) -> Reached {
             claim_ttl: Duration::from_secs(1),
             abandon_after: Duration::from_secs(1),
             tick: Duration::from_millis(100),
+            queueing: Default::default(),
         };
         vec![&fallback]
     } else {

@@ -27,6 +27,12 @@ pub const TEXTS: &[(&str, &str, &str)] = &[
         "The sale has not opened yet or admissions are paused. Your place is kept.",
         "판매가 아직 시작되지 않았거나 입장이 잠시 중단되었습니다. 순서는 그대로 유지됩니다.",
     ),
+    ("title_closed", "This sale is closed", "판매가 종료되었습니다"),
+    (
+        "lead_closed",
+        "Thank you for your interest. There is no line to join right now.",
+        "관심 가져 주셔서 감사합니다. 지금은 대기할 수 있는 줄이 없습니다.",
+    ),
     ("title_admitted", "It's your turn", "차례가 되었습니다"),
     ("lead_admitted", "Taking you to the shop now.", "지금 쇼핑몰로 이동합니다."),
     ("continue_link", "Continue to the shop", "쇼핑몰로 이동"),

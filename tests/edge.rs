@@ -143,6 +143,7 @@ fn params() -> RoomParams {
         claim_ttl: Duration::from_secs(600),
         abandon_after: Duration::from_secs(600),
         tick: Duration::from_millis(100),
+        queueing: Default::default(),
     }
 }
 

@@ -54,6 +54,7 @@ fn params(rate: f64) -> RoomParams {
         claim_ttl: Duration::from_secs(600),
         abandon_after: Duration::from_secs(600),
         tick: Duration::from_millis(100),
+        queueing: Default::default(),
     }
 }
 

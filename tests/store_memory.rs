@@ -113,6 +113,7 @@ mod properties {
                 claim_ttl: Duration::from_secs(1),
                 abandon_after: Duration::from_secs(2),
                 tick: Duration::from_millis(100),
+                queueing: Default::default(),
             };
             let abandon = 2_000_000u64;
             let cap = liveness::cap(p.tick);

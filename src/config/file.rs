@@ -185,6 +185,10 @@ pub struct RoomFile {
     pub crawlers: Option<String>,
     /// The origin's `Anteroom-Command: complete | revoke` response header is obeyed.
     pub origin_commands: Option<bool>,
+    /// "fifo", "random" or "reject".
+    pub queueing: Option<String>,
+    /// HTTP status of the "closed" answer (`queueing = "reject"`).
+    pub closed_status: Option<i64>,
 }
 
 /// One `bypass` rule: exactly one of `path`, `client`, `header` (with `equals`).

@@ -12,6 +12,7 @@ mod limits;
 pub mod locate;
 pub mod model;
 mod origin_lock;
+mod queueing;
 mod rooms;
 mod rules;
 mod store;
@@ -25,6 +26,7 @@ use std::path::Path;
 
 pub use build::valid_room_name;
 pub use model::*;
+pub use queueing::QueueMethod;
 
 use locate::{KeyPath, Located};
 

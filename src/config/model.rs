@@ -348,6 +348,9 @@ pub struct RoomConfig {
     pub crawlers: CrawlerPolicy,
     /// The origin may end admissions with `Anteroom-Command` (`src/proxy/command.rs`).
     pub origin_commands: bool,
+    pub queueing: super::QueueMethod,
+    /// Status of the "closed" answer of a room that queues nobody.
+    pub closed_status: u16,
 }
 
 impl RoomConfig {

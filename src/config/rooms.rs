@@ -168,6 +168,8 @@ impl Builder<'_> {
                 &consume,
             );
             let crawlers = self.crawlers(&p, r.crawlers.as_deref());
+            let queueing = self.queueing(&p, r.queueing.as_deref());
+            let closed_status = self.closed_status(&p, r.closed_status);
             out.push(RoomConfig {
                 params: RoomParams {
                     name: Arc::from(r.name.as_str()),
@@ -178,6 +180,7 @@ impl Builder<'_> {
                     claim_ttl,
                     abandon_after,
                     tick,
+                    queueing: queueing.store(),
                 },
                 upstream,
                 hosts,
@@ -194,6 +197,8 @@ impl Builder<'_> {
                 bypass,
                 crawlers,
                 origin_commands: r.origin_commands.unwrap_or(false),
+                queueing,
+                closed_status,
             });
         }
         out

@@ -38,8 +38,10 @@ pub enum Reject {
     OriginBusy = 5,
     /// A search crawler, where a visitor would have waited (`crawlers = "refuse"`).
     Crawler = 6,
+    /// A room that queues nobody (`queueing = "reject"`).
+    Closed = 7,
 }
-const REJECTS: [&str; 7] = [
+const REJECTS: [&str; 8] = [
     "full",
     "consumed",
     "store",
@@ -47,6 +49,7 @@ const REJECTS: [&str; 7] = [
     "join_limit",
     "origin_busy",
     "crawler",
+    "closed",
 ];
 
 /// The labels of `anteroom_origin_commands_total`, indexed by [`OriginCommand`].

@@ -34,6 +34,11 @@ impl Proxy {
         t: &Ticket,
     ) -> Option<Verdict> {
         let r = &shared.rooms[room];
+        // A random draw is not in place-key order: the snapshot's head says nothing of who was
+        // let in, so every poll asks the store (one call, as before edge answers).
+        if r.cfg.params.queueing == crate::store::Queueing::Random {
+            return None;
+        }
         let now = shared.clock.now_secs();
         let snapshot = r.line.snapshot();
         let Edge::Answer {

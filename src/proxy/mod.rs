@@ -317,6 +317,11 @@ impl ProxyHttp for Proxy {
             Self::keep_session(shared, ctx, room, v.vid, v.expires, now).await;
             return Self::wait_for_origin(shared, session, ctx, room).await;
         }
+        if r.cfg.queueing == crate::config::QueueMethod::Reject {
+            // Nobody queues; the admitted (above) run on to the end of their sessions.
+            Self::send_closed(shared, session, ctx, room, false).await?;
+            return Ok(true);
+        }
         let vid = Self::visitor(shared, session.req_header(), ctx, room);
         let gate = gate(shared, session, room);
         let ticket = Self::ticket(shared, session.req_header(), room, vid);

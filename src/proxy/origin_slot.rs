@@ -71,6 +71,8 @@ impl Proxy {
             message: "The shop is busy with the visitors just before you. Your turn is kept: please try again in a moment.",
             retry_secs: Some(retry_secs()),
             reject: Reject::OriginBusy,
+            lang: "en",
+            always_json: false,
         };
         Self::send_refusal(shared, session, ctx, room, &refusal).await
     }

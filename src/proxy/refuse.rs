@@ -30,6 +30,8 @@ impl Proxy {
             message: "Too many new visitors have come from your network in a short time. Please wait a moment and try again.",
             retry_secs: Some(retry_after.as_secs_f64().ceil().max(1.0) as u64),
             reject: Reject::JoinLimit,
+            lang: "en",
+            always_json: false,
         };
         Self::send_refusal(shared, session, ctx, room, &refusal).await
     }
@@ -49,6 +51,49 @@ impl Proxy {
             message: "This page is busy with a sale. Please come back later.",
             retry_secs: Some(CRAWLER_RETRY_SECS),
             reject: Reject::Crawler,
+            lang: "en",
+            always_json: false,
+        };
+        Self::send_refusal(shared, session, ctx, room, &refusal).await
+    }
+
+    /// A room that queues nobody (`queueing = "reject"`): its "closed" answer, in the
+    /// visitor's language and the operator's words (`title_closed`, `lead_closed`), with
+    /// `closed-status`; no place, no cookie, no store call.
+    pub(super) async fn send_closed(
+        shared: &Shared,
+        session: &mut Session,
+        ctx: &mut Ctx,
+        room: usize,
+        always_json: bool,
+    ) -> Result<()> {
+        let r = &shared.rooms[room];
+        let lang = crate::texts::negotiate(
+            session
+                .req_header()
+                .headers
+                .get(http::header::ACCEPT_LANGUAGE)
+                .and_then(|v| v.to_str().ok()),
+        );
+        let (lang, texts) = match r.cfg.texts.get_key_value(lang) {
+            Some((l, t)) => (l.as_str(), Some(t)),
+            None => ("en", r.cfg.texts.get("en")),
+        };
+        let word = |key: &str, fallback: &'static str| {
+            texts
+                .and_then(|t| t.get(key))
+                .map(String::as_str)
+                .unwrap_or(fallback)
+        };
+        let refusal = Refusal {
+            status: r.cfg.closed_status,
+            state: "closed",
+            title: word("title_closed", "This sale is closed"),
+            message: word("lead_closed", "There is no line to join right now."),
+            retry_secs: None,
+            reject: Reject::Closed,
+            lang,
+            always_json,
         };
         Self::send_refusal(shared, session, ctx, room, &refusal).await
     }

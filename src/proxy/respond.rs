@@ -72,6 +72,10 @@ pub struct Refusal<'a> {
     pub message: &'a str,
     pub retry_secs: Option<u64>,
     pub reject: Reject,
+    /// The page's language (the words above are in it).
+    pub lang: &'a str,
+    /// JSON whatever the `Accept` (`/.anteroom/status` answers nothing else).
+    pub always_json: bool,
 }
 
 impl Proxy {
@@ -88,7 +92,7 @@ impl Proxy {
         let r = &shared.rooms[room];
         ctx.outcome = Outcome::Reject;
         ctx.reject = Some(f.reject);
-        let json = wants_json(session.req_header());
+        let json = f.always_json || wants_json(session.req_header());
         let body = if json {
             let mut v =
                 serde_json::json!({ "room": r.name(), "state": f.state, "error": f.message });
@@ -103,7 +107,7 @@ impl Proxy {
                 message: f.message,
                 retry_seconds: f.retry_secs,
                 room: r.name(),
-                lang: "en",
+                lang: f.lang,
             }))
         };
         Reply {

@@ -76,6 +76,8 @@ pub(super) async fn serve(
     let verified = Proxy::admission(shared, req, room, shared.clock.now_secs());
     let status = if !r.live.enabled() || verified.is_some() {
         admitted
+    } else if r.cfg.queueing == crate::config::QueueMethod::Reject {
+        return Proxy::send_closed(shared, session, ctx, room, true).await;
     } else {
         let vid = Proxy::visitor(shared, session.req_header(), ctx, room);
         let gate = super::gate(shared, session, room);

@@ -107,11 +107,19 @@ impl Proxy {
     ) -> Status {
         let r = &shared.rooms[room];
         let tiers = &r.cfg.poll;
+        // Drawn at random, a visitor has no place: each admission is anyone's, and the wait is
+        // that of the middle of the line.
+        let random = r.cfg.params.queueing == crate::store::Queueing::Random;
+        let (shown, position) = if random {
+            (None, waiting.div_ceil(2).max(1))
+        } else {
+            (Some(position), position)
+        };
         if paused {
             return Status {
                 room: r.name().to_string(),
                 state: State::Paused,
-                position: Some(position),
+                position: shown,
                 waiting,
                 eta_seconds: None,
                 eta_low_seconds: None,
@@ -132,7 +140,7 @@ impl Proxy {
         Status {
             room: r.name().to_string(),
             state: State::Waiting,
-            position: Some(position),
+            position: shown,
             waiting,
             eta_seconds,
             eta_low_seconds: range.map(|(lo, _)| lo),
@@ -457,6 +465,8 @@ impl Proxy {
             } else {
                 Reject::Store
             },
+            lang: "en",
+            always_json: false,
         };
         Self::send_refusal(shared, session, ctx, room, &refusal).await?;
         Ok(true)

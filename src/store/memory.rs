@@ -373,7 +373,7 @@ impl Store for MemoryStore {
                 .min(r.window_left(now, micros(p.tick), burst));
             let until = now + micros(p.claim_ttl);
             for _ in 0..n {
-                let Some((_, vid)) = r.order.first_key_value().map(|(s, v)| (*s, *v)) else {
+                let Some(vid) = r.next_in(p.queueing) else {
                     break;
                 };
                 let joined_at = r.remove_waiter(vid).unwrap_or(now);

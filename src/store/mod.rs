@@ -108,6 +108,29 @@ pub struct RoomParams {
     pub claim_ttl: Duration,
     pub abandon_after: Duration,
     pub tick: Duration,
+    /// Who in line is let in next (`queueing`).
+    pub queueing: Queueing,
+}
+
+/// How a room lets its line in (`queueing`; the events issue's methods).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Queueing {
+    /// First come, first served: the front of the line.
+    #[default]
+    Fifo,
+    /// A uniformly random visitor of the line each time (each tick's batch drawn among all
+    /// who wait): arriving first buys nothing.
+    Random,
+}
+
+impl Queueing {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Queueing::Fifo => "fifo",
+            Queueing::Random => "random",
+        }
+    }
 }
 
 impl RoomParams {
@@ -491,6 +514,7 @@ mod tests {
             claim_ttl: Duration::from_secs(claim),
             abandon_after: Duration::from_secs(300),
             tick: Duration::from_millis(100),
+            queueing: Queueing::Fifo,
         }
     }
 

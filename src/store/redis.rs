@@ -342,6 +342,7 @@ impl Store for RedisStore {
             Some(n) => inv.arg(n),
             None => inv.arg(""),
         };
+        inv.arg(p.queueing.as_str());
         for (vid, place) in &ctx.seen {
             inv.arg(&vid.as_bytes()[..]).arg(place.epoch).arg(place.key);
         }

@@ -4,6 +4,18 @@
 /// (fixture, line, key, words of the problem)
 pub const BROKEN: &[(&str, usize, &str, &str)] = &[
     (
+        "bad_queueing.toml",
+        13,
+        "room[0].queueing",
+        "unknown queueing method \"lottery\"",
+    ),
+    (
+        "bad_closed_status.toml",
+        14,
+        "room[0].closed-status",
+        "99 is not an HTTP status",
+    ),
+    (
         "bad_autopilot_min_rate.toml",
         13,
         "room[0].autopilot.min-rate",

@@ -9,6 +9,7 @@ pub mod history;
 pub mod integrity;
 pub mod liveness;
 pub mod properties;
+pub mod queueing;
 pub mod recovery;
 
 pub use recovery::{
@@ -24,6 +25,7 @@ pub use finish::*;
 pub use history::*;
 pub use integrity::*;
 pub use liveness::*;
+pub use queueing::*;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -59,6 +61,7 @@ pub fn room(tag: &str, rate: f64, max_active: u64) -> RoomParams {
         claim_ttl: Duration::from_secs(60),
         abandon_after: Duration::from_secs(60),
         tick: Duration::from_millis(100),
+        queueing: Default::default(),
     }
 }
 
@@ -663,6 +666,7 @@ macro_rules! conformance_suite {
             a_revocation_is_handed_back_once_per_number,
             revocations_expire_with_their_cookies,
             a_store_that_lost_its_revocations_is_read_from_the_start,
+            random_admits_anyone_in_line_at_the_rate_each_once,
         );
     };
     (@cases $make:expr; $($case:ident),* $(,)?) => {

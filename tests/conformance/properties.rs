@@ -55,6 +55,7 @@ async fn run(
         claim_ttl: Duration::from_secs(1),
         abandon_after: Duration::from_secs(3600),
         tick: Duration::from_millis(100),
+        queueing: Default::default(),
     };
     let ids: Vec<VisitorId> = (0..40).map(|_| VisitorId::random()).collect();
     let index: HashMap<VisitorId, usize> = ids.iter().enumerate().map(|(i, v)| (*v, i)).collect();

@@ -62,6 +62,22 @@ impl RoomData {
         }
     }
 
+    /// Who `admit` lets in next: the front of the line, or (`random`) any visitor of it with
+    /// the same chance (`ZRANDMEMBER` in `admit.lua`).
+    pub(super) fn next_in(&self, q: Queueing) -> Option<VisitorId> {
+        let seq = match q {
+            Queueing::Fifo => *self.order.first_key_value()?.0,
+            Queueing::Random => {
+                let n = self.waiters.len() as u64;
+                if n == 0 {
+                    return None;
+                }
+                self.ranks.select(fastrand::u64(0..n))?
+            }
+        };
+        self.order.get(&seq).copied()
+    }
+
     /// The line sampled at the same ranks as `admit.lua` samples it.
     pub(super) fn sample(&self, step: u64) -> LineSample {
         let points: Vec<(u64, u64)> = sampled_ranks(self.waiters.len() as u64, step)

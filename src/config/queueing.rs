@@ -1,0 +1,72 @@
+//! A room's `queueing` method. Part of [`super::build`].
+
+use super::build::Builder;
+use super::locate::KeyPath;
+use crate::store::Queueing;
+
+/// How a room treats the visitors it would make wait.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum QueueMethod {
+    /// One line, first come first served (the default).
+    #[default]
+    Fifo,
+    /// One line, a random visitor of it let in each time.
+    Random,
+    /// Nobody queues: newcomers get the room's "closed" answer; admitted sessions run on.
+    Reject,
+}
+
+impl QueueMethod {
+    /// What the store is told (a room that queues nobody has no line to order).
+    pub fn store(self) -> Queueing {
+        match self {
+            QueueMethod::Random => Queueing::Random,
+            QueueMethod::Fifo | QueueMethod::Reject => Queueing::Fifo,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            QueueMethod::Fifo => "fifo",
+            QueueMethod::Random => "random",
+            QueueMethod::Reject => "reject",
+        }
+    }
+}
+
+/// The "closed" answer's status unless configured: a page a visitor reads, not an error (and
+/// kept out of caches by `no-store`).
+pub const DEFAULT_CLOSED_STATUS: u16 = 200;
+
+impl Builder<'_> {
+    pub(super) fn closed_status(&mut self, p: &KeyPath, s: Option<i64>) -> u16 {
+        match s {
+            None => DEFAULT_CLOSED_STATUS,
+            Some(s) if (200..=599).contains(&s) => s as u16,
+            Some(s) => {
+                self.fail(
+                    p.key("closed-status"),
+                    format!("{s} is not an HTTP status"),
+                    "use 200 (default), 403, 410 or 503",
+                );
+                DEFAULT_CLOSED_STATUS
+            }
+        }
+    }
+
+    pub(super) fn queueing(&mut self, p: &KeyPath, q: Option<&str>) -> QueueMethod {
+        match q {
+            None | Some("fifo") => QueueMethod::Fifo,
+            Some("random") => QueueMethod::Random,
+            Some("reject") => QueueMethod::Reject,
+            Some(other) => {
+                self.fail(
+                    p.key("queueing"),
+                    format!("unknown queueing method {other:?}"),
+                    "use \"fifo\" (first come, first served: the default), \"random\" or \"reject\"",
+                );
+                QueueMethod::Fifo
+            }
+        }
+    }
+}

@@ -1,0 +1,195 @@
+//! Queueing methods, black-box (the real proxy, a real origin; Redis for the random draw):
+//! `reject` answers newcomers with the room's "closed" page and queues nobody while admitted
+//! sessions run on; `random` shows no place (each admission is anyone's), answers every poll
+//! from the store and lets everyone in.
+
+mod common;
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use anteroom::cookie::{self, CookieKey};
+use anteroom::store::VisitorId;
+use common::redis::RedisServer;
+use common::*;
+
+const TOKEN: &str = "admin-token-for-tests-0123456789";
+
+fn config(origin: std::net::SocketAddr, store: &str, room: &str) -> String {
+    format!(
+        r#"{base}
+[admin]
+token = "{TOKEN}"
+{store}
+
+[[room]]
+name = "sale"
+paths = ["/products", "/orders"]
+admit-per-second = 20
+max-active = 100
+tick = "50ms"
+{room}
+"#,
+        base = base_config(origin)
+    )
+}
+
+fn now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+}
+
+async fn get(proxy: &Proxy, path: &str, headers: &[(&str, &str)]) -> reqwest::Response {
+    let mut req = client().get(proxy.url(path));
+    for (k, v) in headers {
+        req = req.header(*k, *v);
+    }
+    req.send().await.unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_room_that_rejects_queues_nobody_and_lets_the_admitted_finish() {
+    let origin = Origin::start().await;
+    let proxy = Proxy::start(&config(
+        origin.addr,
+        "",
+        "queueing = \"reject\"\n[room.texts.ko]\ntitle_closed = \"품절되었습니다\"",
+    ));
+    let page = get(&proxy, "/products", &[]).await;
+    assert_eq!(page.status(), 200, "closed-status defaults to 200");
+    assert_eq!(page.headers()["cache-control"], "no-store");
+    assert!(
+        set_cookies(&page).is_empty(),
+        "no identity, no place: {:?}",
+        set_cookies(&page)
+    );
+    let html = page.text().await.unwrap();
+    assert!(html.contains("This sale is closed"), "{html}");
+    let json: serde_json::Value = get(&proxy, "/products", &[("accept", "application/json")])
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(json["state"], "closed", "{json}");
+    assert_eq!(json["room"], "sale");
+    let status: serde_json::Value = get(&proxy, "/.anteroom/status?room=sale", &[])
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(status["state"], "closed", "{status}");
+    // The operator's words, in the visitor's language.
+    let ko = get(&proxy, "/products", &[("accept-language", "ko")]).await;
+    assert!(ko.text().await.unwrap().contains("품절되었습니다"));
+    assert_eq!(origin.count("/products"), 0, "nobody reached the shop");
+
+    // An admission granted before the room closed runs to its end.
+    let key = CookieKey::new(KEY.as_bytes()).unwrap();
+    let vid = VisitorId::random();
+    let value = cookie::sign(std::slice::from_ref(&key), "sale", vid, now() + 600).unwrap();
+    let admitted = get(
+        &proxy,
+        "/products/42",
+        &[("cookie", &format!("anteroom_sale={value}"))],
+    )
+    .await;
+    assert_eq!(admitted.text().await.unwrap(), "origin GET /products/42");
+    // Outside the room nothing changes.
+    assert_eq!(
+        get(&proxy, "/home", &[]).await.text().await.unwrap(),
+        "origin GET /home"
+    );
+    eventually(Duration::from_secs(5), "the refusals counted", || {
+        let proxy = &proxy;
+        async move {
+            let m = metrics_text(proxy, TOKEN).await;
+            m.lines()
+                .any(|l| {
+                    l.starts_with("anteroom_rejected_total")
+                        && l.contains("reason=\"closed\"")
+                        && !l.ends_with(" 0")
+                })
+                .then_some(())
+        }
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_closed_page_may_have_its_own_status() {
+    let origin = Origin::start().await;
+    let proxy = Proxy::start(&config(
+        origin.addr,
+        "",
+        "queueing = \"reject\"\nclosed-status = 410",
+    ));
+    assert_eq!(get(&proxy, "/products", &[]).await.status(), 410);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_random_draw_shows_no_place_asks_the_store_and_lets_everyone_in() {
+    let redis = RedisServer::start();
+    let store = format!(
+        "[store]\nbackend = \"redis\"\nredis-url = \"{}\"\ntimeout = \"500ms\"",
+        redis.url()
+    );
+    let origin = Origin::start().await;
+    let proxy = Proxy::start(
+        &config(
+            origin.addr,
+            &store,
+            "queueing = \"random\"\nadmit-per-second = 5\n",
+        )
+        .replace("admit-per-second = 20\n", ""),
+    );
+    // Hold the line while everyone joins, so that nobody walks in through an empty room.
+    let (code, body) = admin_call(
+        &proxy,
+        reqwest::Method::PATCH,
+        "/rooms/sale",
+        Some(TOKEN),
+        Some(serde_json::json!({ "queue_all": true })),
+    )
+    .await;
+    assert_eq!(code, 200, "{body}");
+    let mut jars: Vec<Jar> = (0..12).map(|_| Jar::default()).collect();
+    for jar in jars.iter_mut() {
+        let s = get_json(&proxy, "/.anteroom/status?room=sale", jar)
+            .await
+            .unwrap();
+        assert_eq!(s["state"], "paused", "{s}");
+    }
+    let (code, _) = admin_call(
+        &proxy,
+        reqwest::Method::PATCH,
+        "/rooms/sale",
+        Some(TOKEN),
+        Some(serde_json::json!({ "queue_all": false })),
+    )
+    .await;
+    assert_eq!(code, 200);
+    // In line: no place to show, a count and an ETA all the same.
+    let s = eventually(Duration::from_secs(5), "a waiting answer", || {
+        let (proxy, mut jar) = (&proxy, jars[11].clone());
+        async move {
+            let s = get_json(proxy, "/.anteroom/status?room=sale", &mut jar).await?;
+            (s["state"] == "waiting").then_some(s)
+        }
+    })
+    .await;
+    assert!(s["position"].is_null(), "{s}");
+    assert!(s["waiting"].as_u64().unwrap() >= 1, "{s}");
+    until_all_admitted(&proxy, "sale", &mut jars, Duration::from_secs(30)).await;
+    for jar in &jars {
+        assert!(jar.get("anteroom_sale").is_some());
+    }
+    // Every poll asked the store: no answer came from the line's snapshot.
+    let m = metrics_text(&proxy, TOKEN).await;
+    let edge = m
+        .lines()
+        .find(|l| l.starts_with("anteroom_polls_total") && l.contains("answered=\"edge\""))
+        .map(|l| l.rsplit(' ').next().unwrap_or("0").to_string())
+        .unwrap_or_else(|| "0".into());
+    assert_eq!(edge, "0", "{m}");
+}
