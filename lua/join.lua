@@ -15,6 +15,9 @@
 --          the room's data lost in an empty restart) means the caller's admission loop has not
 --          yet noticed the loss and re-asserted the room's state, perhaps a held line; until
 --          it has, this join lets nobody in at once (the newcomer queues, as paused)
+-- ARGV[13] the queueing method: 'passthrough' (a dry run: everyone is let in, anyone in line
+--          too, and counted in 'would_queue' where the line would have held them; only those
+--          who would have walked in spend the bucket and the tick's window), else the line's
 -- Reply (parsed by src/store/redis/join_reply.rs):
 --   { code, position, waiting, eta rate (string), joined now (1/0), offset, epoch }
 --   (offset and epoch, the visitor's place for the queue ticket, with codes 1 and 2 only)
@@ -45,6 +48,69 @@ local max_active = tonumber(h[4]) or tonumber(ARGV[3])
 local measured = tonumber(h[9]) or 0
 local code = held and 2 or 1
 
+-- A newcomer counted against the client's limit: the reply that refuses them, or nil.
+local function limited()
+  local limit = tonumber(ARGV[9])
+  if limit > 0 then
+    local joins = redis.call('INCR', KEYS[4])
+    if joins == 1 then
+      redis.call('PEXPIRE', KEYS[4], math.max(1, math.ceil(tonumber(ARGV[10]) / 1000)))
+    end
+    if joins > limit then
+      return { 6, 0, 0, tostring(math.max(redis.call('PTTL', KEYS[4]), 1000)), 0 }
+    end
+  end
+  return nil
+end
+
+-- Whether a newcomer walks in now (the fast path), and the bucket and window it would spend.
+local function fast_path()
+  redis.call('ZREMRANGEBYSCORE', active, '-inf', now)
+  local n = redis.call('ZCARD', waiting)
+  local burst = burst_of(rate, tonumber(ARGV[6]))
+  local tokens = refill(tonumber(h[5]) or 0, tonumber(h[6]), now, rate, burst)
+  local recent, window = window_left(h[10], now, tonumber(ARGV[6]), burst)
+  -- Slots the admission loop holds back for sessions a store that lost its data forgot.
+  local hold_back = tonumber(redis.call('HGET', room, 'hold_back')) or 0
+  local walks_in = not held and n == 0 and tokens >= 1 and window >= 1
+    and redis.call('ZCARD', active) + hold_back < max_active
+  return walks_in, n, tokens, recent
+end
+
+-- Let in: held for claim-ttl until the visitor comes back with the cookie (whose first return
+-- renews it to session-ttl): a client without a cookie jar does not pin a session's worth.
+local function enter(walks_in, tokens, recent, newcomer)
+  if walks_in then
+    redis.call('HSET', room, 'tokens', tokens - 1, 'refilled', now, 'recent', window_note(recent, now, 1))
+  else
+    redis.call('HSET', room, 'tokens', tokens, 'refilled', now)
+    redis.call('HINCRBY', room, 'would_queue', 1)
+  end
+  redis.call('ZADD', active, now + math.min(tonumber(ARGV[11]), tonumber(ARGV[5])), vid)
+  redis.call('HINCRBY', room, 'admitted', 1)
+  if newcomer then
+    redis.call('HINCRBY', room, 'joined', 1)
+  end
+  return { 5, 0, 0, '0', 1 }
+end
+
+if ARGV[13] == 'passthrough' then
+  local exp = tonumber(redis.call('ZSCORE', active, vid))
+  if exp and exp > now then
+    redis.call('ZADD', active, now + tonumber(ARGV[5]), vid)
+    return { 0, 0, 0, '0', 0 }
+  end
+  local newcomer = redis.call('ZREM', waiting, vid) == 0
+  if newcomer then
+    local refused = limited()
+    if refused then
+      return refused
+    end
+  end
+  local walks_in, _, tokens, recent = fast_path()
+  return enter(walks_in, tokens, recent, newcomer)
+end
+
 -- In line (the common case: a status poll): refresh "last seen" and report the place, unless
 -- silent for too long on the liveness clock. A visitor is never in both sets: admit moves them
 -- in one step.
@@ -73,32 +139,13 @@ if exp then
 end
 
 -- A newcomer: counted against the client's limit first.
-local limit = tonumber(ARGV[9])
-if limit > 0 then
-  local joins = redis.call('INCR', KEYS[4])
-  if joins == 1 then
-    redis.call('PEXPIRE', KEYS[4], math.max(1, math.ceil(tonumber(ARGV[10]) / 1000)))
-  end
-  if joins > limit then
-    return { 6, 0, 0, tostring(math.max(redis.call('PTTL', KEYS[4]), 1000)), 0 }
-  end
+local refused = limited()
+if refused then
+  return refused
 end
-redis.call('ZREMRANGEBYSCORE', active, '-inf', now)
-local n = redis.call('ZCARD', waiting)
-local burst = burst_of(rate, tonumber(ARGV[6]))
-local tokens = refill(tonumber(h[5]) or 0, tonumber(h[6]), now, rate, burst)
-local recent, window = window_left(h[10], now, tonumber(ARGV[6]), burst)
--- Slots the admission loop holds back for sessions a store that lost its data forgot (admit.lua).
-local hold_back = tonumber(redis.call('HGET', room, 'hold_back')) or 0
-if not held and n == 0 and tokens >= 1 and window >= 1
-    and redis.call('ZCARD', active) + hold_back < max_active then
-  redis.call('HSET', room, 'tokens', tokens - 1, 'refilled', now, 'recent', window_note(recent, now, 1))
-  -- Held for claim-ttl until the visitor comes back with the cookie (whose first return renews
-  -- it to session-ttl): a client without a cookie jar does not pin a session's worth of slots.
-  redis.call('ZADD', active, now + math.min(tonumber(ARGV[11]), tonumber(ARGV[5])), vid)
-  redis.call('HINCRBY', room, 'admitted', 1)
-  redis.call('HINCRBY', room, 'joined', 1)
-  return { 5, 0, 0, '0', 1 }
+local walks_in, n, tokens, recent = fast_path()
+if walks_in then
+  return enter(true, tokens, recent, true)
 end
 redis.call('HSET', room, 'tokens', tokens, 'refilled', now)
 if n >= tonumber(ARGV[4]) then

@@ -7,17 +7,18 @@
 -- Reply: { waiting, active, admitted total, joined total, abandoned total, measured rate (string),
 --          enabled, queue_all, rate override or '', max-active override or '',
 --          autopilot switch or '', the autopilot's rate if it runs or '',
+--          visitors a passthrough room let in that the line would have held,
 --          then digest, instances pairs: the configuration digests of the live instances }
 
 check_layout(KEYS[3])
 local now = now_us(tonumber(ARGV[1]))
 redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
 local h = redis.call('HMGET', KEYS[3], 'admitted', 'joined', 'abandoned', 'm_rate',
-  'enabled', 'queue_all', 'rate', 'max_active', 'autopilot', 'ap_on', 'ap_rate')
+  'enabled', 'queue_all', 'rate', 'max_active', 'autopilot', 'ap_on', 'ap_rate', 'would_queue')
 local reply = { redis.call('ZCARD', KEYS[1]), redis.call('ZCARD', KEYS[2]), tonumber(h[1]) or 0,
   tonumber(h[2]) or 0, tonumber(h[3]) or 0, h[4] or '0',
   h[5] == '0' and 0 or 1, h[6] == '1' and 1 or 0, h[7] or '', h[8] or '', h[9] or '',
-  h[10] == '1' and h[11] or '' }
+  h[10] == '1' and h[11] or '', tonumber(h[12]) or 0 }
 -- Only instances still in the heartbeat set count (admit removes the silent ones, with their
 -- digests, at each tick).
 local counts, order = {}, {}

@@ -250,6 +250,9 @@ pub fn summary(c: &Config) -> String {
                     "            queueing random: each admission drawn from the whole line"
                 );
             }
+            crate::config::QueueMethod::Passthrough => {
+                let _ = writeln!(s, "            queueing passthrough: a dry run, everyone let in, those the line would hold counted");
+            }
             crate::config::QueueMethod::Reject => {
                 let _ = writeln!(
                     s,

@@ -193,3 +193,27 @@ async fn a_random_draw_shows_no_place_asks_the_store_and_lets_everyone_in() {
         .unwrap_or_else(|| "0".into());
     assert_eq!(edge, "0", "{m}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dry_run_lets_everyone_in_and_the_admin_api_counts_who_would_have_waited() {
+    let origin = Origin::start().await;
+    let proxy = Proxy::start(
+        &config(origin.addr, "", "queueing = \"passthrough\"")
+            .replace("max-active = 100\n", "max-active = 1\n"),
+    );
+    for i in 0..5 {
+        let resp = get(&proxy, &format!("/products/{i}"), &[]).await;
+        let cookies = set_cookies(&resp);
+        assert_eq!(
+            resp.text().await.unwrap(),
+            format!("origin GET /products/{i}")
+        );
+        assert!(
+            cookies.iter().any(|(k, _, _)| k == "anteroom_sale"),
+            "let in as admitted: {cookies:?}"
+        );
+    }
+    let room = admin_json(&proxy, "/rooms/sale", TOKEN).await.unwrap();
+    assert_eq!(room["would_have_queued"], 4, "max-active 1: {room}");
+    assert_eq!(room["waiting"], 0, "{room}");
+}

@@ -115,6 +115,7 @@ pub async fn room(s: &Shared, i: usize) -> Value {
                 "admitted_total": st.admitted_total,
                 "joined_total": st.joined_total,
                 "abandoned_total": st.abandoned_total,
+                "would_have_queued": st.would_have_queued,
                 "this_instance": this_instance,
                 "autopilot": autopilot_view(r, &st.state),
                 "config_digest": r.digest,

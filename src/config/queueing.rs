@@ -14,6 +14,8 @@ pub enum QueueMethod {
     Random,
     /// Nobody queues: newcomers get the room's "closed" answer; admitted sessions run on.
     Reject,
+    /// A dry run: everyone is let in; those the line would have held are counted.
+    Passthrough,
 }
 
 impl QueueMethod {
@@ -21,6 +23,7 @@ impl QueueMethod {
     pub fn store(self) -> Queueing {
         match self {
             QueueMethod::Random => Queueing::Random,
+            QueueMethod::Passthrough => Queueing::Passthrough,
             QueueMethod::Fifo | QueueMethod::Reject => Queueing::Fifo,
         }
     }
@@ -30,6 +33,7 @@ impl QueueMethod {
             QueueMethod::Fifo => "fifo",
             QueueMethod::Random => "random",
             QueueMethod::Reject => "reject",
+            QueueMethod::Passthrough => "passthrough",
         }
     }
 }
@@ -59,11 +63,12 @@ impl Builder<'_> {
             None | Some("fifo") => QueueMethod::Fifo,
             Some("random") => QueueMethod::Random,
             Some("reject") => QueueMethod::Reject,
+            Some("passthrough") => QueueMethod::Passthrough,
             Some(other) => {
                 self.fail(
                     p.key("queueing"),
                     format!("unknown queueing method {other:?}"),
-                    "use \"fifo\" (first come, first served: the default), \"random\" or \"reject\"",
+                    "use \"fifo\" (first come, first served: the default), \"random\", \"passthrough\" or \"reject\"",
                 );
                 QueueMethod::Fifo
             }

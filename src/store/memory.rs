@@ -25,6 +25,7 @@ mod autopilot;
 mod bucket;
 mod line;
 mod orders;
+mod passthrough;
 mod revoked;
 
 /// A place's epoch: random, so that no ticket from an earlier line or a wiped store names a
@@ -69,6 +70,8 @@ struct RoomData {
     admitted_total: u64,
     joined_total: u64,
     abandoned_total: u64,
+    /// Let in by `passthrough` where the line would have held them.
+    would_queue_total: u64,
     /// Per-client new-join counters: (count, end of the window).
     joins_by_client: HashMap<String, (u32, Micros)>,
     /// Consumed markers: the last order of each admission (see [`super::order`]).
@@ -290,6 +293,9 @@ impl Store for MemoryStore {
                 r.activate(vid, now + micros(p.session_ttl));
                 return Admission::Admitted;
             }
+            if p.queueing == Queueing::Passthrough {
+                return r.pass_through(p, &state, vid, gate, now);
+            }
             let waiting = r.waiters.len() as u64;
             if let Some(seq) = r.waiters.get(&vid).map(|w| w.seq) {
                 r.mark_seen(vid);
@@ -510,6 +516,7 @@ impl Store for MemoryStore {
             admitted_total: r.admitted_total,
             joined_total: r.joined_total,
             abandoned_total: r.abandoned_total,
+            would_have_queued: r.would_queue_total,
             measured_rate: r.measured_rate,
             state: r.state.clone(),
             configs: (!r.config.is_empty())

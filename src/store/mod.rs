@@ -18,6 +18,9 @@
 //! - A step back of the store's clock counts as zero elapsed everywhere (bucket, window,
 //!   liveness, measured rate): it neither sweeps the line nor stalls admission.
 //! - Active sessions are kept by expiry, so the count is exact and cannot drift.
+//! - `passthrough` (a dry run) lets every newcomer in (and anyone found in line), counting
+//!   those the line would have held; the bucket and the tick window are spent only by those
+//!   who would have walked in.
 //! - `consume` takes an admission atomically: of concurrent calls exactly one wins. It stays
 //!   pending (its slot still counted) until `settle` confirms or gives it back, or its grace
 //!   period passes (then it comes back); a used admission is never renewed (see [`order`]).
@@ -122,6 +125,10 @@ pub enum Queueing {
     /// A uniformly random visitor of the line each time (each tick's batch drawn among all
     /// who wait): arriving first buys nothing.
     Random,
+    /// A dry run: nobody queues, everyone is let in as a newcomer to an empty room would be,
+    /// and each one the line would have held (no token, no slot of max-active, the line held)
+    /// is counted ([`RoomStats::would_have_queued`]).
+    Passthrough,
 }
 
 impl Queueing {
@@ -129,6 +136,7 @@ impl Queueing {
         match self {
             Queueing::Fifo => "fifo",
             Queueing::Random => "random",
+            Queueing::Passthrough => "passthrough",
         }
     }
 }
@@ -352,6 +360,8 @@ pub struct RoomStats {
     pub admitted_total: u64,
     pub joined_total: u64,
     pub abandoned_total: u64,
+    /// Visitors a `passthrough` room let in that the line would have held.
+    pub would_have_queued: u64,
     pub measured_rate: f64,
     pub state: RoomState,
     /// The configuration digests of the live instances and how many run each (one entry when

@@ -305,7 +305,8 @@ impl Store for RedisStore {
             .arg(gate.map(|g| g.limit).unwrap_or(0))
             .arg(gate.map(|g| micros(g.per)).unwrap_or(0))
             .arg(micros(p.claim_ttl))
-            .arg(self.generation_seen(&p.name).unwrap_or_default());
+            .arg(self.generation_seen(&p.name).unwrap_or_default())
+            .arg(p.queueing.as_str());
         let JoinReply(admission) = self.run("join", &p.name, &inv).await?;
         Ok(admission)
     }

@@ -667,6 +667,7 @@ macro_rules! conformance_suite {
             revocations_expire_with_their_cookies,
             a_store_that_lost_its_revocations_is_read_from_the_start,
             random_admits_anyone_in_line_at_the_rate_each_once,
+            passthrough_lets_everyone_in_and_counts_who_would_have_queued,
         );
     };
     (@cases $make:expr; $($case:ident),* $(,)?) => {

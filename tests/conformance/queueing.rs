@@ -41,3 +41,45 @@ pub async fn random_admits_anyone_in_line_at_the_rate_each_once(h: &dyn Harness)
         assert_eq!(s.join(&p, *v).await.unwrap(), Admission::Admitted);
     }
 }
+
+pub async fn passthrough_lets_everyone_in_and_counts_who_would_have_queued(h: &dyn Harness) {
+    let s = h.store();
+    let mut p = room("dryrun", 10.0, 2);
+    // One visitor in line from before the switch (the line held meanwhile).
+    let before = line_up(&*s, &p, 1).await[0];
+    p.queueing = Queueing::Passthrough;
+    let joined = s.stats(&p).await.unwrap().joined_total;
+    assert_eq!(s.join(&p, before).await.unwrap(), Admission::Entered);
+    let st = s.stats(&p).await.unwrap();
+    assert_eq!(
+        (st.waiting, st.would_have_queued),
+        (0, 0),
+        "walked in: {st:?}"
+    );
+    assert_eq!(st.joined_total, joined, "not a new visitor");
+    // A newcomer a second later walks in too; the next ones find no token, then no slot.
+    h.advance(Duration::from_secs(1));
+    let a = VisitorId::random();
+    assert_eq!(s.join(&p, a).await.unwrap(), Admission::Entered);
+    assert_eq!(s.stats(&p).await.unwrap().would_have_queued, 0);
+    for _ in 0..3 {
+        assert_eq!(
+            s.join(&p, VisitorId::random()).await.unwrap(),
+            Admission::Entered
+        );
+    }
+    h.advance(Duration::from_secs(1));
+    assert_eq!(
+        s.join(&p, VisitorId::random()).await.unwrap(),
+        Admission::Entered,
+        "past max-active too"
+    );
+    let st = s.stats(&p).await.unwrap();
+    assert_eq!(st.would_have_queued, 4, "{st:?}");
+    assert_eq!((st.waiting, st.active), (0, 6));
+    // An admitted visitor's poll is a poll, not a new entry.
+    assert_eq!(s.join(&p, a).await.unwrap(), Admission::Admitted);
+    assert_eq!(s.stats(&p).await.unwrap().would_have_queued, 4);
+    // Nothing for the admission loop to do.
+    assert_eq!(s.admit(&p).await.unwrap().admitted, 0);
+}

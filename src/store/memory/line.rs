@@ -66,7 +66,8 @@ impl RoomData {
     /// the same chance (`ZRANDMEMBER` in `admit.lua`).
     pub(super) fn next_in(&self, q: Queueing) -> Option<VisitorId> {
         let seq = match q {
-            Queueing::Fifo => *self.order.first_key_value()?.0,
+            // A passthrough room has a line only from before it was switched: front first.
+            Queueing::Fifo | Queueing::Passthrough => *self.order.first_key_value()?.0,
             Queueing::Random => {
                 let n = self.waiters.len() as u64;
                 if n == 0 {

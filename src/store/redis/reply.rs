@@ -65,9 +65,10 @@ pub(super) fn stats(v: &[Value], room: &str) -> Result<RoomStats, StoreError> {
         admitted_total: at(v, 2, "stats", room)?,
         joined_total: at(v, 3, "stats", room)?,
         abandoned_total: at(v, 4, "stats", room)?,
+        would_have_queued: at(v, 12, "stats", room)?,
         measured_rate: float(&rate),
         state: state_from(v, 6, "stats", room)?,
-        configs: configs(v, 12, room)?,
+        configs: configs(v, 13, room)?,
     })
 }
 
