@@ -33,6 +33,17 @@ pub const TEXTS: &[(&str, &str, &str)] = &[
         "Thank you for your interest. There is no line to join right now.",
         "관심 가져 주셔서 감사합니다. 지금은 대기할 수 있는 줄이 없습니다.",
     ),
+    ("title_challenge", "One moment", "잠시만 기다려 주세요"),
+    (
+        "lead_challenge",
+        "Your browser is doing a short check before you join the line. It takes a second or two.",
+        "대기열에 들어가기 전에 브라우저가 짧은 확인을 하고 있습니다. 1~2초면 끝납니다.",
+    ),
+    (
+        "no_script_challenge",
+        "Your browser does not run scripts, so it cannot do the check: this page joins the line for you in a moment, under a stricter limit of new visitors per network. The limit keeps programs that skip the check from taking many places.",
+        "브라우저에서 스크립트가 실행되지 않아 확인을 할 수 없습니다. 잠시 후 이 페이지가 대신 대기열에 들어가며, 네트워크당 새 방문자 수를 더 엄격하게 제한합니다. 이 제한은 확인을 건너뛰는 프로그램이 많은 자리를 차지하지 못하게 합니다.",
+    ),
     ("title_admitted", "It's your turn", "차례가 되었습니다"),
     ("lead_admitted", "Taking you to the shop now.", "지금 쇼핑몰로 이동합니다."),
     ("continue_link", "Continue to the shop", "쇼핑몰로 이동"),

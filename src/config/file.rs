@@ -189,6 +189,15 @@ pub struct RoomFile {
     pub queueing: Option<String>,
     /// HTTP status of the "closed" answer (`queueing = "reject"`).
     pub closed_status: Option<i64>,
+    /// A proof of work new visitors do before they join the line.
+    pub join_challenge: Option<JoinChallengeFile>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct JoinChallengeFile {
+    /// Leading zero bits of the hash to find.
+    pub difficulty: Option<i64>,
 }
 
 /// One `bypass` rule: exactly one of `path`, `client`, `header` (with `equals`).

@@ -35,6 +35,45 @@ impl Builder<'_> {
         })
     }
 
+    /// `join-challenge`, with the stricter limit of visitors who join without a solution.
+    pub(super) fn join_challenge(
+        &mut self,
+        p: &KeyPath,
+        c: Option<&super::file::JoinChallengeFile>,
+        join_limit: Option<&JoinLimit>,
+    ) -> Option<JoinChallenge> {
+        use crate::edge::challenge::{self, DEFAULT_DIFFICULTY, DIFFICULTIES};
+        let c = c?;
+        let difficulty = match c.difficulty {
+            None => DEFAULT_DIFFICULTY,
+            Some(d)
+                if (i64::from(*DIFFICULTIES.start())..=i64::from(*DIFFICULTIES.end()))
+                    .contains(&d) =>
+            {
+                d as u32
+            }
+            Some(d) => {
+                self.fail(
+                    p.key("join-challenge").key("difficulty"),
+                    format!(
+                        "{d} is outside {}..={}",
+                        DIFFICULTIES.start(),
+                        DIFFICULTIES.end()
+                    ),
+                    format!("leading zero bits of the hash: {DEFAULT_DIFFICULTY} (the default) takes a browser about a second"),
+                );
+                DEFAULT_DIFFICULTY
+            }
+        };
+        let (no_script_per_ip, no_script_per) =
+            challenge::strict_limit(join_limit.map(|j| (j.per_ip, j.per)));
+        Some(JoinChallenge {
+            difficulty,
+            no_script_per_ip,
+            no_script_per,
+        })
+    }
+
     /// `autopilot`, checked against the room's `admit-per-second` (its ceiling) and `tick`.
     pub(super) fn autopilot(
         &mut self,

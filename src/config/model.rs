@@ -351,6 +351,19 @@ pub struct RoomConfig {
     pub queueing: super::QueueMethod,
     /// Status of the "closed" answer of a room that queues nobody.
     pub closed_status: u16,
+    /// `join-challenge`: the proof of work asked of new visitors (`src/edge/challenge.rs`).
+    pub join_challenge: Option<JoinChallenge>,
+}
+
+/// `join-challenge`, validated.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JoinChallenge {
+    /// Leading zero bits of the hash to find.
+    pub difficulty: u32,
+    /// New identities per client that may join without a solution (no JavaScript), and the
+    /// window: a quarter of `join-limit`, or a default (`challenge::strict_limit`).
+    pub no_script_per_ip: u32,
+    pub no_script_per: Duration,
 }
 
 impl RoomConfig {

@@ -170,6 +170,8 @@ impl Builder<'_> {
             let crawlers = self.crawlers(&p, r.crawlers.as_deref());
             let queueing = self.queueing(&p, r.queueing.as_deref());
             let closed_status = self.closed_status(&p, r.closed_status);
+            let join_challenge =
+                self.join_challenge(&p, r.join_challenge.as_ref(), join_limit.as_ref());
             out.push(RoomConfig {
                 params: RoomParams {
                     name: Arc::from(r.name.as_str()),
@@ -199,6 +201,7 @@ impl Builder<'_> {
                 origin_commands: r.origin_commands.unwrap_or(false),
                 queueing,
                 closed_status,
+                join_challenge,
             });
         }
         out

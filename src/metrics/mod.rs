@@ -52,6 +52,18 @@ const REJECTS: [&str; 8] = [
     "closed",
 ];
 
+/// The labels of `anteroom_join_challenges_total`, indexed by [`Challenge`].
+pub const CHALLENGES: [&str; 4] = ["asked", "solved", "failed", "strict"];
+
+/// What became of a join challenge (the discriminant indexes [`CHALLENGES`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Challenge {
+    Asked = 0,
+    Solved = 1,
+    Failed = 2,
+    Strict = 3,
+}
+
 /// The labels of `anteroom_origin_commands_total`, indexed by [`OriginCommand`].
 pub const ORIGIN_COMMANDS: [&str; 4] = ["complete", "revoke", "unknown", "unadmitted"];
 
@@ -90,6 +102,8 @@ pub struct RoomMetrics {
     pub bypassed: Vec<Arc<Count>>,
     /// The origin's `Anteroom-Command` answers, by [`ORIGIN_COMMANDS`].
     pub origin_commands: Vec<Arc<Count>>,
+    /// The join challenge, by [`CHALLENGES`].
+    pub challenges: Vec<Arc<Count>>,
     requests: Vec<Arc<Count>>,
     rejected: Vec<Arc<Count>>,
 }
@@ -107,6 +121,7 @@ pub struct Metrics {
     polls: Counters,
     bypassed: Counters,
     origin_commands: Counters,
+    challenges: Counters,
     origin_inflight: IntGaugeVec,
     origin_queued: IntGaugeVec,
     origin_timeouts: IntCounterVec,
@@ -246,6 +261,17 @@ impl Metrics {
                 &["room", "command"],
             )?,
         )?;
+        let challenges = register(
+            &r,
+            Counters::new(
+                "anteroom_join_challenges_total",
+                "The join challenge (join-challenge rooms), by room and result: \"asked\" (a \
+                 newcomer given the puzzle), \"solved\" (a solution that verified, joining), \
+                 \"failed\" (a solution that did not), \"strict\" (joined without one, under \
+                 the stricter limit).",
+                &["room", "result"],
+            )?,
+        )?;
         let polls = register(
             &r,
             Counters::new(
@@ -373,6 +399,7 @@ impl Metrics {
             polls,
             bypassed,
             origin_commands,
+            challenges,
             origin_inflight,
             origin_queued,
             origin_timeouts,
@@ -397,6 +424,10 @@ impl Metrics {
             origin_commands: ORIGIN_COMMANDS
                 .iter()
                 .map(|c| self.origin_commands.with_labels(&[name, c]))
+                .collect(),
+            challenges: CHALLENGES
+                .iter()
+                .map(|c| self.challenges.with_labels(&[name, c]))
                 .collect(),
             waiting: self.waiting.with_label_values(&[name]),
             active: self.active.with_label_values(&[name]),

@@ -13,6 +13,7 @@ use tera::{Context, Tera};
 
 mod accept;
 pub mod assets;
+pub mod challenge;
 mod fast;
 mod poll;
 
@@ -300,6 +301,8 @@ impl Pages {
         tera.add_raw_template(WAITING, DEFAULT_WAITING)
             .map_err(|e| error_chain(&e))?;
         tera.add_raw_template(MESSAGE, DEFAULT_MESSAGE)
+            .map_err(|e| error_chain(&e))?;
+        tera.add_raw_template(challenge::NAME, challenge::TEMPLATE)
             .map_err(|e| error_chain(&e))?;
         let mut room_templates = Vec::new();
         for room in &config.rooms {

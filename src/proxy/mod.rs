@@ -11,6 +11,7 @@
 
 mod asset;
 mod cache_safe;
+mod challenge;
 mod command;
 mod edge;
 pub mod held;
@@ -155,20 +156,32 @@ fn peer_ip(session: &Session) -> Option<std::net::IpAddr> {
         .map(|a| a.ip().to_canonical())
 }
 
-/// The room's per-client join limit for this request, if the room has one.
-fn gate(shared: &Shared, session: &Session, room: usize) -> Option<JoinGate> {
-    let limit = shared.rooms[room].cfg.join_limit.as_ref()?;
+/// The client's address as per-client limits count it (the peer, or a trusted proxy's word).
+fn client_key(shared: &Shared, session: &Session) -> Option<String> {
     let peer = peer_ip(session)?;
     let ip = crate::client::client_ip(
         peer,
         &session.req_header().headers,
         &shared.config.listen.trusted_proxies,
     );
+    Some(crate::client::limit_key(ip))
+}
+
+/// The room's per-client join limit for this request, if the room has one.
+fn gate(shared: &Shared, session: &Session, room: usize) -> Option<JoinGate> {
+    let limit = shared.rooms[room].cfg.join_limit.as_ref()?;
     Some(JoinGate {
-        client: crate::client::limit_key(ip),
+        client: client_key(shared, session)?,
         limit: limit.per_ip,
         per: limit.per,
     })
+}
+
+/// The request carries a visitor id (before one is made for it).
+fn has_vid(req: &RequestHeader) -> bool {
+    cookie::find(cookie_values(req), cookie::VID_COOKIE)
+        .and_then(crate::store::VisitorId::parse)
+        .is_some()
 }
 
 fn wants_json(req: &RequestHeader) -> bool {
@@ -322,9 +335,27 @@ impl ProxyHttp for Proxy {
             Self::send_closed(shared, session, ctx, room, false).await?;
             return Ok(true);
         }
+        let had_vid = has_vid(session.req_header());
         let vid = Self::visitor(shared, session.req_header(), ctx, room);
-        let gate = gate(shared, session, room);
         let ticket = Self::ticket(shared, session.req_header(), room, vid);
+        let gate = match Self::challenge_gate(
+            shared,
+            session,
+            room,
+            vid,
+            &challenge::Presented {
+                had_vid,
+                ticket: ticket.is_some(),
+                solution: None,
+            },
+            gate(shared, session, room),
+        ) {
+            challenge::Gated::Join(gate) => gate,
+            challenge::Gated::Ask => {
+                Self::send_challenge(shared, session, ctx, room, vid).await?;
+                return Ok(true);
+            }
+        };
         match Self::enter(shared, ctx, room, vid, gate, ticket).await {
             Verdict::Pass { admitted } => {
                 // Let through without an admission (room off, or the `open` store policy).

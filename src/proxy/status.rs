@@ -79,9 +79,28 @@ pub(super) async fn serve(
     } else if r.cfg.queueing == crate::config::QueueMethod::Reject {
         return Proxy::send_closed(shared, session, ctx, room, true).await;
     } else {
+        let had_vid = super::has_vid(session.req_header());
         let vid = Proxy::visitor(shared, session.req_header(), ctx, room);
-        let gate = super::gate(shared, session, room);
         let ticket = Proxy::ticket(shared, session.req_header(), room, vid);
+        let solution =
+            crate::route::query_param(session.req_header().uri.query(), "pow").map(str::to_owned);
+        let gate = match Proxy::challenge_gate(
+            shared,
+            session,
+            room,
+            vid,
+            &super::challenge::Presented {
+                had_vid,
+                ticket: ticket.is_some(),
+                solution: solution.as_deref(),
+            },
+            super::gate(shared, session, room),
+        ) {
+            super::challenge::Gated::Join(gate) => gate,
+            super::challenge::Gated::Ask => {
+                return Proxy::send_challenge(shared, session, ctx, room, vid).await;
+            }
+        };
         match Proxy::enter(shared, ctx, room, vid, gate, ticket).await {
             Verdict::Pass { .. } => admitted,
             Verdict::Wait(s) => s,

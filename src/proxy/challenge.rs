@@ -1,0 +1,146 @@
+//! The join challenge on the request path (`join-challenge`, see [`crate::edge::challenge`]):
+//! which limit a visitor without a queue ticket joins under, and the page that asks a newcomer
+//! for the work. No store call: the puzzle and its check are HMACs under the cookie key.
+
+use bytes::Bytes;
+use pingora::proxy::Session;
+use pingora::Result;
+
+use super::respond::{Reply, HTML, JSON};
+use super::{wants_json, Ctx, Outcome, Proxy};
+use crate::app::Shared;
+use crate::edge::challenge::{self, Step};
+use crate::metrics::Challenge;
+use crate::store::{JoinGate, VisitorId};
+
+/// What a request without an admission brought: a visitor id (before one was made for it), a
+/// queue ticket that verified, and the status poll's `pow` parameter.
+pub(super) struct Presented<'a> {
+    pub had_vid: bool,
+    pub ticket: bool,
+    pub solution: Option<&'a str>,
+}
+
+/// What a request without an admission does about the challenge.
+pub(super) enum Gated {
+    /// Answer the puzzle; place nobody.
+    Ask,
+    /// Join (or poll) under this limit.
+    Join(Option<JoinGate>),
+}
+
+impl Proxy {
+    /// `gate` is the room's own join limit.
+    pub(super) fn challenge_gate(
+        shared: &Shared,
+        session: &Session,
+        room: usize,
+        vid: VisitorId,
+        p: &Presented<'_>,
+        gate: Option<JoinGate>,
+    ) -> Gated {
+        let r = &shared.rooms[room];
+        let Some(c) = r.cfg.join_challenge.as_ref() else {
+            return Gated::Join(gate);
+        };
+        // A ticket proves a place in line: polls of visitors already in line never need work.
+        if p.ticket {
+            return Gated::Join(gate);
+        }
+        let count = |what: Challenge| {
+            if let Some(m) = r.metrics.challenges.get(what as usize) {
+                m.inc();
+            }
+        };
+        let now = shared.clock.now_secs();
+        let solved = p.solution.is_some_and(|s| {
+            let ok = challenge::verify(
+                &shared.config.cookie.keys,
+                r.name(),
+                vid,
+                c.difficulty,
+                s,
+                now,
+            );
+            count(if ok {
+                Challenge::Solved
+            } else {
+                Challenge::Failed
+            });
+            ok
+        });
+        match challenge::step(r.live.held_by().is_some(), p.had_vid, solved) {
+            Step::Join => Gated::Join(gate),
+            Step::Ask => Gated::Ask,
+            Step::Strict => {
+                count(Challenge::Strict);
+                Gated::Join(super::client_key(shared, session).map(|client| JoinGate {
+                    client: format!("{client}|no-script"),
+                    limit: c.no_script_per_ip,
+                    per: c.no_script_per,
+                }))
+            }
+        }
+    }
+
+    /// The puzzle: the challenge page (or, for a JSON client, `{"room","state":"challenge",
+    /// "challenge","difficulty","retry_after_ms"}`), with the visitor-id cookie it is bound to.
+    pub(super) async fn send_challenge(
+        shared: &Shared,
+        session: &mut Session,
+        ctx: &mut Ctx,
+        room: usize,
+        vid: VisitorId,
+    ) -> Result<()> {
+        let r = &shared.rooms[room];
+        let difficulty = r
+            .cfg
+            .join_challenge
+            .as_ref()
+            .map(|c| c.difficulty)
+            .unwrap_or(challenge::DEFAULT_DIFFICULTY);
+        let now = shared.clock.now_secs();
+        let puzzle =
+            challenge::issue(&shared.config.cookie.keys, r.name(), vid, now).unwrap_or_default();
+        if let Some(m) = r.metrics.challenges.get(Challenge::Asked as usize) {
+            m.inc();
+        }
+        ctx.outcome = Outcome::Wait;
+        let refresh = crate::page::challenge::NO_SCRIPT_REFRESH_SECS;
+        let (content_type, body) = if wants_json(session.req_header()) {
+            let v = serde_json::json!({
+                "room": r.name(),
+                "state": "challenge",
+                "challenge": puzzle,
+                "difficulty": difficulty,
+                "retry_after_ms": refresh * 1000,
+            });
+            (JSON, Bytes::from(v.to_string()))
+        } else {
+            let lang = crate::texts::negotiate(
+                session
+                    .req_header()
+                    .headers
+                    .get(http::header::ACCEPT_LANGUAGE)
+                    .and_then(|v| v.to_str().ok()),
+            );
+            let (lang, texts) = match r.cfg.texts.get_key_value(lang) {
+                Some((l, t)) => (l.as_str(), t.clone()),
+                None => ("en", r.cfg.texts.get("en").cloned().unwrap_or_default()),
+            };
+            let html = shared
+                .pages
+                .challenge(r.name(), lang, &texts, &puzzle, difficulty);
+            (HTML, Bytes::from(html))
+        };
+        Reply {
+            status: r.cfg.waiting_status,
+            content_type,
+            body,
+            retry_after: Some(refresh),
+            cookies: &ctx.set_cookies,
+        }
+        .send(session)
+        .await
+    }
+}

@@ -1,0 +1,251 @@
+//! The join challenge, black-box: the real proxy and origin, a client that does the work in
+//! Rust (the browser's side is in tests/browser.rs). A newcomer to a room with a line is asked
+//! for the work and placed by nobody until it brings a solution; a solution that is forged,
+//! borrowed from another visitor or stale counts as none; a visitor without a solution (no
+//! JavaScript) still joins, under the stricter limit; visitors in line never need it; an empty
+//! room asks nothing.
+
+mod common;
+
+use std::time::Duration;
+
+use anteroom::edge::challenge::{leading_zero_bits, work};
+use common::*;
+use serde_json::Value;
+
+const TOKEN: &str = "admin-token-for-tests-0123456789";
+
+/// One slot, held by the first visitor, so that a line forms; join-limit 8 a minute per
+/// client, so 2 without a solution.
+fn config(origin: std::net::SocketAddr) -> String {
+    format!(
+        r#"{base}
+[admin]
+token = "{TOKEN}"
+
+[[room]]
+name = "sale"
+paths = ["/products"]
+admit-per-second = 50
+max-active = 1
+tick = "50ms"
+join-limit = {{ per-ip = 8, per = "1m" }}
+join-challenge = {{ difficulty = 12 }}
+"#,
+        base = base_config(origin)
+    )
+}
+
+async fn send(proxy: &Proxy, path: &str, jar: &Jar, json: bool) -> reqwest::Response {
+    let mut req = client().get(proxy.url(path));
+    if json {
+        req = req.header("accept", "application/json");
+    }
+    if !jar.0.is_empty() {
+        req = req.header("cookie", jar.header());
+    }
+    req.send().await.unwrap()
+}
+
+async fn status(proxy: &Proxy, jar: &mut Jar, pow: Option<&str>) -> (u16, Value) {
+    let path = match pow {
+        Some(p) => format!("/.anteroom/status?room=sale&pow={p}"),
+        None => "/.anteroom/status?room=sale".to_string(),
+    };
+    let resp = send(proxy, &path, jar, true).await;
+    jar.absorb(&resp);
+    (resp.status().as_u16(), resp.json().await.unwrap())
+}
+
+/// Does the work for a puzzle `BUCKET.NONCE`: the solution `BUCKET.COUNTER`.
+fn solve(puzzle: &str, difficulty: u32) -> String {
+    let (bucket, nonce) = puzzle.split_once('.').unwrap();
+    let c = (0u64..)
+        .find(|c| leading_zero_bits(&work(nonce, *c)) >= difficulty)
+        .unwrap();
+    format!("{bucket}.{c}")
+}
+
+async fn waiting(proxy: &Proxy) -> u64 {
+    admin_json(proxy, "/rooms/sale", TOKEN).await.unwrap()["waiting"]
+        .as_u64()
+        .unwrap()
+}
+
+async fn count(proxy: &Proxy, result: &str) -> u64 {
+    metrics_text(proxy, TOKEN)
+        .await
+        .lines()
+        .find(|l| {
+            l.starts_with("anteroom_join_challenges_total")
+                && l.contains(&format!("result=\"{result}\""))
+        })
+        .and_then(|l| l.rsplit(' ').next()?.parse().ok())
+        .unwrap_or(0)
+}
+
+/// The proxy with its only slot taken, once its admission loop has seen it (a line forms).
+async fn full_room(origin: &Origin) -> Proxy {
+    let proxy = Proxy::start(&config(origin.addr));
+    let resp = send(&proxy, "/products", &Jar::default(), false).await;
+    assert_eq!(
+        resp.text().await.unwrap(),
+        "origin GET /products",
+        "walks in"
+    );
+    eventually(
+        Duration::from_secs(10),
+        "the next newcomer is asked",
+        || {
+            let proxy = &proxy;
+            async move {
+                let (_, s) = status(proxy, &mut Jar::default(), None).await;
+                (s["state"] == "challenge").then_some(())
+            }
+        },
+    )
+    .await;
+    proxy
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_empty_room_asks_nothing() {
+    let origin = Origin::start().await;
+    let proxy = Proxy::start(&config(origin.addr));
+    let resp = send(&proxy, "/products", &Jar::default(), false).await;
+    assert_eq!(resp.text().await.unwrap(), "origin GET /products");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_newcomer_is_placed_only_by_its_own_solution_and_then_polls_freely() {
+    let origin = Origin::start().await;
+    let proxy = full_room(&origin).await;
+    let before = waiting(&proxy).await;
+
+    // The page asks and places nobody.
+    let mut page_jar = Jar::default();
+    let page = send(&proxy, "/products/1", &page_jar, false).await;
+    page_jar.absorb(&page);
+    assert_eq!(page.headers()["cache-control"], "no-store");
+    let html = page.text().await.unwrap();
+    assert!(html.contains("data-challenge=\""), "{html}");
+    assert!(html.contains("data-difficulty=\"12\""), "{html}");
+    assert!(
+        html.contains("http-equiv=\"refresh\""),
+        "the no-script path"
+    );
+    assert!(
+        page_jar.get("anteroom_vid").is_some(),
+        "the puzzle's identity"
+    );
+    assert_eq!(waiting(&proxy).await, before, "not in line yet");
+
+    // A script's client: the puzzle as JSON, the work, then in line.
+    let mut jar = Jar::default();
+    let (code, asked) = status(&proxy, &mut jar, None).await;
+    assert_eq!(code, 200);
+    assert_eq!(asked["state"], "challenge", "{asked}");
+    assert_eq!(asked["difficulty"], 12);
+    let solution = solve(asked["challenge"].as_str().unwrap(), 12);
+    let (_, placed) = status(&proxy, &mut jar, Some(&solution)).await;
+    assert_eq!(placed["state"], "waiting", "{placed}");
+    assert_eq!(placed["position"], before + 1);
+    assert!(jar.get("anteroom_q.sale").is_some(), "a queue ticket");
+    assert_eq!(waiting(&proxy).await, before + 1);
+    // In line: polls and page views need no work.
+    for _ in 0..3 {
+        let (_, s) = status(&proxy, &mut jar, None).await;
+        assert_eq!(s["state"], "waiting", "{s}");
+        assert_eq!(s["position"], before + 1);
+    }
+    let html = send(&proxy, "/products/1", &jar, false)
+        .await
+        .text()
+        .await
+        .unwrap();
+    assert!(!html.contains("data-challenge"), "{html}");
+    assert!(count(&proxy, "asked").await >= 2);
+    assert_eq!(count(&proxy, "solved").await, 1);
+    assert_eq!(count(&proxy, "failed").await, 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn forged_borrowed_and_stale_solutions_count_as_none_under_the_stricter_limit() {
+    let origin = Origin::start().await;
+    let proxy = full_room(&origin).await;
+    let mut a = Jar::default();
+    let (_, asked) = status(&proxy, &mut a, None).await;
+    let puzzle = asked["challenge"].as_str().unwrap().to_string();
+    let solution = solve(&puzzle, 12);
+
+    // Someone else's solution, work short of the difficulty on one's own puzzle, a stale
+    // minute, garbage: each counted as failed, and the visitor joins as one without a solution
+    // would: at most 2 such identities a minute.
+    let (bucket, _) = puzzle.split_once('.').unwrap();
+    let stale = format!("{}.{}", bucket.parse::<u64>().unwrap() - 5, 0);
+    let mut outcomes = Vec::new();
+    for kind in ["borrowed", "short", "stale", "garbage"] {
+        let mut jar = Jar::default();
+        let (_, s) = status(&proxy, &mut jar, None).await;
+        assert_eq!(s["state"], "challenge");
+        let own = s["challenge"].as_str().unwrap().to_string();
+        let pow = match kind {
+            "borrowed" => solution.clone(),
+            "short" => {
+                let (b, nonce) = own.split_once('.').unwrap();
+                let c = (0u64..)
+                    .find(|c| (4..12).contains(&leading_zero_bits(&work(nonce, *c))))
+                    .unwrap();
+                format!("{b}.{c}")
+            }
+            "stale" => stale.clone(),
+            _ => "not-a-solution".to_string(),
+        };
+        let (code, s) = status(&proxy, &mut jar, Some(&pow)).await;
+        outcomes.push((code, s["state"].as_str().unwrap_or("").to_string()));
+    }
+    let w = (200, "waiting".to_string());
+    let limited = (429, "limited".to_string());
+    assert_eq!(
+        outcomes,
+        vec![w.clone(), w, limited.clone(), limited],
+        "the third identity without a valid solution is past the stricter limit"
+    );
+    assert_eq!(count(&proxy, "failed").await, 4);
+    // The solution's owner is not held by that limit.
+    let (_, s) = status(&proxy, &mut a, Some(&solution)).await;
+    assert_eq!(s["state"], "waiting", "{s}");
+    assert_eq!(count(&proxy, "solved").await, 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_javascript_the_reload_joins_and_the_page_says_why() {
+    let origin = Origin::start().await;
+    let proxy = full_room(&origin).await;
+    let before = waiting(&proxy).await;
+    let mut results = Vec::new();
+    for _ in 0..3 {
+        let mut jar = Jar::default();
+        let first = send(&proxy, "/products/7", &jar, false).await;
+        jar.absorb(&first);
+        let html = first.text().await.unwrap();
+        assert!(html.contains("<noscript><p class=\"note\">"), "{html}");
+        assert!(html.contains("stricter limit"), "the page says why: {html}");
+        // What the meta refresh does: the same page again, with the visitor-id cookie.
+        let again = send(&proxy, "/products/7", &jar, false).await;
+        let code = again.status().as_u16();
+        let html = again.text().await.unwrap();
+        results.push((code, html.contains("id=\"position\"")));
+    }
+    assert_eq!(
+        results,
+        vec![(200, true), (200, true), (429, false)],
+        "two no-script identities a minute from one client, then 429"
+    );
+    assert_eq!(waiting(&proxy).await, before + 2);
+    assert_eq!(count(&proxy, "strict").await, 3);
+    assert!(
+        origin.count("/products/7") == 0,
+        "nobody in line reached the shop"
+    );
+}
