@@ -261,6 +261,15 @@ pub fn summary(c: &Config) -> String {
                 );
             }
         }
+        if let Some(c) = &r.join_challenge {
+            let _ = writeln!(
+                s,
+                "            join challenge: {} zero bits; without a solution at most {} new a client per {}",
+                c.difficulty,
+                c.no_script_per_ip,
+                dur(c.no_script_per)
+            );
+        }
         if r.origin_commands {
             let _ = writeln!(
                 s,

@@ -4,6 +4,12 @@
 /// (fixture, line, key, words of the problem)
 pub const BROKEN: &[(&str, usize, &str, &str)] = &[
     (
+        "bad_join_challenge.toml",
+        13,
+        "room[0].join-challenge.difficulty",
+        "40 is outside 8..=26",
+    ),
+    (
         "bad_queueing.toml",
         13,
         "room[0].queueing",
