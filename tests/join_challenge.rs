@@ -164,6 +164,14 @@ async fn a_newcomer_is_placed_only_by_its_own_solution_and_then_polls_freely() {
         .await
         .unwrap();
     assert!(!html.contains("data-challenge"), "{html}");
+    // A search crawler is refused, not handed a page of ours to index.
+    let bot = client()
+        .get(proxy.url("/products/1"))
+        .header("user-agent", "Mozilla/5.0 (compatible; Googlebot/2.1)")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(bot.status(), 503);
     assert!(count(&proxy, "asked").await >= 2);
     assert_eq!(count(&proxy, "solved").await, 1);
     assert_eq!(count(&proxy, "failed").await, 0);

@@ -38,7 +38,6 @@ use pingora::Result;
 use std::time::Instant;
 
 use crate::app::{Current, Shared};
-use crate::config::model::CrawlerPolicy;
 use crate::cookie;
 use crate::metrics::Reject;
 use crate::page::{self, Status};
@@ -351,6 +350,11 @@ impl ProxyHttp for Proxy {
             gate(shared, session, room),
         ) {
             challenge::Gated::Join(gate) => gate,
+            // A crawler is refused as where it would wait: no page of ours gets indexed.
+            challenge::Gated::Ask if Self::refuses_crawler(shared, session, room) => {
+                Self::send_crawler(shared, session, ctx, room).await?;
+                return Ok(true);
+            }
             challenge::Gated::Ask => {
                 Self::send_challenge(shared, session, ctx, room, vid).await?;
                 return Ok(true);
@@ -378,13 +382,7 @@ impl ProxyHttp for Proxy {
                 Ok(false)
             }
             Verdict::Wait(status) => {
-                let ua = session
-                    .req_header()
-                    .headers
-                    .get(http::header::USER_AGENT)
-                    .and_then(|v| v.to_str().ok())
-                    .unwrap_or("");
-                if r.cfg.crawlers == CrawlerPolicy::Refuse && crate::route::bypass::is_crawler(ua) {
+                if Self::refuses_crawler(shared, session, room) {
                     Self::send_crawler(shared, session, ctx, room).await?;
                 } else {
                     Self::send_wait(shared, session, ctx, room, &status).await?;

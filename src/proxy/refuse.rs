@@ -36,6 +36,18 @@ impl Proxy {
         Self::send_refusal(shared, session, ctx, room, &refusal).await
     }
 
+    /// The request is a search crawler's, in a room that refuses them where they would wait.
+    pub(super) fn refuses_crawler(shared: &Shared, session: &Session, room: usize) -> bool {
+        let ua = session
+            .req_header()
+            .headers
+            .get(http::header::USER_AGENT)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("");
+        shared.rooms[room].cfg.crawlers == crate::config::model::CrawlerPolicy::Refuse
+            && crate::route::bypass::is_crawler(ua)
+    }
+
     /// A search crawler where a visitor would wait (`crawlers = "refuse"`): a 503 it retries
     /// later, so the waiting page is never indexed in place of the shop's page.
     pub(super) async fn send_crawler(
