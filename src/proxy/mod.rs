@@ -19,6 +19,7 @@ mod origin;
 mod origin_slot;
 mod peer;
 mod refuse;
+mod request;
 mod reregister;
 mod respond;
 mod scheme;
@@ -37,12 +38,12 @@ use pingora::Result;
 
 use std::time::Instant;
 
-use crate::app::{Current, Shared};
+use crate::app::Current;
 use crate::cookie;
 use crate::metrics::Reject;
-use crate::page::{self, Status};
+use crate::page::Status;
 use crate::route::Routing;
-use crate::store::JoinGate;
+use request::{client_key, cookie_values, gate, has_vid, peer_ip, secure, wants_json};
 
 /// How a request ended, for logs and metrics (the discriminant indexes
 /// [`crate::metrics::OUTCOMES`]).
@@ -130,64 +131,6 @@ enum Verdict {
     Wait(Status),
     /// Refuse: too many new visitors from this client (`join-limit`).
     Limited { retry_after: std::time::Duration },
-}
-
-fn cookie_values(req: &RequestHeader) -> impl Iterator<Item = &[u8]> {
-    req.headers
-        .get_all(http::header::COOKIE)
-        .iter()
-        .map(|v| v.as_bytes())
-}
-
-/// `Secure` on our cookies: the operator's `cookie.secure`, or else whether a trusted proxy
-/// says the visitor came over HTTPS.
-fn secure(shared: &Shared, ctx: &Ctx) -> bool {
-    shared.config.cookie.secure.unwrap_or(ctx.https)
-}
-
-/// The peer's address, when it is an IP socket; an IPv4 peer on a dual-stack listener
-/// (`::ffff:10.0.0.2`) as its IPv4 address, so that `trusted-proxies`, `join-limit` and
-/// `bypass` networks written in IPv4 match it.
-fn peer_ip(session: &Session) -> Option<std::net::IpAddr> {
-    session
-        .client_addr()
-        .and_then(|a| a.as_inet())
-        .map(|a| a.ip().to_canonical())
-}
-
-/// The client's address as per-client limits count it (the peer, or a trusted proxy's word).
-fn client_key(shared: &Shared, session: &Session) -> Option<String> {
-    let peer = peer_ip(session)?;
-    let ip = crate::client::client_ip(
-        peer,
-        &session.req_header().headers,
-        &shared.config.listen.trusted_proxies,
-    );
-    Some(crate::client::limit_key(ip))
-}
-
-/// The room's per-client join limit for this request, if the room has one.
-fn gate(shared: &Shared, session: &Session, room: usize) -> Option<JoinGate> {
-    let limit = shared.rooms[room].cfg.join_limit.as_ref()?;
-    Some(JoinGate {
-        client: client_key(shared, session)?,
-        limit: limit.per_ip,
-        per: limit.per,
-    })
-}
-
-/// The request carries a visitor id (before one is made for it).
-fn has_vid(req: &RequestHeader) -> bool {
-    cookie::find(cookie_values(req), cookie::VID_COOKIE)
-        .and_then(crate::store::VisitorId::parse)
-        .is_some()
-}
-
-fn wants_json(req: &RequestHeader) -> bool {
-    req.headers
-        .get(http::header::ACCEPT)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(page::prefers_json)
 }
 
 #[async_trait]
