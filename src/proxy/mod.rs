@@ -277,8 +277,8 @@ impl ProxyHttp for Proxy {
             Self::send_closed(shared, session, ctx, room, false).await?;
             return Ok(true);
         }
-        let had_vid = has_vid(session.req_header());
         let vid = Self::visitor(shared, session.req_header(), ctx, room);
+        let had_vid = has_vid(session.req_header(), vid);
         let ticket = Self::ticket(shared, session.req_header(), room, vid);
         let gate = match Self::challenge_gate(
             shared,

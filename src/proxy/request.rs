@@ -55,11 +55,11 @@ pub(super) fn gate(shared: &Shared, session: &Session, room: usize) -> Option<Jo
     })
 }
 
-/// The request carries a visitor id (before one is made for it).
-pub(super) fn has_vid(req: &RequestHeader) -> bool {
+/// The request carried `vid` (not one made for it just now, nor one that replaced a revoked id).
+pub(super) fn has_vid(req: &RequestHeader, vid: crate::store::VisitorId) -> bool {
     cookie::find(cookie_values(req), cookie::VID_COOKIE)
         .and_then(crate::store::VisitorId::parse)
-        .is_some()
+        == Some(vid)
 }
 
 pub(super) fn wants_json(req: &RequestHeader) -> bool {

@@ -79,8 +79,8 @@ pub(super) async fn serve(
     } else if r.cfg.queueing == crate::config::QueueMethod::Reject {
         return Proxy::send_closed(shared, session, ctx, room, true).await;
     } else {
-        let had_vid = super::has_vid(session.req_header());
         let vid = Proxy::visitor(shared, session.req_header(), ctx, room);
+        let had_vid = super::has_vid(session.req_header(), vid);
         let ticket = Proxy::ticket(shared, session.req_header(), room, vid);
         let solution =
             crate::route::query_param(session.req_header().uri.query(), "pow").map(str::to_owned);
