@@ -13,17 +13,9 @@ use common::*;
 
 const TOKEN: &str = "admin-token-for-tests-0123456789";
 
-/// The challenge's count for `result` in /metrics.
 async fn challenges(proxy: &Proxy, result: &str) -> u64 {
-    metrics_text(proxy, TOKEN)
-        .await
-        .lines()
-        .find(|l| {
-            l.starts_with("anteroom_join_challenges_total")
-                && l.contains(&format!("result=\"{result}\""))
-        })
-        .and_then(|l| l.rsplit(' ').next()?.parse().ok())
-        .unwrap_or(0)
+    let label = format!("result=\"{result}\"");
+    metric(proxy, TOKEN, "anteroom_join_challenges_total", &label).await
 }
 
 /// The default difficulty (no `difficulty` given); one slot, so a line forms behind a holder.

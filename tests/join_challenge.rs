@@ -73,15 +73,8 @@ async fn waiting(proxy: &Proxy) -> u64 {
 }
 
 async fn count(proxy: &Proxy, result: &str) -> u64 {
-    metrics_text(proxy, TOKEN)
-        .await
-        .lines()
-        .find(|l| {
-            l.starts_with("anteroom_join_challenges_total")
-                && l.contains(&format!("result=\"{result}\""))
-        })
-        .and_then(|l| l.rsplit(' ').next()?.parse().ok())
-        .unwrap_or(0)
+    let label = format!("result=\"{result}\"");
+    metric(proxy, TOKEN, "anteroom_join_challenges_total", &label).await
 }
 
 /// The proxy with its only slot taken, once its admission loop has seen it (a line forms).

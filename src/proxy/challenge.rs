@@ -117,20 +117,15 @@ impl Proxy {
             });
             (JSON, Bytes::from(v.to_string()))
         } else {
-            let lang = crate::texts::negotiate(
-                session
-                    .req_header()
-                    .headers
-                    .get(http::header::ACCEPT_LANGUAGE)
-                    .and_then(|v| v.to_str().ok()),
+            let (lang, texts) = super::request::words(shared, session, room);
+            let empty = crate::texts::TextSet::new();
+            let html = shared.pages.challenge(
+                r.name(),
+                lang,
+                texts.unwrap_or(&empty),
+                &puzzle,
+                difficulty,
             );
-            let (lang, texts) = match r.cfg.texts.get_key_value(lang) {
-                Some((l, t)) => (l.as_str(), t.clone()),
-                None => ("en", r.cfg.texts.get("en").cloned().unwrap_or_default()),
-            };
-            let html = shared
-                .pages
-                .challenge(r.name(), lang, &texts, &puzzle, difficulty);
             (HTML, Bytes::from(html))
         };
         Reply {

@@ -80,17 +80,7 @@ impl Proxy {
         always_json: bool,
     ) -> Result<()> {
         let r = &shared.rooms[room];
-        let lang = crate::texts::negotiate(
-            session
-                .req_header()
-                .headers
-                .get(http::header::ACCEPT_LANGUAGE)
-                .and_then(|v| v.to_str().ok()),
-        );
-        let (lang, texts) = match r.cfg.texts.get_key_value(lang) {
-            Some((l, t)) => (l.as_str(), Some(t)),
-            None => ("en", r.cfg.texts.get("en")),
-        };
+        let (lang, texts) = super::request::words(shared, session, room);
         let word = |key: &str, fallback: &'static str| {
             texts
                 .and_then(|t| t.get(key))

@@ -57,8 +57,7 @@ pub(super) fn gate(shared: &Shared, session: &Session, room: usize) -> Option<Jo
 
 /// The request carried `vid` (not one made for it just now, nor one that replaced a revoked id).
 pub(super) fn has_vid(req: &RequestHeader, vid: crate::store::VisitorId) -> bool {
-    cookie::find(cookie_values(req), cookie::VID_COOKIE)
-        .and_then(crate::store::VisitorId::parse)
+    cookie::find(cookie_values(req), cookie::VID_COOKIE).and_then(crate::store::VisitorId::parse)
         == Some(vid)
 }
 
@@ -67,4 +66,25 @@ pub(super) fn wants_json(req: &RequestHeader) -> bool {
         .get(http::header::ACCEPT)
         .and_then(|v| v.to_str().ok())
         .is_some_and(page::prefers_json)
+}
+
+/// The room's words for this visitor: the language `Accept-Language` chooses among the room's,
+/// else English; with the language they are in (for the page's `lang`).
+pub(super) fn words<'a>(
+    shared: &'a Shared,
+    session: &Session,
+    room: usize,
+) -> (&'a str, Option<&'a crate::texts::TextSet>) {
+    let texts = &shared.rooms[room].cfg.texts;
+    let lang = crate::texts::negotiate(
+        session
+            .req_header()
+            .headers
+            .get(http::header::ACCEPT_LANGUAGE)
+            .and_then(|v| v.to_str().ok()),
+    );
+    match texts.get_key_value(lang) {
+        Some((l, t)) => (l.as_str(), Some(t)),
+        None => ("en", texts.get("en")),
+    }
 }

@@ -319,6 +319,18 @@ pub async fn metrics_text(proxy: &Proxy, token: &str) -> String {
         .unwrap()
 }
 
+/// The value of the first sample of metric `name` whose labels include `label`
+/// (`result="solved"`), 0 when there is none.
+pub async fn metric(proxy: &Proxy, token: &str, name: &str, label: &str) -> u64 {
+    metrics_text(proxy, token)
+        .await
+        .lines()
+        .find(|l| l.starts_with(name) && l.contains(label))
+        .and_then(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .map(|v| v as u64)
+        .unwrap_or(0)
+}
+
 /// Polls every visitor in `jars` (as their page's script would, a few times a second) until
 /// all are admitted.
 pub async fn until_all_admitted(proxy: &Proxy, room: &str, jars: &mut [Jar], limit: Duration) {
