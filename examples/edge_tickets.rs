@@ -66,6 +66,7 @@ async fn run() -> Result<(), String> {
                 seen: now,
                 shown: rank + 1,
                 predicted: None,
+                drawn: false,
             };
             let value = ticket::sign(std::slice::from_ref(&key), room, &t).ok_or("unsigned")?;
             writeln!(

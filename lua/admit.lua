@@ -33,9 +33,17 @@
 -- ARGV[22] the last revocation number the caller saw, or '' to read no revocations
 -- ARGV[23] the queueing method: 'fifo' (the front of the line) or 'random' (any visitor in it,
 --          each with the same chance)
--- ARGV[24..] liveness batch: triples (visitor id, epoch, offset) of visitors polled through the
+-- ARGV[24] the room's events near now (see parse_events in the prelude), '' for none
+-- ARGV[25..] liveness batch: triples (visitor id, epoch, offset) of visitors polled through the
 --            caller's queue tickets since its last call; each one still in line at that place
 --            is marked seen now (its score's low part), as a join would
+-- KEYS[8], KEYS[9], ... per event of ARGV[24], in order: its draw's list (registrations ZSET)
+--
+-- Events: in a pre-queue nobody is admitted and registrations (slot 0) are not silent; the first
+-- call out of a pre-queue records the liveness clock ('open_live': registrations are silent from
+-- then) and, for the event that opened, 'opened'. While an event runs its rate and max-active are
+-- in force between an override and the autopilot (which does not steer meanwhile). At the closing
+-- of an event with after-close = release the line is emptied, once.
 -- Reply (parsed by src/store/redis/admit_reply.rs):
 --        { admitted, abandoned, expired, waiting, active, measured rate (string),
 --          enabled, queue_all, rate override or '', max-active override or '', live instances,
@@ -44,6 +52,8 @@
 --          the rate before it or '', the p90 µs it judged or '', the live instances' windows
 --          together: requests, errors, p90 µs (request-weighted), the store's clock (µs), and
 --          the run-time switch ('1', '0' or ''),
+--          the event in force or '', its phase ('pre', 'open', 'closed') or '', its draw's
+--          registrations, when it opened (µs) or '', the version of the runtime events ('ev_ver'),
 --          line epoch, count of the numbers that follow (2 per point),
 --          rank1, offset1, rank2, offset2, ...   (the line sampled: src/store/line.rs)
 --          the last revocation number handed back, count of the numbers that follow (2 per
@@ -64,6 +74,40 @@ local epoch = tonumber(h[7]) or now
 local clock = redis.call('HMGET', room, 'live', 'live_at')
 local live = liveness(clock[1], clock[2], now, liveness_cap(tonumber(ARGV[4])), true)
 redis.call('HSET', room, 'live', live, 'live_at', now)
+
+-- The event in force, by this store's clock, and what follows from its phase.
+local events = parse_events(ARGV[24])
+local es = redis.call('HMGET', room, 'in_pre', 'open_live', 'opened', 'opened_us', 'released',
+  'draw_ev', 'draw_base', 'draw_epoch', 'gap', 'ev_ver')
+local ev, phase = event_now(events, now, es[3])
+local in_pre = phase == 'pre'
+local open_live = tonumber(es[2])
+if in_pre then
+  if es[1] ~= ev.name then
+    redis.call('HSET', room, 'in_pre', ev.name)
+    redis.call('HDEL', room, 'open_live')
+  end
+  open_live = nil
+else
+  if es[1] or not open_live then
+    -- Out of a pre-queue (or the room's first call): registrations are silent from now on.
+    open_live = live
+    redis.call('HSET', room, 'open_live', live)
+    redis.call('HDEL', room, 'in_pre')
+  end
+  if ev and es[3] ~= ev.name then
+    -- The event's opening, seen: its registration stays closed whatever the clock does next.
+    es[3], es[4] = ev.name, string.format('%.0f', now)
+    redis.call('HSET', room, 'opened', ev.name, 'opened_us', es[4])
+  end
+end
+local ev_on = ev and phase ~= 'closed'
+if ev_on and ev.rate and not h[3] then
+  rate = ev.rate
+end
+if ev_on and ev.max and not h[4] then
+  max_active = ev.max
+end
 
 local gen = redis.call('HGET', room, 'gen')
 local new_gen = 0
@@ -103,7 +147,7 @@ local instances = redis.call('ZCARD', KEYS[4])
 local ap = redis.call('HMGET', room, 'autopilot', 'ap_rate', 'ap_at', 'ap_reason', 'ap_from',
   'ap_p90')
 local ap_conf = ARGV[13] == '1'
-local ap_running = ap_conf and ap[1] ~= '0' and not h[3]
+local ap_running = ap_conf and ap[1] ~= '0' and not h[3] and not (ev_on and ev.rate)
 local ap_health = { 0, 0, 0 }
 if #gone > 0 then
   redis.call('HDEL', KEYS[6], unpack(gone))
@@ -151,18 +195,42 @@ redis.call('HSET', room, 'ap_conf', ap_conf and '1' or '0', 'ap_on', ap_running 
 -- Only a visitor found at the ticket's place is touched (ZSCORE, then ZADD XX): a ticket of an
 -- earlier place (the visitor left the line and joined again) moves nobody forward.
 local line_epoch = tonumber(h[7])
-for i = 24, #ARGV - 2, 3 do
+local seen_slot = in_pre and 0 or live_slot(live)
+for i = 25, #ARGV - 2, 3 do
   local offset = tonumber(ARGV[i + 2])
   if tonumber(ARGV[i + 1]) == line_epoch then
     local score = redis.call('ZSCORE', waiting, ARGV[i])
     if score and decode(tonumber(score)) == offset then
-      redis.call('ZADD', waiting, 'XX', offset * SLOTS + slot_of(live), ARGV[i])
+      redis.call('ZADD', waiting, 'XX', offset * SLOTS + seen_slot, ARGV[i])
     end
   end
 end
 
 local function silent(score)
-  return silent_secs(score, live) * 1000000 >= abandon_us
+  return silent_secs(score, live, open_live) * 1000000 >= abandon_us
+end
+
+-- At the closing of an event that releases its line: the line is emptied, once.
+if phase == 'closed' and ev.release and es[5] ~= ev.name then
+  redis.call('UNLINK', waiting)
+  redis.call('HDEL', room, 'epoch', 'last_off', 'sweep', 'sample_at', 'sample_epoch', 'sample',
+    'draw_ev', 'draw_base', 'draw_epoch', 'gap')
+  redis.call('HSET', room, 'released', ev.name)
+  h[7], h[12], line_epoch = nil, nil, nil
+end
+
+-- The wait of a visitor admitted from `offset`: since joining, or, for a draw's place, since the
+-- opening (a registration's offset is its draw key, not a time).
+local draw_base = tonumber(es[8]) == tonumber(h[7]) and tonumber(es[7]) or nil
+local gap = tonumber(es[9]) or 0
+local function waited(offset)
+  if draw_base and offset >= draw_base then
+    if offset < draw_base + DRAW_SPAN then
+      return math.max(0, now - (tonumber(es[4]) or now))
+    end
+    return math.max(0, now - (epoch + offset - gap))
+  end
+  return math.max(0, now - (epoch + offset))
 end
 
 -- Sweep one slice of the line, resuming where the last tick stopped.
@@ -187,7 +255,7 @@ local tokens = refill(tonumber(h[5]) or 0, tonumber(h[6]), now, rate, burst)
 local recent, window = window_left(h[13], now, tonumber(ARGV[4]), burst)
 local out = {}
 local admitted = 0
-if h[1] ~= '0' and h[2] ~= '1' and not stale then
+if h[1] ~= '0' and h[2] ~= '1' and not stale and not in_pre then
   local room_left = max_active - redis.call('ZCARD', active) - tonumber(ARGV[11])
   local want = math.min(math.floor(tokens), room_left, window)
   local until_us = now + tonumber(ARGV[3])
@@ -209,9 +277,8 @@ if h[1] ~= '0' and h[2] ~= '1' and not stale then
       else
         redis.call('ZADD', active, until_us, vid)
         admitted = admitted + 1
-        local offset = decode(score)
         out[#out + 1] = vid
-        out[#out + 1] = math.max(0, now - (epoch + offset))
+        out[#out + 1] = waited(decode(score))
       end
     end
   end
@@ -231,7 +298,7 @@ local m_rate, m_at, m_count = tonumber(h[8]) or 0, tonumber(h[9]), tonumber(h[10
 if m_at and m_at > now then
   m_at = now
 end
-local idle = (n == 0 and admitted == 0) or h[1] == '0' or h[2] == '1' or stale
+local idle = (n == 0 and admitted == 0) or h[1] == '0' or h[2] == '1' or stale or in_pre
 if not m_at or idle then
   m_at, m_count = now, total
 elseif now - m_at >= 1000000 then
@@ -293,6 +360,9 @@ local reply = { admitted, abandoned, expired, n, redis.call('ZCARD', active), to
   gen, new_gen,
   (not ap_conf) and 0 or (ap_running and 2 or 1), ap[2] or '', ap[3] or '', ap[4] or '', ap[5] or '', ap[6] or '',
   ap_health[1], ap_health[2], ap_health[3], string.format('%.0f', now), ap[1] or '',
+  ev and ev.name or '', phase or '',
+  (ev and ev.draw) and redis.call('ZCARD', KEYS[7 + ev.i]) or 0,
+  (ev and es[3] == ev.name) and es[4] or '', tonumber(es[10]) or 0,
   #points > 0 and line_epoch or 0, #points }
 for i = 1, #points do
   reply[#reply + 1] = points[i]

@@ -18,12 +18,25 @@
 -- ARGV[13] the queueing method: 'passthrough' (a dry run: everyone is let in, anyone in line
 --          too, and counted in 'would_queue' where the line would have held them; only those
 --          who would have walked in spend the bucket and the tick's window), else the line's
+-- ARGV[14] the room's events near now (see parse_events in the prelude), '' for none
+-- ARGV[15], ARGV[16], ... per event of ARGV[14], in order: this visitor's draw key and
+--          registration ticket (16 bytes) in that event's draw, '' and '' where it does not draw
+-- KEYS[5], KEYS[6], ... per event of ARGV[14], in order: its draw's list (registrations ZSET)
+--
+-- Events: during a pre-queue nobody is let in and everyone in line is "registered" (slot 0: not
+-- silent before the opening); a newcomer to a drawn pre-queue is placed at its draw key in the
+-- line's drawn range (reserved the first time, after everyone already in line) and listed in the
+-- draw. After the closing a newcomer is turned away (code 8). While an event runs its rate and
+-- max-active are in force, between an operator's override and the autopilot.
+--
 -- Reply (parsed by src/store/redis/join_reply.rs):
---   { code, position, waiting, eta rate (string), joined now (1/0), offset, epoch }
---   (offset and epoch, the visitor's place for the queue ticket, with codes 1 and 2 only)
+--   { code, position, waiting, eta rate (string), joined now (1/0), offset, epoch, drawn (1/0) }
+--   (offset and epoch, the visitor's place for the queue ticket, with codes 1, 2 and 7 only;
+--   drawn: the place is a draw's, not to be shown before the opening)
 --   code 0 admitted (claimed), 1 waiting, 2 paused (queue_all), 3 full, 4 open (room switched
 --   off), 5 entered (a newcomer admitted at once), 6 limited (too many new visitors from this
---   client; the eta field carries the milliseconds until the window ends)
+--   client; the eta field carries the milliseconds until the window ends), 7 registered (in
+--   line during a pre-queue; position 0 when drawn), 8 ended (the event closed: not added)
 
 local waiting, active, room = KEYS[1], KEYS[2], KEYS[3]
 check_layout(room)
@@ -41,12 +54,34 @@ local lost = ARGV[12] ~= nil and ARGV[12] ~= '' and ARGV[12] ~= h[11]
 if h[1] == '0' and not lost then
   return { 4, 0, 0, '0', 0 }
 end
-local held = h[2] == '1' or lost
--- The rate in force: an override, the autopilot's while it runs (admit.lua), the configured.
-local rate = tonumber(h[3]) or (h[12] == '1' and tonumber(h[13])) or tonumber(ARGV[2])
-local max_active = tonumber(h[4]) or tonumber(ARGV[3])
+-- The event in force, by this store's clock.
+local events = parse_events(ARGV[14])
+local es = redis.call('HMGET', room, 'opened', 'open_live', 'draw_ev', 'draw_base', 'draw_epoch',
+  'gap', 'in_pre')
+local ev, phase = event_now(events, now, es[1])
+local in_pre = phase == 'pre'
+if in_pre and es[7] ~= ev.name then
+  -- A pre-queue no admit has seen yet: its registrations are silent only from its opening.
+  redis.call('HSET', room, 'in_pre', ev.name)
+  redis.call('HDEL', room, 'open_live')
+end
+local open_live = (not in_pre) and tonumber(es[2]) or nil
+local ev_on = ev and phase ~= 'closed'
+local held = h[2] == '1' or lost or in_pre
+-- The rate in force: an override, the event's, the autopilot's while it runs (admit.lua), the
+-- configured.
+local rate = tonumber(h[3]) or (ev_on and ev.rate) or (h[12] == '1' and tonumber(h[13]))
+  or tonumber(ARGV[2])
+local max_active = tonumber(h[4]) or (ev_on and ev.max) or tonumber(ARGV[3])
 local measured = tonumber(h[9]) or 0
-local code = held and 2 or 1
+local code = (in_pre and 7) or (held and 2) or 1
+local epoch = tonumber(h[7])
+
+-- Whether an offset of this epoch is in the line's drawn range (a draw's place).
+local function drawn(offset)
+  local base = tonumber(es[4])
+  return base ~= nil and tonumber(es[5]) == epoch and offset >= base and offset < base + DRAW_SPAN
+end
 
 -- A newcomer counted against the client's limit: the reply that refuses them, or nil.
 local function limited()
@@ -113,16 +148,20 @@ end
 
 -- In line (the common case: a status poll): refresh "last seen" and report the place, unless
 -- silent for too long on the liveness clock. A visitor is never in both sets: admit moves them
--- in one step.
+-- in one step. During a pre-queue, seen means registered (slot 0): silent only from the opening.
 local score = redis.call('ZSCORE', waiting, vid)
 if score then
   score = tonumber(score)
-  if silent_secs(score, live) * 1000000 < tonumber(ARGV[7]) then
+  if silent_secs(score, live, open_live) * 1000000 < tonumber(ARGV[7]) then
     local offset = decode(score)
-    redis.call('ZADD', waiting, 'XX', offset * SLOTS + slot_of(live), vid)
-    local rank = redis.call('ZRANK', waiting, vid)
+    redis.call('ZADD', waiting, 'XX', offset * SLOTS + (in_pre and 0 or live_slot(live)), vid)
     local n = redis.call('ZCARD', waiting)
-    return { code, rank + 1, n, tostring(eta_rate(measured, rate)), 0, offset, tonumber(h[7]) or 0 }
+    local d = drawn(offset) and 1 or 0
+    if in_pre and d == 1 then
+      return { code, 0, n, tostring(eta_rate(measured, rate)), 0, offset, epoch or 0, d }
+    end
+    local rank = redis.call('ZRANK', waiting, vid)
+    return { code, rank + 1, n, tostring(eta_rate(measured, rate)), 0, offset, epoch or 0, d }
   end
   redis.call('ZREM', waiting, vid)
   redis.call('HINCRBY', room, 'abandoned', 1)
@@ -138,6 +177,11 @@ if exp then
   redis.call('ZREM', active, vid)
 end
 
+-- A newcomer after the event's closing is turned away (and not counted against join-limit).
+if phase == 'closed' then
+  return { 8, 0, 0, '0', 0 }
+end
+
 -- A newcomer: counted against the client's limit first.
 local refused = limited()
 if refused then
@@ -151,15 +195,43 @@ redis.call('HSET', room, 'tokens', tokens, 'refilled', now)
 if n >= tonumber(ARGV[4]) then
   return { 3, 0, n, '0', 0 }
 end
-local epoch = tonumber(h[7])
 local last = tonumber(h[8])
+local gap = tonumber(es[6]) or 0
 if n == 0 or not epoch then
-  -- An empty line starts a new epoch, which keeps offsets small.
+  -- An empty line starts a new epoch, which keeps offsets small (and ends any drawn range).
   epoch = now
   last = -1
+  gap = 0
+  es[3], es[4], es[5] = nil, nil, nil
+  redis.call('HDEL', room, 'draw_ev', 'draw_base', 'draw_epoch', 'gap')
 end
-local offset = math.min(MAX_OFFSET, math.max(now - epoch, last + 1))
-redis.call('ZADD', waiting, 'NX', offset * SLOTS + slot_of(live), vid)
-redis.call('HSET', room, 'epoch', epoch, 'last_off', offset)
+local key = ev and in_pre and ev.draw and tonumber(ARGV[13 + 2 * ev.i])
+local offset
+if key then
+  -- A registration in a draw: the place is the draw key within the line's drawn range, which the
+  -- first registrant of this event in this epoch reserves after everyone already in line.
+  local base = tonumber(es[4])
+  if es[3] ~= ev.name or tonumber(es[5]) ~= epoch or not base then
+    base = last + 1
+    gap = DRAW_SPAN
+    last = math.max(last, base + DRAW_SPAN - 1)
+    redis.call('HSET', room, 'draw_ev', ev.name, 'draw_base', base, 'draw_epoch', epoch,
+      'gap', gap)
+    es[3], es[4], es[5] = ev.name, base, epoch
+  end
+  offset = base + key
+  local list = KEYS[4 + ev.i]
+  redis.call('ZADD', list, 'NX', key, ARGV[14 + 2 * ev.i])
+  local ends = ev.close or ev.open
+  redis.call('PEXPIRE', list, math.max(1000, math.floor((ends - now) / 1000) + 30 * 86400000))
+else
+  offset = math.min(MAX_OFFSET, math.max(now - epoch + gap, last + 1))
+  last = offset
+end
+redis.call('ZADD', waiting, 'NX', offset * SLOTS + (in_pre and 0 or live_slot(live)), vid)
+redis.call('HSET', room, 'epoch', epoch, 'last_off', last)
 redis.call('HINCRBY', room, 'joined', 1)
-return { code, n + 1, n + 1, tostring(eta_rate(measured, rate)), 1, offset, epoch }
+if key then
+  return { code, 0, n + 1, tostring(eta_rate(measured, rate)), 1, offset, epoch, 1 }
+end
+return { code, n + 1, n + 1, tostring(eta_rate(measured, rate)), 1, offset, epoch, 0 }

@@ -14,6 +14,22 @@
 --   {anteroom:R}:revoked   ZSET  member = visitor id (16 bytes) .. ' ' .. until (unix s), score =
 --                                its number in the room's revocation log (room hash 'revoke_seq');
 --                                trimmed once until is past (finish.lua, src/store/finish.rs)
+--   {anteroom:R}:events    HASH  event name -> JSON of its runtime definition (change_event.lua,
+--                                src/event/schedule.rs); room hash 'ev_ver' counts the changes
+--   {anteroom:R}:drawn:<event>  ZSET  member = registration ticket (16 bytes), score = draw key:
+--                                the draw's list (src/event/draw.rs), kept 30 days past the event
+--
+-- Slot 0 of a waiting score means "registered during a pre-queue, not seen since": such a
+-- visitor is silent only from the opening (room hash 'open_live', the liveness clock when the
+-- room was last found out of a pre-queue), so that a pre-queue may outlast abandon-after and the
+-- slots' wrap. A real "last seen" never writes slot 0 (live_slot).
+--
+-- Events in force (room hash): 'in_pre' (the event whose pre-queue admit saw last), 'opened'
+-- (the event seen open: a clock stepping back does not reopen its registration), 'opened_us'
+-- (TIME then), 'released' (the event whose closing emptied the line), and the drawn range of the
+-- line's current epoch: 'draw_ev', 'draw_base' (its first offset) and 'draw_epoch'; 'gap'
+-- (DRAW_SPAN while there is one) is added to the time-based offsets of later arrivals so that
+-- they come after every drawn place.
 --
 -- Keeping "last seen" inside the waiting score costs no memory per visitor: order comes from the
 -- high part, so ZRANK is still the place in line, and a poll rewrites only the low part.
@@ -23,7 +39,7 @@
 -- reading scores, fields or markers it does not understand: a rolling upgrade across an
 -- incompatible layout stops loudly rather than corrupting a live line. Bump it with any change
 -- to the meaning of a key, a score or a hash field.
-local LAYOUT = '1'
+local LAYOUT = '2'
 
 local function check_layout(room)
   local found = redis.call('HGET', room, 'layout')
@@ -62,6 +78,15 @@ local function slot_of(us)
   return math.floor(us / 1000000) % SLOTS
 end
 
+-- The slot a visitor seen at `live` is stamped with: never 0, which marks a registration.
+local function live_slot(live)
+  local s = slot_of(live)
+  if s == 0 then
+    return 1
+  end
+  return s
+end
+
 local function decode(score)
   local offset = math.floor(score / SLOTS)
   return offset, score - offset * SLOTS
@@ -97,9 +122,16 @@ end
 local AHEAD_SLOTS = 64
 
 -- Seconds of the liveness clock since the visitor behind this score last polled (one-second
--- granularity).
-local function silent_secs(score, live)
+-- granularity); for a registration (slot 0), since the opening (`open_live`, nil during a
+-- pre-queue: nobody registered is silent before the opening).
+local function silent_secs(score, live, open_live)
   local _, slot = decode(score)
+  if slot == 0 then
+    if not open_live then
+      return 0
+    end
+    return math.max(0, math.floor((live - open_live) / 1000000))
+  end
   local d = (slot_of(live) - slot) % SLOTS
   if d > SLOTS - AHEAD_SLOTS then
     return 0
@@ -212,3 +244,41 @@ local function trim_revoked(key, now)
     redis.call('ZREM', key, e[1])
   end
 end
+
+-- Events (src/event/mod.rs has the same rule). The caller passes the room's events near now, one
+-- line each, sorted by pre-queue: "name pre open close draw after rate max" (µs; '-' for none).
+local function parse_events(text)
+  local list = {}
+  for name, pre, open, close, draw, after, rate, max in string.gmatch(text or '',
+      '(%S+) (%d+) (%d+) (%S+) (%d) (%S+) (%S+) (%S+)\n') do
+    list[#list + 1] = { name = name, pre = tonumber(pre), open = tonumber(open),
+      close = tonumber(close), draw = draw == '1', release = after == 'release',
+      rate = tonumber(rate), max = tonumber(max), i = #list + 1 }
+  end
+  return list
+end
+
+-- The event in force at `now` and its phase ('pre', 'open' or 'closed'), or nil: the latest whose
+-- pre-queue has begun, or the one the store saw open (`opened`) if it is later (TIME stepped back).
+local function event_now(list, now, opened)
+  local at = nil
+  for i, e in ipairs(list) do
+    if e.pre <= now or e.name == opened then
+      at = i
+    end
+  end
+  if not at then
+    return nil, nil
+  end
+  local e = list[at]
+  if e.close and now >= e.close then
+    return e, 'closed'
+  end
+  if e.name == opened or now >= e.open then
+    return e, 'open'
+  end
+  return e, 'pre'
+end
+
+-- The width of a drawn range of offsets: every draw key (src/event/draw.rs KEY_BITS) fits.
+local DRAW_SPAN = 2 ^ 40

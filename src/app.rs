@@ -264,7 +264,11 @@ impl Shared {
             .iter()
             .map(|r| {
                 let rules: Vec<String> = r.bypass.iter().map(|b| b.label()).collect();
-                Room::new(r.clone(), core.metrics.room(r.name(), &rules))
+                let secret = config
+                    .draw_secret
+                    .as_ref()
+                    .map(|s| Arc::from(s.0.as_slice()));
+                Room::new(r.clone(), core.metrics.room(r.name(), &rules), secret)
             })
             .collect();
         if let Some(old) = previous {

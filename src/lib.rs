@@ -16,6 +16,7 @@ pub mod config;
 pub mod cookie;
 pub mod demo;
 pub mod edge;
+pub mod event;
 pub mod fuzzing;
 pub mod line;
 pub mod logwriter;

@@ -172,6 +172,8 @@ pub struct Room {
     pub series: series::Series,
     /// Admissions the origin revoked (`origin-commands`), refused here until they expire.
     pub revoked: std::sync::Arc<revoked::Revoked>,
+    /// The room's events (`[[room.event]]` and runtime changes) on this instance.
+    pub events: crate::event::live::RoomEvents,
 }
 
 /// A short digest of a room's settings as this instance runs them: instances whose digests
@@ -185,14 +187,21 @@ pub fn config_digest(cfg: &RoomConfig) -> String {
 }
 
 impl Room {
-    pub fn new(cfg: RoomConfig, metrics: RoomMetrics) -> Self {
+    pub fn new(
+        cfg: RoomConfig,
+        metrics: RoomMetrics,
+        draw_secret: Option<std::sync::Arc<[u8]>>,
+    ) -> Self {
         let cookie_name = room_cookie_name(cfg.name());
         let ticket_cookie = crate::line::ticket::cookie_name(cfg.name());
         let prelimit = prelimit::JoinPreLimit::new(cfg.join_limit.as_ref());
         let gate = cfg
             .origin_cap
             .map(|c| gate::OriginGate::new(c.max_inflight));
+        let events =
+            crate::event::live::RoomEvents::new(cfg.name(), cfg.events.clone(), draw_secret);
         Self {
+            events,
             digest: config_digest(&cfg),
             pilot: Default::default(),
             series: Default::default(),
@@ -237,6 +246,7 @@ impl Room {
         self.live.heard.store(old.live.heard(), Ordering::Release);
         self.recovery.inherit(&old.recovery);
         self.revoked = old.revoked.clone();
+        self.events.inherit(&old.events);
         self.line.inherit(&old.line);
         // Sessions admitted locally during an outage still count after a reload.
         self.local.inherit(&old.local);

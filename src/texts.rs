@@ -74,6 +74,38 @@ pub const TEXTS: &[(&str, &str, &str)] = &[
         "Keep this tab open — refreshing does not lose your place.",
         "이 탭을 열어 두세요. 새로 고침해도 순서는 유지됩니다.",
     ),
+    ("title_prequeue", "You're registered", "등록되었습니다"),
+    (
+        "lead_prequeue_draw",
+        "Your place in line is drawn at random when the sale opens, among everyone registered before then: coming early or late before the opening makes no difference. Keep this tab open; it takes you to the shop when your turn comes.",
+        "판매가 시작될 때 그 전에 등록한 모든 분 가운데에서 대기 순서를 무작위로 추첨합니다. 시작 전이라면 일찍 오든 늦게 오든 차이가 없습니다. 이 탭을 열어 두시면 차례가 되었을 때 쇼핑몰로 이동합니다.",
+    ),
+    (
+        "lead_prequeue",
+        "The sale has not opened yet. Your place in line is kept: keep this tab open, and it takes you to the shop when your turn comes.",
+        "판매가 아직 시작되지 않았습니다. 대기 순서는 유지됩니다. 이 탭을 열어 두시면 차례가 되었을 때 쇼핑몰로 이동합니다.",
+    ),
+    ("opens_label", "The sale opens", "판매 시작"),
+    ("countdown_label", "Opens in", "시작까지"),
+    ("registered_label", "Registered so far", "지금까지 등록한 인원"),
+    ("ticket_label", "Your registration ticket", "내 등록 번호"),
+    (
+        "commitment_label",
+        "Draw commitment (SHA-256 of the seed)",
+        "추첨 약속값 (시드의 SHA-256)",
+    ),
+    ("seed_label", "Draw seed", "추첨 시드"),
+    (
+        "verify_note",
+        "The draw is fixed now and cannot be changed: when the sale opens, the seed behind this commitment and the list of all registration tickets are published, and anyone can check every place (anteroom verify-draw).",
+        "추첨 결과는 지금 이미 정해져 있으며 바꿀 수 없습니다. 판매가 시작되면 이 약속값의 시드와 모든 등록 번호 목록이 공개되어 누구나 모든 순서를 확인할 수 있습니다 (anteroom verify-draw).",
+    ),
+    ("title_ended", "This sale has ended", "이번 판매는 끝났습니다"),
+    (
+        "lead_ended",
+        "Thank you for your interest. This sale is over, and the line takes nobody new.",
+        "관심 가져 주셔서 감사합니다. 이번 판매는 끝났으며 더 이상 대기열에 새로 들어올 수 없습니다.",
+    ),
 ];
 
 /// One language's texts, after the room's overrides.

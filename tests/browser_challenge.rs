@@ -41,12 +41,22 @@ join-challenge = {{}}
 
 /// A holder in the only slot, once the admission loop has seen it: newcomers are asked. (The
 /// probes that came before the first tick joined the line: they never come back, and their
-/// claims lapse one by one.)
+/// claims lapse one by one.) The holder comes back once: a fast-path entry holds its slot for
+/// `claim-ttl` (2 s here) only until then, and a slot that lapsed while the browser was still
+/// on the challenge page let it straight in (the page then never showed a place: CI caught it).
 async fn holder(proxy: &Proxy) -> Jar {
     let mut jar = Jar::default();
     let resp = client().get(proxy.url("/products/1")).send().await.unwrap();
     jar.absorb(&resp);
     assert_eq!(resp.text().await.unwrap(), "origin GET /products/1");
+    let back = client()
+        .get(proxy.url("/products/2"))
+        .header("cookie", jar.header())
+        .send()
+        .await
+        .unwrap();
+    jar.absorb(&back);
+    assert_eq!(back.text().await.unwrap(), "origin GET /products/2");
     eventually(Duration::from_secs(10), "newcomers are asked", || async {
         let v = get_json(proxy, "/.anteroom/status?room=sale", &mut Jar::default()).await?;
         (v["state"] == "challenge").then_some(())

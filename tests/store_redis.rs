@@ -138,14 +138,14 @@ async fn a_room_in_another_key_layout_is_refused_loudly() {
     let key = format!("{{anteroom:{}}}:room", p.name);
     assert_eq!(
         common::redis::raw(server.port, &format!("HGET {key} layout")).as_deref(),
-        Some("$1\r\n1\r\n"),
-        "admit records the layout"
+        Some("$1\r\n2\r\n"),
+        "admit records the layout (2: slot 0 marks a registration, since events)"
     );
     common::redis::raw(server.port, &format!("HSET {key} layout 99")).unwrap();
     let refused = |e: anteroom::store::StoreError| {
         let text = e.to_string();
         assert!(
-            text.contains("layout 99") && text.contains("speaks layout 1"),
+            text.contains("layout 99") && text.contains("speaks layout 2"),
             "{text}"
         );
     };
@@ -168,8 +168,17 @@ async fn a_room_in_another_key_layout_is_refused_loudly() {
     refused(store.consume(&p, v, &order).await.unwrap_err());
     let how = anteroom::store::Settle::Confirm;
     refused(store.settle(&p, v, &order.request, how).await.unwrap_err());
-    // Back to this version's layout, the room is as it was.
+    refused(store.runtime_events(&p).await.unwrap_err());
+    refused(store.draw_list(&p, "drop", 0, 10).await.unwrap_err());
+    // A room of the version before events (layout 1) is refused the same way.
     common::redis::raw(server.port, &format!("HSET {key} layout 1")).unwrap();
+    let text = store.admit(&p).await.unwrap_err().to_string();
+    assert!(
+        text.contains("layout 1") && text.contains("speaks layout 2"),
+        "{text}"
+    );
+    // Back to this version's layout, the room is as it was.
+    common::redis::raw(server.port, &format!("HSET {key} layout 2")).unwrap();
     let st = store.stats(&p).await.unwrap();
     assert_eq!((st.active, st.joined_total), (1, 1));
     assert_eq!(

@@ -21,6 +21,7 @@ use tokio::time::{interval, Instant, MissedTickBehavior};
 use crate::app::{Current, Shared};
 use crate::room::recovery::{self, Known, Seen};
 pub mod autopilot;
+pub mod events;
 pub mod health;
 pub mod pilot;
 
@@ -59,6 +60,7 @@ async fn run_room(shared: Arc<Shared>, room: usize) {
         ctx.config.clone_from(&r.digest);
         ctx.autopilot = pilot::prepare(&shared, room);
         ctx.revoked_after = r.cfg.origin_commands.then(|| r.revoked.last());
+        ctx.events = events::prepare(&shared, room);
         match shared
             .store_call(
                 "admit",
@@ -88,7 +90,10 @@ async fn run_room(shared: Arc<Shared>, room: usize) {
                     r.revoked.learn(&report.revoked, now);
                     r.revoked.prune(now);
                 }
+                let event_overrides = (report.state.event_rate, report.state.event_max_active);
                 report.state = generation_seen(&shared, room, &report).await;
+                (report.state.event_rate, report.state.event_max_active) = event_overrides;
+                events::learn(&shared, room, &report).await;
                 pilot::learn(&shared, room, &report);
                 let p = &r.cfg.params;
                 m.admit_rate.set(p.rate(&report.state));

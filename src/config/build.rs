@@ -255,6 +255,7 @@ impl Builder<'_> {
         let default_upstream = self.default_upstream(f.default.as_ref(), &upstreams);
         let mut rooms = self.rooms(&f.room, &upstreams, default_upstream);
         share_upstream_caps(&mut rooms, &upstreams);
+        let draw_secret = self.draw_secret(f.draw.as_ref(), &rooms);
         Config {
             source: source.to_string(),
             listen,
@@ -266,6 +267,7 @@ impl Builder<'_> {
             default_upstream,
             rooms,
             tls,
+            draw_secret,
         }
     }
 

@@ -21,6 +21,34 @@ pub struct FileConfig {
     pub room: Vec<RoomFile>,
     #[serde(default)]
     pub tls: Vec<TlsFile>,
+    /// The secret the draws of events are seeded from (`[draw] secret`).
+    pub draw: Option<DrawFile>,
+}
+
+/// `[draw]`: what seeds the draws of `[[room.event]]`s with `draw = true`.
+#[derive(Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct DrawFile {
+    pub secret: Option<String>,
+}
+
+/// `[[room.event]]`: a scheduled sale.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct EventFile {
+    pub name: String,
+    /// RFC 3339 with an offset; without it, the event has no pre-queue.
+    pub prequeue_from: Option<String>,
+    pub opens_at: String,
+    pub closes_at: Option<String>,
+    pub draw: Option<bool>,
+    /// "keep" (default) or "release".
+    pub after_close: Option<String>,
+    pub admit_per_second: Option<f64>,
+    pub max_active: Option<i64>,
+    pub template: Option<String>,
+    pub texts:
+        Option<std::collections::BTreeMap<String, std::collections::BTreeMap<String, String>>>,
 }
 
 /// `[[tls]]`: a certificate chain and its key, for these hosts.
@@ -191,6 +219,9 @@ pub struct RoomFile {
     pub closed_status: Option<i64>,
     /// A proof of work new visitors do before they join the line.
     pub join_challenge: Option<JoinChallengeFile>,
+    /// Scheduled sales (`[[room.event]]`).
+    #[serde(default)]
+    pub event: Vec<EventFile>,
 }
 
 #[derive(Debug, Deserialize)]

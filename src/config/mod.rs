@@ -7,6 +7,7 @@
 mod admin;
 mod build;
 mod bypass;
+mod events;
 pub mod file;
 mod limits;
 pub mod locate;

@@ -90,6 +90,8 @@ pub struct Config {
     pub rooms: Vec<RoomConfig>,
     /// `[[tls]]`, loaded and checked; the first is the certificate for clients without SNI.
     pub tls: Vec<crate::edge::tls::TlsCert>,
+    /// `[draw] secret`: seeds the draws of events (required by an event with `draw = true`).
+    pub draw_secret: Option<DrawSecret>,
 }
 
 #[derive(Debug, Clone)]
@@ -353,6 +355,28 @@ pub struct RoomConfig {
     pub closed_status: u16,
     /// `join-challenge`: the proof of work asked of new visitors (`src/edge/challenge.rs`).
     pub join_challenge: Option<JoinChallenge>,
+    /// `[[room.event]]`, validated (`src/event/`); the store may change them at run time.
+    pub events: Vec<crate::event::Event>,
+    /// Per event name, the page it shows while it runs (`template`, `texts`), where it has its
+    /// own.
+    pub event_pages: std::collections::BTreeMap<String, EventPage>,
+}
+
+/// An event's own page: its template and its texts (the room's with the event's over them).
+#[derive(Debug, Clone)]
+pub struct EventPage {
+    pub template: Option<PathBuf>,
+    pub texts: std::collections::BTreeMap<String, crate::texts::TextSet>,
+}
+
+/// `[draw] secret`: what every event's draw is seeded from. Never printed.
+#[derive(Clone)]
+pub struct DrawSecret(pub Vec<u8>);
+
+impl fmt::Debug for DrawSecret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("DrawSecret(<secret>)")
+    }
 }
 
 /// `join-challenge`, validated.

@@ -172,6 +172,7 @@ impl Builder<'_> {
             let closed_status = self.closed_status(&p, r.closed_status);
             let join_challenge =
                 self.join_challenge(&p, r.join_challenge.as_ref(), join_limit.as_ref());
+            let (events, event_pages) = self.events(&p, &r.event, &texts, queueing);
             out.push(RoomConfig {
                 params: RoomParams {
                     name: Arc::from(r.name.as_str()),
@@ -202,6 +203,8 @@ impl Builder<'_> {
                 queueing,
                 closed_status,
                 join_challenge,
+                events,
+                event_pages,
             });
         }
         out
@@ -220,6 +223,19 @@ impl Builder<'_> {
                 all.insert(lang.to_string(), t);
             }
         }
+        self.texts_over(p, all, overrides)
+    }
+
+    /// `texts` (under `p`) laid over `all`: the room's own over the built-in ones, an event's
+    /// over the room's.
+    pub(super) fn texts_over(
+        &mut self,
+        p: &KeyPath,
+        mut all: std::collections::BTreeMap<String, crate::texts::TextSet>,
+        overrides: Option<
+            &std::collections::BTreeMap<String, std::collections::BTreeMap<String, String>>,
+        >,
+    ) -> std::collections::BTreeMap<String, crate::texts::TextSet> {
         for (lang, texts) in overrides.into_iter().flatten() {
             let lp = p.key("texts").key(lang);
             let Some(set) = all.get_mut(lang) else {

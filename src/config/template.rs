@@ -8,6 +8,16 @@ use super::locate::KeyPath;
 
 impl Builder<'_> {
     pub(super) fn template(&mut self, key: &KeyPath, raw: &str) -> Option<PathBuf> {
+        self.template_checked(key, raw, crate::page::check_template)
+    }
+
+    /// A template checked by `check` (an event's is rendered in the states an event shows).
+    pub(super) fn template_checked(
+        &mut self,
+        key: &KeyPath,
+        raw: &str,
+        check: fn(&str) -> Result<(), String>,
+    ) -> Option<PathBuf> {
         let text = self.string(key, raw)?;
         let given = PathBuf::from(&text);
         let candidates = template_candidates(self.base_dir, &given);
@@ -15,7 +25,7 @@ impl Builder<'_> {
             Some(found) => {
                 let checked = std::fs::read_to_string(found)
                     .map_err(|e| format!("cannot read {}: {e}", found.display()))
-                    .and_then(|text| crate::page::check_template(&text));
+                    .and_then(|text| check(&text));
                 match checked {
                     Ok(()) => Some(found.clone()),
                     Err(why) => {

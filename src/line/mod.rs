@@ -72,7 +72,12 @@ impl Snapshot {
             sample: report.line.clone(),
             waiting: report.waiting,
             enabled: report.state.enabled,
-            queue_all: report.state.queue_all,
+            // Nobody is let in during a pre-queue either: nobody at the front may have gone.
+            queue_all: report.state.queue_all
+                || report
+                    .event
+                    .as_ref()
+                    .is_some_and(|e| e.phase == crate::event::Phase::Prequeue),
             eta_rate,
             rate,
             burst: burst.max(0.0) as u64,
@@ -142,7 +147,8 @@ pub fn decide(
         // Joined after this sample: the place the store gave stands until a sample holds it.
         Estimate::JoinedAfter(_) => None,
     };
-    match ahead.or_else(|| t.shown.checked_sub(1)) {
+    let shown = (t.shown < ticket::NOT_SHOWN).then_some(t.shown);
+    match ahead.or_else(|| shown.and_then(|s| s.checked_sub(1))) {
         None => Edge::AskStore,
         Some(ahead) if ahead < s.may_have_gone(s.taken.elapsed()) => Edge::AskStore,
         Some(ahead) => {
@@ -273,6 +279,7 @@ mod tests {
             seen,
             shown,
             predicted: None,
+            drawn: false,
         }
     }
 

@@ -2,13 +2,19 @@
 //! checked locally, so that a status poll needs no store call.
 //!
 //! Cookie `anteroom_q.ROOM` (a `.` no room name contains, so no room's admission cookie can be
-//! another room's ticket), value version 2 (at most [`MAX_VALUE_LEN`] bytes):
+//! another room's ticket), value version 3 (at most [`MAX_VALUE_LEN`] bytes):
 //!
 //! ```text
-//! 2.<payload: 70 base64url>.<key id: 8 hex>.<mac: 22 base64url>
+//! 3.<payload: 71 base64url>.<key id: 8 hex>.<mac: 22 base64url>
 //! payload = visitor id (16 bytes) · epoch (u64) · place key (u64) · seen (u32) · shown (u32)
-//!           · predicted at (u64) · predicted wait (u32)
+//!           · predicted at (u64) · predicted wait (u32) · flags (u8)
 //! ```
+//!
+//! Flag 1, `drawn`: the place is a draw's (an event's pre-queue, `src/event/draw.rs`), and the
+//! place key in the payload is sealed: XORed with 8 bytes of an HMAC under the signing key over
+//! the room, the visitor and the epoch. A registrant cannot read their draw before the opening
+//! (and keep only lucky identities); an instance unseals it at once. Version 2 (the same
+//! without the flags, 70 characters) still verifies, as a ticket that is not drawn.
 //!
 //! `seen` is when this visitor's liveness was last sent to the store (unix seconds), `shown` the
 //! last position they were shown. `predicted at` (unix milliseconds) and `predicted wait`
@@ -31,16 +37,22 @@ use crate::store::line::Place;
 use crate::store::VisitorId;
 
 /// (version, domain, payload bytes, payload base64url characters); the first is signed.
-const VERSIONS: [(&str, &[u8], usize, usize); 2] = [
-    ("2", b"anteroom-ticket/2|", V1_LEN + 8 + 4, 70),
+const VERSIONS: [(&str, &[u8], usize, usize); 3] = [
+    ("3", b"anteroom-ticket/3|", V2_LEN + 1, 71),
+    ("2", b"anteroom-ticket/2|", V2_LEN, 70),
     ("1", b"anteroom-ticket/1|", V1_LEN, 54),
 ];
 const V1_LEN: usize = 16 + 8 + 8 + 4 + 4;
-const MAX_PAYLOAD_LEN: usize = V1_LEN + 8 + 4;
+const V2_LEN: usize = V1_LEN + 8 + 4;
+const MAX_PAYLOAD_LEN: usize = V2_LEN + 1;
+/// The flag of a sealed (drawn) place.
+const DRAWN: u8 = 1;
 const TAG_LEN: usize = 16;
 const TAG_B64_LEN: usize = 22;
 /// No prediction (`predicted wait`).
 const NO_PREDICTION: u32 = u32::MAX;
+/// `shown` of a ticket whose visitor was shown no place yet (a draw's, before the opening).
+pub const NOT_SHOWN: u64 = u32::MAX as u64;
 /// Longer values are refused before any decoding.
 pub const MAX_VALUE_LEN: usize = 112;
 
@@ -55,6 +67,8 @@ pub struct Ticket {
     pub shown: u64,
     /// The first ETA this visitor was told for this place, if they were told one.
     pub predicted: Option<Predicted>,
+    /// The place is a draw's: sealed in the cookie, never shown before the opening.
+    pub drawn: bool,
 }
 
 /// An ETA as told: when, and the wait it predicted.
@@ -91,11 +105,23 @@ pub fn cookie_name(room: &str) -> String {
     format!("{COOKIE_PREFIX}q.{room}")
 }
 
-fn payload(t: &Ticket) -> [u8; MAX_PAYLOAD_LEN] {
+/// The pad a drawn place key is sealed with: 8 bytes of an HMAC under `key` over the room, the
+/// visitor and the epoch (a place is one key per visitor and epoch, so a pad seals one value).
+fn seal(key: &CookieKey, room: &str, vid: VisitorId, epoch: u64) -> u64 {
+    let mut input = [0u8; 24];
+    input[..16].copy_from_slice(vid.as_bytes());
+    input[16..].copy_from_slice(&epoch.to_be_bytes());
+    let t = key.tag(b"anteroom-seal/1|", room, &input);
+    let mut b = [0u8; 8];
+    b.copy_from_slice(&t[..8]);
+    u64::from_be_bytes(b)
+}
+
+fn payload(t: &Ticket, pad: u64) -> [u8; MAX_PAYLOAD_LEN] {
     let mut p = [0u8; MAX_PAYLOAD_LEN];
     p[..16].copy_from_slice(t.vid.as_bytes());
     p[16..24].copy_from_slice(&t.place.epoch.to_be_bytes());
-    p[24..32].copy_from_slice(&t.place.key.to_be_bytes());
+    p[24..32].copy_from_slice(&(t.place.key ^ pad).to_be_bytes());
     p[32..36].copy_from_slice(&u32::try_from(t.seen).unwrap_or(u32::MAX).to_be_bytes());
     p[36..40].copy_from_slice(&u32::try_from(t.shown).unwrap_or(u32::MAX).to_be_bytes());
     let (at, wait) = t
@@ -103,6 +129,7 @@ fn payload(t: &Ticket) -> [u8; MAX_PAYLOAD_LEN] {
         .map_or((0, NO_PREDICTION), |p| (p.at_ms, p.wait_ms));
     p[40..48].copy_from_slice(&at.to_be_bytes());
     p[48..52].copy_from_slice(&wait.to_be_bytes());
+    p[52] = if t.drawn { DRAWN } else { 0 };
     p
 }
 
@@ -117,7 +144,12 @@ fn tag(key: &CookieKey, domain: &[u8], room: &str, payload: &[u8]) -> [u8; TAG_L
 pub fn sign(keys: &[CookieKey], room: &str, t: &Ticket) -> Option<String> {
     let key = keys.first()?;
     let (version, domain, _, _) = VERSIONS[0];
-    let p = payload(t);
+    let pad = if t.drawn {
+        seal(key, room, t.vid, t.place.epoch)
+    } else {
+        0
+    };
+    let p = payload(t, pad);
     Some(format!(
         "{version}.{}.{}.{}",
         URL_SAFE_NO_PAD.encode(p),
@@ -163,11 +195,19 @@ pub fn verify(keys: &[CookieKey], room: &str, value: &str) -> Option<Ticket> {
     };
     let mut vid = [0u8; 16];
     vid.copy_from_slice(&p[..16]);
+    let vid = VisitorId::from_bytes(vid);
+    let drawn = len > V2_LEN && p[V2_LEN] & DRAWN != 0;
+    let epoch = u64_at(16);
+    let pad = if drawn {
+        seal(key, room, vid, epoch)
+    } else {
+        0
+    };
     Some(Ticket {
-        vid: VisitorId::from_bytes(vid),
+        vid,
         place: Place {
-            epoch: u64_at(16),
-            key: u64_at(24),
+            epoch,
+            key: u64_at(24) ^ pad,
         },
         seen: u32_at(32),
         shown: u32_at(36),
@@ -177,6 +217,7 @@ pub fn verify(keys: &[CookieKey], room: &str, value: &str) -> Option<Ticket> {
                 wait_ms: u32_at(48) as u32,
             })
             .filter(|p| p.wait_ms != NO_PREDICTION),
+        drawn,
     })
 }
 
@@ -202,12 +243,13 @@ mod tests {
             seen: 1_764_000_000,
             shown: 4321,
             predicted: Predicted::new(1_764_000_000_123, 95.5),
+            drawn: false,
         }
     }
 
     /// A version 1 ticket, signed as an older instance signed it.
     fn sign_v1(key: &CookieKey, room: &str, t: &Ticket) -> String {
-        let p = &payload(t)[..V1_LEN];
+        let p = &payload(t, 0)[..V1_LEN];
         format!(
             "1.{}.{}.{}",
             URL_SAFE_NO_PAD.encode(p),
@@ -231,8 +273,47 @@ mod tests {
         );
         // The version is bound by the MAC's domain: relabelled, it is no ticket.
         assert_eq!(verify(&k, "sale", &format!("2{}", &v1[1..])), None);
-        let v2 = sign(&k, "sale", &t).expect("signed");
-        assert_eq!(verify(&k, "sale", &format!("1{}", &v2[1..])), None);
+        let v3 = sign(&k, "sale", &t).expect("signed");
+        assert_eq!(verify(&k, "sale", &format!("1{}", &v3[1..])), None);
+        assert_eq!(verify(&k, "sale", &format!("2{}", &v3[1..])), None);
+        // A version 2 ticket (before draws) reads as one that is not drawn.
+        let p = &payload(&t, 0)[..V2_LEN];
+        let v2 = format!(
+            "2.{}.{}.{}",
+            URL_SAFE_NO_PAD.encode(p),
+            k[0].id(),
+            URL_SAFE_NO_PAD.encode(tag(&k[0], b"anteroom-ticket/2|", "sale", p))
+        );
+        assert_eq!(verify(&k, "sale", &v2), Some(t));
+    }
+
+    #[test]
+    fn a_drawn_place_is_sealed_in_the_cookie_and_read_back_whole() {
+        let k = keys();
+        let t = Ticket {
+            drawn: true,
+            ..ticket()
+        };
+        let v = sign(&k, "sale", &t).expect("signed");
+        assert!(v.len() <= MAX_VALUE_LEN, "{} bytes", v.len());
+        assert_eq!(verify(&k, "sale", &v), Some(t));
+        // The payload does not show the key: it is not where an unsealed one would be.
+        let body = |v: &str| {
+            URL_SAFE_NO_PAD
+                .decode(v.split('.').nth(1).unwrap())
+                .unwrap()
+        };
+        let sealed = body(&v);
+        assert_ne!(&sealed[24..32], &t.place.key.to_be_bytes());
+        let open = body(&sign(&k, "sale", &ticket()).expect("signed"));
+        assert_eq!(&open[24..32], &ticket().place.key.to_be_bytes());
+        // Another visitor's seal is another pad.
+        let other = Ticket {
+            vid: VisitorId::random(),
+            ..t
+        };
+        let theirs = body(&sign(&k, "sale", &other).expect("signed"));
+        assert_ne!(&theirs[24..32], &sealed[24..32]);
     }
 
     #[test]

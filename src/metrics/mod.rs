@@ -40,8 +40,10 @@ pub enum Reject {
     Crawler = 6,
     /// A room that queues nobody (`queueing = "reject"`).
     Closed = 7,
+    /// A newcomer after an event's closing.
+    Ended = 8,
 }
-const REJECTS: [&str; 8] = [
+const REJECTS: [&str; 9] = [
     "full",
     "consumed",
     "store",
@@ -50,6 +52,7 @@ const REJECTS: [&str; 8] = [
     "origin_busy",
     "crawler",
     "closed",
+    "ended",
 ];
 
 /// The labels of `anteroom_join_challenges_total`, indexed by [`Challenge`].

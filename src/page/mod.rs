@@ -14,6 +14,7 @@ use tera::{Context, Tera};
 mod accept;
 pub mod assets;
 pub mod challenge;
+pub mod countdown;
 mod fast;
 mod poll;
 
@@ -39,6 +40,8 @@ pub enum State {
     Admitted,
     Full,
     Paused,
+    /// Registered in an event's pre-queue: the countdown to the opening.
+    Prequeue,
 }
 
 impl State {
@@ -48,8 +51,32 @@ impl State {
             State::Admitted => "admitted",
             State::Full => "full",
             State::Paused => "paused",
+            State::Prequeue => "prequeue",
         }
     }
+}
+
+/// The event in force, as a visitor is told of it (the `event` object of the status JSON).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct EventStatus {
+    pub name: String,
+    /// RFC 3339, in the offset the operator wrote it in.
+    pub opens_at: String,
+    pub opens_in_seconds: u64,
+    pub closes_at: Option<String>,
+    /// "prequeue", "open" or "closed".
+    pub phase: &'static str,
+    pub draw: bool,
+    /// `sha256(seed)`, lowercase hex, from the start of the pre-queue (with a draw).
+    pub commitment: Option<String>,
+    /// The seed, hex, once the store has seen the event open.
+    pub seed: Option<String>,
+    /// The visitor's registration ticket in the draw (32 hex), when they registered.
+    pub ticket: Option<String>,
+    /// Registrations in the draw so far.
+    pub registrations: u64,
+    /// Where the event, its commitment, seed and list are published.
+    pub url: String,
 }
 
 /// The JSON body of a waiting response and of `/.anteroom/status`.
@@ -72,6 +99,9 @@ pub struct Status {
     /// What decides when the line moves: `"rate"`, `"max-active"` (the shop is full: it moves
     /// as visitors leave), `"paused"`; `null` when not in line or not known.
     pub held_by: Option<&'static str>,
+    /// The room's event in force, if any (`[[room.event]]`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub event: Option<Box<EventStatus>>,
 }
 
 impl Status {
@@ -213,6 +243,8 @@ pub struct Pages {
     fast: Vec<BTreeMap<String, fast::Prerendered>>,
     /// The built-in page's script and style, served under `/.anteroom/`.
     pub assets: assets::Assets,
+    /// Per (room index, event name), the name of the event's own template.
+    event_templates: std::collections::HashMap<(usize, String), String>,
 }
 
 /// The constant part of a room's waiting context in one language, and the script it names.
@@ -271,6 +303,7 @@ pub fn check_template(source: &str) -> Result<(), String> {
                 eta_high_seconds: range.map(|r| r.1),
                 retry_after_ms: 3000,
                 held_by: None,
+                event: None,
             };
             let ctx = Context::from_serialize(WaitingView::new(&status, lang, &t))
                 .map_err(|e| error_chain(&e))?;
@@ -304,6 +337,21 @@ impl Pages {
             .map_err(|e| error_chain(&e))?;
         tera.add_raw_template(challenge::NAME, challenge::TEMPLATE)
             .map_err(|e| error_chain(&e))?;
+        tera.add_raw_template(countdown::NAME, countdown::TEMPLATE)
+            .map_err(|e| error_chain(&e))?;
+        let mut event_templates = std::collections::HashMap::new();
+        for (i, room) in config.rooms.iter().enumerate() {
+            for (event, page) in &room.event_pages {
+                let Some(path) = &page.template else {
+                    continue;
+                };
+                let name = format!("event-{}-{event}.html.tera", room.name());
+                let text = read(path)?;
+                tera.add_raw_template(&name, &text)
+                    .map_err(|e| format!("{}: {}", path.display(), error_chain(&e)))?;
+                event_templates.insert((i, event.clone()), name);
+            }
+        }
         let mut room_templates = Vec::new();
         for room in &config.rooms {
             match &room.template {
@@ -358,12 +406,16 @@ impl Pages {
             bases,
             fast,
             assets,
+            event_templates,
         })
     }
 
     /// The waiting page: the room's constant context for `lang` (when `t` is that language's
     /// texts, as the proxy passes them) plus this answer's figures.
     pub fn waiting(&self, room: usize, status: &Status, lang: &str, t: &TextSet) -> String {
+        if let Some(page) = self.event_page(room, status, lang, t) {
+            return page;
+        }
         let figures = Figures::new(status, t);
         let refresh = figures.refresh_seconds;
         let name = self
@@ -460,6 +512,7 @@ mod tests {
                 eta_high_seconds: None,
                 retry_after_ms: ms,
                 held_by: None,
+                event: None,
             }
             .retry_after_secs()
         };
@@ -521,6 +574,7 @@ title_waiting = "In line for <the> sale"
                     eta_high_seconds: None,
                     retry_after_ms: 3000,
                     held_by: None,
+                    event: None,
                 };
                 let fast = pages.waiting(0, &status, lang, t);
                 let view = WaitingView::new(&status, lang, t);
@@ -557,6 +611,7 @@ title_waiting = "In line for <the> sale"
                     eta_high_seconds: range.map(|r| r.1),
                     retry_after_ms: 4321,
                     held_by: None,
+                    event: None,
                 };
                 let view = WaitingView::new(&status, lang, t);
                 let whole = Context::from_serialize(&view)
@@ -640,6 +695,7 @@ template = "mine.html"
             eta_high_seconds: Some(75),
             retry_after_ms: 1000,
             held_by: Some("max-active"),
+            event: None,
         };
         let page = pages.waiting(0, &status, "en", t);
         let whole = Context::from_serialize(WaitingView::new(&status, "en", t))

@@ -9,6 +9,7 @@ use pingora::http::RequestHeader;
 use super::{cookie_values, secure, Ctx, Proxy, Verdict};
 use crate::app::Shared;
 use crate::cookie;
+use crate::event::Phase;
 use crate::line::ticket::{self, Predicted};
 use crate::line::{self, forecast, Edge, Ticket};
 use crate::store::{Admission, VisitorId};
@@ -41,6 +42,40 @@ impl Proxy {
         }
         let now = shared.clock.now_secs();
         let snapshot = r.line.snapshot();
+        let event = r
+            .events
+            .any()
+            .then(|| r.events.view(shared.clock.now_micros()));
+        if let Some(v) = event.flatten() {
+            let store_says = r.events.store_says_prequeue(&v.event.name);
+            if v.phase == Phase::Prequeue && store_says {
+                // The countdown: from the ticket, no store call and no liveness to note (a
+                // registration is not silent before the opening).
+                let position = if t.drawn {
+                    None
+                } else {
+                    match line::decide(snapshot.as_deref(), t, now, r.cfg.params.abandon_after) {
+                        Edge::Answer { position, .. } => Some(position),
+                        Edge::AskStore => return None,
+                    }
+                };
+                r.metrics.polls_edge.inc();
+                let status = Self::prequeue_status(
+                    shared,
+                    room,
+                    &v,
+                    t.vid,
+                    position,
+                    r.live.waiting(),
+                    t.drawn,
+                );
+                return Some(Verdict::Wait(status));
+            }
+            if v.phase == Phase::Prequeue || super::event::opening_unconfirmed(&v, store_says) {
+                // The store decides until a tick has seen the pre-queue begin or end.
+                return None;
+            }
+        }
         let Edge::Answer {
             position,
             waiting,
@@ -65,9 +100,12 @@ impl Proxy {
             Self::give_ticket(shared, ctx, room, &next);
         }
         r.metrics.polls_edge.inc();
-        Some(Verdict::Wait(Self::in_line_status(
-            shared, room, position, waiting, eta_rate, paused,
-        )))
+        let status = Self::in_line_status(shared, room, position, waiting, eta_rate, paused);
+        Some(Verdict::Wait(if r.events.any() {
+            Self::with_event(shared, room, status, t.vid, t.drawn)
+        } else {
+            status
+        }))
     }
 
     /// After the store answered: a visitor in line gets (or renews) a ticket for their place,
@@ -82,16 +120,22 @@ impl Proxy {
         joined: &Admission,
     ) -> Option<u64> {
         let r = &shared.rooms[room];
-        let (position, place, eta_rate) = match joined {
+        let (position, place, eta_rate, drawn) = match joined {
             Admission::Waiting {
                 position,
                 place,
                 eta_rate,
                 ..
-            } => (*position, *place, Some(*eta_rate)),
+            } => (*position, *place, Some(*eta_rate), false),
             Admission::Paused {
                 position, place, ..
-            } => (*position, *place, None),
+            } => (*position, *place, None, false),
+            Admission::Registered {
+                position,
+                place,
+                drawn,
+                ..
+            } => (position.unwrap_or(ticket::NOT_SHOWN), *place, None, *drawn),
             Admission::Admitted | Admission::Entered if old.is_some() => {
                 ctx.set_cookies.push(cookie::set_named(
                     &r.ticket_cookie,
@@ -106,6 +150,9 @@ impl Proxy {
         r.metrics.polls_store.inc();
         let same = old.filter(|t| t.place == place);
         let shown = same.map_or(position, |t| t.shown.clamp(1, position));
+        // A drawn place stays drawn (sealed) in the ticket after the opening too: the place
+        // is the same, and the visitor keeps their registration ticket on the page.
+        let drawn = drawn || same.is_some_and(|t| t.drawn);
         // The first wait told for this place stays the one measured.
         let predicted = same
             .and_then(|t| t.predicted)
@@ -116,6 +163,7 @@ impl Proxy {
             seen: shared.clock.now_secs(),
             shown,
             predicted,
+            drawn,
         };
         Self::give_ticket(shared, ctx, room, &t);
         Some(shown)

@@ -14,10 +14,12 @@ mod cache_safe;
 mod challenge;
 mod command;
 mod edge;
+mod event;
 pub mod held;
 mod origin;
 mod origin_slot;
 mod peer;
+mod published;
 mod refuse;
 mod request;
 mod reregister;
@@ -131,6 +133,8 @@ enum Verdict {
     Wait(Status),
     /// Refuse: too many new visitors from this client (`join-limit`).
     Limited { retry_after: std::time::Duration },
+    /// The room's event has closed: a newcomer is not added.
+    Ended,
 }
 
 #[async_trait]
@@ -334,6 +338,10 @@ impl ProxyHttp for Proxy {
             }
             Verdict::Limited { retry_after } => {
                 Self::send_limited(shared, session, ctx, room, retry_after).await?;
+                Ok(true)
+            }
+            Verdict::Ended => {
+                Self::send_ended(shared, session, ctx, room, false).await?;
                 Ok(true)
             }
         }

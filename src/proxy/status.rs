@@ -27,7 +27,7 @@ pub(super) async fn serve(
     ctx.outcome = Outcome::Reject;
     let req = session.req_header();
     let fail = |status: u16, msg: &str| (status, json_error(msg));
-    let problem = if path != "/.anteroom/status" {
+    let problem = if path != "/.anteroom/status" && path != "/.anteroom/event" {
         Some(fail(404, "not found"))
     } else if req.method != http::Method::GET && req.method != http::Method::HEAD {
         Some(fail(405, "use GET"))
@@ -61,6 +61,9 @@ pub(super) async fn serve(
     };
     ctx.room = Some(room);
     ctx.outcome = Outcome::Status;
+    if path == "/.anteroom/event" {
+        return super::published::serve(shared, session, ctx, room).await;
+    }
     let r = &shared.rooms[room];
     let admitted = Status {
         room: r.name().to_string(),
@@ -72,6 +75,7 @@ pub(super) async fn serve(
         eta_high_seconds: None,
         retry_after_ms: 0,
         held_by: None,
+        event: None,
     };
     let verified = Proxy::admission(shared, req, room, shared.clock.now_secs());
     let status = if !r.live.enabled() || verified.is_some() {
@@ -106,6 +110,9 @@ pub(super) async fn serve(
             Verdict::Wait(s) => s,
             Verdict::Limited { retry_after } => {
                 return Proxy::send_limited(shared, session, ctx, room, retry_after).await;
+            }
+            Verdict::Ended => {
+                return Proxy::send_ended(shared, session, ctx, room, true).await;
             }
         }
     };

@@ -21,7 +21,7 @@ use crate::room::policy::{self, Failure, OnError};
 use crate::room::LocalAdmit;
 use crate::store::order::grace_for;
 use crate::store::{
-    Admission, Consumed, JoinGate, Order, RequestId, Settle, StoreError, VisitorId,
+    Admission, Consumed, JoinContext, JoinGate, Order, RequestId, Settle, StoreError, VisitorId,
 };
 
 impl Proxy {
@@ -126,6 +126,7 @@ impl Proxy {
                 eta_high_seconds: None,
                 retry_after_ms: page::poll_interval(tiers, position).as_millis() as u64,
                 held_by: Some(HeldBy::Paused.as_str()),
+                event: None,
             };
         }
         // The ETA is `predicted_wait`'s, a range when it is poor; the next poll aims at the
@@ -154,6 +155,7 @@ impl Proxy {
             .as_millis() as u64,
             // A visitor in line is held by something: the rate, unless the last tick said more.
             held_by: Some(held.unwrap_or(HeldBy::Rate).as_str()),
+            event: None,
         }
     }
 
@@ -183,11 +185,22 @@ impl Proxy {
         {
             return Verdict::Limited { retry_after };
         }
+        // A room with events passes them (the store decides the one in force by its clock), and
+        // the visitor's place in each draw that has not opened.
+        let events = r.events.any().then(|| r.events.window());
+        let draws = events.as_deref().map_or_else(Vec::new, |w| {
+            r.events.draws(w, vid, shared.clock.now_micros())
+        });
+        let join = JoinContext {
+            gate: gate.as_ref(),
+            events: events.as_deref(),
+            draws: &draws,
+        };
         let joined = shared
             .store_call(
                 "join",
                 r.name(),
-                shared.store.join_from(&r.cfg.params, vid, gate.as_ref()),
+                shared.store.join_with(&r.cfg.params, vid, &join),
             )
             .await;
         let tiers = &r.cfg.poll;
@@ -201,7 +214,8 @@ impl Proxy {
                 }
                 Ok(
                     Admission::Waiting { joined: true, .. }
-                    | Admission::Paused { joined: true, .. },
+                    | Admission::Paused { joined: true, .. }
+                    | Admission::Registered { joined: true, .. },
                 ) => m.joined.inc(),
                 _ => {}
             }
@@ -227,25 +241,46 @@ impl Proxy {
                 waiting,
                 eta_rate,
                 ..
-            }) => Verdict::Wait(Self::in_line_status(
+            }) => Verdict::Wait(Self::in_line_with_event(
                 shared,
                 room,
-                shown.unwrap_or(position),
-                waiting,
-                eta_rate,
-                false,
+                vid,
+                ticket.as_ref(),
+                Self::in_line_status(
+                    shared,
+                    room,
+                    shown.unwrap_or(position),
+                    waiting,
+                    eta_rate,
+                    false,
+                ),
             )),
             Ok(Admission::Paused {
                 position, waiting, ..
-            }) => Verdict::Wait(Self::in_line_status(
+            }) => Verdict::Wait(Self::in_line_with_event(
                 shared,
                 room,
-                shown.unwrap_or(position),
-                waiting,
-                0.0,
-                true,
+                vid,
+                ticket.as_ref(),
+                Self::in_line_status(shared, room, shown.unwrap_or(position), waiting, 0.0, true),
             )),
             Ok(Admission::Limited { retry_after }) => Verdict::Limited { retry_after },
+            Ok(Admission::Registered {
+                position,
+                waiting,
+                drawn,
+                ..
+            }) => Verdict::Wait(match r.events.view(shared.clock.now_micros()) {
+                Some(v) => {
+                    Self::prequeue_status(shared, room, &v, vid, shown.or(position), waiting, drawn)
+                }
+                // The store knew of a pre-queue this instance's schedule no longer has (changed
+                // a moment ago): on hold until the next tick says more.
+                None => {
+                    Self::in_line_status(shared, room, position.unwrap_or(1), waiting, 0.0, true)
+                }
+            }),
+            Ok(Admission::Ended) => Verdict::Ended,
             Ok(Admission::Full { waiting }) => Verdict::Wait(Status {
                 room: name,
                 state: State::Full,
@@ -256,6 +291,7 @@ impl Proxy {
                 eta_high_seconds: None,
                 retry_after_ms: page::poll_interval(tiers, u64::MAX).as_millis() as u64,
                 held_by: None,
+                event: None,
             }),
             Err(e) => {
                 shared.warn_store_error(&e);
@@ -295,10 +331,25 @@ impl Proxy {
                         eta_high_seconds: None,
                         retry_after_ms: page::poll_interval(tiers, u64::MAX).as_millis() as u64,
                         held_by: None,
+                        event: None,
                     }),
                 }
             }
         }
+    }
+
+    /// A status of a room with events tells the event in force (and a registrant's ticket).
+    fn in_line_with_event(
+        shared: &Shared,
+        room: usize,
+        vid: VisitorId,
+        ticket: Option<&Ticket>,
+        status: Status,
+    ) -> Status {
+        if !shared.rooms[room].events.any() {
+            return status;
+        }
+        Self::with_event(shared, room, status, vid, ticket.is_some_and(|t| t.drawn))
     }
 
     pub(super) async fn send_wait(
@@ -328,10 +379,14 @@ impl Proxy {
                     .get(http::header::ACCEPT_LANGUAGE)
                     .and_then(|v| v.to_str().ok()),
             );
-            let texts = r
-                .cfg
-                .texts
-                .get(lang)
+            // An event with its own texts speaks them while it runs.
+            let own = status
+                .event
+                .as_ref()
+                .and_then(|e| r.cfg.event_pages.get(&e.name))
+                .and_then(|p| p.texts.get(lang));
+            let texts = own
+                .or_else(|| r.cfg.texts.get(lang))
                 .or_else(|| r.cfg.texts.values().next());
             let empty = crate::texts::TextSet::new();
             (

@@ -145,6 +145,7 @@ impl Recovery {
             config: String::new(),
             autopilot: None,
             revoked_after: None,
+            events: None,
         }
     }
 
@@ -228,6 +229,8 @@ mod tests {
             max_active: None,
             autopilot: Some(false),
             autopilot_rate: None,
+            event_rate: None,
+            event_max_active: None,
         };
         let mut fresh = RoomState::default();
         fresh.apply(&reassert(&s));

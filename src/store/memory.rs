@@ -23,10 +23,15 @@ use crate::clock::{micros, Clock, Micros};
 mod audit;
 mod autopilot;
 mod bucket;
+mod event;
 mod line;
 mod orders;
 mod passthrough;
 mod revoked;
+
+/// `last_seen` of a waiter registered during a pre-queue and not seen since: silent from the
+/// opening (slot 0 in Redis), kept apart from the silence order ([`event`]).
+const REGISTERED: Micros = Micros::MAX;
 
 /// A place's epoch: random, so that no ticket from an earlier line or a wiped store names a
 /// place in this one.
@@ -88,6 +93,8 @@ struct RoomData {
     /// What the sequence numbers of this room's data count from (a place's epoch): random, so
     /// that a ticket from before a wipe names no place after it.
     epoch: u64,
+    /// Events: the pre-queue, the opening, the draws, the runtime changes.
+    events: event::Kept,
 }
 
 impl RoomData {
@@ -132,6 +139,7 @@ impl RoomData {
             }
             n += 1;
         }
+        let n = n + self.prune_registered(live, abandon_after);
         self.abandoned_total += n;
         n
     }
@@ -141,26 +149,30 @@ impl RoomData {
         let w = self.waiters.remove(&vid)?;
         self.order.remove(&w.seq);
         self.seen.remove(&(w.last_seen, w.seq));
+        self.events.registered.remove(&w.seq);
         self.ranks.remove(w.seq);
         Some(w.joined_at)
     }
 
-    fn enqueue(&mut self, vid: VisitorId, now: Micros) -> u64 {
-        let seq = self.next_seq;
-        self.next_seq += 1;
+    /// Puts a visitor in line at `seq`; `registered` during a pre-queue.
+    fn enqueue_at(&mut self, vid: VisitorId, seq: u64, now: Micros, registered: bool) {
         self.order.insert(seq, vid);
-        self.ranks.insert(seq, self.order.keys().copied());
-        let live = self.live_now;
-        self.seen.insert((live, seq));
+        self.ranks.insert(seq);
+        let last_seen = if registered {
+            self.events.registered.insert(seq);
+            REGISTERED
+        } else {
+            self.seen.insert((self.live_now, seq));
+            self.live_now
+        };
         self.waiters.insert(
             vid,
             Waiter {
                 seq,
                 joined_at: now,
-                last_seen: live,
+                last_seen,
             },
         );
-        seq
     }
 
     fn activate(&mut self, vid: VisitorId, until: Micros) {
@@ -278,14 +290,18 @@ impl Store for MemoryStore {
         "memory"
     }
 
-    async fn join_from(
+    async fn join_with(
         &self,
         p: &RoomParams,
         vid: VisitorId,
-        gate: Option<&JoinGate>,
+        ctx: &JoinContext<'_>,
     ) -> Result<Admission, StoreError> {
+        let wall = self.clock.now_micros();
         Ok(self.with_live(p, true, |r, now| {
-            let state = r.state.clone();
+            let at = r.event_now(ctx.events, wall);
+            let in_pre = at.in_pre();
+            r.note_prequeue(&at);
+            let state = r.state_in(&at);
             if !state.enabled {
                 return Admission::Open;
             }
@@ -294,14 +310,17 @@ impl Store for MemoryStore {
                 return Admission::Admitted;
             }
             if p.queueing == Queueing::Passthrough {
-                return r.pass_through(p, &state, vid, gate, now);
+                return r.pass_through(p, &state, vid, ctx.gate, now);
             }
             let waiting = r.waiters.len() as u64;
             if let Some(seq) = r.waiters.get(&vid).map(|w| w.seq) {
-                r.mark_seen(vid);
-                return r.in_line(p, &state, seq, waiting, false);
+                r.seen_now(vid, in_pre);
+                return r.answer(p, &state, seq, waiting, false, in_pre);
             }
-            if let Some(g) = gate {
+            if at.closed() {
+                return Admission::Ended;
+            }
+            if let Some(g) = ctx.gate {
                 if let Some(retry_after) = r.count_join(g, now) {
                     return Admission::Limited { retry_after };
                 }
@@ -310,6 +329,7 @@ impl Store for MemoryStore {
             let burst = p.burst(rate);
             r.refill(now, rate, burst);
             if !state.queue_all
+                && !in_pre
                 && r.waiters.is_empty()
                 && (r.active.len() as u64).saturating_add(r.hold_back) < p.max_active(&state)
                 && r.tokens >= 1.0
@@ -329,11 +349,12 @@ impl Store for MemoryStore {
             }
             if r.waiters.is_empty() {
                 // An empty line starts a new epoch (as in Redis): no old ticket names a place.
-                r.epoch = new_epoch();
+                r.new_line();
             }
-            let seq = r.enqueue(vid, now);
+            let (seq, _) = r.place_for(&at, ctx.draws);
+            r.enqueue_at(vid, seq, now, in_pre);
             r.joined_total += 1;
-            r.in_line(p, &state, seq, waiting + 1, true)
+            r.answer(p, &state, seq, waiting + 1, true, in_pre)
         }))
     }
 
@@ -345,6 +366,7 @@ impl Store for MemoryStore {
         let room = self.room(&p.name);
         let mut r = room.lock().unwrap_or_else(|e| e.into_inner());
         let now = self.clock.mono_micros();
+        let wall = self.clock.now_micros();
         let (generation, new_generation) = r.generation_or_new();
         let stale = ctx
             .known_generation
@@ -359,7 +381,13 @@ impl Store for MemoryStore {
         r.config.clone_from(&ctx.config);
         let expired = r.prune_active(now);
         let live = r.live(now, p.tick, true);
-        r.mark_seen_batch(&ctx.seen);
+        let at = r.event_now(ctx.events.as_ref(), wall);
+        let in_pre = at.in_pre();
+        r.event_tick(&at, live, now, wall);
+        let event_state = r.state_in(&at);
+        r.state.event_rate = event_state.event_rate;
+        r.state.event_max_active = event_state.event_max_active;
+        r.mark_seen_batch(&ctx.seen, in_pre);
         let abandoned = r.prune_abandoned(live, micros(p.abandon_after));
         let autopilot = r.steer(ctx.autopilot.as_ref(), now);
         let state = r.state.clone();
@@ -368,7 +396,7 @@ impl Store for MemoryStore {
         r.refill(now, rate, burst);
         let mut admitted = 0;
         let mut admitted_visitors = Vec::new();
-        if state.enabled && !state.queue_all && !stale {
+        if state.enabled && !state.queue_all && !stale && !in_pre {
             let room_left = p
                 .max_active(&state)
                 .saturating_sub(r.active.len() as u64)
@@ -382,20 +410,25 @@ impl Store for MemoryStore {
                 let Some(vid) = r.next_in(p.queueing) else {
                     break;
                 };
+                let seq = r.waiters.get(&vid).map(|w| w.seq);
                 let joined_at = r.remove_waiter(vid).unwrap_or(now);
+                let from = seq.map_or(joined_at, |seq| r.waited_from(seq, joined_at));
                 r.activate(vid, until);
                 admitted += 1;
                 admitted_visitors.push(AdmittedVisitor {
                     vid,
-                    waited: Duration::from_micros(now.saturating_sub(joined_at)),
+                    waited: Duration::from_micros(now.saturating_sub(from)),
                 });
             }
             r.tokens -= admitted as f64;
             r.note_admitted(now, admitted);
             r.admitted_total += admitted;
         }
-        let idle =
-            (admitted == 0 && r.waiters.is_empty()) || !state.enabled || state.queue_all || stale;
+        let idle = (admitted == 0 && r.waiters.is_empty())
+            || !state.enabled
+            || state.queue_all
+            || stale
+            || in_pre;
         r.observe_rate(now, idle);
         Ok(AdmitReport {
             admitted,
@@ -412,6 +445,9 @@ impl Store for MemoryStore {
             line: r.sample(burst as u64),
             autopilot,
             revoked: r.revoked.after(ctx.revoked_after, self.clock.now_secs()),
+            event: r.event_seen(&at, wall),
+            events_version: r.events_version(),
+            store_now: wall,
         })
     }
 
@@ -468,10 +504,7 @@ impl Store for MemoryStore {
     async fn clear_waiting(&self, p: &RoomParams) -> Result<u64, StoreError> {
         Ok(self.with(p, |r, _| {
             let n = r.waiters.len() as u64;
-            r.waiters.clear();
-            r.order.clear();
-            r.seen.clear();
-            r.ranks = Ranks::default();
+            r.clear_line();
             n
         }))
     }
@@ -524,5 +557,31 @@ impl Store for MemoryStore {
                 .into_iter()
                 .collect(),
         }))
+    }
+
+    async fn runtime_events(&self, p: &RoomParams) -> Result<RuntimeEvents, StoreError> {
+        Ok(self.with(p, |r, _| r.runtime_events()))
+    }
+
+    async fn change_event(
+        &self,
+        p: &RoomParams,
+        name: &str,
+        change: &crate::event::schedule::Runtime,
+        version: u64,
+        before: &serde_json::Value,
+        by: &history::Actor,
+    ) -> Result<EventChange, StoreError> {
+        Ok(self.with(p, |r, _| r.change_event(name, change, version, before, by)))
+    }
+
+    async fn draw_list(
+        &self,
+        p: &RoomParams,
+        event: &str,
+        from: u64,
+        count: u64,
+    ) -> Result<Vec<crate::event::draw::RegTicket>, StoreError> {
+        Ok(self.with(p, |r, _| r.draw_list(event, from, count)))
     }
 }

@@ -35,6 +35,7 @@
 //!   the caller last saw, until every cookie of it has expired (see [`finish`]).
 
 pub mod autopilot;
+pub mod event;
 pub mod finish;
 pub mod history;
 pub mod line;
@@ -47,6 +48,7 @@ pub mod redis;
 mod room;
 pub mod sentinel;
 
+pub use event::{Draw, EventSeen, EventsArg, JoinContext};
 pub use finish::{Command, Ending, Revocation, Revocations};
 pub use line::{LineSample, Place};
 pub use order::{Consumed, Order, RequestId, Settle, Settled};
@@ -131,6 +133,18 @@ pub enum Admission {
     Limited { retry_after: Duration },
     /// The room is switched off: pass without an admission.
     Open,
+    /// In line during an event's pre-queue: nobody is admitted before the opening. `position`
+    /// is `None` for a draw's place (not known to anyone before the opening); `drawn` says the
+    /// place is one.
+    Registered {
+        position: Option<u64>,
+        waiting: u64,
+        joined: bool,
+        place: Place,
+        drawn: bool,
+    },
+    /// The event closed: a newcomer is not added.
+    Ended,
 }
 
 /// A visitor moved from waiting to active by an `admit` step.
@@ -177,6 +191,13 @@ pub struct AdmitReport {
     pub autopilot: Option<autopilot::AutopilotState>,
     /// Admissions revoked since [`AdmitContext::revoked_after`] (empty when it was `None`).
     pub revoked: Revocations,
+    /// The event in force, when the call carried events ([`AdmitContext::events`]).
+    pub event: Option<EventSeen>,
+    /// The version of the room's runtime event changes ([`Store::runtime_events`]): another
+    /// than the caller built its schedule from means it should read them again.
+    pub events_version: u64,
+    /// The store's clock at the call (Unix µs): what event times are decided by.
+    pub store_now: crate::clock::Micros,
 }
 
 /// What the caller of `admit` knows, from its own earlier ticks.
@@ -202,6 +223,8 @@ pub struct AdmitContext {
     /// The room takes origin commands: hand back the revocations numbered after this one
     /// ([`finish`]); `None` reads none (no cost for rooms without them).
     pub revoked_after: Option<u64>,
+    /// The room's events near now ([`event`]); `None` for a room without events.
+    pub events: Option<EventsArg>,
 }
 
 /// A room's figures, for the admin API and metrics.
@@ -259,6 +282,24 @@ pub trait Store: Send + Sync + 'static {
         room: &RoomParams,
         vid: VisitorId,
         gate: Option<&JoinGate>,
+    ) -> Result<Admission, StoreError> {
+        self.join_with(
+            room,
+            vid,
+            &JoinContext {
+                gate,
+                ..Default::default()
+            },
+        )
+        .await
+    }
+
+    /// [`Store::join_from`], decided also by the room's events ([`event`]).
+    async fn join_with(
+        &self,
+        room: &RoomParams,
+        vid: VisitorId,
+        ctx: &JoinContext<'_>,
     ) -> Result<Admission, StoreError>;
 
     /// One tick of the admission loop.
@@ -360,4 +401,48 @@ pub trait Store: Send + Sync + 'static {
     ) -> Result<Vec<history::Change>, StoreError>;
 
     async fn stats(&self, room: &RoomParams) -> Result<RoomStats, StoreError>;
+
+    /// The room's runtime event changes ([`crate::event::schedule::Runtime`] per name) and
+    /// their version.
+    async fn runtime_events(&self, room: &RoomParams) -> Result<RuntimeEvents, StoreError>;
+
+    /// Keeps `change` as the runtime definition of event `name`, if the runtime changes are
+    /// still at `version` (else nothing is changed and the current ones come back, to be
+    /// checked again), and records it in the room's history (from `before`, the definition in
+    /// force until now). Safe to retry: the same change again is found in force.
+    async fn change_event(
+        &self,
+        room: &RoomParams,
+        name: &str,
+        change: &crate::event::schedule::Runtime,
+        version: u64,
+        before: &serde_json::Value,
+        by: &history::Actor,
+    ) -> Result<EventChange, StoreError>;
+
+    /// Registrations of an event's draw in the draw's order, from 0-based place `from`, at
+    /// most `count`.
+    async fn draw_list(
+        &self,
+        room: &RoomParams,
+        event: &str,
+        from: u64,
+        count: u64,
+    ) -> Result<Vec<crate::event::draw::RegTicket>, StoreError>;
+}
+
+/// The runtime event changes of a room, as the store keeps them.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RuntimeEvents {
+    pub version: u64,
+    pub events: std::collections::BTreeMap<String, crate::event::schedule::Runtime>,
+}
+
+/// What [`Store::change_event`] did.
+#[derive(Debug, Clone, PartialEq)]
+pub enum EventChange {
+    /// Kept; the new version.
+    Done(u64),
+    /// Someone changed the events meanwhile: these are the current ones.
+    Conflict(RuntimeEvents),
 }

@@ -30,6 +30,7 @@ use async_trait::async_trait;
 use tokio::sync::OnceCell;
 
 mod admit_reply;
+mod events;
 mod history;
 mod join_reply;
 mod keys;
@@ -41,8 +42,9 @@ use keys::{marker_key, marker_ms, Keys};
 
 use super::sentinel::SentinelConn;
 use super::{
-    Admission, AdmitContext, AdmitReport, Consumed, Ending, JoinGate, Order, RequestId, RoomParams,
-    RoomPatch, RoomState, RoomStats, Settle, Settled, Store, StoreError, VisitorId,
+    Admission, AdmitContext, AdmitReport, Consumed, Ending, EventChange, JoinContext, Order,
+    RequestId, RoomParams, RoomPatch, RoomState, RoomStats, RuntimeEvents, Settle, Settled, Store,
+    StoreError, VisitorId,
 };
 
 macro_rules! lua {
@@ -66,6 +68,9 @@ struct Scripts {
     clear_waiting: Script,
     changes: Script,
     stats: Script,
+    events: Script,
+    change_event: Script,
+    draw_list: Script,
 }
 
 impl Scripts {
@@ -81,6 +86,9 @@ impl Scripts {
             clear_waiting: Script::new(lua!("clear_waiting")),
             changes: Script::new(lua!("changes")),
             stats: Script::new(lua!("stats")),
+            events: Script::new(lua!("events")),
+            change_event: Script::new(lua!("change_event")),
+            draw_list: Script::new(lua!("draw_list")),
         }
     }
 }
@@ -277,12 +285,13 @@ impl Store for RedisStore {
         }
     }
 
-    async fn join_from(
+    async fn join_with(
         &self,
         p: &RoomParams,
         vid: VisitorId,
-        gate: Option<&JoinGate>,
+        ctx: &JoinContext<'_>,
     ) -> Result<Admission, StoreError> {
+        let gate = ctx.gate;
         let k = Keys::of(&p.name);
         let client_key = format!(
             "{{anteroom:{}}}:joins:{}",
@@ -307,6 +316,7 @@ impl Store for RedisStore {
             .arg(micros(p.claim_ttl))
             .arg(self.generation_seen(&p.name).unwrap_or_default())
             .arg(p.queueing.as_str());
+        events::join_args(&mut inv, &p.name, ctx);
         let JoinReply(admission) = self.run("join", &p.name, &inv).await?;
         Ok(admission)
     }
@@ -344,10 +354,16 @@ impl Store for RedisStore {
             None => inv.arg(""),
         };
         inv.arg(p.queueing.as_str());
+        events::admit_args(&mut inv, &p.name, ctx.events.as_ref());
         for (vid, place) in &ctx.seen {
             inv.arg(&vid.as_bytes()[..]).arg(place.epoch).arg(place.key);
         }
-        let AdmitReply(report) = self.run("admit", &p.name, &inv).await?;
+        let AdmitReply(mut report) = self.run("admit", &p.name, &inv).await?;
+        if let Some(seen) = &report.event {
+            let (rate, max) = seen.overrides(ctx.events.as_ref());
+            report.state.event_rate = rate;
+            report.state.event_max_active = max;
+        }
         self.generations
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -520,5 +536,32 @@ impl Store for RedisStore {
             .arg(self.skew());
         let v: Vec<Value> = self.run("stats", &p.name, &inv).await?;
         reply::stats(&v, &p.name)
+    }
+
+    async fn runtime_events(&self, p: &RoomParams) -> Result<RuntimeEvents, StoreError> {
+        self.runtime_events_call(p).await
+    }
+
+    async fn change_event(
+        &self,
+        p: &RoomParams,
+        name: &str,
+        change: &crate::event::schedule::Runtime,
+        version: u64,
+        before: &serde_json::Value,
+        by: &crate::store::history::Actor,
+    ) -> Result<EventChange, StoreError> {
+        self.change_event_call(p, name, change, version, before, by)
+            .await
+    }
+
+    async fn draw_list(
+        &self,
+        p: &RoomParams,
+        event: &str,
+        from: u64,
+        count: u64,
+    ) -> Result<Vec<crate::event::draw::RegTicket>, StoreError> {
+        self.draw_list_call(p, event, from, count).await
     }
 }

@@ -50,16 +50,21 @@ impl Queueing {
 
 impl RoomParams {
     /// The rate in force, in this order: an operator's override (it pins the rate), the
-    /// autopilot's rate while it runs, the configured one.
+    /// running event's, the autopilot's rate while it runs, the configured one.
     pub fn rate(&self, state: &RoomState) -> f64 {
         state
             .admit_per_second
+            .or(state.event_rate)
             .or(state.autopilot_rate)
             .unwrap_or(self.admit_per_second)
     }
 
+    /// The cap in force: an operator's override, the running event's, the configured one.
     pub fn max_active(&self, state: &RoomState) -> u64 {
-        state.max_active.unwrap_or(self.max_active)
+        state
+            .max_active
+            .or(state.event_max_active)
+            .unwrap_or(self.max_active)
     }
 
     /// Bucket capacity: one tick's worth, at least one, so a burst never exceeds a tick's batch.
@@ -109,6 +114,12 @@ pub struct RoomState {
     /// override): read by [`RoomParams::rate`].
     #[serde(default)]
     pub autopilot_rate: Option<f64>,
+    /// The running event's rate and cap (`[[room.event]]`), between an override and the
+    /// autopilot: read by [`RoomParams::rate`] and [`RoomParams::max_active`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub event_rate: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub event_max_active: Option<u64>,
 }
 
 impl Default for RoomState {
@@ -120,6 +131,8 @@ impl Default for RoomState {
             max_active: None,
             autopilot: None,
             autopilot_rate: None,
+            event_rate: None,
+            event_max_active: None,
         }
     }
 }

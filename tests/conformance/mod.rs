@@ -4,6 +4,7 @@
 
 pub mod autopilot;
 pub mod edge;
+pub mod events;
 pub mod finish;
 pub mod history;
 pub mod integrity;
@@ -21,6 +22,7 @@ pub use recovery::{
 
 pub use autopilot::*;
 pub use edge::*;
+pub use events::*;
 pub use finish::*;
 pub use history::*;
 pub use integrity::*;
@@ -668,6 +670,13 @@ macro_rules! conformance_suite {
             a_store_that_lost_its_revocations_is_read_from_the_start,
             random_admits_anyone_in_line_at_the_rate_each_once,
             passthrough_lets_everyone_in_and_counts_who_would_have_queued,
+            a_prequeue_registers_and_admits_nobody_until_the_opening,
+            a_draw_places_registrants_by_their_keys_ahead_of_later_arrivals,
+            registrations_outlast_abandon_after_and_are_silent_from_the_opening,
+            after_the_closing_newcomers_are_turned_away_and_the_line_is_kept_or_released,
+            an_events_rate_and_cap_sit_between_an_override_and_the_autopilot,
+            the_store_clock_decides_and_a_step_back_does_not_reopen_registration,
+            runtime_event_changes_are_versioned_and_recorded,
         );
     };
     (@cases $make:expr; $($case:ident),* $(,)?) => {

@@ -21,6 +21,7 @@ impl RoomData {
         self.autopilot.configured
             && self.state.autopilot != Some(false)
             && self.state.admit_per_second.is_none()
+            && self.state.event_rate.is_none()
     }
 
     /// After a change of the room's state: the rate in force follows (a pin or a switch-off

@@ -10,18 +10,23 @@ impl RoomData {
         if let Some(w) = self.waiters.get_mut(&vid) {
             let (old, seq) = (w.last_seen, w.seq);
             w.last_seen = live;
-            self.seen.remove(&(old, seq));
+            if old == REGISTERED {
+                self.events.registered.remove(&seq);
+            } else {
+                self.seen.remove(&(old, seq));
+            }
             self.seen.insert((live, seq));
         }
     }
 
-    /// The liveness batch of an admit: only a visitor still at the ticket's place is seen.
-    pub(super) fn mark_seen_batch(&mut self, batch: &[(VisitorId, Place)]) {
+    /// The liveness batch of an admit: only a visitor still at the ticket's place is seen
+    /// (during a pre-queue: registered).
+    pub(super) fn mark_seen_batch(&mut self, batch: &[(VisitorId, Place)], in_pre: bool) {
         for (vid, place) in batch {
             let here = place.epoch == self.epoch
                 && self.waiters.get(vid).is_some_and(|w| w.seq == place.key);
             if here {
-                self.mark_seen(*vid);
+                self.seen_now(*vid, in_pre);
             }
         }
     }
@@ -59,6 +64,29 @@ impl RoomData {
                 joined,
                 place,
             }
+        }
+    }
+
+    /// The answer for a visitor in line at `seq`, during a pre-queue or not.
+    pub(super) fn answer(
+        &self,
+        p: &RoomParams,
+        state: &RoomState,
+        seq: u64,
+        waiting: u64,
+        joined: bool,
+        in_pre: bool,
+    ) -> Admission {
+        if !in_pre {
+            return self.in_line(p, state, seq, waiting, joined);
+        }
+        let drawn = self.drawn(seq);
+        Admission::Registered {
+            position: (!drawn).then(|| self.position(seq)),
+            waiting,
+            joined,
+            place: self.place(seq),
+            drawn,
         }
     }
 

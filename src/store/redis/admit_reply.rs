@@ -5,15 +5,21 @@ use std::time::Duration;
 
 use ::redis::{FromRedisValue, ParsingError, Value};
 
+use crate::event::Phase;
 use crate::store::autopilot::{AutopilotState, Health};
 use crate::store::finish::MAX_PER_TICK;
 use crate::store::line::{LineSample, MAX_POINTS};
-use crate::store::{AdmitReport, AdmittedVisitor, Revocation, Revocations, RoomState, VisitorId};
+use crate::store::{
+    AdmitReport, AdmittedVisitor, EventSeen, Revocation, Revocations, RoomState, VisitorId,
+};
 
 /// Where the autopilot's fields start.
 const AUTOPILOT_FROM: usize = 13;
+/// Where the event in force is told: its name, phase, registrations, when it opened, and the
+/// version of the runtime events.
+const EVENT_FROM: usize = 24;
 /// Where the line's sample starts: after the fixed fields (its epoch, then its length).
-const LINE_FROM: usize = 24;
+const LINE_FROM: usize = 29;
 
 /// `admit.lua`'s reply.
 #[derive(Debug, Clone, PartialEq)]
@@ -94,6 +100,26 @@ fn revoked_of(v: &[Value], i: &mut usize) -> Result<Revocations, ParsingError> {
     Ok(Revocations { list, last })
 }
 
+/// The event in force (`None` without one) and the runtime events' version.
+fn event_of(v: &[Value]) -> Result<(Option<EventSeen>, u64), ParsingError> {
+    let f = EVENT_FROM;
+    let name: String = item(v, f)?;
+    let phase: String = item(v, f + 1)?;
+    let registrations: u64 = item(v, f + 2)?;
+    let opened: String = item(v, f + 3)?;
+    let version: u64 = item(v, f + 4)?;
+    let seen = match Phase::parse(&phase) {
+        Some(phase) if !name.is_empty() => Some(EventSeen {
+            name,
+            phase,
+            registrations,
+            opened_at: opened.parse().ok(),
+        }),
+        _ => None,
+    };
+    Ok((seen, version))
+}
+
 impl FromRedisValue for AdmitReply {
     fn from_redis_value(v: Value) -> Result<Self, ParsingError> {
         let v: Vec<Value> = FromRedisValue::from_redis_value(v)?;
@@ -103,6 +129,8 @@ impl FromRedisValue for AdmitReply {
         let new_generation: i64 = item(&v, 12)?;
         let autopilot = autopilot_of(&v)?;
         let switch: String = item(&v, AUTOPILOT_FROM + 10)?;
+        let store_now: String = item(&v, AUTOPILOT_FROM + 9)?;
+        let (event, events_version) = event_of(&v)?;
         let epoch: u64 = item(&v, LINE_FROM)?;
         let numbers: usize = item(&v, LINE_FROM + 1)?;
         if !numbers.is_multiple_of(2) || numbers > 2 * MAX_POINTS {
@@ -142,6 +170,8 @@ impl FromRedisValue for AdmitReply {
                     .as_ref()
                     .filter(|a| a.running)
                     .and_then(|a| a.rate),
+                event_rate: None,
+                event_max_active: None,
             },
             instances: item(&v, 10)?,
             generation: item(&v, 11)?,
@@ -149,6 +179,9 @@ impl FromRedisValue for AdmitReply {
             line: LineSample { epoch, points },
             autopilot,
             revoked,
+            event,
+            events_version,
+            store_now: store_now.parse().unwrap_or(0),
         }))
     }
 }
@@ -193,6 +226,12 @@ mod tests {
             int(900000),
             text("1700000002000000"),
             text("0"),
+            // The event: "drop", in its pre-queue, 12 registered, not opened; runtime version 3.
+            text("drop"),
+            text("pre"),
+            int(12),
+            text(""),
+            int(3),
             int(777),
             int(4),
             int(0),
@@ -241,6 +280,13 @@ mod tests {
         assert_eq!(ap.health.p90, Duration::from_millis(900));
         assert_eq!(r.state.autopilot_rate, Some(120.0));
         assert_eq!(r.state.autopilot, Some(false));
+        assert_eq!(r.store_now, 1_700_000_002_000_000);
+        assert_eq!(r.events_version, 3);
+        let ev = r.event.unwrap();
+        assert_eq!(
+            (ev.name.as_str(), ev.phase, ev.registrations, ev.opened_at),
+            ("drop", Phase::Prequeue, 12, None)
+        );
     }
 
     #[test]

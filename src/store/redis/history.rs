@@ -77,7 +77,7 @@ impl RedisStore {
 }
 
 /// Who asks (ARGV after the script's own: id, label, address, entries kept), or an empty id.
-fn actor_args(inv: &mut redis::ScriptInvocation<'_>, by: Option<&Actor>) {
+pub(super) fn actor_args(inv: &mut redis::ScriptInvocation<'_>, by: Option<&Actor>) {
     match by {
         Some(a) => inv.arg(&a.id).arg(&a.by).arg(&a.client).arg(KEEP),
         None => inv.arg(""),

@@ -56,6 +56,17 @@ impl FromRedisValue for JoinReply {
             6 => Admission::Limited {
                 retry_after: Duration::from_millis(number(&eta).max(1.0) as u64),
             },
+            7 => {
+                let drawn = item::<i64>(&v, 7)? == 1;
+                Admission::Registered {
+                    position: (!drawn || position > 0).then_some(position),
+                    waiting,
+                    joined,
+                    place: place()?,
+                    drawn,
+                }
+            }
+            8 => Admission::Ended,
             other => return Err(format!("join reply: unknown code {other}").into()),
         }))
     }
@@ -108,5 +119,28 @@ mod tests {
             "a place is due"
         );
         assert!(reply(vec![i(9), i(0), i(0), s("0"), i(0)]).is_err());
+        // Registered: a draw's place has no position before the opening.
+        assert_eq!(
+            reply(vec![i(7), i(0), i(40), s("5"), i(1), i(77), i(6), i(1)]).unwrap(),
+            Admission::Registered {
+                position: None,
+                waiting: 40,
+                joined: true,
+                place: Place { epoch: 6, key: 77 },
+                drawn: true,
+            }
+        );
+        assert!(matches!(
+            reply(vec![i(7), i(3), i(40), s("5"), i(0), i(77), i(6), i(0)]).unwrap(),
+            Admission::Registered {
+                position: Some(3),
+                drawn: false,
+                ..
+            }
+        ));
+        assert_eq!(
+            reply(vec![i(8), i(0), i(0), s("0"), i(0)]).unwrap(),
+            Admission::Ended
+        );
     }
 }

@@ -18,6 +18,8 @@ pub(super) struct Keys {
     pub history: String,
     /// The revocation log (`crate::store::finish`).
     pub revoked: String,
+    /// The runtime event changes (`crate::event::schedule`).
+    pub events: String,
 }
 
 impl Keys {
@@ -31,6 +33,7 @@ impl Keys {
             health: format!("{{anteroom:{room}}}:health"),
             history: format!("{{anteroom:{room}}}:changes"),
             revoked: format!("{{anteroom:{room}}}:revoked"),
+            events: format!("{{anteroom:{room}}}:events"),
         }
     }
 }

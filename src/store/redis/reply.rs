@@ -42,6 +42,8 @@ pub(super) fn state_from(
         max_active: max.parse().ok(),
         autopilot: switch_of(&switch),
         autopilot_rate: autopilot_rate.parse().ok(),
+        event_rate: None,
+        event_max_active: None,
     })
 }
 

@@ -1,0 +1,240 @@
+//! A room's events on this instance: the schedule in force (the file's events with the store's
+//! runtime changes), what the last admit call said of the event in force, and the store's clock
+//! as seen from here. The proxy reads it on every request of a room with events; the admission
+//! loop writes it once a tick (no store call of its own).
+
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use arc_swap::{ArcSwap, ArcSwapOption};
+
+use super::draw::{self, RegTicket};
+use super::schedule::{Runtime, Schedule};
+use super::{current, Event, Phase};
+use crate::clock::Micros;
+use crate::store::{Draw, EventSeen, EventsArg, RuntimeEvents, VisitorId};
+
+/// The revealed draw's list, read from the store once per instance and served from memory.
+#[derive(Debug, Clone)]
+pub struct DrawList {
+    pub event: String,
+    pub tickets: Arc<Vec<RegTicket>>,
+}
+
+/// One room's events on this instance.
+#[derive(Debug)]
+pub struct RoomEvents {
+    room: Arc<str>,
+    /// The config file's events.
+    config: Vec<Event>,
+    schedule: ArcSwap<Schedule>,
+    /// The runtime changes the schedule was built from.
+    runtime: ArcSwap<RuntimeEvents>,
+    /// The events near now, as the last tick passed them to the store (and joins pass them).
+    window: ArcSwap<EventsArg>,
+    /// The event in force at the last tick, as the store decided it.
+    seen: ArcSwapOption<EventSeen>,
+    /// The store's clock minus this instance's wall clock (µs), at the last tick.
+    skew: AtomicI64,
+    /// `[draw] secret`.
+    secret: Option<Arc<[u8]>>,
+    list: Mutex<Option<DrawList>>,
+}
+
+/// What a request sees of the room's event.
+#[derive(Debug, Clone)]
+pub struct View {
+    pub event: Event,
+    pub phase: Phase,
+    /// The store has seen the event open: its draw's seed may be shown.
+    pub revealed: bool,
+    pub registrations: u64,
+    /// The store's clock now, as estimated here.
+    pub now: Micros,
+}
+
+impl RoomEvents {
+    pub fn new(room: &str, config: Vec<Event>, secret: Option<Arc<[u8]>>) -> Self {
+        let (schedule, _) = Schedule::build(&config, &Default::default(), 0);
+        let window = EventsArg::of(&schedule.events);
+        Self {
+            room: Arc::from(room),
+            config,
+            schedule: ArcSwap::from_pointee(schedule),
+            runtime: ArcSwap::from_pointee(RuntimeEvents::default()),
+            window: ArcSwap::from_pointee(window),
+            seen: ArcSwapOption::empty(),
+            skew: AtomicI64::new(0),
+            secret,
+            list: Mutex::new(None),
+        }
+    }
+
+    /// Over a reload: the runtime changes, the store's word and clock, the list, with the new
+    /// file's events.
+    pub fn inherit(&self, old: &RoomEvents) {
+        self.rebuild(&old.runtime.load());
+        self.seen.store(old.seen.load_full());
+        self.skew
+            .store(old.skew.load(Ordering::Relaxed), Ordering::Relaxed);
+        let list = old.list.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        *self.list.lock().unwrap_or_else(|e| e.into_inner()) = list;
+    }
+
+    /// Whether the room has any event (else nothing here costs a request anything).
+    pub fn any(&self) -> bool {
+        !self.schedule.load().events.is_empty()
+    }
+
+    pub fn schedule(&self) -> Arc<Schedule> {
+        self.schedule.load_full()
+    }
+
+    pub fn runtime(&self) -> Arc<RuntimeEvents> {
+        self.runtime.load_full()
+    }
+
+    /// Builds the schedule from the file's events and `runtime`; returns what was left out.
+    pub fn rebuild(&self, runtime: &RuntimeEvents) -> Vec<String> {
+        let (s, warnings) = Schedule::build(&self.config, &runtime.events, runtime.version);
+        self.schedule.store(Arc::new(s));
+        self.runtime.store(Arc::new(runtime.clone()));
+        warnings
+    }
+
+    /// The store's clock at this instance's wall time `local`.
+    pub fn store_now(&self, local: Micros) -> Micros {
+        local.saturating_add_signed(self.skew.load(Ordering::Relaxed))
+    }
+
+    /// The events a tick passes to the store, kept for the joins until the next tick; `None`
+    /// for a room without events.
+    pub fn tick_args(&self, local: Micros) -> Option<EventsArg> {
+        let s = self.schedule.load();
+        if s.events.is_empty() {
+            self.window.store(Arc::new(EventsArg::default()));
+            return None;
+        }
+        let arg = EventsArg::of(s.window(self.store_now(local)));
+        self.window.store(Arc::new(arg.clone()));
+        Some(arg)
+    }
+
+    /// The events a join passes (the last tick's window).
+    pub fn window(&self) -> Arc<EventsArg> {
+        self.window.load_full()
+    }
+
+    /// What the tick's admit call said: the event in force and the store's clock. Returns
+    /// whether the runtime changes moved on (read them again).
+    pub fn learn(
+        &self,
+        seen: Option<&EventSeen>,
+        store_now: Micros,
+        version: u64,
+        local: Micros,
+    ) -> bool {
+        if store_now > 0 {
+            let skew = i64::try_from(store_now).unwrap_or(i64::MAX)
+                - i64::try_from(local).unwrap_or(i64::MAX);
+            self.skew.store(skew, Ordering::Relaxed);
+        }
+        self.seen.store(seen.cloned().map(Arc::new));
+        version != self.runtime.load().version
+    }
+
+    pub fn seen(&self) -> Option<Arc<EventSeen>> {
+        self.seen.load_full()
+    }
+
+    /// The event in force for a request at this instance's wall time `local`: by the store's
+    /// clock as estimated here, and the store's word on the opening.
+    pub fn view(&self, local: Micros) -> Option<View> {
+        let s = self.schedule.load();
+        if s.events.is_empty() {
+            return None;
+        }
+        let now = self.store_now(local);
+        let seen = self.seen.load();
+        let opened = seen
+            .as_ref()
+            .filter(|e| e.opened_at.is_some())
+            .map(|e| e.name.as_str());
+        let (_, event, phase) = current(&s.events, now, opened)?;
+        let seen = seen.as_ref().filter(|e| e.name == event.name);
+        Some(View {
+            revealed: seen.is_some_and(|e| e.opened_at.is_some()),
+            registrations: seen.map_or(0, |e| e.registrations),
+            event: event.clone(),
+            phase,
+            now,
+        })
+    }
+
+    /// Whether the store said this event is in its pre-queue at the last tick.
+    pub fn store_says_prequeue(&self, event: &str) -> bool {
+        self.seen
+            .load()
+            .as_ref()
+            .is_some_and(|e| e.name == event && e.phase == Phase::Prequeue)
+    }
+
+    /// The seed of an event's draw (`None` without `[draw] secret`).
+    pub fn seed(&self, e: &Event) -> Option<[u8; 32]> {
+        let secret = self.secret.as_ref()?;
+        Some(draw::seed(secret, &self.room, &e.name, e.prequeue_from))
+    }
+
+    pub fn commitment(&self, e: &Event) -> Option<String> {
+        self.seed(e).map(|s| draw::commitment(&s))
+    }
+
+    /// A visitor's registration ticket in an event's draw.
+    pub fn ticket(&self, e: &Event, vid: VisitorId) -> RegTicket {
+        draw::ticket(&self.room, &e.name, vid)
+    }
+
+    /// The visitor's draw in each event of `window` that draws and has not opened yet (by this
+    /// instance's estimate, with a minute's margin for clocks): what a join carries.
+    pub fn draws(&self, window: &EventsArg, vid: VisitorId, local: Micros) -> Vec<Option<Draw>> {
+        let now = self.store_now(local);
+        window
+            .events
+            .iter()
+            .map(|e| {
+                if !e.draw || now > e.opens_at.saturating_add(60_000_000) {
+                    return None;
+                }
+                let seed = self.seed(e)?;
+                let ticket = self.ticket(e, vid);
+                Some(Draw {
+                    ticket,
+                    key: draw::key(&seed, &ticket),
+                })
+            })
+            .collect()
+    }
+
+    pub fn list(&self) -> Option<DrawList> {
+        self.list.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    pub fn set_list(&self, list: DrawList) {
+        *self.list.lock().unwrap_or_else(|e| e.into_inner()) = Some(list);
+    }
+
+    /// Forgets a list whose reading failed, so that a later tick reads it again.
+    pub fn clear_list(&self) {
+        *self.list.lock().unwrap_or_else(|e| e.into_inner()) = None;
+    }
+
+    /// A runtime definition for `name` as the store would keep it.
+    pub fn runtime_of(&self, name: &str) -> Option<Runtime> {
+        self.runtime.load().events.get(name).cloned()
+    }
+
+    /// The file's definition of `name`.
+    pub fn config_event(&self, name: &str) -> Option<&Event> {
+        self.config.iter().find(|e| e.name == name)
+    }
+}

@@ -1,0 +1,179 @@
+//! Events at the proxy: the countdown of a pre-queue (answered from the ticket and this
+//! instance's knowledge of the event, no store call), what a visitor is told of the event in
+//! force, and the "ended" answer after the closing (see [`crate::event`]).
+
+use std::time::Duration;
+
+use pingora::proxy::Session;
+use pingora::Result;
+
+use super::respond::Refusal;
+use super::{Ctx, Proxy};
+use crate::app::Shared;
+use crate::event::live::View;
+use crate::event::{draw, time, Phase};
+use crate::metrics::Reject;
+use crate::page::{EventStatus, State, Status};
+use crate::store::VisitorId;
+
+/// The countdown's next poll: half the time to the opening (between 1 s and 30 s); close to
+/// it, just after it, spread over two seconds so that a pre-queue of thousands does not poll
+/// in one instant.
+pub fn countdown_poll(opens_in: Duration) -> Duration {
+    let two = Duration::from_secs(2);
+    if opens_in > two {
+        return (opens_in / 2).clamp(Duration::from_secs(1), Duration::from_secs(30));
+    }
+    opens_in + Duration::from_millis(200 + fastrand::u64(0..2000))
+}
+
+impl Proxy {
+    /// What `vid` is told of the room's event in force. `registered`: they hold a place of the
+    /// event's draw (their registration ticket is shown).
+    pub(super) fn event_status(
+        shared: &Shared,
+        room: usize,
+        v: &View,
+        vid: Option<VisitorId>,
+        registered: bool,
+    ) -> EventStatus {
+        let r = &shared.rooms[room];
+        let e = &v.event;
+        let seed = if e.draw { r.events.seed(e) } else { None };
+        EventStatus {
+            name: e.name.clone(),
+            opens_at: time::format(e.opens_at, e.utc_offset),
+            opens_in_seconds: e.opens_at.saturating_sub(v.now).div_ceil(1_000_000),
+            closes_at: e.closes_at.map(|c| time::format(c, e.utc_offset)),
+            phase: v.phase.as_str(),
+            draw: e.draw,
+            commitment: seed.map(|s| draw::commitment(&s)),
+            seed: seed.filter(|_| v.revealed).map(|s| draw::hex(&s)),
+            ticket: vid
+                .filter(|_| e.draw && registered)
+                .map(|vid| draw::hex(&r.events.ticket(e, vid))),
+            registrations: v.registrations,
+            url: format!("/.anteroom/event?room={}", r.name()),
+        }
+    }
+
+    /// The answer to a registrant during a pre-queue: the countdown, their place when it is
+    /// not a draw's.
+    pub(super) fn prequeue_status(
+        shared: &Shared,
+        room: usize,
+        v: &View,
+        vid: VisitorId,
+        position: Option<u64>,
+        waiting: u64,
+        drawn: bool,
+    ) -> Status {
+        let r = &shared.rooms[room];
+        let opens_in = Duration::from_micros(v.event.opens_at.saturating_sub(v.now));
+        Status {
+            room: r.name().to_string(),
+            state: State::Prequeue,
+            position: position.filter(|_| !drawn),
+            waiting: if drawn {
+                v.registrations.max(waiting)
+            } else {
+                waiting
+            },
+            eta_seconds: None,
+            eta_low_seconds: None,
+            eta_high_seconds: None,
+            retry_after_ms: countdown_poll(opens_in).as_millis() as u64,
+            held_by: Some("prequeue"),
+            event: Some(Box::new(Self::event_status(
+                shared,
+                room,
+                v,
+                Some(vid),
+                drawn,
+            ))),
+        }
+    }
+
+    /// Adds the event in force to an answer (a visitor in line after the opening sees the
+    /// draw's commitment and seed, and their ticket when they registered).
+    pub(super) fn with_event(
+        shared: &Shared,
+        room: usize,
+        mut s: Status,
+        vid: VisitorId,
+        registered: bool,
+    ) -> Status {
+        let r = &shared.rooms[room];
+        if s.event.is_none() {
+            if let Some(v) = r.events.view(shared.clock.now_micros()) {
+                s.event = Some(Box::new(Self::event_status(
+                    shared,
+                    room,
+                    &v,
+                    Some(vid),
+                    registered,
+                )));
+            }
+        }
+        s
+    }
+
+    /// After an event's closing: "this sale has ended" (`title_ended`, `lead_ended`), with the
+    /// room's `closed-status`; nobody is added to the line.
+    pub(super) async fn send_ended(
+        shared: &Shared,
+        session: &mut Session,
+        ctx: &mut Ctx,
+        room: usize,
+        always_json: bool,
+    ) -> Result<()> {
+        let r = &shared.rooms[room];
+        let (lang, texts) = super::request::words(shared, session, room);
+        let word = |key: &str, fallback: &'static str| {
+            texts
+                .and_then(|t| t.get(key))
+                .map(String::as_str)
+                .unwrap_or(fallback)
+        };
+        let refusal = Refusal {
+            status: r.cfg.closed_status,
+            state: "ended",
+            title: word("title_ended", "This sale has ended"),
+            message: word(
+                "lead_ended",
+                "Thank you for your interest. This sale is over.",
+            ),
+            retry_secs: None,
+            reject: Reject::Ended,
+            lang,
+            always_json,
+        };
+        Self::send_refusal(shared, session, ctx, room, &refusal).await
+    }
+}
+
+/// Whether a room's event view says the store should decide a poll: at the opening, until a
+/// tick has confirmed it (the snapshot still says pre-queue while the clock says open).
+pub(super) fn opening_unconfirmed(v: &View, store_says_prequeue: bool) -> bool {
+    v.phase != Phase::Prequeue && store_says_prequeue
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_countdown_polls_less_far_from_the_opening_and_spreads_after_it() {
+        let s = Duration::from_secs;
+        assert_eq!(countdown_poll(s(3600)), s(30));
+        assert_eq!(countdown_poll(s(20)), s(10));
+        assert_eq!(countdown_poll(s(3)), Duration::from_millis(1500).max(s(1)));
+        for _ in 0..100 {
+            let p = countdown_poll(Duration::from_millis(1500));
+            assert!(
+                p > Duration::from_millis(1500) && p <= Duration::from_millis(3700),
+                "{p:?}"
+            );
+        }
+    }
+}

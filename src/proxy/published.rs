@@ -1,0 +1,186 @@
+//! `GET /.anteroom/event?room=NAME[&event=EVENT][&tickets=1]`: what a room publishes of an
+//! event, for anyone to check its draw with `anteroom verify-draw`.
+//!
+//! The commitment (`sha256(seed)`) from the start of the pre-queue; the seed once the store has
+//! seen the event open; with `tickets=1`, the draw's list of registration tickets in the draw's
+//! order, read from the store once per instance after the opening and served from memory.
+
+use bytes::Bytes;
+use pingora::proxy::Session;
+use pingora::Result;
+use serde::Serialize;
+
+use super::respond::{json_error, Reply, JSON};
+use super::Ctx;
+use crate::app::Shared;
+use crate::event::{draw, time, Event, Phase};
+
+/// The event document (the list is added after it, as `tickets`).
+#[derive(Debug, Serialize)]
+pub struct Published<'a> {
+    pub room: &'a str,
+    pub event: &'a str,
+    pub prequeue_from: String,
+    pub opens_at: String,
+    pub closes_at: Option<String>,
+    /// "scheduled" (before the pre-queue), "prequeue", "open" or "closed".
+    pub phase: &'static str,
+    pub draw: bool,
+    pub commitment: Option<String>,
+    pub seed: Option<String>,
+    /// Registrations in the draw: as the last tick counted them, the list's length once read.
+    pub registrations: u64,
+    /// Where the list is, once the seed is revealed.
+    pub tickets_url: Option<String>,
+}
+
+fn reply(status: u16, body: Bytes) -> Reply<'static> {
+    Reply {
+        status,
+        content_type: JSON,
+        body,
+        retry_after: (status == 503).then_some(1),
+        cookies: &[],
+    }
+}
+
+/// The event a request names, else the one in force, else the next to come, else the last.
+fn chosen<'a>(
+    events: &'a [Event],
+    name: Option<&str>,
+    now: u64,
+    opened: Option<&str>,
+) -> Option<&'a Event> {
+    if let Some(n) = name {
+        return events.iter().find(|e| e.name == n);
+    }
+    crate::event::current(events, now, opened)
+        .map(|(_, e, _)| e)
+        .or_else(|| events.iter().find(|e| e.prequeue_from > now))
+        .or_else(|| events.last())
+}
+
+pub(super) async fn serve(
+    shared: &Shared,
+    session: &mut Session,
+    ctx: &mut Ctx,
+    room: usize,
+) -> Result<()> {
+    let r = &shared.rooms[room];
+    let query = session.req_header().uri.query();
+    let name = crate::route::query_param(query, "event");
+    let want_tickets = crate::route::query_param(query, "tickets") == Some("1");
+    let schedule = r.events.schedule();
+    let seen = r.events.seen();
+    let now = r.events.store_now(shared.clock.now_micros());
+    let opened = seen
+        .as_ref()
+        .filter(|s| s.opened_at.is_some())
+        .map(|s| s.name.as_str());
+    let Some(e) = chosen(&schedule.events, name, now, opened) else {
+        return reply(
+            404,
+            json_error("no such event: this room has none by that name"),
+        )
+        .send(session)
+        .await;
+    };
+    let seen = seen.as_ref().filter(|s| s.name == e.name);
+    let revealed = seen.is_some_and(|s| s.opened_at.is_some());
+    let phase = match e.phase(now, revealed) {
+        None => "scheduled",
+        Some(Phase::Prequeue) if revealed => "open",
+        Some(p) => p.as_str(),
+    };
+    let seed = if e.draw { r.events.seed(e) } else { None };
+    let list = r.events.list().filter(|l| l.event == e.name && revealed);
+    let listed = list
+        .as_ref()
+        .filter(|l| !l.tickets.is_empty() || seen.is_some_and(|s| s.registrations == 0));
+    let doc = Published {
+        room: r.name(),
+        event: &e.name,
+        prequeue_from: time::format(e.prequeue_from, e.utc_offset),
+        opens_at: time::format(e.opens_at, e.utc_offset),
+        closes_at: e.closes_at.map(|c| time::format(c, e.utc_offset)),
+        phase,
+        draw: e.draw,
+        commitment: seed
+            .filter(|_| now >= e.prequeue_from || revealed)
+            .map(|s| draw::commitment(&s)),
+        seed: seed.filter(|_| revealed).map(|s| draw::hex(&s)),
+        registrations: listed.map_or(seen.map_or(0, |s| s.registrations), |l| {
+            l.tickets.len() as u64
+        }),
+        tickets_url: (e.draw && revealed).then(|| {
+            format!(
+                "/.anteroom/event?room={}&event={}&tickets=1",
+                r.name(),
+                e.name
+            )
+        }),
+    };
+    let mut body = serde_json::to_vec(&doc).unwrap_or_default();
+    if want_tickets {
+        let Some(list) = listed else {
+            let why = if revealed {
+                "the draw's list is being read: ask again in a second"
+            } else {
+                "the draw's list is published at the opening"
+            };
+            return reply(if revealed { 503 } else { 404 }, json_error(why))
+                .send(session)
+                .await;
+        };
+        // The document with `tickets` added: `{..., "tickets": ["hex", ...]}`.
+        body.pop();
+        body.extend_from_slice(b",\"tickets\":[");
+        for (i, t) in list.tickets.iter().enumerate() {
+            if i > 0 {
+                body.push(b',');
+            }
+            body.push(b'"');
+            body.extend_from_slice(draw::hex(t).as_bytes());
+            body.push(b'"');
+        }
+        body.extend_from_slice(b"]}");
+    }
+    ctx.outcome = super::Outcome::Status;
+    reply(200, Bytes::from(body)).send(session).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::event::AfterClose;
+
+    fn ev(name: &str, pre: u64, open: u64) -> Event {
+        Event {
+            name: name.into(),
+            prequeue_from: pre,
+            opens_at: open,
+            closes_at: Some(open + 10),
+            draw: true,
+            after_close: AfterClose::Keep,
+            admit_per_second: None,
+            max_active: None,
+            utc_offset: 0,
+        }
+    }
+
+    #[test]
+    fn a_request_gets_the_event_it_names_else_the_one_in_force_else_the_next() {
+        let events = vec![ev("a", 100, 200), ev("b", 400, 500)];
+        let name = |n, now| chosen(&events, n, now, None).map(|e| e.name.clone());
+        assert_eq!(name(Some("b"), 150), Some("b".into()));
+        assert_eq!(name(Some("zz"), 150), None);
+        assert_eq!(name(None, 150), Some("a".into()));
+        assert_eq!(name(None, 50), Some("a".into()), "the next to come");
+        assert_eq!(
+            name(None, 300),
+            Some("a".into()),
+            "closed, and still in force"
+        );
+        assert_eq!(name(None, 450), Some("b".into()));
+    }
+}

@@ -1,0 +1,310 @@
+//! The memory store's side of events: the same rules, steps and names as `lua/join.lua`,
+//! `lua/admit.lua` and the prelude's `event_now` (see [`crate::store::event`]).
+
+use std::collections::BTreeSet;
+
+use super::*;
+use crate::event::draw::{RegTicket, KEY_BITS};
+use crate::event::schedule::Runtime;
+use crate::event::{self, Event, Phase};
+use crate::store::{Draw, EventChange, EventSeen, EventsArg, RuntimeEvents};
+
+/// The width of a drawn range of places (the prelude's `DRAW_SPAN`).
+pub(super) const DRAW_SPAN: u64 = 1 << KEY_BITS;
+
+/// What the memory store keeps of a room's events.
+#[derive(Debug, Default)]
+pub(super) struct Kept {
+    /// The event whose pre-queue admit saw last (`in_pre`).
+    in_pre: Option<String>,
+    /// The liveness clock when the room was last found out of a pre-queue: registrations are
+    /// silent from then (`open_live`).
+    pub(super) open_live: Option<Micros>,
+    /// The event seen open, and when (wall and monotonic).
+    opened: Option<String>,
+    opened_wall: Option<Micros>,
+    opened_mono: Option<Micros>,
+    /// The event whose closing emptied the line.
+    released: Option<String>,
+    /// The line's drawn range: the event, its first place and the line's epoch then.
+    drawn: Option<(String, u64, u64)>,
+    /// Each event's draw: (draw key, ticket), in the draw's order.
+    lists: HashMap<String, BTreeSet<(u64, RegTicket)>>,
+    runtime: RuntimeEvents,
+    /// In line and seen only during a pre-queue (slot 0 in Redis): silent from the opening.
+    pub(super) registered: BTreeSet<u64>,
+}
+
+/// The event in force at `wall` (the prelude's `event_now`).
+fn in_force<'a>(
+    events: Option<&'a EventsArg>,
+    wall: Micros,
+    opened: Option<&str>,
+) -> Option<(&'a Event, Phase)> {
+    let list = &events?.events;
+    event::current(list, wall, opened).map(|(_, e, p)| (e, p))
+}
+
+/// What a call decides by: the event in force and its phase.
+pub(super) struct Now<'a> {
+    pub event: Option<(&'a Event, Phase)>,
+    /// Index of the event in the call's list (for its draw).
+    pub index: Option<usize>,
+}
+
+impl Now<'_> {
+    pub fn in_pre(&self) -> bool {
+        matches!(self.event, Some((_, Phase::Prequeue)))
+    }
+
+    pub fn closed(&self) -> bool {
+        matches!(self.event, Some((_, Phase::Closed)))
+    }
+}
+
+impl RoomData {
+    pub(super) fn event_now<'a>(&self, events: Option<&'a EventsArg>, wall: Micros) -> Now<'a> {
+        let opened = self.events.opened.as_deref();
+        let event = in_force(events, wall, opened);
+        let index = event
+            .and_then(|(e, _)| events.and_then(|a| a.events.iter().position(|x| x.name == e.name)));
+        Now { event, index }
+    }
+
+    /// The room state a call decides by: the event's overrides while it runs.
+    pub(super) fn state_in(&self, now: &Now<'_>) -> RoomState {
+        let mut s = self.state.clone();
+        match now.event {
+            Some((e, phase)) if Event::overrides_in(phase) => {
+                s.event_rate = e.admit_per_second;
+                s.event_max_active = e.max_active;
+            }
+            _ => {
+                s.event_rate = None;
+                s.event_max_active = None;
+            }
+        }
+        s
+    }
+
+    /// Whether `seq` is a draw's place in the line's current epoch.
+    pub(super) fn drawn(&self, seq: u64) -> bool {
+        self.events.drawn.as_ref().is_some_and(|(_, base, epoch)| {
+            *epoch == self.epoch && seq >= *base && seq < base + DRAW_SPAN
+        })
+    }
+
+    /// A join during a pre-queue no admit has seen yet marks it (as admit would): its
+    /// registrations are silent only from its opening.
+    pub(super) fn note_prequeue(&mut self, now: &Now<'_>) {
+        if let Some((e, Phase::Prequeue)) = now.event {
+            if self.events.in_pre.as_deref() != Some(e.name.as_str()) {
+                self.events.in_pre = Some(e.name.clone());
+                self.events.open_live = None;
+            }
+        }
+    }
+
+    /// A visitor in line is seen now; during a pre-queue that means registered.
+    pub(super) fn seen_now(&mut self, vid: VisitorId, in_pre: bool) {
+        if in_pre {
+            self.register(vid);
+        } else {
+            self.mark_seen(vid);
+        }
+    }
+
+    /// Marks a waiter registered: out of the silence order, silent from the opening.
+    pub(super) fn register(&mut self, vid: VisitorId) {
+        if let Some(w) = self.waiters.get_mut(&vid) {
+            let (old, seq) = (w.last_seen, w.seq);
+            w.last_seen = REGISTERED;
+            self.seen.remove(&(old, seq));
+            self.events.registered.insert(seq);
+        }
+    }
+
+    /// A newcomer's place: in a drawn pre-queue its draw key within the drawn range (reserved
+    /// after everyone in line the first time), else the next number.
+    pub(super) fn place_for(&mut self, now: &Now<'_>, draws: &[Option<Draw>]) -> (u64, bool) {
+        let draw = match (now.event, now.index) {
+            (Some((e, Phase::Prequeue)), Some(i)) if e.draw => {
+                draws.get(i).copied().flatten().map(|d| (e, d))
+            }
+            _ => None,
+        };
+        let Some((e, d)) = draw else {
+            let seq = self.next_seq;
+            self.next_seq += 1;
+            return (seq, false);
+        };
+        let base = match &self.events.drawn {
+            Some((name, base, epoch)) if *name == e.name && *epoch == self.epoch => *base,
+            _ => {
+                let base = self.next_seq;
+                self.next_seq = base + DRAW_SPAN;
+                self.events.drawn = Some((e.name.clone(), base, self.epoch));
+                base
+            }
+        };
+        self.events
+            .lists
+            .entry(e.name.clone())
+            .or_default()
+            .insert((d.key, d.ticket));
+        (base + d.key, true)
+    }
+
+    /// An empty line's new epoch ends any drawn range.
+    pub(super) fn new_line(&mut self) {
+        self.epoch = new_epoch();
+        self.events.drawn = None;
+    }
+
+    /// Registrations are silent from the opening: all at once, once `abandon_after` has passed
+    /// since it on the liveness clock.
+    pub(super) fn prune_registered(&mut self, live: Micros, abandon_after: Micros) -> u64 {
+        let Some(open) = self.events.open_live else {
+            return 0;
+        };
+        if open.saturating_add(abandon_after) > live || self.events.registered.is_empty() {
+            return 0;
+        }
+        let seqs: Vec<u64> = std::mem::take(&mut self.events.registered)
+            .into_iter()
+            .collect();
+        let mut n = 0;
+        for seq in seqs {
+            if let Some(vid) = self.order.get(&seq).copied() {
+                self.remove_waiter(vid);
+                n += 1;
+            }
+        }
+        n
+    }
+
+    /// An admit's bookkeeping of the event in force (admit.lua's): the pre-queue entered or
+    /// left, the opening seen, a release at the closing. Returns the number released.
+    pub(super) fn event_tick(
+        &mut self,
+        now: &Now<'_>,
+        live: Micros,
+        mono: Micros,
+        wall: Micros,
+    ) -> u64 {
+        match now.event {
+            Some((e, Phase::Prequeue)) => {
+                if self.events.in_pre.as_deref() != Some(e.name.as_str()) {
+                    self.events.in_pre = Some(e.name.clone());
+                    self.events.open_live = None;
+                }
+            }
+            event => {
+                if self.events.in_pre.is_some() || self.events.open_live.is_none() {
+                    // Out of a pre-queue: registrations are silent from now on.
+                    self.events.open_live = Some(live);
+                    self.events.in_pre = None;
+                }
+                if let Some((e, _)) = event {
+                    if self.events.opened.as_deref() != Some(e.name.as_str()) {
+                        // The opening, seen: registration stays closed whatever the clock does.
+                        self.events.opened = Some(e.name.clone());
+                        self.events.opened_wall = Some(wall);
+                        self.events.opened_mono = Some(mono);
+                    }
+                }
+            }
+        }
+        if let Some((e, Phase::Closed)) = now.event {
+            let release = e.after_close == event::AfterClose::Release;
+            if release && self.events.released.as_deref() != Some(e.name.as_str()) {
+                let n = self.waiters.len() as u64;
+                self.clear_line();
+                self.events.released = Some(e.name.clone());
+                return n;
+            }
+        }
+        0
+    }
+
+    /// Empties the line (clear_waiting.lua).
+    pub(super) fn clear_line(&mut self) {
+        self.waiters.clear();
+        self.order.clear();
+        self.seen.clear();
+        self.ranks = Ranks::default();
+        self.events.registered.clear();
+        self.events.drawn = None;
+    }
+
+    /// When a visitor admitted from `seq`, who joined at `joined_at`, started waiting: a draw's
+    /// place waits from the opening.
+    pub(super) fn waited_from(&self, seq: u64, joined_at: Micros) -> Micros {
+        match self.events.opened_mono {
+            Some(at) if self.drawn(seq) => at,
+            _ => joined_at,
+        }
+    }
+
+    pub(super) fn event_seen(&self, now: &Now<'_>, wall: Micros) -> Option<EventSeen> {
+        let _ = wall;
+        let (e, phase) = now.event?;
+        Some(EventSeen {
+            name: e.name.clone(),
+            phase,
+            registrations: self.events.lists.get(&e.name).map_or(0, |l| l.len() as u64),
+            opened_at: self
+                .events
+                .opened_wall
+                .filter(|_| self.events.opened.as_deref() == Some(e.name.as_str())),
+        })
+    }
+
+    pub(super) fn runtime_events(&self) -> RuntimeEvents {
+        self.events.runtime.clone()
+    }
+
+    pub(super) fn events_version(&self) -> u64 {
+        self.events.runtime.version
+    }
+
+    pub(super) fn change_event(
+        &mut self,
+        name: &str,
+        change: &Runtime,
+        version: u64,
+        before: &serde_json::Value,
+        by: &crate::store::history::Actor,
+    ) -> EventChange {
+        let rt = &mut self.events.runtime;
+        if rt.events.get(name) == Some(change) {
+            return EventChange::Done(rt.version);
+        }
+        if rt.version != version {
+            return EventChange::Conflict(rt.clone());
+        }
+        rt.events.insert(name.to_string(), change.clone());
+        rt.version += 1;
+        let v = rt.version;
+        let to = serde_json::to_value(change).unwrap_or(serde_json::Value::Null);
+        self.record(
+            by,
+            vec![crate::store::history::FieldChange {
+                field: format!("event {name}"),
+                from: before.clone(),
+                to,
+            }],
+        );
+        EventChange::Done(v)
+    }
+
+    pub(super) fn draw_list(&self, event: &str, from: u64, count: u64) -> Vec<RegTicket> {
+        self.events.lists.get(event).map_or_else(Vec::new, |l| {
+            l.iter()
+                .skip(usize::try_from(from).unwrap_or(usize::MAX))
+                .take(usize::try_from(count).unwrap_or(usize::MAX))
+                .map(|(_, t)| *t)
+                .collect()
+        })
+    }
+}

@@ -1,0 +1,146 @@
+//! The Redis side of events: what join and admit carry of them, and the runtime changes and the
+//! draw's list (`lua/events.lua`, `lua/change_event.lua`, `lua/draw_list.lua`).
+
+use ::redis::{ScriptInvocation, Value};
+
+use super::history::actor_args;
+use super::keys::Keys;
+use super::reply::at;
+use super::{unavailable, RedisStore};
+use crate::event::draw::{RegTicket, TICKET_LEN};
+use crate::event::schedule::Runtime;
+use crate::store::history::Actor;
+use crate::store::{EventChange, EventsArg, JoinContext, RoomParams, RuntimeEvents, StoreError};
+
+/// The key of an event's draw list.
+pub(super) fn draw_key(room: &str, event: &str) -> String {
+    format!("{{anteroom:{room}}}:drawn:{event}")
+}
+
+/// A join's events: the list's keys (KEYS[5..]), the events (ARGV[14]) and the visitor's draw
+/// in each (ARGV[15..]).
+pub(super) fn join_args(inv: &mut ScriptInvocation<'_>, room: &str, ctx: &JoinContext<'_>) {
+    let Some(events) = ctx.events.filter(|e| !e.is_empty()) else {
+        inv.arg("");
+        return;
+    };
+    inv.arg(&events.lua);
+    for (i, e) in events.events.iter().enumerate() {
+        inv.key(draw_key(room, &e.name));
+        match ctx.draws.get(i).copied().flatten() {
+            Some(d) => inv.arg(d.key).arg(&d.ticket[..]),
+            None => inv.arg("").arg(""),
+        };
+    }
+}
+
+/// An admit's events: ARGV[24] (before the liveness batch) and the lists' keys (KEYS[8..]).
+pub(super) fn admit_args(inv: &mut ScriptInvocation<'_>, room: &str, events: Option<&EventsArg>) {
+    match events.filter(|e| !e.is_empty()) {
+        None => {
+            inv.arg("");
+        }
+        Some(events) => {
+            inv.arg(&events.lua);
+            for e in &events.events {
+                inv.key(draw_key(room, &e.name));
+            }
+        }
+    }
+}
+
+/// `{ version, name, json, ... }` from `from` on.
+fn runtime_of(
+    v: &[Value],
+    from: usize,
+    op: &'static str,
+    room: &str,
+) -> Result<RuntimeEvents, StoreError> {
+    let version: u64 = at(v, from, op, room)?;
+    let mut events = std::collections::BTreeMap::new();
+    let mut i = from + 1;
+    while i + 1 < v.len() {
+        let name: String = at(v, i, op, room)?;
+        let json: String = at(v, i + 1, op, room)?;
+        // A definition this version cannot read is left out, not an error for the room.
+        if let Ok(r) = serde_json::from_str::<Runtime>(&json) {
+            events.insert(name, r);
+        }
+        i += 2;
+    }
+    Ok(RuntimeEvents { version, events })
+}
+
+impl RedisStore {
+    pub(super) async fn runtime_events_call(
+        &self,
+        p: &RoomParams,
+    ) -> Result<RuntimeEvents, StoreError> {
+        let k = Keys::of(&p.name);
+        let mut inv = self.scripts.events.prepare_invoke();
+        inv.key(&k.events).key(&k.room);
+        let v: Vec<Value> = self.run("events", &p.name, &inv).await?;
+        runtime_of(&v, 0, "events", &p.name)
+    }
+
+    pub(super) async fn change_event_call(
+        &self,
+        p: &RoomParams,
+        name: &str,
+        change: &Runtime,
+        version: u64,
+        before: &serde_json::Value,
+        by: &Actor,
+    ) -> Result<EventChange, StoreError> {
+        let k = Keys::of(&p.name);
+        let json =
+            serde_json::to_string(change).map_err(|e| unavailable("change_event", &p.name, e))?;
+        let mut inv = self.scripts.change_event.prepare_invoke();
+        inv.key(&k.events)
+            .key(&k.room)
+            .key(&k.history)
+            .arg(name)
+            .arg(json)
+            .arg(version)
+            .arg(before.to_string());
+        actor_args(&mut inv, Some(by));
+        let v: Vec<Value> = self.run("change_event", &p.name, &inv).await?;
+        let done: i64 = at(&v, 0, "change_event", &p.name)?;
+        if done == 1 {
+            return Ok(EventChange::Done(at(&v, 1, "change_event", &p.name)?));
+        }
+        Ok(EventChange::Conflict(runtime_of(
+            &v,
+            1,
+            "change_event",
+            &p.name,
+        )?))
+    }
+
+    pub(super) async fn draw_list_call(
+        &self,
+        p: &RoomParams,
+        event: &str,
+        from: u64,
+        count: u64,
+    ) -> Result<Vec<RegTicket>, StoreError> {
+        let k = Keys::of(&p.name);
+        let mut inv = self.scripts.draw_list.prepare_invoke();
+        inv.key(draw_key(&p.name, event))
+            .key(&k.room)
+            .arg(from)
+            .arg(count.max(1));
+        let v: Vec<Vec<u8>> = self.run("draw_list", &p.name, &inv).await?;
+        v.into_iter()
+            .map(|t| {
+                RegTicket::try_from(t.as_slice()).map_err(|_| {
+                    unavailable(
+                        "draw_list",
+                        &p.name,
+                        format!("a registration ticket is not {TICKET_LEN} bytes"),
+                    )
+                })
+            })
+            .collect()
+    }
+}

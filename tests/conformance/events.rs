@@ -1,0 +1,487 @@
+//! Events on every backend (`src/event/`): a pre-queue registers and admits nobody, a draw
+//! places registrants by their keys ahead of everyone who comes after the opening, a pre-queue
+//! outlasts abandon-after (registrations are silent from the opening only), the closing turns
+//! newcomers away and keeps or releases the line, an event's rate sits between an override and
+//! the autopilot, the store's clock decides (a step back does not reopen registration), and
+//! runtime changes are versioned and recorded.
+
+use std::time::Duration;
+
+use anteroom::event::draw::{self, RegTicket};
+use anteroom::event::{AfterClose, Event, Phase};
+use anteroom::store::history::Actor;
+use anteroom::store::{
+    Admission, AdmitContext, AdmitReport, Draw, EventChange, EventsArg, JoinContext, RoomParams,
+    RoomPatch, Store, VisitorId,
+};
+
+use super::{occupy, room, waiting_pos, Harness};
+
+const S: u64 = 1_000_000;
+
+/// An event whose pre-queue began a second ago and that opens in `opens_in` seconds.
+fn event(h: &dyn Harness, name: &str, opens_in: u64, draw: bool) -> Event {
+    let now = h.wall_secs() * S;
+    Event {
+        name: name.into(),
+        prequeue_from: now - S,
+        opens_at: now + opens_in * S,
+        closes_at: None,
+        draw,
+        after_close: AfterClose::Keep,
+        admit_per_second: None,
+        max_active: None,
+        utc_offset: 0,
+    }
+}
+
+fn seed(p: &RoomParams, e: &Event) -> [u8; 32] {
+    draw::seed(b"conformance-secret", &p.name, &e.name, e.prequeue_from)
+}
+
+async fn join(s: &dyn Store, p: &RoomParams, a: &EventsArg, v: VisitorId) -> Admission {
+    let draws: Vec<Option<Draw>> = a
+        .events
+        .iter()
+        .map(|e| {
+            e.draw.then(|| {
+                let ticket = draw::ticket(&p.name, &e.name, v);
+                Draw {
+                    ticket,
+                    key: draw::key(&seed(p, e), &ticket),
+                }
+            })
+        })
+        .collect();
+    s.join_with(
+        p,
+        v,
+        &JoinContext {
+            gate: None,
+            events: Some(a),
+            draws: &draws,
+        },
+    )
+    .await
+    .unwrap()
+}
+
+async fn admit(s: &dyn Store, p: &RoomParams, a: &EventsArg) -> AdmitReport {
+    s.admit_with(
+        p,
+        &AdmitContext {
+            events: Some(a.clone()),
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap()
+}
+
+/// Ticks (advancing 100 ms each) until `n` have been admitted or `ticks` have passed.
+async fn admit_all(
+    h: &dyn Harness,
+    p: &RoomParams,
+    a: &EventsArg,
+    n: usize,
+    ticks: usize,
+) -> Vec<VisitorId> {
+    let s = h.store();
+    let mut order = Vec::new();
+    for _ in 0..ticks {
+        if order.len() >= n {
+            break;
+        }
+        h.advance(Duration::from_millis(100));
+        order.extend(
+            admit(&*s, p, a)
+                .await
+                .admitted_visitors
+                .iter()
+                .map(|v| v.vid),
+        );
+    }
+    order
+}
+
+pub async fn a_prequeue_registers_and_admits_nobody_until_the_opening(h: &dyn Harness) {
+    let s = h.store();
+    let p = room("prequeue", 100.0, 1000);
+    let a = EventsArg::of(&[event(h, "fifo-drop", 30, false)]);
+    let vs: Vec<VisitorId> = (0..5).map(|_| VisitorId::random()).collect();
+    for (i, v) in vs.iter().enumerate() {
+        match join(&*s, &p, &a, *v).await {
+            Admission::Registered {
+                position,
+                joined: true,
+                drawn: false,
+                ..
+            } => assert_eq!(position, Some(i as u64 + 1)),
+            other => panic!("a newcomer to a pre-queue registers: {other:?}"),
+        }
+    }
+    // The room had room: still nobody walks in, and no tick admits.
+    for _ in 0..20 {
+        h.advance(Duration::from_secs(1));
+        let r = admit(&*s, &p, &a).await;
+        assert_eq!(r.admitted, 0, "nobody before the opening");
+        let ev = r.event.expect("the event in force");
+        assert_eq!((ev.name.as_str(), ev.phase), ("fifo-drop", Phase::Prequeue));
+    }
+    assert!(matches!(
+        join(&*s, &p, &a, vs[2]).await,
+        Admission::Registered {
+            position: Some(3),
+            joined: false,
+            ..
+        }
+    ));
+    h.advance(Duration::from_secs(11));
+    let late = VisitorId::random();
+    assert!(
+        matches!(
+            join(&*s, &p, &a, late).await,
+            Admission::Waiting { position: 6, .. }
+        ),
+        "after the opening, behind everyone registered"
+    );
+    let r = admit(&*s, &p, &a).await;
+    assert_eq!(r.event.as_ref().map(|e| e.phase), Some(Phase::Open));
+    assert!(r.event.and_then(|e| e.opened_at).is_some(), "seen open");
+    let mut order = r
+        .admitted_visitors
+        .iter()
+        .map(|v| v.vid)
+        .collect::<Vec<_>>();
+    order.extend(admit_all(h, &p, &a, 6, 20).await);
+    assert_eq!(&order[..5], &vs[..], "registrants in their order");
+    assert_eq!(order[5], late, "then the later arrival");
+}
+
+pub async fn a_draw_places_registrants_by_their_keys_ahead_of_later_arrivals(h: &dyn Harness) {
+    let s = h.store();
+    let p = room("draw", 100.0, 1000);
+    // Someone in line from before the pre-queue (the room was held): ahead of the draw.
+    s.update_room_state(
+        &p,
+        &RoomPatch {
+            queue_all: Some(true),
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    let early = VisitorId::random();
+    s.join(&p, early).await.unwrap();
+    let e = event(h, "spring-drop", 20, true);
+    let a = EventsArg::of(std::slice::from_ref(&e));
+    s.update_room_state(
+        &p,
+        &RoomPatch {
+            queue_all: Some(false),
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    let registrants: Vec<VisitorId> = (0..40).map(|_| VisitorId::random()).collect();
+    for v in &registrants {
+        match join(&*s, &p, &a, *v).await {
+            Admission::Registered {
+                position: None,
+                drawn: true,
+                joined: true,
+                ..
+            } => {}
+            other => panic!("a draw's place is not shown before the opening: {other:?}"),
+        }
+    }
+    // A poll during the pre-queue shows no place either.
+    assert!(matches!(
+        join(&*s, &p, &a, registrants[7]).await,
+        Admission::Registered {
+            position: None,
+            drawn: true,
+            joined: false,
+            ..
+        }
+    ));
+    let r = admit(&*s, &p, &a).await;
+    assert_eq!(r.admitted, 0);
+    assert_eq!(r.event.as_ref().map(|e| e.registrations), Some(40));
+    h.advance(Duration::from_secs(21));
+    let later: Vec<VisitorId> = (0..5).map(|_| VisitorId::random()).collect();
+    for v in &later {
+        assert!(
+            matches!(join(&*s, &p, &a, *v).await, Admission::Waiting { .. }),
+            "after the opening: the line"
+        );
+    }
+    let order = admit_all(h, &p, &a, 46, 60).await;
+    // The draw's order: by key, then by ticket.
+    let sd = seed(&p, &e);
+    let mut drawn: Vec<(u64, RegTicket, VisitorId)> = registrants
+        .iter()
+        .map(|v| {
+            let t = draw::ticket(&p.name, &e.name, *v);
+            (draw::key(&sd, &t), t, *v)
+        })
+        .collect();
+    drawn.sort();
+    let mut expected = vec![early];
+    expected.extend(drawn.iter().map(|d| d.2));
+    expected.extend(&later);
+    assert_eq!(
+        order, expected,
+        "the one from before, the draw, then the later arrivals"
+    );
+    let mut list: Vec<RegTicket> = drawn.iter().map(|d| d.1).collect();
+    assert_eq!(
+        s.draw_list(&p, &e.name, 0, 1000).await.unwrap(),
+        list,
+        "the list in the draw's order"
+    );
+    assert_eq!(
+        s.draw_list(&p, &e.name, 10, 5).await.unwrap(),
+        list[10..15].to_vec(),
+        "a page of it"
+    );
+    draw::order(&sd, &mut list);
+    assert_eq!(
+        draw::verify(&draw::commitment(&sd), &sd, &list, &list[3]).map(|v| v.place),
+        Ok(4)
+    );
+}
+
+pub async fn registrations_outlast_abandon_after_and_are_silent_from_the_opening(h: &dyn Harness) {
+    let s = h.store();
+    let mut p = room("outlast", 100.0, 1);
+    p.abandon_after = Duration::from_secs(10);
+    let holder = occupy(&*s, &p).await;
+    let e = event(h, "long-wait", 40, true);
+    let a = EventsArg::of(std::slice::from_ref(&e));
+    let (keeps, leaves) = (VisitorId::random(), VisitorId::random());
+    join(&*s, &p, &a, keeps).await;
+    join(&*s, &p, &a, leaves).await;
+    // Forty seconds of pre-queue, four times abandon-after, nobody polling: nobody is swept.
+    for _ in 0..40 {
+        h.advance(Duration::from_secs(1));
+        assert_eq!(admit(&*s, &p, &a).await.abandoned, 0);
+    }
+    assert_eq!(
+        s.stats(&p).await.unwrap().waiting,
+        2,
+        "both still registered at the opening"
+    );
+    // From the opening, one keeps polling; the other is silent for longer than abandon-after.
+    for _ in 0..14 {
+        h.advance(Duration::from_secs(1));
+        assert!(matches!(
+            join(&*s, &p, &a, keeps).await,
+            Admission::Waiting { .. }
+        ));
+        admit(&*s, &p, &a).await;
+    }
+    assert_eq!(
+        waiting_pos(&join(&*s, &p, &a, keeps).await),
+        Some(1),
+        "the silent one is gone"
+    );
+    assert_eq!(s.stats(&p).await.unwrap().waiting, 1);
+    s.use_up(&p, holder).await.unwrap();
+    let order = admit_all(h, &p, &a, 1, 5).await;
+    assert_eq!(order, vec![keeps], "the silent one cost no admission");
+}
+
+pub async fn after_the_closing_newcomers_are_turned_away_and_the_line_is_kept_or_released(
+    h: &dyn Harness,
+) {
+    let s = h.store();
+    for after in [AfterClose::Keep, AfterClose::Release] {
+        let p = room("closing", 100.0, 1);
+        let holder = occupy(&*s, &p).await;
+        let mut e = event(h, "short", 2, false);
+        e.closes_at = Some(e.opens_at + 3 * S);
+        e.after_close = after;
+        let a = EventsArg::of(std::slice::from_ref(&e));
+        let waiter = VisitorId::random();
+        assert!(matches!(
+            join(&*s, &p, &a, waiter).await,
+            Admission::Registered { .. }
+        ));
+        h.advance(Duration::from_secs(6));
+        assert_eq!(
+            join(&*s, &p, &a, VisitorId::random()).await,
+            Admission::Ended
+        );
+        let r = admit(&*s, &p, &a).await;
+        assert_eq!(r.event.as_ref().map(|e| e.phase), Some(Phase::Closed));
+        match after {
+            AfterClose::Keep => {
+                assert!(
+                    matches!(join(&*s, &p, &a, waiter).await, Admission::Waiting { .. }),
+                    "kept"
+                );
+                s.use_up(&p, holder).await.unwrap();
+                assert_eq!(admit_all(h, &p, &a, 1, 5).await, vec![waiter], "and let in");
+            }
+            AfterClose::Release => {
+                assert_eq!(r.waiting, 0, "the line is released at the closing");
+                assert_eq!(join(&*s, &p, &a, waiter).await, Admission::Ended);
+            }
+        }
+        // The holder's session runs on.
+        assert_eq!(
+            s.join(&p, holder).await.unwrap() == Admission::Admitted,
+            after == AfterClose::Release
+        );
+    }
+}
+
+pub async fn an_events_rate_and_cap_sit_between_an_override_and_the_autopilot(h: &dyn Harness) {
+    let s = h.store();
+    let p = room("event-rate", 100.0, 1000);
+    let mut e = event(h, "slow", 1, false);
+    e.admit_per_second = Some(20.0);
+    e.max_active = Some(500);
+    let a = EventsArg::of(std::slice::from_ref(&e));
+    s.update_room_state(
+        &p,
+        &RoomPatch {
+            queue_all: Some(true),
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    for _ in 0..60 {
+        s.join(&p, VisitorId::random()).await.unwrap();
+    }
+    s.update_room_state(
+        &p,
+        &RoomPatch {
+            queue_all: Some(false),
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    h.advance(Duration::from_secs(2));
+    admit(&*s, &p, &a).await;
+    h.advance(Duration::from_millis(100));
+    let r = admit(&*s, &p, &a).await;
+    assert_eq!(r.admitted, 2, "the event's 20/s, not the room's 100/s");
+    assert_eq!(
+        (r.state.event_rate, r.state.event_max_active),
+        (Some(20.0), Some(500))
+    );
+    assert_eq!(p.rate(&r.state), 20.0);
+    assert_eq!(p.max_active(&r.state), 500);
+    s.update_room_state(
+        &p,
+        &RoomPatch {
+            admit_per_second: Some(Some(50.0)),
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    h.advance(Duration::from_millis(100));
+    assert_eq!(
+        admit(&*s, &p, &a).await.admitted,
+        5,
+        "an operator's pin wins over the event"
+    );
+}
+
+pub async fn the_store_clock_decides_and_a_step_back_does_not_reopen_registration(h: &dyn Harness) {
+    let s = h.store();
+    let p = room("step-back", 100.0, 1);
+    occupy(&*s, &p).await;
+    let e = event(h, "clocked", 5, true);
+    let a = EventsArg::of(std::slice::from_ref(&e));
+    assert!(matches!(
+        join(&*s, &p, &a, VisitorId::random()).await,
+        Admission::Registered { .. }
+    ));
+    h.advance(Duration::from_secs(6));
+    let opened = admit(&*s, &p, &a).await;
+    assert!(
+        opened.event.as_ref().and_then(|e| e.opened_at).is_some(),
+        "{:?}",
+        opened.event
+    );
+    // The store's clock steps back to before the pre-queue: the event stays open.
+    h.step_back(Duration::from_secs(30));
+    let r = admit(&*s, &p, &a).await;
+    assert_eq!(r.event.map(|e| e.phase), Some(Phase::Open));
+    match join(&*s, &p, &a, VisitorId::random()).await {
+        Admission::Waiting { position: 2, .. } => {}
+        other => panic!("registration stays closed: {other:?}"),
+    }
+}
+
+pub async fn runtime_event_changes_are_versioned_and_recorded(h: &dyn Harness) {
+    let s = h.store();
+    let p = room("runtime", 10.0, 10);
+    let e = event(h, "added", 60, false);
+    let change = anteroom::event::schedule::Runtime {
+        event: Some(e.clone()),
+        cancelled: false,
+    };
+    let by = Actor {
+        id: "change-1".into(),
+        by: "ops".into(),
+        client: "127.0.0.1".into(),
+    };
+    let none = serde_json::Value::Null;
+    assert_eq!(
+        s.change_event(&p, "added", &change, 0, &none, &by)
+            .await
+            .unwrap(),
+        EventChange::Done(1)
+    );
+    assert_eq!(
+        s.change_event(&p, "added", &change, 0, &none, &by)
+            .await
+            .unwrap(),
+        EventChange::Done(1),
+        "a retry finds its change in force"
+    );
+    let cancel = anteroom::event::schedule::Runtime {
+        event: None,
+        cancelled: true,
+    };
+    let by2 = Actor {
+        id: "change-2".into(),
+        ..by.clone()
+    };
+    match s
+        .change_event(&p, "added", &cancel, 0, &none, &by2)
+        .await
+        .unwrap()
+    {
+        EventChange::Conflict(now) => {
+            assert_eq!(now.version, 1);
+            assert_eq!(now.events.get("added"), Some(&change));
+        }
+        other => panic!("a change from an old version is refused: {other:?}"),
+    }
+    assert_eq!(
+        s.change_event(&p, "added", &cancel, 1, &none, &by2)
+            .await
+            .unwrap(),
+        EventChange::Done(2)
+    );
+    let rt = s.runtime_events(&p).await.unwrap();
+    assert_eq!((rt.version, rt.events.get("added")), (2, Some(&cancel)));
+    let history = s.changes(&p, 10).await.unwrap();
+    assert_eq!(history.len(), 2, "each change once: {history:?}");
+    assert_eq!(history[0].changes[0].field, "event added");
+    assert_eq!(
+        history[0].changes[0].to["cancelled"],
+        serde_json::Value::Bool(true)
+    );
+    // An admit tells the version, so that instances read the changes again.
+    assert_eq!(s.admit(&p).await.unwrap().events_version, 2);
+}
