@@ -378,6 +378,10 @@ pub enum RoomAction {
     Set(Vec<String>),
     Clear,
     Changes(usize),
+    Events,
+    EventAdd(serde_json::Value),
+    EventChange(String, serde_json::Value),
+    EventCancel(String),
 }
 
 fn fail(msg: impl std::fmt::Display) -> ExitCode {
@@ -408,6 +412,12 @@ pub fn room(args: AdminArgs, name: &str, action: RoomAction) -> ExitCode {
         }
         RoomAction::Clear => t.json("DELETE", &format!("{path}/waiting"), None),
         RoomAction::Changes(limit) => t.json("GET", &format!("{path}/changes?limit={limit}"), None),
+        RoomAction::Events => t.json("GET", &format!("{path}/events"), None),
+        RoomAction::EventAdd(body) => t.json("POST", &format!("{path}/events"), Some(&body)),
+        RoomAction::EventChange(event, body) => {
+            t.json("PATCH", &format!("{path}/events/{event}"), Some(&body))
+        }
+        RoomAction::EventCancel(event) => t.json("DELETE", &format!("{path}/events/{event}"), None),
     });
     match result {
         Ok(v) if table => {
@@ -419,6 +429,32 @@ pub fn room(args: AdminArgs, name: &str, action: RoomAction) -> ExitCode {
             ExitCode::SUCCESS
         }
         Err(e) => fail(e),
+    }
+}
+
+/// `anteroom verify-draw`: 0 when the draw checks out (and where the ticket is), 1 when not.
+pub fn verify_draw(event: &str, ticket: &str, ca: Option<&Path>) -> ExitCode {
+    match crate::event::verify::run(event, ticket, ca) {
+        Ok(r) => {
+            println!(
+                "The draw of event {:?} in room {:?} checks out:",
+                r.event, r.room
+            );
+            println!(
+                "  the seed is the one committed to (sha256 = {})",
+                r.commitment
+            );
+            println!(
+                "  all {} registrations are listed in the order the seed gives them",
+                r.registrations
+            );
+            println!(
+                "  ticket {ticket} is at place {} of {}",
+                r.place, r.registrations
+            );
+            ExitCode::SUCCESS
+        }
+        Err(e) => fail(format!("the draw does not check out: {e}")),
     }
 }
 

@@ -95,6 +95,24 @@ enum Command {
         /// Simulated visitors who join the line ahead of you (0 for none).
         #[arg(long, default_value_t = 25)]
         crowd: u32,
+        /// Run a short event: registration from now, a drawn opening after this long
+        /// (e.g. 30s), the sale open for ten minutes.
+        #[arg(long, value_parser = humantime::parse_duration)]
+        event_in: Option<std::time::Duration>,
+    },
+    /// Check an event's draw: the seed against the commitment, the list against the seed's
+    /// order, and the place of a registration ticket.
+    VerifyDraw {
+        /// The event as the room publishes it (https://SHOP/.anteroom/event?room=NAME), or a
+        /// file saved from it with its list of tickets.
+        #[arg(long)]
+        event: String,
+        /// The registration ticket your page showed (32 hex digits).
+        #[arg(long)]
+        ticket: String,
+        /// Trust this CA for an https URL (a PEM file), instead of the system's.
+        #[arg(long)]
+        ca: Option<PathBuf>,
     },
     /// Every room with its live figures (through the admin API).
     Rooms {
@@ -132,6 +150,110 @@ enum RoomCmd {
         #[arg(long, default_value_t = 20)]
         limit: usize,
     },
+    /// The room's events, with their phase and draw.
+    Events,
+    /// Add, change or cancel an event at run time (every instance follows within a tick).
+    Event {
+        #[command(subcommand)]
+        action: EventCmd,
+    },
+}
+
+#[derive(Subcommand)]
+enum EventCmd {
+    /// A new event.
+    Add {
+        name: String,
+        #[command(flatten)]
+        fields: EventFields,
+    },
+    /// Change an event (its pre-queue's start and draw stay once it has begun).
+    Change {
+        name: String,
+        #[command(flatten)]
+        fields: EventFields,
+    },
+    /// Cancel an event.
+    Cancel { name: String },
+}
+
+/// An event's fields on the command line (times RFC 3339 with an offset).
+#[derive(Args)]
+struct EventFields {
+    #[arg(long)]
+    prequeue_from: Option<String>,
+    #[arg(long)]
+    opens_at: Option<String>,
+    /// A time, or "none".
+    #[arg(long)]
+    closes_at: Option<String>,
+    /// true or false.
+    #[arg(long)]
+    draw: Option<bool>,
+    /// keep or release.
+    #[arg(long)]
+    after_close: Option<String>,
+    /// A rate, or "default".
+    #[arg(long)]
+    admit_per_second: Option<String>,
+    /// A cap, or "default".
+    #[arg(long)]
+    max_active: Option<String>,
+}
+
+impl EventFields {
+    fn body(&self, name: Option<&str>) -> serde_json::Value {
+        let mut b = serde_json::Map::new();
+        let mut put = |k: &str, v: serde_json::Value| {
+            b.insert(k.to_string(), v);
+        };
+        if let Some(n) = name {
+            put("name", n.into());
+        }
+        let none = |v: &str, word: &str| v.eq_ignore_ascii_case(word);
+        if let Some(v) = &self.prequeue_from {
+            put("prequeue_from", v.as_str().into());
+        }
+        if let Some(v) = &self.opens_at {
+            put("opens_at", v.as_str().into());
+        }
+        if let Some(v) = &self.closes_at {
+            put(
+                "closes_at",
+                if none(v, "none") {
+                    serde_json::Value::Null
+                } else {
+                    v.as_str().into()
+                },
+            );
+        }
+        if let Some(v) = self.draw {
+            put("draw", v.into());
+        }
+        if let Some(v) = &self.after_close {
+            put("after_close", v.as_str().into());
+        }
+        let number = |v: &str| {
+            if none(v, "default") {
+                serde_json::Value::Null
+            } else {
+                v.parse::<f64>()
+                    .map_or_else(|_| v.into(), serde_json::Value::from)
+            }
+        };
+        if let Some(v) = &self.admit_per_second {
+            put("admit_per_second", number(v));
+        }
+        if let Some(v) = &self.max_active {
+            put(
+                "max_active",
+                number(v)
+                    .as_f64()
+                    .map_or_else(|| number(v), |f| (f as u64).into()),
+            );
+        }
+        serde_json::Value::Object(b)
+    }
 }
 
 fn main() -> ExitCode {
@@ -145,12 +267,17 @@ fn main() -> ExitCode {
             shop,
             admin,
             crowd,
+            event_in,
         } => anteroom::demo::run(anteroom::demo::DemoOptions {
             listen,
             shop,
             admin,
             crowd,
+            event_in,
         }),
+        Command::VerifyDraw { event, ticket, ca } => {
+            commands::verify_draw(&event, &ticket, ca.as_deref())
+        }
         Command::Rooms { admin } => commands::rooms(admin.into()),
         Command::Room {
             name,
@@ -162,6 +289,16 @@ fn main() -> ExitCode {
                 Some(RoomCmd::Set { pairs }) => RoomAction::Set(pairs),
                 Some(RoomCmd::Clear) => RoomAction::Clear,
                 Some(RoomCmd::Changes { limit }) => RoomAction::Changes(limit),
+                Some(RoomCmd::Events) => RoomAction::Events,
+                Some(RoomCmd::Event { action }) => match action {
+                    EventCmd::Add { name, fields } => {
+                        RoomAction::EventAdd(fields.body(Some(&name)))
+                    }
+                    EventCmd::Change { name, fields } => {
+                        RoomAction::EventChange(name, fields.body(None))
+                    }
+                    EventCmd::Cancel { name } => RoomAction::EventCancel(name),
+                },
             };
             commands::room(admin.into(), &name, action)
         }

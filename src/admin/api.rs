@@ -19,6 +19,7 @@
 //!   second (the dashboard's charts).
 //! - `GET /rooms/NAME/changes[?limit=N]`: the operators' changes, newest first, as the store
 //!   keeps them (who, when, from where, each field from what to what).
+//! - `/rooms/NAME/events`: the room's events at run time ([`super::events`]).
 
 use async_trait::async_trait;
 use bytes::BytesMut;
@@ -48,7 +49,7 @@ pub struct Caller {
 
 impl Caller {
     /// This call as the store records a change (a new id per call).
-    fn actor(&self) -> Actor {
+    pub(super) fn actor(&self) -> Actor {
         Actor {
             id: uuid::Uuid::new_v4().to_string(),
             by: self.label.clone(),
@@ -95,13 +96,13 @@ fn reply(status: StatusCode, content_type: &str, body: Vec<u8>) -> Response<Vec<
     resp
 }
 
-fn json_reply(status: StatusCode, v: &Value) -> Response<Vec<u8>> {
+pub(super) fn json_reply(status: StatusCode, v: &Value) -> Response<Vec<u8>> {
     let mut body = serde_json::to_vec_pretty(v).unwrap_or_default();
     body.push(b'\n');
     reply(status, "application/json", body)
 }
 
-fn error(status: StatusCode, message: &str) -> Response<Vec<u8>> {
+pub(super) fn error(status: StatusCode, message: &str) -> Response<Vec<u8>> {
     json_reply(status, &json!({ "error": message }))
 }
 
@@ -150,6 +151,23 @@ impl PatchBody {
     }
 }
 
+/// A request's body, at most [`MAX_BODY`].
+pub(super) async fn read_body(session: &mut ServerSession) -> Result<Vec<u8>, Response<Vec<u8>>> {
+    let mut body = BytesMut::new();
+    loop {
+        match session.read_request_body().await {
+            Ok(Some(chunk)) => {
+                if body.len() + chunk.len() > MAX_BODY {
+                    return Err(error(StatusCode::PAYLOAD_TOO_LARGE, "body too large"));
+                }
+                body.extend_from_slice(&chunk);
+            }
+            Ok(None) => return Ok(body.to_vec()),
+            Err(_) => return Err(error(StatusCode::BAD_REQUEST, "could not read the body")),
+        }
+    }
+}
+
 impl AdminApp {
     /// The token the request carries, if it is one of the config's.
     fn caller<'a>(s: &'a Shared, session: &ServerSession) -> Option<&'a AdminToken> {
@@ -163,29 +181,13 @@ impl AdminApp {
         s.config.admin.find(given)
     }
 
-    async fn read_body(session: &mut ServerSession) -> Result<Vec<u8>, Response<Vec<u8>>> {
-        let mut body = BytesMut::new();
-        loop {
-            match session.read_request_body().await {
-                Ok(Some(chunk)) => {
-                    if body.len() + chunk.len() > MAX_BODY {
-                        return Err(error(StatusCode::PAYLOAD_TOO_LARGE, "body too large"));
-                    }
-                    body.extend_from_slice(&chunk);
-                }
-                Ok(None) => return Ok(body.to_vec()),
-                Err(_) => return Err(error(StatusCode::BAD_REQUEST, "could not read the body")),
-            }
-        }
-    }
-
     async fn patch(
         s: &Shared,
         session: &mut ServerSession,
         i: usize,
         who: &Caller,
     ) -> Response<Vec<u8>> {
-        let body = match Self::read_body(session).await {
+        let body = match read_body(session).await {
             Ok(b) => b,
             Err(resp) => return resp,
         };
@@ -367,6 +369,16 @@ impl AdminApp {
                     }
                     (&Method::PATCH, []) => Self::patch(s, session, i, &who).await,
                     (&Method::GET, ["changes"]) => Self::changes(s, session, i).await,
+                    (&Method::GET, ["events"]) => super::events::list(s, i).await,
+                    (&Method::POST, ["events"]) => {
+                        super::events::change(s, session, i, None, false, &who).await
+                    }
+                    (&Method::PATCH, ["events", event]) => {
+                        super::events::change(s, session, i, Some(event), false, &who).await
+                    }
+                    (&Method::DELETE, ["events", event]) => {
+                        super::events::change(s, session, i, Some(event), true, &who).await
+                    }
                     (&Method::GET, ["series"]) => {
                         json_reply(StatusCode::OK, &super::dashboard::series(&s.rooms[i]))
                     }

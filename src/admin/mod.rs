@@ -4,6 +4,7 @@
 pub mod api;
 pub mod client;
 pub mod dashboard;
+pub mod events;
 mod view;
 
 pub use api::AdminApp;

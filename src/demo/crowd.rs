@@ -10,7 +10,7 @@ use pingora::server::ShutdownWatch;
 use pingora::services::background::BackgroundService;
 
 use crate::app::Shared;
-use crate::store::{Admission, RoomParams, VisitorId};
+use crate::store::{Admission, JoinContext, RoomParams, VisitorId};
 
 pub struct Crowd {
     shared: Arc<Shared>,
@@ -33,11 +33,24 @@ impl Crowd {
 async fn visitor(shared: Arc<Shared>, room: RoomParams) {
     let vid = VisitorId::random();
     loop {
+        // In a room with an event, as a browser would: registered in a pre-queue, drawn.
+        let r = shared.rooms.iter().find(|r| r.name() == &*room.name);
+        let events = r.filter(|r| r.events.any()).map(|r| r.events.window());
+        let draws = match (r, events.as_deref()) {
+            (Some(r), Some(w)) => r.events.draws(w, vid, shared.clock.now_micros()),
+            _ => Vec::new(),
+        };
+        let ctx = JoinContext {
+            gate: None,
+            events: events.as_deref(),
+            draws: &draws,
+        };
         let joined = shared
-            .store_call("join", &room.name, shared.store.join(&room, vid))
+            .store_call("join", &room.name, shared.store.join_with(&room, vid, &ctx))
             .await;
         match joined {
             Ok(Admission::Admitted | Admission::Entered | Admission::Open) => break,
+            Ok(Admission::Ended) => return,
             Ok(Admission::Full { .. }) | Err(_) => tokio::time::sleep(Duration::from_secs(5)).await,
             Ok(_) => tokio::time::sleep(Duration::from_millis(800 + fastrand::u64(0..1200))).await,
         }

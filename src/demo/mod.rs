@@ -27,6 +27,33 @@ pub struct DemoOptions {
     pub shop: SocketAddr,
     pub admin: SocketAddr,
     pub crowd: u32,
+    /// A short event: its pre-queue from now, opening after this long, with a draw.
+    pub event_in: Option<std::time::Duration>,
+}
+
+/// The demo's event (`--event-in`): registrations from now, a draw at the opening, the sale
+/// open for ten minutes. Its draw is seeded from a secret made for this run.
+fn demo_event(cfg: &mut config::Config, opens_in: std::time::Duration) -> Option<String> {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .ok()?
+        .as_micros() as u64;
+    let opens_at = now + opens_in.as_micros() as u64;
+    let room = cfg.rooms.first_mut()?;
+    room.events = vec![crate::event::Event {
+        name: "demo-drop".into(),
+        prequeue_from: now,
+        opens_at,
+        closes_at: Some(opens_at + 600_000_000),
+        draw: true,
+        after_close: crate::event::AfterClose::Keep,
+        admit_per_second: None,
+        max_active: None,
+        utc_offset: 0,
+    }];
+    let secret: Vec<u8> = (0..32).map(|_| fastrand::u8(..)).collect();
+    cfg.draw_secret = Some(config::DrawSecret(secret));
+    Some(crate::event::time::format(opens_at, 0))
 }
 
 pub fn run(opts: DemoOptions) -> ExitCode {
@@ -49,6 +76,7 @@ pub fn run(opts: DemoOptions) -> ExitCode {
         eprintln!("{e}");
         return ExitCode::from(1);
     }
+    let event = opts.event_in.and_then(|d| demo_event(&mut cfg, d));
     let room = cfg.rooms.first().map(|r| r.params.clone());
     let (mut server, shared) = match server::build(cfg, false) {
         Ok(b) => (b.server, b.current.load_full()),
@@ -96,6 +124,10 @@ pub fn run(opts: DemoOptions) -> ExitCode {
         "  watch   http://{}/   the dashboard (sign in with the token above)",
         opts.admin
     );
+    if let Some(opens) = &event {
+        println!("  event   demo-drop: registration now, a draw at {opens}, open for ten minutes");
+        println!("          curl -s '{base}/.anteroom/event?room=sale'   (the commitment; the seed at the opening)");
+    }
     if opts.crowd > 0 {
         println!("  crowd   {} simulated visitors are joining ahead of you (--crowd N to change, 0 for none)", opts.crowd);
     } else {

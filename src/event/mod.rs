@@ -18,6 +18,7 @@ pub mod draw;
 pub mod live;
 pub mod schedule;
 pub mod time;
+pub mod verify;
 
 use serde::{Deserialize, Serialize};
 
