@@ -61,6 +61,18 @@ pub struct Pool {
     next: Mutex<Due>,
 }
 
+/// The health check's request: what the origin may insist on from any request of anteroom's —
+/// its `Host`, and the `origin-secret` (behind the snippets of docs/origin-lock/ a check
+/// without it is a 403, and every server would be marked down).
+fn check_request(up: &Upstream, path: &str) -> pingora::Result<RequestHeader> {
+    let mut req = RequestHeader::build("GET", path.as_bytes(), None)?;
+    req.insert_header("Host", &up.sni)?;
+    if let Some(s) = &up.origin_secret {
+        req.insert_header(s.name.clone(), s.value.clone())?;
+    }
+    Ok(req)
+}
+
 struct Due {
     health: Instant,
     resolve: Instant,
@@ -119,14 +131,19 @@ impl Pool {
         };
         if let Some(hc) = &up.health_check {
             let mut check = HttpHealthCheck::new(&up.sni, up.tls);
-            if let Ok(mut req) = RequestHeader::build("GET", hc.path.as_bytes(), None) {
-                if req.insert_header("Host", &up.sni).is_ok() {
-                    check.req = req;
-                }
+            match check_request(up, &hc.path) {
+                Ok(req) => check.req = req,
+                Err(e) => tracing::warn!(
+                    upstream = up.name,
+                    error = %e,
+                    "the health check's request could not be built; checking with a bare GET /"
+                ),
             }
             check.peer_template.options.connection_timeout = Some(up.connect_timeout);
             check.peer_template.options.read_timeout =
                 Some(up.connect_timeout.max(Duration::from_secs(1)));
+            // Checked and shown as a visitor's request is (`proxy::peer`): an origin locked
+            // by mutual TLS refuses a check without anteroom's certificate too.
             check.peer_template.options.ca.clone_from(&up.ca);
             check
                 .peer_template
