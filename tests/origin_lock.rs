@@ -329,6 +329,40 @@ async fn health_checks_carry_the_secret_through_the_nginx_snippet() {
     health_checks_pass(&proxy, &app, front.addr, 3).await;
 }
 
+/// A secret written in the file and changed on SIGHUP (a rotation): the health checks take
+/// the new value, as requests do.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reloaded_secret_is_the_one_health_checks_send() {
+    let app = Origin::start().await;
+    let front = nginx(app.addr).await;
+    let old = "the-secret-before-the-rotation-0123456789";
+    let proxy = Proxy::start_with(
+        &config_with(front.addr, old, HEALTH_CHECK),
+        &[("ANTEROOM_LOG", "info")],
+        &[],
+    );
+    // nginx knows only the new one: the server is taken out.
+    eventually(
+        Duration::from_secs(20),
+        "the old secret's check fails",
+        || async { (server_up(&proxy, front.addr).await == Some(0)).then_some(()) },
+    )
+    .await;
+    let path = proxy.config_path();
+    let text = std::fs::read_to_string(&path).unwrap().replace(old, SECRET);
+    std::fs::write(&path, text).unwrap();
+    proxy.signal("HUP");
+    eventually(Duration::from_secs(20), "the reload", || async {
+        proxy
+            .stderr()
+            .contains("configuration reloaded")
+            .then_some(())
+    })
+    .await;
+    // Only a check with the new secret reaches the app.
+    health_checks_pass(&proxy, &app, front.addr, 3).await;
+}
+
 /// HTTPS to the origin with a client certificate: nginx (docs/origin-lock/nginx-mtls.conf)
 /// serves only a client whose certificate the client CA signed; anteroom shows its own, and
 /// checks the origin's against the `ca` it is given.

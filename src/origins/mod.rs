@@ -18,7 +18,9 @@ use pingora::lb::health_check::{HealthObserve, HttpHealthCheck};
 use pingora::lb::selection::{Consistent, RoundRobin};
 use pingora::lb::{Backend, Backends, LoadBalancer};
 
-use crate::config::model::{Balance, Upstream};
+use sha2::{Digest, Sha256};
+
+use crate::config::model::{Balance, OriginSecret, Upstream};
 
 /// How far a choice looks for a server it may use (there are a handful).
 const MAX_ITERATIONS: usize = 256;
@@ -55,10 +57,39 @@ impl Lb {
 pub struct Pool {
     lb: Lb,
     /// What the pool was built from: a reload with the same keeps it (and its health).
-    key: String,
+    key: Built,
     health_every: Option<Duration>,
     resolve_every: Duration,
     next: Mutex<Due>,
+}
+
+/// What a pool and its health checks are built from. A reload that changes any of it builds a
+/// new pool: one kept with an old origin-secret, CA or client certificate would check with
+/// them after the origin has moved on to the new ones (a rotation), and mark every server down.
+#[derive(PartialEq)]
+struct Built {
+    shape: String,
+    secret: Option<OriginSecret>,
+    /// SHA-256 over the `ca` and `client-cert` files' certificates and key (DER): compared,
+    /// never shown, and no second copy of the key kept.
+    tls_files: [u8; 32],
+}
+
+fn tls_files_digest(up: &Upstream) -> [u8; 32] {
+    let mut h = Sha256::new();
+    for c in up.ca.iter().flat_map(|ca| ca.iter()) {
+        h.update(b"ca");
+        h.update(c.borrow_raw_cert());
+    }
+    if let Some(ck) = &up.client_cert {
+        h.update(b"client");
+        h.update(ck.leaf().borrow_raw_cert());
+        for c in ck.intermediates() {
+            h.update(c.borrow_raw_cert());
+        }
+        h.update(ck.key());
+    }
+    h.finalize().into()
 }
 
 /// The health check's request: what the origin may insist on from any request of anteroom's —
@@ -180,11 +211,22 @@ impl Pool {
         }))
     }
 
-    fn key_of(up: &Upstream) -> String {
-        format!(
-            "{:?}|{:?}|{:?}|{:?}|{}|{}|{:?}",
-            up.addrs, up.addr, up.balance, up.health_check, up.tls, up.sni, up.resolve_every
-        )
+    fn key_of(up: &Upstream) -> Built {
+        Built {
+            shape: format!(
+                "{:?}|{:?}|{:?}|{:?}|{}|{}|{:?}|{:?}",
+                up.addrs,
+                up.addr,
+                up.balance,
+                up.health_check,
+                up.tls,
+                up.sni,
+                up.resolve_every,
+                up.connect_timeout
+            ),
+            secret: up.origin_secret.clone(),
+            tls_files: tls_files_digest(up),
+        }
     }
 
     /// Whether this pool was built for an upstream configured as `up` (a reload keeps it).
