@@ -385,3 +385,64 @@ async fn a_trusted_proxy_names_the_host() {
         "kept for the origin when a trusted proxy sent it"
     );
 }
+
+/// A `bypass` path rule holds only when every reading of the path is under it: spellings that
+/// an origin reads as another page of the room, sent as they are on the wire (reqwest would
+/// resolve the `..` first), wait in the full line like that page; only the rule's own path
+/// reaches the origin. `src/route/bypass.rs` tests the readings; this, the proxy acting on them.
+#[tokio::test]
+async fn a_bypass_path_lets_past_only_its_own_spelling() {
+    // The answer in strict mode (lenient: every one waits). `/PRODUCTS/FEED.XML` is outside
+    // the room as written and inside it read without case (IIS): strict refuses readings
+    // that disagree.
+    const SPELLINGS: [(&str, u16); 5] = [
+        ("/products/feed.xml/../cart", 200),
+        // Tomcat: `;` ends the segment's name, then `../..` climbs out of /products.
+        ("/products/feed.xml;/../../cart", 200),
+        // A server that decodes `%2f` before it resolves dot segments.
+        ("/products/feed.xml%2f..%2fcart", 200),
+        // IIS: `\` is `/`.
+        ("/products/feed.xml\\..\\cart", 200),
+        ("/PRODUCTS/FEED.XML", 400),
+    ];
+    let origin = Origin::start().await;
+    for lenient in [false, true] {
+        let listen = if lenient {
+            "path-matching = \"lenient\""
+        } else {
+            ""
+        };
+        let proxy = Proxy::start(&format!(
+            r#"{listen}
+{base}
+[[room]]
+name = "sale"
+paths = ["/products", "/cart"]
+admit-per-second = 1
+max-active = 1
+bypass = [{{ path = "/products/feed.xml" }}]
+"#,
+            base = base_config(origin.addr)
+        ));
+        occupy_path(&proxy, "/products/0").await;
+        for (p, strict) in SPELLINGS {
+            let before = origin.requests().len();
+            let r = raw(&proxy, &get(p, "shop.test", "")).await;
+            let what = format!("GET {p} ({listen})");
+            let brief = r.body.chars().take(200).collect::<String>();
+            assert!(!r.reached_origin(), "{what}: {}", r.head);
+            assert_eq!(origin.requests().len(), before, "{what}: the origin saw it");
+            if lenient || strict == 200 {
+                assert!(
+                    r.status == 200 && r.body.contains("data-state=\"waiting\""),
+                    "{what}: the waiting page, not {} {brief}",
+                    r.head
+                );
+            } else {
+                assert_eq!(r.status, strict, "{what}: {brief}");
+            }
+        }
+        let r = raw(&proxy, &get("/products/feed.xml", "shop.test", "")).await;
+        assert!(r.reached_origin(), "the feed itself ({listen}): {}", r.head);
+    }
+}

@@ -13,6 +13,7 @@ use common::*;
 
 const SECRET: &str = "test-origin-secret-0123456789-abcdef";
 const HEADER: &str = "x-anteroom-secret";
+const TOKEN: &str = "origin-lock-admin-token-0123456789";
 
 /// The default upstream and a room on it, after an `[[upstream]]` named `shop`.
 const SALE: &str = r#"
@@ -26,27 +27,36 @@ admit-per-second = 100
 max-active = 100
 "#;
 
-fn config(upstream: std::net::SocketAddr) -> String {
+/// anteroom in front of `upstream` with the secret `value` (`env:...` or written out) and the
+/// upstream's `extra` lines.
+fn config_with(upstream: std::net::SocketAddr, value: &str, extra: &str) -> String {
     format!(
         r#"
 [cookie]
 keys = ["{KEY}"]
 
+[admin]
+token = "{TOKEN}"
+
 [[upstream]]
 name = "shop"
 addr = "{upstream}"
-origin-secret = {{ header = "X-Anteroom-Secret", value = "env:TEST_ORIGIN_SECRET" }}
-
+origin-secret = {{ header = "X-Anteroom-Secret", value = "{value}" }}
+{extra}
 {SALE}"#
     )
 }
 
-fn start_anteroom(upstream: std::net::SocketAddr) -> Proxy {
+fn start_anteroom_with(upstream: std::net::SocketAddr, extra: &str) -> Proxy {
     Proxy::start_with(
-        &config(upstream),
+        &config_with(upstream, "env:TEST_ORIGIN_SECRET", extra),
         &[("ANTEROOM_LOG", "warn"), ("TEST_ORIGIN_SECRET", SECRET)],
         &[],
     )
+}
+
+fn start_anteroom(upstream: std::net::SocketAddr) -> Proxy {
+    start_anteroom_with(upstream, "")
 }
 
 /// A server in front of the app (nginx or Apache), killed on drop.
@@ -268,6 +278,91 @@ async fn the_apache_snippet_refuses_requests_that_did_not_come_through_anteroom(
     the_front_lets_only_anteroom_through(&front, &app).await;
 }
 
+const HEALTH_CHECK: &str = r#"health-check = { path = "/health", every = "200ms" }"#;
+
+/// `anteroom_origin_server_up` of `server`, as /metrics says.
+async fn server_up(proxy: &Proxy, server: std::net::SocketAddr) -> Option<i64> {
+    let sample = format!("anteroom_origin_server_up{{server=\"{server}\",upstream=\"shop\"}} ");
+    metrics_text(proxy, TOKEN)
+        .await
+        .lines()
+        .find_map(|l| l.strip_prefix(&sample)?.trim().parse().ok())
+}
+
+/// Waits until `n` more health checks have reached the app (through the front, which lets
+/// only requests with the secret or certificate in), with no server taken out of rotation
+/// meanwhile; then the server must be up in /metrics and a request must reach the app.
+async fn health_checks_pass(proxy: &Proxy, app: &Origin, server: std::net::SocketAddr, n: usize) {
+    let out = |p: &Proxy| p.stderr().matches("out of rotation").count();
+    let (outs, checks) = (out(proxy), app.count("/health"));
+    eventually(
+        Duration::from_secs(20),
+        &format!("{n} health checks reach the app"),
+        || async {
+            let taken_out = out(proxy) > outs;
+            let up = server_up(proxy, server).await;
+            if taken_out || up == Some(0) {
+                panic!(
+                    "a health check failed, anteroom_origin_server_up = {up:?}: {}",
+                    proxy.stderr()
+                );
+            }
+            (app.count("/health") >= checks + n).then_some(())
+        },
+    )
+    .await;
+    assert_eq!(server_up(proxy, server).await, Some(1));
+    let resp = client().get(proxy.url("/products/1")).send().await.unwrap();
+    assert_eq!(resp.status(), 200);
+    assert_eq!(
+        resp.headers().get("x-origin").map(|v| v.as_bytes()),
+        Some(&b"yes"[..]),
+        "the app answered"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn health_checks_carry_the_secret_through_the_nginx_snippet() {
+    let app = Origin::start().await;
+    let front = nginx(app.addr).await;
+    let proxy = start_anteroom_with(front.addr, HEALTH_CHECK);
+    health_checks_pass(&proxy, &app, front.addr, 3).await;
+}
+
+/// A secret written in the file and changed on SIGHUP (a rotation): the health checks take
+/// the new value, as requests do.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reloaded_secret_is_the_one_health_checks_send() {
+    let app = Origin::start().await;
+    let front = nginx(app.addr).await;
+    let old = "the-secret-before-the-rotation-0123456789";
+    let proxy = Proxy::start_with(
+        &config_with(front.addr, old, HEALTH_CHECK),
+        &[("ANTEROOM_LOG", "info")],
+        &[],
+    );
+    // nginx knows only the new one: the server is taken out.
+    eventually(
+        Duration::from_secs(20),
+        "the old secret's check fails",
+        || async { (server_up(&proxy, front.addr).await == Some(0)).then_some(()) },
+    )
+    .await;
+    let path = proxy.config_path();
+    let text = std::fs::read_to_string(&path).unwrap().replace(old, SECRET);
+    std::fs::write(&path, text).unwrap();
+    proxy.signal("HUP");
+    eventually(Duration::from_secs(20), "the reload", || async {
+        proxy
+            .stderr()
+            .contains("configuration reloaded")
+            .then_some(())
+    })
+    .await;
+    // Only a check with the new secret reaches the app.
+    health_checks_pass(&proxy, &app, front.addr, 3).await;
+}
+
 /// HTTPS to the origin with a client certificate: nginx (docs/origin-lock/nginx-mtls.conf)
 /// serves only a client whose certificate the client CA signed; anteroom shows its own, and
 /// checks the origin's against the `ca` it is given.
@@ -325,6 +420,16 @@ mod mutual_tls {
         ca: &Path,
         client: Option<&(PathBuf, PathBuf)>,
     ) -> Proxy {
+        anteroom_with(front, ca, client, "")
+    }
+
+    /// With the upstream's `extra` lines.
+    fn anteroom_with(
+        front: std::net::SocketAddr,
+        ca: &Path,
+        client: Option<&(PathBuf, PathBuf)>,
+        extra: &str,
+    ) -> Proxy {
         let client = client
             .map(|(c, k)| {
                 format!(
@@ -339,13 +444,16 @@ mod mutual_tls {
 [cookie]
 keys = ["{KEY}"]
 
+[admin]
+token = "{TOKEN}"
+
 [[upstream]]
 name = "shop"
 addr = "{front}"
 tls = true
 sni = "origin.test"
 ca = "{ca}"
-{client}
+{client}{extra}
 {SALE}"#,
             ca = ca.display()
         ))
@@ -400,6 +508,16 @@ ca = "{ca}"
             );
         }
         assert_eq!(app.requests().len(), 2);
+    }
+
+    /// The health checks show the certificate too: nginx would refuse them (400) without it.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn health_checks_show_the_client_certificate() {
+        let c = certs();
+        let app = Origin::start().await;
+        let front = nginx_mtls(app.addr, &c).await;
+        let proxy = anteroom_with(front.addr, &c.origin_ca, Some(&c.client), HEALTH_CHECK);
+        health_checks_pass(&proxy, &app, front.addr, 3).await;
     }
 
     #[tokio::test]

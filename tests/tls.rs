@@ -1,8 +1,10 @@
 //! anteroom alone at the edge over HTTPS: certificates by SNI (a default for clients without
 //! it), HTTP/2 and HTTP/1.1 by ALPN, `Secure` cookies without any setting, certificates swapped
 //! on SIGHUP while a request is in flight (a broken pair refused, the old one kept), plain HTTP
-//! sent to HTTPS with a 308, and `check` refusing a broken or mismatched pair with file:line.
-//! The client is curl (OpenSSL, nghttp2), trusting only the CA the test made.
+//! sent to HTTPS with a 308, TLS 1.1 and 1.0 refused, and `check` refusing a broken or mismatched
+//! pair with file:line.
+//! The client is curl (OpenSSL, nghttp2), trusting only the CA the test made; `openssl s_client`
+//! offers the old protocol versions.
 
 mod common;
 
@@ -73,6 +75,24 @@ fn curl(ca: &Path, host: &str, port: u16, url: &str, args: &[&str]) -> Result<Go
         headers: std::fs::read_to_string(headers).unwrap_or_default(),
         verbose,
     })
+}
+
+/// `openssl s_client` to 127.0.0.1:`port` (SNI shop.test) offering only the protocol
+/// `version` (`-tls1_2`, `-tls1_1`, `-tls1`): whether the handshake completed, and what it
+/// printed. `@SECLEVEL=0`: at its default level Debian's OpenSSL gives up on TLS 1.0 and 1.1
+/// by itself (legacy signature algorithms), which would say nothing about the server.
+fn s_client(port: u16, version: &str) -> (bool, String) {
+    let out = Command::new("timeout")
+        .args(["20", "openssl", "s_client", "-connect"])
+        .arg(format!("127.0.0.1:{port}"))
+        .args(["-servername", "shop.test", version])
+        .args(["-cipher", "DEFAULT:@SECLEVEL=0"])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("openssl");
+    let text =
+        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    (out.status.success(), text)
 }
 
 fn wait_listening(port: u16) {
@@ -209,7 +229,7 @@ async fn https_by_sni_with_http2_and_secure_cookies() {
     .unwrap();
     assert!(got.subject().contains("CN=shop"), "{}", got.subject());
 
-    // TLS 1.2 is served; older is not.
+    // TLS 1.2 is served; older is not (below).
     let got = curl(
         &ca_pem,
         "shop.test",
@@ -219,6 +239,18 @@ async fn https_by_sni_with_http2_and_secure_cookies() {
     )
     .unwrap();
     assert_eq!(got.status, 200);
+    // TLS 1.1 and 1.0 are refused by anteroom, not given up by the client: the same command
+    // completes TLS 1.2, and for the older ones the server's answer is an alert (rustls sends
+    // handshake_failure, 40: a TLS 1.0/1.1 hello has no signature_algorithms extension).
+    let (ok, text) = s_client(port, "-tls1_2");
+    assert!(ok && text.contains("Protocol  : TLSv1.2"), "{text}");
+    for v in ["-tls1_1", "-tls1"] {
+        let (ok, text) = s_client(port, v);
+        assert!(
+            !ok && text.contains("SSL alert number"),
+            "{v}: refused by the server: {text}"
+        );
+    }
 
     // Plain HTTP is still served as before (no redirect asked for).
     let plain = client().get(proxy.url("/")).send().await.unwrap();

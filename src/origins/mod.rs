@@ -18,7 +18,9 @@ use pingora::lb::health_check::{HealthObserve, HttpHealthCheck};
 use pingora::lb::selection::{Consistent, RoundRobin};
 use pingora::lb::{Backend, Backends, LoadBalancer};
 
-use crate::config::model::{Balance, Upstream};
+use sha2::{Digest, Sha256};
+
+use crate::config::model::{Balance, OriginSecret, Upstream};
 
 /// How far a choice looks for a server it may use (there are a handful).
 const MAX_ITERATIONS: usize = 256;
@@ -55,10 +57,51 @@ impl Lb {
 pub struct Pool {
     lb: Lb,
     /// What the pool was built from: a reload with the same keeps it (and its health).
-    key: String,
+    key: Built,
     health_every: Option<Duration>,
     resolve_every: Duration,
     next: Mutex<Due>,
+}
+
+/// What a pool and its health checks are built from. A reload that changes any of it builds a
+/// new pool: one kept with an old origin-secret, CA or client certificate would check with
+/// them after the origin has moved on to the new ones (a rotation), and mark every server down.
+#[derive(PartialEq)]
+struct Built {
+    shape: String,
+    secret: Option<OriginSecret>,
+    /// SHA-256 over the `ca` and `client-cert` files' certificates and key (DER): compared,
+    /// never shown, and no second copy of the key kept.
+    tls_files: [u8; 32],
+}
+
+fn tls_files_digest(up: &Upstream) -> [u8; 32] {
+    let mut h = Sha256::new();
+    for c in up.ca.iter().flat_map(|ca| ca.iter()) {
+        h.update(b"ca");
+        h.update(c.borrow_raw_cert());
+    }
+    if let Some(ck) = &up.client_cert {
+        h.update(b"client");
+        h.update(ck.leaf().borrow_raw_cert());
+        for c in ck.intermediates() {
+            h.update(c.borrow_raw_cert());
+        }
+        h.update(ck.key());
+    }
+    h.finalize().into()
+}
+
+/// The health check's request: what the origin may insist on from any request of anteroom's —
+/// its `Host`, and the `origin-secret` (behind the snippets of docs/origin-lock/ a check
+/// without it is a 403, and every server would be marked down).
+fn check_request(up: &Upstream, path: &str) -> pingora::Result<RequestHeader> {
+    let mut req = RequestHeader::build("GET", path.as_bytes(), None)?;
+    req.insert_header("Host", &up.sni)?;
+    if let Some(s) = &up.origin_secret {
+        req.insert_header(s.name.clone(), s.value.clone())?;
+    }
+    Ok(req)
 }
 
 struct Due {
@@ -119,14 +162,19 @@ impl Pool {
         };
         if let Some(hc) = &up.health_check {
             let mut check = HttpHealthCheck::new(&up.sni, up.tls);
-            if let Ok(mut req) = RequestHeader::build("GET", hc.path.as_bytes(), None) {
-                if req.insert_header("Host", &up.sni).is_ok() {
-                    check.req = req;
-                }
+            match check_request(up, &hc.path) {
+                Ok(req) => check.req = req,
+                Err(e) => tracing::warn!(
+                    upstream = up.name,
+                    error = %e,
+                    "the health check's request could not be built; checking with a bare GET /"
+                ),
             }
             check.peer_template.options.connection_timeout = Some(up.connect_timeout);
             check.peer_template.options.read_timeout =
                 Some(up.connect_timeout.max(Duration::from_secs(1)));
+            // Checked and shown as a visitor's request is (`proxy::peer`): an origin locked
+            // by mutual TLS refuses a check without anteroom's certificate too.
             check.peer_template.options.ca.clone_from(&up.ca);
             check
                 .peer_template
@@ -163,11 +211,22 @@ impl Pool {
         }))
     }
 
-    fn key_of(up: &Upstream) -> String {
-        format!(
-            "{:?}|{:?}|{:?}|{:?}|{}|{}|{:?}",
-            up.addrs, up.addr, up.balance, up.health_check, up.tls, up.sni, up.resolve_every
-        )
+    fn key_of(up: &Upstream) -> Built {
+        Built {
+            shape: format!(
+                "{:?}|{:?}|{:?}|{:?}|{}|{}|{:?}|{:?}",
+                up.addrs,
+                up.addr,
+                up.balance,
+                up.health_check,
+                up.tls,
+                up.sni,
+                up.resolve_every,
+                up.connect_timeout
+            ),
+            secret: up.origin_secret.clone(),
+            tls_files: tls_files_digest(up),
+        }
     }
 
     /// Whether this pool was built for an upstream configured as `up` (a reload keeps it).
