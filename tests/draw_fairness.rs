@@ -94,7 +94,10 @@ async fn places_are_uncorrelated_with_arrival_and_everyone_is_placed_once() {
             .collect();
         for v in &arrivals {
             clock.advance(Duration::from_millis(100));
-            assert!(matches!(join(*v).await, Admission::Registered { drawn: true, .. }));
+            assert!(matches!(
+                join(*v).await,
+                Admission::Registered { drawn: true, .. }
+            ));
         }
         clock.advance(Duration::from_secs(30));
         let later: Vec<VisitorId> = (0..LATER)
@@ -122,7 +125,11 @@ async fn places_are_uncorrelated_with_arrival_and_everyone_is_placed_once() {
                 break;
             }
         }
-        assert_eq!(order.len(), REGISTRANTS + LATER, "draw {i}: everyone let in");
+        assert_eq!(
+            order.len(),
+            REGISTRANTS + LATER,
+            "draw {i}: everyone let in"
+        );
         let once: HashSet<VisitorId> = order.iter().copied().collect();
         assert_eq!(once.len(), order.len(), "draw {i}: each exactly once");
         let registered: HashSet<VisitorId> = arrivals.iter().copied().collect();
@@ -130,7 +137,11 @@ async fn places_are_uncorrelated_with_arrival_and_everyone_is_placed_once() {
             order[..REGISTRANTS].iter().all(|v| registered.contains(v)),
             "draw {i}: nobody who came after the opening ahead of a registrant"
         );
-        assert_eq!(&order[REGISTRANTS..], &later[..], "draw {i}: later arrivals in their order");
+        assert_eq!(
+            &order[REGISTRANTS..],
+            &later[..],
+            "draw {i}: later arrivals in their order"
+        );
         // Place of each registrant against their arrival.
         let place: std::collections::HashMap<VisitorId, usize> =
             order.iter().enumerate().map(|(k, v)| (*v, k)).collect();
@@ -147,6 +158,12 @@ async fn places_are_uncorrelated_with_arrival_and_everyone_is_placed_once() {
         1.0 / ((REGISTRANTS - 1) as f64).sqrt()
     );
     assert!(mean.abs() < 0.02, "the mean ρ {mean} (its sd is 0.005)");
-    assert!(worst < 0.22, "no draw correlated with arrival: largest |ρ| {worst}");
-    assert!(sd > 0.03 && sd < 0.07, "ρ spread as for independent orders: {sd}");
+    assert!(
+        worst < 0.22,
+        "no draw correlated with arrival: largest |ρ| {worst}"
+    );
+    assert!(
+        sd > 0.03 && sd < 0.07,
+        "ρ spread as for independent orders: {sd}"
+    );
 }

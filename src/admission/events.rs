@@ -8,7 +8,8 @@ use std::sync::Arc;
 use crate::app::Shared;
 use crate::event::draw::RegTicket;
 use crate::event::live::DrawList;
-use crate::store::{AdmitReport, EventsArg};
+use crate::store::history::Actor;
+use crate::store::{AdmitReport, EventChange, EventsArg, RuntimeEvents};
 
 /// Registrations read per call of the draw's list.
 const LIST_PAGE: u64 = 5_000;
@@ -29,6 +30,12 @@ pub async fn learn(shared: &Arc<Shared>, room: usize, report: &AdmitReport) {
         report.events_version,
         shared.clock.now_micros(),
     );
+    let known = r.events.runtime();
+    if report.events_version < known.version && !known.events.is_empty() {
+        // The store went back: it lost the room's data (the versions only grow). The runtime
+        // changes this instance knew are written back, as the room's state is re-asserted.
+        reassert(shared, room, &known, &report.generation).await;
+    }
     if moved {
         match shared
             .store_call(
@@ -81,6 +88,57 @@ pub async fn learn(shared: &Arc<Shared>, room: usize, report: &AdmitReport) {
             }
         });
     }
+}
+
+/// Writes the runtime event changes this instance knew back into a store that lost them.
+async fn reassert(shared: &Shared, room: usize, known: &RuntimeEvents, generation: &str) {
+    let r = &shared.rooms[room];
+    let mut version = match shared
+        .store_call(
+            "runtime_events",
+            r.name(),
+            shared.store.runtime_events(&r.cfg.params),
+        )
+        .await
+    {
+        Ok(now) if now.version < known.version => now.version,
+        // Another instance wrote them back already, or the store cannot answer: next tick.
+        _ => return,
+    };
+    for (name, change) in &known.events {
+        let by = Actor {
+            id: format!("reassert-{generation}-{name}"),
+            by: "anteroom (re-asserted after the store lost its data)".into(),
+            client: "-".into(),
+        };
+        match shared
+            .store_call(
+                "change_event",
+                r.name(),
+                shared.store.change_event(
+                    &r.cfg.params,
+                    name,
+                    change,
+                    version,
+                    &serde_json::Value::Null,
+                    &by,
+                ),
+            )
+            .await
+        {
+            Ok(EventChange::Done(v)) => version = v,
+            Ok(EventChange::Conflict(_)) => return,
+            Err(e) => {
+                shared.warn_store_error(&e);
+                return;
+            }
+        }
+    }
+    tracing::warn!(
+        room = r.name(),
+        events = known.events.len(),
+        "the store lost this room's runtime event changes: re-asserted the ones this instance knew"
+    );
 }
 
 async fn read_list(

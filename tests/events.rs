@@ -1,0 +1,523 @@
+//! Scheduled sales, black-box (issue 17): the real binary, a real origin, Redis where asked.
+//! Visitors register during a pre-queue and see a countdown with no place; the room publishes
+//! its commitment and, at the opening, the seed and the list; `anteroom verify-draw` checks a
+//! visitor's place against it (and refuses a list that was changed); places after the opening
+//! follow the draw; the closing turns newcomers away; operators add, change and cancel events
+//! at run time; on Redis two instances agree and the countdown costs Redis nothing.
+
+mod common;
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use anteroom::event::{draw, time};
+use common::redis::RedisServer;
+use common::*;
+use serde_json::Value;
+
+const TOKEN: &str = "admin-token-for-tests-0123456789";
+const SECRET: &str = "draw-secret-for-the-tests-0123456789abcdef";
+const STATUS: &str = "/.anteroom/status?room=sale";
+const EVENT: &str = "/.anteroom/event?room=sale";
+
+fn now_us() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_micros() as u64
+}
+
+/// An RFC 3339 time `secs` from now (negative: ago), in +09:00 as an operator in Seoul writes.
+fn at(secs: i64) -> String {
+    time::format(now_us().saturating_add_signed(secs * 1_000_000), 9 * 3600)
+}
+
+fn config(origin: std::net::SocketAddr, store: &str, room: &str, event: &str) -> String {
+    format!(
+        r#"{base}
+[admin]
+token = "{TOKEN}"
+
+[draw]
+secret = "{SECRET}"
+
+{store}
+
+[[room]]
+name = "sale"
+paths = ["/products", "/orders"]
+claim-ttl = "60s"
+{room}
+
+{event}
+"#,
+        base = base_config(origin)
+    )
+}
+
+fn drawn_event(opens_in: i64) -> String {
+    format!(
+        "[[room.event]]\nname = \"spring-drop\"\nprequeue-from = \"{}\"\nopens-at = \"{}\"\ndraw = true\n",
+        at(-1),
+        at(opens_in)
+    )
+}
+
+async fn status(proxy: &Proxy, jar: &mut Jar) -> Value {
+    get_json(proxy, STATUS, jar).await.expect("a status")
+}
+
+async fn event_doc(proxy: &Proxy, query: &str) -> (u16, Value) {
+    let resp = client()
+        .get(proxy.url(&format!("{EVENT}{query}")))
+        .send()
+        .await
+        .unwrap();
+    let code = resp.status().as_u16();
+    (code, resp.json().await.unwrap_or(Value::Null))
+}
+
+fn verify_draw(args: &[&str]) -> (bool, String) {
+    let out = std::process::Command::new(binary())
+        .arg("verify-draw")
+        .args(args)
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success(), text)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_drawn_sale_from_registration_to_a_checked_draw() {
+    let origin = Origin::start().await;
+    // One slot and a long claim: once open, the line barely moves, and places can be read.
+    let proxy = Proxy::start(&config(
+        origin.addr,
+        "",
+        "admit-per-second = 10\nmax-active = 1",
+        &drawn_event(6),
+    ));
+    // Before anyone registers, the commitment is published; the seed is not.
+    let (code, doc) = event_doc(&proxy, "").await;
+    assert_eq!(code, 200, "{doc}");
+    assert_eq!(
+        (doc["phase"].as_str(), doc["draw"].as_bool()),
+        (Some("prequeue"), Some(true))
+    );
+    let commitment = doc["commitment"]
+        .as_str()
+        .expect("a commitment")
+        .to_string();
+    assert_eq!(commitment.len(), 64);
+    assert!(doc["seed"].is_null(), "{doc}");
+    assert_eq!(
+        event_doc(&proxy, "&tickets=1").await.0,
+        404,
+        "no list before the opening"
+    );
+
+    let mut jars: Vec<Jar> = (0..12).map(|_| Jar::default()).collect();
+    let mut tickets = Vec::new();
+    for jar in jars.iter_mut() {
+        let s = status(&proxy, jar).await;
+        assert_eq!(s["state"], "prequeue", "{s}");
+        assert!(s["position"].is_null(), "no place before the draw: {s}");
+        assert_eq!(s["event"]["commitment"], commitment.as_str());
+        assert!(s["event"]["seed"].is_null());
+        let t = s["event"]["ticket"]
+            .as_str()
+            .expect("a registration ticket")
+            .to_string();
+        assert_eq!(t.len(), 32);
+        tickets.push(t);
+    }
+    // Polls with a queue ticket during the pre-queue are answered here: the countdown.
+    let edge_before = metric(&proxy, TOKEN, "anteroom_polls_total", "answered=\"edge\"").await;
+    for jar in jars.iter_mut() {
+        let s = status(&proxy, jar).await;
+        assert_eq!(s["state"], "prequeue", "{s}");
+        assert!(s["event"]["opens_in_seconds"].as_u64().unwrap() <= 7);
+    }
+    let edge_after = metric(&proxy, TOKEN, "anteroom_polls_total", "answered=\"edge\"").await;
+    assert!(
+        edge_after >= edge_before + 12,
+        "the countdown came from the edge: {edge_before} -> {edge_after}"
+    );
+    // The page: the countdown, the commitment and the visitor's ticket.
+    let page = client()
+        .get(proxy.url("/products/1"))
+        .header("cookie", jars[0].header())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(page.headers()["cache-control"], "no-store");
+    let html = page.text().await.unwrap();
+    assert!(html.contains("You&#x27;re registered"), "{html}");
+    assert!(
+        html.contains(&commitment) && html.contains(&tickets[0]),
+        "{html}"
+    );
+
+    // The opening: the seed is revealed and matches the commitment; the list follows.
+    let doc = eventually(Duration::from_secs(20), "the seed revealed", || {
+        let proxy = &proxy;
+        async move {
+            let (_, d) = event_doc(proxy, "").await;
+            d["seed"].is_string().then_some(d)
+        }
+    })
+    .await;
+    let seed = draw::unhex::<32>(doc["seed"].as_str().unwrap()).unwrap();
+    assert_eq!(draw::commitment(&seed), commitment);
+    let full = eventually(Duration::from_secs(10), "the list", || {
+        let proxy = &proxy;
+        async move {
+            let (code, d) = event_doc(proxy, "&tickets=1").await;
+            (code == 200).then_some(d)
+        }
+    })
+    .await;
+    let list: Vec<String> = full["tickets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t.as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(list.len(), 12, "{full}");
+    for t in &tickets {
+        assert!(list.contains(t), "every registration is listed");
+    }
+    // Places in line after the opening follow the draw: one let in (the first drawn), the rest
+    // waiting in the list's order.
+    let mut places = Vec::new();
+    for (jar, t) in jars.iter_mut().zip(&tickets) {
+        let s = status(&proxy, jar).await;
+        let drawn = list.iter().position(|x| x == t).unwrap();
+        places.push((
+            drawn,
+            s["state"].as_str().unwrap().to_string(),
+            s["position"].as_u64(),
+        ));
+    }
+    places.sort();
+    assert_eq!(
+        places[0].1, "admitted",
+        "the first of the draw is let in: {places:?}"
+    );
+    for (i, (drawn, state, position)) in places.iter().enumerate().skip(1) {
+        assert_eq!(
+            (*drawn, state.as_str(), *position),
+            (i, "waiting", Some(i as u64)),
+            "{places:?}"
+        );
+    }
+    // verify-draw against the live room, and against a saved list that was changed.
+    let url = proxy.url(EVENT);
+    let (ok, out) = verify_draw(&["--event", &url, "--ticket", &tickets[3]]);
+    let place = list.iter().position(|x| *x == tickets[3]).unwrap() + 1;
+    assert!(ok, "{out}");
+    assert!(out.contains(&format!("at place {place} of 12")), "{out}");
+    let saved = proxy.dir.path().join("event.json");
+    let mut changed = full.clone();
+    changed["tickets"].as_array_mut().unwrap().swap(0, 11);
+    std::fs::write(&saved, changed.to_string()).unwrap();
+    let (ok, out) = verify_draw(&["--event", saved.to_str().unwrap(), "--ticket", &tickets[3]]);
+    assert!(
+        !ok && out.contains("order"),
+        "a changed list is refused: {out}"
+    );
+    std::fs::write(&saved, full.to_string()).unwrap();
+    let (ok, out) = verify_draw(&["--event", saved.to_str().unwrap(), "--ticket", &tickets[3]]);
+    assert!(ok, "the saved list checks out: {out}");
+    let stranger = draw::hex(&[7u8; 16]);
+    let (ok, out) = verify_draw(&["--event", &url, "--ticket", &stranger]);
+    assert!(!ok && out.contains("not in the list"), "{out}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_closing_turns_newcomers_away_and_keeps_the_line() {
+    let origin = Origin::start().await;
+    let event = format!(
+        "[[room.event]]\nname = \"short\"\nprequeue-from = \"{}\"\nopens-at = \"{}\"\ncloses-at = \"{}\"\n",
+        at(-1),
+        at(1),
+        at(4)
+    );
+    let proxy = Proxy::start(&config(
+        origin.addr,
+        "",
+        "admit-per-second = 10\nmax-active = 1",
+        &event,
+    ));
+    let mut holder = Jar::default();
+    let mut waiter = Jar::default();
+    assert_eq!(status(&proxy, &mut holder).await["state"], "prequeue");
+    assert_eq!(status(&proxy, &mut waiter).await["state"], "prequeue");
+    // After the closing: a newcomer is told the sale has ended, in JSON and on the page.
+    let s = eventually(Duration::from_secs(20), "the closing", || {
+        let proxy = &proxy;
+        async move {
+            let s = get_json(proxy, STATUS, &mut Jar::default()).await?;
+            (s["state"] == "ended").then_some(s)
+        }
+    })
+    .await;
+    assert_eq!(s["room"], "sale");
+    let page = client().get(proxy.url("/products/1")).send().await.unwrap();
+    assert_eq!(page.status(), 200, "closed-status, 200 by default");
+    assert_eq!(page.headers()["cache-control"], "no-store");
+    assert!(page.text().await.unwrap().contains("This sale has ended"));
+    // Those in line before it keep their places (after-close = "keep", the default).
+    let s = status(&proxy, &mut holder).await;
+    let w = status(&proxy, &mut waiter).await;
+    let states = [s["state"].as_str().unwrap(), w["state"].as_str().unwrap()];
+    assert!(
+        states.contains(&"admitted") && states.contains(&"waiting"),
+        "the line is kept: {s} {w}"
+    );
+    // Counted in the logging phase, which may run just after the answer went out.
+    eventually(Duration::from_secs(5), "the ended answers counted", || {
+        let proxy = &proxy;
+        async move {
+            let n = metric(
+                proxy,
+                TOKEN,
+                "anteroom_rejected_total",
+                "reason=\"ended\",room=\"sale\"",
+            )
+            .await;
+            (n >= 2).then_some(())
+        }
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn operators_add_change_and_cancel_events_at_run_time() {
+    let origin = Origin::start().await;
+    let proxy = Proxy::start(&config(
+        origin.addr,
+        "",
+        "admit-per-second = 10\nmax-active = 5",
+        "",
+    ));
+    let call =
+        |method, path: &'static str, body| admin_call(&proxy, method, path, Some(TOKEN), body);
+    let (code, body) = call(
+        reqwest::Method::POST,
+        "/rooms/sale/events",
+        Some(serde_json::json!({ "name": "flash", "opens_at": at(120), "draw": true })),
+    )
+    .await;
+    assert_eq!(code, 201, "{body}");
+    // Seen by the proxy at once: newcomers register.
+    let mut jar = Jar::default();
+    let s = eventually(Duration::from_secs(5), "the pre-queue", || {
+        let proxy = &proxy;
+        let mut jar = jar.clone();
+        async move {
+            let s = get_json(proxy, STATUS, &mut jar).await?;
+            (s["state"] == "prequeue").then_some(s)
+        }
+    })
+    .await;
+    assert_eq!(s["event"]["name"], "flash");
+    // A change: the opening moves; a begun pre-queue keeps its draw.
+    let (code, body) = call(
+        reqwest::Method::PATCH,
+        "/rooms/sale/events/flash",
+        Some(serde_json::json!({ "opens_at": at(600) })),
+    )
+    .await;
+    assert_eq!(code, 200, "{body}");
+    let (code, body) = call(
+        reqwest::Method::PATCH,
+        "/rooms/sale/events/flash",
+        Some(serde_json::json!({ "draw": false })),
+    )
+    .await;
+    assert_eq!(code, 422, "{body}");
+    assert!(body.contains("draw"), "{body}");
+    let (code, body) = call(
+        reqwest::Method::POST,
+        "/rooms/sale/events",
+        Some(
+            serde_json::json!({ "name": "overlap", "prequeue_from": at(300), "opens_at": at(400) }),
+        ),
+    )
+    .await;
+    assert_eq!(code, 422, "an event that overlaps is refused: {body}");
+    let list = admin_json(&proxy, "/rooms/sale/events", TOKEN)
+        .await
+        .unwrap();
+    assert_eq!(list["events"][0]["source"], "runtime", "{list}");
+    assert_eq!(list["events"][0]["phase"], "prequeue", "{list}");
+    assert!(list["events"][0]["commitment"].is_string(), "{list}");
+    // The CLI shows the same.
+    let out = std::process::Command::new(binary())
+        .args(["room", "sale", "events", "--admin"])
+        .arg(format!("http://{}", proxy.admin))
+        .args(["--token", TOKEN])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert!(String::from_utf8_lossy(&out.stdout).contains("\"flash\""));
+    // Cancelled: the room behaves as configured again.
+    let (code, body) = call(reqwest::Method::DELETE, "/rooms/sale/events/flash", None).await;
+    assert_eq!(code, 200, "{body}");
+    let s = status(&proxy, &mut jar).await;
+    assert_ne!(s["state"], "prequeue", "{s}");
+    let changes = admin_json(&proxy, "/rooms/sale/changes", TOKEN)
+        .await
+        .unwrap();
+    let fields: Vec<&str> = changes["changes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["changes"][0]["field"].as_str().unwrap_or(""))
+        .collect();
+    assert_eq!(
+        fields,
+        ["event flash", "event flash", "event flash"],
+        "{changes}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_instances_on_redis_agree_and_the_countdown_costs_redis_nothing() {
+    let redis = RedisServer::start();
+    let origin = Origin::start().await;
+    let store = format!(
+        "[store]\nbackend = \"redis\"\nredis-url = \"{}\"\ntimeout = \"500ms\"",
+        redis.url()
+    );
+    let cfg = config(
+        origin.addr,
+        &store,
+        "admit-per-second = 10\nmax-active = 1",
+        &drawn_event(8),
+    );
+    let a = Proxy::start(&cfg);
+    let b = Proxy::start(&cfg);
+    let (_, da) = event_doc(&a, "").await;
+    let (_, db) = event_doc(&b, "").await;
+    assert_eq!(
+        da["commitment"], db["commitment"],
+        "one seed on every instance"
+    );
+    let mut jars: Vec<Jar> = (0..6).map(|_| Jar::default()).collect();
+    for jar in jars.iter_mut() {
+        assert_eq!(status(&a, jar).await["state"], "prequeue");
+    }
+    // Instance b answers the countdown from the tickets a gave, without Redis.
+    let mut conn = common::redis::connect(&redis.url()).await;
+    eventually(
+        Duration::from_secs(5),
+        "b to have seen the pre-queue",
+        || {
+            let (b, mut jar) = (&b, jars[0].clone());
+            async move {
+                let s = get_json(b, STATUS, &mut jar).await?;
+                (s["state"] == "prequeue").then_some(())
+            }
+        },
+    )
+    .await;
+    let mut costs = Vec::new();
+    for _ in 0..3 {
+        let before = common::redis::script_calls(&mut conn).await;
+        for jar in jars.iter_mut() {
+            assert_eq!(status(&b, jar).await["state"], "prequeue");
+        }
+        costs.push(common::redis::script_calls(&mut conn).await - before);
+    }
+    let quietest = *costs.iter().min().unwrap();
+    // The only scripts meanwhile are the two instances' admission ticks.
+    assert!(
+        quietest <= 4,
+        "6 countdown polls cost {costs:?} script calls"
+    );
+    // At the opening both reveal the same seed, and serve the same list.
+    let seed_a = eventually(Duration::from_secs(20), "the seed", || {
+        let a = &a;
+        async move {
+            event_doc(a, "").await.1["seed"]
+                .as_str()
+                .map(str::to_string)
+        }
+    })
+    .await;
+    let seed_b = eventually(Duration::from_secs(5), "the seed on b", || {
+        let b = &b;
+        async move {
+            event_doc(b, "").await.1["seed"]
+                .as_str()
+                .map(str::to_string)
+        }
+    })
+    .await;
+    assert_eq!(seed_a, seed_b);
+    let la = eventually(Duration::from_secs(10), "a's list", || {
+        let a = &a;
+        async move {
+            let (c, d) = event_doc(a, "&tickets=1").await;
+            (c == 200).then_some(d["tickets"].clone())
+        }
+    })
+    .await;
+    let lb = eventually(Duration::from_secs(10), "b's list", || {
+        let b = &b;
+        async move {
+            let (c, d) = event_doc(b, "&tickets=1").await;
+            (c == 200).then_some(d["tickets"].clone())
+        }
+    })
+    .await;
+    assert_eq!(la, lb);
+    assert_eq!(la.as_array().unwrap().len(), 6);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_event_added_at_run_time_survives_a_store_that_lost_its_data() {
+    let redis = RedisServer::start();
+    let origin = Origin::start().await;
+    let store = format!(
+        "[store]\nbackend = \"redis\"\nredis-url = \"{}\"\ntimeout = \"500ms\"",
+        redis.url()
+    );
+    let proxy = Proxy::start(&config(
+        origin.addr,
+        &store,
+        "admit-per-second = 10\nmax-active = 5",
+        "",
+    ));
+    let (code, body) = admin_call(
+        &proxy,
+        reqwest::Method::POST,
+        "/rooms/sale/events",
+        Some(TOKEN),
+        Some(serde_json::json!({ "name": "kept", "opens_at": at(600) })),
+    )
+    .await;
+    assert_eq!(code, 201, "{body}");
+    // Redis loses everything (a restart without persistence).
+    common::redis::raw(redis.port, "FLUSHALL").unwrap();
+    // The instance writes back what it knew: the event is in the store again.
+    eventually(Duration::from_secs(10), "the event written back", || {
+        let port = redis.port;
+        async move {
+            let v = common::redis::raw(port, "HKEYS {anteroom:sale}:events")?;
+            v.contains("kept").then_some(())
+        }
+    })
+    .await;
+    let list = admin_json(&proxy, "/rooms/sale/events", TOKEN)
+        .await
+        .unwrap();
+    assert_eq!(list["events"][0]["name"], "kept", "{list}");
+    let mut jar = Jar::default();
+    assert_eq!(status(&proxy, &mut jar).await["state"], "prequeue");
+}
