@@ -276,6 +276,27 @@ pub fn summary(c: &Config) -> String {
                 "            origin commands: Anteroom-Command complete | revoke obeyed (and removed)"
             );
         }
+        for e in &r.events {
+            use crate::event::time::format;
+            let _ = writeln!(
+                s,
+                "            event {}: pre-queue {}, opens {}{}{}{}",
+                e.name,
+                format(e.prequeue_from, e.utc_offset),
+                format(e.opens_at, e.utc_offset),
+                e.closes_at
+                    .map(|c| format!(
+                        ", closes {} ({} the line)",
+                        format(c, e.utc_offset),
+                        e.after_close.as_str()
+                    ))
+                    .unwrap_or_default(),
+                if e.draw { ", places drawn" } else { "" },
+                e.admit_per_second
+                    .map(|r| format!(", {r}/s while it runs"))
+                    .unwrap_or_default(),
+            );
+        }
     }
     if c.rooms.is_empty() {
         let _ = writeln!(

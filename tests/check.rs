@@ -70,6 +70,19 @@ fn the_summary_shows_rooms_paths_and_rates() {
     );
 }
 
+#[test]
+fn the_summary_names_each_event() {
+    let (ok, stdout, stderr) = check("tests/fixtures/events.toml");
+    assert!(ok, "{stderr}");
+    for needle in [
+        "event spring-drop: pre-queue 2027-03-01T09:30:00+09:00, opens 2027-03-01T10:00:00+09:00, closes 2027-03-01T12:00:00+09:00 (keep the line), places drawn, 20/s while it runs",
+        "event encore: pre-queue 2027-03-02T10:00:00+09:00, opens 2027-03-02T10:00:00+09:00",
+    ] {
+        assert!(stdout.contains(needle), "{needle} in {stdout}");
+    }
+    assert!(!stdout.contains("draw-secret"), "secrets are never printed");
+}
+
 /// An operator's first step: `cp conf/anteroom.toml /etc/anteroom/` and check it there, from
 /// its own folder and from elsewhere, with nothing of the source tree beside it.
 #[test]

@@ -4,6 +4,30 @@
 /// (fixture, line, key, words of the problem)
 pub const BROKEN: &[(&str, usize, &str, &str)] = &[
     (
+        "bad_event_no_offset.toml",
+        20,
+        "room[0].event[0].opens-at",
+        "has no UTC offset",
+    ),
+    (
+        "bad_event_overlap.toml",
+        25,
+        "room[0].event[1].prequeue-from",
+        "begins while event \"first\" still runs",
+    ),
+    (
+        "bad_event_draw_without_secret.toml",
+        18,
+        "room[0].event[0].draw",
+        "no [draw] secret",
+    ),
+    (
+        "bad_event_order.toml",
+        19,
+        "room[0].event[0].prequeue-from",
+        "is after opens-at",
+    ),
+    (
         "bad_join_challenge.toml",
         13,
         "room[0].join-challenge.difficulty",
