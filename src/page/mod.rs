@@ -16,10 +16,13 @@ pub mod assets;
 pub mod challenge;
 pub mod countdown;
 mod fast;
+mod pages;
 mod poll;
+mod status;
 
 pub use accept::{prefers_json, weighted};
 pub use poll::{poll_floor, poll_for_turn, poll_interval};
+pub use status::{EventStatus, State, Status};
 
 use crate::config::Config;
 use crate::texts::TextSet;
@@ -31,96 +34,6 @@ pub const DEFAULT_MESSAGE: &str = include_str!("../../templates/message.html.ter
 
 const WAITING: &str = "waiting.html.tera";
 const MESSAGE: &str = "message.html.tera";
-
-/// The visitor's state as shown in JSON and on the page.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum State {
-    Waiting,
-    Admitted,
-    Full,
-    Paused,
-    /// Registered in an event's pre-queue: the countdown to the opening.
-    Prequeue,
-}
-
-impl State {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            State::Waiting => "waiting",
-            State::Admitted => "admitted",
-            State::Full => "full",
-            State::Paused => "paused",
-            State::Prequeue => "prequeue",
-        }
-    }
-}
-
-/// The event in force, as a visitor is told of it (the `event` object of the status JSON).
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct EventStatus {
-    pub name: String,
-    /// RFC 3339, in the offset the operator wrote it in.
-    pub opens_at: String,
-    pub opens_in_seconds: u64,
-    pub closes_at: Option<String>,
-    /// "prequeue", "open" or "closed".
-    pub phase: &'static str,
-    pub draw: bool,
-    /// `sha256(seed)`, lowercase hex, from the start of the pre-queue (with a draw).
-    pub commitment: Option<String>,
-    /// The seed, hex, once the store has seen the event open.
-    pub seed: Option<String>,
-    /// The visitor's registration ticket in the draw (32 hex), when they registered.
-    pub ticket: Option<String>,
-    /// Registrations in the draw so far.
-    pub registrations: u64,
-    /// Where the event, its commitment, seed and list are published.
-    pub url: String,
-}
-
-/// The JSON body of a waiting response and of `/.anteroom/status`.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Status {
-    pub room: String,
-    pub state: State,
-    /// 1-based place in line; `null` when not in line.
-    pub position: Option<u64>,
-    pub waiting: u64,
-    /// `null` when unknown (the line is on hold, the shop is full and nobody leaves, or the
-    /// store cannot answer).
-    pub eta_seconds: Option<u64>,
-    /// When the estimate is poor (the start of a sale, a rate just changed, recent waits far
-    /// from what was told): the range the wait is likely in, whole seconds; both `null` when
-    /// `eta_seconds` is good as it is (see [`crate::line::accuracy::band`]).
-    pub eta_low_seconds: Option<u64>,
-    pub eta_high_seconds: Option<u64>,
-    pub retry_after_ms: u64,
-    /// What decides when the line moves: `"rate"`, `"max-active"` (the shop is full: it moves
-    /// as visitors leave), `"paused"`; `null` when not in line or not known.
-    pub held_by: Option<&'static str>,
-    /// The room's event in force, if any (`[[room.event]]`).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub event: Option<Box<EventStatus>>,
-}
-
-impl Status {
-    /// The range the ETA is told as, when it is.
-    pub fn eta_range(&self) -> Option<[u64; 2]> {
-        Some([self.eta_low_seconds?, self.eta_high_seconds?])
-    }
-
-    /// `Retry-After` (and the page's meta refresh) in whole seconds, at least one: rounded up or
-    /// down in proportion to the fraction, so that on average it is `retry_after_ms`. Rounding
-    /// always up put the polls of a crowd without JavaScript on a one-second grid, and their
-    /// turns, which `retry_after_ms` aims at, in waves. The coin is a hash of the (already
-    /// jittered) milliseconds, so the header and the page of one answer agree.
-    pub fn retry_after_secs(&self) -> u64 {
-        let ms = self.retry_after_ms;
-        let coin = (ms.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 40) % 1000;
-        (ms / 1000 + u64::from(ms % 1000 > coin)).max(1)
-    }
-}
 
 /// Everything a waiting-page template can use (documented in the README): the room's constant
 /// part and this answer's [`Figures`].
@@ -323,162 +236,6 @@ fn error_chain(e: &dyn std::error::Error) -> String {
         src = inner.source();
     }
     s
-}
-
-impl Pages {
-    /// Compiles the built-in templates and every room's override. Config validation has already
-    /// test-rendered the overrides, so an error here means the file changed since.
-    pub fn load(config: &Config) -> Result<Self, String> {
-        let mut tera = Tera::default();
-        tera.autoescape_on(vec![".tera", ".html"]);
-        tera.add_raw_template(WAITING, DEFAULT_WAITING)
-            .map_err(|e| error_chain(&e))?;
-        tera.add_raw_template(MESSAGE, DEFAULT_MESSAGE)
-            .map_err(|e| error_chain(&e))?;
-        tera.add_raw_template(challenge::NAME, challenge::TEMPLATE)
-            .map_err(|e| error_chain(&e))?;
-        tera.add_raw_template(countdown::NAME, countdown::TEMPLATE)
-            .map_err(|e| error_chain(&e))?;
-        let mut event_templates = std::collections::HashMap::new();
-        for (i, room) in config.rooms.iter().enumerate() {
-            for (event, page) in &room.event_pages {
-                let Some(path) = &page.template else {
-                    continue;
-                };
-                let name = format!("event-{}-{event}.html.tera", room.name());
-                let text = read(path)?;
-                tera.add_raw_template(&name, &text)
-                    .map_err(|e| format!("{}: {}", path.display(), error_chain(&e)))?;
-                event_templates.insert((i, event.clone()), name);
-            }
-        }
-        let mut room_templates = Vec::new();
-        for room in &config.rooms {
-            match &room.template {
-                None => room_templates.push(WAITING.to_string()),
-                Some(path) => {
-                    let name = format!("room-{}.html.tera", room.name());
-                    let text = read(path)?;
-                    tera.add_raw_template(&name, &text)
-                        .map_err(|e| format!("{}: {}", path.display(), error_chain(&e)))?;
-                    room_templates.push(name);
-                }
-            }
-        }
-        let style = assets::style();
-        let mut scripts = Vec::new();
-        let mut bases: Vec<BTreeMap<String, Context>> = Vec::new();
-        for room in &config.rooms {
-            let mut langs = BTreeMap::new();
-            let mut base = BTreeMap::new();
-            for (lang, t) in &room.texts {
-                let (ctx, script) = base_context(room.name(), lang, t, &style);
-                base.insert(lang.clone(), ctx);
-                langs.insert(lang.clone(), script);
-            }
-            bases.push(base);
-            scripts.push((room.name().to_string(), langs));
-        }
-        let assets = assets::Assets::new(style, scripts);
-        let fast = config
-            .rooms
-            .iter()
-            .zip(&bases)
-            .map(|(room, langs)| {
-                if room.template.is_some() {
-                    return BTreeMap::new();
-                }
-                langs
-                    .iter()
-                    .filter_map(|(lang, base)| {
-                        let pre = fast::Prerendered::build(&tera, WAITING, base);
-                        if pre.is_none() {
-                            tracing::warn!(room = room.name(), lang, "the waiting page could not be pre-rendered; Tera renders it per request");
-                        }
-                        Some((lang.clone(), pre?))
-                    })
-                    .collect()
-            })
-            .collect();
-        Ok(Self {
-            tera,
-            room_templates,
-            bases,
-            fast,
-            assets,
-            event_templates,
-        })
-    }
-
-    /// The waiting page: the room's constant context for `lang` (when `t` is that language's
-    /// texts, as the proxy passes them) plus this answer's figures.
-    pub fn waiting(&self, room: usize, status: &Status, lang: &str, t: &TextSet) -> String {
-        if let Some(page) = self.event_page(room, status, lang, t) {
-            return page;
-        }
-        let figures = Figures::new(status, t);
-        let refresh = figures.refresh_seconds;
-        let name = self
-            .room_templates
-            .get(room)
-            .map(String::as_str)
-            .unwrap_or(WAITING);
-        let pre = self
-            .fast
-            .get(room)
-            .and_then(|f| f.get(lang))
-            .filter(|_| self.is_room(room, &status.room));
-        if let Some(page) = pre.and_then(|p| p.page(status.state, &figures)) {
-            return page;
-        }
-        let base = self
-            .bases
-            .get(room)
-            .and_then(|b| b.get(lang))
-            .filter(|b| b.get("room").and_then(|r| r.as_str()) == Some(status.room.as_str()));
-        let ctx = match base {
-            Some(base) => Context::from_serialize(&figures).map(|figures| {
-                let mut ctx = base.clone();
-                ctx.extend(figures);
-                ctx
-            }),
-            None => Context::from_serialize(WaitingView::with(status, lang, t, figures)),
-        };
-        let rendered = ctx.and_then(|ctx| self.tera.render(name, &ctx));
-        match rendered {
-            Ok(html) => html,
-            Err(e) => {
-                tracing::error!(room = status.room, error = %error_chain(&e), "waiting template failed; serving the fallback page");
-                fallback_page(
-                    "Please wait",
-                    "You are in line. This page refreshes by itself.",
-                    refresh,
-                )
-            }
-        }
-    }
-
-    /// Whether room index `room` is the room called `name` (its constant parts name it).
-    fn is_room(&self, room: usize, name: &str) -> bool {
-        self.bases
-            .get(room)
-            .and_then(|b| b.values().next())
-            .and_then(|ctx| ctx.get("room"))
-            .and_then(|r| r.as_str())
-            == Some(name)
-    }
-
-    pub fn message(&self, view: &MessageView<'_>) -> String {
-        let rendered =
-            Context::from_serialize(view).and_then(|ctx| self.tera.render(MESSAGE, &ctx));
-        match rendered {
-            Ok(html) => html,
-            Err(e) => {
-                tracing::error!(error = %error_chain(&e), "message template failed; serving the fallback page");
-                fallback_page(view.title, view.message, view.retry_seconds.unwrap_or(0))
-            }
-        }
-    }
 }
 
 fn read(path: &Path) -> Result<String, String> {

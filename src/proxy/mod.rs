@@ -28,6 +28,7 @@ mod scheme;
 mod status;
 mod target;
 mod visitor;
+mod wait;
 
 use std::sync::Arc;
 

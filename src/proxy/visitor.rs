@@ -1,19 +1,16 @@
 //! The visitor's side of a protected request: who they are, one store call to place or admit
 //! them, and the answers anteroom writes itself (waiting, limited, already used).
 
-use bytes::Bytes;
 use pingora::http::RequestHeader;
 use pingora::proxy::Session;
 use pingora::Result;
 
 use super::origin::Taken;
-use super::respond::{Refusal, Reply, HTML, JSON};
-use super::{cookie_values, secure, wants_json, Ctx, Outcome, Proxy, Verdict};
+use super::respond::Refusal;
+use super::{cookie_values, secure, Ctx, Outcome, Proxy, Verdict};
 use crate::app::Shared;
 use crate::config::StorePolicy;
 use crate::cookie;
-use crate::line::accuracy;
-use crate::line::forecast::HeldBy;
 use crate::line::Ticket;
 use crate::metrics::Reject;
 use crate::page::{self, State, Status};
@@ -93,69 +90,6 @@ impl Proxy {
                 ttl,
                 secure(shared, ctx),
             ));
-        }
-    }
-
-    /// What a visitor in line is told.
-    pub(super) fn in_line_status(
-        shared: &Shared,
-        room: usize,
-        position: u64,
-        waiting: u64,
-        eta_rate: f64,
-        paused: bool,
-    ) -> Status {
-        let r = &shared.rooms[room];
-        let tiers = &r.cfg.poll;
-        // Drawn at random, a visitor has no place: each admission is anyone's, and the wait is
-        // that of the middle of the line.
-        let random = r.cfg.params.queueing == crate::store::Queueing::Random;
-        let (shown, position) = if random {
-            (None, waiting.div_ceil(2).max(1))
-        } else {
-            (Some(position), position)
-        };
-        if paused {
-            return Status {
-                room: r.name().to_string(),
-                state: State::Paused,
-                position: shown,
-                waiting,
-                eta_seconds: None,
-                eta_low_seconds: None,
-                eta_high_seconds: None,
-                retry_after_ms: page::poll_interval(tiers, position).as_millis() as u64,
-                held_by: Some(HeldBy::Paused.as_str()),
-                event: None,
-            };
-        }
-        // The ETA is `predicted_wait`'s, a range when it is poor; the next poll aims at the
-        // soonest the turn can come, at the rate in force. A poll timed by the measured rate
-        // comes late whenever the measurement lags the rate (the start of a sale, a rate just
-        // raised): visitors then learn of their turn late, and together (issue 15).
-        let soonest = r.live.rate_in_force().unwrap_or(0.0).max(eta_rate);
-        let held = r.live.held_by();
-        let eta_seconds =
-            Self::predicted_wait(shared, room, position, eta_rate).map(|w| w.ceil() as u64);
-        let range = eta_seconds.and_then(|e| accuracy::range_of(e, r.line.band.get()));
-        Status {
-            room: r.name().to_string(),
-            state: State::Waiting,
-            position: shown,
-            waiting,
-            eta_seconds,
-            eta_low_seconds: range.map(|(lo, _)| lo),
-            eta_high_seconds: range.map(|(_, hi)| hi),
-            retry_after_ms: page::poll_for_turn(
-                tiers,
-                position,
-                soonest,
-                page::poll_floor(r.cfg.params.tick),
-            )
-            .as_millis() as u64,
-            // A visitor in line is held by something: the rate, unless the last tick said more.
-            held_by: Some(held.unwrap_or(HeldBy::Rate).as_str()),
-            event: None,
         }
     }
 
@@ -336,83 +270,6 @@ impl Proxy {
                 }
             }
         }
-    }
-
-    /// A status of a room with events tells the event in force (and a registrant's ticket).
-    fn in_line_with_event(
-        shared: &Shared,
-        room: usize,
-        vid: VisitorId,
-        ticket: Option<&Ticket>,
-        status: Status,
-    ) -> Status {
-        if !shared.rooms[room].events.any() {
-            return status;
-        }
-        Self::with_event(shared, room, status, vid, ticket.is_some_and(|t| t.drawn))
-    }
-
-    pub(super) async fn send_wait(
-        shared: &Shared,
-        session: &mut Session,
-        ctx: &mut Ctx,
-        room: usize,
-        status: &Status,
-    ) -> Result<()> {
-        let r = &shared.rooms[room];
-        let json = wants_json(session.req_header());
-        let code = if status.state == State::Full {
-            503
-        } else {
-            r.cfg.waiting_status
-        };
-        let (content_type, body) = if json {
-            (
-                JSON,
-                Bytes::from(serde_json::to_vec(status).unwrap_or_default()),
-            )
-        } else {
-            let lang = crate::texts::negotiate(
-                session
-                    .req_header()
-                    .headers
-                    .get(http::header::ACCEPT_LANGUAGE)
-                    .and_then(|v| v.to_str().ok()),
-            );
-            // An event with its own texts speaks them while it runs.
-            let own = status
-                .event
-                .as_ref()
-                .and_then(|e| r.cfg.event_pages.get(&e.name))
-                .and_then(|p| p.texts.get(lang));
-            let texts = own
-                .or_else(|| r.cfg.texts.get(lang))
-                .or_else(|| r.cfg.texts.values().next());
-            let empty = crate::texts::TextSet::new();
-            (
-                HTML,
-                Bytes::from(
-                    shared
-                        .pages
-                        .waiting(room, status, lang, texts.unwrap_or(&empty)),
-                ),
-            )
-        };
-        if status.state == State::Full {
-            ctx.outcome = Outcome::Reject;
-            ctx.reject = Some(Reject::Full);
-        } else {
-            ctx.outcome = Outcome::Wait;
-        }
-        Reply {
-            status: code,
-            content_type,
-            body,
-            retry_after: Some(status.retry_after_secs()),
-            cookies: &ctx.set_cookies,
-        }
-        .send(session)
-        .await
     }
 
     /// A consume route: exactly one request per admission reaches the origin. The admission is

@@ -20,10 +20,12 @@ use super::ranks::Ranks;
 use super::*;
 use crate::clock::{micros, Clock, Micros};
 
+mod admit;
 mod audit;
 mod autopilot;
 mod bucket;
 mod event;
+mod join;
 mod line;
 mod orders;
 mod passthrough;
@@ -297,65 +299,7 @@ impl Store for MemoryStore {
         ctx: &JoinContext<'_>,
     ) -> Result<Admission, StoreError> {
         let wall = self.clock.now_micros();
-        Ok(self.with_live(p, true, |r, now| {
-            let at = r.event_now(ctx.events, wall);
-            let in_pre = at.in_pre();
-            r.note_prequeue(&at);
-            let state = r.state_in(&at);
-            if !state.enabled {
-                return Admission::Open;
-            }
-            if r.active.contains_key(&vid) {
-                r.activate(vid, now + micros(p.session_ttl));
-                return Admission::Admitted;
-            }
-            if p.queueing == Queueing::Passthrough {
-                return r.pass_through(p, &state, vid, ctx.gate, now);
-            }
-            let waiting = r.waiters.len() as u64;
-            if let Some(seq) = r.waiters.get(&vid).map(|w| w.seq) {
-                r.seen_now(vid, in_pre);
-                return r.answer(p, &state, seq, waiting, false, in_pre);
-            }
-            if at.closed() {
-                return Admission::Ended;
-            }
-            if let Some(g) = ctx.gate {
-                if let Some(retry_after) = r.count_join(g, now) {
-                    return Admission::Limited { retry_after };
-                }
-            }
-            let rate = p.rate(&state);
-            let burst = p.burst(rate);
-            r.refill(now, rate, burst);
-            if !state.queue_all
-                && !in_pre
-                && r.waiters.is_empty()
-                && (r.active.len() as u64).saturating_add(r.hold_back) < p.max_active(&state)
-                && r.tokens >= 1.0
-                && r.window_left(now, micros(p.tick), burst) >= 1
-            {
-                r.tokens -= 1.0;
-                r.note_admitted(now, 1);
-                // Held for claim-ttl until the visitor comes back with the cookie: a client
-                // without a cookie jar does not pin a session's worth of max-active.
-                r.activate(vid, now + micros(p.claim_ttl.min(p.session_ttl)));
-                r.admitted_total += 1;
-                r.joined_total += 1;
-                return Admission::Entered;
-            }
-            if waiting >= p.max_waiting {
-                return Admission::Full { waiting };
-            }
-            if r.waiters.is_empty() {
-                // An empty line starts a new epoch (as in Redis): no old ticket names a place.
-                r.new_line();
-            }
-            let (seq, _) = r.place_for(&at, ctx.draws);
-            r.enqueue_at(vid, seq, now, in_pre);
-            r.joined_total += 1;
-            r.answer(p, &state, seq, waiting + 1, true, in_pre)
-        }))
+        Ok(self.with_live(p, true, |r, now| r.join(p, vid, ctx, now, wall)))
     }
 
     async fn admit_with(
@@ -365,90 +309,8 @@ impl Store for MemoryStore {
     ) -> Result<AdmitReport, StoreError> {
         let room = self.room(&p.name);
         let mut r = room.lock().unwrap_or_else(|e| e.into_inner());
-        let now = self.clock.mono_micros();
-        let wall = self.clock.now_micros();
-        let (generation, new_generation) = r.generation_or_new();
-        let stale = ctx
-            .known_generation
-            .as_deref()
-            .is_some_and(|k| k != generation);
-        if new_generation && ctx.known_generation.is_some() {
-            // Lost data, noticed by a caller that knew the room: hold the line until it has
-            // re-asserted the room's state (like admit.lua).
-            r.state.queue_all = true;
-        }
-        r.hold_back = ctx.hold_back;
-        r.config.clone_from(&ctx.config);
-        let expired = r.prune_active(now);
-        let live = r.live(now, p.tick, true);
-        let at = r.event_now(ctx.events.as_ref(), wall);
-        let in_pre = at.in_pre();
-        r.event_tick(&at, live, now, wall);
-        let event_state = r.state_in(&at);
-        r.state.event_rate = event_state.event_rate;
-        r.state.event_max_active = event_state.event_max_active;
-        r.mark_seen_batch(&ctx.seen, in_pre);
-        let abandoned = r.prune_abandoned(live, micros(p.abandon_after));
-        let autopilot = r.steer(ctx.autopilot.as_ref(), now);
-        let state = r.state.clone();
-        let rate = p.rate(&state);
-        let burst = p.burst(rate);
-        r.refill(now, rate, burst);
-        let mut admitted = 0;
-        let mut admitted_visitors = Vec::new();
-        if state.enabled && !state.queue_all && !stale && !in_pre {
-            let room_left = p
-                .max_active(&state)
-                .saturating_sub(r.active.len() as u64)
-                .saturating_sub(ctx.hold_back);
-            let n = (r.tokens.floor() as u64)
-                .min(room_left)
-                .min(r.waiters.len() as u64)
-                .min(r.window_left(now, micros(p.tick), burst));
-            let until = now + micros(p.claim_ttl);
-            for _ in 0..n {
-                let Some(vid) = r.next_in(p.queueing) else {
-                    break;
-                };
-                let seq = r.waiters.get(&vid).map(|w| w.seq);
-                let joined_at = r.remove_waiter(vid).unwrap_or(now);
-                let from = seq.map_or(joined_at, |seq| r.waited_from(seq, joined_at));
-                r.activate(vid, until);
-                admitted += 1;
-                admitted_visitors.push(AdmittedVisitor {
-                    vid,
-                    waited: Duration::from_micros(now.saturating_sub(from)),
-                });
-            }
-            r.tokens -= admitted as f64;
-            r.note_admitted(now, admitted);
-            r.admitted_total += admitted;
-        }
-        let idle = (admitted == 0 && r.waiters.is_empty())
-            || !state.enabled
-            || state.queue_all
-            || stale
-            || in_pre;
-        r.observe_rate(now, idle);
-        Ok(AdmitReport {
-            admitted,
-            admitted_visitors,
-            abandoned,
-            expired,
-            waiting: r.waiters.len() as u64,
-            active: r.active.len() as u64,
-            measured_rate: r.measured_rate,
-            state,
-            instances: 1,
-            generation,
-            new_generation,
-            line: r.sample(burst as u64),
-            autopilot,
-            revoked: r.revoked.after(ctx.revoked_after, self.clock.now_secs()),
-            event: r.event_seen(&at, wall),
-            events_version: r.events_version(),
-            store_now: wall,
-        })
+        let (now, wall) = (self.clock.mono_micros(), self.clock.now_micros());
+        Ok(r.admit(p, ctx, now, wall))
     }
 
     async fn touch(&self, p: &RoomParams, vid: VisitorId) -> Result<bool, StoreError> {

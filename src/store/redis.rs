@@ -34,11 +34,12 @@ mod events;
 mod history;
 mod join_reply;
 mod keys;
+mod orders;
 mod reply;
 
 use admit_reply::AdmitReply;
 use join_reply::JoinReply;
-use keys::{marker_key, marker_ms, Keys};
+use keys::Keys;
 
 use super::sentinel::SentinelConn;
 use super::{
@@ -372,19 +373,7 @@ impl Store for RedisStore {
     }
 
     async fn touch(&self, p: &RoomParams, vid: VisitorId) -> Result<bool, StoreError> {
-        let k = Keys::of(&p.name);
-        let mut inv = self.scripts.touch.prepare_invoke();
-        inv.key(&k.active)
-            .key(&k.room)
-            .key(marker_key(&p.name, vid))
-            .key(&k.waiting)
-            .arg(&vid.as_bytes()[..])
-            .arg(micros(p.session_ttl))
-            .arg(p.max_active)
-            .arg(self.skew())
-            .arg(marker_ms(p));
-        let held: i64 = self.run("touch", &p.name, &inv).await?;
-        Ok(held == 1)
+        self.touch_call(p, vid).await
     }
 
     async fn consume(
@@ -393,31 +382,7 @@ impl Store for RedisStore {
         vid: VisitorId,
         order: &Order,
     ) -> Result<Consumed, StoreError> {
-        let k = Keys::of(&p.name);
-        let mut inv = self.scripts.consume.prepare_invoke();
-        inv.key(&k.active)
-            .key(marker_key(&p.name, vid))
-            .key(&k.room)
-            .arg(&vid.as_bytes()[..])
-            .arg(order.request.as_str())
-            .arg(micros(order.grace))
-            .arg(u64::try_from(order.marker_life(p.session_ttl).as_millis()).unwrap_or(u64::MAX))
-            .arg(micros(p.session_ttl))
-            .arg(u8::from(order.vouched))
-            .arg(self.skew());
-        let (code, ms): (i64, u64) = self.run("consume", &p.name, &inv).await?;
-        match code {
-            1 => Ok(Consumed::Won),
-            0 => Ok(Consumed::Used),
-            2 => Ok(Consumed::Busy {
-                retry_after: Duration::from_millis(ms),
-            }),
-            other => Err(unavailable(
-                "consume",
-                &p.name,
-                format!("unknown reply code {other}"),
-            )),
-        }
+        self.consume_call(p, vid, order).await
     }
 
     async fn settle(
@@ -427,37 +392,7 @@ impl Store for RedisStore {
         request: &RequestId,
         how: Settle,
     ) -> Result<Settled, StoreError> {
-        let k = Keys::of(&p.name);
-        let mut inv = self.scripts.settle.prepare_invoke();
-        inv.key(&k.active)
-            .key(marker_key(&p.name, vid))
-            .key(&k.room)
-            .arg(&vid.as_bytes()[..])
-            .arg(request.as_str())
-            .arg(match how {
-                Settle::Confirm => "confirm",
-                Settle::GiveBack => "give_back",
-                Settle::Extend(_) => "extend",
-            })
-            .arg(marker_ms(p))
-            .arg(micros(p.session_ttl))
-            .arg(self.skew())
-            .arg(match how {
-                Settle::Extend(grace) => micros(grace),
-                _ => 0,
-            });
-        let code: i64 = self.run("settle", &p.name, &inv).await?;
-        match code {
-            1 => Ok(Settled::Done),
-            2 => Ok(Settled::Already),
-            3 => Ok(Settled::Reversed),
-            0 => Ok(Settled::Gone),
-            other => Err(unavailable(
-                "settle",
-                &p.name,
-                format!("unknown reply code {other}"),
-            )),
-        }
+        self.settle_call(p, vid, request, how).await
     }
 
     async fn finish(
@@ -466,22 +401,7 @@ impl Store for RedisStore {
         vid: VisitorId,
         ending: &Ending,
     ) -> Result<(), StoreError> {
-        let k = Keys::of(&p.name);
-        let now = self.now_secs();
-        let mut inv = self.scripts.finish.prepare_invoke();
-        inv.key(&k.active)
-            .key(marker_key(&p.name, vid))
-            .key(&k.room)
-            .key(&k.waiting)
-            .key(&k.revoked)
-            .arg(&vid.as_bytes()[..])
-            .arg(ending.request.as_str())
-            .arg(ending.command.as_str())
-            .arg(u64::try_from(ending.marker_life(now).as_millis()).unwrap_or(u64::MAX))
-            .arg(ending.until)
-            .arg(self.skew());
-        let _: i64 = self.run("finish", &p.name, &inv).await?;
-        Ok(())
+        self.finish_call(p, vid, ending).await
     }
 
     async fn room_state(&self, p: &RoomParams) -> Result<RoomState, StoreError> {

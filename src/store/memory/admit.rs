@@ -1,0 +1,99 @@
+//! The memory store's `admit`: one tick, the same steps in the same order as `lua/admit.lua`.
+
+use super::*;
+
+impl RoomData {
+    /// One tick of the admission loop at monotonic `now` (wall clock `wall`, by which events
+    /// are decided and revocations expire).
+    pub(super) fn admit(
+        &mut self,
+        p: &RoomParams,
+        ctx: &AdmitContext,
+        now: Micros,
+        wall: Micros,
+    ) -> AdmitReport {
+        let r = self;
+        let (generation, new_generation) = r.generation_or_new();
+        let stale = ctx
+            .known_generation
+            .as_deref()
+            .is_some_and(|k| k != generation);
+        if new_generation && ctx.known_generation.is_some() {
+            // Lost data, noticed by a caller that knew the room: hold the line until it has
+            // re-asserted the room's state (like admit.lua).
+            r.state.queue_all = true;
+        }
+        r.hold_back = ctx.hold_back;
+        r.config.clone_from(&ctx.config);
+        let expired = r.prune_active(now);
+        let live = r.live(now, p.tick, true);
+        let at = r.event_now(ctx.events.as_ref(), wall);
+        let in_pre = at.in_pre();
+        r.event_tick(&at, live, now, wall);
+        let event_state = r.state_in(&at);
+        r.state.event_rate = event_state.event_rate;
+        r.state.event_max_active = event_state.event_max_active;
+        r.mark_seen_batch(&ctx.seen, in_pre);
+        let abandoned = r.prune_abandoned(live, micros(p.abandon_after));
+        let autopilot = r.steer(ctx.autopilot.as_ref(), now);
+        let state = r.state.clone();
+        let rate = p.rate(&state);
+        let burst = p.burst(rate);
+        r.refill(now, rate, burst);
+        let mut admitted = 0;
+        let mut admitted_visitors = Vec::new();
+        if state.enabled && !state.queue_all && !stale && !in_pre {
+            let room_left = p
+                .max_active(&state)
+                .saturating_sub(r.active.len() as u64)
+                .saturating_sub(ctx.hold_back);
+            let n = (r.tokens.floor() as u64)
+                .min(room_left)
+                .min(r.waiters.len() as u64)
+                .min(r.window_left(now, micros(p.tick), burst));
+            let until = now + micros(p.claim_ttl);
+            for _ in 0..n {
+                let Some(vid) = r.next_in(p.queueing) else {
+                    break;
+                };
+                let seq = r.waiters.get(&vid).map(|w| w.seq);
+                let joined_at = r.remove_waiter(vid).unwrap_or(now);
+                let from = seq.map_or(joined_at, |seq| r.waited_from(seq, joined_at));
+                r.activate(vid, until);
+                admitted += 1;
+                admitted_visitors.push(AdmittedVisitor {
+                    vid,
+                    waited: Duration::from_micros(now.saturating_sub(from)),
+                });
+            }
+            r.tokens -= admitted as f64;
+            r.note_admitted(now, admitted);
+            r.admitted_total += admitted;
+        }
+        let idle = (admitted == 0 && r.waiters.is_empty())
+            || !state.enabled
+            || state.queue_all
+            || stale
+            || in_pre;
+        r.observe_rate(now, idle);
+        AdmitReport {
+            admitted,
+            admitted_visitors,
+            abandoned,
+            expired,
+            waiting: r.waiters.len() as u64,
+            active: r.active.len() as u64,
+            measured_rate: r.measured_rate,
+            state,
+            instances: 1,
+            generation,
+            new_generation,
+            line: r.sample(burst as u64),
+            autopilot,
+            revoked: r.revoked.after(ctx.revoked_after, wall / 1_000_000),
+            event: r.event_seen(&at, wall),
+            events_version: r.events_version(),
+            store_now: wall,
+        }
+    }
+}

@@ -1,0 +1,76 @@
+//! The memory store's `join`: the same steps, in the same order, as `lua/join.lua`.
+
+use super::*;
+
+impl RoomData {
+    /// Enters the line or looks up the place in it (the status poll); claims an admission whose
+    /// turn has come; admits a newcomer at once when nobody waits and the rate and max-active
+    /// allow. `now` is the monotonic clock, `wall` the store's clock events are decided by.
+    pub(super) fn join(
+        &mut self,
+        p: &RoomParams,
+        vid: VisitorId,
+        ctx: &JoinContext<'_>,
+        now: Micros,
+        wall: Micros,
+    ) -> Admission {
+        let r = self;
+        let at = r.event_now(ctx.events, wall);
+        let in_pre = at.in_pre();
+        r.note_prequeue(&at);
+        let state = r.state_in(&at);
+        if !state.enabled {
+            return Admission::Open;
+        }
+        if r.active.contains_key(&vid) {
+            r.activate(vid, now + micros(p.session_ttl));
+            return Admission::Admitted;
+        }
+        if p.queueing == Queueing::Passthrough {
+            return r.pass_through(p, &state, vid, ctx.gate, now);
+        }
+        let waiting = r.waiters.len() as u64;
+        if let Some(seq) = r.waiters.get(&vid).map(|w| w.seq) {
+            r.seen_now(vid, in_pre);
+            return r.answer(p, &state, seq, waiting, false, in_pre);
+        }
+        if at.closed() {
+            return Admission::Ended;
+        }
+        if let Some(g) = ctx.gate {
+            if let Some(retry_after) = r.count_join(g, now) {
+                return Admission::Limited { retry_after };
+            }
+        }
+        let rate = p.rate(&state);
+        let burst = p.burst(rate);
+        r.refill(now, rate, burst);
+        if !state.queue_all
+            && !in_pre
+            && r.waiters.is_empty()
+            && (r.active.len() as u64).saturating_add(r.hold_back) < p.max_active(&state)
+            && r.tokens >= 1.0
+            && r.window_left(now, micros(p.tick), burst) >= 1
+        {
+            r.tokens -= 1.0;
+            r.note_admitted(now, 1);
+            // Held for claim-ttl until the visitor comes back with the cookie: a client
+            // without a cookie jar does not pin a session's worth of max-active.
+            r.activate(vid, now + micros(p.claim_ttl.min(p.session_ttl)));
+            r.admitted_total += 1;
+            r.joined_total += 1;
+            return Admission::Entered;
+        }
+        if waiting >= p.max_waiting {
+            return Admission::Full { waiting };
+        }
+        if r.waiters.is_empty() {
+            // An empty line starts a new epoch (as in Redis): no old ticket names a place.
+            r.new_line();
+        }
+        let (seq, _) = r.place_for(&at, ctx.draws);
+        r.enqueue_at(vid, seq, now, in_pre);
+        r.joined_total += 1;
+        r.answer(p, &state, seq, waiting + 1, true, in_pre)
+    }
+}
