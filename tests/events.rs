@@ -521,3 +521,77 @@ async fn an_event_added_at_run_time_survives_a_store_that_lost_its_data() {
     let mut jar = Jar::default();
     assert_eq!(status(&proxy, &mut jar).await["state"], "prequeue");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_past_draw_can_still_be_checked_while_the_next_event_runs() {
+    let origin = Origin::start().await;
+    let events = format!(
+        "[[room.event]]\nname = \"first\"\nprequeue-from = \"{}\"\nopens-at = \"{}\"\ncloses-at = \"{}\"\ndraw = true\n\n[[room.event]]\nname = \"second\"\nprequeue-from = \"{}\"\nopens-at = \"{}\"\ndraw = true\n",
+        at(-1),
+        at(3),
+        at(5),
+        at(6),
+        at(600)
+    );
+    let proxy = Proxy::start(&config(
+        origin.addr,
+        "",
+        "admit-per-second = 10\nmax-active = 100",
+        &events,
+    ));
+    let mut jars: Vec<Jar> = (0..3).map(|_| Jar::default()).collect();
+    let mut tickets = Vec::new();
+    for jar in jars.iter_mut() {
+        let s = status(&proxy, jar).await;
+        tickets.push(s["event"]["ticket"].as_str().unwrap().to_string());
+    }
+    // The second event's pre-queue (asked of the published event: a poll would register).
+    eventually(Duration::from_secs(20), "the second pre-queue", || {
+        let proxy = &proxy;
+        async move {
+            let (_, d) = event_doc(proxy, "").await;
+            (d["event"] == "second" && d["phase"] == "prequeue").then_some(())
+        }
+    })
+    .await;
+    let mut newcomer = Jar::default();
+    let s = status(&proxy, &mut newcomer).await;
+    assert_eq!(
+        (s["state"].as_str(), s["event"]["name"].as_str()),
+        (Some("prequeue"), Some("second"))
+    );
+    // Until an admission tick has seen the second event (it counts its registration).
+    eventually(
+        Duration::from_secs(10),
+        "a tick in the second pre-queue",
+        || {
+            let proxy = &proxy;
+            async move {
+                let (_, d) = event_doc(proxy, "&event=second").await;
+                (d["registrations"].as_u64()? >= 1).then_some(())
+            }
+        },
+    )
+    .await;
+    // The first draw is still published, by name, and checks out.
+    let full = eventually(Duration::from_secs(10), "the first draw's list", || {
+        let proxy = &proxy;
+        async move {
+            let (code, d) = event_doc(proxy, "&event=first&tickets=1").await;
+            (code == 200).then_some(d)
+        }
+    })
+    .await;
+    assert_eq!(full["event"], "first");
+    assert_eq!(full["tickets"].as_array().unwrap().len(), 3, "{full}");
+    let url = proxy.url(&format!("{EVENT}&event=first"));
+    let (ok, out) = verify_draw(&["--event", &url, "--ticket", &tickets[1]]);
+    assert!(ok, "{out}");
+    assert!(out.contains("of 3"), "{out}");
+    // The second's seed is not shown before its opening.
+    let (_, second) = event_doc(&proxy, "&event=second").await;
+    assert!(
+        second["seed"].is_null() && second["commitment"].is_string(),
+        "{second}"
+    );
+}

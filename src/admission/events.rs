@@ -53,17 +53,24 @@ pub async fn learn(shared: &Arc<Shared>, room: usize, report: &AdmitReport) {
             Err(e) => shared.warn_store_error(&e),
         }
     }
-    let Some(seen) = &report.event else {
-        return;
-    };
-    let draws = r.events.schedule().get(&seen.name).is_some_and(|e| e.draw);
-    let loaded = r.events.list().is_some_and(|l| l.event == seen.name);
-    if draws && seen.opened_at.is_some() && !loaded {
-        // One reading per instance and event; a failed one is tried at a later tick.
-        let name = seen.name.clone();
+    // The list of a draw that opened is read once (this tick's event), and of any other a
+    // request asked for (an older event, by name).
+    let mut wanted = r.events.take_wanted();
+    if let Some(seen) = report.event.as_ref().filter(|s| s.opened_at.is_some()) {
+        wanted.push(seen.name.clone());
+    }
+    let schedule = r.events.schedule();
+    for name in wanted {
+        let draws = schedule.get(&name).is_some_and(|e| e.draw);
+        if !draws || r.events.list(&name).is_some() {
+            continue;
+        }
+        // Marked as being read: one reading per instance and event; a failed one is forgotten,
+        // and read again when asked for.
         r.events.set_list(DrawList {
             event: name.clone(),
             tickets: Arc::new(Vec::new()),
+            reading: true,
         });
         let shared = shared.clone();
         tokio::spawn(async move {
@@ -79,11 +86,12 @@ pub async fn learn(shared: &Arc<Shared>, room: usize, report: &AdmitReport) {
                     r.events.set_list(DrawList {
                         event: name,
                         tickets: Arc::new(tickets),
+                        reading: false,
                     });
                 }
                 Err(e) => {
                     shared.warn_store_error(&e);
-                    r.events.clear_list();
+                    r.events.clear_list(&name);
                 }
             }
         });

@@ -14,12 +14,17 @@ use super::{current, Event, Phase};
 use crate::clock::Micros;
 use crate::store::{Draw, EventSeen, EventsArg, RuntimeEvents, VisitorId};
 
-/// The revealed draw's list, read from the store once per instance and served from memory.
+/// A revealed draw's list, read from the store once per instance and served from memory.
 #[derive(Debug, Clone)]
 pub struct DrawList {
     pub event: String,
+    /// Empty while it is being read.
     pub tickets: Arc<Vec<RegTicket>>,
+    pub reading: bool,
 }
+
+/// Most draws' lists an instance keeps (the latest read stay).
+const LISTS_KEPT: usize = 4;
 
 /// One room's events on this instance.
 #[derive(Debug)]
@@ -38,7 +43,9 @@ pub struct RoomEvents {
     skew: AtomicI64,
     /// `[draw] secret`.
     secret: Option<Arc<[u8]>>,
-    list: Mutex<Option<DrawList>>,
+    /// The draws' lists read (oldest first), and the events whose list a request asked for.
+    lists: Mutex<Vec<DrawList>>,
+    wanted: Mutex<Vec<String>>,
 }
 
 /// What a request sees of the room's event.
@@ -66,7 +73,8 @@ impl RoomEvents {
             seen: ArcSwapOption::empty(),
             skew: AtomicI64::new(0),
             secret,
-            list: Mutex::new(None),
+            lists: Mutex::new(Vec::new()),
+            wanted: Mutex::new(Vec::new()),
         }
     }
 
@@ -77,8 +85,8 @@ impl RoomEvents {
         self.seen.store(old.seen.load_full());
         self.skew
             .store(old.skew.load(Ordering::Relaxed), Ordering::Relaxed);
-        let list = old.list.lock().unwrap_or_else(|e| e.into_inner()).clone();
-        *self.list.lock().unwrap_or_else(|e| e.into_inner()) = list;
+        let lists = old.lists.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        *self.lists.lock().unwrap_or_else(|e| e.into_inner()) = lists;
     }
 
     /// Whether the room has any event (else nothing here costs a request anything).
@@ -163,7 +171,8 @@ impl RoomEvents {
         let (_, event, phase) = current(&s.events, now, opened)?;
         let seen = seen.as_ref().filter(|e| e.name == event.name);
         Some(View {
-            revealed: seen.is_some_and(|e| e.opened_at.is_some()),
+            revealed: seen.is_some_and(|e| e.opened_at.is_some())
+                || now >= event.opens_at.saturating_add(60_000_000),
             registrations: seen.map_or(0, |e| e.registrations),
             event: event.clone(),
             phase,
@@ -215,17 +224,64 @@ impl RoomEvents {
             .collect()
     }
 
-    pub fn list(&self) -> Option<DrawList> {
-        self.list.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    /// The list of `event`'s draw, if read (or being read).
+    pub fn list(&self, event: &str) -> Option<DrawList> {
+        self.lists
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .find(|l| l.event == event)
+            .cloned()
     }
 
     pub fn set_list(&self, list: DrawList) {
-        *self.list.lock().unwrap_or_else(|e| e.into_inner()) = Some(list);
+        let mut lists = self.lists.lock().unwrap_or_else(|e| e.into_inner());
+        lists.retain(|l| l.event != list.event);
+        lists.push(list);
+        if lists.len() > LISTS_KEPT {
+            lists.remove(0);
+        }
     }
 
-    /// Forgets a list whose reading failed, so that a later tick reads it again.
-    pub fn clear_list(&self) {
-        *self.list.lock().unwrap_or_else(|e| e.into_inner()) = None;
+    /// Forgets a list whose reading failed, so that it is read again when asked for.
+    pub fn clear_list(&self, event: &str) {
+        self.lists
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .retain(|l| l.event != event);
+    }
+
+    /// A request asked for the list of `event`'s draw: the next tick reads it.
+    pub fn want_list(&self, event: &str) {
+        let mut w = self.wanted.lock().unwrap_or_else(|e| e.into_inner());
+        if !w.iter().any(|x| x == event) && w.len() < LISTS_KEPT {
+            w.push(event.to_string());
+        }
+    }
+
+    pub fn take_wanted(&self) -> Vec<String> {
+        std::mem::take(&mut *self.wanted.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    /// Whether `e`'s draw may be shown: the store has seen it open, or it is certainly closed to
+    /// registration (an event after it is in force, or its opening is a minute past by the
+    /// store's clock as estimated here).
+    pub fn revealed(&self, e: &Event, local: Micros) -> bool {
+        let seen = self.seen.load();
+        if seen
+            .as_ref()
+            .is_some_and(|s| s.name == e.name && s.opened_at.is_some())
+        {
+            return true;
+        }
+        // Events do not overlap: a later one in force means this one has opened.
+        let later_in_force = seen.as_ref().is_some_and(|s| {
+            self.schedule
+                .load()
+                .get(&s.name)
+                .is_some_and(|x| x.prequeue_from > e.prequeue_from)
+        });
+        later_in_force || self.store_now(local) >= e.opens_at.saturating_add(60_000_000)
     }
 
     /// A runtime definition for `name` as the store would keep it.

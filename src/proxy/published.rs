@@ -86,17 +86,19 @@ pub(super) async fn serve(
         .await;
     };
     let seen = seen.as_ref().filter(|s| s.name == e.name);
-    let revealed = seen.is_some_and(|s| s.opened_at.is_some());
+    let revealed = r.events.revealed(e, shared.clock.now_micros());
     let phase = match e.phase(now, revealed) {
         None => "scheduled",
         Some(Phase::Prequeue) if revealed => "open",
         Some(p) => p.as_str(),
     };
     let seed = if e.draw { r.events.seed(e) } else { None };
-    let list = r.events.list().filter(|l| l.event == e.name && revealed);
-    let listed = list
-        .as_ref()
-        .filter(|l| !l.tickets.is_empty() || seen.is_some_and(|s| s.registrations == 0));
+    let list = r.events.list(&e.name).filter(|_| revealed && e.draw);
+    if want_tickets && revealed && e.draw && list.is_none() {
+        // An older event's list (or one this instance has not read yet): the next tick reads it.
+        r.events.want_list(&e.name);
+    }
+    let listed = list.as_ref().filter(|l| !l.reading);
     let doc = Published {
         room: r.name(),
         event: &e.name,
