@@ -197,6 +197,27 @@ impl Browser {
             .collect()
     }
 
+    /// A phone's screen: `width` x `height` CSS pixels, as a mobile viewport. (A headless
+    /// window is never narrower than 500 px: `--window-size` alone does not make a phone.)
+    pub async fn phone_screen(&self, width: u32, height: u32) {
+        let v = self
+            .cmd(
+                reqwest::Method::POST,
+                "/goog/cdp/execute",
+                Some(json!({
+                    "cmd": "Emulation.setDeviceMetricsOverride",
+                    "params": {
+                        "width": width,
+                        "height": height,
+                        "deviceScaleFactor": 1,
+                        "mobile": true,
+                    }
+                })),
+            )
+            .await;
+        assert!(v.get("error").is_none(), "no phone screen: {v}");
+    }
+
     pub async fn close(&self) {
         let _ = self.http.delete(&self.session).send().await;
     }
