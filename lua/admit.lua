@@ -34,7 +34,8 @@
 -- ARGV[23] the queueing method: 'fifo' (the front of the line) or 'random' (any visitor in it,
 --          each with the same chance)
 -- ARGV[24] the room's events near now (see parse_events in the prelude), '' for none
--- ARGV[25..] liveness batch: triples (visitor id, epoch, offset) of visitors polled through the
+-- ARGV[25] the version of the runtime event changes the caller's events come from, or ''
+-- ARGV[26..] liveness batch: triples (visitor id, epoch, offset) of visitors polled through the
 --            caller's queue tickets since its last call; each one still in line at that place
 --            is marked seen now (its score's low part), as a join would
 -- KEYS[8], KEYS[9], ... per event of ARGV[24], in order: its draw's list (registrations ZSET)
@@ -82,9 +83,13 @@ local es = redis.call('HMGET', room, 'in_pre', 'open_live', 'opened', 'opened_us
 local ev, phase = event_now(events, now, es[3])
 local in_pre = phase == 'pre'
 local open_live = tonumber(es[2])
+-- The caller's events are older than the store's runtime changes (one changed a moment ago:
+-- an opening postponed): this call makes no irreversible step by them (an opening recorded,
+-- a line released) and admits nobody; the caller reads the changes and the next tick decides.
+local stale_events = ARGV[25] ~= '' and tonumber(ARGV[25]) ~= (tonumber(es[10]) or 0)
 if in_pre then
-  if es[1] ~= ev.name then
-    redis.call('HSET', room, 'in_pre', ev.name)
+  if es[1] ~= ev.id then
+    redis.call('HSET', room, 'in_pre', ev.id)
     redis.call('HDEL', room, 'open_live')
   end
   open_live = nil
@@ -95,10 +100,10 @@ else
     redis.call('HSET', room, 'open_live', live)
     redis.call('HDEL', room, 'in_pre')
   end
-  if ev and es[3] ~= ev.name then
+  if ev and es[3] ~= ev.id and not stale_events then
     -- The event's opening, seen: its registration stays closed whatever the clock does next.
-    es[3], es[4] = ev.name, string.format('%.0f', now)
-    redis.call('HSET', room, 'opened', ev.name, 'opened_us', es[4])
+    es[3], es[4] = ev.id, string.format('%.0f', now)
+    redis.call('HSET', room, 'opened', ev.id, 'opened_us', es[4])
   end
 end
 local ev_on = ev and phase ~= 'closed'
@@ -196,7 +201,7 @@ redis.call('HSET', room, 'ap_conf', ap_conf and '1' or '0', 'ap_on', ap_running 
 -- earlier place (the visitor left the line and joined again) moves nobody forward.
 local line_epoch = tonumber(h[7])
 local seen_slot = in_pre and 0 or live_slot(live)
-for i = 25, #ARGV - 2, 3 do
+for i = 26, #ARGV - 2, 3 do
   local offset = tonumber(ARGV[i + 2])
   if tonumber(ARGV[i + 1]) == line_epoch then
     local score = redis.call('ZSCORE', waiting, ARGV[i])
@@ -211,11 +216,11 @@ local function silent(score)
 end
 
 -- At the closing of an event that releases its line: the line is emptied, once.
-if phase == 'closed' and ev.release and es[5] ~= ev.name then
+if phase == 'closed' and ev.release and es[5] ~= ev.id and not stale_events then
   redis.call('UNLINK', waiting)
   redis.call('HDEL', room, 'epoch', 'last_off', 'sweep', 'sample_at', 'sample_epoch', 'sample',
     'draw_ev', 'draw_base', 'draw_epoch', 'gap')
-  redis.call('HSET', room, 'released', ev.name)
+  redis.call('HSET', room, 'released', ev.id)
   h[7], h[12], line_epoch = nil, nil, nil
 end
 
@@ -255,7 +260,7 @@ local tokens = refill(tonumber(h[5]) or 0, tonumber(h[6]), now, rate, burst)
 local recent, window = window_left(h[13], now, tonumber(ARGV[4]), burst)
 local out = {}
 local admitted = 0
-if h[1] ~= '0' and h[2] ~= '1' and not stale and not in_pre then
+if h[1] ~= '0' and h[2] ~= '1' and not stale and not in_pre and not stale_events then
   local room_left = max_active - redis.call('ZCARD', active) - tonumber(ARGV[11])
   local want = math.min(math.floor(tokens), room_left, window)
   local until_us = now + tonumber(ARGV[3])
@@ -362,7 +367,7 @@ local reply = { admitted, abandoned, expired, n, redis.call('ZCARD', active), to
   ap_health[1], ap_health[2], ap_health[3], string.format('%.0f', now), ap[1] or '',
   ev and ev.name or '', phase or '',
   (ev and ev.draw) and redis.call('ZCARD', KEYS[7 + ev.i]) or 0,
-  (ev and es[3] == ev.name) and es[4] or '', tonumber(es[10]) or 0,
+  (ev and es[3] == ev.id) and es[4] or '', tonumber(es[10]) or 0,
   #points > 0 and line_epoch or 0, #points }
 for i = 1, #points do
   reply[#reply + 1] = points[i]

@@ -60,9 +60,9 @@ local es = redis.call('HMGET', room, 'opened', 'open_live', 'draw_ev', 'draw_bas
   'gap', 'in_pre')
 local ev, phase = event_now(events, now, es[1])
 local in_pre = phase == 'pre'
-if in_pre and es[7] ~= ev.name then
+if in_pre and es[7] ~= ev.id then
   -- A pre-queue no admit has seen yet: its registrations are silent only from its opening.
-  redis.call('HSET', room, 'in_pre', ev.name)
+  redis.call('HSET', room, 'in_pre', ev.id)
   redis.call('HDEL', room, 'open_live')
 end
 local open_live = (not in_pre) and tonumber(es[2]) or nil
@@ -206,18 +206,28 @@ if n == 0 or not epoch then
   redis.call('HDEL', room, 'draw_ev', 'draw_base', 'draw_epoch', 'gap')
 end
 local key = ev and in_pre and ev.draw and tonumber(ARGV[13 + 2 * ev.i])
+if key and tonumber(es[5]) == epoch and es[3] and es[3] ~= ev.id then
+  -- This epoch's line already holds another event's drawn range (a line kept since): its
+  -- offsets have no room for a second one. Registrants queue first come, first served.
+  key = nil
+end
+if key and not (es[3] == ev.id and tonumber(es[5]) == epoch)
+    and last + 1 + DRAW_SPAN + DRAW_ROOM > MAX_OFFSET then
+  -- A line too old for a drawn range and a day of later arrivals after it (12 days): the same.
+  key = nil
+end
 local offset
 if key then
   -- A registration in a draw: the place is the draw key within the line's drawn range, which the
   -- first registrant of this event in this epoch reserves after everyone already in line.
   local base = tonumber(es[4])
-  if es[3] ~= ev.name or tonumber(es[5]) ~= epoch or not base then
+  if es[3] ~= ev.id or tonumber(es[5]) ~= epoch or not base then
     base = last + 1
     gap = DRAW_SPAN
     last = math.max(last, base + DRAW_SPAN - 1)
-    redis.call('HSET', room, 'draw_ev', ev.name, 'draw_base', base, 'draw_epoch', epoch,
+    redis.call('HSET', room, 'draw_ev', ev.id, 'draw_base', base, 'draw_epoch', epoch,
       'gap', gap)
-    es[3], es[4], es[5] = ev.name, base, epoch
+    es[3], es[4], es[5] = ev.id, base, epoch
   end
   offset = base + key
   local list = KEYS[4 + ev.i]

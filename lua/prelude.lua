@@ -16,7 +16,7 @@
 --                                trimmed once until is past (finish.lua, src/store/finish.rs)
 --   {anteroom:R}:events    HASH  event name -> JSON of its runtime definition (change_event.lua,
 --                                src/event/schedule.rs); room hash 'ev_ver' counts the changes
---   {anteroom:R}:drawn:<event>  ZSET  member = registration ticket (16 bytes), score = draw key:
+--   {anteroom:R}:drawn:<event id>  ZSET  member = registration ticket (16 bytes), score = draw key:
 --                                the draw's list (src/event/draw.rs), kept 30 days past the event
 --
 -- Slot 0 of a waiting score means "registered during a pre-queue, not seen since": such a
@@ -24,6 +24,8 @@
 -- room was last found out of a pre-queue), so that a pre-queue may outlast abandon-after and the
 -- slots' wrap. A real "last seen" never writes slot 0 (live_slot).
 --
+-- An event is known by its id, NAME@PREQUEUE_FROM: a name used again (an event cancelled and
+-- added anew, a file's event moved) is another event, with its own seed, list and opening.
 -- Events in force (room hash): 'in_pre' (the event whose pre-queue admit saw last), 'opened'
 -- (the event seen open: a clock stepping back does not reopen its registration), 'opened_us'
 -- (TIME then), 'released' (the event whose closing emptied the line), and the drawn range of the
@@ -251,7 +253,7 @@ local function parse_events(text)
   local list = {}
   for name, pre, open, close, draw, after, rate, max in string.gmatch(text or '',
       '(%S+) (%d+) (%d+) (%S+) (%d) (%S+) (%S+) (%S+)\n') do
-    list[#list + 1] = { name = name, pre = tonumber(pre), open = tonumber(open),
+    list[#list + 1] = { name = name, id = name .. '@' .. pre, pre = tonumber(pre), open = tonumber(open),
       close = tonumber(close), draw = draw == '1', release = after == 'release',
       rate = tonumber(rate), max = tonumber(max), i = #list + 1 }
   end
@@ -259,11 +261,12 @@ local function parse_events(text)
 end
 
 -- The event in force at `now` and its phase ('pre', 'open' or 'closed'), or nil: the latest whose
--- pre-queue has begun, or the one the store saw open (`opened`) if it is later (TIME stepped back).
+-- pre-queue has begun, or the one the store saw open (`opened`, an id) if it is later (TIME
+-- stepped back).
 local function event_now(list, now, opened)
   local at = nil
   for i, e in ipairs(list) do
-    if e.pre <= now or e.name == opened then
+    if e.pre <= now or e.id == opened then
       at = i
     end
   end
@@ -274,11 +277,15 @@ local function event_now(list, now, opened)
   if e.close and now >= e.close then
     return e, 'closed'
   end
-  if e.name == opened or now >= e.open then
+  if e.id == opened or now >= e.open then
     return e, 'open'
   end
   return e, 'pre'
 end
 
--- The width of a drawn range of offsets: every draw key (src/event/draw.rs KEY_BITS) fits.
+-- The width of a drawn range of offsets: every draw key (src/event/draw.rs KEY_BITS) fits. One
+-- range fits an epoch's offsets (below MAX_OFFSET), with DRAW_ROOM left after it for later
+-- arrivals (µs: a day); a line older than that, or holding another draw, queues registrants
+-- first come, first served (join.lua).
 local DRAW_SPAN = 2 ^ 40
+local DRAW_ROOM = 86400 * 1000000

@@ -454,8 +454,13 @@ pub fn room(args: AdminArgs, name: &str, action: RoomAction) -> ExitCode {
 }
 
 /// `anteroom verify-draw`: 0 when the draw checks out (and where the ticket is), 1 when not.
-pub fn verify_draw(event: &str, ticket: &str, ca: Option<&Path>) -> ExitCode {
-    match crate::event::verify::run(event, ticket, ca) {
+pub fn verify_draw(
+    event: &str,
+    ticket: &str,
+    commitment: Option<&str>,
+    ca: Option<&Path>,
+) -> ExitCode {
+    match crate::event::verify::run(event, ticket, commitment, ca) {
         Ok(r) => {
             println!(
                 "The draw of event {:?} in room {:?} checks out:",
@@ -465,6 +470,9 @@ pub fn verify_draw(event: &str, ticket: &str, ca: Option<&Path>) -> ExitCode {
                 "  the seed is the one committed to (sha256 = {})",
                 r.commitment
             );
+            if commitment.is_none() {
+                println!("  (compare that commitment with the one the countdown page showed before the opening, or pass it as --commitment)");
+            }
             println!(
                 "  all {} registrations are listed in the order the seed gives them",
                 r.registrations

@@ -110,6 +110,10 @@ enum Command {
         /// The registration ticket your page showed (32 hex digits).
         #[arg(long)]
         ticket: String,
+        /// The commitment your page showed before the opening (64 hex digits): checked
+        /// against the one the room publishes now.
+        #[arg(long)]
+        commitment: Option<String>,
         /// Trust this CA for an https URL (a PEM file), instead of the system's.
         #[arg(long)]
         ca: Option<PathBuf>,
@@ -275,9 +279,12 @@ fn main() -> ExitCode {
             crowd,
             event_in,
         }),
-        Command::VerifyDraw { event, ticket, ca } => {
-            commands::verify_draw(&event, &ticket, ca.as_deref())
-        }
+        Command::VerifyDraw {
+            event,
+            ticket,
+            commitment,
+            ca,
+        } => commands::verify_draw(&event, &ticket, commitment.as_deref(), ca.as_deref()),
         Command::Rooms { admin } => commands::rooms(admin.into()),
         Command::Room {
             name,

@@ -246,7 +246,10 @@ impl Room {
         self.live.heard.store(old.live.heard(), Ordering::Release);
         self.recovery.inherit(&old.recovery);
         self.revoked = old.revoked.clone();
-        self.events.inherit(&old.events);
+        self.events.inherit(
+            &old.events,
+            crate::clock::Clock::now_micros(&crate::clock::SystemClock),
+        );
         self.line.inherit(&old.line);
         // Sessions admitted locally during an outage still count after a reload.
         self.local.inherit(&old.local);

@@ -67,7 +67,7 @@ async fn places_are_uncorrelated_with_arrival_and_everyone_is_placed_once() {
         let seed = draw::seed(secret.as_bytes(), &p.name, &e.name, e.prequeue_from);
         let arg = EventsArg::of(std::slice::from_ref(&e));
         let join = |vid: VisitorId| {
-            let ticket = draw::ticket(&p.name, &e.name, vid);
+            let ticket = draw::ticket(&p.name, &e.id(), vid);
             let d = [Some(Draw {
                 ticket,
                 key: draw::key(&seed, &ticket),

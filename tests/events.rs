@@ -595,3 +595,49 @@ async fn a_past_draw_can_still_be_checked_while_the_next_event_runs() {
         "{second}"
     );
 }
+
+/// A Redis outage during a pre-queue does not open the sale early under the `local` policy (the
+/// default, which otherwise lets each instance admit its share), nor after the closing let a
+/// newcomer in: the event decides before the policy.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_store_outage_in_a_prequeue_lets_nobody_in() {
+    let mut redis = RedisServer::start();
+    let origin = Origin::start().await;
+    let store = format!(
+        "[store]\nbackend = \"redis\"\nredis-url = \"{}\"\ntimeout = \"200ms\"",
+        redis.url()
+    );
+    let proxy = Proxy::start(&config(
+        origin.addr,
+        &store,
+        "admit-per-second = 100\nmax-active = 100\non-store-error = \"local\"",
+        &drawn_event(600),
+    ));
+    let mut registered = Jar::default();
+    assert_eq!(status(&proxy, &mut registered).await["state"], "prequeue");
+    // The admission loop has seen the pre-queue (the local policy needs a tick heard).
+    eventually(Duration::from_secs(5), "a tick in the pre-queue", || {
+        let proxy = &proxy;
+        async move {
+            let (_, d) = event_doc(proxy, "").await;
+            (d["registrations"].as_u64()? >= 1).then_some(())
+        }
+    })
+    .await;
+    redis.kill();
+    for i in 0..5 {
+        let resp = client()
+            .get(proxy.url(&format!("/products/{i}")))
+            .header("accept", "application/json")
+            .send()
+            .await
+            .unwrap();
+        let body = resp.text().await.unwrap();
+        assert!(
+            !body.starts_with("origin"),
+            "let in during an outage in a pre-queue: {body}"
+        );
+        let v: Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(v["state"], "prequeue", "{v}");
+    }
+}

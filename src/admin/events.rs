@@ -242,7 +242,9 @@ pub async fn change(
         };
         r.events.rebuild(&runtime);
         let schedule = r.events.schedule();
-        let now = r.events.store_now(s.clock.now_micros());
+        // To the second: the times are shown to the second, so that what a GET shows can be
+        // sent back in a PATCH unchanged.
+        let now = r.events.store_now(s.clock.now_micros()) / 1_000_000 * 1_000_000;
         let target = name.or(body.name.as_deref()).unwrap_or("");
         let old = schedule.get(target).cloned();
         let (change, before) = match (name, &old, cancel) {
@@ -266,6 +268,12 @@ pub async fn change(
             },
         };
         if let Some(e) = &change.event {
+            if e.draw && r.cfg.queueing == QueueMethod::Random {
+                return error(
+                    StatusCode::UNPROCESSABLE_ENTITY,
+                    "this room lets its line in at random (queueing = \"random\"): a draw would change nothing; use draw = false",
+                );
+            }
             if e.draw && r.events.seed(e).is_none() {
                 return error(
                     StatusCode::UNPROCESSABLE_ENTITY,

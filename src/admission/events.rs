@@ -54,24 +54,20 @@ pub async fn learn(shared: &Arc<Shared>, room: usize, report: &AdmitReport) {
         }
     }
     // The list of a draw that opened is read once (this tick's event), and of any other a
-    // request asked for (an older event, by name).
+    // request asked for (an older event, by name); lists are known by the event's id.
+    let schedule = r.events.schedule();
     let mut wanted = r.events.take_wanted();
     if let Some(seen) = report.event.as_ref().filter(|s| s.opened_at.is_some()) {
-        wanted.push(seen.name.clone());
+        wanted.extend(schedule.get(&seen.name).map(crate::event::Event::id));
     }
-    let schedule = r.events.schedule();
     for name in wanted {
-        let draws = schedule.get(&name).is_some_and(|e| e.draw);
+        let draws = schedule.events.iter().any(|e| e.draw && e.is(&name));
         if !draws || r.events.list(&name).is_some() {
             continue;
         }
         // Marked as being read: one reading per instance and event; a failed one is forgotten,
         // and read again when asked for.
-        r.events.set_list(DrawList {
-            event: name.clone(),
-            tickets: Arc::new(Vec::new()),
-            reading: true,
-        });
+        r.events.set_list(DrawList::reading(name.clone()));
         let shared = shared.clone();
         tokio::spawn(async move {
             let r = &shared.rooms[room];
@@ -83,11 +79,7 @@ pub async fn learn(shared: &Arc<Shared>, room: usize, report: &AdmitReport) {
                         registrations = tickets.len(),
                         "the draw's list is read: served at /.anteroom/event"
                     );
-                    r.events.set_list(DrawList {
-                        event: name,
-                        tickets: Arc::new(tickets),
-                        reading: false,
-                    });
+                    r.events.set_list(DrawList::read(name, tickets));
                 }
                 Err(e) => {
                     shared.warn_store_error(&e);

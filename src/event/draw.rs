@@ -8,8 +8,8 @@
 //!   is then another) gets a new seed, never one already revealed.
 //! - **Commitment.** `sha256(seed)`, lowercase hex: published from the start of the pre-queue
 //!   (countdown page, `GET /.anteroom/event`); the seed itself from the opening.
-//! - **Registration ticket.** `T = SHA-256("anteroom-registration/1", room, event, visitor
-//!   id)[..16]`, shown to the registrant as 32 hex digits. The list of tickets is public; the
+//! - **Registration ticket.** `T = SHA-256("anteroom-registration/1", room, event id, visitor
+//!   id)[..16]` (the event id is its name and pre-queue start), shown to the registrant as 32 hex digits. The list of tickets is public; the
 //!   visitor id is a bearer credential and is never published, and `T` cannot be turned back
 //!   into it.
 //! - **Place.** Registrations are ordered by `key(T) = the first 40 bits of HMAC-SHA256(seed,
@@ -65,7 +65,8 @@ pub fn commitment(seed: &[u8]) -> String {
     hex(&Sha256::digest(seed))
 }
 
-/// The registration ticket of `vid` for an event.
+/// The registration ticket of `vid` for an event (`event`: its id, `NAME@PREQUEUE_FROM`, so
+/// that a name used again gives other tickets).
 pub fn ticket(room: &str, event: &str, vid: VisitorId) -> RegTicket {
     let mut h = Sha256::new();
     h.update(b"anteroom-registration/1\n");

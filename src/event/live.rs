@@ -21,6 +21,41 @@ pub struct DrawList {
     /// Empty while it is being read.
     pub tickets: Arc<Vec<RegTicket>>,
     pub reading: bool,
+    /// The tickets as the JSON array `/.anteroom/event` serves, built once.
+    pub json: bytes::Bytes,
+}
+
+impl DrawList {
+    /// A list read: its JSON built here, off the request path.
+    pub fn read(event: String, tickets: Vec<RegTicket>) -> Self {
+        let mut json = Vec::with_capacity(tickets.len() * 35 + 2);
+        json.push(b'[');
+        for (i, t) in tickets.iter().enumerate() {
+            if i > 0 {
+                json.push(b',');
+            }
+            json.push(b'"');
+            json.extend_from_slice(draw::hex(t).as_bytes());
+            json.push(b'"');
+        }
+        json.push(b']');
+        Self {
+            event,
+            tickets: Arc::new(tickets),
+            reading: false,
+            json: json.into(),
+        }
+    }
+
+    /// The mark of a list being read.
+    pub fn reading(event: String) -> Self {
+        Self {
+            event,
+            tickets: Arc::new(Vec::new()),
+            reading: true,
+            json: bytes::Bytes::new(),
+        }
+    }
 }
 
 /// Most draws' lists an instance keeps (the latest read stay).
@@ -80,13 +115,15 @@ impl RoomEvents {
 
     /// Over a reload: the runtime changes, the store's word and clock, the list, with the new
     /// file's events.
-    pub fn inherit(&self, old: &RoomEvents) {
+    pub fn inherit(&self, old: &RoomEvents, local: Micros) {
         self.rebuild(&old.runtime.load());
         self.seen.store(old.seen.load_full());
         self.skew
             .store(old.skew.load(Ordering::Relaxed), Ordering::Relaxed);
         let lists = old.lists.lock().unwrap_or_else(|e| e.into_inner()).clone();
         *self.lists.lock().unwrap_or_else(|e| e.into_inner()) = lists;
+        // The joins until the next tick carry the new schedule's events, with its version.
+        self.tick_args(local);
     }
 
     /// Whether the room has any event (else nothing here costs a request anything).
@@ -123,7 +160,7 @@ impl RoomEvents {
             self.window.store(Arc::new(EventsArg::default()));
             return None;
         }
-        let arg = EventsArg::of(s.window(self.store_now(local)));
+        let arg = EventsArg::at(s.window(self.store_now(local)), s.version);
         self.window.store(Arc::new(arg.clone()));
         Some(arg)
     }
@@ -167,12 +204,13 @@ impl RoomEvents {
         let opened = seen
             .as_ref()
             .filter(|e| e.opened_at.is_some())
-            .map(|e| e.name.as_str());
-        let (_, event, phase) = current(&s.events, now, opened)?;
+            .and_then(|e| s.get(&e.name))
+            .map(Event::id);
+        let (_, event, phase) = current(&s.events, now, opened.as_deref())?;
         let seen = seen.as_ref().filter(|e| e.name == event.name);
+        let revealed = self.revealed(event);
         Some(View {
-            revealed: seen.is_some_and(|e| e.opened_at.is_some())
-                || now >= event.opens_at.saturating_add(60_000_000),
+            revealed,
             registrations: seen.map_or(0, |e| e.registrations),
             event: event.clone(),
             phase,
@@ -200,7 +238,7 @@ impl RoomEvents {
 
     /// A visitor's registration ticket in an event's draw.
     pub fn ticket(&self, e: &Event, vid: VisitorId) -> RegTicket {
-        draw::ticket(&self.room, &e.name, vid)
+        draw::ticket(&self.room, &e.id(), vid)
     }
 
     /// The visitor's draw in each event of `window` that draws and has not opened yet (by this
@@ -224,7 +262,7 @@ impl RoomEvents {
             .collect()
     }
 
-    /// The list of `event`'s draw, if read (or being read).
+    /// The list of the draw of the event with id `event`, if read (or being read).
     pub fn list(&self, event: &str) -> Option<DrawList> {
         self.lists
             .lock()
@@ -251,7 +289,8 @@ impl RoomEvents {
             .retain(|l| l.event != event);
     }
 
-    /// A request asked for the list of `event`'s draw: the next tick reads it.
+    /// A request asked for the list of the draw of the event with id `event`: the next tick
+    /// reads it.
     pub fn want_list(&self, event: &str) {
         let mut w = self.wanted.lock().unwrap_or_else(|e| e.into_inner());
         if !w.iter().any(|x| x == event) && w.len() < LISTS_KEPT {
@@ -263,10 +302,11 @@ impl RoomEvents {
         std::mem::take(&mut *self.wanted.lock().unwrap_or_else(|e| e.into_inner()))
     }
 
-    /// Whether `e`'s draw may be shown: the store has seen it open, or it is certainly closed to
-    /// registration (an event after it is in force, or its opening is a minute past by the
-    /// store's clock as estimated here).
-    pub fn revealed(&self, e: &Event, local: Micros) -> bool {
+    /// Whether `e`'s draw may be shown: the store has seen it open, or an event after it is in
+    /// force (events do not overlap, so it opened). Never on this instance's clock alone: an
+    /// instance that missed a postponed opening must not publish a seed while the store still
+    /// takes registrations.
+    pub fn revealed(&self, e: &Event) -> bool {
         let seen = self.seen.load();
         if seen
             .as_ref()
@@ -281,7 +321,7 @@ impl RoomEvents {
                 .get(&s.name)
                 .is_some_and(|x| x.prequeue_from > e.prequeue_from)
         });
-        later_in_force || self.store_now(local) >= e.opens_at.saturating_add(60_000_000)
+        later_in_force
     }
 
     /// A runtime definition for `name` as the store would keep it.

@@ -104,6 +104,19 @@ impl Phase {
 }
 
 impl Event {
+    /// The event's identity in the store: `NAME@PREQUEUE_FROM`. A name used again (an event
+    /// cancelled and added anew, or moved in the file) is another event: its own seed, list,
+    /// opening and release.
+    pub fn id(&self) -> String {
+        format!("{}@{}", self.name, self.prequeue_from)
+    }
+
+    /// Whether `id` ([`Event::id`]) is this event's.
+    pub fn is(&self, id: &str) -> bool {
+        id.rsplit_once('@')
+            .is_some_and(|(n, p)| n == self.name && p.parse() == Ok(self.prequeue_from))
+    }
+
     /// The phase of this event at `now`, if its pre-queue has begun. `opened`: the store has
     /// seen this event open already (a clock that steps back does not reopen registration).
     pub fn phase(&self, now: Micros, opened: bool) -> Option<Phase> {
@@ -125,21 +138,22 @@ impl Event {
 }
 
 /// The event in force at `now` and its phase: the latest (by `prequeue-from`) whose pre-queue
-/// has begun; `events` sorted by `prequeue-from`. `opened` names the event the store has seen
-/// open, which stays the one in force while the clock is back before its pre-queue.
+/// has begun; `events` sorted by `prequeue-from`. `opened` is the id ([`Event::id`]) of the
+/// event the store has seen open, which stays the one in force while the clock is back before
+/// its pre-queue.
 pub fn current<'a>(
     events: &'a [Event],
     now: Micros,
     opened: Option<&str>,
 ) -> Option<(usize, &'a Event, Phase)> {
     let started = events.iter().rposition(|e| e.prequeue_from <= now);
-    let was_opened = opened.and_then(|o| events.iter().position(|e| e.name == o));
+    let was_opened = opened.and_then(|o| events.iter().position(|e| e.is(o)));
     let i = match (started, was_opened) {
         (Some(s), Some(o)) => s.max(o),
         (s, o) => s.or(o)?,
     };
     let e = &events[i];
-    let phase = e.phase(now, opened == Some(e.name.as_str()))?;
+    let phase = e.phase(now, opened.is_some_and(|o| e.is(o)))?;
     Some((i, e, phase))
 }
 
@@ -200,12 +214,14 @@ mod tests {
         assert_eq!(at(920, None), Some((2, Phase::Prequeue)));
         assert_eq!(at(1000, None), Some((2, Phase::Closed)));
         // Opened "b", then the clock went back before b's pre-queue: b, open.
-        assert_eq!(at(350, Some("b")), Some((1, Phase::Open)));
-        assert_eq!(at(50, Some("b")), Some((1, Phase::Open)));
+        assert_eq!(at(350, Some("b@400")), Some((1, Phase::Open)));
+        assert_eq!(at(50, Some("b@400")), Some((1, Phase::Open)));
         // An opening of an earlier event does not hold back a later one.
-        assert_eq!(at(920, Some("a")), Some((2, Phase::Prequeue)));
+        assert_eq!(at(920, Some("a@100")), Some((2, Phase::Prequeue)));
+        // The same name at another start is another event: not the one seen open.
+        assert_eq!(at(50, Some("b@399")), None);
         // An opened name no longer in the list is nobody.
-        assert_eq!(at(50, Some("gone")), None);
+        assert_eq!(at(50, Some("gone@1")), None);
     }
 
     #[test]

@@ -226,9 +226,10 @@ pub fn check(events: &[Event]) -> Vec<Problem> {
     for w in order.windows(2) {
         let (a, b) = (&events[w[0]], &events[w[1]]);
         // An event runs from its pre-queue to its closing (or, without one, to the next
-        // event's pre-queue, which must not begin before it has opened).
+        // event's pre-queue, which must begin after it has opened). Strictly after: an event
+        // gets at least a moment in each phase (its opening seen, its closing's release made).
         let end = a.closes_at.unwrap_or(a.opens_at);
-        if b.prequeue_from < end || (b.prequeue_from == a.prequeue_from) {
+        if b.prequeue_from <= end {
             fail(
                 w[1],
                 "prequeue-from",
@@ -236,7 +237,7 @@ pub fn check(events: &[Event]) -> Vec<Problem> {
                     "begins while event {:?} still runs (events of a room must not overlap)",
                     a.name
                 ),
-                "start it after the other event's closes-at (or after its opens-at, if it has none)",
+                "start it after the other event's closes-at (or after its opens-at, if it has none), leaving at least a few seconds",
             );
         }
     }
@@ -278,7 +279,7 @@ mod tests {
 
     #[test]
     fn overlaps_order_and_values_are_refused() {
-        let ok = vec![ev("a", 100, 200, Some(300)), ev("b", 300, 400, None)];
+        let ok = vec![ev("a", 100, 200, Some(300)), ev("b", 301, 400, None)];
         assert!(check(&ok).is_empty(), "{:?}", check(&ok));
         let fields = |events: &[Event]| -> Vec<(usize, &str)> {
             check(events).iter().map(|p| (p.event, p.field)).collect()
@@ -288,7 +289,16 @@ mod tests {
             vec![(1, "prequeue-from")]
         );
         // Without a closing, the next pre-queue may begin once this one has opened.
-        assert!(check(&[ev("a", 100, 200, None), ev("b", 200, 400, None)]).is_empty());
+        assert!(check(&[ev("a", 100, 200, None), ev("b", 201, 400, None)]).is_empty());
+        // Not at the same instant: the first would never be seen open (or closed).
+        assert_eq!(
+            fields(&[ev("a", 100, 200, None), ev("b", 200, 400, None)]),
+            vec![(1, "prequeue-from")]
+        );
+        assert_eq!(
+            fields(&[ev("a", 100, 200, Some(300)), ev("b", 300, 400, None)]),
+            vec![(1, "prequeue-from")]
+        );
         assert_eq!(
             fields(&[ev("b", 150, 400, None), ev("a", 100, 200, None)]),
             vec![(0, "prequeue-from")]

@@ -21,10 +21,10 @@ pub fn parse(s: &str) -> Result<(Micros, i32), String> {
 
 fn looks_local(s: &str) -> bool {
     let s = s.trim();
-    s.len() >= 19 && s.as_bytes().get(10) == Some(&b'T') && !s.ends_with('Z') && {
-        let tail = &s[19..];
-        !tail.contains('+') && !tail.contains('-')
-    }
+    s.as_bytes().get(10) == Some(&b'T')
+        && !s.ends_with('Z')
+        && s.get(19..)
+            .is_some_and(|tail| !tail.contains('+') && !tail.contains('-'))
 }
 
 /// `us` in the offset `utc_offset` (seconds east), RFC 3339 to the second.
@@ -57,5 +57,8 @@ mod tests {
         assert!(local.contains("no UTC offset"), "{local}");
         assert!(parse("tomorrow").unwrap_err().contains("RFC 3339"));
         assert!(parse("1969-12-31T23:59:59Z").unwrap_err().contains("1970"));
+        // Not a character boundary where a time's tail would start: an error, not a panic.
+        assert!(parse("2027-03-01T10:00:0€").is_err());
+        assert!(parse("2027-03-01T10:00:00€+09:00").is_err());
     }
 }

@@ -24,8 +24,15 @@ pub struct Report {
     pub registrations: u64,
 }
 
-/// Reads the event (a URL or a file) and checks the draw for `ticket`.
-pub fn run(source: &str, ticket: &str, ca: Option<&Path>) -> Result<Report, String> {
+/// Reads the event (a URL or a file) and checks the draw for `ticket`. `committed`: the
+/// commitment the visitor saw before the opening (on the countdown page); without it the check
+/// can only use the one the document names, which whoever publishes it also chose.
+pub fn run(
+    source: &str,
+    ticket: &str,
+    committed: Option<&str>,
+    ca: Option<&Path>,
+) -> Result<Report, String> {
     let mine = draw::unhex::<TICKET_LEN>(ticket).ok_or_else(|| {
         format!("--ticket {ticket:?} is not a registration ticket (32 hex digits, as the page shows it)")
     })?;
@@ -53,6 +60,15 @@ pub fn run(source: &str, ticket: &str, ca: Option<&Path>) -> Result<Report, Stri
         }
         doc = serde_json::from_str(&fetch(&join_url(source, rel), ca)?)
             .map_err(|e| format!("the list at {rel}: {e}"))?;
+    }
+    if let Some(c) = committed {
+        let published = doc["commitment"].as_str().unwrap_or("");
+        if !published.eq_ignore_ascii_case(c.trim()) {
+            return Err(format!(
+                "the room publishes commitment {published}, not the {} you saw before the opening: the seed was changed",
+                c.trim()
+            ));
+        }
     }
     check(&doc, &mine)
 }
@@ -138,10 +154,12 @@ fn fetch(url: &str, ca: Option<&Path>) -> Result<String, String> {
         let mut s = tcp;
         exchange(&mut s, &request).map_err(|e| format!("{url}: {e}"))?
     };
-    let text = String::from_utf8_lossy(&raw);
-    let (head, body) = text
-        .split_once("\r\n\r\n")
+    let split = raw
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
         .ok_or_else(|| format!("{url}: no HTTP answer"))?;
+    let head = String::from_utf8_lossy(&raw[..split]).to_string();
+    let body = &raw[split + 4..];
     let status: u16 = head
         .split_whitespace()
         .nth(1)
@@ -154,8 +172,9 @@ fn fetch(url: &str, ca: Option<&Path>) -> Result<String, String> {
     let body = if chunked {
         dechunk(body)
     } else {
-        body.to_string()
+        body.to_vec()
     };
+    let body = String::from_utf8(body).map_err(|_| format!("{url}: the answer is not UTF-8"))?;
     if status != 200 {
         let why = serde_json::from_str::<Value>(&body)
             .ok()
@@ -177,18 +196,23 @@ fn exchange(s: &mut (impl Read + Write), request: &str) -> std::io::Result<Vec<u
     }
 }
 
-fn dechunk(body: &str) -> String {
-    let mut out = String::new();
+/// A chunked body's bytes (chunk extensions ignored); stops at the last chunk or at anything
+/// malformed.
+fn dechunk(body: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
     let mut rest = body;
-    while let Some((size, after)) = rest.split_once("\r\n") {
-        let Ok(n) = usize::from_str_radix(size.trim(), 16) else {
+    while let Some(eol) = rest.windows(2).position(|w| w == b"\r\n") {
+        let size = String::from_utf8_lossy(&rest[..eol]);
+        let size = size.split(';').next().unwrap_or("").trim();
+        let Ok(n) = usize::from_str_radix(size, 16) else {
             break;
         };
-        if n == 0 || after.len() < n {
+        let data = &rest[eol + 2..];
+        if n == 0 || data.len() < n {
             break;
         }
-        out.push_str(&after[..n]);
-        rest = after[n..].trim_start_matches("\r\n");
+        out.extend_from_slice(&data[..n]);
+        rest = data[n..].strip_prefix(b"\r\n").unwrap_or(&data[n..]);
     }
     out
 }
@@ -280,8 +304,9 @@ mod tests {
             "https://shop.example:8443/.anteroom/event?room=sale&tickets=1"
         );
         assert_eq!(
-            dechunk("5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n"),
-            "hello world"
+            dechunk(b"5\r\nhello\r\n6;x=y\r\n world\r\n0\r\n\r\n"),
+            b"hello world"
         );
+        assert_eq!(dechunk(b"zz\r\n"), b"");
     }
 }

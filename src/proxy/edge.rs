@@ -49,16 +49,37 @@ impl Proxy {
         if let Some(v) = event.flatten() {
             let store_says = r.events.store_says_prequeue(&v.event.name);
             if v.phase == Phase::Prequeue && store_says {
-                // The countdown: from the ticket, no store call and no liveness to note (a
-                // registration is not silent before the opening).
+                // A ticket from before this pre-queue began (a place in an earlier line, a draw
+                // of an earlier event) is the store's to answer: it registers the visitor.
+                if t.seen < v.event.prequeue_from / 1_000_000 {
+                    return None;
+                }
+                // The countdown, from the ticket: no store call. The store answers a visitor
+                // away for half of abandon-after, or whose line the snapshot no longer holds (a
+                // store that lost its data or a cleared line: it registers them again, at the
+                // same draw key); liveness is noted every quarter (the admit call marks it as a
+                // registration's).
+                let abandon = r.cfg.params.abandon_after.as_secs().max(4);
+                let since = now.saturating_sub(t.seen);
+                let lost = snapshot
+                    .as_deref()
+                    .is_some_and(|s| s.sample.epoch != 0 && s.sample.epoch != t.place.epoch);
+                if since >= abandon / 2 || lost {
+                    return None;
+                }
                 let position = if t.drawn {
                     None
                 } else {
                     match line::decide(snapshot.as_deref(), t, now, r.cfg.params.abandon_after) {
                         Edge::Answer { position, .. } => Some(position),
+                        Edge::AskStore if t.shown < ticket::NOT_SHOWN => Some(t.shown.max(1)),
                         Edge::AskStore => return None,
                     }
                 };
+                let refresh = since >= abandon / 4 || t.seen > now + 5;
+                if refresh && r.line.seen.note(t.vid, t.place) {
+                    Self::give_ticket(shared, ctx, room, &Ticket { seen: now, ..*t });
+                }
                 r.metrics.polls_edge.inc();
                 let status = Self::prequeue_status(
                     shared,

@@ -86,17 +86,17 @@ pub(super) async fn serve(
         .await;
     };
     let seen = seen.as_ref().filter(|s| s.name == e.name);
-    let revealed = r.events.revealed(e, shared.clock.now_micros());
+    let revealed = r.events.revealed(e);
     let phase = match e.phase(now, revealed) {
         None => "scheduled",
         Some(Phase::Prequeue) if revealed => "open",
         Some(p) => p.as_str(),
     };
     let seed = if e.draw { r.events.seed(e) } else { None };
-    let list = r.events.list(&e.name).filter(|_| revealed && e.draw);
+    let list = r.events.list(&e.id()).filter(|_| revealed && e.draw);
     if want_tickets && revealed && e.draw && list.is_none() {
         // An older event's list (or one this instance has not read yet): the next tick reads it.
-        r.events.want_list(&e.name);
+        r.events.want_list(&e.id());
     }
     let listed = list.as_ref().filter(|l| !l.reading);
     let doc = Published {
@@ -134,18 +134,12 @@ pub(super) async fn serve(
                 .send(session)
                 .await;
         };
-        // The document with `tickets` added: `{..., "tickets": ["hex", ...]}`.
+        // The document with `tickets` added: `{..., "tickets": ["hex", ...]}` (the array built
+        // once, when the list was read).
         body.pop();
-        body.extend_from_slice(b",\"tickets\":[");
-        for (i, t) in list.tickets.iter().enumerate() {
-            if i > 0 {
-                body.push(b',');
-            }
-            body.push(b'"');
-            body.extend_from_slice(draw::hex(t).as_bytes());
-            body.push(b'"');
-        }
-        body.extend_from_slice(b"]}");
+        body.extend_from_slice(b",\"tickets\":");
+        body.extend_from_slice(&list.json);
+        body.push(b'}');
     }
     ctx.outcome = super::Outcome::Status;
     reply(200, Bytes::from(body)).send(session).await

@@ -229,6 +229,26 @@ impl Proxy {
             }),
             Err(e) => {
                 shared.warn_store_error(&e);
+                // An event decides first: a pre-queue lets nobody in whatever the policy (the
+                // sale is not open), and after the closing a newcomer is told it ended.
+                if let Some(v) = r.events.view(shared.clock.now_micros()) {
+                    let drawn = ticket.as_ref().is_some_and(|t| t.drawn);
+                    match v.phase {
+                        crate::event::Phase::Prequeue => {
+                            return Verdict::Wait(Self::prequeue_status(
+                                shared,
+                                room,
+                                &v,
+                                vid,
+                                None,
+                                r.live.waiting(),
+                                drawn || v.event.draw,
+                            ));
+                        }
+                        crate::event::Phase::Closed if ticket.is_none() => return Verdict::Ended,
+                        _ => {}
+                    }
+                }
                 let p = &r.cfg.params;
                 let now = shared.clock.now_micros();
                 let decision = policy::on_store_error(

@@ -20,6 +20,10 @@ pub struct EventsArg {
     pub events: Vec<Event>,
     /// The same as `lua/prelude.lua`'s `parse_events` reads them.
     pub lua: String,
+    /// The version of the runtime changes these come from ([`super::RuntimeEvents`]); an admit
+    /// whose events are older than the store's makes no irreversible step by them (an opening
+    /// recorded, a line released) and admits nobody. `None`: not checked (tools, tests).
+    pub version: Option<u64>,
 }
 
 impl EventsArg {
@@ -27,6 +31,15 @@ impl EventsArg {
         Self {
             events: window.to_vec(),
             lua: schedule::encode(window),
+            version: None,
+        }
+    }
+
+    /// [`EventsArg::of`], from the runtime changes at `version`.
+    pub fn at(window: &[Event], version: u64) -> Self {
+        Self {
+            version: Some(version),
+            ..Self::of(window)
         }
     }
 

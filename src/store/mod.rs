@@ -421,7 +421,7 @@ pub trait Store: Send + Sync + 'static {
     ) -> Result<EventChange, StoreError>;
 
     /// Registrations of an event's draw in the draw's order, from 0-based place `from`, at
-    /// most `count`.
+    /// most `count`; `event` is its id ([`crate::event::Event::id`]).
     async fn draw_list(
         &self,
         room: &RoomParams,

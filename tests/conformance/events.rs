@@ -45,7 +45,7 @@ async fn join(s: &dyn Store, p: &RoomParams, a: &EventsArg, v: VisitorId) -> Adm
         .iter()
         .map(|e| {
             e.draw.then(|| {
-                let ticket = draw::ticket(&p.name, &e.name, v);
+                let ticket = draw::ticket(&p.name, &e.id(), v);
                 Draw {
                     ticket,
                     key: draw::key(&seed(p, e), &ticket),
@@ -223,7 +223,7 @@ pub async fn a_draw_places_registrants_by_their_keys_ahead_of_later_arrivals(h: 
     let mut drawn: Vec<(u64, RegTicket, VisitorId)> = registrants
         .iter()
         .map(|v| {
-            let t = draw::ticket(&p.name, &e.name, *v);
+            let t = draw::ticket(&p.name, &e.id(), *v);
             (draw::key(&sd, &t), t, *v)
         })
         .collect();
@@ -237,12 +237,12 @@ pub async fn a_draw_places_registrants_by_their_keys_ahead_of_later_arrivals(h: 
     );
     let mut list: Vec<RegTicket> = drawn.iter().map(|d| d.1).collect();
     assert_eq!(
-        s.draw_list(&p, &e.name, 0, 1000).await.unwrap(),
+        s.draw_list(&p, &e.id(), 0, 1000).await.unwrap(),
         list,
         "the list in the draw's order"
     );
     assert_eq!(
-        s.draw_list(&p, &e.name, 10, 5).await.unwrap(),
+        s.draw_list(&p, &e.id(), 10, 5).await.unwrap(),
         list[10..15].to_vec(),
         "a page of it"
     );
@@ -484,4 +484,122 @@ pub async fn runtime_event_changes_are_versioned_and_recorded(h: &dyn Harness) {
     );
     // An admit tells the version, so that instances read the changes again.
     assert_eq!(s.admit(&p).await.unwrap().events_version, 2);
+}
+
+pub async fn registrants_with_one_key_keep_two_places_in_the_order_of_their_ids(h: &dyn Harness) {
+    let s = h.store();
+    let p = room("tie", 100.0, 1000);
+    let e = event(h, "tied", 5, true);
+    let a = EventsArg::of(std::slice::from_ref(&e));
+    // Two visitors whose draw keys agree (as two in 2^40 may): both registered, both let in,
+    // by their ids' bytes (Redis orders equal scores by member).
+    let (lo, hi) = (
+        VisitorId::from_bytes([0x10; 16]),
+        VisitorId::from_bytes([0xe0; 16]),
+    );
+    for v in [hi, lo] {
+        let d = [Some(Draw {
+            ticket: draw::ticket(&p.name, &e.id(), v),
+            key: 12_345,
+        })];
+        let joined = s
+            .join_with(
+                &p,
+                v,
+                &JoinContext {
+                    gate: None,
+                    events: Some(&a),
+                    draws: &d,
+                },
+            )
+            .await
+            .unwrap();
+        assert!(
+            matches!(joined, Admission::Registered { drawn: true, .. }),
+            "{joined:?}"
+        );
+    }
+    assert_eq!(s.stats(&p).await.unwrap().waiting, 2);
+    h.advance(Duration::from_secs(6));
+    assert_eq!(admit_all(h, &p, &a, 2, 10).await, vec![lo, hi]);
+}
+
+pub async fn a_line_holds_one_draw_and_a_second_queues_first_come_first_served(h: &dyn Harness) {
+    let s = h.store();
+    let p = room("two-draws", 100.0, 1);
+    occupy(&*s, &p).await;
+    let first = event(h, "first", 2, true);
+    let a1 = EventsArg::of(std::slice::from_ref(&first));
+    let early = VisitorId::random();
+    assert!(matches!(
+        join(&*s, &p, &a1, early).await,
+        Admission::Registered { drawn: true, .. }
+    ));
+    // The first event opens and closes; its registrant stays in line (the shop is full).
+    h.advance(Duration::from_secs(3));
+    admit(&*s, &p, &a1).await;
+    let second = Event {
+        name: "second".into(),
+        prequeue_from: h.wall_secs() * S,
+        opens_at: (h.wall_secs() + 5) * S,
+        ..first.clone()
+    };
+    let a2 = EventsArg::of(&[first, second]);
+    let later = VisitorId::random();
+    match join(&*s, &p, &a2, later).await {
+        Admission::Registered {
+            drawn: false,
+            position: Some(2),
+            ..
+        } => {}
+        other => panic!("the line holds the first draw: the second queues in order: {other:?}"),
+    }
+}
+
+pub async fn an_admit_with_events_older_than_the_stores_makes_no_irreversible_step(
+    h: &dyn Harness,
+) {
+    let s = h.store();
+    let p = room("stale-events", 100.0, 1000);
+    let e = event(h, "postponed", 2, true);
+    let by = Actor {
+        id: "postpone".into(),
+        by: "ops".into(),
+        client: "-".into(),
+    };
+    let mut later = e.clone();
+    later.opens_at += 60 * S;
+    let rt = anteroom::event::schedule::Runtime {
+        event: Some(later.clone()),
+        cancelled: false,
+    };
+    assert_eq!(
+        s.change_event(&p, "postponed", &rt, 0, &serde_json::Value::Null, &by)
+            .await
+            .unwrap(),
+        EventChange::Done(1)
+    );
+    let v = VisitorId::random();
+    join(&*s, &p, &EventsArg::at(&[later.clone()], 1), v).await;
+    h.advance(Duration::from_secs(3));
+    // An instance that has not read the change yet passes the old opening, at version 0.
+    let r = admit(&*s, &p, &EventsArg::at(std::slice::from_ref(&e), 0)).await;
+    assert_eq!(r.admitted, 0, "nobody let in by an old schedule");
+    assert!(
+        r.event.and_then(|e| e.opened_at).is_none(),
+        "no opening recorded"
+    );
+    // With the change, the event is still in its pre-queue.
+    let r = admit(&*s, &p, &EventsArg::at(&[later], 1)).await;
+    assert_eq!(r.event.map(|e| e.phase), Some(Phase::Prequeue));
+    assert!(matches!(
+        join(
+            &*s,
+            &p,
+            &EventsArg::at(std::slice::from_ref(&e), 1),
+            VisitorId::random()
+        )
+        .await,
+        Admission::Registered { .. } | Admission::Waiting { .. }
+    ));
 }

@@ -29,7 +29,14 @@ impl RoomData {
         let live = r.live(now, p.tick, true);
         let at = r.event_now(ctx.events.as_ref(), wall);
         let in_pre = at.in_pre();
-        r.event_tick(&at, live, now, wall);
+        // Events older than the runtime changes kept here: no irreversible step, nobody admitted
+        // (admit.lua's stale_events).
+        let stale_events = ctx
+            .events
+            .as_ref()
+            .and_then(|a| a.version)
+            .is_some_and(|v| v != r.events_version());
+        r.event_tick(&at, live, now, wall, stale_events);
         let event_state = r.state_in(&at);
         r.state.event_rate = event_state.event_rate;
         r.state.event_max_active = event_state.event_max_active;
@@ -42,7 +49,7 @@ impl RoomData {
         r.refill(now, rate, burst);
         let mut admitted = 0;
         let mut admitted_visitors = Vec::new();
-        if state.enabled && !state.queue_all && !stale && !in_pre {
+        if state.enabled && !state.queue_all && !stale && !in_pre && !stale_events {
             let room_left = p
                 .max_active(&state)
                 .saturating_sub(r.active.len() as u64)

@@ -9,8 +9,10 @@ use crate::event::schedule::Runtime;
 use crate::event::{self, Event, Phase};
 use crate::store::{Draw, EventChange, EventSeen, EventsArg, RuntimeEvents};
 
-/// The width of a drawn range of places (the prelude's `DRAW_SPAN`).
-pub(super) const DRAW_SPAN: u64 = 1 << KEY_BITS;
+/// The width of a drawn range of places: every draw key, shifted by 16 bits, with the first two
+/// bytes of the visitor id below it, so that two registrants with the same key take two places
+/// in the order Redis gives them (by member, the id's bytes) instead of one.
+pub(super) const DRAW_SPAN: u64 = 1 << (KEY_BITS + 16);
 
 /// What the memory store keeps of a room's events.
 #[derive(Debug, Default)]
@@ -66,8 +68,8 @@ impl RoomData {
     pub(super) fn event_now<'a>(&self, events: Option<&'a EventsArg>, wall: Micros) -> Now<'a> {
         let opened = self.events.opened.as_deref();
         let event = in_force(events, wall, opened);
-        let index = event
-            .and_then(|(e, _)| events.and_then(|a| a.events.iter().position(|x| x.name == e.name)));
+        let index =
+            event.and_then(|(e, _)| events.and_then(|a| a.events.iter().position(|x| x == e)));
         Now { event, index }
     }
 
@@ -98,8 +100,8 @@ impl RoomData {
     /// registrations are silent only from its opening.
     pub(super) fn note_prequeue(&mut self, now: &Now<'_>) {
         if let Some((e, Phase::Prequeue)) = now.event {
-            if self.events.in_pre.as_deref() != Some(e.name.as_str()) {
-                self.events.in_pre = Some(e.name.clone());
+            if self.events.in_pre.as_deref() != Some(e.id().as_str()) {
+                self.events.in_pre = Some(e.id());
                 self.events.open_live = None;
             }
         }
@@ -125,34 +127,51 @@ impl RoomData {
     }
 
     /// A newcomer's place: in a drawn pre-queue its draw key within the drawn range (reserved
-    /// after everyone in line the first time), else the next number.
-    pub(super) fn place_for(&mut self, now: &Now<'_>, draws: &[Option<Draw>]) -> (u64, bool) {
+    /// after everyone in line the first time), else the next number. One drawn range per line
+    /// (epoch), as in Redis, whose offsets have room for one: a line that holds another
+    /// event's queues registrants first come, first served.
+    pub(super) fn place_for(
+        &mut self,
+        now: &Now<'_>,
+        draws: &[Option<Draw>],
+        vid: VisitorId,
+    ) -> (u64, bool) {
         let draw = match (now.event, now.index) {
             (Some((e, Phase::Prequeue)), Some(i)) if e.draw => {
                 draws.get(i).copied().flatten().map(|d| (e, d))
             }
             _ => None,
         };
+        let other_range = self.events.drawn.as_ref().is_some_and(|(id, _, epoch)| {
+            *epoch == self.epoch && draw.is_some_and(|(e, _)| *id != e.id())
+        });
+        let draw = draw.filter(|_| !other_range);
         let Some((e, d)) = draw else {
             let seq = self.next_seq;
             self.next_seq += 1;
             return (seq, false);
         };
         let base = match &self.events.drawn {
-            Some((name, base, epoch)) if *name == e.name && *epoch == self.epoch => *base,
+            Some((id, base, epoch)) if *id == e.id() && *epoch == self.epoch => *base,
             _ => {
                 let base = self.next_seq;
                 self.next_seq = base + DRAW_SPAN;
-                self.events.drawn = Some((e.name.clone(), base, self.epoch));
+                self.events.drawn = Some((e.id(), base, self.epoch));
                 base
             }
         };
         self.events
             .lists
-            .entry(e.name.clone())
+            .entry(e.id())
             .or_default()
             .insert((d.key, d.ticket));
-        (base + d.key, true)
+        let id = vid.as_bytes();
+        let mut seq = base + (d.key << 16) + u64::from(u16::from_be_bytes([id[0], id[1]]));
+        while self.order.contains_key(&seq) {
+            // The same key and the same first two bytes: the next free place (1 in 2^56).
+            seq += 1;
+        }
+        (seq, true)
     }
 
     /// An empty line's new epoch ends any drawn range.
@@ -191,11 +210,12 @@ impl RoomData {
         live: Micros,
         mono: Micros,
         wall: Micros,
+        stale_events: bool,
     ) -> u64 {
         match now.event {
             Some((e, Phase::Prequeue)) => {
-                if self.events.in_pre.as_deref() != Some(e.name.as_str()) {
-                    self.events.in_pre = Some(e.name.clone());
+                if self.events.in_pre.as_deref() != Some(e.id().as_str()) {
+                    self.events.in_pre = Some(e.id());
                     self.events.open_live = None;
                 }
             }
@@ -205,22 +225,22 @@ impl RoomData {
                     self.events.open_live = Some(live);
                     self.events.in_pre = None;
                 }
-                if let Some((e, _)) = event {
-                    if self.events.opened.as_deref() != Some(e.name.as_str()) {
+                if let Some((e, _)) = event.filter(|_| !stale_events) {
+                    if self.events.opened.as_deref() != Some(e.id().as_str()) {
                         // The opening, seen: registration stays closed whatever the clock does.
-                        self.events.opened = Some(e.name.clone());
+                        self.events.opened = Some(e.id());
                         self.events.opened_wall = Some(wall);
                         self.events.opened_mono = Some(mono);
                     }
                 }
             }
         }
-        if let Some((e, Phase::Closed)) = now.event {
+        if let Some((e, Phase::Closed)) = now.event.filter(|_| !stale_events) {
             let release = e.after_close == event::AfterClose::Release;
-            if release && self.events.released.as_deref() != Some(e.name.as_str()) {
+            if release && self.events.released.as_deref() != Some(e.id().as_str()) {
                 let n = self.waiters.len() as u64;
                 self.clear_line();
-                self.events.released = Some(e.name.clone());
+                self.events.released = Some(e.id());
                 return n;
             }
         }
@@ -252,11 +272,11 @@ impl RoomData {
         Some(EventSeen {
             name: e.name.clone(),
             phase,
-            registrations: self.events.lists.get(&e.name).map_or(0, |l| l.len() as u64),
+            registrations: self.events.lists.get(&e.id()).map_or(0, |l| l.len() as u64),
             opened_at: self
                 .events
                 .opened_wall
-                .filter(|_| self.events.opened.as_deref() == Some(e.name.as_str())),
+                .filter(|_| self.events.opened.as_deref() == Some(e.id().as_str())),
         })
     }
 

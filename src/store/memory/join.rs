@@ -17,11 +17,11 @@ impl RoomData {
         let r = self;
         let at = r.event_now(ctx.events, wall);
         let in_pre = at.in_pre();
-        r.note_prequeue(&at);
         let state = r.state_in(&at);
         if !state.enabled {
             return Admission::Open;
         }
+        r.note_prequeue(&at);
         if r.active.contains_key(&vid) {
             r.activate(vid, now + micros(p.session_ttl));
             return Admission::Admitted;
@@ -68,7 +68,7 @@ impl RoomData {
             // An empty line starts a new epoch (as in Redis): no old ticket names a place.
             r.new_line();
         }
-        let (seq, _) = r.place_for(&at, ctx.draws);
+        let (seq, _) = r.place_for(&at, ctx.draws, vid);
         r.enqueue_at(vid, seq, now, in_pre);
         r.joined_total += 1;
         r.answer(p, &state, seq, waiting + 1, true, in_pre)

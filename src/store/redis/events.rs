@@ -12,7 +12,7 @@ use crate::event::schedule::Runtime;
 use crate::store::history::Actor;
 use crate::store::{EventChange, EventsArg, JoinContext, RoomParams, RuntimeEvents, StoreError};
 
-/// The key of an event's draw list.
+/// The key of an event's draw list (`event`: its id, [`crate::event::Event::id`]).
 pub(super) fn draw_key(room: &str, event: &str) -> String {
     format!("{{anteroom:{room}}}:drawn:{event}")
 }
@@ -26,7 +26,7 @@ pub(super) fn join_args(inv: &mut ScriptInvocation<'_>, room: &str, ctx: &JoinCo
     };
     inv.arg(&events.lua);
     for (i, e) in events.events.iter().enumerate() {
-        inv.key(draw_key(room, &e.name));
+        inv.key(draw_key(room, &e.id()));
         match ctx.draws.get(i).copied().flatten() {
             Some(d) => inv.arg(d.key).arg(&d.ticket[..]),
             None => inv.arg("").arg(""),
@@ -34,16 +34,21 @@ pub(super) fn join_args(inv: &mut ScriptInvocation<'_>, room: &str, ctx: &JoinCo
     }
 }
 
-/// An admit's events: ARGV[24] (before the liveness batch) and the lists' keys (KEYS[8..]).
+/// An admit's events: ARGV[24] and their version ARGV[25] (before the liveness batch), and the
+/// lists' keys (KEYS[8..]).
 pub(super) fn admit_args(inv: &mut ScriptInvocation<'_>, room: &str, events: Option<&EventsArg>) {
     match events.filter(|e| !e.is_empty()) {
         None => {
-            inv.arg("");
+            inv.arg("").arg("");
         }
         Some(events) => {
             inv.arg(&events.lua);
+            match events.version {
+                Some(v) => inv.arg(v),
+                None => inv.arg(""),
+            };
             for e in &events.events {
-                inv.key(draw_key(room, &e.name));
+                inv.key(draw_key(room, &e.id()));
             }
         }
     }
