@@ -96,6 +96,11 @@ pub const TEXTS: &[(&str, &str, &str)] = &[
     ),
     ("seed_label", "Draw seed", "추첨 시드"),
     (
+        "verify_link",
+        "The draw, its seed and every registration ticket",
+        "추첨, 시드와 모든 등록 번호",
+    ),
+    (
         "verify_note",
         "The draw is fixed now and cannot be changed: when the sale opens, the seed behind this commitment and the list of all registration tickets are published, and anyone can check every place (anteroom verify-draw).",
         "추첨 결과는 지금 이미 정해져 있으며 바꿀 수 없습니다. 판매가 시작되면 이 약속값의 시드와 모든 등록 번호 목록이 공개되어 누구나 모든 순서를 확인할 수 있습니다 (anteroom verify-draw).",

@@ -214,9 +214,39 @@ async fn a_drawn_sale_from_registration_to_a_checked_draw() {
             "{places:?}"
         );
     }
+    // A registrant's waiting page after the opening keeps their ticket, now with the seed.
+    let (i, _) = jars
+        .iter()
+        .enumerate()
+        .find(|(_, j)| j.get("anteroom_sale").is_none())
+        .expect("someone still waiting");
+    let page = client()
+        .get(proxy.url("/products/9"))
+        .header("cookie", jars[i].header())
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        page.contains(&tickets[i]),
+        "the ticket on the waiting page: {page}"
+    );
+    assert!(
+        page.contains(doc["seed"].as_str().unwrap()),
+        "and the seed: {page}"
+    );
     // verify-draw against the live room, and against a saved list that was changed.
     let url = proxy.url(EVENT);
-    let (ok, out) = verify_draw(&["--event", &url, "--ticket", &tickets[3]]);
+    let (ok, out) = verify_draw(&[
+        "--event",
+        &url,
+        "--ticket",
+        &tickets[3],
+        "--commitment",
+        &commitment,
+    ]);
     let place = list.iter().position(|x| *x == tickets[3]).unwrap() + 1;
     assert!(ok, "{out}");
     assert!(out.contains(&format!("at place {place} of 12")), "{out}");
@@ -232,6 +262,15 @@ async fn a_drawn_sale_from_registration_to_a_checked_draw() {
     std::fs::write(&saved, full.to_string()).unwrap();
     let (ok, out) = verify_draw(&["--event", saved.to_str().unwrap(), "--ticket", &tickets[3]]);
     assert!(ok, "the saved list checks out: {out}");
+    let (ok, out) = verify_draw(&[
+        "--event",
+        &url,
+        "--ticket",
+        &tickets[3],
+        "--commitment",
+        &"0".repeat(64),
+    ]);
+    assert!(!ok && out.contains("the seed was changed"), "{out}");
     let stranger = draw::hex(&[7u8; 16]);
     let (ok, out) = verify_draw(&["--event", &url, "--ticket", &stranger]);
     assert!(!ok && out.contains("not in the list"), "{out}");

@@ -157,7 +157,7 @@ impl Bench {
         admin.cmd::<()>(&["SLOWLOG", "RESET"]).await?;
         let mem_after = admin.used_memory().await?;
         let waiting_key = format!("{{anteroom:{ROOM}}}:waiting");
-        let list_key = format!("{{anteroom:{ROOM}}}:drawn:{EVENT}");
+        let list_key = format!("{{anteroom:{ROOM}}}:drawn:{}", self.event.id());
         let waiting: u64 = admin.cmd(&["ZCARD", &waiting_key]).await?;
         let listed: u64 = admin.cmd(&["ZCARD", &list_key]).await?;
         let waiting_mem: f64 = admin.cmd(&["MEMORY", "USAGE", &waiting_key]).await?;
@@ -340,7 +340,7 @@ impl Bench {
             let (before, t) = (admin.usage(), Instant::now());
             let page = self
                 .store
-                .draw_list(&self.p, EVENT, list.len() as u64, LIST_PAGE)
+                .draw_list(&self.p, &self.event.id(), list.len() as u64, LIST_PAGE)
                 .await
                 .map_err(err)?;
             let d = t.elapsed();
@@ -434,6 +434,8 @@ async fn run() -> Res<()> {
         utc_offset: 0,
     };
     let events = EventsArg::of(std::slice::from_ref(&event));
+    // The store knows an event by its id (name and pre-queue start): its list and tickets too.
+    let id = event.id();
     let seed = draw::seed(
         b"bench-draw-secret-0123456789abcdef",
         ROOM,
@@ -466,7 +468,7 @@ async fn run() -> Res<()> {
             (0..n)
                 .map(|_| {
                     let vid = VisitorId::random();
-                    let ticket = draw::ticket(ROOM, EVENT, vid);
+                    let ticket = draw::ticket(ROOM, &id, vid);
                     let key = draw::key(&seed, &ticket);
                     Visitor { vid, ticket, key }
                 })

@@ -112,6 +112,7 @@ impl Shape {
             retry_after_ms: sentinel(Field::RetryAfterMs),
             refresh_seconds: sentinel(Field::RefreshSeconds),
             progress_percent: sentinel(Field::ProgressPercent),
+            event: None,
         }
     }
 }
@@ -195,6 +196,7 @@ impl Prerendered {
                 retry_after_ms: 1234,
                 refresh_seconds: 2,
                 progress_percent: 37,
+                event: None,
             };
             if pre.write(shape, &figures)? != render(&figures)? {
                 return None;

@@ -92,6 +92,9 @@ pub struct Figures<'a> {
     pub retry_after_ms: u64,
     pub refresh_seconds: u64,
     pub progress_percent: u64,
+    /// The event of a registrant in its draw (their ticket, the seed once revealed): the page
+    /// keeps showing what they check the draw with. `null` for everyone else.
+    pub event: Option<&'a EventStatus>,
 }
 
 impl<'a> Figures<'a> {
@@ -118,6 +121,7 @@ impl<'a> Figures<'a> {
             retry_after_ms: s.retry_after_ms,
             refresh_seconds: s.retry_after_secs(),
             progress_percent,
+            event: s.event.as_deref().filter(|e| e.ticket.is_some()),
         }
     }
 }

@@ -109,6 +109,8 @@ impl Pages {
             .get(room)
             .and_then(|f| f.get(lang))
             .filter(|_| self.is_room(room, &status.room));
+        // A registrant's page shows their ticket: the pre-rendered page has no place for it.
+        let pre = pre.filter(|_| figures.event.is_none());
         if let Some(page) = pre.and_then(|p| p.page(status.state, &figures)) {
             return page;
         }
