@@ -328,9 +328,4 @@ impl RoomEvents {
     pub fn runtime_of(&self, name: &str) -> Option<Runtime> {
         self.runtime.load().events.get(name).cloned()
     }
-
-    /// The file's definition of `name`.
-    pub fn config_event(&self, name: &str) -> Option<&Event> {
-        self.config.iter().find(|e| e.name == name)
-    }
 }
