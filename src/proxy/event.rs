@@ -7,7 +7,7 @@ use std::time::Duration;
 use pingora::proxy::Session;
 use pingora::Result;
 
-use super::respond::Refusal;
+use super::refuse::ClosedWords;
 use super::{Ctx, Proxy};
 use crate::app::Shared;
 use crate::event::live::View;
@@ -127,28 +127,16 @@ impl Proxy {
         room: usize,
         always_json: bool,
     ) -> Result<()> {
-        let r = &shared.rooms[room];
-        let (lang, texts) = super::request::words(shared, session, room);
-        let word = |key: &str, fallback: &'static str| {
-            texts
-                .and_then(|t| t.get(key))
-                .map(String::as_str)
-                .unwrap_or(fallback)
-        };
-        let refusal = Refusal {
-            status: r.cfg.closed_status,
+        let words = ClosedWords {
             state: "ended",
-            title: word("title_ended", "This sale has ended"),
-            message: word(
+            title: ("title_ended", "This sale has ended"),
+            lead: (
                 "lead_ended",
                 "Thank you for your interest. This sale is over.",
             ),
-            retry_secs: None,
             reject: Reject::Ended,
-            lang,
-            always_json,
         };
-        Self::send_refusal(shared, session, ctx, room, &refusal).await
+        Self::send_closed_words(shared, session, ctx, room, always_json, &words).await
     }
 }
 

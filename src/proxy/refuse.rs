@@ -79,9 +79,28 @@ impl Proxy {
         room: usize,
         always_json: bool,
     ) -> Result<()> {
+        let words = ClosedWords {
+            state: "closed",
+            title: ("title_closed", "This sale is closed"),
+            lead: ("lead_closed", "There is no line to join right now."),
+            reject: Reject::Closed,
+        };
+        Self::send_closed_words(shared, session, ctx, room, always_json, &words).await
+    }
+
+    /// A "no line for you" answer with `closed-status`, in the visitor's language and the
+    /// operator's words for it (the closed room's, an event's ending).
+    pub(super) async fn send_closed_words(
+        shared: &Shared,
+        session: &mut Session,
+        ctx: &mut Ctx,
+        room: usize,
+        always_json: bool,
+        w: &ClosedWords,
+    ) -> Result<()> {
         let r = &shared.rooms[room];
         let (lang, texts) = super::request::words(shared, session, room);
-        let word = |key: &str, fallback: &'static str| {
+        let word = |(key, fallback): (&str, &'static str)| {
             texts
                 .and_then(|t| t.get(key))
                 .map(String::as_str)
@@ -89,11 +108,11 @@ impl Proxy {
         };
         let refusal = Refusal {
             status: r.cfg.closed_status,
-            state: "closed",
-            title: word("title_closed", "This sale is closed"),
-            message: word("lead_closed", "There is no line to join right now."),
+            state: w.state,
+            title: word(w.title),
+            message: word(w.lead),
             retry_secs: None,
-            reject: Reject::Closed,
+            reject: w.reject,
             lang,
             always_json,
         };
@@ -127,4 +146,13 @@ impl Proxy {
         .send(session)
         .await
     }
+}
+
+/// The words of a closed answer: its JSON state, the text keys (with an English fallback) of its
+/// title and lead, and what it is counted as.
+pub(super) struct ClosedWords {
+    pub state: &'static str,
+    pub title: (&'static str, &'static str),
+    pub lead: (&'static str, &'static str),
+    pub reject: Reject,
 }
