@@ -226,7 +226,15 @@ async fn the_page_on_a_phone_and_in_korean() {
     crowd(&proxy).await;
     let driver = Driver::start().await;
     let phone = driver.browser(320, 640, true, "en-US,en").await;
+    // A real phone's screen: headless Chromium never makes a window narrower than 500 px, so
+    // the window size alone was no phone (the fits-320 check below passed at 500).
+    phone.phone_screen(320, 640).await;
     phone.goto(&proxy.url("/products")).await;
+    assert_eq!(
+        phone.run("return window.innerWidth").await,
+        320,
+        "a 320 px screen"
+    );
     // Nothing wider than the screen, nothing fetched from elsewhere.
     let overflow = phone
         .run("return document.documentElement.scrollWidth > window.innerWidth")
@@ -273,7 +281,9 @@ async fn the_page_on_a_phone_and_in_korean() {
     phone.close().await;
 
     let korean = driver.browser(360, 740, true, "ko-KR,ko").await;
+    korean.phone_screen(360, 740).await;
     korean.goto(&proxy.url("/products")).await;
+    assert_eq!(korean.run("return window.innerWidth").await, 360);
     assert_eq!(
         korean.run("return document.documentElement.lang").await,
         "ko"
