@@ -76,6 +76,15 @@ async fn event_doc(proxy: &Proxy, query: &str) -> (u16, Value) {
     (code, resp.json().await.unwrap_or(Value::Null))
 }
 
+/// Field `field` of what `proxy` publishes at `EVENT` + `query`, once it has it.
+async fn published(proxy: &Proxy, query: &str, field: &str, limit: Duration) -> Value {
+    eventually(limit, field, || async move {
+        let (code, d) = event_doc(proxy, query).await;
+        (code == 200 && !d[field].is_null()).then(|| d[field].clone())
+    })
+    .await
+}
+
 fn verify_draw(args: &[&str]) -> (bool, String) {
     let out = std::process::Command::new(binary())
         .arg("verify-draw")
@@ -480,41 +489,11 @@ async fn two_instances_on_redis_agree_and_the_countdown_costs_redis_nothing() {
         "6 countdown polls cost {costs:?} script calls"
     );
     // At the opening both reveal the same seed, and serve the same list.
-    let seed_a = eventually(Duration::from_secs(20), "the seed", || {
-        let a = &a;
-        async move {
-            event_doc(a, "").await.1["seed"]
-                .as_str()
-                .map(str::to_string)
-        }
-    })
-    .await;
-    let seed_b = eventually(Duration::from_secs(5), "the seed on b", || {
-        let b = &b;
-        async move {
-            event_doc(b, "").await.1["seed"]
-                .as_str()
-                .map(str::to_string)
-        }
-    })
-    .await;
+    let seed_a = published(&a, "", "seed", Duration::from_secs(20)).await;
+    let seed_b = published(&b, "", "seed", Duration::from_secs(5)).await;
     assert_eq!(seed_a, seed_b);
-    let la = eventually(Duration::from_secs(10), "a's list", || {
-        let a = &a;
-        async move {
-            let (c, d) = event_doc(a, "&tickets=1").await;
-            (c == 200).then_some(d["tickets"].clone())
-        }
-    })
-    .await;
-    let lb = eventually(Duration::from_secs(10), "b's list", || {
-        let b = &b;
-        async move {
-            let (c, d) = event_doc(b, "&tickets=1").await;
-            (c == 200).then_some(d["tickets"].clone())
-        }
-    })
-    .await;
+    let la = published(&a, "&tickets=1", "tickets", Duration::from_secs(10)).await;
+    let lb = published(&b, "&tickets=1", "tickets", Duration::from_secs(10)).await;
     assert_eq!(la, lb);
     assert_eq!(la.as_array().unwrap().len(), 6);
 }

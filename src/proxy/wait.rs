@@ -113,22 +113,14 @@ impl Proxy {
                 Bytes::from(serde_json::to_vec(status).unwrap_or_default()),
             )
         } else {
-            let lang = crate::texts::negotiate(
-                session
-                    .req_header()
-                    .headers
-                    .get(http::header::ACCEPT_LANGUAGE)
-                    .and_then(|v| v.to_str().ok()),
-            );
+            let (lang, room_texts) = super::request::words(shared, session, room);
             // An event with its own texts speaks them while it runs.
             let own = status
                 .event
                 .as_ref()
                 .and_then(|e| r.cfg.event_pages.get(&e.name))
                 .and_then(|p| p.texts.get(lang));
-            let texts = own
-                .or_else(|| r.cfg.texts.get(lang))
-                .or_else(|| r.cfg.texts.values().next());
+            let texts = own.or(room_texts).or_else(|| r.cfg.texts.values().next());
             let empty = crate::texts::TextSet::new();
             (
                 HTML,
