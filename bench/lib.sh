@@ -100,7 +100,8 @@ measure() {
   local pids=$1; shift
   local before after out
   before=$(cpu_ticks $pids)
-  out=$(wrk -t1 -c"${CONNS:-32}" -d"${SECS:-5}s" "$@")
+  # LOAD_CPU: a command prefix for the load generator (`taskset -c 1` in bench/ab's PIN mode).
+  out=$(${LOAD_CPU[@]+"${LOAD_CPU[@]}"} wrk -t1 -c"${CONNS:-32}" -d"${SECS:-5}s" "$@")
   after=$(cpu_ticks $pids)
   awk -v b="$before" -v a="$after" -v hz="$(getconf CLK_TCK)" '
     /requests in/ { n = $1 } /Requests\/sec/ { r = $2 }
@@ -120,7 +121,7 @@ http = "127.0.0.1:$listen"
 admin = "127.0.0.1:$admin"
 [server]
 grace-period = "0s"
-threads = ${THREADS:-2}
+$([ "${THREADS:-2}" = default ] || echo "threads = ${THREADS:-2}")
 work-stealing = ${WORK_STEALING:-true}
 [store]
 $store_toml
