@@ -277,7 +277,8 @@ fn the_grafana_dashboard_uses_real_metrics() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn check_connect_reaches_the_store_and_every_upstream() {
     let origin = common::Origin::start().await;
-    let closed = common::free_port();
+    let closed_port = common::ClosedPort::new();
+    let closed = closed_port.addr().port();
     let redis = common::redis::RedisServer::start();
     let dir = tempfile::tempdir().unwrap();
     let write = |redis_url: &str| {
@@ -327,7 +328,8 @@ async fn check_connect_reaches_the_store_and_every_upstream() {
         "{gone}"
     );
     // A store nobody listens on.
-    let path = write(&format!("redis://127.0.0.1:{}", common::free_port()));
+    let nobody = common::ClosedPort::new();
+    let path = write(&format!("redis://{}", nobody.addr()));
     let (code, out) = run(&["check", "--config", &path, "--connect"]);
     assert_eq!(code, Some(1), "{out}");
     let store = out

@@ -176,12 +176,15 @@ async fn a_slot_refilled_meanwhile_does_not_cost_the_failed_order() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_refused_order_gives_the_admission_back() {
-    let port = free_port();
-    let addr: SocketAddr = ([127, 0, 0, 1], port).into();
-    let proxy = Proxy::start(&config(addr, "error-pages = false", "max-active = 10"));
+    let port = ClosedPort::new();
+    let proxy = Proxy::start(&config(
+        port.addr(),
+        "error-pages = false",
+        "max-active = 10",
+    ));
     let mut jar = admitted(&proxy).await;
     assert_eq!(order(&proxy, &mut jar).await, 502, "nobody listens");
-    let shop = Shop::start_on(addr).await;
+    let shop = Shop::start_on_closed(port);
     assert_eq!(order(&proxy, &mut jar).await, 200, "the retry");
     assert_eq!(shop.placed(), 1);
 }

@@ -249,7 +249,8 @@ fn check_refuses_addr_with_addrs_and_a_bad_balance_or_health_check() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn check_connect_reaches_every_server() {
     let live = Origin::start().await;
-    let dead: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+    let closed = ClosedPort::new();
+    let dead = closed.addr();
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("anteroom.toml");
     std::fs::write(&path, config(&[live.addr, dead], "")).unwrap();

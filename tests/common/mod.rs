@@ -49,13 +49,46 @@ pub fn exited_within(
     None
 }
 
-/// A port nobody listens on right now.
+/// A port nobody listens on right now, and one this test process has not handed out before:
+/// tests run in parallel, and two of them picking the same just-freed port (one for a proxy's
+/// admin listener, one as an address where nobody listens) made one talk to the other.
 pub fn free_port() -> u16 {
-    StdListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    static GIVEN: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
+    loop {
+        let port = StdListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let mut given = GIVEN.lock().unwrap_or_else(|e| e.into_inner());
+        if !given.contains(&port) {
+            given.push(port);
+            return port;
+        }
+    }
+}
+
+/// A loopback port where nobody listens, for as long as this lives: the socket is bound but not
+/// listening, so connections to it are refused and nothing else (a test's listener bound to
+/// port 0, another process) can take the port meanwhile. `listen` turns it into a listener
+/// on the same port, for a server that comes up later.
+pub struct ClosedPort(tokio::net::TcpSocket);
+
+impl ClosedPort {
+    pub fn new() -> ClosedPort {
+        let socket = tokio::net::TcpSocket::new_v4().unwrap();
+        socket.bind(([127, 0, 0, 1], 0).into()).unwrap();
+        ClosedPort(socket)
+    }
+
+    pub fn addr(&self) -> SocketAddr {
+        self.0.local_addr().unwrap()
+    }
+
+    /// Starts listening on the port (inside a Tokio runtime).
+    pub fn listen(self) -> tokio::net::TcpListener {
+        self.0.listen(1024).unwrap()
+    }
 }
 
 /// The `[cookie]`, `[[upstream]]` and `[default]` part of a config, for an origin.

@@ -47,7 +47,15 @@ impl Shop {
     }
 
     pub async fn start_on(addr: SocketAddr) -> Shop {
-        let listener = TcpListener::bind(addr).await.unwrap();
+        Self::serve(TcpListener::bind(addr).await.unwrap())
+    }
+
+    /// Starts on a port that was kept closed until now.
+    pub fn start_on_closed(port: super::ClosedPort) -> Shop {
+        Self::serve(port.listen())
+    }
+
+    fn serve(listener: TcpListener) -> Shop {
         let addr = listener.local_addr().unwrap();
         let state: Arc<State> = Arc::default();
         let st = state.clone();
