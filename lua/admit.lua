@@ -21,7 +21,7 @@
 -- KEYS[6] health HASH (instance id -> "requests,errors,p90 µs" of its last window, autopilot)
 -- KEYS[7] revoked ZSET (the revocation log, see finish.lua)
 -- ARGV[1] configured rate/s   ARGV[2] configured max-active   ARGV[3] claim-ttl µs
--- ARGV[4] tick µs   ARGV[5] abandon-after µs   ARGV[6] clock skew µs   ARGV[7] sweep slice size
+-- ARGV[4] tick µs   ARGV[5] abandon-after µs   ARGV[6] clock (prelude `now_us`)   ARGV[7] sweep slice size
 -- ARGV[8] instance id   ARGV[9] heartbeat lifetime µs
 -- ARGV[10] the generation the caller knew, or ''   ARGV[11] hold-back (slots kept free)
 -- ARGV[12] the digest of the caller's room configuration, or ''
@@ -64,7 +64,7 @@
 local waiting, active, room = KEYS[1], KEYS[2], KEYS[3]
 check_layout(room)
 redis.call('HSETNX', room, 'layout', LAYOUT)
-local now = now_us(tonumber(ARGV[6]))
+local now = now_us(ARGV[6])
 local abandon_us = tonumber(ARGV[5])
 local h = redis.call('HMGET', room, 'enabled', 'queue_all', 'rate', 'max_active',
   'tokens', 'refilled', 'epoch', 'm_rate', 'm_at', 'm_count', 'admitted', 'sweep', 'recent')

@@ -9,7 +9,7 @@
 -- KEYS[1] active ZSET   KEYS[2] consumed marker STRING for this visitor   KEYS[3] room HASH
 -- (read only for its key layout version)
 -- ARGV[1] visitor id   ARGV[2] request id   ARGV[3] grace µs   ARGV[4] marker lifetime ms
--- (session-ttl + margin)   ARGV[5] session-ttl µs   ARGV[6] vouched (1/0)   ARGV[7] clock skew µs
+-- (session-ttl + margin)   ARGV[5] session-ttl µs   ARGV[6] vouched (1/0)   ARGV[7] clock (prelude `now_us`)
 -- Reply: { code, ms }  code 1 won, 0 used (or never admitted), 2 busy: another order of this
 --   admission is pending, ms until its deadline
 
@@ -17,7 +17,7 @@ local active, marker = KEYS[1], KEYS[2]
 check_layout(KEYS[3])
 local vid, req = ARGV[1], ARGV[2]
 local grace, marker_ms, session_us = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
-local now = now_us(tonumber(ARGV[7]))
+local now = now_us(ARGV[7])
 
 local m = read_marker(redis.call('GET', marker))
 if m and m.req == req and (m.kind == 'p' or m.kind == 'c') then

@@ -10,13 +10,13 @@
 -- KEYS[4] waiting ZSET   KEYS[5] revoked ZSET
 -- ARGV[1] visitor id   ARGV[2] request id (names the marker)   ARGV[3] 'complete' | 'revoke'
 -- ARGV[4] marker lifetime ms (until the last cookie expires)   ARGV[5] until (unix s, the
--- proxies' clock: the revocation's end)   ARGV[6] clock skew µs
+-- proxies' clock: the revocation's end)   ARGV[6] clock (prelude `now_us`)
 -- Reply: 1
 
 local active, marker, room = KEYS[1], KEYS[2], KEYS[3]
 check_layout(room)
 local vid, req, how = ARGV[1], ARGV[2], ARGV[3]
-local now = now_us(tonumber(ARGV[6]))
+local now = now_us(ARGV[6])
 
 redis.call('ZREM', active, vid)
 redis.call('ZREM', KEYS[4], vid)

@@ -8,7 +8,7 @@
 -- KEYS[4] this client's new-join counter STRING (the second seed's INCR + PEXPIRE)
 -- ARGV[1] visitor id   ARGV[2] configured rate/s   ARGV[3] configured max-active
 -- ARGV[4] max-waiting   ARGV[5] session-ttl µs   ARGV[6] tick µs   ARGV[7] abandon-after µs
--- ARGV[8] clock skew µs (0 in production; tests move time with it)
+-- ARGV[8] clock (prelude `now_us`)
 -- ARGV[9] new joins allowed per client and window (0: no limit)   ARGV[10] window µs
 -- ARGV[11] claim-ttl µs (how long a fast-path entry holds its slot until the visitor is back)
 -- ARGV[12] the store generation the caller's last admit saw ('' if none): another one (or none,
@@ -41,7 +41,7 @@
 local waiting, active, room = KEYS[1], KEYS[2], KEYS[3]
 check_layout(room)
 local vid = ARGV[1]
-local now = now_us(tonumber(ARGV[8]))
+local now = now_us(ARGV[8])
 -- The liveness clock (see the prelude) is read first, and stored only when its step must be.
 local clock = redis.call('HMGET', room, 'live', 'live_at')
 local live, keep_live = liveness(clock[1], clock[2], now, liveness_cap(tonumber(ARGV[6])), false)

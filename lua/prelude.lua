@@ -55,9 +55,14 @@ end
 local SLOTS = 4096
 local MAX_OFFSET = 2 ^ 41 - 1   -- offset * SLOTS + slot stays below 2^53: exact in a double
 
-local function now_us(skew)
+-- `clock` is the scripts' clock argument: µs added to Redis TIME (0 in production; tests move
+-- time with it), or '@' and a fixed time in µs (tests whose time moves only by hand).
+local function now_us(clock)
+  if string.byte(clock, 1) == 64 then
+    return tonumber(string.sub(clock, 2))
+  end
   local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000000 + tonumber(t[2]) + skew
+  return tonumber(t[1]) * 1000000 + tonumber(t[2]) + tonumber(clock)
 end
 
 -- An operator's change kept in a room's history LIST (newest first, `keep` entries): JSON

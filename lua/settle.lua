@@ -10,7 +10,7 @@
 -- now + ARGV[7], its slot held at least as long; a settled one is left alone (3).
 --
 -- ARGV[1] visitor id   ARGV[2] request id   ARGV[3] 'confirm' | 'give_back' | 'extend'
--- ARGV[4] marker lifetime ms   ARGV[5] session-ttl µs   ARGV[6] clock skew µs
+-- ARGV[4] marker lifetime ms   ARGV[5] session-ttl µs   ARGV[6] clock (prelude `now_us`)
 -- ARGV[7] grace µs (extend only)
 -- Reply: 1 done, 2 already done that way, 3 settled the other way already (nothing changed),
 --   0 gone: no consume of this request is known
@@ -19,7 +19,7 @@ local active, marker = KEYS[1], KEYS[2]
 check_layout(KEYS[3])
 local vid, req, how = ARGV[1], ARGV[2], ARGV[3]
 local marker_ms, session_us = tonumber(ARGV[4]), tonumber(ARGV[5])
-local now = now_us(tonumber(ARGV[6]))
+local now = now_us(ARGV[6])
 
 local m = read_marker(redis.call('GET', marker))
 if not m or m.req ~= req then

@@ -3,7 +3,7 @@
 --
 -- KEYS[1] waiting ZSET   KEYS[2] active ZSET   KEYS[3] room HASH   KEYS[4] instances ZSET
 -- KEYS[5] configs HASH
--- ARGV[1] clock skew µs
+-- ARGV[1] clock (prelude `now_us`)
 -- Reply: { waiting, active, admitted total, joined total, abandoned total, measured rate (string),
 --          enabled, queue_all, rate override or '', max-active override or '',
 --          autopilot switch or '', the autopilot's rate if it runs or '',
@@ -11,7 +11,7 @@
 --          then digest, instances pairs: the configuration digests of the live instances }
 
 check_layout(KEYS[3])
-local now = now_us(tonumber(ARGV[1]))
+local now = now_us(ARGV[1])
 redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
 local h = redis.call('HMGET', KEYS[3], 'admitted', 'joined', 'abandoned', 'm_rate',
   'enabled', 'queue_all', 'rate', 'max_active', 'autopilot', 'ap_on', 'ap_rate', 'would_queue')

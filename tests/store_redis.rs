@@ -26,6 +26,7 @@ impl Redis {
     fn standalone() -> Self {
         let server = RedisServer::start();
         let store = RedisStore::new(Target::Single(server.url()), Duration::from_secs(2)).unwrap();
+        store.freeze_clock();
         Self {
             _servers: Servers::Single(server),
             store: Arc::new(store),
@@ -36,6 +37,7 @@ impl Redis {
         let cluster = RedisCluster::start();
         let store =
             RedisStore::new(Target::Cluster(cluster.urls()), Duration::from_secs(2)).unwrap();
+        store.freeze_clock();
         Self {
             _servers: Servers::Cluster(cluster),
             store: Arc::new(store),

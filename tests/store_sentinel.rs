@@ -25,6 +25,7 @@ impl Sentinel {
         };
         let store = RedisStore::new(target, Duration::from_secs(2)).unwrap();
         assert_eq!(store.backend(), "redis-sentinel");
+        store.freeze_clock();
         Self {
             _servers: servers,
             store: Arc::new(store),

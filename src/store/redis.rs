@@ -126,6 +126,8 @@ pub struct RedisStore {
     scripts: Scripts,
     /// Added to Redis `TIME` in every script; always 0 outside tests.
     skew_us: AtomicI64,
+    /// Test hook: the time (unix µs) this store's clock was frozen at, 0 if it runs.
+    frozen_us: AtomicI64,
     /// This process in the instances heartbeat set.
     instance: String,
     /// Per room, the store generation this process's last admit saw. A join passes it, so that
@@ -169,6 +171,14 @@ fn micros(d: Duration) -> u64 {
     u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
 }
 
+/// This host's wall clock, unix µs.
+fn wall_us() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| micros(d) as i64)
+        .unwrap_or(0)
+}
+
 impl RedisStore {
     /// Checks the URLs; connects on first use.
     pub fn new(target: Target, timeout: Duration) -> Result<Self, String> {
@@ -191,6 +201,7 @@ impl RedisStore {
             conn: OnceCell::new(),
             scripts: Scripts::new(),
             skew_us: AtomicI64::new(0),
+            frozen_us: AtomicI64::new(0),
             instance: format!("{:016x}", fastrand::u64(..)),
             generations: std::sync::Mutex::default(),
         })
@@ -215,17 +226,32 @@ impl RedisStore {
         self.skew_us.fetch_sub(micros(by) as i64, Ordering::SeqCst);
     }
 
-    /// The time its scripts read (unix seconds): the wall clock with the test hooks' shift.
-    pub fn now_secs(&self) -> u64 {
-        let wall = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| micros(d) as i64)
-            .unwrap_or(0);
-        u64::try_from((wall + self.skew()) / 1_000_000).unwrap_or(0)
+    /// Test hook: from now on this store's time moves only by `shift_clock` and
+    /// `step_clock_back`, as a manual clock does: the scripts are given the time instead of
+    /// reading Redis `TIME`. With real time added, a test's simulated ticks stretched by every
+    /// call's latency, and on a loaded machine tests of a rate per tick failed now and then.
+    pub fn freeze_clock(&self) {
+        self.frozen_us.store(wall_us(), Ordering::SeqCst);
     }
 
-    fn skew(&self) -> i64 {
-        self.skew_us.load(Ordering::Relaxed)
+    /// The time its scripts read (unix seconds): the wall clock with the test hooks' shift.
+    pub fn now_secs(&self) -> u64 {
+        let shift = self.skew_us.load(Ordering::Relaxed);
+        let base = match self.frozen_us.load(Ordering::Relaxed) {
+            0 => wall_us(),
+            at => at,
+        };
+        u64::try_from((base + shift) / 1_000_000).unwrap_or(0)
+    }
+
+    /// Every script's clock argument (lua/prelude.lua `now_us`): the test hooks' shift in µs,
+    /// added to Redis `TIME`; or, frozen, `@` and the time itself.
+    fn skew(&self) -> String {
+        let shift = self.skew_us.load(Ordering::Relaxed);
+        match self.frozen_us.load(Ordering::Relaxed) {
+            0 => shift.to_string(),
+            at => format!("@{}", at + shift),
+        }
     }
 
     async fn connect(&self) -> Result<Conn, ::redis::RedisError> {

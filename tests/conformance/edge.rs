@@ -115,6 +115,8 @@ pub async fn a_place_of_an_emptied_line_names_no_place_in_the_next(h: &dyn Harne
     let v = VisitorId::random();
     let old = place_of(&s.join(&p, v).await.unwrap());
     assert_eq!(s.clear_waiting(&p).await.unwrap(), 1);
+    // An epoch is the time its line started: some time passes between two calls.
+    h.advance(Duration::from_millis(1));
     let w = VisitorId::random();
     s.join(&p, w).await.unwrap();
     h.advance(Duration::from_millis(100));
