@@ -3,14 +3,17 @@
 //! beside nginx and anteroom, so the gap between anteroom and nginx splits into what Pingora
 //! costs and what anteroom adds.
 //!
-//!     bare_proxy LISTEN UPSTREAM THREADS WORK_STEALING [timeouts]
+//!     bare_proxy LISTEN UPSTREAM THREADS WORK_STEALING [timeouts] [write-buffer=BYTES]
 //!
-//! With `timeouts` it sets the same per-request client and upstream timeouts anteroom sets.
+//! With `timeouts` it sets the same per-request client and upstream timeouts anteroom sets;
+//! with `write-buffer` its listener writes through a buffer of that size, as anteroom's does
+//! (4096; Pingora's default is 1460).
 
 use std::net::SocketAddr;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use pingora::listeners::{L4BufferSettings, ListenerConfig};
 use pingora::prelude::*;
 use pingora::server::configuration::ServerConf;
 
@@ -57,10 +60,16 @@ fn main() {
         args.get(4).and_then(|s| s.parse::<bool>().ok()),
     );
     let (Some(listen), Some(upstream), Some(threads), Some(work_stealing)) = parsed else {
-        eprintln!("usage: bare_proxy LISTEN UPSTREAM THREADS WORK_STEALING [timeouts]");
+        eprintln!(
+            "usage: bare_proxy LISTEN UPSTREAM THREADS WORK_STEALING [timeouts] [write-buffer=BYTES]"
+        );
         std::process::exit(2);
     };
-    let timeouts = args.get(5).is_some_and(|s| s == "timeouts");
+    let timeouts = args.iter().skip(5).any(|s| s == "timeouts");
+    let write_buffer = args
+        .iter()
+        .skip(5)
+        .find_map(|s| s.strip_prefix("write-buffer=")?.parse::<usize>().ok());
     let conf = ServerConf {
         threads,
         work_stealing,
@@ -72,7 +81,15 @@ fn main() {
     let mut server = Server::new_with_opt_and_conf(None, conf);
     server.bootstrap();
     let mut proxy = http_proxy_service(&server.configuration, Bare { upstream, timeouts });
-    proxy.add_tcp(listen);
+    match write_buffer {
+        None => proxy.add_tcp(listen),
+        Some(bytes) => {
+            proxy.add_listener(ListenerConfig::tcp(listen).l4_buffer(L4BufferSettings {
+                read: None,
+                write: Some(bytes),
+            }))
+        }
+    }
     server.add_service(proxy);
     server.run_forever();
 }
