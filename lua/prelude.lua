@@ -58,7 +58,7 @@ local MAX_OFFSET = 2 ^ 41 - 1   -- offset * SLOTS + slot stays below 2^53: exact
 -- `clock` is the scripts' clock argument: µs added to Redis TIME (0 in production; tests move
 -- time with it), or '@' and a fixed time in µs (tests whose time moves only by hand).
 local function now_us(clock)
-  if string.byte(clock, 1) == 64 then
+  if string.sub(clock, 1, 1) == '@' then
     return tonumber(string.sub(clock, 2))
   end
   local t = redis.call('TIME')

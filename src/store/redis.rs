@@ -236,21 +236,26 @@ impl RedisStore {
 
     /// The time its scripts read (unix seconds): the wall clock with the test hooks' shift.
     pub fn now_secs(&self) -> u64 {
-        let shift = self.skew_us.load(Ordering::Relaxed);
-        let base = match self.frozen_us.load(Ordering::Relaxed) {
-            0 => wall_us(),
-            at => at,
-        };
-        u64::try_from((base + shift) / 1_000_000).unwrap_or(0)
+        let now = self
+            .frozen_time()
+            .unwrap_or_else(|| wall_us() + self.skew_us.load(Ordering::Relaxed));
+        u64::try_from(now / 1_000_000).unwrap_or(0)
+    }
+
+    /// While frozen, the store's time (unix µs): the moment of the freeze and the shift since.
+    fn frozen_time(&self) -> Option<i64> {
+        match self.frozen_us.load(Ordering::Relaxed) {
+            0 => None,
+            at => Some(at + self.skew_us.load(Ordering::Relaxed)),
+        }
     }
 
     /// Every script's clock argument (lua/prelude.lua `now_us`): the test hooks' shift in µs,
     /// added to Redis `TIME`; or, frozen, `@` and the time itself.
-    fn skew(&self) -> String {
-        let shift = self.skew_us.load(Ordering::Relaxed);
-        match self.frozen_us.load(Ordering::Relaxed) {
-            0 => shift.to_string(),
-            at => format!("@{}", at + shift),
+    fn clock_arg(&self) -> String {
+        match self.frozen_time() {
+            None => self.skew_us.load(Ordering::Relaxed).to_string(),
+            Some(now) => format!("@{now}"),
         }
     }
 
@@ -337,7 +342,7 @@ impl Store for RedisStore {
             .arg(micros(p.session_ttl))
             .arg(micros(p.tick))
             .arg(micros(p.abandon_after))
-            .arg(self.skew())
+            .arg(self.clock_arg())
             .arg(gate.map(|g| g.limit).unwrap_or(0))
             .arg(gate.map(|g| micros(g.per)).unwrap_or(0))
             .arg(micros(p.claim_ttl))
@@ -368,7 +373,7 @@ impl Store for RedisStore {
             .arg(micros(p.claim_ttl))
             .arg(micros(p.tick))
             .arg(micros(p.abandon_after))
-            .arg(self.skew())
+            .arg(self.clock_arg())
             .arg((SWEEP_PER_SECOND * p.tick.as_secs_f64()).ceil().max(100.0) as u64)
             .arg(&self.instance)
             .arg(heartbeat)
@@ -479,7 +484,7 @@ impl Store for RedisStore {
             .key(&k.room)
             .key(&k.instances)
             .key(&k.configs)
-            .arg(self.skew());
+            .arg(self.clock_arg());
         let v: Vec<Value> = self.run("stats", &p.name, &inv).await?;
         reply::stats(&v, &p.name)
     }

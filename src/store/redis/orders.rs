@@ -24,7 +24,7 @@ impl RedisStore {
             .arg(&vid.as_bytes()[..])
             .arg(micros(p.session_ttl))
             .arg(p.max_active)
-            .arg(self.skew())
+            .arg(self.clock_arg())
             .arg(marker_ms(p));
         let held: i64 = self.run("touch", &p.name, &inv).await?;
         Ok(held == 1)
@@ -47,7 +47,7 @@ impl RedisStore {
             .arg(u64::try_from(order.marker_life(p.session_ttl).as_millis()).unwrap_or(u64::MAX))
             .arg(micros(p.session_ttl))
             .arg(u8::from(order.vouched))
-            .arg(self.skew());
+            .arg(self.clock_arg());
         let (code, ms): (i64, u64) = self.run("consume", &p.name, &inv).await?;
         match code {
             1 => Ok(Consumed::Won),
@@ -84,7 +84,7 @@ impl RedisStore {
             })
             .arg(marker_ms(p))
             .arg(micros(p.session_ttl))
-            .arg(self.skew())
+            .arg(self.clock_arg())
             .arg(match how {
                 Settle::Extend(grace) => micros(grace),
                 _ => 0,
@@ -122,7 +122,7 @@ impl RedisStore {
             .arg(ending.command.as_str())
             .arg(u64::try_from(ending.marker_life(now).as_millis()).unwrap_or(u64::MAX))
             .arg(ending.until)
-            .arg(self.skew());
+            .arg(self.clock_arg());
         let _: i64 = self.run("finish", &p.name, &inv).await?;
         Ok(())
     }
