@@ -112,15 +112,8 @@ pub fn verify(keys: &[CookieKey], room: &str, value: &str, now_secs: u64) -> Opt
     if value.len() > MAX_VALUE_LEN {
         return None;
     }
-    let mut parts = value.split('.');
-    let (ver, vid, exp, kid, tag) = (
-        parts.next()?,
-        parts.next()?,
-        parts.next()?,
-        parts.next()?,
-        parts.next()?,
-    );
-    if parts.next().is_some() || ver != VERSION || tag.len() != MAC_B64_LEN {
+    let [ver, vid, exp, kid, tag] = five_parts(value)?;
+    if ver != VERSION || tag.len() != MAC_B64_LEN {
         return None;
     }
     let visitor = VisitorId::parse(vid)?;
@@ -142,22 +135,64 @@ pub fn verify(keys: &[CookieKey], room: &str, value: &str, now_secs: u64) -> Opt
     })
 }
 
-/// Finds a cookie by name in the request's `Cookie` header values.
+/// The five dot-separated parts of a cookie value, `None` for any other number: one pass of
+/// `memchr` over the value (what `split('.')` answers, by a property test), as this runs on
+/// every admitted request.
+fn five_parts(value: &str) -> Option<[&str; 5]> {
+    let mut dots = memchr::memchr_iter(b'.', value.as_bytes());
+    let (a, b, c, d) = (dots.next()?, dots.next()?, dots.next()?, dots.next()?);
+    if dots.next().is_some() {
+        return None;
+    }
+    // Each index is that of an ASCII '.', so every slice falls on a character boundary.
+    Some([
+        value.get(..a)?,
+        value.get(a + 1..b)?,
+        value.get(b + 1..c)?,
+        value.get(c + 1..d)?,
+        value.get(d + 1..)?,
+    ])
+}
+
+/// Finds a cookie by name in the request's `Cookie` header values: the first `;`-separated
+/// pair that, without its leading whitespace, is `name=value` (the value without trailing
+/// whitespace). A header value that is not UTF-8 is passed over. The pairs are found with
+/// `memchr` (what `split(';')` gives, by a property test): this runs on every request in a
+/// room.
 pub fn find<'a>(headers: impl IntoIterator<Item = &'a [u8]>, name: &str) -> Option<&'a str> {
     for h in headers {
         let Ok(h) = std::str::from_utf8(h) else {
             continue;
         };
-        for pair in h.split(';') {
-            let pair = pair.trim_start();
-            if let Some(rest) = pair.strip_prefix(name) {
-                if let Some(v) = rest.strip_prefix('=') {
+        let mut start = 0;
+        loop {
+            let rest = h.get(start..)?;
+            let end = memchr::memchr(b';', rest.as_bytes()).unwrap_or(rest.len());
+            // `end` is at an ASCII ';' or the end: a character boundary.
+            let pair = rest.get(..end)?;
+            if let Some(v) = pair.trim_start().strip_prefix(name) {
+                if let Some(v) = v.strip_prefix('=') {
                     return Some(v.trim_end());
                 }
             }
+            if end == rest.len() {
+                break;
+            }
+            start += end + 1;
         }
     }
     None
+}
+
+/// Whether a `Cookie` header value holds any cookie of ours (the prefix anywhere in it), by a
+/// substring search prepared once.
+pub fn has_ours(value: &[u8]) -> bool {
+    static FINDER: std::sync::OnceLock<memchr::memmem::Finder<'static>> =
+        std::sync::OnceLock::new();
+    FINDER
+        .get_or_init(|| memchr::memmem::Finder::new(COOKIE_PREFIX))
+        .find(value)
+        .is_some()
 }
 
 /// A `Cookie` header value with our cookies removed: `None` when there were none to remove.
@@ -246,6 +281,68 @@ pub fn set_vid(vid: VisitorId, secure: bool) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    /// What `find` answered before it searched for the name: every pair split out.
+    fn find_by_split<'a>(headers: &[&'a [u8]], name: &str) -> Option<&'a str> {
+        for h in headers {
+            let Ok(h) = std::str::from_utf8(h) else {
+                continue;
+            };
+            for pair in h.split(';') {
+                if let Some(v) = pair.trim_start().strip_prefix(name) {
+                    if let Some(v) = v.strip_prefix('=') {
+                        return Some(v.trim_end());
+                    }
+                }
+            }
+        }
+        None
+    }
+
+    /// Headers made of the bytes that matter to finding a cookie (separators, whitespace
+    /// including a non-ASCII one, `=`, the letters of the names), and a byte that is not UTF-8.
+    fn header() -> impl Strategy<Value = Vec<u8>> {
+        let piece = prop_oneof![
+            Just(b";".to_vec()),
+            Just(b"; ".to_vec()),
+            Just(b"=".to_vec()),
+            Just(b" ".to_vec()),
+            Just(b"\t".to_vec()),
+            Just("\u{a0}".as_bytes().to_vec()),
+            Just("é".as_bytes().to_vec()),
+            Just(b"a".to_vec()),
+            Just(b"b".to_vec()),
+            Just(b"ab".to_vec()),
+            Just(b"anteroom_".to_vec()),
+            Just(b"anteroom_vid".to_vec()),
+            Just(b"x.y".to_vec()),
+        ];
+        prop::collection::vec(piece, 0..14).prop_map(|p| p.concat())
+    }
+
+    proptest! {
+        #[test]
+        fn finding_a_cookie_answers_what_splitting_every_pair_answers(
+            hs in prop::collection::vec(header(), 0..3),
+            bad in any::<bool>(),
+            name in prop_oneof![Just(""), Just("a"), Just("ab"), Just("anteroom_vid"), Just("anteroom_a")],
+        ) {
+            let mut hs = hs;
+            if bad {
+                hs.insert(0, b"anteroom_vid=1\xff".to_vec());
+            }
+            let refs: Vec<&[u8]> = hs.iter().map(Vec::as_slice).collect();
+            prop_assert_eq!(find(refs.iter().copied(), name), find_by_split(&refs, name));
+        }
+
+        #[test]
+        fn a_value_has_five_parts_exactly_when_split_gives_five(v in "[1a.é]{0,12}") {
+            let split: Vec<&str> = v.split('.').collect();
+            let parts = five_parts(&v).map(|p| p.to_vec());
+            prop_assert_eq!(parts, (split.len() == 5).then_some(split));
+        }
+    }
 
     fn keys() -> Vec<CookieKey> {
         vec![CookieKey::new(b"0123456789abcdef0123456789abcdef").unwrap()]
@@ -289,6 +386,14 @@ mod tests {
         assert!(verify(&both, "sale", &by_old, 1).is_some());
         assert!(sign(&both, "sale", vid, 100).unwrap().contains(new.id()));
         assert_eq!(verify(&[new], "sale", &by_old, 1), None);
+    }
+
+    #[test]
+    fn our_cookies_are_seen_anywhere_in_a_header() {
+        assert!(has_ours(b"anteroom_vid=1"));
+        assert!(has_ours(b"a=1; x_anteroom_=2"));
+        assert!(!has_ours(b"a=1; anteroo=2"));
+        assert!(!has_ours(b""));
     }
 
     #[test]

@@ -40,7 +40,9 @@ pub(super) fn write_line(
         json_str(out, a.room);
         out.push_str(",\"outcome\":");
         json_str(out, a.outcome);
-        let _ = write!(out, ",\"status\":{},\"method\":", a.status);
+        out.push_str(",\"status\":");
+        push_padded(out, u32::from(a.status), 1);
+        out.push_str(",\"method\":");
         json_str(out, a.method);
         out.push_str(",\"path\":");
         json_str(out, a.path);
@@ -60,7 +62,9 @@ pub(super) fn write_line(
         debug_str(out, a.room);
         out.push_str(" outcome=");
         debug_str(out, a.outcome);
-        let _ = write!(out, " status={} method=", a.status);
+        out.push_str(" status=");
+        push_padded(out, u32::from(a.status), 1);
+        out.push_str(" method=");
         debug_str(out, a.method);
         out.push_str(" path=");
         debug_str(out, a.path);

@@ -420,12 +420,9 @@ impl ProxyHttp for Proxy {
         if target::has_spoofable(upstream_request) {
             target::strip_spoofable(upstream_request, ctx.trusted_peer);
         }
-        // Most requests carry none of our cookies: look before allocating anything.
-        let ours = |v: &[u8]| {
-            v.windows(cookie::COOKIE_PREFIX.len())
-                .any(|w| w == cookie::COOKIE_PREFIX.as_bytes())
-        };
-        if !cookie_values(upstream_request).any(ours) {
+        // Most requests outside every room carry none of our cookies: look before allocating
+        // anything.
+        if !cookie_values(upstream_request).any(cookie::has_ours) {
             return Ok(());
         }
         let kept = cookie::all_without_ours(cookie_values(upstream_request));
