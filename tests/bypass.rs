@@ -329,6 +329,14 @@ async fn other_hosts_room_and_pass() {
         r.reached_origin(),
         "a virtual-host origin's other site: {r:?}"
     );
+    // The protected host named only by an absolute target (no Host header): Pingora fills
+    // Host in from it on the way to the origin, so it is the protected host.
+    for request in [
+        "GET http://shop.test/products/1 HTTP/1.1\r\nConnection: close\r\n\r\n",
+        "GET http://SHOP.test./products/1 HTTP/1.0\r\n\r\n",
+    ] {
+        assert_held(&pass, &origin, request, request).await;
+    }
 }
 
 #[tokio::test]
@@ -445,4 +453,94 @@ bypass = [{{ path = "/products/feed.xml" }}]
         let r = raw(&proxy, &get("/products/feed.xml", "shop.test", "")).await;
         assert!(r.reached_origin(), "the feed itself ({listen}): {}", r.head);
     }
+}
+
+/// An origin that reads the request target as Werkzeug, gunicorn and Go's `net/http` do: it
+/// records each request line as sent and answers every one (hyper, the other tests' origin,
+/// refuses a target like `a:/products/1` itself, so it cannot show whether one got through).
+struct LenientOrigin {
+    addr: std::net::SocketAddr,
+    lines: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl LenientOrigin {
+    async fn start() -> Self {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let lines: std::sync::Arc<std::sync::Mutex<Vec<String>>> = Default::default();
+        let log = lines.clone();
+        let task = tokio::spawn(async move {
+            while let Ok((mut s, _)) = listener.accept().await {
+                let log = log.clone();
+                tokio::spawn(async move {
+                    let mut buf = Vec::new();
+                    let mut chunk = [0u8; 4096];
+                    while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
+                        match s.read(&mut chunk).await {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                        }
+                    }
+                    let text = String::from_utf8_lossy(&buf);
+                    log.lock()
+                        .unwrap()
+                        .push(text.lines().next().unwrap_or("").to_string());
+                    let _ = s
+                        .write_all(b"HTTP/1.1 200 OK\r\nX-Origin: yes\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok")
+                        .await;
+                });
+            }
+        });
+        Self { addr, lines, task }
+    }
+}
+
+impl Drop for LenientOrigin {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+#[tokio::test]
+async fn a_target_that_is_not_a_path_is_refused() {
+    let origin = LenientOrigin::start().await;
+    let proxy = Proxy::start(&format!(
+        "{}{}",
+        room("\"shop.test\"", "", 1),
+        base_config(origin.addr)
+    ));
+    occupy(&proxy, "shop.test").await;
+    let before = origin.lines.lock().unwrap().len();
+    // Pingora routes these as `/` (outside the room) but forwards their bytes, from which a
+    // lenient origin reads `/products/1` and `/orders`.
+    for request in [
+        get("a:/products/1", "shop.test", ""),
+        get("x:/products/1", "shop.test", ""),
+        get("products/1", "shop.test", ""),
+        get("*", "shop.test", ""),
+        "POST x:/orders HTTP/1.1\r\nHost: shop.test\r\nContent-Length: 0\r\nConnection: close\r\n\r\n".to_string(),
+    ] {
+        let r = raw(&proxy, &request).await;
+        assert!(
+            r.status == 400 && !r.reached_origin(),
+            "{request}: {} {}",
+            r.head,
+            r.body
+        );
+    }
+    assert_eq!(
+        origin.lines.lock().unwrap()[before..],
+        [] as [String; 0],
+        "nothing reached the origin"
+    );
+    // What is routed still goes through: outside the room, and `OPTIONS *`.
+    let r = raw(&proxy, &get("/about", "shop.test", "")).await;
+    assert!(r.reached_origin(), "{r:?}");
+    let r = raw(
+        &proxy,
+        &get("*", "shop.test", "").replacen("GET", "OPTIONS", 1),
+    )
+    .await;
+    assert!(r.reached_origin(), "{r:?}");
 }

@@ -5,6 +5,7 @@
 
 use bytes::Bytes;
 use http::header::{HeaderName, HOST};
+use pingora::http::authority::{raw_target_authority, RawTargetAuthority};
 use pingora::http::RequestHeader;
 use pingora::proxy::Session;
 
@@ -53,7 +54,8 @@ impl<'a> Hosts<'a> {
 }
 
 /// The request's host readings: the `Host` header (one, and usable), the target's authority
-/// (absolute form, HTTP/2 `:authority`), which must agree with it, and — only when the peer is
+/// (HTTP/1 absolute form read from the raw target, HTTP/2 `:authority`), which must agree
+/// with it and with each other (one of them is routed on), and — only when the peer is
 /// a trusted proxy — `X-Forwarded-Host` and `Forwarded: host=`. `Err` is the reason for a 400.
 pub fn hosts(req: &RequestHeader, trusted_peer: bool) -> Result<Hosts<'_>, &'static str> {
     let mut out = Hosts::new();
@@ -68,18 +70,35 @@ pub fn hosts(req: &RequestHeader, trusted_peer: bool) -> Result<Hosts<'_>, &'sta
         ),
         (None, _) => None,
     };
-    let authority = match req.uri.authority() {
-        Some(a) => {
-            Some(normalize_host(a.as_str()).ok_or("the request target's host is not usable")?)
-        }
+    // The target's authority: HTTP/2's `:authority` on the URI, or an HTTP/1 absolute-form
+    // target's, which Pingora leaves off the URI but forwards (and fills `Host` from when
+    // the request has none): read from the raw target, as the origin reads it.
+    let unusable = "the request target's host is not usable";
+    let on_uri = match req.uri.authority() {
+        Some(a) => Some(normalize_host(a.as_str()).ok_or(unusable)?),
         None => None,
     };
-    match (header, authority) {
-        (Some(h), Some(a)) if !h.eq_ignore_ascii_case(a) => {
-            return Err("the request target's host and the Host header disagree")
+    let in_target = match raw_target_authority(req.raw_path()).authority() {
+        Some(a) => Some(
+            std::str::from_utf8(a)
+                .ok()
+                .and_then(normalize_host)
+                .ok_or(unusable)?,
+        ),
+        None => None,
+    };
+    let mut named = None;
+    for h in [header, on_uri, in_target].into_iter().flatten() {
+        match named {
+            Some(n) if !h.eq_ignore_ascii_case(n) => {
+                return Err("the request target's host and the Host header disagree")
+            }
+            Some(_) => {}
+            None => named = Some(h),
         }
-        (Some(h), _) | (None, Some(h)) => out.push(h)?,
-        (None, None) => {}
+    }
+    if let Some(h) = named {
+        out.push(h)?;
     }
     if trusted_peer {
         for v in req.headers.get_all("x-forwarded-host") {
@@ -111,12 +130,56 @@ pub struct Target<'a> {
 }
 
 pub fn target<'a>(router: &Router, req: &'a RequestHeader, trusted_peer: bool) -> Target<'a> {
-    let readings = Readings::of(req.uri.path());
-    let routing = match hosts(req, trusted_peer) {
+    let (path, form) = match form(req) {
+        Ok(Form::Asterisk) => ("/", Ok(())),
+        Ok(Form::Path) => (req.uri.path(), Ok(())),
+        Err(why) => (req.uri.path(), Err(why)),
+    };
+    let readings = Readings::of(path);
+    let routing = match form.and_then(|()| hosts(req, trusted_peer)) {
         Ok(h) => router.decide(h.as_slice(), &readings),
         Err(why) => Routing::Refuse(why),
     };
     Target { readings, routing }
+}
+
+/// The forms of request target that are routed.
+#[derive(Debug, PartialEq, Eq)]
+enum Form {
+    /// Origin form (`/products/1`), or absolute form with an `http`/`https` scheme and an
+    /// authority (`http://shop.test/products/1`): the path on the URI is the one the origin
+    /// reads.
+    Path,
+    /// `OPTIONS *`: about the server, not a resource; routed as `/`, so a room over the
+    /// whole site holds it too.
+    Asterisk,
+}
+
+/// What a request target is, read from its raw bytes (what the origin receives). Any other
+/// target is refused: Pingora puts `/` on the URI for a target it cannot place (`a:/orders`,
+/// `x:/products/1`, `host:443`) but forwards its bytes as they are, and origins such as
+/// Werkzeug, gunicorn and Go's `net/http` read the path after the scheme: routed as `/`, it
+/// would pass a room that does not cover `/`.
+fn form(req: &RequestHeader) -> Result<Form, &'static str> {
+    let raw = req.raw_path();
+    if raw.first() == Some(&b'/') {
+        return Ok(Form::Path);
+    }
+    if raw == b"*" {
+        return if req.method == http::Method::OPTIONS {
+            Ok(Form::Asterisk)
+        } else {
+            Err("the request target `*` is only for OPTIONS")
+        };
+    }
+    match raw_target_authority(raw) {
+        RawTargetAuthority::Absolute { scheme, .. }
+            if scheme.eq_ignore_ascii_case(b"http") || scheme.eq_ignore_ascii_case(b"https") =>
+        {
+            Ok(Form::Path)
+        }
+        _ => Err("the request target is neither a path nor an http(s) address"),
+    }
 }
 
 /// Whether the request carries a header a client could steer the origin with (see
@@ -254,6 +317,58 @@ mod tests {
             hosts(&fwd, true).unwrap().as_slice(),
             ["lb.internal", "shop.test", "www.shop.test"]
         );
+    }
+
+    #[test]
+    fn only_paths_and_http_addresses_are_routed() {
+        let form_of = |method: &str, target: &str| {
+            form(&RequestHeader::build(method, target.as_bytes(), None).unwrap())
+        };
+        for ok in [
+            "/products/1",
+            "http://shop.test/products/1",
+            "HTTPS://shop.test",
+            "http://shop.test?x=1",
+        ] {
+            assert_eq!(form_of("GET", ok), Ok(Form::Path), "{ok}");
+        }
+        assert_eq!(form_of("OPTIONS", "*"), Ok(Form::Asterisk));
+        for refused in [
+            "*",
+            "a:/products/1",
+            "x:/orders",
+            "products/1",
+            "shop.test:443",
+            "ftp://shop.test/products/1",
+            "http:shop.test/products/1",
+            "http:/\\shop.test/products/1",
+            "http://shop.test\\evil.test/products/1",
+            "://shop.test/products/1",
+        ] {
+            assert!(form_of("GET", refused).is_err(), "{refused}");
+        }
+        // Routed as the origin reads it: refused, not `/` (a room over `/products` would
+        // let `a:/products/1` pass as `/`).
+        let r = RequestHeader::build("GET", b"a:/products/1", None).unwrap();
+        assert_eq!(r.uri.path(), "/", "what Pingora puts on the URI");
+        assert_eq!(r.raw_path(), b"a:/products/1", "what it forwards");
+    }
+
+    #[test]
+    fn an_absolute_target_names_the_host_without_a_host_header() {
+        let no_host = req("http://Shop.Test./products/1", &[]);
+        assert_eq!(
+            no_host.uri.authority(),
+            None,
+            "Pingora leaves it off the URI"
+        );
+        assert_eq!(hosts(&no_host, false).unwrap().as_slice(), ["Shop.Test"]);
+        let agreeing = req("http://shop.test/p", &[("host", "SHOP.test:80")]);
+        assert_eq!(hosts(&agreeing, false).unwrap().as_slice(), ["SHOP.test"]);
+        let other = req("http://evil.test/p", &[("host", "shop.test")]);
+        assert!(hosts(&other, false).is_err());
+        let unusable = req("http://shop.test:x:y/p", &[]);
+        assert!(hosts(&unusable, false).is_err());
     }
 
     #[test]
