@@ -215,6 +215,43 @@ async fn a_consume_route_is_consumed_under_every_spelling() {
 }
 
 #[tokio::test]
+async fn a_consume_route_written_with_capitals_is_consumed_in_every_case() {
+    // Capitals in the configuration: a case-insensitive origin (IIS, ASP.NET) takes an order
+    // at `/orders` as at `/Orders`.
+    let origin = Origin::start().await;
+    let proxy = Proxy::start(&format!(
+        "{}{}",
+        room("\"*\"", "", 5)
+            .replace("\"/products\", \"/orders\"", "\"/Products\", \"/Orders\"")
+            .replace("POST /orders", "POST /Orders"),
+        base_config(origin.addr)
+    ));
+    let entered = raw(&proxy, &get("/Products/1", "shop.test", "")).await;
+    assert!(entered.reached_origin(), "{entered:?}");
+    let cookie = entered
+        .set_cookie("anteroom_sale")
+        .expect("admission cookie");
+    let vid = entered.set_cookie("anteroom_vid").expect("visitor id");
+    let order = |target: &str| {
+        format!(
+            "POST {target} HTTP/1.1\r\nHost: shop.test\r\nCookie: {vid}; {cookie}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+        )
+    };
+    let first = raw(&proxy, &order("/orders")).await;
+    assert!(first.reached_origin(), "{first:?}");
+    for again in ["/orders", "/Orders", "/ORDERS", "/oRdErS;x"] {
+        let r = raw(&proxy, &order(again)).await;
+        assert_eq!(r.status, 409, "POST {again} after the order: {r:?}");
+    }
+    let orders = origin
+        .requests()
+        .iter()
+        .filter(|s| s.method == "POST")
+        .count();
+    assert_eq!(orders, 1, "one admission, one order");
+}
+
+#[tokio::test]
 async fn host_spellings_of_a_protected_host() {
     let origin = Origin::start().await;
     let proxy = Proxy::start(&format!(

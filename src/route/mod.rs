@@ -73,11 +73,7 @@ struct Entry {
 
 impl Entry {
     fn covers(&self, r: &Reading<'_>) -> bool {
-        if self.fold {
-            path::path_covers_folded(&self.prefix, &r.path)
-        } else {
-            r.covered_by(&self.prefix)
-        }
+        r.held_by(&self.prefix, self.fold)
     }
 }
 
@@ -128,7 +124,7 @@ impl Router {
                     entries.push(Entry {
                         host: h.clone(),
                         prefix: p.clone(),
-                        fold: p.bytes().any(|c| c.is_ascii_uppercase()),
+                        fold: path::has_capitals(p),
                         room,
                     });
                 }

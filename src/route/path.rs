@@ -242,6 +242,23 @@ impl Reading<'_> {
             path_covers(prefix, &self.path)
         }
     }
+
+    /// Whether a configured prefix puts this reading into a line: a prefix written with
+    /// capitals (`fold`, see [`has_capitals`]) is compared without case, since it is written
+    /// for a case-insensitive origin, which serves `/orders` as `/Orders`; any other as
+    /// [`Reading::covered_by`]. Rooms and consume routes both decide by this.
+    pub fn held_by(&self, prefix: &str, fold: bool) -> bool {
+        if fold {
+            path_covers_folded(prefix, &self.path)
+        } else {
+            self.covered_by(prefix)
+        }
+    }
+}
+
+/// A configured prefix with capitals: matched without case ([`Reading::held_by`]).
+pub fn has_capitals(prefix: &str) -> bool {
+    prefix.bytes().any(|c| c.is_ascii_uppercase())
 }
 
 /// Every reading of one request path. The first is always the standard one
@@ -308,10 +325,11 @@ impl<'a> Readings<'a> {
         std::iter::once(&self.first).chain(self.rest.iter())
     }
 
-    /// Some reading falls under `prefix`: what puts a request *into* a line (rooms, consume
-    /// routes).
+    /// Some reading falls under the configured `prefix` ([`Reading::held_by`]): what puts a
+    /// request *into* a line (consume routes; rooms decide the same way with the flag kept).
     pub fn any_covered_by(&self, prefix: &str) -> bool {
-        self.iter().any(|r| r.covered_by(prefix))
+        let fold = has_capitals(prefix);
+        self.iter().any(|r| r.held_by(prefix, fold))
     }
 
     /// Every reading falls under `prefix`: the only way a rule may *exempt* a request from a
@@ -414,6 +432,12 @@ mod tests {
     fn exempting_needs_every_reading() {
         let r = Readings::of("/feed.xml;/../products");
         assert!(r.any_covered_by("/products"));
+        // A prefix written with capitals holds every case of it, as a room's does.
+        for p in ["/orders", "/ORDERS", "/Orders/1", "/oRdErS;x"] {
+            assert!(Readings::of(p).any_covered_by("/Orders"), "{p}");
+        }
+        assert!(!Readings::of("/ordersx").any_covered_by("/Orders"));
+        assert!(!Readings::of("/Orders").all_covered_by("/orders/1"));
         assert!(!r.all_covered_by("/feed.xml"));
         assert!(Readings::of("/feed.xml").all_covered_by("/feed.xml"));
     }
