@@ -156,32 +156,42 @@ fn five_parts(value: &str) -> Option<[&str; 5]> {
 
 /// Finds a cookie by name in the request's `Cookie` header values: the first `;`-separated
 /// pair that, without its leading whitespace, is `name=value` (the value without trailing
-/// whitespace). A header value that is not UTF-8 is passed over. The pairs are found with
-/// `memchr` (what `split(';')` gives, by a property test): this runs on every request in a
-/// room.
+/// whitespace). A pair that is not UTF-8 is passed over, not the header it is in: a shop's
+/// own cookie in Latin-1 does not hide ours. The pairs are found with `memchr` (what a split
+/// on `;` gives, by a property test): this runs on every request in a room.
 pub fn find<'a>(headers: impl IntoIterator<Item = &'a [u8]>, name: &str) -> Option<&'a str> {
-    for h in headers {
-        let Ok(h) = std::str::from_utf8(h) else {
-            continue;
-        };
-        let mut start = 0;
-        // `start` follows an ASCII ';' and `end` is at one (or at the end): both are character
-        // boundaries, so neither `get` fails.
-        while let Some(rest) = h.get(start..) {
-            let end = memchr::memchr(b';', rest.as_bytes()).unwrap_or(rest.len());
-            let Some(pair) = rest.get(..end) else { break };
-            if let Some(v) = pair.trim_start().strip_prefix(name) {
-                if let Some(v) = v.strip_prefix('=') {
-                    return Some(v.trim_end());
-                }
+    headers
+        .into_iter()
+        .flat_map(pairs)
+        .filter_map(|pair| std::str::from_utf8(pair).ok())
+        .find_map(|pair| {
+            let v = pair.trim_start().strip_prefix(name)?.strip_prefix('=')?;
+            Some(v.trim_end())
+        })
+}
+
+/// The `;`-separated pairs of a `Cookie` header value, as sent (whitespace and all).
+fn pairs(value: &[u8]) -> impl Iterator<Item = &[u8]> {
+    let mut rest = Some(value);
+    std::iter::from_fn(move || {
+        let r = rest?;
+        match memchr::memchr(b';', r) {
+            Some(i) => {
+                rest = r.get(i + 1..);
+                r.get(..i)
             }
-            if end == rest.len() {
-                break;
-            }
-            start += end + 1;
+            None => rest.take(),
         }
+    })
+}
+
+/// A pair without the whitespace around it: as `str::trim` for a pair that is UTF-8, ASCII
+/// whitespace for one that is not.
+fn trimmed(pair: &[u8]) -> &[u8] {
+    match std::str::from_utf8(pair) {
+        Ok(p) => p.trim().as_bytes(),
+        Err(_) => pair.trim_ascii(),
     }
-    None
 }
 
 /// Whether a `Cookie` header value holds any cookie of ours (the prefix anywhere in it), by a
@@ -196,45 +206,24 @@ pub fn has_ours(value: &[u8]) -> bool {
 }
 
 /// A `Cookie` header value with our cookies removed: `None` when there were none to remove.
-pub fn without_ours(value: &[u8]) -> Option<String> {
-    let text = std::str::from_utf8(value).ok()?;
-    if !text.contains(COOKIE_PREFIX) {
-        return None;
-    }
-    let kept: Vec<&str> = text
-        .split(';')
-        .map(str::trim)
-        .filter(|p| !p.is_empty() && !p.starts_with(COOKIE_PREFIX))
-        .collect();
-    Some(kept.join("; "))
+pub fn without_ours(value: &[u8]) -> Option<Vec<u8>> {
+    has_ours(value).then(|| all_without_ours([value]))
 }
 
 /// Every `Cookie` header value joined into one, our cookies left out, in one pass into one
-/// buffer (what the origin gets instead of them; empty when nothing is left). A value that is
-/// not UTF-8 is kept whole, as sent.
-pub fn all_without_ours<'a>(values: impl IntoIterator<Item = &'a [u8]>) -> String {
-    let mut kept = String::new();
-    for v in values {
-        let text = match std::str::from_utf8(v) {
-            Ok(t) => t,
-            Err(_) => {
-                if !kept.is_empty() {
-                    kept.push_str("; ");
-                }
-                kept.push_str(&String::from_utf8_lossy(v));
-                continue;
-            }
-        };
-        for pair in text.split(';') {
-            let pair = pair.trim();
-            if pair.is_empty() || pair.starts_with(COOKIE_PREFIX) {
-                continue;
-            }
-            if !kept.is_empty() {
-                kept.push_str("; ");
-            }
-            kept.push_str(pair);
+/// buffer (what the origin gets instead of them; empty when nothing is left). Read as bytes,
+/// pair by pair: a shop's cookie that is not UTF-8 is kept byte for byte, and ours are taken
+/// out of the same header.
+pub fn all_without_ours<'a>(values: impl IntoIterator<Item = &'a [u8]>) -> Vec<u8> {
+    let mut kept = Vec::new();
+    for pair in values.into_iter().flat_map(pairs).map(trimmed) {
+        if pair.is_empty() || pair.starts_with(COOKIE_PREFIX.as_bytes()) {
+            continue;
         }
+        if !kept.is_empty() {
+            kept.extend_from_slice(b"; ");
+        }
+        kept.extend_from_slice(pair);
     }
     kept
 }
@@ -283,13 +272,14 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
-    /// What `find` answered before it used `memchr`: every pair split out by `split(';')`.
+    /// `find` as a split on `;` reads it: the first UTF-8 pair that is `name=value` once its
+    /// leading whitespace is gone.
     fn find_by_split<'a>(headers: &[&'a [u8]], name: &str) -> Option<&'a str> {
         for h in headers {
-            let Ok(h) = std::str::from_utf8(h) else {
-                continue;
-            };
-            for pair in h.split(';') {
+            for pair in h.split(|&b| b == b';') {
+                let Ok(pair) = std::str::from_utf8(pair) else {
+                    continue;
+                };
                 if let Some(v) = pair.trim_start().strip_prefix(name) {
                     if let Some(v) = v.strip_prefix('=') {
                         return Some(v.trim_end());
@@ -298,6 +288,21 @@ mod tests {
             }
         }
         None
+    }
+
+    /// How the header was stripped when it was read as text (a header that was not UTF-8
+    /// was kept whole): for UTF-8 headers the bytes version must agree.
+    fn stripped_as_text(values: &[&[u8]]) -> String {
+        let mut kept: Vec<&str> = Vec::new();
+        for v in values {
+            for pair in std::str::from_utf8(v).unwrap_or("").split(';') {
+                let pair = pair.trim();
+                if !pair.is_empty() && !pair.starts_with(COOKIE_PREFIX) {
+                    kept.push(pair);
+                }
+            }
+        }
+        kept.join("; ")
     }
 
     /// Headers made of the bytes that matter to finding a cookie (separators, whitespace
@@ -334,6 +339,33 @@ mod tests {
             }
             let refs: Vec<&[u8]> = hs.iter().map(Vec::as_slice).collect();
             prop_assert_eq!(find(refs.iter().copied(), name), find_by_split(&refs, name));
+        }
+
+        #[test]
+        fn stripping_leaves_none_of_ours_and_all_of_the_rest(
+            hs in prop::collection::vec(header(), 0..3),
+            latin1 in any::<bool>(),
+        ) {
+            let mut hs = hs;
+            if latin1 {
+                hs.insert(0, b"theme=\xe9t\xe9; anteroom_sale=1.x".to_vec());
+            }
+            let refs: Vec<&[u8]> = hs.iter().map(Vec::as_slice).collect();
+            let kept = all_without_ours(refs.iter().copied());
+            let out: Vec<&[u8]> = kept.split(|&b| b == b';').map(trimmed).collect();
+            prop_assert!(!out.iter().any(|p| p.starts_with(COOKIE_PREFIX.as_bytes())), "{kept:?}");
+            let theirs: Vec<&[u8]> = refs
+                .iter()
+                .flat_map(|h| h.split(|&b| b == b';'))
+                .map(trimmed)
+                .filter(|p| !p.is_empty() && !p.starts_with(COOKIE_PREFIX.as_bytes()))
+                .collect();
+            // Their pairs, in order, byte for byte (a pair of theirs with a `;`-free
+            // value reads back the same).
+            prop_assert_eq!(kept.clone(), theirs.join(&b"; "[..]));
+            if refs.iter().all(|h| std::str::from_utf8(h).is_ok()) {
+                prop_assert_eq!(kept, stripped_as_text(&refs).into_bytes());
+            }
         }
 
         #[test]
@@ -402,9 +434,16 @@ mod tests {
         assert_eq!(find([h], "anteroom_vid"), Some("abc"));
         assert_eq!(find([h], "anteroom_sale"), Some("x.y"));
         assert_eq!(find([h], "anteroom_s"), None);
-        assert_eq!(without_ours(h).as_deref(), Some("a=1; b=2"));
+        assert_eq!(without_ours(h).as_deref(), Some(&b"a=1; b=2"[..]));
         assert_eq!(without_ours(b"a=1"), None);
-        assert_eq!(without_ours(b"anteroom_vid=1").as_deref(), Some(""));
+        assert_eq!(without_ours(b"anteroom_vid=1").as_deref(), Some(&b""[..]));
+        // A shop's cookie that is not UTF-8 hides neither ours nor itself.
+        let latin1: &[u8] = b"theme=\xe9t\xe9; anteroom_sale=x.y";
+        assert_eq!(find([latin1], "anteroom_sale"), Some("x.y"));
+        assert_eq!(
+            without_ours(latin1).as_deref(),
+            Some(&b"theme=\xe9t\xe9"[..])
+        );
         // Several headers, one buffer: the same as each header stripped and joined.
         let headers: [&[u8]; 4] = [
             b"a=1; anteroom_sale=x",
@@ -412,13 +451,13 @@ mod tests {
             b" b=2 ;anteroom_q.sale=t; c=3",
             b"",
         ];
-        assert_eq!(all_without_ours(headers), "a=1; b=2; c=3");
-        let one_by_one: Vec<String> = headers
+        assert_eq!(all_without_ours(headers), b"a=1; b=2; c=3");
+        let one_by_one: Vec<Vec<u8>> = headers
             .iter()
-            .filter_map(|h| without_ours(h).or_else(|| Some(String::from_utf8_lossy(h).into())))
+            .filter_map(|h| without_ours(h).or_else(|| Some(h.to_vec())))
             .filter(|s| !s.is_empty())
             .collect();
-        assert_eq!(one_by_one.join("; "), "a=1; b=2; c=3");
-        assert_eq!(all_without_ours([b"anteroom_vid=1".as_slice()]), "");
+        assert_eq!(one_by_one.join(&b"; "[..]), b"a=1; b=2; c=3");
+        assert!(all_without_ours([b"anteroom_vid=1".as_slice()]).is_empty());
     }
 }

@@ -36,8 +36,13 @@ impl Raw {
 /// Sends `request` as it is (it must ask for `Connection: close` or be HTTP/1.0) and reads the
 /// whole answer.
 async fn raw(proxy: &Proxy, request: &str) -> Raw {
+    raw_bytes(proxy, request.as_bytes()).await
+}
+
+/// [`raw`] for a request that is not UTF-8 (a Latin-1 cookie).
+async fn raw_bytes(proxy: &Proxy, request: &[u8]) -> Raw {
     let mut s = TcpStream::connect(proxy.addr).await.unwrap();
-    s.write_all(request.as_bytes()).await.unwrap();
+    s.write_all(request).await.unwrap();
     let mut buf = Vec::new();
     let _ = tokio::time::timeout(Duration::from_secs(10), s.read_to_end(&mut buf)).await;
     let text = String::from_utf8_lossy(&buf).into_owned();
@@ -249,6 +254,44 @@ async fn a_consume_route_written_with_capitals_is_consumed_in_every_case() {
         .filter(|s| s.method == "POST")
         .count();
     assert_eq!(orders, 1, "one admission, one order");
+}
+
+#[tokio::test]
+async fn a_shop_cookie_that_is_not_utf8_hides_neither_ours_nor_itself() {
+    let origin = Origin::start().await;
+    let proxy = Proxy::start(&format!(
+        "{}{}",
+        room("\"*\"", "", 1),
+        base_config(origin.addr)
+    ));
+    let entered = raw(&proxy, &get("/products/1", "shop.test", "")).await;
+    assert!(entered.reached_origin(), "{entered:?}");
+    let cookie = entered
+        .set_cookie("anteroom_sale")
+        .expect("admission cookie");
+    let vid = entered.set_cookie("anteroom_vid").expect("visitor id");
+    // The shop's own cookie in Latin-1, in the same header as ours.
+    let mut request =
+        b"GET /products/2 HTTP/1.1\r\nHost: shop.test\r\nCookie: theme=\xe9t\xe9; ".to_vec();
+    request.extend_from_slice(format!("{vid}; {cookie}\r\nConnection: close\r\n\r\n").as_bytes());
+    let r = raw_bytes(&proxy, &request).await;
+    assert!(
+        r.reached_origin(),
+        "the admitted visitor is still admitted: {r:?}"
+    );
+    assert_eq!(r.set_cookie("anteroom_vid"), None, "no new identity: {r:?}");
+    let last = origin.requests().pop().unwrap();
+    let seen: Vec<&Vec<u8>> = last
+        .headers
+        .iter()
+        .filter(|(k, _)| k.eq_ignore_ascii_case("cookie"))
+        .map(|(_, v)| v)
+        .collect();
+    assert_eq!(
+        seen,
+        [&b"theme=\xe9t\xe9".to_vec()],
+        "the shop's cookie byte for byte, none of ours"
+    );
 }
 
 #[tokio::test]
