@@ -56,7 +56,8 @@ impl<'a> Hosts<'a> {
 /// The request's host readings: the `Host` header (one, and usable), the target's authority
 /// (HTTP/1 absolute form read from the raw target, HTTP/2 `:authority`), which must agree
 /// with it and with each other (one of them is routed on), and — only when the peer is
-/// a trusted proxy — `X-Forwarded-Host` and `Forwarded: host=`. `Err` is the reason for a 400.
+/// a trusted proxy — `X-Forwarded-Host`, `X-Host`, `X-Original-Host` and `Forwarded: host=`
+/// (what origins take the host from). `Err` is the reason for a 400.
 pub fn hosts(req: &RequestHeader, trusted_peer: bool) -> Result<Hosts<'_>, &'static str> {
     let mut out = Hosts::new();
     let mut values = req.headers.get_all(HOST).iter();
@@ -101,7 +102,10 @@ pub fn hosts(req: &RequestHeader, trusted_peer: bool) -> Result<Hosts<'_>, &'sta
         out.push(h)?;
     }
     if trusted_peer {
-        for v in req.headers.get_all("x-forwarded-host") {
+        // `X-Forwarded-Server` is left out: Apache's mod_proxy puts its own server name there,
+        // not the host the visitor asked for.
+        let claims = ["x-forwarded-host", "x-host", "x-original-host"];
+        for v in claims.iter().flat_map(|h| req.headers.get_all(*h)) {
             for h in v.to_str().unwrap_or("").split(',') {
                 if let Some(h) = normalize_host(h) {
                     out.push(h)?;
@@ -317,6 +321,22 @@ mod tests {
             hosts(&fwd, true).unwrap().as_slice(),
             ["lb.internal", "shop.test", "www.shop.test"]
         );
+        // Every header an origin takes the host from, when a trusted proxy sent it; not the
+        // proxy's own name.
+        let claims = req(
+            "/p",
+            &[
+                ("host", "lb.internal"),
+                ("x-host", "shop.test"),
+                ("x-original-host", "Www.Shop.Test"),
+                ("x-forwarded-server", "lb-1.internal"),
+            ],
+        );
+        assert_eq!(
+            hosts(&claims, true).unwrap().as_slice(),
+            ["lb.internal", "shop.test", "Www.Shop.Test"]
+        );
+        assert_eq!(hosts(&claims, false).unwrap().as_slice(), ["lb.internal"]);
     }
 
     #[test]

@@ -6,7 +6,8 @@
 /// (`X-Forwarded-Host` in Rails, Django, Spring with `ForwardedHeaderFilter`, Symfony;
 /// `Forwarded: host=`). From anyone but a trusted proxy they are removed before the request is
 /// forwarded: an origin that believes them would otherwise serve a protected host through an
-/// unprotected one. From a trusted proxy they are readings of the host.
+/// unprotected one. From a trusted proxy they are kept, and all but `X-Forwarded-Server` (the
+/// proxy's own name in Apache's mod_proxy) are readings of the host.
 pub const SPOOFABLE: [&str; 5] = [
     "x-forwarded-host",
     "x-host",
