@@ -142,7 +142,15 @@ fn origin_readings(path: &str) -> Vec<String> {
         .join("/")
         .to_ascii_lowercase();
     let c = d.split('\0').next().unwrap_or("").to_string();
-    vec![resolve(&tomcat), resolve(&iis), resolve(&c)]
+    // An old WSGI server's `urlsplit` of the request line: `//host/path` has the path `/path`
+    // (before any decoding).
+    let wsgi = match path.strip_prefix("//") {
+        Some(after) => after
+            .find('/')
+            .map_or("/".to_string(), |i| decode(&after[i..])),
+        None => d.clone(),
+    };
+    vec![resolve(&tomcat), resolve(&iis), resolve(&c), resolve(&wsgi)]
 }
 
 /// The property: if any origin reading of (host, path) is inside `/products`, or inside
@@ -151,37 +159,83 @@ fn origin_readings(path: &str) -> Vec<String> {
 pub fn route_property(host: &str, path: &str) {
     let readings = Readings::of(path);
     let hosts: Vec<&str> = route::normalize_host(host).into_iter().collect();
-    let origin_host = host
-        .trim()
-        .split(':')
-        .next()
-        .unwrap_or("")
-        .trim_end_matches('.')
-        .to_ascii_lowercase();
-    let inside = |p: &str, prefix: &str| p == prefix || p.starts_with(&format!("{prefix}/"));
     for matching in [PathMatching::Strict, PathMatching::Lenient] {
-        let router = property_router(matching);
-        let routing = router.decide(&hosts, &readings);
+        let routing = property_router(matching).decide(&hosts, &readings);
         for o in origin_readings(path) {
-            let products = inside(&o, "/products");
-            let orders = inside(&o, "/orders");
-            let want = if products {
-                Some(0)
-            } else if orders {
-                // A single-site origin serves /orders whatever the host says.
-                Some(1)
-            } else {
-                None
-            };
-            if let Some(room) = want {
-                assert!(
-                    matches!(routing, Routing::Room(r) if r == room)
-                        || matches!(routing, Routing::Refuse(_) | Routing::Reserved(_)),
-                    "{host:?} {path:?}: an origin reads {o:?} (host {origin_host:?}) but it was routed {routing:?} ({matching:?})"
-                );
-            }
+            held_as_origins_read(&routing, &o, &format!("{host:?} {path:?} ({matching:?})"));
         }
     }
+}
+
+/// An origin reading `o` inside `/products` (any host) or `/orders` (a single-site origin
+/// serves it whatever the host says) must be routed into that room, or refused.
+fn held_as_origins_read(routing: &Routing, o: &str, what: &str) {
+    let inside = |p: &str, prefix: &str| p == prefix || p.starts_with(&format!("{prefix}/"));
+    let want = if inside(o, "/products") {
+        Some(0)
+    } else if inside(o, "/orders") {
+        Some(1)
+    } else {
+        None
+    };
+    if let Some(room) = want {
+        assert!(
+            matches!(routing, Routing::Room(r) if *r == room)
+                || matches!(routing, Routing::Refuse(_) | Routing::Reserved(_)),
+            "{what}: an origin reads {o:?} but it was routed {routing:?}"
+        );
+    }
+}
+
+/// The same property for the whole request target, routed as the proxy routes it
+/// (`proxy::target`): whatever the target's form, where a lenient origin (Werkzeug, gunicorn,
+/// Go's `net/http`) finds a protected path in it, the request is in that room or refused.
+pub fn route_target_property(host: &str, target: &str) {
+    let Ok(mut req) = pingora::http::RequestHeader::build("GET", target.as_bytes(), None) else {
+        return;
+    };
+    if req.insert_header("host", host).is_err() {
+        return;
+    }
+    let Some(path) = lenient_path(target) else {
+        return;
+    };
+    for matching in [PathMatching::Strict, PathMatching::Lenient] {
+        let router = property_router(matching);
+        let routing = crate::proxy::target::target(&router, &req, false).routing;
+        for o in origin_readings(&path) {
+            held_as_origins_read(&routing, &o, &format!("{host:?} {target:?} ({matching:?})"));
+        }
+    }
+}
+
+/// Where a lenient origin finds the path in a request target, written independently of
+/// Pingora's classifier: after an RFC 3986 scheme and `:` (and the authority, after `//`),
+/// or the whole target; anchored at `/`; without query and fragment.
+fn lenient_path(target: &str) -> Option<String> {
+    let scheme_ok = |s: &str| {
+        let mut b = s.bytes();
+        b.next().is_some_and(|c| c.is_ascii_alphabetic())
+            && b.all(|c| c.is_ascii_alphanumeric() || b"+-.".contains(&c))
+    };
+    let after_scheme = match target.split_once(':') {
+        Some((scheme, rest)) if !target.starts_with('/') && scheme_ok(scheme) => Some(rest),
+        _ => None,
+    };
+    // An authority only after a scheme: an origin-form `//x/y` is a path to these servers.
+    let path = match after_scheme {
+        Some(rest) => match rest.strip_prefix("//") {
+            Some(after) => &after[after.find(['/', '?', '#'])?..],
+            None => rest,
+        },
+        None => target,
+    };
+    let path = path.split(['?', '#']).next().unwrap_or("");
+    Some(if path.starts_with('/') {
+        path.to_string()
+    } else {
+        format!("/{path}")
+    })
 }
 
 /// Config parsing on arbitrary input: never panics; every error names a position in the file.

@@ -110,6 +110,7 @@ const PATH_SPELLINGS: &[&str] = &[
     "/x/../products/1",
     "/products.json",
     "/products.html;v=1",
+    "//x/products/1",
 ];
 
 async fn assert_held(proxy: &Proxy, origin: &Origin, request: &str, what: &str) {

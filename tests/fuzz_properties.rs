@@ -38,6 +38,23 @@ proptest! {
         fuzzing::route_property(host, &path);
     }
 
+    /// The same for the whole request target: schemes with and without an authority,
+    /// targets without a leading `/`, absolute forms for this host and others.
+    #[test]
+    fn no_request_target_walks_around_a_room(
+        head in prop::sample::select(vec![
+            "", "/", "a:", "a:/", "x:", "X-1.y+z:", "1a:", "http:", "http:/", "http://shop.test",
+            "HTTP://Shop.Test.", "https://shop.test:8443", "http://evil.test", "ftp://shop.test",
+            "a://shop.test", "//shop.test", "://shop.test", "http://shop.test\\evil.test", "*",
+        ]),
+        segs in proptest::collection::vec(prop::sample::select(vec![
+            "products", "PRODUCTS", "orders", "orders;x", "x", "..", ".", "", "%70roducts", "products?q=1",
+        ]), 1..4),
+    ) {
+        let target = format!("{head}{}", segs.join("/"));
+        fuzzing::route_target_property("shop.test", &target);
+    }
+
     #[test]
     fn route_bytes_never_panic(data in proptest::collection::vec(any::<u8>(), 0..120)) {
         fuzzing::route(&data);

@@ -26,7 +26,7 @@ mod reregister;
 mod respond;
 mod scheme;
 mod status;
-mod target;
+pub(crate) mod target;
 mod visitor;
 mod wait;
 

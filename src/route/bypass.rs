@@ -105,7 +105,7 @@ mod tests {
         for path in [
             "/products/feed.xml",
             "/products/feed.xml/page2",
-            "//products/feed.xml",
+            "/products//feed.xml",
         ] {
             assert_eq!(
                 matching(&rules, &Readings::of(path), None, &none),
@@ -114,6 +114,9 @@ mod tests {
             );
         }
         for path in [
+            // An old WSGI server reads `//products/feed.xml` as `/feed.xml` (`products` is
+            // the host), which is not the exempt path.
+            "//products/feed.xml",
             "/products/feed.xml/../cart",
             "/products/FEED.xml",
             "/products/feed.xml;/../cart",

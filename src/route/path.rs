@@ -113,14 +113,26 @@ pub enum Transform {
     /// `\` and `%5C` are `/`, and trailing dots and spaces of a segment are ignored (IIS, and
     /// frameworks that run on Windows or copy its rules).
     Windows = 4,
+    /// A path that starts with `//` is read as a network-path reference: its first segment is
+    /// a host, the path begins after it (Python's `urlsplit` on the request line, as Werkzeug
+    /// before 2.2 and other WSGI servers did: `//x/orders` is `/orders`).
+    Authority = 8,
 }
 
-const ALL: [Transform; 3] = [Transform::Nul, Transform::Params, Transform::Windows];
+const ALL: [Transform; 4] = [
+    Transform::Nul,
+    Transform::Params,
+    Transform::Windows,
+    Transform::Authority,
+];
 
 /// Which transforms could change this path at all; the others need not be tried.
 fn applicable(raw: &str) -> u8 {
     let b = raw.as_bytes();
     let mut flags = 0u8;
+    if b.starts_with(b"//") {
+        flags |= Transform::Authority as u8;
+    }
     for i in 0..b.len() {
         match b[i] {
             0 => flags |= Transform::Nul as u8,
@@ -147,10 +159,19 @@ fn applicable(raw: &str) -> u8 {
     flags
 }
 
-/// Applies the transforms in `set` to the raw path (NUL first, then `\`, then `;params` per
-/// segment, then trailing dots and spaces), before the standard normalisation.
+/// Applies the transforms in `set` to the raw path (a leading `//host` first, then NUL, then
+/// `\`, then `;params` per segment, then trailing dots and spaces), before the standard
+/// normalisation.
 fn apply(raw: &str, set: u8) -> String {
     let mut s: Vec<u8> = raw.as_bytes().to_vec();
+    if set & Transform::Authority as u8 != 0 && s.starts_with(b"//") {
+        // The host ends at the next `/`; without one the path is empty (read as `/`).
+        let path = s[2..]
+            .iter()
+            .position(|&c| c == b'/')
+            .map_or(s.len(), |i| i + 2);
+        s.drain(..path);
+    }
     if set & Transform::Nul as u8 != 0 {
         let end = (0..s.len())
             .find(|&i| s[i] == 0 || encoded_at(&s, i, 0))
@@ -296,7 +317,7 @@ impl<'a> Readings<'a> {
         }
         // Every combination of the transforms that apply: origins combine them (IIS reads
         // `\` and case; a Java app on Windows adds `;params`).
-        for set in 1..=7u8 {
+        for set in 1..=15u8 {
             if set & !flags != 0 {
                 continue;
             }
@@ -418,6 +439,11 @@ mod tests {
         assert!(paths("/products%20/1").contains(&"/products/1".to_string()));
         // NUL ends the path
         assert!(paths("/products%00.css").contains(&"/products".to_string()));
+        // An old WSGI server: `//host/path` is `/path`; without a path after the host, `/`
+        assert!(paths("//x/orders/1").contains(&"/orders/1".to_string()));
+        assert!(paths("//x;y/orders").contains(&"/orders".to_string()));
+        assert!(paths("//orders").contains(&"/".to_string()));
+        assert_eq!(Readings::of("//x/orders").standard(), "/x/orders");
         // Case, also combined with another family
         let r = Readings::of("/PRODUCTS;x\\1");
         assert!(
