@@ -115,7 +115,8 @@ pub enum Transform {
     Windows = 4,
     /// A path that starts with `//` is read as a network-path reference: its first segment is
     /// a host, the path begins after it (Python's `urlsplit` on the request line, as Werkzeug
-    /// before 2.2 and other WSGI servers did: `//x/orders` is `/orders`).
+    /// before 2.2 and other WSGI servers did: `//x/orders` is `/orders`). Not applied when no
+    /// path follows the host (`//orders`, the home page to such a server).
     Authority = 8,
 }
 
@@ -130,7 +131,9 @@ const ALL: [Transform; 4] = [
 fn applicable(raw: &str) -> u8 {
     let b = raw.as_bytes();
     let mut flags = 0u8;
-    if b.starts_with(b"//") {
+    // Only with a path after the host: `//products` would read as `/` (the home page), which
+    // no room's line is kept from by this spelling, and a strict room would refuse it.
+    if b.starts_with(b"//") && b[2..].contains(&b'/') {
         flags |= Transform::Authority as u8;
     }
     for i in 0..b.len() {
@@ -442,7 +445,11 @@ mod tests {
         // An old WSGI server: `//host/path` is `/path`; without a path after the host, `/`
         assert!(paths("//x/orders/1").contains(&"/orders/1".to_string()));
         assert!(paths("//x;y/orders").contains(&"/orders".to_string()));
-        assert!(paths("//orders").contains(&"/".to_string()));
+        assert_eq!(
+            paths("//orders"),
+            ["/orders"],
+            "no path after the host: not read so"
+        );
         assert_eq!(Readings::of("//x/orders").standard(), "/x/orders");
         // Case, also combined with another family
         let r = Readings::of("/PRODUCTS;x\\1");
