@@ -63,6 +63,34 @@ fn get(target: &str, host: &str, extra: &str) -> String {
     format!("GET {target} HTTP/1.1\r\nHost: {host}\r\n{extra}Connection: close\r\n\r\n")
 }
 
+/// A visitor let in at `path` (the room must have room): their `anteroom_vid=…` and
+/// `anteroom_sale=…`.
+async fn enter(proxy: &Proxy, path: &str) -> (String, String) {
+    let entered = raw(proxy, &get(path, "shop.test", "")).await;
+    assert!(entered.reached_origin(), "{entered:?}");
+    let vid = entered.set_cookie("anteroom_vid").expect("visitor id");
+    let cookie = entered
+        .set_cookie("anteroom_sale")
+        .expect("admission cookie");
+    (vid, cookie)
+}
+
+/// An order (`POST target`) with the visitor's cookies.
+fn order_request(target: &str, vid: &str, cookie: &str) -> String {
+    format!(
+        "POST {target} HTTP/1.1\r\nHost: shop.test\r\nCookie: {vid}; {cookie}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+    )
+}
+
+/// The orders that reached the origin.
+fn orders(origin: &Origin) -> usize {
+    origin
+        .requests()
+        .iter()
+        .filter(|s| s.method == "POST")
+        .count()
+}
+
 /// One visitor let in through the fast path, so that with `max-active = 1` everyone else waits.
 async fn occupy(proxy: &Proxy, host: &str) {
     let r = raw(proxy, &get("/products/0", host, "")).await;
@@ -174,17 +202,8 @@ async fn a_consume_route_is_consumed_under_every_spelling() {
         room("\"*\"", "path-matching = \"lenient\"", 5),
         base_config(origin.addr)
     ));
-    let entered = raw(&proxy, &get("/products/1", "shop.test", "")).await;
-    assert!(entered.reached_origin());
-    let cookie = entered
-        .set_cookie("anteroom_sale")
-        .expect("admission cookie");
-    let vid = entered.set_cookie("anteroom_vid").expect("visitor id");
-    let order = |target: &str| {
-        format!(
-            "POST {target} HTTP/1.1\r\nHost: shop.test\r\nCookie: {vid}; {cookie}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
-        )
-    };
+    let (vid, cookie) = enter(&proxy, "/products/1").await;
+    let order = |target: &str| order_request(target, &vid, &cookie);
     let first = raw(&proxy, &order("/orders;x")).await;
     assert!(first.reached_origin(), "{first:?}");
     for again in [
@@ -212,12 +231,7 @@ async fn a_consume_route_is_consumed_under_every_spelling() {
         r.status, 409,
         "PUT with X-HTTP-Method-Override: POST: {r:?}"
     );
-    let orders = origin
-        .requests()
-        .iter()
-        .filter(|s| s.method == "POST")
-        .count();
-    assert_eq!(orders, 1, "one admission, one order");
+    assert_eq!(orders(&origin), 1, "one admission, one order");
 }
 
 #[tokio::test]
@@ -232,29 +246,15 @@ async fn a_consume_route_written_with_capitals_is_consumed_in_every_case() {
             .replace("POST /orders", "POST /Orders"),
         base_config(origin.addr)
     ));
-    let entered = raw(&proxy, &get("/Products/1", "shop.test", "")).await;
-    assert!(entered.reached_origin(), "{entered:?}");
-    let cookie = entered
-        .set_cookie("anteroom_sale")
-        .expect("admission cookie");
-    let vid = entered.set_cookie("anteroom_vid").expect("visitor id");
-    let order = |target: &str| {
-        format!(
-            "POST {target} HTTP/1.1\r\nHost: shop.test\r\nCookie: {vid}; {cookie}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
-        )
-    };
+    let (vid, cookie) = enter(&proxy, "/Products/1").await;
+    let order = |target: &str| order_request(target, &vid, &cookie);
     let first = raw(&proxy, &order("/orders")).await;
     assert!(first.reached_origin(), "{first:?}");
     for again in ["/orders", "/Orders", "/ORDERS", "/oRdErS;x"] {
         let r = raw(&proxy, &order(again)).await;
         assert_eq!(r.status, 409, "POST {again} after the order: {r:?}");
     }
-    let orders = origin
-        .requests()
-        .iter()
-        .filter(|s| s.method == "POST")
-        .count();
-    assert_eq!(orders, 1, "one admission, one order");
+    assert_eq!(orders(&origin), 1, "one admission, one order");
 }
 
 #[tokio::test]
@@ -265,12 +265,7 @@ async fn a_shop_cookie_that_is_not_utf8_hides_neither_ours_nor_itself() {
         room("\"*\"", "", 1),
         base_config(origin.addr)
     ));
-    let entered = raw(&proxy, &get("/products/1", "shop.test", "")).await;
-    assert!(entered.reached_origin(), "{entered:?}");
-    let cookie = entered
-        .set_cookie("anteroom_sale")
-        .expect("admission cookie");
-    let vid = entered.set_cookie("anteroom_vid").expect("visitor id");
+    let (vid, cookie) = enter(&proxy, "/products/1").await;
     // The shop's own cookie in Latin-1, in the same header as ours.
     let mut request =
         b"GET /products/2 HTTP/1.1\r\nHost: shop.test\r\nCookie: theme=\xe9t\xe9; ".to_vec();
