@@ -204,7 +204,8 @@ impl ProxyHttp for Proxy {
         }
         let req = session.req_header();
         let target = target::target(&shared.router, req, ctx.trusted_peer);
-        if req.method == http::Method::TRACE && Self::guards_a_secret(shared, ctx, &target.routing)
+        if target::is_method(req, &http::Method::TRACE)
+            && Self::guards_a_secret(shared, ctx, &target.routing)
         {
             Self::send_no_trace(session, ctx).await?;
             return Ok(true);
