@@ -84,7 +84,9 @@ fn property_router(matching: PathMatching) -> Router {
 
 /// How origins read a path, written independently of the router's own readings: Tomcat
 /// (`;params` stripped per segment), IIS (`\` as `/`, trailing dots and spaces dropped, no
-/// case), a C server (NUL ends it), each after decoding unreserved characters once.
+/// case), a C server (NUL ends it), an old WSGI server (`//host/path`), each after decoding
+/// unreserved characters once and resolving dot segments; and origins that route the path
+/// as sent (dot segments kept), also behind a PHP front controller (`/index.php/path`).
 fn origin_readings(path: &str) -> Vec<String> {
     let decode = |s: &str| -> String {
         let mut out = String::new();
@@ -150,7 +152,32 @@ fn origin_readings(path: &str) -> Vec<String> {
             .map_or("/".to_string(), |i| decode(&after[i..])),
         None => d.clone(),
     };
-    vec![resolve(&tomcat), resolve(&iis), resolve(&c), resolve(&wsgi)]
+    // Werkzeug, Express, Symfony: the path routed as sent, dot segments not resolved.
+    let literal = |s: &str| -> String {
+        let segs: Vec<&str> = s.split('/').filter(|x| !x.is_empty()).collect();
+        format!("/{}", segs.join("/"))
+    };
+    let mut out = vec![
+        resolve(&tomcat),
+        resolve(&iis),
+        resolve(&c),
+        resolve(&wsgi),
+        literal(&d),
+    ];
+    // A PHP front controller (Symfony, Laravel, Apache's PATH_INFO): what follows the first
+    // segment that names a `.php` script, resolved or as sent.
+    let segs: Vec<&str> = d.split('/').collect();
+    if let Some(i) = segs
+        .iter()
+        .position(|x| x.len() > 4 && x.to_ascii_lowercase().ends_with(".php"))
+    {
+        if i + 1 < segs.len() {
+            let info = format!("/{}", segs[i + 1..].join("/"));
+            out.push(resolve(&info));
+            out.push(literal(&info));
+        }
+    }
+    out
 }
 
 /// The property: if any origin reading of (host, path) is inside `/products`, or inside

@@ -4,103 +4,11 @@
 
 mod common;
 
-use std::time::Duration;
-
+use common::raw::{
+    assert_held, enter, get, occupy, occupy_path, order_request, orders, raw, raw_bytes,
+};
 use common::{base_config, Origin, Proxy};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
-
-/// A response read off the wire.
-#[derive(Debug)]
-struct Raw {
-    status: u16,
-    head: String,
-    body: String,
-}
-
-impl Raw {
-    fn reached_origin(&self) -> bool {
-        self.head.to_ascii_lowercase().contains("\r\nx-origin: yes")
-    }
-
-    fn set_cookie(&self, name: &str) -> Option<String> {
-        self.head.split("\r\n").find_map(|l| {
-            let (k, v) = l.split_once(':')?;
-            let v = v.trim();
-            (k.eq_ignore_ascii_case("set-cookie") && v.starts_with(&format!("{name}=")))
-                .then(|| v.split(';').next().unwrap_or("").to_string())
-        })
-    }
-}
-
-/// Sends `request` as it is (it must ask for `Connection: close` or be HTTP/1.0) and reads the
-/// whole answer.
-async fn raw(proxy: &Proxy, request: &str) -> Raw {
-    raw_bytes(proxy, request.as_bytes()).await
-}
-
-/// [`raw`] for a request that is not UTF-8 (a Latin-1 cookie).
-async fn raw_bytes(proxy: &Proxy, request: &[u8]) -> Raw {
-    let mut s = TcpStream::connect(proxy.addr).await.unwrap();
-    s.write_all(request).await.unwrap();
-    let mut buf = Vec::new();
-    let _ = tokio::time::timeout(Duration::from_secs(10), s.read_to_end(&mut buf)).await;
-    let text = String::from_utf8_lossy(&buf).into_owned();
-    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
-    let status = head
-        .split(' ')
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0);
-    Raw {
-        status,
-        head: head.to_string(),
-        body: body.to_string(),
-    }
-}
-
-fn get(target: &str, host: &str, extra: &str) -> String {
-    format!("GET {target} HTTP/1.1\r\nHost: {host}\r\n{extra}Connection: close\r\n\r\n")
-}
-
-/// A visitor let in at `path` (the room must have room): their `anteroom_vid=…` and
-/// `anteroom_sale=…`.
-async fn enter(proxy: &Proxy, path: &str) -> (String, String) {
-    let entered = raw(proxy, &get(path, "shop.test", "")).await;
-    assert!(entered.reached_origin(), "{entered:?}");
-    let vid = entered.set_cookie("anteroom_vid").expect("visitor id");
-    let cookie = entered
-        .set_cookie("anteroom_sale")
-        .expect("admission cookie");
-    (vid, cookie)
-}
-
-/// An order (`POST target`) with the visitor's cookies.
-fn order_request(target: &str, vid: &str, cookie: &str) -> String {
-    format!(
-        "POST {target} HTTP/1.1\r\nHost: shop.test\r\nCookie: {vid}; {cookie}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
-    )
-}
-
-/// The orders that reached the origin.
-fn orders(origin: &Origin) -> usize {
-    origin
-        .requests()
-        .iter()
-        .filter(|s| s.method == "POST")
-        .count()
-}
-
-/// One visitor let in through the fast path, so that with `max-active = 1` everyone else waits.
-async fn occupy(proxy: &Proxy, host: &str) {
-    let r = raw(proxy, &get("/products/0", host, "")).await;
-    assert!(r.reached_origin(), "the first visitor enters: {r:?}");
-}
-
-async fn occupy_path(proxy: &Proxy, path: &str) {
-    let r = raw(proxy, &get(path, "shop.test", "")).await;
-    assert!(r.reached_origin(), "the first visitor enters: {r:?}");
-}
 
 fn room(hosts: &str, listen: &str, max_active: u32) -> String {
     format!(
@@ -140,18 +48,6 @@ const PATH_SPELLINGS: &[&str] = &[
     "/products.html;v=1",
     "//x/products/1",
 ];
-
-async fn assert_held(proxy: &Proxy, origin: &Origin, request: &str, what: &str) {
-    let before = origin.requests().len();
-    let r = raw(proxy, request).await;
-    assert!(
-        !r.reached_origin() && (r.status == 400 || r.status == 200 && r.body.contains("anteroom")),
-        "{what}: {} {}",
-        r.head,
-        r.body.chars().take(200).collect::<String>()
-    );
-    assert_eq!(origin.requests().len(), before, "{what}: the origin saw it");
-}
 
 #[tokio::test]
 async fn path_spellings_wait_or_are_refused_in_both_modes() {

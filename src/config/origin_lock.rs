@@ -34,7 +34,7 @@ fn reserved(name: &str) -> bool {
     RESERVED.contains(&name)
         || crate::route::headers::STRIPPED_HEADERS
             .iter()
-            .any(|h| h.contains(&name))
+            .any(|h| h.iter().any(|l| crate::route::headers::named(name, l)))
 }
 
 impl Builder<'_> {

@@ -16,6 +16,7 @@ mod command;
 mod edge;
 mod event;
 pub mod held;
+mod method;
 mod origin;
 mod origin_slot;
 mod peer;
@@ -204,9 +205,7 @@ impl ProxyHttp for Proxy {
         }
         let req = session.req_header();
         let target = target::target(&shared.router, req, ctx.trusted_peer);
-        if target::is_method(req, &http::Method::TRACE)
-            && Self::guards_a_secret(shared, ctx, &target.routing)
-        {
+        if method::echoes(req) && Self::guards_a_secret(shared, ctx, &target.routing) {
             Self::send_no_trace(session, ctx).await?;
             return Ok(true);
         }
@@ -254,10 +253,9 @@ impl ProxyHttp for Proxy {
             }
         }
         // A consume route under any reading of the path: `POST /orders;x` is still the order.
-        let is_consume =
-            r.cfg.consume.iter().any(|c| {
-                target::is_method(req, &c.method) && target.readings.any_covered_by(&c.path)
-            });
+        let is_consume = r.cfg.consume.iter().any(|c| {
+            method::may_be_method(req, &c.method) && target.readings.any_covered_by(&c.path)
+        });
         // One reading of the wall clock serves the cookie's check and its renewal.
         let now = shared.clock.now_micros();
         if let Some(v) = Self::admission(shared, req, room, now / 1_000_000) {

@@ -14,7 +14,7 @@ use super::{wants_json, Ctx, Outcome, Proxy};
 use crate::app::Shared;
 use crate::metrics::Reject;
 use crate::page::MessageView;
-use crate::route::headers::{PATH_OVERRIDES, SPOOFABLE, UPGRADE_HEADERS};
+use crate::route::headers::{named, PATH_OVERRIDES, SPOOFABLE, UPGRADE_HEADERS};
 use crate::route::{normalize_host, Readings, Router, Routing};
 
 /// At most this many host readings are kept (Host, plus a trusted proxy's reports).
@@ -105,7 +105,16 @@ pub fn hosts(req: &RequestHeader, trusted_peer: bool) -> Result<Hosts<'_>, &'sta
         // `X-Forwarded-Server` is left out: Apache's mod_proxy puts its own server name there,
         // not the host the visitor asked for.
         let claims = ["x-forwarded-host", "x-host", "x-original-host"];
-        for v in claims.iter().flat_map(|h| req.headers.get_all(*h)) {
+        let claimed = req
+            .headers
+            .iter()
+            .filter(|(k, _)| {
+                claims
+                    .iter()
+                    .any(|c| crate::route::headers::named(k.as_str(), c))
+            })
+            .map(|(_, v)| v);
+        for v in claimed {
             for h in v.to_str().unwrap_or("").split(',') {
                 if let Some(h) = normalize_host(h) {
                     out.push(h)?;
@@ -192,16 +201,23 @@ fn form(req: &RequestHeader) -> Result<Form, &'static str> {
 pub fn has_spoofable(req: &RequestHeader) -> bool {
     req.headers.keys().any(|k| {
         let k = k.as_str();
-        SPOOFABLE.contains(&k) || PATH_OVERRIDES.contains(&k) || UPGRADE_HEADERS.contains(&k)
+        [&SPOOFABLE[..], &PATH_OVERRIDES, &UPGRADE_HEADERS]
+            .iter()
+            .any(|list| list.iter().any(|l| named(k, l)))
     })
 }
 
 /// Removes what [`has_spoofable`] found: path overrides always, a non-WebSocket upgrade always,
-/// host headers unless a trusted proxy sent them.
+/// host headers unless a trusted proxy sent them. Each under any spelling with `_` for `-`.
 pub fn strip_spoofable(req: &mut RequestHeader, trusted_peer: bool) {
     let remove = |names: &[&'static str], req: &mut RequestHeader| {
-        for name in names {
-            let name = HeaderName::from_static(name);
+        let found: Vec<HeaderName> = req
+            .headers
+            .keys()
+            .filter(|k| names.iter().any(|l| named(k.as_str(), l)))
+            .cloned()
+            .collect();
+        for name in found {
             while req.remove_header(&name).is_some() {}
         }
     };
@@ -218,27 +234,6 @@ pub fn strip_spoofable(req: &mut RequestHeader, trusted_peer: bool) {
     if !websocket || req.headers.contains_key("http2-settings") {
         remove(&UPGRADE_HEADERS, req);
     }
-}
-
-/// Headers through which frameworks let a request claim another method (Laravel, Symfony,
-/// Express's method-override, ASP.NET): a consume route is matched on them too.
-const METHOD_OVERRIDES: [&str; 3] = [
-    "x-http-method-override",
-    "x-http-method",
-    "x-method-override",
-];
-
-/// Whether the request is `method` as some origin reads it: without case (`post` is POST to
-/// Symfony, Werkzeug, Django), or through a method-override header.
-pub fn is_method(req: &RequestHeader, method: &http::Method) -> bool {
-    let want = method.as_str();
-    req.method.as_str().eq_ignore_ascii_case(want)
-        || METHOD_OVERRIDES.iter().any(|h| {
-            req.headers.get_all(*h).iter().any(|v| {
-                v.to_str()
-                    .is_ok_and(|v| v.trim().eq_ignore_ascii_case(want))
-            })
-        })
 }
 
 impl Proxy {
@@ -277,10 +272,11 @@ impl Proxy {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
 
-    fn req(target: &str, headers: &[(&str, &str)]) -> RequestHeader {
+    /// A request for `target` with `headers` (also for the other request-reading tests).
+    pub(in crate::proxy) fn req(target: &str, headers: &[(&str, &str)]) -> RequestHeader {
         let mut r = RequestHeader::build("GET", target.as_bytes(), None).unwrap();
         for (k, v) in headers {
             r.append_header(k.to_string(), *v).unwrap();
@@ -337,6 +333,16 @@ mod tests {
             ["lb.internal", "shop.test", "Www.Shop.Test"]
         );
         assert_eq!(hosts(&claims, false).unwrap().as_slice(), ["lb.internal"]);
+        // A client's CGI-style spelling, passed on by the trusted proxy, is what a server that
+        // reads `_` as `-` takes the host from.
+        let cgi = req(
+            "/p",
+            &[("host", "lb.internal"), ("X_Forwarded_Host", "shop.test")],
+        );
+        assert_eq!(
+            hosts(&cgi, true).unwrap().as_slice(),
+            ["lb.internal", "shop.test"]
+        );
     }
 
     #[test]
@@ -408,18 +414,6 @@ mod tests {
     }
 
     #[test]
-    fn methods_are_read_without_case_and_through_overrides() {
-        let post = http::Method::POST;
-        assert!(is_method(&req("/orders", &[]), &http::Method::GET));
-        let mut lower = RequestHeader::build("post", b"/orders", None).unwrap();
-        assert!(is_method(&lower, &post));
-        lower.set_method(http::Method::GET);
-        assert!(!is_method(&lower, &post));
-        let overridden = req("/orders", &[("X-HTTP-Method-Override", "post")]);
-        assert!(is_method(&overridden, &post));
-    }
-
-    #[test]
     fn spoofable_headers_are_found_and_removed() {
         let mut r = req(
             "/p",
@@ -453,6 +447,25 @@ mod tests {
             "WebSocket upgrades stay"
         );
         assert!(r.headers.get("host").is_some());
+        // CGI-style names: `_` is read as `-`; gunicorn's `SCRIPT_NAME` is a path override.
+        let mut cgi = req(
+            "/p",
+            &[
+                ("SCRIPT_NAME", "/x"),
+                ("script-name", "/x"),
+                ("Path_Info", "/products"),
+                ("X_Forwarded_Host", "b"),
+                ("x_original_url", "/x"),
+            ],
+        );
+        assert!(has_spoofable(&cgi));
+        strip_spoofable(&mut cgi, false);
+        assert!(!has_spoofable(&cgi), "{:?}", cgi.headers);
+        assert_eq!(cgi.headers.len(), 0, "{:?}", cgi.headers);
+        assert!(!has_spoofable(&req(
+            "/p",
+            &[("x_custom", "1"), ("x-hostx", "a")]
+        )));
         assert!(!has_spoofable(&req(
             "/p",
             &[("host", "a"), ("cookie", "x=1")]

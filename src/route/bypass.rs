@@ -41,7 +41,15 @@ pub fn matching(
 /// take `.ext` and `;params` after the prefix as the same resource (Spring's suffix matching,
 /// Tomcat's parameters) — right for what a room protects, too wide for what a rule exempts
 /// (`/feed.xml` must not exempt `/feed.xml.php`).
+///
+/// A PHP script's path info is compared with the prefix read the same way: the rule
+/// `/index.php/health` exempts `/index.php/health`, which Symfony reads as `/health`.
 fn strictly_under(prefix: &str, reading: &Reading<'_>) -> bool {
+    let prefix = if reading.script {
+        super::path::path_info(prefix).unwrap_or(prefix)
+    } else {
+        prefix
+    };
     let (p, s) = (prefix.as_bytes(), reading.path.as_bytes());
     let starts = s.len() >= p.len()
         && if reading.folded {
@@ -200,5 +208,21 @@ mod tests {
         ] {
             assert!(!is_crawler(ua), "{ua}");
         }
+    }
+
+    #[test]
+    fn a_script_path_rule_reads_its_own_path_info() {
+        let none = http::HeaderMap::new();
+        let rules = [BypassRule::Path("/index.php/health".to_string())];
+        let m = |p: &str| matching(&rules, &Readings::of(p), None, &none);
+        assert_eq!(m("/index.php/health"), Some(0));
+        assert_eq!(m("/index.php/health/x"), Some(0));
+        // Another script's path info, or dots that leave the rule: not exempt.
+        assert_eq!(m("/other.php/../index.php/health/../../products"), None);
+        assert_eq!(m("/index.php/health/.."), None);
+        let rules = [BypassRule::Path("/health".to_string())];
+        let m = |p: &str| matching(&rules, &Readings::of(p), None, &none);
+        assert_eq!(m("/health/..%2F..%2Fproducts"), None);
+        assert_eq!(m("/health/x/.."), Some(0));
     }
 }

@@ -17,9 +17,28 @@ pub const SPOOFABLE: [&str; 5] = [
 ];
 
 /// Headers that IIS (URL Rewrite), Symfony and Zend take the *path* from (`X-Original-URL`,
-/// `X-Rewrite-URL`): removed from every request, a trusted proxy's too — load balancers pass
-/// client headers through, and anteroom routes on the request line only.
-pub const PATH_OVERRIDES: [&str; 2] = ["x-original-url", "x-rewrite-url"];
+/// `X-Rewrite-URL`), and the CGI variables gunicorn takes from a request header of that name
+/// when the peer is in its `forwarded-allow-ips` (127.0.0.1 by default: anteroom on the same
+/// host) — `SCRIPT_NAME: /x` makes `/x/products` the app's `/products`: removed from every
+/// request, a trusted proxy's too — load balancers pass client headers through, and anteroom
+/// routes on the request line only.
+pub const PATH_OVERRIDES: [&str; 4] = [
+    "x-original-url",
+    "x-rewrite-url",
+    "script-name",
+    "path-info",
+];
+
+/// A header name as CGI-style servers read it (`X_Forwarded_Host` and `X-Forwarded-Host` are
+/// both `HTTP_X_FORWARDED_HOST`; gunicorn reads `SCRIPT_NAME` as sent): whether `name` (lower
+/// case, as the HTTP crate keeps it) is `listed` with `_` read as `-`.
+pub fn named(name: &str, listed: &str) -> bool {
+    name.len() == listed.len()
+        && name
+            .bytes()
+            .zip(listed.bytes())
+            .all(|(a, b)| a == b || (a == b'_' && b == b'-'))
+}
 
 /// An `Upgrade` to anything but WebSocket (`h2c` above all) would, once the origin answers
 /// 101, turn the connection into a tunnel that speaks to the origin past every room: the

@@ -7,7 +7,10 @@
 //!   is, so no odd spelling walks around a line;
 //! - readings that fall in two different rooms are refused (400); with `path-matching =
 //!   "strict"` (the default) so are readings that disagree at all (one in a room, one not):
-//!   the spelling is ambiguous, and refusing it costs an honest browser nothing;
+//!   the spelling is ambiguous, and refusing it costs an honest browser nothing. Additive
+//!   readings ([`Reading::additive`]: dot segments kept, a PHP script's path info) are the
+//!   exception: they put a request in a room without making it ambiguous, and say nothing
+//!   when they are outside;
 //! - a request whose host names no room, when its path is one that a host-bound room protects
 //!   on the same upstream as the default, is dealt with by `other-hosts` (refused by default):
 //!   a single-site origin would serve it as the protected host.
@@ -19,6 +22,7 @@ pub mod bypass;
 pub mod headers;
 pub mod host;
 pub mod path;
+pub mod spelling;
 
 pub use host::{host_without_port, normalize_host, HostPattern};
 pub use path::{normalize_path, path_covers, Reading, Readings};
@@ -223,7 +227,12 @@ impl Router {
                 Ok(v) => v,
                 Err(why) => return Routing::Refuse(why),
             };
-            if first.is_some_and(|f| f != v) {
+            // An additive reading (dot segments kept, a script's path info) only ever adds a
+            // room: outside, it says nothing; inside, it does not make the spelling ambiguous.
+            if r.additive && v == Verdict::Outside {
+                continue;
+            }
+            if !r.additive && first.is_some_and(|f| f != v) {
                 disagree = true;
             }
             first.get_or_insert(v);
@@ -314,6 +323,48 @@ mod tests {
         assert_eq!(r.route("other.test", "/orders/1"), Some(0));
         assert_eq!(r.route("shop.test", "/products"), Some(2));
         assert_eq!(decide(&r, "SHOP.test.:8080", "/orders/1"), Routing::Room(1));
+    }
+
+    #[test]
+    fn additive_readings_add_a_room_and_never_make_a_spelling_ambiguous() {
+        let any = [HostPattern::Any];
+        let products = ["/products".to_string()];
+        let orders = ["/orders".to_string()];
+        for matching in [PathMatching::Strict, PathMatching::Lenient] {
+            let r = Router::new(
+                [
+                    RoomRoutes {
+                        hosts: &any,
+                        paths: &products,
+                        upstream: 0,
+                    },
+                    RoomRoutes {
+                        hosts: &any,
+                        paths: &orders,
+                        upstream: 0,
+                    },
+                ],
+                Policy {
+                    matching,
+                    ..Policy::default()
+                },
+            );
+            let d = |p: &str| r.decide(&["shop.test"], &Readings::of(p));
+            // Outside by the standard reading, inside by a kept-dots or path-info one.
+            for p in [
+                "/products/..",
+                "/products/1%2F..%2F..%2Fx",
+                "/index.php/products",
+            ] {
+                assert_eq!(d(p), Routing::Room(0), "{p} ({matching:?})");
+            }
+            // Inside by the standard reading, outside by an additive one: not ambiguous.
+            assert_eq!(d("/x/../products/1"), Routing::Room(0), "{matching:?}");
+            // Two rooms are still two rooms.
+            assert!(matches!(d("/orders/../products"), Routing::Refuse(_)));
+            assert_eq!(d("/index.php/about"), Routing::Outside);
+            assert_eq!(d("/about/../contact"), Routing::Outside);
+        }
     }
 
     #[test]

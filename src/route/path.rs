@@ -14,6 +14,9 @@
 
 use std::borrow::Cow;
 
+use super::spelling::{applicable, apply, keep_dots, COMBINED};
+pub use super::spelling::{path_info, transforms, Transform};
+
 /// Whether the prefix `prefix` covers `path` on a boundary: `/cart` covers `/cart`, `/cart/`
 /// and `/cart/1`, and also `/cart.json` and `/cart;jsessionid=1` — Rails and Spring route a
 /// format suffix to the same action, Tomcat reads `;params` as no part of the name — but not
@@ -68,7 +71,7 @@ pub fn normalize_path(path: &str) -> Cow<'_, str> {
 /// Decodes `%XX` where XX encodes an unreserved character or `/` `.`; leaves the rest encoded
 /// (so nothing that the origin would read differently is changed), with the hex digits in
 /// upper case: `%d1` and `%D1` are one byte to every origin.
-fn decode_unreserved(path: &str) -> String {
+pub(super) fn decode_unreserved(path: &str) -> String {
     let b = path.as_bytes();
     let mut out = Vec::with_capacity(b.len());
     let mut i = 0;
@@ -98,155 +101,8 @@ fn hex_pair(h: u8, l: u8) -> Option<u8> {
 }
 
 /// Whether `s` at `i` is `%XX` for byte `c` (any case of the hex digits).
-fn encoded_at(s: &[u8], i: usize, c: u8) -> bool {
+pub(super) fn encoded_at(s: &[u8], i: usize, c: u8) -> bool {
     s.len() >= i + 3 && s[i] == b'%' && hex_pair(s[i + 1], s[i + 2]) == Some(c)
-}
-
-/// One way an origin may read a path, as a bit of [`Readings`]' transforms.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[repr(u8)]
-pub enum Transform {
-    /// A NUL (raw or `%00`) ends the path (C-based servers and filters).
-    Nul = 1,
-    /// `;…` is stripped from every segment, so `..;` is `..` (Tomcat, Spring, Jetty).
-    Params = 2,
-    /// `\` and `%5C` are `/`, and trailing dots and spaces of a segment are ignored (IIS, and
-    /// frameworks that run on Windows or copy its rules).
-    Windows = 4,
-    /// A path that starts with `//` is read as a network-path reference: its first segment is
-    /// a host, the path begins after it (Python's `urlsplit` on the request line, as Werkzeug
-    /// before 2.2 and other WSGI servers did: `//x/orders` is `/orders`). Not applied when no
-    /// path follows the host (`//orders`, the home page to such a server).
-    Authority = 8,
-}
-
-const ALL: [Transform; 4] = [
-    Transform::Nul,
-    Transform::Params,
-    Transform::Windows,
-    Transform::Authority,
-];
-
-/// Which transforms could change this path at all; the others need not be tried.
-fn applicable(raw: &str) -> u8 {
-    let b = raw.as_bytes();
-    let mut flags = 0u8;
-    // Only with a path after the host: `//products` would read as `/` (the home page), which
-    // no room's line is kept from by this spelling, and a strict room would refuse it.
-    if b.starts_with(b"//") && b[2..].contains(&b'/') {
-        flags |= Transform::Authority as u8;
-    }
-    for i in 0..b.len() {
-        match b[i] {
-            0 => flags |= Transform::Nul as u8,
-            b';' => flags |= Transform::Params as u8,
-            b'\\' => flags |= Transform::Windows as u8,
-            b'.' | b' ' if i + 1 == b.len() || b[i + 1] == b'/' => {
-                flags |= Transform::Windows as u8
-            }
-            b'%' => {
-                if encoded_at(b, i, 0) {
-                    flags |= Transform::Nul as u8;
-                } else if encoded_at(b, i, b';') {
-                    flags |= Transform::Params as u8;
-                } else if encoded_at(b, i, b'\\')
-                    || (encoded_at(b, i, b' ') || encoded_at(b, i, b'.'))
-                        && (i + 3 == b.len() || b[i + 3] == b'/' || b[i + 3] == b'%')
-                {
-                    flags |= Transform::Windows as u8;
-                }
-            }
-            _ => {}
-        }
-    }
-    flags
-}
-
-/// Applies the transforms in `set` to the raw path (a leading `//host` first, then NUL, then
-/// `\`, then `;params` per segment, then trailing dots and spaces), before the standard
-/// normalisation.
-fn apply(raw: &str, set: u8) -> String {
-    let mut s: Vec<u8> = raw.as_bytes().to_vec();
-    if set & Transform::Authority as u8 != 0 && s.starts_with(b"//") {
-        // The host ends at the next `/`; without one the path is empty (read as `/`).
-        let path = s[2..]
-            .iter()
-            .position(|&c| c == b'/')
-            .map_or(s.len(), |i| i + 2);
-        s.drain(..path);
-    }
-    if set & Transform::Nul as u8 != 0 {
-        let end = (0..s.len())
-            .find(|&i| s[i] == 0 || encoded_at(&s, i, 0))
-            .unwrap_or(s.len());
-        s.truncate(end);
-    }
-    if set & Transform::Windows as u8 != 0 {
-        let mut out = Vec::with_capacity(s.len());
-        let mut i = 0;
-        while i < s.len() {
-            if s[i] == b'\\' {
-                out.push(b'/');
-                i += 1;
-            } else if encoded_at(&s, i, b'\\') {
-                out.push(b'/');
-                i += 3;
-            } else {
-                out.push(s[i]);
-                i += 1;
-            }
-        }
-        s = out;
-    }
-    if set & Transform::Params as u8 != 0 {
-        let mut out = Vec::with_capacity(s.len());
-        let mut skipping = false;
-        let mut i = 0;
-        while i < s.len() {
-            if s[i] == b'/' {
-                skipping = false;
-            } else if s[i] == b';' || encoded_at(&s, i, b';') {
-                skipping = true;
-            }
-            if !skipping {
-                out.push(s[i]);
-            }
-            i += 1;
-        }
-        s = out;
-    }
-    let mut text =
-        String::from_utf8(s).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned());
-    if set & Transform::Windows as u8 != 0 {
-        text = text
-            .split('/')
-            .map(strip_windows_tail)
-            .collect::<Vec<_>>()
-            .join("/");
-    }
-    text
-}
-
-/// `products. ` and `products%20.` read as `products` on Windows; `.` and `..` stay.
-fn strip_windows_tail(seg: &str) -> &str {
-    let mut s = seg;
-    loop {
-        let before = s.len();
-        s = s.trim_end_matches([' ', '.']);
-        for enc in ["%20", "%2e", "%2E"] {
-            if let Some(rest) = s.strip_suffix(enc) {
-                s = rest;
-            }
-        }
-        if s.len() == before {
-            break;
-        }
-    }
-    if s.is_empty() || s.bytes().all(|c| c == b'.') {
-        seg
-    } else {
-        s
-    }
 }
 
 /// One reading: a normalised path, and whether it was folded to lower case (then it is
@@ -255,6 +111,15 @@ fn strip_windows_tail(seg: &str) -> &str {
 pub struct Reading<'a> {
     pub path: Cow<'a, str>,
     pub folded: bool,
+    /// Made by [`Transform::Dots`] or [`Transform::Script`]: it can put a request into a room,
+    /// but outside every room it says nothing, and it never makes the readings disagree for
+    /// `path-matching = "strict"` — `/x/../products` is `/products` to most origins and
+    /// `/index.php/checkout` is a link a PHP shop prints, so neither is refused for what the
+    /// other readings say.
+    pub additive: bool,
+    /// Made by [`Transform::Script`]: a PHP script's path info (a bypass prefix is read the
+    /// same way before it is compared with it).
+    pub script: bool,
 }
 
 impl Reading<'_> {
@@ -298,11 +163,16 @@ pub struct Readings<'a> {
 impl<'a> Readings<'a> {
     pub fn of(raw: &'a str) -> Self {
         let standard = normalize_path(raw);
-        let flags = applicable(raw);
+        let mut flags = applicable(raw);
+        if path_info(&standard).is_some() {
+            flags |= Transform::Script as u8;
+        }
         let has_upper = |p: &str| p.bytes().any(|c| c.is_ascii_uppercase());
         let first = Reading {
             path: standard,
             folded: false,
+            additive: false,
+            script: false,
         };
         if flags == 0 && !has_upper(&first.path) {
             return Self {
@@ -316,29 +186,61 @@ impl<'a> Readings<'a> {
         };
         let folded = out.first.path.to_ascii_lowercase();
         if folded != out.first.path {
-            out.add(Cow::Owned(folded), true);
+            out.add(Cow::Owned(folded), true, 0);
         }
         // Every combination of the transforms that apply: origins combine them (IIS reads
         // `\` and case; a Java app on Windows adds `;params`).
-        for set in 1..=15u8 {
+        for set in 1..=COMBINED {
             if set & !flags != 0 {
                 continue;
             }
-            let p = normalize_path(&apply(raw, set)).into_owned();
-            let folded = has_upper(&p).then(|| p.to_ascii_lowercase());
-            out.add(Cow::Owned(p), false);
-            if let Some(f) = folded {
-                out.add(Cow::Owned(f), true);
+            out.add_both(normalize_path(&apply(raw, set)).into_owned(), 0);
+        }
+        // The readings of origins that route the path as sent: dot segments kept, a PHP
+        // script's path info, and both (Symfony does not resolve `..` in its path info).
+        if flags & Transform::Dots as u8 != 0 {
+            let kept = keep_dots(raw);
+            if let Some(info) = path_info(&kept) {
+                out.add_both(
+                    info.to_string(),
+                    Transform::Dots as u8 | Transform::Script as u8,
+                );
             }
+            out.add_both(kept, Transform::Dots as u8);
+        }
+        if let Some(info) = path_info(out.standard()) {
+            out.add_both(info.to_string(), Transform::Script as u8);
         }
         out
     }
 
-    fn add(&mut self, path: Cow<'a, str>, folded: bool) {
-        let r = Reading { path, folded };
-        if r != self.first && !self.rest.contains(&r) {
-            self.rest.push(r);
+    /// Adds `path` (made by the transforms in `via`) and, when it has capitals, its folded
+    /// form.
+    fn add_both(&mut self, path: String, via: u8) {
+        let folded = path
+            .bytes()
+            .any(|c| c.is_ascii_uppercase())
+            .then(|| path.to_ascii_lowercase());
+        self.add(Cow::Owned(path), false, via);
+        if let Some(f) = folded {
+            self.add(Cow::Owned(f), true, via);
         }
+    }
+
+    /// Adds a reading unless it is already there: the readings that decide (the standard one
+    /// and the combined transforms) are added before the additive ones, so a path read both
+    /// ways keeps the stronger.
+    fn add(&mut self, path: Cow<'a, str>, folded: bool, via: u8) {
+        let same = |r: &Reading<'_>| r.path == path && r.folded == folded;
+        if same(&self.first) || self.rest.iter().any(same) {
+            return;
+        }
+        self.rest.push(Reading {
+            path,
+            folded,
+            additive: via & (Transform::Dots as u8 | Transform::Script as u8) != 0,
+            script: via & Transform::Script as u8 != 0,
+        });
     }
 
     pub fn standard(&self) -> &str {
@@ -370,11 +272,6 @@ impl<'a> Readings<'a> {
     pub fn is_empty(&self) -> bool {
         false
     }
-}
-
-/// The transforms, for documentation and tests.
-pub fn transforms() -> &'static [Transform] {
-    &ALL
 }
 
 #[cfg(test)]
@@ -462,6 +359,45 @@ mod tests {
     }
 
     #[test]
+    fn origins_that_route_the_path_as_sent_are_read() {
+        let additive = |raw: &str, want: &str| {
+            let r = Readings::of(raw);
+            assert!(
+                r.iter().any(|r| r.additive && r.path == want),
+                "{raw}: {r:?}"
+            );
+        };
+        // Werkzeug, Express, Symfony: dot segments kept, `%2F` decoded (or not: the prefix
+        // is the same either way).
+        additive("/products/..", "/products/..");
+        additive("/products/%2e%2E", "/products/..");
+        additive("/products/1%2F..%2F..%2Fx", "/products/1/../../x");
+        additive("/products/.%2e/x", "/products/../x");
+        // A PHP front controller's path info, also with dots kept.
+        additive("/index.php/products/1", "/products/1");
+        additive("/shop/App.PHP/orders", "/orders");
+        additive("/index%2ephp/products", "/products");
+        additive("/index.php/products/..", "/products/..");
+        assert!(Readings::of("/index.php/products").iter().any(|r| r.script));
+        // No path after the script, or no script: no such reading.
+        for raw in [
+            "/index.php",
+            "/a.php",
+            "/php/x",
+            "/x.phpx/y",
+            "/products/a..b",
+        ] {
+            let r = Readings::of(raw);
+            assert!(!r.iter().any(|r| r.additive), "{raw}: {r:?}");
+        }
+        assert_eq!(path_info("/index.php/"), Some("/"));
+        assert_eq!(path_info("/index.php"), None);
+        assert_eq!(path_info("/.php/x"), None, "a name, not only an extension");
+        // A path read the same way by every origin stays one borrowed reading.
+        assert_eq!(Readings::of("/products/a.png").len(), 1);
+    }
+
+    #[test]
     fn exempting_needs_every_reading() {
         let r = Readings::of("/feed.xml;/../products");
         assert!(r.any_covered_by("/products"));
@@ -473,13 +409,5 @@ mod tests {
         assert!(!Readings::of("/Orders").all_covered_by("/orders/1"));
         assert!(!r.all_covered_by("/feed.xml"));
         assert!(Readings::of("/feed.xml").all_covered_by("/feed.xml"));
-    }
-
-    #[test]
-    fn dot_only_segments_keep_their_meaning() {
-        assert_eq!(strip_windows_tail(".."), "..");
-        assert_eq!(strip_windows_tail("."), ".");
-        assert_eq!(strip_windows_tail("a. ."), "a");
-        assert_eq!(strip_windows_tail("a%2e"), "a");
     }
 }

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 pub mod browser;
 pub mod origin;
+pub mod raw;
 pub mod redis;
 pub mod sentinel;
 pub mod shop;

@@ -1,0 +1,96 @@
+//! The method a request has to the origin: frameworks read it without case, through override
+//! headers, `HEAD` as `GET`, and a POST as whatever its `_method` says. Consume routes and the
+//! refusal of echoing methods decide on these readings.
+
+use pingora::http::RequestHeader;
+
+/// Headers through which frameworks let a request claim another method (Laravel, Symfony,
+/// Express's method-override, ASP.NET): a consume route is matched on them too.
+const METHOD_OVERRIDES: [&str; 3] = [
+    "x-http-method-override",
+    "x-http-method",
+    "x-method-override",
+];
+
+/// Whether the request is `method` as some origin reads it: without case (`post` is POST to
+/// Symfony, Werkzeug, Django), or through a method-override header, any item of it (Express's
+/// method-override takes the first of `PUT, GET`).
+pub fn is_method(req: &RequestHeader, method: &http::Method) -> bool {
+    let want = method.as_str();
+    req.method.as_str().eq_ignore_ascii_case(want)
+        || METHOD_OVERRIDES.iter().any(|h| {
+            req.headers.get_all(*h).iter().any(|v| {
+                v.as_bytes()
+                    .split(|&c| c == b',')
+                    .any(|m| m.trim_ascii().eq_ignore_ascii_case(want.as_bytes()))
+            })
+        })
+}
+
+/// Whether a consume route for `method` holds the request: [`is_method`]; or `HEAD` for a
+/// `GET` route (frameworks answer HEAD with the GET handler, which runs); or any `POST`,
+/// which Rails, Laravel, Symfony and Express's method-override turn into the method named by
+/// `_method` in its query or form body — a body anteroom does not read before forwarding.
+pub fn may_be_method(req: &RequestHeader, method: &http::Method) -> bool {
+    let m = req.method.as_str();
+    is_method(req, method)
+        || (method == http::Method::GET && m.eq_ignore_ascii_case("HEAD"))
+        || m.eq_ignore_ascii_case("POST")
+}
+
+/// Methods an origin answers by echoing the request, our headers with it (`TRACE`, and IIS's
+/// `TRACK`): refused where the origin gets the `origin-secret`.
+pub fn echoes(req: &RequestHeader) -> bool {
+    let track = http::Method::from_bytes(b"TRACK");
+    is_method(req, &http::Method::TRACE) || track.is_ok_and(|m| is_method(req, &m))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::proxy::target::tests::req;
+
+    #[test]
+    fn methods_are_read_without_case_and_through_overrides() {
+        let post = http::Method::POST;
+        assert!(is_method(&req("/orders", &[]), &http::Method::GET));
+        let mut lower = RequestHeader::build("post", b"/orders", None).unwrap();
+        assert!(is_method(&lower, &post));
+        lower.set_method(http::Method::GET);
+        assert!(!is_method(&lower, &post));
+        let overridden = req("/orders", &[("X-HTTP-Method-Override", "post")]);
+        assert!(is_method(&overridden, &post));
+        let listed = req("/orders", &[("X-HTTP-Method-Override", "GET, post ")]);
+        assert!(is_method(&listed, &post), "any item of a list");
+    }
+
+    #[test]
+    fn a_consume_route_holds_what_frameworks_make_of_a_request() {
+        let build = |m: &str| RequestHeader::build(m, b"/x", None).unwrap();
+        let (get, put) = (http::Method::GET, http::Method::PUT);
+        assert!(
+            may_be_method(&build("HEAD"), &get),
+            "HEAD runs GET's handler"
+        );
+        assert!(!may_be_method(&build("HEAD"), &put));
+        for m in ["POST", "post"] {
+            assert!(may_be_method(&build(m), &put), "{m} with `_method=PUT`");
+            assert!(may_be_method(&build(m), &get), "{m} with `_method=GET`");
+        }
+        assert!(!may_be_method(&build("GET"), &put));
+        assert!(!may_be_method(&build("PATCH"), &get));
+    }
+
+    #[test]
+    fn echoing_methods_in_every_spelling() {
+        for m in ["TRACE", "trace", "Trace", "TRACK", "track"] {
+            assert!(
+                echoes(&RequestHeader::build(m, b"/x", None).unwrap()),
+                "{m}"
+            );
+        }
+        assert!(echoes(&req("/x", &[("x-http-method", "trace")])));
+        assert!(!echoes(&req("/x", &[])));
+        assert!(!echoes(&RequestHeader::build("POST", b"/x", None).unwrap()));
+    }
+}

@@ -1,0 +1,228 @@
+//! The ways an origin may spell a path differently from the standard reading
+//! ([`super::path::normalize_path`]): each a [`Transform`] of the raw path, which
+//! [`super::path::Readings`] applies where it could change anything.
+
+use super::path::{decode_unreserved, encoded_at};
+
+/// One way an origin may read a path, as a bit of [`super::path::Readings`]' transforms.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum Transform {
+    /// A NUL (raw or `%00`) ends the path (C-based servers and filters).
+    Nul = 1,
+    /// `;…` is stripped from every segment, so `..;` is `..` (Tomcat, Spring, Jetty).
+    Params = 2,
+    /// `\` and `%5C` are `/`, and trailing dots and spaces of a segment are ignored (IIS, and
+    /// frameworks that run on Windows or copy its rules).
+    Windows = 4,
+    /// A path that starts with `//` is read as a network-path reference: its first segment is
+    /// a host, the path begins after it (Python's `urlsplit` on the request line, as Werkzeug
+    /// before 2.2 and other WSGI servers did: `//x/orders` is `/orders`). Not applied when no
+    /// path follows the host (`//orders`, the home page to such a server).
+    Authority = 8,
+    /// Dot segments are not resolved: Werkzeug, Express and Symfony route the path as sent
+    /// (decoded, `%2F` included), so `/products/..` and `/products/1%2F..%2F..%2Fx` are under
+    /// `/products` to a catch-all or `/products/{id}` route there. A reading of its own, not
+    /// combined with the transforms above, and additive ([`super::path::Reading::additive`]).
+    Dots = 16,
+    /// A PHP front controller's path info: `/index.php/products` is `/products` to Symfony
+    /// and Laravel behind nginx's documented `try_files`, and to Apache's `PATH_INFO`. The
+    /// path after the first segment that ends in `.php` (any case), with or without `Dots`;
+    /// additive.
+    Script = 32,
+}
+
+const ALL: [Transform; 6] = [
+    Transform::Nul,
+    Transform::Params,
+    Transform::Windows,
+    Transform::Authority,
+    Transform::Dots,
+    Transform::Script,
+];
+
+/// The transforms that are combined with each other (every subset that applies).
+pub(super) const COMBINED: u8 = 15;
+
+/// Which transforms could change this path at all; the others need not be tried.
+pub(super) fn applicable(raw: &str) -> u8 {
+    let b = raw.as_bytes();
+    let mut flags = 0u8;
+    // Only with a path after the host: `//products` would read as `/` (the home page), which
+    // no room's line is kept from by this spelling, and a strict room would refuse it.
+    if b.starts_with(b"//") && b[2..].contains(&b'/') {
+        flags |= Transform::Authority as u8;
+    }
+    for i in 0..b.len() {
+        match b[i] {
+            0 => flags |= Transform::Nul as u8,
+            b';' => flags |= Transform::Params as u8,
+            b'\\' => flags |= Transform::Windows as u8,
+            b'.' | b' ' if i + 1 == b.len() || b[i + 1] == b'/' => {
+                flags |= Transform::Windows as u8;
+                if b[i] == b'.' && i > 0 && matches!(b[i - 1], b'.' | b'/') {
+                    flags |= Transform::Dots as u8;
+                }
+            }
+            b'.' if b.get(i + 1) == Some(&b'.') || encoded_at(b, i + 1, b'.') => {
+                flags |= Transform::Dots as u8
+            }
+            b'%' => {
+                // Any encoded dot may make a dot segment (`%2e%2e`, `.%2e`); an encoded `/`
+                // may end one (`..%2F`).
+                if encoded_at(b, i, b'.') || encoded_at(b, i, b'/') {
+                    flags |= Transform::Dots as u8;
+                }
+                if encoded_at(b, i, 0) {
+                    flags |= Transform::Nul as u8;
+                } else if encoded_at(b, i, b';') {
+                    flags |= Transform::Params as u8;
+                } else if encoded_at(b, i, b'\\')
+                    || (encoded_at(b, i, b' ') || encoded_at(b, i, b'.'))
+                        && (i + 3 == b.len() || b[i + 3] == b'/' || b[i + 3] == b'%')
+                {
+                    flags |= Transform::Windows as u8;
+                }
+            }
+            _ => {}
+        }
+    }
+    flags
+}
+
+/// Applies the transforms in `set` to the raw path (a leading `//host` first, then NUL, then
+/// `\`, then `;params` per segment, then trailing dots and spaces), before the standard
+/// normalisation.
+pub(super) fn apply(raw: &str, set: u8) -> String {
+    let mut s: Vec<u8> = raw.as_bytes().to_vec();
+    if set & Transform::Authority as u8 != 0 && s.starts_with(b"//") {
+        // The host ends at the next `/`; without one the path is empty (read as `/`).
+        let path = s[2..]
+            .iter()
+            .position(|&c| c == b'/')
+            .map_or(s.len(), |i| i + 2);
+        s.drain(..path);
+    }
+    if set & Transform::Nul as u8 != 0 {
+        let end = (0..s.len())
+            .find(|&i| s[i] == 0 || encoded_at(&s, i, 0))
+            .unwrap_or(s.len());
+        s.truncate(end);
+    }
+    if set & Transform::Windows as u8 != 0 {
+        let mut out = Vec::with_capacity(s.len());
+        let mut i = 0;
+        while i < s.len() {
+            if s[i] == b'\\' {
+                out.push(b'/');
+                i += 1;
+            } else if encoded_at(&s, i, b'\\') || encoded_at(&s, i, b'/') {
+                // `%2F` too: the server decodes it before it trims a segment's tail, so
+                // `x%2f..` is `x` and `..`, not a name `x%2f` with dots trimmed.
+                out.push(b'/');
+                i += 3;
+            } else {
+                out.push(s[i]);
+                i += 1;
+            }
+        }
+        s = out;
+    }
+    if set & Transform::Params as u8 != 0 {
+        let mut out = Vec::with_capacity(s.len());
+        let mut skipping = false;
+        let mut i = 0;
+        while i < s.len() {
+            if s[i] == b'/' {
+                skipping = false;
+            } else if s[i] == b';' || encoded_at(&s, i, b';') {
+                skipping = true;
+            }
+            if !skipping {
+                out.push(s[i]);
+            }
+            i += 1;
+        }
+        s = out;
+    }
+    let mut text =
+        String::from_utf8(s).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned());
+    if set & Transform::Windows as u8 != 0 {
+        text = text
+            .split('/')
+            .map(strip_windows_tail)
+            .collect::<Vec<_>>()
+            .join("/");
+    }
+    text
+}
+
+/// `products. ` and `products%20.` read as `products` on Windows; `.` and `..` stay.
+fn strip_windows_tail(seg: &str) -> &str {
+    let mut s = seg;
+    loop {
+        let before = s.len();
+        s = s.trim_end_matches([' ', '.']);
+        for enc in ["%20", "%2e", "%2E"] {
+            if let Some(rest) = s.strip_suffix(enc) {
+                s = rest;
+            }
+        }
+        if s.len() == before {
+            break;
+        }
+    }
+    if s.is_empty() || s.bytes().all(|c| c == b'.') {
+        seg
+    } else {
+        s
+    }
+}
+
+/// The path with dot segments kept ([`Transform::Dots`]): unreserved characters and `/`
+/// decoded once, empty and `.` segments dropped, `..` kept as a name.
+pub(super) fn keep_dots(raw: &str) -> String {
+    let decoded = decode_unreserved(raw);
+    let mut out = String::with_capacity(decoded.len() + 1);
+    for seg in decoded.split('/').filter(|s| !s.is_empty() && *s != ".") {
+        out.push('/');
+        out.push_str(seg);
+    }
+    if out.is_empty() || decoded.ends_with('/') {
+        out.push('/');
+    }
+    out
+}
+
+/// A PHP front controller's path info ([`Transform::Script`]): what follows the first segment
+/// that ends in `.php` (any case), when a `/` follows it.
+pub fn path_info(path: &str) -> Option<&str> {
+    let b = path.as_bytes();
+    let mut from = 0;
+    while let Some(i) = memchr::memmem::find(&b[from..], b"/").map(|i| i + from) {
+        let seg = &b[from..i];
+        if seg.len() > 4 && seg[seg.len() - 4..].eq_ignore_ascii_case(b".php") {
+            return Some(&path[i..]);
+        }
+        from = i + 1;
+    }
+    None
+}
+
+/// The transforms, for documentation and tests.
+pub fn transforms() -> &'static [Transform] {
+    &ALL
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dot_only_segments_keep_their_meaning() {
+        assert_eq!(strip_windows_tail(".."), "..");
+        assert_eq!(strip_windows_tail("."), ".");
+        assert_eq!(strip_windows_tail("a. ."), "a");
+        assert_eq!(strip_windows_tail("a%2e"), "a");
+    }
+}
