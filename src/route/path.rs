@@ -201,10 +201,14 @@ impl<'a> Readings<'a> {
         if flags & Transform::Dots as u8 != 0 {
             let kept = keep_dots(raw);
             if let Some(info) = path_info(&kept) {
+                // The path info as sent, and resolved on its own (`/a/index.php/../products`
+                // is `/products` after the script, though `/a/products` before it).
+                let resolved = normalize_path(info).into_owned();
                 out.add_both(
                     info.to_string(),
                     Transform::Dots as u8 | Transform::Script as u8,
                 );
+                out.add_both(resolved, Transform::Script as u8);
             }
             out.add_both(kept, Transform::Dots as u8);
         }
@@ -378,6 +382,8 @@ mod tests {
         additive("/shop/App.PHP/orders", "/orders");
         additive("/index%2ephp/products", "/products");
         additive("/index.php/products/..", "/products/..");
+        // Found by the property: the path info resolved on its own.
+        additive("/a%20/index.php/../%70roducts", "/products");
         assert!(Readings::of("/index.php/products").iter().any(|r| r.script));
         // No path after the script, or no script: no such reading.
         for raw in [
