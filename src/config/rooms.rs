@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::build::{k, valid_room_name, Builder};
+use crate::cookie;
 use super::file::*;
 use super::locate::KeyPath;
 use super::model::*;
@@ -30,6 +31,16 @@ impl Builder<'_> {
                     p.key("name"),
                     format!("{:?} is not a valid room name", r.name),
                     "use 1-32 characters of a-z, 0-9, '-' and '_', starting with a letter or digit (it becomes the cookie name)",
+                );
+            } else if cookie::room_cookie_name(&r.name) == cookie::VID_COOKIE {
+                self.fail(
+                    p.key("name"),
+                    format!(
+                        "room name {:?} would make its admission cookie {:?}, the visitor-id cookie",
+                        r.name,
+                        cookie::VID_COOKIE
+                    ),
+                    "choose another name: each visitor's id would be overwritten by the admission",
                 );
             } else if !names.insert(r.name.clone()) {
                 self.fail(

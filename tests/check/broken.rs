@@ -220,6 +220,12 @@ pub const BROKEN: &[(&str, usize, &str, &str)] = &[
         "not a valid room name",
     ),
     (
+        "bad_room_name_vid.toml",
+        9,
+        "room[0].name",
+        "the visitor-id cookie",
+    ),
+    (
         "bad_sentinel_without_master.toml",
         3,
         "store.redis-sentinel",
