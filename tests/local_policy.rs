@@ -1,6 +1,7 @@
 //! The `local` store-error policy on a real Redis: it admits on its own only while the circuit
 //! breaker is open, never through a held line, never before the instance has heard from the
-//! store, and never past its share of max-active.
+//! store, and never past its share of max-active. And `open`, which forwards orders unconfirmed
+//! while the store is down, but never through a held line.
 
 mod common;
 
@@ -147,6 +148,58 @@ async fn a_held_line_stays_held_through_a_redis_outage() {
     let (admitted, states) = newcomers(&proxy, 6, 8).await;
     assert_eq!(admitted, 0, "nobody passes a held line: {states:?}");
     assert!(states.iter().all(|s| s == "paused"), "{states:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_open_policy_places_no_order_through_a_held_line() {
+    // `open` forwards unconfirmed orders while the store is down, but a held line stays held
+    // for them as for newcomers: an admission (even a used one) must not buy orders then.
+    let mut redis = RedisServer::start();
+    let origin = Origin::start().await;
+    let room = "admit-per-second = 50\nmax-active = 100\nconsume = [\"POST /products/order\"]";
+    let conf = config(origin.addr, &redis.url(), 3, room)
+        .replace("on-store-error = \"local\"", "on-store-error = \"open\"");
+    let proxy = Proxy::start(&conf);
+    admission_loop_ran(&redis).await;
+    let (admitted, _, jars) = newcomers_kept(&proxy, 1, 5).await;
+    assert_eq!(admitted, 1, "the visitor is let in before the line is held");
+    let resp = client()
+        .patch(proxy.admin_url("/rooms/sale"))
+        .bearer_auth(TOKEN)
+        .json(&json!({"queue_all": true}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    eventually(
+        Duration::from_secs(5),
+        "a tick that saw the held line",
+        || {
+            let proxy = &proxy;
+            async move {
+                let (_, state) = visit(proxy, &mut Jar::default()).await;
+                (state == "paused").then_some(())
+            }
+        },
+    )
+    .await;
+    redis.kill();
+    breaker_open(&proxy).await;
+    for _ in 0..3 {
+        let resp = client()
+            .post(proxy.url("/products/order"))
+            .header("cookie", jars[0].header())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), 503, "an order through a held line");
+    }
+    let orders = origin
+        .requests()
+        .iter()
+        .filter(|s| s.method == "POST")
+        .count();
+    assert_eq!(orders, 0, "no order reached the origin");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

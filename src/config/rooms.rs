@@ -6,10 +6,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::build::{k, valid_room_name, Builder};
-use crate::cookie;
 use super::file::*;
 use super::locate::KeyPath;
 use super::model::*;
+use crate::cookie;
 use crate::route::{path_covers, HostPattern};
 use crate::store::RoomParams;
 

@@ -357,7 +357,15 @@ impl Proxy {
             ),
             Err(e) => {
                 shared.warn_store_error(&e);
-                if r.cfg.on_store_error == StorePolicy::Open {
+                // `open` lets an order through unconfirmed, as it lets newcomers in — but not
+                // through a line last seen held: there the answer is the same as a newcomer's.
+                let open = r.cfg.on_store_error == StorePolicy::Open
+                    && policy::on_store_error(
+                        StorePolicy::Open,
+                        Failure::of(&e),
+                        &r.last_known(shared.clock.now_micros()),
+                    ) == OnError::Pass;
+                if open {
                     // Through without a confirmed consume; should the store have taken it after
                     // all, the origin's answer settles it like any other.
                     ctx.outcome = Outcome::Consume;
