@@ -10,6 +10,9 @@
 -- (read only for its key layout version)
 -- ARGV[1] visitor id   ARGV[2] request id   ARGV[3] grace µs   ARGV[4] marker lifetime ms
 -- (session-ttl + margin)   ARGV[5] session-ttl µs   ARGV[6] vouched (1/0)   ARGV[7] clock (prelude `now_us`)
+-- ARGV[8] margin ms: the marker also outlives the session's deadline here by it — every cookie
+-- of the admission was issued against that deadline (admission, renewal), also one issued
+-- under a longer session-ttl than the one in force now
 -- Reply: { code, ms }  code 1 won, 0 used (or never admitted), 2 busy: another order of this
 --   admission is pending, ms until its deadline
 
@@ -40,7 +43,8 @@ if not held then
   held = now
 end
 local deadline = now + grace
+local life_ms = math.max(marker_ms, math.ceil((held - now) / 1000) + tonumber(ARGV[8]))
 redis.call('ZADD', active, math.max(held, deadline), vid)
 redis.call('SET', marker, string.format('p %s %.0f %.0f', req, deadline, held),
-  'PX', marker_ms + math.ceil(grace / 1000))
+  'PX', life_ms + math.ceil(grace / 1000))
 return { 1, 0 }

@@ -188,3 +188,34 @@ async fn a_room_in_another_key_layout_is_refused_loudly() {
         anteroom::store::Consumed::Won
     );
 }
+
+/// The key that keeps a used admission used lives as long as every cookie of it (the
+/// conformance test `a_marker_outlives_every_cookie_of_the_admission` cannot show it on Redis:
+/// there the harness moves the scripts' clock, while a key expires in Redis's own time).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_used_marker_lives_as_long_as_every_cookie_of_the_admission() {
+    use anteroom::store::{Consumed, Order, RequestId, Settle, Settled};
+    let server = RedisServer::start();
+    let store = RedisStore::new(Target::Single(server.url()), Duration::from_secs(2)).unwrap();
+    let mut p = conformance::room("marker-life", 100.0, 10);
+    p.session_ttl = Duration::from_secs(200);
+    let v = conformance::occupy(&store, &p).await;
+    assert!(store.touch(&p, v).await.unwrap(), "renewed for 200 s");
+    // A reload lowers session-ttl; the order comes with the older cookie (99 s left).
+    p.session_ttl = Duration::from_secs(10);
+    let o = Order {
+        request: RequestId::random(),
+        grace: Duration::from_secs(10),
+        vouched: true,
+        cookie_life: Duration::from_secs(99),
+    };
+    assert_eq!(store.consume(&p, v, &o).await.unwrap(), Consumed::Won);
+    let done = store.settle(&p, v, &o.request, Settle::Confirm).await;
+    assert_eq!(done.unwrap(), Settled::Done);
+    let key = format!("{{anteroom:{}}}:consumed:{v}", p.name);
+    let pttl: i64 = common::redis::raw(server.port, &format!("PTTL {key}"))
+        .and_then(|r| r.trim().trim_start_matches(':').parse().ok())
+        .expect("the marker's PTTL");
+    // The renewed cookie runs 200 s; the marker outlives it by the 60 s margin.
+    assert!(pttl >= 255_000, "the marker lives {pttl} ms");
+}

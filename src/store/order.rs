@@ -11,9 +11,12 @@
 //! that arrives late still lands as long as the visitor has not been seen since.
 //!
 //! Each admission leaves a *marker* that lives at least `session-ttl` plus
-//! [`MARKER_MARGIN`] after the consume, longer than any cookie of that admission can verify: a
-//! confirmed marker is what stops the sliding renewal (`touch`) from bringing a used admission
-//! back.
+//! [`MARKER_MARGIN`] after the consume, and as long past the session's deadline in the store
+//! and past the cookie that ordered: longer than any cookie of that admission can verify, since
+//! each was issued against that deadline (the admission, every renewal) — also a cookie issued
+//! before a reload lowered `session-ttl`. A confirmed marker is what stops the sliding renewal
+//! (`touch`) from bringing a used admission back, and a second cookie of it from ordering
+//! again.
 
 use std::time::Duration;
 

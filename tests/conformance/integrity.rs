@@ -327,3 +327,36 @@ pub async fn a_marker_outlives_the_cookie_that_ordered(h: &dyn Harness) {
     };
     assert_eq!(s.consume(&p, v, &replay).await.unwrap(), Consumed::Used);
 }
+
+/// The marker outlives every cookie of the admission, not only the one that ordered: a visitor
+/// holds an older, shorter cookie and a renewed, longer one, and `session-ttl` was lowered by a
+/// reload in between. The order made with the short cookie must leave the long one refused.
+pub async fn a_marker_outlives_every_cookie_of_the_admission(h: &dyn Harness) {
+    let s = h.store();
+    let mut p = room("every-cookie", 100.0, 10);
+    p.session_ttl = Duration::from_secs(200);
+    let v = occupy(&*s, &p).await;
+    // The renewal: a cookie valid for 200 s, issued against the session's new deadline.
+    assert!(s.touch(&p, v).await.unwrap(), "renewed");
+    // A reload lowers session-ttl; the order comes with the older cookie (99 s left).
+    p.session_ttl = Duration::from_secs(10);
+    let o = Order {
+        cookie_life: Duration::from_secs(99),
+        ..order()
+    };
+    assert_eq!(s.consume(&p, v, &o).await.unwrap(), Consumed::Won);
+    let done = s.settle(&p, v, &o.request, Settle::Confirm).await.unwrap();
+    assert_eq!(done, Settled::Done);
+    // Past both cookies' margins (10 + 60 s, 99 + 60 s), inside the renewed cookie's life.
+    h.advance(Duration::from_secs(181));
+    let replay = Order {
+        cookie_life: Duration::from_secs(19),
+        ..order()
+    };
+    assert_eq!(
+        s.consume(&p, v, &replay).await.unwrap(),
+        Consumed::Used,
+        "the renewed cookie orders again"
+    );
+    assert!(!s.touch(&p, v).await.unwrap(), "not renewed");
+}

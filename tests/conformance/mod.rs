@@ -648,6 +648,7 @@ macro_rules! conformance_suite {
             an_order_in_flight_is_kept_pending_by_its_heartbeat,
             a_session_is_not_also_a_place_in_line,
             a_marker_outlives_the_cookie_that_ordered,
+            a_marker_outlives_every_cookie_of_the_admission,
             settling_twice_changes_nothing,
             a_resent_consume_is_recognised,
             an_admission_survives_the_store_losing_its_data,

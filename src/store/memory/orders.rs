@@ -111,7 +111,11 @@ impl RoomData {
                 deadline,
                 held_until: held,
             },
-            deadline + micros(order.marker_life(p.session_ttl)),
+            // Past every cookie of the admission: each was issued against the session's
+            // deadline (as in consume.lua).
+            deadline
+                + micros(order.marker_life(p.session_ttl))
+                    .max(held.saturating_sub(now) + micros(MARKER_MARGIN)),
         );
         Consumed::Won
     }

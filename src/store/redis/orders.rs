@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use super::keys::{marker_key, marker_ms, Keys};
 use super::{micros, unavailable, RedisStore};
+use crate::store::order::MARKER_MARGIN;
 use crate::store::{
     Consumed, Ending, Order, RequestId, RoomParams, Settle, Settled, StoreError, VisitorId,
 };
@@ -47,7 +48,8 @@ impl RedisStore {
             .arg(u64::try_from(order.marker_life(p.session_ttl).as_millis()).unwrap_or(u64::MAX))
             .arg(micros(p.session_ttl))
             .arg(u8::from(order.vouched))
-            .arg(self.clock_arg());
+            .arg(self.clock_arg())
+            .arg(u64::try_from(MARKER_MARGIN.as_millis()).unwrap_or(u64::MAX));
         let (code, ms): (i64, u64) = self.run("consume", &p.name, &inv).await?;
         match code {
             1 => Ok(Consumed::Won),
