@@ -10,6 +10,7 @@
 
 pub mod gate;
 mod local;
+pub mod owed;
 pub mod policy;
 pub mod prelimit;
 pub mod recovery;
@@ -172,6 +173,8 @@ pub struct Room {
     pub series: series::Series,
     /// Admissions the origin revoked (`origin-commands`), refused here until they expire.
     pub revoked: std::sync::Arc<revoked::Revoked>,
+    /// Orders that went through whose confirm has not reached the store yet.
+    pub owed: std::sync::Arc<owed::Owed>,
     /// The room's events (`[[room.event]]` and runtime changes) on this instance.
     pub events: crate::event::live::RoomEvents,
 }
@@ -216,6 +219,7 @@ impl Room {
             prelimit,
             gate,
             revoked: Default::default(),
+            owed: Default::default(),
         }
     }
 
@@ -246,6 +250,7 @@ impl Room {
         self.live.heard.store(old.live.heard(), Ordering::Release);
         self.recovery.inherit(&old.recovery);
         self.revoked = old.revoked.clone();
+        self.owed = old.owed.clone();
         self.events.inherit(
             &old.events,
             crate::clock::Clock::now_micros(&crate::clock::SystemClock),

@@ -388,3 +388,70 @@ async fn a_renewal_during_an_outage_is_postponed_not_refused() {
         "the renewed cookie outlives the first"
     );
 }
+
+/// An order goes through while Redis is down, and stays down past the order's grace period:
+/// the confirm could not land, and the store (back from its AOF) still holds the order as
+/// pending, past its deadline — a consume now would give the admission back. The instance owes
+/// the confirm: it refuses the kept cookie's second order itself, and keeps trying until the
+/// confirm lands.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_confirm_that_cannot_land_is_owed_until_the_store_is_back() {
+    let mut redis = RedisServer::start_with(&["--appendonly", "yes", "--appendfsync", "always"]);
+    let origin = Origin::start().await;
+    // The test origin takes 1.5 s on `/slow...`; grace = 1 + 1 + 2 + 5 = 9 s.
+    let room = "admit-per-second = 50\nmax-active = 10\nconsume = [\"POST /slow/order\"]";
+    let conf = config(origin.addr, &redis.url(), room)
+        .replace("paths = [\"/products\"]", "paths = [\"/slow\"]")
+        .replace(
+            "[[upstream]]\nname = \"shop\"",
+            "[[upstream]]\nname = \"shop\"\nconnect-timeout = \"1s\"\nwrite-timeout = \"1s\"\nread-timeout = \"2s\"",
+        );
+    let proxy = Proxy::start(&conf);
+    let mut jar = Jar::default();
+    assert_eq!(status(&proxy, &mut jar).await["state"], "admitted");
+    let order = || {
+        client()
+            .post(proxy.url("/slow/order"))
+            .header("cookie", jar.header())
+            .send()
+    };
+    let first = tokio::spawn(order());
+    let posts = |o: &Origin| o.requests().iter().filter(|s| s.method == "POST").count();
+    eventually(
+        Duration::from_secs(5),
+        "the order at the origin",
+        || async { (posts(&origin) == 1).then_some(()) },
+    )
+    .await;
+    // Down while the origin takes the order: its answer cannot be told to the store.
+    redis.kill();
+    let resp = first.await.unwrap().unwrap();
+    assert_eq!(resp.status(), 200, "the order went through");
+    // Past the order's grace period (a duration that must pass, not a condition).
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    redis.restart();
+    // Asked until the store can answer (503 while the breaker is still open).
+    let again = eventually(
+        Duration::from_secs(10),
+        "an answer past the breaker",
+        || async {
+            let s = order().await.unwrap().status();
+            (s != 503).then_some(s)
+        },
+    )
+    .await;
+    assert_eq!(again, 409, "the kept cookie orders again");
+    // The owed confirm lands: the order is used up in the store too.
+    let marker = format!(
+        "GET {{anteroom:sale}}:consumed:{}",
+        jar.get("anteroom_vid").unwrap()
+    );
+    eventually(Duration::from_secs(10), "the confirm in the store", || {
+        let m = common::redis::raw(redis.port, &marker);
+        async move { m.filter(|m| m.contains("c ")).map(|_| ()) }
+    })
+    .await;
+    let again = order().await.unwrap();
+    assert_eq!(again.status(), 409);
+    assert_eq!(posts(&origin), 1, "one admission, one order");
+}

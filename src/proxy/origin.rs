@@ -182,23 +182,42 @@ async fn settle_once(shared: &Shared, t: &Taken, how: Settle) -> bool {
     }
 }
 
-/// Settles in the background, retrying a failed store call with backoff for the grace period.
+/// Settles in the background, retrying a failed store call with backoff. A give-back is tried
+/// for the grace period (after it the store gives the admission back by itself). A confirm is
+/// tried until it lands, however long the store is away: past the grace period the store would
+/// give a used admission back, and a kept cookie could order again. Meanwhile the room's
+/// [`crate::room::owed::Owed`] answers another order of it here.
 pub(super) fn settle_later(shared: Arc<Shared>, t: Taken, how: Settle) {
+    let owed = (how == Settle::Confirm).then(|| shared.rooms[t.room].owed.clone());
+    if let Some(o) = &owed {
+        o.owe(t.vid, t.request.clone());
+    }
     tokio::spawn(async move {
         let until = Instant::now() + t.grace;
         let mut pause = Duration::from_millis(100);
+        let mut told = false;
         while !settle_once(&shared, &t, how).await {
-            if Instant::now() + pause > until {
+            if Instant::now() + pause > until && !told {
+                told = true;
+                if owed.is_none() {
+                    tracing::warn!(
+                        room = shared.rooms[t.room].name(),
+                        ?how,
+                        "could not settle an order; the store resolves it after the grace period"
+                    );
+                    return;
+                }
                 tracing::warn!(
                     room = shared.rooms[t.room].name(),
-                    ?how,
-                    "could not settle an order; the store resolves it after the grace period"
+                    "could not confirm an order within its grace period; still trying, and refusing another order of that admission here"
                 );
-                return;
             }
             // Backoff between attempts, not a wait for a condition.
             tokio::time::sleep(pause).await;
             pause = (pause * 2).min(Duration::from_secs(2));
+        }
+        if let Some(o) = owed {
+            o.paid(t.vid, &t.request);
         }
     });
 }

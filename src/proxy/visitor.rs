@@ -319,7 +319,13 @@ impl Proxy {
                 shared.store.consume(&r.cfg.params, vid, &order),
             )
         };
-        let mut won = call().await;
+        // An order of this admission went through here and the store has not heard yet: it is
+        // used, whatever the store would say now.
+        let mut won = if r.owed.holds(vid) {
+            Ok(Consumed::Used)
+        } else {
+            call().await
+        };
         // Whether some attempt may have reached the store (a call the breaker stopped did not).
         let mut reached = !matches!(won, Err(StoreError::BreakerOpen { .. }));
         if let Err(e) = &won {
