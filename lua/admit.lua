@@ -71,6 +71,9 @@ local h = redis.call('HMGET', room, 'enabled', 'queue_all', 'rate', 'max_active'
 local rate = tonumber(h[3]) or tonumber(ARGV[1])
 local max_active = tonumber(h[4]) or tonumber(ARGV[2])
 local epoch = tonumber(h[7]) or now
+-- A gap before this call costs no claim its deadline (see the prelude), before the liveness
+-- clock steps over it.
+forgive_gap(room, active, now, liveness_cap(tonumber(ARGV[4])), tonumber(ARGV[3]))
 -- The liveness clock (see the prelude): every admit steps it, by at most the cap.
 local clock = redis.call('HMGET', room, 'live', 'live_at')
 local live = liveness(clock[1], clock[2], now, liveness_cap(tonumber(ARGV[4])), true)

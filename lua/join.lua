@@ -42,6 +42,8 @@ local waiting, active, room = KEYS[1], KEYS[2], KEYS[3]
 check_layout(room)
 local vid = ARGV[1]
 local now = now_us(ARGV[8])
+-- A gap before this call costs no claim its deadline (see the prelude).
+forgive_gap(room, active, now, liveness_cap(tonumber(ARGV[6])), tonumber(ARGV[11]))
 -- The liveness clock (see the prelude) is read first, and stored only when its step must be.
 local clock = redis.call('HMGET', room, 'live', 'live_at')
 local live, keep_live = liveness(clock[1], clock[2], now, liveness_cap(tonumber(ARGV[6])), false)

@@ -8,7 +8,9 @@
 --   {anteroom:R}:active    ZSET  member = visitor id, score = expiry in microseconds (Redis TIME)
 --   {anteroom:R}:room      HASH  runtime state, token bucket, rate meter, totals, sweep cursor,
 --                                liveness clock ('live' µs, and 'live_at', the TIME of its last step),
---                                the key layout version ('layout', see LAYOUT)
+--                                the key layout version ('layout', see LAYOUT), and 'forgave_at',
+--                                the TIME at which a store pause last lengthened the
+--                                claims it had cut short (forgive_gap)
 --   {anteroom:R}:consumed:<visitor hex>  STRING  the last order of this admission (see
 --                                read_marker); lives session-ttl + a margin after the consume
 --   {anteroom:R}:revoked   ZSET  member = visitor id (16 bytes) .. ' ' .. until (unix s), score =
@@ -122,6 +124,26 @@ local function liveness(live, live_at, now, cap, always)
     return live + cap, true
   end
   return live + (now - live_at), always
+end
+
+-- A gap (src/store/liveness.rs `forgiven` has the same rule and its reasons): time past the
+-- liveness cap in which no call reached the room (an outage, a paused Redis, every instance
+-- stopped) does not count against an admission's deadline either. Deadlines from the gap's start
+-- to claim-ttl after it — a claim nobody could collect, a session near its end — move on by
+-- the gap, once ('forgave_at'). Called before any expired entry is removed.
+local function forgive_gap(room, active, now, cap, claim_us)
+  local c = redis.call('HMGET', room, 'live_at', 'forgave_at')
+  local base = math.max(tonumber(c[1]) or now, tonumber(c[2]) or 0)
+  if now - base <= cap then
+    return
+  end
+  local shift = now - base - cap
+  local hit = redis.call('ZRANGEBYSCORE', active, string.format('(%.0f', base),
+    string.format('%.0f', base + claim_us), 'WITHSCORES')
+  for i = 1, #hit, 2 do
+    redis.call('ZADD', active, 'XX', string.format('%.0f', tonumber(hit[i + 1]) + shift), hit[i])
+  end
+  redis.call('HSET', room, 'forgave_at', string.format('%.0f', now))
 end
 
 -- A slot up to this many seconds ahead of the clock counts as "seen now": a join reads the

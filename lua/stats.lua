@@ -3,7 +3,8 @@
 --
 -- KEYS[1] waiting ZSET   KEYS[2] active ZSET   KEYS[3] room HASH   KEYS[4] instances ZSET
 -- KEYS[5] configs HASH
--- ARGV[1] clock (prelude `now_us`)
+-- ARGV[1] clock (prelude `now_us`)   ARGV[2] tick µs   ARGV[3] claim-ttl µs (for a gap, see the
+-- prelude)
 -- Reply: { waiting, active, admitted total, joined total, abandoned total, measured rate (string),
 --          enabled, queue_all, rate override or '', max-active override or '',
 --          autopilot switch or '', the autopilot's rate if it runs or '',
@@ -12,6 +13,7 @@
 
 check_layout(KEYS[3])
 local now = now_us(ARGV[1])
+forgive_gap(KEYS[3], KEYS[2], now, liveness_cap(tonumber(ARGV[2])), tonumber(ARGV[3]))
 redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
 local h = redis.call('HMGET', KEYS[3], 'admitted', 'joined', 'abandoned', 'm_rate',
   'enabled', 'queue_all', 'rate', 'max_active', 'autopilot', 'ap_on', 'ap_rate', 'would_queue')

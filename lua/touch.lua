@@ -10,13 +10,14 @@
 -- KEYS[1] active ZSET   KEYS[2] room HASH   KEYS[3] consumed marker STRING for this visitor
 -- KEYS[4] waiting ZSET
 -- ARGV[1] visitor id   ARGV[2] session-ttl µs   ARGV[3] configured max-active   ARGV[4] clock (prelude `now_us`)
--- ARGV[5] marker lifetime ms
+-- ARGV[5] marker lifetime ms   ARGV[6] tick µs   ARGV[7] claim-ttl µs (for a gap, see the prelude)
 -- Reply: 1 when the session is held (now extended), 0 when it is not renewed
 
 local active, room, marker = KEYS[1], KEYS[2], KEYS[3]
 check_layout(room)
 local vid = ARGV[1]
 local now = now_us(ARGV[4])
+forgive_gap(room, active, now, liveness_cap(tonumber(ARGV[6])), tonumber(ARGV[7]))
 redis.call('ZREMRANGEBYSCORE', active, '-inf', now)
 local m = settled_marker(active, marker, vid, now, tonumber(ARGV[2]), tonumber(ARGV[5]))
 local held = redis.call('ZSCORE', active, vid)

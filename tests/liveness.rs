@@ -169,3 +169,79 @@ async fn a_redis_down_and_back_from_its_aof_keeps_every_place() {
     })
     .await;
 }
+
+/// A visitor whose turn came just before Redis paused keeps it: the pause (longer than
+/// `claim-ttl`) costs the claim nothing, and the visitor behind does not take the slot.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_turn_that_came_before_a_pause_is_kept() {
+    const TOKEN: &str = "admin-token-for-tests-0123456789";
+    let redis = RedisServer::start_with(&["--enable-debug-command", "yes"]);
+    let origin = Origin::start().await;
+    let conf = config(origin.addr, &redis.url())
+        .replace("abandon-after = ", "claim-ttl = \"4s\"\nabandon-after = ")
+        + &format!("\n[admin]\ntoken = \"{TOKEN}\"\n");
+    let proxy = Proxy::start(&conf);
+    let hold = |on: bool| {
+        client()
+            .patch(proxy.admin_url("/rooms/sale"))
+            .bearer_auth(TOKEN)
+            .json(&serde_json::json!({ "queue_all": on }))
+            .send()
+    };
+    assert_eq!(hold(true).await.unwrap().status(), 200);
+    let (mut turn, mut next) = (Jar::default(), Jar::default());
+    assert_eq!(status(&proxy, &mut turn).await.unwrap()["state"], "paused");
+    assert_eq!(status(&proxy, &mut next).await.unwrap()["state"], "paused");
+    assert_eq!(hold(false).await.unwrap().status(), 200);
+    // The tick lets the first in: a claim in the store, not collected yet.
+    eventually(Duration::from_secs(5), "the first visitor's turn", || {
+        let r = raw(redis.port, "ZCARD {anteroom:sale}:active");
+        async move { r.filter(|r| r.starts_with(":1")).map(|_| ()) }
+    })
+    .await;
+    // Paused for 8 s, past claim-ttl; the reply comes only when Redis wakes up.
+    let port = redis.port;
+    std::thread::spawn(move || {
+        let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+        std::io::Write::write_all(&mut s, b"DEBUG SLEEP 8\r\n").unwrap();
+        let mut buf = [0u8; 16];
+        let _ = std::io::Read::read(&mut s, &mut buf);
+    })
+    .join()
+    .unwrap();
+    // The one behind polls first, and the admission loop runs again: the slot is still taken.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let v = loop {
+        if let Some(v) = status(&proxy, &mut next).await {
+            if v["state"] != "paused" {
+                break v;
+            }
+        }
+        assert!(Instant::now() < deadline, "the store did not answer again");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(v["state"], "waiting", "{v}");
+    // An admission tick after the gap was forgiven (the clock stepped past `forgave_at`).
+    let field = |name: &str| -> Option<u64> {
+        raw(redis.port, &format!("HGET {{anteroom:sale}}:room {name}"))?
+            .lines()
+            .nth(1)?
+            .trim()
+            .parse()
+            .ok()
+    };
+    eventually(Duration::from_secs(5), "a tick after the pause", || {
+        let ticked = field("forgave_at")
+            .zip(field("live_at"))
+            .filter(|(f, l)| l > f);
+        async move { ticked.map(|_| ()) }
+    })
+    .await;
+    let v = status(&proxy, &mut turn).await.unwrap();
+    assert_eq!(
+        v["state"], "admitted",
+        "the turn that came before the pause: {v}"
+    );
+    let v = status(&proxy, &mut next).await.unwrap();
+    assert_eq!(v["state"], "waiting", "{v}");
+}

@@ -86,11 +86,71 @@ impl Liveness {
     }
 }
 
+/// What a gap forgives: deadlines in `(from, to]` move on by `shift`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Forgiven {
+    pub from: Micros,
+    pub to: Micros,
+    pub shift: Micros,
+}
+
+/// A gap costs no admission its deadline either. Time past the cap in which no call reached
+/// the room — an outage, a paused Redis, every instance stopped — is time in which a visitor
+/// whose turn had come could not collect it: a claim (`claim-ttl`, the time to come back for
+/// the admission) must not run out in it, or a pause longer than `claim-ttl` would send the
+/// visitor at the head of the line to its back. So the deadlines from the gap's start (`at`,
+/// the clock's last step, or `forgave_at`, the last gap forgiven) to `claim` after it move on
+/// by the gap less the cap; a session near its end among them keeps its slot that much longer,
+/// which is harmless. Once per gap (the caller keeps `now` as `forgave_at`). `lua/prelude.lua`
+/// (`forgive_gap`) implements the same rule.
+pub fn forgiven(
+    at: Option<Micros>,
+    forgave_at: Option<Micros>,
+    now: Micros,
+    cap: Micros,
+    claim: Micros,
+) -> Option<Forgiven> {
+    let base = at?.max(forgave_at.unwrap_or(0));
+    let gap = now.checked_sub(base)?;
+    (gap > cap).then(|| Forgiven {
+        from: base,
+        to: base.saturating_add(claim),
+        shift: gap - cap,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     const S: Micros = 1_000_000;
+
+    #[test]
+    fn a_gap_forgives_the_deadlines_a_claim_long_from_its_start_once() {
+        let cap = S;
+        // No gap: calls a tick apart, or no clock yet, or a step back.
+        assert_eq!(
+            forgiven(Some(10 * S), None, 10 * S + cap, cap, 60 * S),
+            None
+        );
+        assert_eq!(forgiven(None, None, 100 * S, cap, 60 * S), None);
+        assert_eq!(forgiven(Some(10 * S), None, 5 * S, cap, 60 * S), None);
+        // A 30 s pause after the last step at 10 s.
+        let f = forgiven(Some(10 * S), None, 40 * S, cap, 60 * S).unwrap();
+        assert_eq!(
+            f,
+            Forgiven {
+                from: 10 * S,
+                to: 70 * S,
+                shift: 29 * S
+            }
+        );
+        // Forgiven at 40 s: the next call, before the clock stepped, forgives nothing again.
+        assert_eq!(
+            forgiven(Some(10 * S), Some(40 * S), 40 * S + S / 2, cap, 60 * S),
+            None
+        );
+    }
 
     #[test]
     fn the_cap_is_a_few_ticks_and_at_least_a_second() {

@@ -62,6 +62,8 @@ struct RoomData {
     seen: BTreeSet<(Micros, u64)>,
     /// The liveness clock, and its reading for the operation in progress.
     liveness: Liveness,
+    /// When the last gap was forgiven ([`liveness::forgiven`]).
+    forgave_at: Option<Micros>,
     live_now: Micros,
     /// Admitted sessions and their expiry: claim deadline or end of session.
     active: HashMap<VisitorId, Micros>,
@@ -105,6 +107,31 @@ impl RoomData {
             state: RoomState::default(),
             epoch: new_epoch(),
             ..Default::default()
+        }
+    }
+
+    /// Moves the deadlines a gap before `now` must not cost ([`liveness::forgiven`]), as
+    /// `forgive_gap` in `lua/prelude.lua` does; before any expired session is removed.
+    fn forgive_gap(&mut self, now: Micros, p: &RoomParams) {
+        let cap = liveness::cap(p.tick);
+        let Some(f) = liveness::forgiven(
+            self.liveness.at,
+            self.forgave_at,
+            now,
+            cap,
+            micros(p.claim_ttl),
+        ) else {
+            return;
+        };
+        self.forgave_at = Some(now);
+        let hit: Vec<(Micros, VisitorId)> = self
+            .expiries
+            .range((f.from + 1, VisitorId(uuid::Uuid::nil()))..)
+            .take_while(|(exp, _)| *exp <= f.to)
+            .copied()
+            .collect();
+        for (exp, vid) in hit {
+            self.activate(vid, exp + f.shift);
         }
     }
 
@@ -269,6 +296,7 @@ impl MemoryStore {
         let room = self.room(&p.name);
         let mut guard: MutexGuard<'_, RoomData> = room.lock().unwrap_or_else(|e| e.into_inner());
         let now = self.clock.mono_micros();
+        guard.forgive_gap(now, p);
         guard.prune_active(now);
         let live = if steps {
             guard.live(now, p.tick, false)

@@ -484,7 +484,9 @@ impl Store for RedisStore {
             .key(&k.room)
             .key(&k.instances)
             .key(&k.configs)
-            .arg(self.clock_arg());
+            .arg(self.clock_arg())
+            .arg(micros(p.tick))
+            .arg(micros(p.claim_ttl));
         let v: Vec<Value> = self.run("stats", &p.name, &inv).await?;
         reply::stats(&v, &p.name)
     }

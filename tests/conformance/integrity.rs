@@ -9,7 +9,7 @@ use anteroom::store::{
     Admission, Consumed, Order, RequestId, RoomParams, RoomPatch, Settle, Settled, Store, VisitorId,
 };
 
-use super::{occupy, room, waiting_pos, Harness};
+use super::{live_for, occupy, room, waiting_pos, Harness};
 
 const GRACE: Duration = Duration::from_secs(10);
 
@@ -269,10 +269,10 @@ pub async fn a_fast_path_entry_holds_its_slot_for_claim_ttl(h: &dyn Harness) {
     p.claim_ttl = Duration::from_secs(5);
     let gone = occupy(&*s, &p).await;
     let back = occupy(&*s, &p).await;
-    h.advance(Duration::from_secs(3));
+    live_for(h, &*s, &p, Duration::from_secs(3)).await;
     // The visitor comes back with the cookie: renewed to a session.
     assert!(s.touch(&p, back).await.unwrap());
-    h.advance(Duration::from_secs(3));
+    live_for(h, &*s, &p, Duration::from_secs(3)).await;
     let st = s.stats(&p).await.unwrap();
     assert_eq!(st.active, 1, "the entry never seen again freed its slot");
     assert_eq!(s.join(&p, back).await.unwrap(), Admission::Admitted);
@@ -359,4 +359,38 @@ pub async fn a_marker_outlives_every_cookie_of_the_admission(h: &dyn Harness) {
         "the renewed cookie orders again"
     );
     assert!(!s.touch(&p, v).await.unwrap(), "not renewed");
+}
+
+/// A claim (the visitor's turn came, the admission not collected yet) is not lost to a pause
+/// of the store: time in which no call could reach it does not count against `claim-ttl`.
+/// Before, a Redis paused for longer than `claim-ttl` sent the visitor at the head of the
+/// line to its back when it resumed.
+pub async fn a_claim_outlives_a_pause_of_the_store(h: &dyn Harness) {
+    let s = h.store();
+    let mut p = room("claim-pause", 100.0, 1);
+    p.claim_ttl = Duration::from_secs(5);
+    let first = occupy(&*s, &p).await;
+    let (turn, next) = (VisitorId::random(), VisitorId::random());
+    assert_eq!(waiting_pos(&s.join(&p, turn).await.unwrap()), Some(1));
+    assert_eq!(waiting_pos(&s.join(&p, next).await.unwrap()), Some(2));
+    assert!(s.use_up(&p, first).await.unwrap());
+    h.advance(Duration::from_millis(100));
+    let r = s.admit(&p).await.unwrap();
+    assert_eq!(r.admitted_visitors.first().map(|a| a.vid), Some(turn));
+    // No call reaches the store for 12 s; then the others' polls and a tick come first.
+    h.advance(Duration::from_secs(12));
+    assert_eq!(
+        s.stats(&p).await.unwrap().active,
+        1,
+        "the claim still counts"
+    );
+    assert_eq!(waiting_pos(&s.join(&p, next).await.unwrap()), Some(1));
+    assert_eq!(
+        s.admit(&p).await.unwrap().admitted,
+        0,
+        "the slot is the claim's"
+    );
+    assert_eq!(s.join(&p, turn).await.unwrap(), Admission::Admitted);
+    // While the store can be reached, claim-ttl runs as before.
+    let _ = next;
 }

@@ -26,7 +26,9 @@ impl RedisStore {
             .arg(micros(p.session_ttl))
             .arg(p.max_active)
             .arg(self.clock_arg())
-            .arg(marker_ms(p));
+            .arg(marker_ms(p))
+            .arg(micros(p.tick))
+            .arg(micros(p.claim_ttl));
         let held: i64 = self.run("touch", &p.name, &inv).await?;
         Ok(held == 1)
     }
