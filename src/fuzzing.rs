@@ -84,7 +84,8 @@ fn property_router(matching: PathMatching) -> Router {
 
 /// How origins read a path, written independently of the router's own readings: Tomcat
 /// (`;params` stripped per segment), IIS (`\` as `/`, trailing dots and spaces dropped, no
-/// case), a C server (NUL ends it), an old WSGI server (`//host/path`), each after decoding
+/// case), a C server (NUL ends it), Spring with `trimTokens` (a segment's ends up to U+0020
+/// trimmed), an old WSGI server (`//host/path`), each after decoding
 /// unreserved characters once and resolving dot segments; and origins that route the path
 /// as sent (dot segments kept), also behind a PHP front controller (`/index.php/path`).
 fn origin_readings(path: &str) -> Vec<String> {
@@ -95,7 +96,7 @@ fn origin_readings(path: &str) -> Vec<String> {
         while i < b.len() {
             if b[i] == b'%' && i + 2 < b.len() {
                 if let Ok(v) = u8::from_str_radix(&s[i + 1..i + 3], 16) {
-                    if v.is_ascii_alphanumeric() || b"-._~/\\;\0 ".contains(&v) {
+                    if v.is_ascii_alphanumeric() || b"-._~/\\;".contains(&v) || v <= b' ' {
                         out.push(v as char);
                         i += 3;
                         continue;
@@ -144,6 +145,12 @@ fn origin_readings(path: &str) -> Vec<String> {
         .join("/")
         .to_ascii_lowercase();
     let c = d.split('\0').next().unwrap_or("").to_string();
+    // Spring with trimTokens: `;params` stripped, then Java's `String.trim` of each segment.
+    let spring: String = tomcat
+        .split('/')
+        .map(|seg| seg.trim_matches(|ch: char| ch <= ' '))
+        .collect::<Vec<_>>()
+        .join("/");
     // An old WSGI server's `urlsplit` of the request line: `//host/path` has the path `/path`
     // (before any decoding).
     let wsgi = match path.strip_prefix("//") {
@@ -161,6 +168,7 @@ fn origin_readings(path: &str) -> Vec<String> {
         resolve(&tomcat),
         resolve(&iis),
         resolve(&c),
+        resolve(&spring),
         resolve(&wsgi),
         literal(&d),
     ];

@@ -1,6 +1,6 @@
 //! No way around the line, continued: origins that route the path as sent (Werkzeug, Express,
 //! Symfony: dot segments kept, `%2F` decoded or not), a PHP front controller's path info
-//! (`/index.php/products`), the CGI variables gunicorn takes from request headers, and methods
+//! (`/index.php/products`), Spring's `trimTokens` (`/orders%09`), the CGI variables gunicorn takes from request headers, and methods
 //! that frameworks make out of a POST's `_method` or a HEAD. Each spelling must wait in the
 //! room, be refused, or — on a consume route — use up the admission.
 
@@ -23,7 +23,8 @@ consume = ["POST /orders", "PUT /cart/checkout", "GET /claim"]
     )
 }
 
-/// Spellings that an origin routing the path as sent, or a PHP front controller, serves under
+/// Spellings that an origin routing the path as sent, a PHP front controller, or Spring trimming
+/// a segment's whitespace serves under
 /// `/products` or `/orders` while the standard reading is elsewhere.
 const AS_SENT: &[&str] = &[
     "/products/..",
@@ -38,6 +39,10 @@ const AS_SENT: &[&str] = &[
     "/shop/App.PHP/products",
     "/index%2ephp/products",
     "/index.php/products/..",
+    "/orders%09",
+    "/%20products/1",
+    "/products%0A;x",
+    "/orders%0d%20",
 ];
 
 #[tokio::test]

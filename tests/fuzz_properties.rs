@@ -23,8 +23,8 @@ proptest! {
 
     /// The attacker's goal as a property: no spelling built from the pieces origins read
     /// differently (`;params`, `..;`, `\\`, `%5C`, NUL, case, trailing dots, dot segments
-    /// resolved or kept, `%2F`, a PHP script's path info, host case, trailing dot and port)
-    /// reaches an origin as a protected path from outside its room.
+    /// resolved or kept, `%2F`, a PHP script's path info, whitespace at a segment's ends, host
+    /// case, trailing dot and port) reaches an origin as a protected path from outside its room.
     #[test]
     fn no_spelling_walks_around_a_room(
         host in prop::sample::select(vec!["shop.test", "SHOP.Test.", "shop.test:8080", "shop.test.:80", "evil.test", "", "127.0.0.1:8080", "[::1]:80"]),
@@ -33,6 +33,7 @@ proptest! {
             "%2e%2e", "%2E%2e;", "products;jsessionid=1", "products%3Bx", "%70roducts", "products%00", "orders%00.css",
             "products\\1", "x%5C..%5Cproducts", "x\\..", "", "%00", "a%20", "products%20", "products%2e",
             "1%2F..%2F..%2Fx", "x%2f..", "index.php", "App.PHP", "index%2ephp", "a.phpx",
+            "orders%09", "%20products", "%0a", "products%0D;x", "%09..", "products\t",
         ]), 1..6),
     ) {
         let path = format!("/{}", segs.join("/"));

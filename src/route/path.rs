@@ -14,7 +14,7 @@
 
 use std::borrow::Cow;
 
-use super::spelling::{applicable, apply, keep_dots, COMBINED};
+use super::spelling::{applicable, apply, keep_dots, trim_segments, COMBINED};
 pub use super::spelling::{path_info, transforms, Transform};
 
 /// Whether the prefix `prefix` covers `path` on a boundary: `/cart` covers `/cart`, `/cart/`
@@ -95,7 +95,7 @@ pub(super) fn decode_unreserved(path: &str) -> String {
     String::from_utf8(out).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
 }
 
-fn hex_pair(h: u8, l: u8) -> Option<u8> {
+pub(super) fn hex_pair(h: u8, l: u8) -> Option<u8> {
     let hex = |c: u8| (c as char).to_digit(16);
     Some((hex(h)? * 16 + hex(l)?) as u8)
 }
@@ -105,17 +105,20 @@ pub(super) fn encoded_at(s: &[u8], i: usize, c: u8) -> bool {
     s.len() >= i + 3 && s[i] == b'%' && hex_pair(s[i + 1], s[i + 2]) == Some(c)
 }
 
+/// The transforms whose readings are additive ([`Reading::additive`]).
+const ADDITIVE: u8 = Transform::Dots as u8 | Transform::Script as u8 | Transform::Trim as u8;
+
 /// One reading: a normalised path, and whether it was folded to lower case (then it is
 /// compared with room prefixes without case).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Reading<'a> {
     pub path: Cow<'a, str>,
     pub folded: bool,
-    /// Made by [`Transform::Dots`] or [`Transform::Script`]: it can put a request into a room,
-    /// but outside every room it says nothing, and it never makes the readings disagree for
-    /// `path-matching = "strict"` — `/x/../products` is `/products` to most origins and
-    /// `/index.php/checkout` is a link a PHP shop prints, so neither is refused for what the
-    /// other readings say.
+    /// Made by [`Transform::Dots`], [`Transform::Script`] or [`Transform::Trim`]: it can put
+    /// a request into a room, but outside every room it says nothing, and it never makes the
+    /// readings disagree for `path-matching = "strict"` — `/x/../products` is `/products` to
+    /// most origins and `/index.php/checkout` is a link a PHP shop prints, so neither is
+    /// refused for what the other readings say.
     pub additive: bool,
     /// Made by [`Transform::Script`]: a PHP script's path info (a bypass prefix is read the
     /// same way before it is compared with it).
@@ -215,6 +218,10 @@ impl<'a> Readings<'a> {
         if let Some(info) = path_info(out.standard()) {
             out.add_both(info.to_string(), Transform::Script as u8);
         }
+        if flags & Transform::Trim as u8 != 0 {
+            let trimmed = normalize_path(&trim_segments(raw)).into_owned();
+            out.add_both(trimmed, Transform::Trim as u8);
+        }
         out
     }
 
@@ -242,7 +249,7 @@ impl<'a> Readings<'a> {
         self.rest.push(Reading {
             path,
             folded,
-            additive: via & (Transform::Dots as u8 | Transform::Script as u8) != 0,
+            additive: via & ADDITIVE != 0,
             script: via & Transform::Script as u8 != 0,
         });
     }
@@ -385,6 +392,12 @@ mod tests {
         // Found by the property: the path info resolved on its own.
         additive("/a%20/index.php/../%70roducts", "/products");
         assert!(Readings::of("/index.php/products").iter().any(|r| r.script));
+        // Spring with trimTokens: a segment's leading and trailing characters up to U+0020.
+        additive("/orders%09", "/orders");
+        additive("/%20orders/1", "/orders/1");
+        additive("/orders%0a;x", "/orders");
+        additive("/orders%0D%20/%09", "/orders/");
+        additive("/x/%20..%20/orders", "/orders");
         // No path after the script, or no script: no such reading.
         for raw in [
             "/index.php",

@@ -2,7 +2,7 @@
 //! ([`super::path::normalize_path`]): each a [`Transform`] of the raw path, which
 //! [`super::path::Readings`] applies where it could change anything.
 
-use super::path::{decode_unreserved, encoded_at};
+use super::path::{decode_unreserved, encoded_at, hex_pair};
 
 /// One way an origin may read a path, as a bit of [`super::path::Readings`]' transforms.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -30,15 +30,21 @@ pub enum Transform {
     /// path after the first segment that ends in `.php` (any case), with or without `Dots`;
     /// additive.
     Script = 32,
+    /// Java's `String.trim` of every segment: Spring's `AntPathMatcher` with `trimTokens` (its
+    /// default before 4.3, CVE-2016-5007) reads `/orders%09` and `/%20orders` as `/orders`.
+    /// Characters up to U+0020 at either end of a segment, raw or encoded, after `;params`
+    /// are stripped as Spring strips them; additive.
+    Trim = 64,
 }
 
-const ALL: [Transform; 6] = [
+const ALL: [Transform; 7] = [
     Transform::Nul,
     Transform::Params,
     Transform::Windows,
     Transform::Authority,
     Transform::Dots,
     Transform::Script,
+    Transform::Trim,
 ];
 
 /// The transforms that are combined with each other (every subset that applies).
@@ -54,6 +60,9 @@ pub(super) fn applicable(raw: &str) -> u8 {
         flags |= Transform::Authority as u8;
     }
     for i in 0..b.len() {
+        if b[i] <= b' ' || b[i] == b'%' && encoded_below_space(b, i) {
+            flags |= Transform::Trim as u8;
+        }
         match b[i] {
             0 => flags |= Transform::Nul as u8,
             b';' => flags |= Transform::Params as u8,
@@ -177,6 +186,45 @@ fn strip_windows_tail(seg: &str) -> &str {
     } else {
         s
     }
+}
+
+/// Whether `s` at `i` is `%XX` for a byte up to U+0020 (what Java's `String.trim` drops).
+fn encoded_below_space(s: &[u8], i: usize) -> bool {
+    s.len() >= i + 3 && s[i] == b'%' && hex_pair(s[i + 1], s[i + 2]).is_some_and(|c| c <= b' ')
+}
+
+/// The path as Spring with `trimTokens` reads it ([`Transform::Trim`]): `;params` stripped,
+/// then every segment trimmed of characters up to U+0020 at both ends, raw or encoded; a
+/// segment left empty is dropped (by the normalisation that follows).
+pub(super) fn trim_segments(raw: &str) -> String {
+    let stripped = apply(raw, Transform::Params as u8);
+    stripped
+        .split('/')
+        .map(|seg| {
+            let b = seg.as_bytes();
+            let (mut from, mut to) = (0, b.len());
+            loop {
+                if from < to && b[from] <= b' ' {
+                    from += 1;
+                } else if from + 3 <= to && encoded_below_space(b, from) {
+                    from += 3;
+                } else {
+                    break;
+                }
+            }
+            loop {
+                if to > from && b[to - 1] <= b' ' {
+                    to -= 1;
+                } else if to >= from + 3 && encoded_below_space(b, to - 3) {
+                    to -= 3;
+                } else {
+                    break;
+                }
+            }
+            &seg[from..to]
+        })
+        .collect::<Vec<_>>()
+        .join("/")
 }
 
 /// The path with dot segments kept ([`Transform::Dots`]): unreserved characters and `/`
