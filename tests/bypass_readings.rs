@@ -181,6 +181,9 @@ async fn methods_as_frameworks_make_them_use_the_admission() {
         "PUT /cart/checkout",
     )
     .await;
+    // Rack and PHP read a header name spelled with `_` as with `-`.
+    let cgi = "X_HTTP_Method_Override: PUT\r\n";
+    consumed_as(&proxy, "GET /cart/checkout", "", cgi, "PUT /cart/checkout").await;
     // HEAD runs the GET handler.
     consumed_as(&proxy, "HEAD /claim", "", "", "GET /claim").await;
     // A PHP front controller's path info, and kept dot segments, are the order too.

@@ -14,16 +14,19 @@ const METHOD_OVERRIDES: [&str; 3] = [
 
 /// Whether the request is `method` as some origin reads it: without case (`post` is POST to
 /// Symfony, Werkzeug, Django), or through a method-override header, any item of it (Express's
-/// method-override takes the first of `PUT, GET`).
+/// method-override takes the first of `PUT, GET`), its name also spelled with `_` for `-`
+/// (`X_HTTP_Method_Override` is `HTTP_X_HTTP_METHOD_OVERRIDE` to Rack, PHP and other CGI-style
+/// servers, as [`crate::route::headers::named`] reads names).
 pub fn is_method(req: &RequestHeader, method: &http::Method) -> bool {
     let want = method.as_str();
     req.method.as_str().eq_ignore_ascii_case(want)
-        || METHOD_OVERRIDES.iter().any(|h| {
-            req.headers.get_all(*h).iter().any(|v| {
-                v.as_bytes()
+        || req.headers.iter().any(|(name, v)| {
+            METHOD_OVERRIDES
+                .iter()
+                .any(|h| crate::route::headers::named(name.as_str(), h))
+                && v.as_bytes()
                     .split(|&c| c == b',')
                     .any(|m| m.trim_ascii().eq_ignore_ascii_case(want.as_bytes()))
-            })
         })
 }
 
@@ -62,6 +65,20 @@ mod tests {
         assert!(is_method(&overridden, &post));
         let listed = req("/orders", &[("X-HTTP-Method-Override", "GET, post ")]);
         assert!(is_method(&listed, &post), "any item of a list");
+        for name in [
+            "X_HTTP_Method_Override",
+            "x_http_method",
+            "X-Method_Override",
+        ] {
+            assert!(
+                is_method(&req("/orders", &[(name, "POST")]), &post),
+                "{name}"
+            );
+        }
+        assert!(!is_method(
+            &req("/orders", &[("X-HTTP-Method-Overrides", "POST")]),
+            &post
+        ));
     }
 
     #[test]
