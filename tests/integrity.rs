@@ -272,3 +272,45 @@ async fn walking_away_from_an_order_does_not_give_it_back() {
     }
     assert_eq!(shop.orders(), 1, "the shop saw one order");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_visitor_back_after_the_claim_does_not_pass_a_full_room() {
+    // Let in at once, then away for longer than claim-ttl: the slot went to the next visitor,
+    // and with it the way in — the room is full and somebody waits.
+    let shop = Shop::start().await;
+    let room = "max-active = 1\nsession-ttl = \"60s\"\nclaim-ttl = \"2s\"";
+    let proxy = Proxy::start(&config(shop.addr, "", room));
+    let away = admitted(&proxy).await;
+    eventually(Duration::from_secs(10), "the claim lapsed", || {
+        let proxy = &proxy;
+        async move { (active(proxy).await == 0).then_some(()) }
+    })
+    .await;
+    let mut next = admitted(&proxy).await;
+    let mut third = Jar::default();
+    let v = get_json(&proxy, "/.anteroom/status?room=sale", &mut third)
+        .await
+        .unwrap();
+    assert_eq!(v["state"], "waiting", "the room is full: {v}");
+    let pages = shop.pages();
+    let resp = client()
+        .get(proxy.url("/products/1"))
+        .header("cookie", away.header())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    assert_eq!(shop.pages(), pages, "the visitor back late waits");
+    assert_eq!(order(&proxy, &mut away.clone()).await, 200);
+    assert_eq!(shop.orders(), 0, "and places no order past the line");
+    assert_eq!(active(&proxy).await, 1);
+    // The one let in browses on.
+    let resp = client()
+        .get(proxy.url("/products/1"))
+        .header("cookie", next.header())
+        .send()
+        .await
+        .unwrap();
+    next.absorb(&resp);
+    assert_eq!(shop.pages(), pages + 1);
+}

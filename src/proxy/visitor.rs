@@ -70,9 +70,9 @@ impl Proxy {
     }
 
     /// Issues an admission cookie valid for `ttl`. A fast-path entry's slot is held for
-    /// `claim-ttl` until the visitor is back; its cookie (see
-    /// [`crate::store::RoomParams::fast_path_cookie_life`]) is renewed to `session-ttl` by the
-    /// first request that carries it, through the sliding renewal (one store call).
+    /// `claim-ttl` until the visitor is back, and its cookie lives as long (see
+    /// [`crate::store::RoomParams::fast_path_cookie_life`]); it is renewed to `session-ttl` by
+    /// the first request that carries it, through the sliding renewal (one store call).
     fn grant_for(
         shared: &Shared,
         ctx: &mut Ctx,
@@ -421,7 +421,8 @@ impl Proxy {
     /// Sliding expiry: past half its life the admission is renewed, if the store agrees (not for
     /// an admission that was used or has an order pending). A store that cannot answer postpones
     /// the renewal; the current cookie stays valid until it expires. A fast-path cookie
-    /// (`claim-ttl`) is past half a session's life at once: its first return renews it.
+    /// (`claim-ttl`) is past half a session's life at once when `claim-ttl` is under half a
+    /// session: its first return renews it.
     pub(super) async fn refresh(
         shared: &Shared,
         ctx: &mut Ctx,
