@@ -364,6 +364,20 @@ async fn a_trusted_proxy_names_the_host() {
         Some("shop.test"),
         "kept for the origin when a trusted proxy sent it"
     );
+    // A claim that is no host name is refused, as such a Host is: Express with `trust proxy`
+    // reads `shop.test` in `shop.test:abc`.
+    for claim in [
+        "X-Forwarded-Host: shop.test:abc",
+        "X-Forwarded-Host: shop.test:80:80",
+        "Forwarded: host=\"shop.test:abc\"",
+    ] {
+        let r = raw(
+            &proxy,
+            &get("/products/1", "backend.internal", &format!("{claim}\r\n")),
+        )
+        .await;
+        assert!(r.status == 400 && !r.reached_origin(), "{claim}: {r:?}");
+    }
 }
 
 /// A `bypass` path rule holds only when every reading of the path is under it: spellings that

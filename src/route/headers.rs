@@ -17,16 +17,18 @@ pub const SPOOFABLE: [&str; 5] = [
 ];
 
 /// Headers that IIS (URL Rewrite), Symfony and Zend take the *path* from (`X-Original-URL`,
-/// `X-Rewrite-URL`), and the CGI variables gunicorn takes from a request header of that name
+/// `X-Rewrite-URL`), the CGI variables gunicorn takes from a request header of that name
 /// when the peer is in its `forwarded-allow-ips` (127.0.0.1 by default: anteroom on the same
-/// host) — `SCRIPT_NAME: /x` makes `/x/products` the app's `/products`: removed from every
-/// request, a trusted proxy's too — load balancers pass client headers through, and anteroom
-/// routes on the request line only.
-pub const PATH_OVERRIDES: [&str; 4] = [
+/// host) — `SCRIPT_NAME: /x` makes `/x/products` the app's `/products` — and `X-Script-Name`,
+/// which the widely copied Flask "ReverseProxied" middleware cuts off the path the same way:
+/// removed from every request, a trusted proxy's too — load balancers pass client headers
+/// through, and anteroom routes on the request line only.
+pub const PATH_OVERRIDES: [&str; 5] = [
     "x-original-url",
     "x-rewrite-url",
     "script-name",
     "path-info",
+    "x-script-name",
 ];
 
 /// A header name as CGI-style servers read it (`X_Forwarded_Host` and `X-Forwarded-Host` are
