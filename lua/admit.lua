@@ -368,7 +368,7 @@ local reply = { admitted, abandoned, expired, n, redis.call('ZCARD', active), to
   gen, new_gen,
   (not ap_conf) and 0 or (ap_running and 2 or 1), ap[2] or '', ap[3] or '', ap[4] or '', ap[5] or '', ap[6] or '',
   ap_health[1], ap_health[2], ap_health[3], string.format('%.0f', now), ap[1] or '',
-  ev and ev.name or '', phase or '',
+  ev and ev.id or '', phase or '',
   (ev and ev.draw) and redis.call('ZCARD', KEYS[7 + ev.i]) or 0,
   (ev and es[3] == ev.id) and es[4] or '', tonumber(es[10]) or 0,
   #points > 0 and line_epoch or 0, #points }

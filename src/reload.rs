@@ -94,6 +94,21 @@ impl Reloader {
             tracing::error!(error = e, "reload refused: the running configuration stays");
             e
         })?;
+        let frozen = frozen_changes(&old, &shared, &self.path);
+        if !frozen.is_empty() {
+            for e in &frozen {
+                tracing::error!(
+                    file = e.file,
+                    line = e.line,
+                    col = e.col,
+                    key = e.key,
+                    problem = e.problem,
+                    fix = e.fix,
+                    "reload refused: the running configuration stays"
+                );
+            }
+            return Err(config::ConfigErrors(frozen).to_string());
+        }
         // Certificates read anew (a renewed one replaces the old; a broken one refused the
         // whole reload above): new handshakes get them, connections in flight keep theirs.
         shared.core.tls.swap(&shared.config.tls);
@@ -102,6 +117,74 @@ impl Reloader {
         tracing::info!(config = %self.path.display(), rooms, "configuration reloaded");
         Ok(rooms)
     }
+}
+
+/// What a reload may not change, as the admin API may not (`schedule::frozen`): an event whose
+/// pre-queue has begun keeps its start and its draw, and while one that draws is still in the
+/// schedule the `[draw] secret` stays — each would change or void a commitment already
+/// published and place registrants by a seed nobody can check (found by review: a SIGHUP
+/// moved a begun pre-queue and emptied its registrations). Cancelling such an event (leaving
+/// it out of the file) stays allowed, as the API's DELETE is.
+fn frozen_changes(old: &Shared, new: &Shared, path: &std::path::Path) -> Vec<config::ConfigError> {
+    use config::locate::{KeyPath, Located};
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let located = Located::new(&text);
+    let file = path.display().to_string();
+    let error = |key: KeyPath, problem: String, fix: String| {
+        let (line, col) = located
+            .span_of(&key)
+            .map_or((0, 0), |s| located.line_col(s.start));
+        config::ConfigError {
+            file: file.clone(),
+            line,
+            col,
+            key: key.to_string(),
+            problem,
+            fix,
+        }
+    };
+    let local = crate::clock::Clock::now_micros(&crate::clock::SystemClock);
+    let secret = |c: &config::Config| c.draw_secret.as_ref().map(|s| s.0.clone());
+    let secret_changed = secret(&old.config) != secret(&new.config);
+    let mut out = Vec::new();
+    for (i, r) in new.rooms.iter().enumerate() {
+        let Some(o) = old.rooms.iter().find(|o| o.name() == r.name()) else {
+            continue;
+        };
+        let now = o.events.store_now(local);
+        let (before, after) = (o.events.schedule(), r.events.schedule());
+        for e in before.events.iter().filter(|e| now >= e.prequeue_from) {
+            let room = KeyPath::root().key("room").index(i);
+            let at = |field: &str| match r.cfg.events.iter().position(|x| x.name == e.name) {
+                Some(j) => room.key("event").index(j).key(field),
+                None => room.key("event"),
+            };
+            if let Some(p) = after
+                .events
+                .iter()
+                .find(|x| x.name == e.name)
+                .and_then(|x| crate::event::schedule::frozen(e, x, now))
+            {
+                out.push(error(
+                    at(p.field),
+                    format!("event {:?}: {}", e.name, p.what),
+                    p.fix,
+                ));
+            }
+            if secret_changed && e.draw && after.events.iter().any(|x| x.id() == e.id()) {
+                out.push(error(
+                    KeyPath::root().key("draw").key("secret"),
+                    format!(
+                        "cannot change while event {:?} of room {:?} draws: its seed, commitment and list were made with the old secret",
+                        e.name,
+                        r.name()
+                    ),
+                    "keep the secret until the event is out of the file (its draw can then no longer be checked here)".into(),
+                ));
+            }
+        }
+    }
+    out
 }
 
 #[async_trait]

@@ -659,3 +659,104 @@ async fn a_store_outage_in_a_prequeue_lets_nobody_in() {
         assert_eq!(v["state"], "prequeue", "{v}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_event_added_again_by_its_name_keeps_its_seed_until_it_opens() {
+    // The store's word on an opening is on the event's id (name and pre-queue start): a drop
+    // cancelled after its opening and added anew by the same name is another draw, whose seed
+    // must not be shown during its pre-queue (found by review: it was, until the next tick).
+    let redis = RedisServer::start();
+    let origin = Origin::start().await;
+    let on_redis = format!(
+        "[store]\nbackend = \"redis\"\nredis-url = \"{}\"\ntimeout = \"500ms\"",
+        redis.url()
+    );
+    for store in ["", on_redis.as_str()] {
+        let proxy = Proxy::start(&config(
+            origin.addr,
+            store,
+            "admit-per-second = 10\nmax-active = 5",
+            "",
+        ));
+        let call =
+            |method, path: &'static str, body| admin_call(&proxy, method, path, Some(TOKEN), body);
+        let drop = |opens_in| serde_json::json!({ "name": "drop", "opens_at": at(opens_in), "draw": true });
+        let (code, body) = call(reqwest::Method::POST, "/rooms/sale/events", Some(drop(1))).await;
+        assert_eq!(code, 201, "{body}");
+        published(&proxy, "", "seed", Duration::from_secs(10)).await;
+        let (code, body) = call(reqwest::Method::DELETE, "/rooms/sale/events/drop", None).await;
+        assert_eq!(code, 200, "{body}");
+        let (code, body) = call(reqwest::Method::POST, "/rooms/sale/events", Some(drop(120))).await;
+        assert_eq!(code, 201, "{body}");
+        // Over several ticks: never open, never a seed.
+        for _ in 0..20 {
+            let (code, d) = event_doc(&proxy, "").await;
+            assert_eq!(code, 200, "{d}");
+            assert!(
+                d["seed"].is_null() && d["phase"] != "open",
+                "the new draw's seed in its pre-queue ({store:?}): {d}"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reload_keeps_a_begun_draw_as_published() {
+    // As the admin API refuses it: a SIGHUP may not move a begun pre-queue, switch its draw
+    // or change the secret its seed was made with (found by review: a reload emptied the
+    // registrations and published a list nobody could check against the first commitment).
+    let origin = Origin::start().await;
+    let event = drawn_event(120);
+    let cfg = config(
+        origin.addr,
+        "",
+        "admit-per-second = 10\nmax-active = 5",
+        &event,
+    );
+    let proxy = Proxy::start(&cfg);
+    let commitment = published(&proxy, "", "commitment", Duration::from_secs(10)).await;
+    // The file as the proxy runs it (with its listeners).
+    let cfg = std::fs::read_to_string(proxy.config_path()).unwrap();
+    let prequeue = event
+        .lines()
+        .find(|l| l.starts_with("prequeue-from"))
+        .unwrap();
+    let changes = [
+        cfg.replace(prequeue, &format!("prequeue-from = \"{}\"", at(-30))),
+        cfg.replace("draw = true", "draw = false"),
+        cfg.replace(SECRET, "another-draw-secret-for-the-tests-0123456789"),
+    ];
+    for (n, changed) in changes.iter().enumerate() {
+        assert_ne!(changed, &cfg);
+        std::fs::write(proxy.config_path(), changed).unwrap();
+        proxy.signal("HUP");
+        eventually(Duration::from_secs(10), "the reload refused", || async {
+            let refused = proxy.stderr().matches("reload refused").count();
+            (refused > n).then_some(())
+        })
+        .await;
+        let (_, d) = event_doc(&proxy, "").await;
+        assert_eq!(d["commitment"], commitment, "change {n}: {d}");
+    }
+    let log = proxy.stderr();
+    for key in [
+        "room[0].event[0].prequeue-from",
+        "room[0].event[0].draw",
+        "draw.secret",
+    ] {
+        assert!(log.contains(key), "{key} named: {log}");
+    }
+    // The opening may still move.
+    let opens = event.lines().find(|l| l.starts_with("opens-at")).unwrap();
+    let later = at(300);
+    let moved = cfg.replace(opens, &format!("opens-at = \"{later}\""));
+    std::fs::write(proxy.config_path(), moved).unwrap();
+    proxy.signal("HUP");
+    let d = eventually(Duration::from_secs(10), "the opening moved", || async {
+        let (_, d) = event_doc(&proxy, "").await;
+        (d["opens_at"] == later.as_str()).then_some(d)
+    })
+    .await;
+    assert_eq!(d["commitment"], commitment, "{d}");
+}

@@ -147,7 +147,7 @@ pub fn shown(s: &Shared, room: usize, e: &Event) -> Value {
     let r = &s.rooms[room];
     let now = r.events.store_now(s.clock.now_micros());
     let seen = r.events.seen();
-    let seen = seen.as_ref().filter(|x| x.name == e.name);
+    let seen = seen.as_ref().filter(|x| e.is(&x.id));
     let opened = seen.is_some_and(|x| x.opened_at.is_some());
     let phase = e.phase(now, opened).map_or("scheduled", |p| p.as_str());
     let source = if r.events.runtime_of(&e.name).is_some() {

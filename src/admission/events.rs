@@ -58,7 +58,7 @@ pub async fn learn(shared: &Arc<Shared>, room: usize, report: &AdmitReport) {
     let schedule = r.events.schedule();
     let mut wanted = r.events.take_wanted();
     if let Some(seen) = report.event.as_ref().filter(|s| s.opened_at.is_some()) {
-        wanted.extend(schedule.get(&seen.name).map(crate::event::Event::id));
+        wanted.push(seen.id.clone());
     }
     for name in wanted {
         let draws = schedule.events.iter().any(|e| e.draw && e.is(&name));

@@ -204,10 +204,9 @@ impl RoomEvents {
         let opened = seen
             .as_ref()
             .filter(|e| e.opened_at.is_some())
-            .and_then(|e| s.get(&e.name))
-            .map(Event::id);
-        let (_, event, phase) = current(&s.events, now, opened.as_deref())?;
-        let seen = seen.as_ref().filter(|e| e.name == event.name);
+            .map(|e| e.id.as_str());
+        let (_, event, phase) = current(&s.events, now, opened)?;
+        let seen = seen.as_ref().filter(|e| event.is(&e.id));
         let revealed = self.revealed(event);
         Some(View {
             revealed,
@@ -219,11 +218,11 @@ impl RoomEvents {
     }
 
     /// Whether the store said this event is in its pre-queue at the last tick.
-    pub fn store_says_prequeue(&self, event: &str) -> bool {
+    pub fn store_says_prequeue(&self, event: &Event) -> bool {
         self.seen
             .load()
             .as_ref()
-            .is_some_and(|e| e.name == event && e.phase == Phase::Prequeue)
+            .is_some_and(|e| event.is(&e.id) && e.phase == Phase::Prequeue)
     }
 
     /// The seed of an event's draw (`None` without `[draw] secret`).
@@ -305,12 +304,13 @@ impl RoomEvents {
     /// Whether `e`'s draw may be shown: the store has seen it open, or an event after it is in
     /// force (events do not overlap, so it opened). Never on this instance's clock alone: an
     /// instance that missed a postponed opening must not publish a seed while the store still
-    /// takes registrations.
+    /// takes registrations, nor one of an event cancelled and added anew by the same name (the
+    /// store's word is on an event's id, [`Event::id`]).
     pub fn revealed(&self, e: &Event) -> bool {
         let seen = self.seen.load();
         if seen
             .as_ref()
-            .is_some_and(|s| s.name == e.name && s.opened_at.is_some())
+            .is_some_and(|s| e.is(&s.id) && s.opened_at.is_some())
         {
             return true;
         }
@@ -318,8 +318,9 @@ impl RoomEvents {
         let later_in_force = seen.as_ref().is_some_and(|s| {
             self.schedule
                 .load()
-                .get(&s.name)
-                .is_some_and(|x| x.prequeue_from > e.prequeue_from)
+                .events
+                .iter()
+                .any(|x| x.is(&s.id) && x.prequeue_from > e.prequeue_from)
         });
         later_in_force
     }

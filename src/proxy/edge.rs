@@ -47,7 +47,7 @@ impl Proxy {
             .any()
             .then(|| r.events.view(shared.clock.now_micros()));
         if let Some(v) = event.flatten() {
-            let store_says = r.events.store_says_prequeue(&v.event.name);
+            let store_says = r.events.store_says_prequeue(&v.event);
             if v.phase == Phase::Prequeue && store_says {
                 // A ticket from before this pre-queue began (a place in an earlier line, a draw
                 // of an earlier event) is the store's to answer: it registers the visitor.

@@ -76,7 +76,7 @@ pub(super) async fn serve(
     let opened = seen
         .as_ref()
         .filter(|s| s.opened_at.is_some())
-        .map(|s| s.name.as_str());
+        .map(|s| s.id.as_str());
     let Some(e) = chosen(&schedule.events, name, now, opened) else {
         return reply(
             404,
@@ -85,7 +85,7 @@ pub(super) async fn serve(
         .send(session)
         .await;
     };
-    let seen = seen.as_ref().filter(|s| s.name == e.name);
+    let seen = seen.as_ref().filter(|s| e.is(&s.id));
     let revealed = r.events.revealed(e);
     let phase = match e.phase(now, revealed) {
         None => "scheduled",

@@ -67,6 +67,9 @@ pub struct JoinContext<'a> {
 /// The event in force as an admit call found it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct EventSeen {
+    /// The event's id ([`crate::event::Event::id`], `NAME@PREQUEUE_FROM`): a name used again
+    /// is another event, whose opening this is not.
+    pub id: String,
     pub name: String,
     pub phase: Phase,
     /// Registrations in its draw so far (0 without one).
@@ -82,7 +85,7 @@ impl EventSeen {
             return (None, None);
         }
         events
-            .and_then(|a| a.events.iter().find(|e| e.name == self.name))
+            .and_then(|a| a.events.iter().find(|e| e.is(&self.id)))
             .map_or((None, None), |e| (e.admit_per_second, e.max_active))
     }
 }

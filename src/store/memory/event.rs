@@ -270,6 +270,7 @@ impl RoomData {
         let _ = wall;
         let (e, phase) = now.event?;
         Some(EventSeen {
+            id: e.id(),
             name: e.name.clone(),
             phase,
             registrations: self.events.lists.get(&e.id()).map_or(0, |l| l.len() as u64),

@@ -103,13 +103,18 @@ fn revoked_of(v: &[Value], i: &mut usize) -> Result<Revocations, ParsingError> {
 /// The event in force (`None` without one) and the runtime events' version.
 fn event_of(v: &[Value]) -> Result<(Option<EventSeen>, u64), ParsingError> {
     let f = EVENT_FROM;
-    let name: String = item(v, f)?;
+    let id: String = item(v, f)?;
+    let name = id
+        .rsplit_once('@')
+        .map_or(id.as_str(), |(n, _)| n)
+        .to_string();
     let phase: String = item(v, f + 1)?;
     let registrations: u64 = item(v, f + 2)?;
     let opened: String = item(v, f + 3)?;
     let version: u64 = item(v, f + 4)?;
     let seen = match Phase::parse(&phase) {
         Some(phase) if !name.is_empty() => Some(EventSeen {
+            id,
             name,
             phase,
             registrations,
