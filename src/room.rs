@@ -182,10 +182,18 @@ pub struct Room {
 /// A short digest of a room's settings as this instance runs them: instances whose digests
 /// differ run the room differently (a SIGHUP that reached some of them, a rolling change).
 /// Every part of [`RoomConfig`] is ordered (no hash maps), so equal settings give equal
-/// digests in every process.
-pub fn config_digest(cfg: &RoomConfig) -> String {
+/// digests in every process. The `[draw] secret` counts too: instances with different secrets
+/// would publish different commitments and place registrants by different seeds (found by
+/// review: two instances showed one digest and two draws).
+pub fn config_digest(cfg: &RoomConfig, draw_secret: Option<&[u8]>) -> String {
     use sha2::{Digest, Sha256};
-    let sum = Sha256::digest(format!("{cfg:?}").as_bytes());
+    let mut h = Sha256::new();
+    h.update(format!("{cfg:?}").as_bytes());
+    if let Some(secret) = draw_secret {
+        h.update(b"\0draw secret\0");
+        h.update(secret);
+    }
+    let sum = h.finalize();
     sum[..4].iter().map(|b| format!("{b:02x}")).collect()
 }
 
@@ -201,11 +209,12 @@ impl Room {
         let gate = cfg
             .origin_cap
             .map(|c| gate::OriginGate::new(c.max_inflight));
+        let digest = config_digest(&cfg, draw_secret.as_deref());
         let events =
             crate::event::live::RoomEvents::new(cfg.name(), cfg.events.clone(), draw_secret);
         Self {
             events,
-            digest: config_digest(&cfg),
+            digest,
             pilot: Default::default(),
             series: Default::default(),
             cfg,

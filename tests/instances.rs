@@ -224,4 +224,18 @@ async fn instances_that_run_different_configurations_are_shown() {
     .await;
     assert_eq!(v["instance_configs"][&mine], 2, "{v}");
     assert_eq!(v["config_digest"], mine.as_str(), "{v}");
+    // A `[draw] secret` of its own is another configuration too: its draws would have other
+    // seeds and commitments.
+    let with_secret = format!(
+        "{}\n[draw]\nsecret = \"a-draw-secret-of-this-instance-only-0123456789\"\n",
+        std::fs::read_to_string(two.config_path()).unwrap()
+    );
+    std::fs::write(two.config_path(), with_secret).unwrap();
+    two.signal("HUP");
+    let v = eventually(Duration::from_secs(10), "a secret of its own", || async {
+        let v = admin_json(&one, "/rooms/sale", TOKEN).await?;
+        (v["configs_differ"] == true).then_some(v)
+    })
+    .await;
+    assert_eq!(v["instance_configs"][&mine], 1, "{v}");
 }
