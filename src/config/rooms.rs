@@ -318,19 +318,11 @@ impl Builder<'_> {
                     format!("{path:?} does not start with '/'"),
                     "write a path prefix such as \"/products\"",
                 );
-            } else if crate::route::normalize_path(path) != path.as_str()
-                || path.contains([';', '\\', '\0'])
-                || !path.is_ascii()
-            {
+            } else if let Some(fix) = not_plain(path) {
                 self.fail(
                     key,
                     format!("{path:?} is not in plain form: requests are matched on their normalised readings"),
-                    format!(
-                        "write it as {:?} (unreserved characters unescaped, other escapes in upper-case hex, non-ASCII escaped; no ';', '\\', dot segments or repeated slashes)",
-                        crate::route::normalize_path(&percent_encode_non_ascii(
-                            &path.replace([';', '\\', '\0'], "/")
-                        ))
-                    ),
+                    fix,
                 );
             } else if path.starts_with("/.anteroom") {
                 self.fail(
@@ -472,6 +464,16 @@ impl Builder<'_> {
                 );
                 continue;
             }
+            if let Some(fix) = not_plain(path) {
+                // Requests are matched on their normalised readings: such a route would never
+                // match one, and the order behind it would never use the admission.
+                self.fail(
+                    key,
+                    format!("{path:?} is not in plain form, so no request would ever match it"),
+                    fix,
+                );
+                continue;
+            }
             if !paths.iter().any(|rp| path_covers(rp, path)) {
                 self.fail(
                     key,
@@ -487,6 +489,23 @@ impl Builder<'_> {
         }
         out
     }
+}
+
+/// Why a configured path prefix is not in plain form, as the fix to print: requests are
+/// matched on their normalised readings ([`crate::route::normalize_path`]), so a prefix in any
+/// other form would match none of them.
+fn not_plain(path: &str) -> Option<String> {
+    let plain = crate::route::normalize_path(path) == path
+        && !path.contains([';', '\\', '\0'])
+        && path.is_ascii();
+    (!plain).then(|| {
+        format!(
+            "write it as {:?} (unreserved characters unescaped, other escapes in upper-case hex, non-ASCII escaped; no ';', '\\', dot segments or repeated slashes)",
+            crate::route::normalize_path(&percent_encode_non_ascii(
+                &path.replace([';', '\\', '\0'], "/")
+            ))
+        )
+    })
 }
 
 /// Non-ASCII bytes of a path as browsers send them (`%D1%82`, upper-case hex).

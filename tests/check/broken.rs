@@ -190,6 +190,12 @@ pub const BROKEN: &[(&str, usize, &str, &str)] = &[
         "outside the room's paths",
     ),
     (
+        "bad_consume_not_plain.toml",
+        13,
+        "room[0].consume[0]",
+        "not in plain form",
+    ),
+    (
         "bad_path_matching.toml",
         2,
         "listen.path-matching",
