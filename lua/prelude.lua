@@ -70,7 +70,15 @@ end
 -- An operator's change kept in a room's history LIST (newest first, `keep` entries): JSON
 -- {"id","at_ms","by","client","changes"}, parsed by src/store/history.rs. A retried call
 -- finds its id among the newest and records nothing more.
-local function record_change(list, id, by, client, keep, changes)
+local function record_change(list, id, by, client, keep, all)
+  -- A field set to the value it had is no change: recording it would let any operate token
+  -- push the real changes out of the kept history with no-ops.
+  local changes = {}
+  for _, c in ipairs(all) do
+    if c.from ~= c.to then
+      changes[#changes + 1] = c
+    end
+  end
   if #changes == 0 then return end
   local needle = '"id":' .. cjson.encode(id)
   for _, e in ipairs(redis.call('LRANGE', list, 0, 9)) do

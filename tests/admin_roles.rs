@@ -112,6 +112,22 @@ async fn a_read_token_looks_an_operate_token_changes_and_the_log_names_the_label
     assert_eq!(status, 200, "{text}");
     let view = admin_json(&proxy, "/rooms/sale", READ).await.unwrap();
     assert_eq!(view["queue_all"], json!(true), "{view}");
+    // The same again is no change, and is not recorded: no-ops must not push the real
+    // changes out of the kept history.
+    let (status, text) = admin_call(
+        &proxy,
+        Method::PATCH,
+        "/rooms/sale",
+        Some(OPERATE),
+        Some(json!({"queue_all": true})),
+    )
+    .await;
+    assert_eq!(status, 200, "{text}");
+    // Somebody waits in the held line, and is cleared out of it.
+    let waiting = get_json(&proxy, "/.anteroom/status?room=sale", &mut Jar::default())
+        .await
+        .unwrap();
+    assert_eq!(waiting["state"], "paused", "{waiting}");
     let (status, _) = admin_call(
         &proxy,
         Method::DELETE,
@@ -183,7 +199,7 @@ async fn a_read_token_looks_an_operate_token_changes_and_the_log_names_the_label
     let lines: Vec<&str> = table.lines().collect();
     assert_eq!(lines.len(), 3, "a header and two changes:\n{table}");
     assert!(
-        lines[1].contains("oncall") && lines[1].contains("waiting 0 -> 0"),
+        lines[1].contains("oncall") && lines[1].contains("waiting 1 -> 0"),
         "{table}"
     );
     assert!(lines[2].contains("queue_all false -> true"), "{table}");

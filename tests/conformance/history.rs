@@ -98,3 +98,40 @@ pub async fn the_history_keeps_the_newest(h: &dyn Harness) {
     assert_eq!(changes[0].id, format!("k{}", KEEP + 4));
     assert_eq!(changes[KEEP - 1].id, "k5");
 }
+
+/// A field set to the value it had, and a clear of an empty line, are not recorded: else any
+/// operate token could push the real changes out of the kept history with no-ops (found by
+/// review: 200 no-op PATCHes hid who switched the room off).
+pub async fn a_change_to_the_same_value_is_no_change(h: &dyn Harness) {
+    let s = h.store();
+    let p = room("histnoop", 50.0, 10);
+    let off = RoomPatch {
+        enabled: Some(false),
+        ..RoomPatch::default()
+    };
+    s.change_room_state(&p, &off, &actor("real")).await.unwrap();
+    for i in 0..KEEP + 2 {
+        s.change_room_state(&p, &off, &actor(&format!("noop{i}")))
+            .await
+            .unwrap();
+    }
+    assert_eq!(s.clear_waiting_by(&p, &actor("empty")).await.unwrap(), 0);
+    // Two fields named, one of them changed: only that one is recorded.
+    let both = RoomPatch {
+        enabled: Some(false),
+        queue_all: Some(true),
+        ..RoomPatch::default()
+    };
+    s.change_room_state(&p, &both, &actor("half"))
+        .await
+        .unwrap();
+    let changes = s.changes(&p, KEEP).await.unwrap();
+    let ids: Vec<&str> = changes.iter().map(|c| c.id.as_str()).collect();
+    assert_eq!(ids, ["half", "real"]);
+    let fields: Vec<&str> = changes[0]
+        .changes
+        .iter()
+        .map(|c| c.field.as_str())
+        .collect();
+    assert_eq!(fields, ["queue_all"]);
+}

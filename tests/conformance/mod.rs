@@ -678,6 +678,7 @@ macro_rules! conformance_suite {
             the_autopilot_keeps_one_rate_that_admits,
             every_change_is_recorded_once_with_before_and_after,
             the_history_keeps_the_newest,
+            a_change_to_the_same_value_is_no_change,
             completing_frees_the_slot_and_nothing_renews_it,
             an_order_in_flight_is_settled_by_the_origins_word,
             a_revocation_is_handed_back_once_per_number,

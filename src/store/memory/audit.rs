@@ -6,8 +6,10 @@ use super::RoomData;
 use crate::store::history::{Actor, Change, FieldChange, KEEP};
 
 impl RoomData {
-    /// Keeps one change, newest first; a retried one (same id) once.
-    pub(super) fn record(&mut self, by: &Actor, changes: Vec<FieldChange>) {
+    /// Keeps one change, newest first; a retried one (same id) once. A field set to the value
+    /// it had is no change (no-ops would push the real changes out of the kept history).
+    pub(super) fn record(&mut self, by: &Actor, mut changes: Vec<FieldChange>) {
+        changes.retain(|c| c.from != c.to);
         if changes.is_empty() || self.history.iter().any(|c| c.id == by.id) {
             return;
         }
