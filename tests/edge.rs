@@ -354,3 +354,61 @@ async fn a_flood_of_newcomers_from_one_address_costs_redis_the_limit_not_the_flo
     assert_eq!(codes.get(&429), Some(&(FLOOD - 3)), "{codes:?}");
     assert!(calls <= 4, "{calls} Redis calls for a flood of {FLOOD}");
 }
+
+/// A registration's position in a pre-queue without a draw stays what the store said, polled
+/// at the edge while many register behind it: nobody moves in a pre-queue (found by review:
+/// the snapshot's estimate said 83 for 101, then 101 again as more registered — up).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_registration_keeps_its_position_in_a_prequeue() {
+    let redis = RedisServer::start();
+    let origin = Origin::start().await;
+    let room = "admit-per-second = 5000\nmax-active = 100000\ntick = \"100ms\"";
+    let proxy = Proxy::start(&config(origin.addr, &redis.url(), room));
+    let now_us = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_micros() as u64;
+    let opens = anteroom::event::time::format(now_us + 1_200_000_000, 0);
+    let (code, body) = admin_call(
+        &proxy,
+        reqwest::Method::POST,
+        "/rooms/sale/events",
+        Some(TOKEN),
+        Some(serde_json::json!({ "name": "drop", "opens_at": opens })),
+    )
+    .await;
+    assert_eq!(code, 201, "{body}");
+    let register = |n: usize| {
+        let proxy = &proxy;
+        async move {
+            for _ in 0..n {
+                let v = json(proxy, STATUS, &mut Jar::default()).await;
+                assert_eq!(v["state"], "prequeue", "{v}");
+            }
+        }
+    };
+    eventually(Duration::from_secs(5), "the pre-queue", || async {
+        let v = get_json(&proxy, STATUS, &mut Jar::default()).await?;
+        (v["state"] == "prequeue").then_some(())
+    })
+    .await;
+    register(100).await;
+    let mut me = Jar::default();
+    let first = json(&proxy, STATUS, &mut me).await["position"]
+        .as_u64()
+        .expect("a position");
+    let mut at_edge = 0.0;
+    for _ in 0..30 {
+        register(25).await;
+        // The pace of arrivals (the snapshot's sample of the line is refreshed meanwhile).
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        let before = counter(&proxy, "anteroom_polls_total", "answered=\"edge\"").await;
+        let v = json(&proxy, STATUS, &mut me).await;
+        at_edge += counter(&proxy, "anteroom_polls_total", "answered=\"edge\"").await - before;
+        let Some(p) = v["position"].as_u64() else {
+            continue;
+        };
+        assert_eq!(p, first, "nobody moved ({v})");
+    }
+    assert!(at_edge > 0.0, "some polls were answered at the edge");
+}

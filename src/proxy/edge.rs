@@ -67,14 +67,16 @@ impl Proxy {
                 if since >= abandon / 2 || lost {
                     return None;
                 }
+                // Nobody moves in a pre-queue: the place the store last gave is the position
+                // (only a visitor ahead who gives up can lower it, and the store's next answer
+                // says so). Not the snapshot's estimate, which interpolates a line that moves
+                // and went down, then up, as registrations came in (found by review).
                 let position = if t.drawn {
                     None
+                } else if t.shown < ticket::NOT_SHOWN {
+                    Some(t.shown.max(1))
                 } else {
-                    match line::decide(snapshot.as_deref(), t, now, r.cfg.params.abandon_after) {
-                        Edge::Answer { position, .. } => Some(position),
-                        Edge::AskStore if t.shown < ticket::NOT_SHOWN => Some(t.shown.max(1)),
-                        Edge::AskStore => return None,
-                    }
+                    return None;
                 };
                 let refresh = since >= abandon / 4 || t.seen > now + 5;
                 if refresh && r.line.seen.note(t.vid, t.place) {
