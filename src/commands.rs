@@ -11,18 +11,39 @@ use crate::config::{self, Config, StoreBackend};
 use crate::route::{OtherHosts, PathMatching};
 use crate::server;
 
+/// Writes to stdout like `print!`; a reader that went away (`anteroom check | head`) ends the
+/// command quietly with SIGPIPE's exit status (141), as a C tool would, not with a panic.
+macro_rules! out {
+    ($($t:tt)*) => { write_out(format_args!($($t)*)) };
+}
+
+/// [`out!`] with a newline.
+macro_rules! outln {
+    ($($t:tt)*) => { write_out(format_args!("{}\n", format_args!($($t)*))) };
+}
+
+fn write_out(args: std::fmt::Arguments<'_>) {
+    use std::io::Write;
+    let mut stdout = std::io::stdout().lock();
+    if let Err(e) = stdout.write_fmt(args).and_then(|()| stdout.flush()) {
+        if e.kind() == std::io::ErrorKind::BrokenPipe {
+            std::process::exit(141);
+        }
+    }
+}
+
 /// `anteroom check --config FILE [--connect]`: validate and summarise, or explain what is
 /// wrong; with `connect`, also reach the store and the upstreams (exit 1 if one fails).
 pub fn check(path: &Path, connect: bool) -> ExitCode {
     match config::load(path) {
         Ok(c) => {
-            print!("{}", summary(&c));
+            out!("{}", summary(&c));
             if !connect {
-                println!("  (the network was not touched: --connect reaches the store and the upstreams)");
+                outln!("  (the network was not touched: --connect reaches the store and the upstreams)");
                 return ExitCode::SUCCESS;
             }
             let reached = crate::probe::reach(&c);
-            print!("{}", crate::probe::report(&reached));
+            out!("{}", crate::probe::report(&reached));
             if reached.iter().all(|r| r.ok) {
                 ExitCode::SUCCESS
             } else {
@@ -414,7 +435,7 @@ fn fail(msg: impl std::fmt::Display) -> ExitCode {
 pub fn rooms(args: AdminArgs) -> ExitCode {
     match args.target().and_then(|t| t.json("GET", "/rooms", None)) {
         Ok(v) => {
-            print!("{}", admin_client::rooms_table(&v));
+            out!("{}", admin_client::rooms_table(&v));
             ExitCode::SUCCESS
         }
         Err(e) => fail(e),
@@ -442,11 +463,11 @@ pub fn room(args: AdminArgs, name: &str, action: RoomAction) -> ExitCode {
     });
     match result {
         Ok(v) if table => {
-            print!("{}", admin_client::changes_table(&v));
+            out!("{}", admin_client::changes_table(&v));
             ExitCode::SUCCESS
         }
         Ok(v) => {
-            println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
+            outln!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
             ExitCode::SUCCESS
         }
         Err(e) => fail(e),
@@ -462,24 +483,26 @@ pub fn verify_draw(
 ) -> ExitCode {
     match crate::event::verify::run(event, ticket, commitment, ca) {
         Ok(r) => {
-            println!(
+            outln!(
                 "The draw of event {:?} in room {:?} checks out:",
-                r.event, r.room
+                r.event,
+                r.room
             );
-            println!(
+            outln!(
                 "  the seed is the one committed to (sha256 = {})",
                 r.commitment
             );
             if commitment.is_none() {
-                println!("  (compare that commitment with the one the countdown page showed before the opening, or pass it as --commitment)");
+                outln!("  (compare that commitment with the one the countdown page showed before the opening, or pass it as --commitment)");
             }
-            println!(
+            outln!(
                 "  all {} registrations are listed in the order the seed gives them",
                 r.registrations
             );
-            println!(
+            outln!(
                 "  ticket {ticket} is at place {} of {}",
-                r.place, r.registrations
+                r.place,
+                r.registrations
             );
             ExitCode::SUCCESS
         }

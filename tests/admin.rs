@@ -88,6 +88,21 @@ async fn the_admin_api_needs_the_token() {
             );
         }
     }
+    // The scheme in any case (RFC 9110), the token exactly.
+    for (header, expected) in [
+        (format!("bearer {TOKEN}"), 200),
+        (format!("BEARER  {TOKEN}"), 200),
+        (format!("Basic {TOKEN}"), 401),
+        (format!("Bearer {}", TOKEN.to_uppercase()), 401),
+    ] {
+        let resp = client()
+            .get(proxy.admin_url("/rooms"))
+            .header("authorization", &header)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status().as_u16(), expected, "{header}");
+    }
     let (status, _) = admin(
         &proxy,
         reqwest::Method::PATCH,
@@ -197,6 +212,7 @@ async fn rooms_are_shown_changed_and_cleared() {
     // Bad requests say what is wrong.
     for (body, expected) in [
         (json!({"admit_per_second": 0}), 422),
+        (json!({"admit_per_second": 1e-300}), 422),
         (json!({"max_active": 0}), 422),
         (json!({"rate": 5}), 400),
         (json!({"enabled": "yes"}), 400),

@@ -341,3 +341,23 @@ async fn check_connect_reaches_the_store_and_every_upstream() {
         "{out}"
     );
 }
+
+#[test]
+fn a_reader_that_goes_away_ends_the_summary_quietly() {
+    // `anteroom check --config F | head -1`: the pipe closes before the summary is written.
+    let mut child = Command::new(common::binary())
+        .args(["check", "--config", "conf/demo.toml"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert!(
+        matches!(out.status.code(), Some(0 | 141)),
+        "{:?}: {stderr}",
+        out.status
+    );
+}

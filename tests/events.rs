@@ -291,8 +291,9 @@ async fn the_closing_turns_newcomers_away_and_keeps_the_line() {
     let event = format!(
         "[[room.event]]\nname = \"short\"\nprequeue-from = \"{}\"\nopens-at = \"{}\"\ncloses-at = \"{}\"\n",
         at(-1),
-        at(1),
-        at(4)
+        // Room for a start on a loaded machine: both must register before the opening.
+        at(4),
+        at(7)
     );
     let proxy = Proxy::start(&config(
         origin.addr,

@@ -134,8 +134,8 @@ where
 impl PatchBody {
     fn check(&self) -> Result<RoomPatch, String> {
         if let Some(Some(r)) = self.admit_per_second {
-            if !(r.is_finite() && r > 0.0 && r <= 1_000_000.0) {
-                return Err("admit_per_second must be above 0 and at most 1000000".into());
+            if !crate::config::valid_rate(r) {
+                return Err(format!("admit_per_second {}", crate::config::RATE_RULE));
             }
         }
         if let Some(Some(0)) = self.max_active {
@@ -176,7 +176,13 @@ impl AdminApp {
             .headers
             .get(http::header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "))
+            .and_then(|v| {
+                // The scheme is case-insensitive (RFC 9110 11.1): `bearer` is `Bearer`.
+                let (scheme, token) = v.split_once(' ')?;
+                scheme
+                    .eq_ignore_ascii_case("bearer")
+                    .then(|| token.trim_start_matches(' '))
+            })
             .unwrap_or("");
         s.config.admin.find(given)
     }

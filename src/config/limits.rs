@@ -181,10 +181,10 @@ impl Builder<'_> {
     /// `[[upstream]] admit-per-second`.
     pub(super) fn upstream_cap(&mut self, p: &KeyPath, v: Option<f64>) -> Option<f64> {
         let v = v?;
-        if !(v.is_finite() && v > 0.0 && v <= 1_000_000.0) {
+        if !valid_rate(v) {
             self.fail(
                 p.key("admit-per-second"),
-                format!("must be above 0 and at most 1000000, not {v}"),
+                format!("{RATE_RULE}, not {v}"),
                 "what the shop behind this upstream can take per second, all rooms together",
             );
             return None;

@@ -553,3 +553,18 @@ pub struct AdminEndpoint {
     pub addr: SocketAddr,
     pub token: Option<String>,
 }
+
+/// Whether `v` is an admission rate a room, an event, an upstream or an operator may set, per
+/// second: at least 0.001 (a visitor in about 17 minutes; below it a line never visibly moves
+/// and an ETA is meaningless — `1e-300` told visitors to wait 2^64 seconds), at most 1000000.
+pub fn valid_rate(v: f64) -> bool {
+    v.is_finite() && (MIN_RATE..=MAX_RATE).contains(&v)
+}
+
+/// The lowest rate [`valid_rate`] takes.
+pub const MIN_RATE: f64 = 0.001;
+/// The highest rate [`valid_rate`] takes.
+pub const MAX_RATE: f64 = 1_000_000.0;
+
+/// What [`valid_rate`] refuses, for messages.
+pub const RATE_RULE: &str = "must be above 0 (at least 0.001) and at most 1000000";

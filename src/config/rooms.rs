@@ -76,11 +76,11 @@ impl Builder<'_> {
                 }
             }
             let rate = match r.admit_per_second {
-                Some(v) if v.is_finite() && v > 0.0 && v <= 1_000_000.0 => v,
+                Some(v) if valid_rate(v) => v,
                 Some(v) => {
                     self.fail(
                         p.key("admit-per-second"),
-                        format!("must be above 0 and at most 1000000, not {v}"),
+                        format!("{RATE_RULE}, not {v}"),
                         "size it from what the shop can take, e.g. 175",
                     );
                     1.0
@@ -161,11 +161,19 @@ impl Builder<'_> {
             let autopilot = self.autopilot(&p, r.autopilot.as_ref(), rate, tick);
             let waiting_status = match r.waiting_status {
                 None => DEFAULT_WAITING_STATUS,
-                Some(s) if (200..=599).contains(&s) => s as u16,
+                // A status whose answer carries the waiting page: not 1xx, 204, 205 or a
+                // redirect (no body a browser shows, or one it follows without a Location).
+                Some(s)
+                    if (200..=599).contains(&s)
+                        && !matches!(s, 204 | 205)
+                        && !(300..400).contains(&s) =>
+                {
+                    s as u16
+                }
                 Some(s) => {
                     self.fail(
                         p.key("waiting-status"),
-                        format!("{s} is not an HTTP status"),
+                        format!("{s} is not a status that carries the waiting page"),
                         "use 200 (default) or 503",
                     );
                     DEFAULT_WAITING_STATUS

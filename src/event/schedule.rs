@@ -203,11 +203,11 @@ pub fn check(events: &[Event]) -> Vec<Problem> {
             }
         }
         if let Some(r) = e.admit_per_second {
-            if !(r.is_finite() && r > 0.0) {
+            if !crate::config::valid_rate(r) {
                 fail(
                     i,
                     "admit-per-second",
-                    format!("must be above zero, not {r}"),
+                    format!("{}, not {r}", crate::config::RATE_RULE),
                     "write the event's rate, such as 50",
                 );
             }

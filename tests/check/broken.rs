@@ -148,6 +148,18 @@ pub const BROKEN: &[(&str, usize, &str, &str)] = &[
         "already claimed by room \"sale\"",
     ),
     (
+        "bad_tiny_rate.toml",
+        11,
+        "room[0].admit-per-second",
+        "at least 0.001",
+    ),
+    (
+        "bad_waiting_status.toml",
+        12,
+        "room[0].waiting-status",
+        "carries the waiting page",
+    ),
+    (
         "bad_zero_rate.toml",
         11,
         "room[0].admit-per-second",
