@@ -65,7 +65,7 @@ local waiting, active, room = KEYS[1], KEYS[2], KEYS[3]
 check_layout(room)
 redis.call('HSETNX', room, 'layout', LAYOUT)
 local now = now_us(ARGV[6])
-local abandon_us = tonumber(ARGV[5])
+local abandon_us = abandon_after(room, tonumber(ARGV[5]), now, tonumber(ARGV[9]))
 local h = redis.call('HMGET', room, 'enabled', 'queue_all', 'rate', 'max_active',
   'tokens', 'refilled', 'epoch', 'm_rate', 'm_at', 'm_count', 'admitted', 'sweep', 'recent')
 local rate = tonumber(h[3]) or tonumber(ARGV[1])

@@ -154,7 +154,7 @@ end
 local score = redis.call('ZSCORE', waiting, vid)
 if score then
   score = tonumber(score)
-  if silent_secs(score, live, open_live) * 1000000 < tonumber(ARGV[7]) then
+  if silent_secs(score, live, open_live) * 1000000 < abandon_after(room, tonumber(ARGV[7]), now) then
     local offset = decode(score)
     redis.call('ZADD', waiting, 'XX', offset * SLOTS + (in_pre and 0 or live_slot(live)), vid)
     local n = redis.call('ZCARD', waiting)

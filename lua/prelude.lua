@@ -10,7 +10,9 @@
 --                                liveness clock ('live' µs, and 'live_at', the TIME of its last step),
 --                                the key layout version ('layout', see LAYOUT), and 'forgave_at',
 --                                the TIME at which a store pause last lengthened the
---                                claims it had cut short (forgive_gap)
+--                                claims it had cut short (forgive_gap); 'ab_hi' and
+--                                'ab_hi_until', the longest abandon-after of the instances
+--                                (abandon_after)
 --   {anteroom:R}:consumed:<visitor hex>  STRING  the last order of this admission (see
 --                                read_marker); lives session-ttl + a margin after the consume
 --   {anteroom:R}:revoked   ZSET  member = visitor id (16 bytes) .. ' ' .. until (unix s), score =
@@ -152,6 +154,29 @@ local function forgive_gap(room, active, now, cap, claim_us)
     redis.call('ZADD', active, 'XX', string.format('%.0f', tonumber(hit[i + 1]) + shift), hit[i])
   end
   redis.call('HSET', room, 'forgave_at', string.format('%.0f', now))
+end
+
+-- The abandon-after the line is swept by: the longest an instance runs the room with lately.
+-- An instance refreshes the liveness of the visitors who poll it by its own abandon-after
+-- (src/line: every quarter of it); instances that run the room differently (a SIGHUP that
+-- reached some of them first) must not sweep by a shorter one, or visitors who kept polling
+-- are dropped (found by review: 20 s on two instances, 100 s on the third). Each admit
+-- (`keep` = its heartbeat lifetime) reports its value: 'ab_hi' is the longest, kept while an
+-- instance keeps reporting it and given up `keep` after the last report ('ab_hi_until'), so a
+-- shorter value takes effect once no instance runs the longer one. Joins only read it.
+local function abandon_after(room, mine, now, keep)
+  local ab = redis.call('HMGET', room, 'ab_hi', 'ab_hi_until')
+  local hi, until_us = tonumber(ab[1]), tonumber(ab[2]) or 0
+  local held = hi and now <= until_us
+  if keep and (not held or mine >= hi) then
+    redis.call('HSET', room, 'ab_hi', string.format('%.0f', mine), 'ab_hi_until',
+      string.format('%.0f', now + keep))
+    return mine
+  end
+  if held then
+    return math.max(mine, hi)
+  end
+  return mine
 end
 
 -- A slot up to this many seconds ahead of the clock counts as "seen now": a join reads the

@@ -219,3 +219,53 @@ async fn a_used_marker_lives_as_long_as_every_cookie_of_the_admission() {
     // The renewed cookie runs 200 s; the marker outlives it by the 60 s margin.
     assert!(pttl >= 255_000, "the marker lives {pttl} ms");
 }
+
+/// Instances that run a room with different `abandon-after` (a SIGHUP that reached one first):
+/// the line is swept by the longest, so a visitor who polls the instance with the longer one
+/// (its liveness refreshed every quarter of it) is not dropped by the other's sweep (found by
+/// review: 20 s on two instances, 100 s on the third, and visitors polling every second lost
+/// their place). Once no instance reports the longer value, the shorter one holds again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_line_is_swept_by_the_longest_abandon_after_of_the_instances() {
+    use anteroom::store::{Admission, VisitorId};
+    let server = RedisServer::start();
+    let short = RedisStore::new(Target::Single(server.url()), Duration::from_secs(2)).unwrap();
+    let long = RedisStore::new(Target::Single(server.url()), Duration::from_secs(2)).unwrap();
+    short.freeze_clock();
+    long.freeze_clock();
+    let mut p = conformance::room("sweep", 100.0, 1);
+    p.abandon_after = Duration::from_secs(10);
+    let mut q = p.clone();
+    q.abandon_after = Duration::from_secs(100);
+    let step = |by: Duration| {
+        short.shift_clock(by);
+        long.shift_clock(by);
+    };
+    assert_eq!(
+        short.join(&p, VisitorId::random()).await.unwrap(),
+        Admission::Entered,
+        "the one slot, taken"
+    );
+    let polling = VisitorId::random();
+    assert!(matches!(
+        long.join(&q, polling).await.unwrap(),
+        Admission::Waiting { position: 1, .. }
+    ));
+    // 30 s of ticks on both instances; the visitor polls the long one at 0 and 25 s only.
+    for _ in 0..30 {
+        step(Duration::from_secs(1));
+        short.admit(&p).await.unwrap();
+        long.admit(&q).await.unwrap();
+    }
+    assert_eq!(short.stats(&p).await.unwrap().abandoned_total, 0);
+    assert!(matches!(
+        long.join(&q, polling).await.unwrap(),
+        Admission::Waiting { position: 1, .. }
+    ));
+    // The long instance stops (or is reloaded): past its heartbeat, the short value holds.
+    for _ in 0..(2 * 60) {
+        step(Duration::from_secs(1));
+        short.admit(&p).await.unwrap();
+    }
+    assert_eq!(short.stats(&p).await.unwrap().abandoned_total, 1);
+}
