@@ -36,17 +36,7 @@ impl Reloader {
         let mut new = match config::load(&self.path) {
             Ok(c) => c,
             Err(errors) => {
-                for e in &errors.0 {
-                    tracing::error!(
-                        file = e.file,
-                        line = e.line,
-                        col = e.col,
-                        key = (!e.key.is_empty()).then_some(e.key.as_str()),
-                        problem = e.problem,
-                        fix = e.fix,
-                        "reload refused: the running configuration stays"
-                    );
-                }
+                log_refusal(&errors.0);
                 return Err(errors.to_string());
             }
         };
@@ -90,25 +80,17 @@ impl Reloader {
             new.server = o.server.clone();
         }
         let rooms = new.rooms.len();
+        // Checked before the new rooms are built: building them takes state over from the
+        // old ones (the liveness batch, the recovery window), which a refusal must leave.
+        let frozen = frozen_changes(&old, &new, &self.path);
+        if !frozen.is_empty() {
+            log_refusal(&frozen);
+            return Err(config::ConfigErrors(frozen).to_string());
+        }
         let shared = Shared::new(old.core.clone(), new, Some(&old)).map_err(|e| {
             tracing::error!(error = e, "reload refused: the running configuration stays");
             e
         })?;
-        let frozen = frozen_changes(&old, &shared, &self.path);
-        if !frozen.is_empty() {
-            for e in &frozen {
-                tracing::error!(
-                    file = e.file,
-                    line = e.line,
-                    col = e.col,
-                    key = e.key,
-                    problem = e.problem,
-                    fix = e.fix,
-                    "reload refused: the running configuration stays"
-                );
-            }
-            return Err(config::ConfigErrors(frozen).to_string());
-        }
         // Certificates read anew (a renewed one replaces the old; a broken one refused the
         // whole reload above): new handshakes get them, connections in flight keep theirs.
         shared.core.tls.swap(&shared.config.tls);
@@ -119,13 +101,32 @@ impl Reloader {
     }
 }
 
+/// Logs each problem of a refused reload with file, line, column, key and fix.
+fn log_refusal(errors: &[config::ConfigError]) {
+    for e in errors {
+        tracing::error!(
+            file = e.file,
+            line = e.line,
+            col = e.col,
+            key = (!e.key.is_empty()).then_some(e.key.as_str()),
+            problem = e.problem,
+            fix = e.fix,
+            "reload refused: the running configuration stays"
+        );
+    }
+}
+
 /// What a reload may not change, as the admin API may not (`schedule::frozen`): an event whose
 /// pre-queue has begun keeps its start and its draw, and while one that draws is still in the
 /// schedule the `[draw] secret` stays — each would change or void a commitment already
 /// published and place registrants by a seed nobody can check (found by review: a SIGHUP
 /// moved a begun pre-queue and emptied its registrations). Cancelling such an event (leaving
 /// it out of the file) stays allowed, as the API's DELETE is.
-fn frozen_changes(old: &Shared, new: &Shared, path: &std::path::Path) -> Vec<config::ConfigError> {
+fn frozen_changes(
+    old: &Shared,
+    new: &config::Config,
+    path: &std::path::Path,
+) -> Vec<config::ConfigError> {
     use config::locate::{KeyPath, Located};
     let text = std::fs::read_to_string(path).unwrap_or_default();
     let located = Located::new(&text);
@@ -145,17 +146,22 @@ fn frozen_changes(old: &Shared, new: &Shared, path: &std::path::Path) -> Vec<con
     };
     let local = crate::clock::Clock::now_micros(&crate::clock::SystemClock);
     let secret = |c: &config::Config| c.draw_secret.as_ref().map(|s| s.0.clone());
-    let secret_changed = secret(&old.config) != secret(&new.config);
+    let secret_changed = secret(&old.config) != secret(new);
     let mut out = Vec::new();
     for (i, r) in new.rooms.iter().enumerate() {
         let Some(o) = old.rooms.iter().find(|o| o.name() == r.name()) else {
             continue;
         };
         let now = o.events.store_now(local);
-        let (before, after) = (o.events.schedule(), r.events.schedule());
+        // The new schedule as the new room would build it: its file's events with the
+        // store's runtime changes, which a reload keeps.
+        let runtime = o.events.runtime();
+        let before = o.events.schedule();
+        let (after, _) =
+            crate::event::schedule::Schedule::build(&r.events, &runtime.events, runtime.version);
         for e in before.events.iter().filter(|e| now >= e.prequeue_from) {
             let room = KeyPath::root().key("room").index(i);
-            let at = |field: &str| match r.cfg.events.iter().position(|x| x.name == e.name) {
+            let at = |field: &str| match r.events.iter().position(|x| x.name == e.name) {
                 Some(j) => room.key("event").index(j).key(field),
                 None => room.key("event"),
             };
