@@ -115,7 +115,7 @@ pub fn hosts(req: &RequestHeader, trusted_peer: bool) -> Result<Hosts<'_>, &'sta
             })
             .map(|(_, v)| v);
         // A claim that is no host name is refused, as such a `Host` is ([`host_claim`]).
-        let unreadable = "a forwarded host claim is not a host name";
+        let unreadable = NOT_A_HOST_CLAIM;
         for v in claimed {
             for h in v.to_str().map_err(|_| unreadable)?.split(',') {
                 if let Some(h) = host_claim(h)? {
@@ -147,10 +147,10 @@ fn host_claim(h: &str) -> Result<Option<&str>, &'static str> {
     if h.is_empty() {
         return Ok(None);
     }
-    normalize_host(h)
-        .map(Some)
-        .ok_or("a forwarded host claim is not a host name")
+    normalize_host(h).map(Some).ok_or(NOT_A_HOST_CLAIM)
 }
+
+const NOT_A_HOST_CLAIM: &str = "a forwarded host claim is not a host name";
 
 /// The routing of a request and the readings of its path (the consume check needs them too).
 pub struct Target<'a> {
