@@ -6,7 +6,7 @@ use super::build::Builder;
 use super::file::BypassFile;
 use super::locate::KeyPath;
 use super::model::{BypassRule, ConsumeRoute, CrawlerPolicy};
-use crate::route::path_covers;
+use crate::route::path_covers_folded;
 
 /// Shorter header secrets are refused: a partner key must not be guessable.
 pub const MIN_BYPASS_SECRET_LEN: usize = 16;
@@ -44,7 +44,10 @@ impl Builder<'_> {
                     );
                     continue;
                 }
-                if let Some(whole) = paths.iter().find(|room| path_covers(path, room)) {
+                // Compared without case: a room path or consume route with capitals holds its
+                // paths in any case, and a bypass rule runs first (found by review: bypass
+                // `/sale` under the room path `/Sale` let the room's requests past the line).
+                if let Some(whole) = paths.iter().find(|room| path_covers_folded(path, room)) {
                     self.fail(
                         bp.key("path"),
                         format!("{path:?} lets the whole room path {whole:?} past the line"),
@@ -52,10 +55,9 @@ impl Builder<'_> {
                     );
                     continue;
                 }
-                if let Some(order) = consume
-                    .iter()
-                    .find(|c| path_covers(path, &c.path) || path_covers(&c.path, path))
-                {
+                if let Some(order) = consume.iter().find(|c| {
+                    path_covers_folded(path, &c.path) || path_covers_folded(&c.path, path)
+                }) {
                     self.fail(
                         bp.key("path"),
                         format!(

@@ -7,6 +7,7 @@
 mod admin;
 mod build;
 mod bypass;
+mod consume;
 mod events;
 pub mod file;
 mod limits;

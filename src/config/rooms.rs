@@ -10,7 +10,7 @@ use super::file::*;
 use super::locate::KeyPath;
 use super::model::*;
 use crate::cookie;
-use crate::route::{path_covers, HostPattern};
+use crate::route::HostPattern;
 use crate::store::RoomParams;
 
 impl Builder<'_> {
@@ -226,6 +226,7 @@ impl Builder<'_> {
                 event_pages,
             });
         }
+        self.shadowed_consume(rooms, &out);
         out
     }
 
@@ -439,70 +440,12 @@ impl Builder<'_> {
         }
         out
     }
-
-    fn consume(&mut self, p: &KeyPath, routes: &[String], paths: &[String]) -> Vec<ConsumeRoute> {
-        let mut out = Vec::new();
-        for (i, raw) in routes.iter().enumerate() {
-            let key = p.key("consume").index(i);
-            let Some((method, path)) = raw.trim().split_once(' ') else {
-                self.fail(
-                    key,
-                    format!("{raw:?} is not \"METHOD /path\""),
-                    "write it like \"POST /orders\"",
-                );
-                continue;
-            };
-            let method = match http::Method::from_bytes(method.trim().as_bytes()) {
-                Ok(m) => m,
-                Err(_) => {
-                    self.fail(
-                        key,
-                        format!("{method:?} is not an HTTP method"),
-                        "write it like \"POST /orders\"",
-                    );
-                    continue;
-                }
-            };
-            let path = path.trim();
-            if !path.starts_with('/') {
-                self.fail(
-                    key,
-                    format!("{path:?} does not start with '/'"),
-                    "write it like \"POST /orders\"",
-                );
-                continue;
-            }
-            if let Some(fix) = not_plain(path) {
-                // Requests are matched on their normalised readings: such a route would never
-                // match one, and the order behind it would never use the admission.
-                self.fail(
-                    key,
-                    format!("{path:?} is not in plain form, so no request would ever match it"),
-                    fix,
-                );
-                continue;
-            }
-            if !paths.iter().any(|rp| path_covers(rp, path)) {
-                self.fail(
-                    key,
-                    format!("{path:?} is outside the room's paths, so it would never be checked"),
-                    "add its prefix to `paths`, or move the rule to the room that protects it",
-                );
-                continue;
-            }
-            out.push(ConsumeRoute {
-                method,
-                path: path.to_string(),
-            });
-        }
-        out
-    }
 }
 
 /// Why a configured path prefix is not in plain form, as the fix to print: requests are
 /// matched on their normalised readings ([`crate::route::normalize_path`]), so a prefix in any
 /// other form would match none of them.
-fn not_plain(path: &str) -> Option<String> {
+pub(super) fn not_plain(path: &str) -> Option<String> {
     let plain = crate::route::normalize_path(path) == path
         && !path.contains([';', '\\', '\0'])
         && path.is_ascii();

@@ -25,7 +25,7 @@ pub mod path;
 pub mod spelling;
 
 pub use host::{host_without_port, normalize_host, HostPattern};
-pub use path::{normalize_path, path_covers, Reading, Readings};
+pub use path::{normalize_path, path_covers, path_covers_folded, Reading, Readings};
 
 /// How ambiguous spellings of a path are treated (`[listen] path-matching`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

@@ -202,6 +202,12 @@ pub const BROKEN: &[(&str, usize, &str, &str)] = &[
         "outside the room's paths",
     ),
     (
+        "bad_consume_shadowed.toml",
+        13,
+        "room[0].consume[0]",
+        "is routed to room \"checkout\"",
+    ),
+    (
         "bad_consume_not_plain.toml",
         13,
         "room[0].consume[0]",
