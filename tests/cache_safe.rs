@@ -1,7 +1,8 @@
 //! A response that carries anteroom's cookies is never stored by a shared cache: the origin's
 //! `Cache-Control` made private where it was cacheable, the CDN-only fields removed, and no
 //! cookie of ours on a `304` (a conditional request that is to get one asks the origin in full).
-//! Responses without our cookies are left as the origin sent them.
+//! Answers a room guards are kept out of shared caches without a cookie too; outside every room
+//! responses without our cookies are left as the origin sent them.
 
 mod common;
 
@@ -114,8 +115,8 @@ async fn a_conditional_request_that_gets_our_cookie_gets_the_whole_answer_not_a_
         Some("max-age=600, private")
     );
     jar.absorb(&renewal);
-    // Admitted for the session now: the same conditional request gets its 304, untouched and
-    // cookie-free.
+    // Admitted for the session now: the same conditional request gets its 304, cookie-free,
+    // and private still: the line guards it.
     let again = get(
         &proxy,
         "/cached/public",
@@ -126,10 +127,44 @@ async fn a_conditional_request_that_gets_our_cookie_gets_the_whole_answer_not_a_
     assert!(ours(&again).is_empty(), "{:?}", ours(&again));
     assert_eq!(
         header(&again, "cache-control").as_deref(),
-        Some("public, max-age=600")
+        Some("max-age=600, private")
     );
-    // And an answer without our cookies keeps the origin's caching as it was.
-    let plain = get(&proxy, "/cached/cdn", &[("cookie", &jar.header())]).await;
+}
+
+/// An answer the line guards is kept out of shared caches without a cookie of ours too: a CDN
+/// in front would serve an admitted visitor's stored page to newcomers who never passed the
+/// line (found by review: a cache hit for `public, max-age=600` behind nginx `proxy_cache`).
+/// Outside every room the origin's caching is left as it was.
+#[tokio::test]
+async fn what_the_line_guards_is_kept_out_of_shared_caches_cookie_or_not() {
+    let origin = Origin::start().await;
+    let proxy = Proxy::start(&config(origin.addr));
+    let mut jar = Jar::default();
+    jar.absorb(&get(&proxy, "/cached/public", &[]).await);
+    // The first return renews the fast path's short cookie; after it, answers carry none.
+    jar.absorb(&get(&proxy, "/cached/public", &[("cookie", &jar.header())]).await);
+    for (kind, want) in [
+        ("public", "max-age=600, private"),
+        ("cdn", "max-age=60, private"),
+    ] {
+        let resp = get(
+            &proxy,
+            &format!("/cached/{kind}"),
+            &[("cookie", &jar.header())],
+        )
+        .await;
+        assert_eq!(resp.status(), 200, "{kind}");
+        assert!(ours(&resp).is_empty(), "{kind}: {:?}", ours(&resp));
+        assert_eq!(
+            header(&resp, "cache-control").as_deref(),
+            Some(want),
+            "{kind}"
+        );
+        assert_eq!(header(&resp, "cdn-cache-control"), None, "{kind}");
+    }
+    let outside = config(origin.addr).replace("paths = [\"/cached\"]", "paths = [\"/elsewhere\"]");
+    let proxy = Proxy::start(&outside);
+    let plain = get(&proxy, "/cached/cdn", &[]).await;
     assert_eq!(plain.status(), 200);
     assert!(ours(&plain).is_empty());
     assert_eq!(

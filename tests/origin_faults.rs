@@ -190,6 +190,19 @@ async fn the_error_page_says_what_the_shops_status_means() {
             retry,
             "{path}"
         );
+        // The page is ours: none of the shop's caching, and it depends on `Accept`.
+        let field = |name: &str| {
+            resp.headers()
+                .get(name)
+                .map(|v| v.to_str().unwrap().to_string())
+        };
+        assert_eq!(field("cdn-cache-control"), None, "{path}");
+        assert_eq!(field("vary").as_deref(), Some("Accept"), "{path}");
+        assert_eq!(
+            field("cache-control").as_deref(),
+            Some("no-store"),
+            "{path}"
+        );
         let text = resp.text().await.unwrap();
         assert!(text.contains(words), "{path}: {words} in {text}");
         assert!(!text.contains("not answering"), "{path}: {text}");

@@ -163,3 +163,32 @@ async fn a_wrong_version_room_language_or_method_is_answered_plainly() {
     assert_eq!(post.status(), 405);
     assert_eq!(origin.count("/"), 0, "{:?}", origin.requests());
 }
+
+/// Every answer of anteroom's own — the waiting page, the status JSON, a refusal — is read as
+/// the type it says and may be framed by the shop's own pages only (found by review: none of
+/// them said so, and a waiting page in another site's frame is a clickjacking surface).
+#[tokio::test]
+async fn our_own_answers_are_not_sniffed_or_framed_by_other_sites() {
+    let origin = Origin::start().await;
+    let proxy = Proxy::start(&config(origin.addr));
+    assert_eq!(
+        get(&proxy, "/products").await.status(),
+        200,
+        "the only place"
+    );
+    for path in [
+        "/products",
+        "/.anteroom/status?room=sale",
+        "/.anteroom/nothing-here",
+    ] {
+        let resp = get(&proxy, path).await;
+        assert!(header(&resp, "x-origin").is_empty(), "{path}: ours");
+        assert_eq!(header(&resp, "x-content-type-options"), "nosniff", "{path}");
+        assert_eq!(header(&resp, "x-frame-options"), "SAMEORIGIN", "{path}");
+        assert_eq!(
+            header(&resp, "content-security-policy"),
+            "frame-ancestors 'self'",
+            "{path}"
+        );
+    }
+}

@@ -16,7 +16,13 @@
 //!   origin that answers `304` anyway gets our cookies dropped from that answer (a renewal comes
 //!   again on the next request).
 //!
-//! Responses without our cookies are not touched.
+//! - Any answer to a request a room guards is kept out of shared caches the same way (the
+//!   first two points), cookie or not, a `304` too: a shared cache in front of anteroom (a CDN)
+//!   would serve a stored shop page to visitors who never passed the line — not only those
+//!   waiting now, but also once a room switched off is switched on again (found by review: an
+//!   admitted visitor's `public, max-age=600` product page was a cache hit for a newcomer).
+//!
+//! Responses outside every room without our cookies are not touched.
 
 use pingora::http::{RequestHeader, ResponseHeader};
 
@@ -82,6 +88,13 @@ pub fn prepare(resp: &mut ResponseHeader) -> pingora::Result<bool> {
     if resp.status == http::StatusCode::NOT_MODIFIED {
         return Ok(false);
     }
+    keep_private(resp)?;
+    Ok(true)
+}
+
+/// Makes an answer safe from shared caches: `Cache-Control` private where it was not, the
+/// CDN-only fields removed.
+pub fn keep_private(resp: &mut ResponseHeader) -> pingora::Result<()> {
     let values = resp
         .headers
         .get_all(http::header::CACHE_CONTROL)
@@ -93,7 +106,7 @@ pub fn prepare(resp: &mut ResponseHeader) -> pingora::Result<bool> {
     for f in CDN_FIELDS {
         while resp.remove_header(f).is_some() {}
     }
-    Ok(true)
+    Ok(())
 }
 
 #[cfg(test)]

@@ -441,10 +441,14 @@ impl ProxyHttp for Proxy {
         ctx: &mut Ctx,
     ) -> Result<()> {
         // A 1xx is not the answer: the cookies ride on the final one.
-        if ctx.set_cookies.is_empty()
-            || upstream_response.status.is_informational()
-            || !cache_safe::prepare(upstream_response)?
-        {
+        if upstream_response.status.is_informational() {
+            return Ok(());
+        }
+        // What a line guards is never stored by a shared cache (see cache_safe).
+        if ctx.room.is_some() {
+            cache_safe::keep_private(upstream_response)?;
+        }
+        if ctx.set_cookies.is_empty() || !cache_safe::prepare(upstream_response)? {
             return Ok(());
         }
         for c in &ctx.set_cookies {

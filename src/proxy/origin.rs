@@ -352,6 +352,10 @@ pub(super) async fn on_response(
     resp.insert_header(http::header::CONTENT_TYPE, content_type)?;
     resp.insert_header(http::header::CONTENT_LENGTH, body.len())?;
     resp.insert_header(http::header::CACHE_CONTROL, "no-store")?;
+    // The page is ours, not the shop's: none of its caching applies (a CDN reads its own
+    // fields before `no-store`), and the body depends on `Accept` (found by review).
+    super::cache_safe::keep_private(resp)?;
+    resp.insert_header(http::header::VARY, "Accept")?;
     resp.remove_header(&http::header::RETRY_AFTER);
     if let Some(secs) = retry {
         resp.insert_header(http::header::RETRY_AFTER, secs)?;

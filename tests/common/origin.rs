@@ -180,6 +180,8 @@ async fn answer_plainly(
         return Response::builder()
             .status(status)
             .header("content-type", "text/plain")
+            // A shop that lets CDNs keep its error for an hour (anteroom's page must not be).
+            .header("cdn-cache-control", "max-age=3600")
             .body(Full::new(Bytes::from_static(
                 b"shop internals: stack trace here",
             )))
