@@ -38,7 +38,8 @@
 -- ARGV[26..] liveness batch: triples (visitor id, epoch, offset) of visitors polled through the
 --            caller's queue tickets since its last call; each one still in line at that place
 --            is marked seen now (its score's low part), as a join would
--- KEYS[8], KEYS[9], ... per event of ARGV[24], in order: its draw's list (registrations ZSET)
+-- KEYS[8] ended ZSET (end_sessions in the prelude; who is admitted leaves it)
+-- KEYS[9], KEYS[10], ... per event of ARGV[24], in order: its draw's list (registrations ZSET)
 --
 -- Events: in a pre-queue nobody is admitted and registrations (slot 0) are not silent; the first
 -- call out of a pre-queue records the liveness clock ('open_live': registrations are silent from
@@ -94,6 +95,7 @@ if in_pre then
   if es[1] ~= ev.id then
     redis.call('HSET', room, 'in_pre', ev.id)
     redis.call('HDEL', room, 'open_live')
+    end_sessions(active, KEYS[8], now)
   end
   open_live = nil
 else
@@ -267,6 +269,7 @@ if h[1] ~= '0' and h[2] ~= '1' and not stale and not in_pre and not stale_events
   local room_left = max_active - redis.call('ZCARD', active) - tonumber(ARGV[11])
   local want = math.min(math.floor(tokens), room_left, window)
   local until_us = now + tonumber(ARGV[3])
+  local ended_any = redis.call('EXISTS', KEYS[8]) == 1
   while admitted < want do
     local head
     if ARGV[23] == 'random' then
@@ -284,6 +287,9 @@ if h[1] ~= '0' and h[2] ~= '1' and not stale and not in_pre and not stale_events
         abandoned = abandoned + 1
       else
         redis.call('ZADD', active, until_us, vid)
+        if ended_any then
+          redis.call('ZREM', KEYS[8], vid)
+        end
         admitted = admitted + 1
         out[#out + 1] = vid
         out[#out + 1] = waited(decode(score))
@@ -369,7 +375,7 @@ local reply = { admitted, abandoned, expired, n, redis.call('ZCARD', active), to
   (not ap_conf) and 0 or (ap_running and 2 or 1), ap[2] or '', ap[3] or '', ap[4] or '', ap[5] or '', ap[6] or '',
   ap_health[1], ap_health[2], ap_health[3], string.format('%.0f', now), ap[1] or '',
   ev and ev.id or '', phase or '',
-  (ev and ev.draw) and redis.call('ZCARD', KEYS[7 + ev.i]) or 0,
+  (ev and ev.draw) and redis.call('ZCARD', KEYS[8 + ev.i]) or 0,
   (ev and es[3] == ev.id) and es[4] or '', tonumber(es[10]) or 0,
   #points > 0 and line_epoch or 0, #points }
 for i = 1, #points do

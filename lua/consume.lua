@@ -4,10 +4,11 @@
 -- this visitor gives it back). A call re-sent with the winner's request id (a reply that was
 -- lost; cluster clients re-send) wins again; any other request, or a replay, loses.
 -- A verified cookie (ARGV[6] = 1) with neither a session nor a marker wins and re-registers the
--- admission: the store lost its data, the cookie is the proof.
+-- admission: the store lost its data, the cookie is the proof (not for a session a pre-queue
+-- ended: see end_sessions).
 --
 -- KEYS[1] active ZSET   KEYS[2] consumed marker STRING for this visitor   KEYS[3] room HASH
--- (read only for its key layout version)
+-- (read only for its key layout version)   KEYS[4] ended ZSET (end_sessions in the prelude)
 -- ARGV[1] visitor id   ARGV[2] request id   ARGV[3] grace µs   ARGV[4] marker lifetime ms
 -- (session-ttl + margin)   ARGV[5] session-ttl µs   ARGV[6] vouched (1/0)   ARGV[7] clock (prelude `now_us`)
 -- ARGV[8] margin ms: the marker also outlives the session's deadline here by it — every cookie
@@ -29,7 +30,7 @@ end
 if m and m.kind == 'p' and m.deadline > now then
   return { 2, math.ceil((m.deadline - now) / 1000) }
 end
-m = settled_marker(active, marker, vid, now, session_us, marker_ms)
+m = settled_marker(active, marker, vid, now, session_us, marker_ms, KEYS[4])
 
 local held = tonumber(redis.call('ZSCORE', active, vid))
 if held and held <= now then
@@ -37,7 +38,7 @@ if held and held <= now then
   held = nil
 end
 if not held then
-  if ARGV[6] ~= '1' or (m and m.kind == 'c') then
+  if ARGV[6] ~= '1' or (m and m.kind == 'c') or session_ended(KEYS[4], vid, now) then
     return { 0, 0 }
   end
   held = now

@@ -21,7 +21,8 @@
 -- ARGV[14] the room's events near now (see parse_events in the prelude), '' for none
 -- ARGV[15], ARGV[16], ... per event of ARGV[14], in order: this visitor's draw key and
 --          registration ticket (16 bytes) in that event's draw, '' and '' where it does not draw
--- KEYS[5], KEYS[6], ... per event of ARGV[14], in order: its draw's list (registrations ZSET)
+-- KEYS[5] ended ZSET (end_sessions in the prelude)
+-- KEYS[6], KEYS[7], ... per event of ARGV[14], in order: its draw's list (registrations ZSET)
 --
 -- Events: during a pre-queue nobody is let in and everyone in line is "registered" (slot 0: not
 -- silent before the opening); a newcomer to a drawn pre-queue is placed at its draw key in the
@@ -39,50 +40,53 @@
 --   line during a pre-queue; position 0 when drawn), 8 ended (the event closed: not added)
 
 local waiting, active, room = KEYS[1], KEYS[2], KEYS[3]
-check_layout(room)
+-- Every field of the room hash this script reads, read once: the hash is written below only
+-- in fields read before (or not at all), so what this read saw stays what the script needs.
+local r = hash_fields(room, { 'layout', 'live', 'live_at', 'forgave_at', 'ab_hi', 'ab_hi_until',
+  'hold_back', 'enabled', 'queue_all', 'rate', 'max_active', 'tokens', 'refilled', 'epoch',
+  'last_off', 'm_rate', 'recent', 'gen', 'ap_on', 'ap_rate', 'opened', 'open_live', 'draw_ev',
+  'draw_base', 'draw_epoch', 'gap', 'in_pre' })
+check_layout(room, r)
 local vid = ARGV[1]
 local now = now_us(ARGV[8])
 -- A gap before this call costs no claim its deadline (see the prelude).
-forgive_gap(room, active, now, liveness_cap(tonumber(ARGV[6])), tonumber(ARGV[11]))
--- The liveness clock (see the prelude) is read first, and stored only when its step must be.
-local clock = redis.call('HMGET', room, 'live', 'live_at')
-local live, keep_live = liveness(clock[1], clock[2], now, liveness_cap(tonumber(ARGV[6])), false)
+forgive_gap(room, active, now, liveness_cap(tonumber(ARGV[6])), tonumber(ARGV[11]), r)
+-- The liveness clock (see the prelude), stored only when its step must be.
+local live, keep_live = liveness(r.live, r.live_at, now, liveness_cap(tonumber(ARGV[6])), false)
 if keep_live then
   redis.call('HSET', room, 'live', live, 'live_at', now)
 end
-local h = redis.call('HMGET', room, 'enabled', 'queue_all', 'rate', 'max_active',
-  'tokens', 'refilled', 'epoch', 'last_off', 'm_rate', 'recent', 'gen', 'ap_on', 'ap_rate')
-local lost = ARGV[12] ~= nil and ARGV[12] ~= '' and ARGV[12] ~= h[11]
-if h[1] == '0' and not lost then
+local lost = ARGV[12] ~= nil and ARGV[12] ~= '' and ARGV[12] ~= r.gen
+if r.enabled == '0' and not lost then
   return { 4, 0, 0, '0', 0 }
 end
 -- The event in force, by this store's clock.
 local events = parse_events(ARGV[14])
-local es = redis.call('HMGET', room, 'opened', 'open_live', 'draw_ev', 'draw_base', 'draw_epoch',
-  'gap', 'in_pre')
-local ev, phase = event_now(events, now, es[1])
+local ev, phase = event_now(events, now, r.opened)
 local in_pre = phase == 'pre'
-if in_pre and es[7] ~= ev.id then
+if in_pre and r.in_pre ~= ev.id then
   -- A pre-queue no admit has seen yet: its registrations are silent only from its opening.
   redis.call('HSET', room, 'in_pre', ev.id)
   redis.call('HDEL', room, 'open_live')
+  end_sessions(active, KEYS[5], now)
 end
-local open_live = (not in_pre) and tonumber(es[2]) or nil
+local open_live = (not in_pre) and tonumber(r.open_live) or nil
 local ev_on = ev and phase ~= 'closed'
-local held = h[2] == '1' or lost or in_pre
+local held = r.queue_all == '1' or lost or in_pre
 -- The rate in force: an override, the event's, the autopilot's while it runs (admit.lua), the
 -- configured.
-local rate = tonumber(h[3]) or (ev_on and ev.rate) or (h[12] == '1' and tonumber(h[13]))
+local rate = tonumber(r.rate) or (ev_on and ev.rate) or (r.ap_on == '1' and tonumber(r.ap_rate))
   or tonumber(ARGV[2])
-local max_active = tonumber(h[4]) or (ev_on and ev.max) or tonumber(ARGV[3])
-local measured = tonumber(h[9]) or 0
+local max_active = tonumber(r.max_active) or (ev_on and ev.max) or tonumber(ARGV[3])
+local measured = tonumber(r.m_rate) or 0
 local code = (in_pre and 7) or (held and 2) or 1
-local epoch = tonumber(h[7])
+local epoch = tonumber(r.epoch)
 
 -- Whether an offset of this epoch is in the line's drawn range (a draw's place).
 local function drawn(offset)
-  local base = tonumber(es[4])
-  return base ~= nil and tonumber(es[5]) == epoch and offset >= base and offset < base + DRAW_SPAN
+  local base = tonumber(r.draw_base)
+  return base ~= nil and tonumber(r.draw_epoch) == epoch and offset >= base
+    and offset < base + DRAW_SPAN
 end
 
 -- A newcomer counted against the client's limit: the reply that refuses them, or nil.
@@ -105,10 +109,10 @@ local function fast_path()
   redis.call('ZREMRANGEBYSCORE', active, '-inf', now)
   local n = redis.call('ZCARD', waiting)
   local burst = burst_of(rate, tonumber(ARGV[6]))
-  local tokens = refill(tonumber(h[5]) or 0, tonumber(h[6]), now, rate, burst)
-  local recent, window = window_left(h[10], now, tonumber(ARGV[6]), burst)
+  local tokens = refill(tonumber(r.tokens) or 0, tonumber(r.refilled), now, rate, burst)
+  local recent, window = window_left(r.recent, now, tonumber(ARGV[6]), burst)
   -- Slots the admission loop holds back for sessions a store that lost its data forgot.
-  local hold_back = tonumber(redis.call('HGET', room, 'hold_back')) or 0
+  local hold_back = tonumber(r.hold_back) or 0
   local walks_in = not held and n == 0 and tokens >= 1 and window >= 1
     and redis.call('ZCARD', active) + hold_back < max_active
   return walks_in, n, tokens, recent
@@ -124,6 +128,7 @@ local function enter(walks_in, tokens, recent, newcomer)
     redis.call('HINCRBY', room, 'would_queue', 1)
   end
   redis.call('ZADD', active, now + math.min(tonumber(ARGV[11]), tonumber(ARGV[5])), vid)
+  redis.call('ZREM', KEYS[5], vid)
   redis.call('HINCRBY', room, 'admitted', 1)
   if newcomer then
     redis.call('HINCRBY', room, 'joined', 1)
@@ -154,7 +159,7 @@ end
 local score = redis.call('ZSCORE', waiting, vid)
 if score then
   score = tonumber(score)
-  if silent_secs(score, live, open_live) * 1000000 < abandon_after(room, tonumber(ARGV[7]), now) then
+  if silent_secs(score, live, open_live) * 1000000 < abandon_after(room, tonumber(ARGV[7]), now, nil, r) then
     local offset = decode(score)
     redis.call('ZADD', waiting, 'XX', offset * SLOTS + (in_pre and 0 or live_slot(live)), vid)
     local n = redis.call('ZCARD', waiting)
@@ -169,10 +174,11 @@ if score then
   redis.call('HINCRBY', room, 'abandoned', 1)
 end
 
--- Admitted already (turn came, or a session): claim it / keep it.
+-- Admitted already (turn came, or a session): claim it / keep it. Not during a pre-queue,
+-- which admits nobody: a session there (an order's given back) ends, and its holder registers.
 local exp = redis.call('ZSCORE', active, vid)
 if exp then
-  if tonumber(exp) > now then
+  if tonumber(exp) > now and not in_pre then
     redis.call('ZADD', active, now + tonumber(ARGV[5]), vid)
     return { 0, 0, 0, '0', 0 }
   end
@@ -197,23 +203,23 @@ redis.call('HSET', room, 'tokens', tokens, 'refilled', now)
 if n >= tonumber(ARGV[4]) then
   return { 3, 0, n, '0', 0 }
 end
-local last = tonumber(h[8])
-local gap = tonumber(es[6]) or 0
+local last = tonumber(r.last_off)
+local gap = tonumber(r.gap) or 0
 if n == 0 or not epoch then
   -- An empty line starts a new epoch, which keeps offsets small (and ends any drawn range).
   epoch = now
   last = -1
   gap = 0
-  es[3], es[4], es[5] = nil, nil, nil
+  r.draw_ev, r.draw_base, r.draw_epoch = nil, nil, nil
   redis.call('HDEL', room, 'draw_ev', 'draw_base', 'draw_epoch', 'gap')
 end
 local key = ev and in_pre and ev.draw and tonumber(ARGV[13 + 2 * ev.i])
-if key and tonumber(es[5]) == epoch and es[3] and es[3] ~= ev.id then
+if key and tonumber(r.draw_epoch) == epoch and r.draw_ev and r.draw_ev ~= ev.id then
   -- This epoch's line already holds another event's drawn range (a line kept since): its
   -- offsets have no room for a second one. Registrants queue first come, first served.
   key = nil
 end
-if key and not (es[3] == ev.id and tonumber(es[5]) == epoch)
+if key and not (r.draw_ev == ev.id and tonumber(r.draw_epoch) == epoch)
     and last + 1 + DRAW_SPAN + DRAW_ROOM > MAX_OFFSET then
   -- A line too old for a drawn range and a day of later arrivals after it (12 days): the same.
   key = nil
@@ -222,22 +228,29 @@ local offset
 if key then
   -- A registration in a draw: the place is the draw key within the line's drawn range, which the
   -- first registrant of this event in this epoch reserves after everyone already in line.
-  local base = tonumber(es[4])
-  if es[3] ~= ev.id or tonumber(es[5]) ~= epoch or not base then
+  local base = tonumber(r.draw_base)
+  if r.draw_ev ~= ev.id or tonumber(r.draw_epoch) ~= epoch or not base then
     base = last + 1
     gap = DRAW_SPAN
     last = math.max(last, base + DRAW_SPAN - 1)
     redis.call('HSET', room, 'draw_ev', ev.id, 'draw_base', base, 'draw_epoch', epoch,
       'gap', gap)
-    es[3], es[4], es[5] = ev.id, base, epoch
+    r.draw_ev, r.draw_base, r.draw_epoch = ev.id, base, epoch
   end
   offset = base + key
-  local list = KEYS[4 + ev.i]
+  local list = KEYS[5 + ev.i]
   redis.call('ZADD', list, 'NX', key, ARGV[14 + 2 * ev.i])
   local ends = ev.close or ev.open
   redis.call('PEXPIRE', list, math.max(1000, math.floor((ends - now) / 1000) + 30 * 86400000))
 else
-  offset = math.min(MAX_OFFSET, math.max(now - epoch + gap, last + 1))
+  -- The time since the epoch, up to MAX_OFFSET less SPARE_OFFSETS: a line that has not
+  -- emptied for about 25 days (12 with a drawn range) goes on one offset per arrival, in
+  -- order. Before, every later arrival got MAX_OFFSET, and their order came from "last seen"
+  -- (found by review).
+  offset = math.max(math.min(now - epoch + gap, MAX_OFFSET - SPARE_OFFSETS), last + 1)
+  if offset > MAX_OFFSET then
+    return { 3, 0, n, '0', 0 }
+  end
   last = offset
 end
 redis.call('ZADD', waiting, 'NX', offset * SLOTS + (in_pre and 0 or live_slot(live)), vid)

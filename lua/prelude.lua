@@ -13,6 +13,8 @@
 --                                claims it had cut short (forgive_gap); 'ab_hi' and
 --                                'ab_hi_until', the longest abandon-after of the instances
 --                                (abandon_after)
+--   {anteroom:R}:ended     ZSET  member = visitor id, score = deadline of a session a pre-queue
+--                                ended (end_sessions), kept until its cookies have expired
 --   {anteroom:R}:consumed:<visitor hex>  STRING  the last order of this admission (see
 --                                read_marker); lives session-ttl + a margin after the consume
 --   {anteroom:R}:revoked   ZSET  member = visitor id (16 bytes) .. ' ' .. until (unix s), score =
@@ -47,8 +49,26 @@
 -- to the meaning of a key, a score or a hash field.
 local LAYOUT = '2'
 
-local function check_layout(room)
-  local found = redis.call('HGET', room, 'layout')
+-- The named fields of a hash in one HMGET: a table by name, false where a field is absent.
+-- A script that reads several fields of the room hash reads them once (join.lua), and hands
+-- the table to the helpers below instead of letting each read its own.
+local function hash_fields(key, names)
+  local got = redis.call('HMGET', key, unpack(names))
+  local fields = {}
+  for i, name in ipairs(names) do
+    fields[name] = got[i]
+  end
+  return fields
+end
+
+-- `known`: the room hash's fields already read (hash_fields), or nil to read them here.
+local function check_layout(room, known)
+  local found
+  if known then
+    found = known.layout
+  else
+    found = redis.call('HGET', room, 'layout')
+  end
   if found and found ~= LAYOUT then
     error({ err = 'ANTEROOM_LAYOUT this room\'s keys are in layout ' .. found ..
       ' and this instance speaks layout ' .. LAYOUT .. ': run one version of anteroom on a ' ..
@@ -58,6 +78,8 @@ end
 
 local SLOTS = 4096
 local MAX_OFFSET = 2 ^ 41 - 1   -- offset * SLOTS + slot stays below 2^53: exact in a double
+-- Offsets kept for arrivals after the time-based ones reach their end (join.lua): 4 billion.
+local SPARE_OFFSETS = 2 ^ 32
 
 -- `clock` is the scripts' clock argument: µs added to Redis TIME (0 in production; tests move
 -- time with it), or '@' and a fixed time in µs (tests whose time moves only by hand).
@@ -140,10 +162,11 @@ end
 -- liveness cap in which no call reached the room (an outage, a paused Redis, every instance
 -- stopped) does not count against an admission's deadline either. Deadlines from the gap's start
 -- to claim-ttl after it — a claim nobody could collect, a session near its end — move on by
--- the gap, once ('forgave_at'). Called before any expired entry is removed.
-local function forgive_gap(room, active, now, cap, claim_us)
-  local c = redis.call('HMGET', room, 'live_at', 'forgave_at')
-  local base = math.max(tonumber(c[1]) or now, tonumber(c[2]) or 0)
+-- the gap, once ('forgave_at'). Called before any expired entry is removed. `known` as for
+-- check_layout (its 'forgave_at' is not updated: read it before, use it for nothing after).
+local function forgive_gap(room, active, now, cap, claim_us, known)
+  known = known or hash_fields(room, { 'live_at', 'forgave_at' })
+  local base = math.max(tonumber(known.live_at) or now, tonumber(known.forgave_at) or 0)
   if now - base <= cap then
     return
   end
@@ -164,9 +187,10 @@ end
 -- (`keep` = its heartbeat lifetime) reports its value: 'ab_hi' is the longest, kept while an
 -- instance keeps reporting it and given up `keep` after the last report ('ab_hi_until'), so a
 -- shorter value takes effect once no instance runs the longer one. Joins only read it.
-local function abandon_after(room, mine, now, keep)
-  local ab = redis.call('HMGET', room, 'ab_hi', 'ab_hi_until')
-  local hi, until_us = tonumber(ab[1]), tonumber(ab[2]) or 0
+-- `known` as for check_layout.
+local function abandon_after(room, mine, now, keep, known)
+  known = known or hash_fields(room, { 'ab_hi', 'ab_hi_until' })
+  local hi, until_us = tonumber(known.ab_hi), tonumber(known.ab_hi_until) or 0
   local held = hi and now <= until_us
   if keep and (not held or mine >= hi) then
     redis.call('HSET', room, 'ab_hi', string.format('%.0f', mine), 'ab_hi_until',
@@ -249,6 +273,34 @@ local function eta_rate(measured, rate)
   return rate
 end
 
+-- A pre-queue ends the sessions admitted before it (found by review: a session admitted while
+-- the room was quiet, kept warm through the pre-queue, ordered before the opening and ahead of
+-- every registrant). Where a script first finds the room in a new pre-queue, the sessions move
+-- from active to the room's 'ended' set (member visitor id, score the session's deadline),
+-- which lives until the last of their cookies can have expired (deadline + the marker margin,
+-- MARKER_MARGIN in src/store/order.rs). While a visitor is in it, a cookie without a session
+-- is no proof of one (consume's vouch, touch's renewal), and an order of the ended session
+-- that is kept alive or given back does not bring the session back. Only those visitors: one
+-- admitted after the opening without a store session (the local policy) still vouches. Being
+-- admitted again (admit, the fast path) takes a visitor out of it.
+local ENDED_MARGIN_US = 60000000
+
+local function end_sessions(active, ended, now)
+  if redis.call('EXISTS', active) == 0 then
+    return
+  end
+  redis.call('ZUNIONSTORE', ended, 2, ended, active, 'AGGREGATE', 'MAX')
+  redis.call('DEL', active)
+  local last = redis.call('ZRANGE', ended, -1, -1, 'WITHSCORES')
+  local life_us = math.max(tonumber(last[2]), now) - now + ENDED_MARGIN_US
+  redis.call('PEXPIRE', ended, math.max(1, math.ceil(life_us / 1000)))
+end
+
+-- Whether `vid`'s session was ended by a pre-queue and a cookie of it may still be valid.
+local function session_ended(ended, vid, now)
+  local s = tonumber(redis.call('ZSCORE', ended, vid))
+  return s ~= nil and s + ENDED_MARGIN_US > now
+end
 
 -- Consumed markers (consume, settle, touch). The value is "KIND REQUEST [DEADLINE HELD]":
 --   p  pending: taken by REQUEST, not settled; comes back after DEADLINE (µs), with the session
@@ -268,17 +320,20 @@ local function read_marker(v)
 end
 
 -- A pending consume that failed or was never settled: the same visitor holds the slot again,
--- whatever max-active says (it never left the count).
-local function give_back(active, marker, vid, m, now, session_us, marker_ms)
-  redis.call('ZADD', active, math.max(m.held or 0, now + session_us), vid)
+-- whatever max-active says (it never left the count) — unless a pre-queue ended that session
+-- meanwhile (end_sessions).
+local function give_back(active, marker, vid, m, now, session_us, marker_ms, ended)
+  if not session_ended(ended, vid, now) then
+    redis.call('ZADD', active, math.max(m.held or 0, now + session_us), vid)
+  end
   redis.call('SET', marker, 'g ' .. m.req, 'PX', marker_ms)
 end
 
 -- The marker, after giving back a pending consume whose deadline has passed.
-local function settled_marker(active, marker, vid, now, session_us, marker_ms)
+local function settled_marker(active, marker, vid, now, session_us, marker_ms, ended)
   local m = read_marker(redis.call('GET', marker))
   if m and m.kind == 'p' and m.deadline <= now then
-    give_back(active, marker, vid, m, now, session_us, marker_ms)
+    give_back(active, marker, vid, m, now, session_us, marker_ms, ended)
     m = { kind = 'g', req = m.req }
   end
   return m

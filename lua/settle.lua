@@ -2,10 +2,12 @@
 -- is used up (out of active, a confirmed marker that outlives every cookie of it). Give back:
 -- the same visitor holds the same slot again, max-active notwithstanding. Idempotent: a retry
 -- finds it settled. A confirm that comes after the deadline gave the admission back still uses
--- it up, unless another order has taken it since.
+-- it up, unless another order has taken it since; so does a confirm of an order the store never
+-- saw (no marker at all: it went through while the store was away).
 --
 -- KEYS[1] active ZSET   KEYS[2] consumed marker STRING for this visitor   KEYS[3] room HASH
--- (read only for its key layout version)
+-- (read only for its key layout version)   KEYS[4] ended ZSET (end_sessions in the prelude: an
+-- order of a session a pre-queue ended does not bring the session back)
 -- Extend (a heartbeat while the order is in flight): a pending consume's deadline moves to
 -- now + ARGV[7], its slot held at least as long; a settled one is left alone (3).
 --
@@ -13,7 +15,7 @@
 -- ARGV[4] marker lifetime ms   ARGV[5] session-ttl µs   ARGV[6] clock (prelude `now_us`)
 -- ARGV[7] grace µs (extend only)
 -- Reply: 1 done, 2 already done that way, 3 settled the other way already (nothing changed),
---   0 gone: no consume of this request is known
+--   0 gone: another order of this admission is known, not this one
 
 local active, marker = KEYS[1], KEYS[2]
 check_layout(KEYS[3])
@@ -22,6 +24,20 @@ local marker_ms, session_us = tonumber(ARGV[4]), tonumber(ARGV[5])
 local now = now_us(ARGV[6])
 
 local m = read_marker(redis.call('GET', marker))
+if not m and how == 'confirm' then
+  -- The origin took an order the store never saw (let through while it was away, under
+  -- on-store-error = open): the admission is used up all the same, or the kept cookie orders
+  -- again once the store is back (found by review). The marker outlives the session's deadline
+  -- by the margin, as consume's does.
+  local held = tonumber(redis.call('ZSCORE', active, vid))
+  redis.call('ZREM', active, vid)
+  local life = marker_ms
+  if held then
+    life = math.max(life, math.ceil((held - now) / 1000) + marker_ms - math.floor(session_us / 1000))
+  end
+  redis.call('SET', marker, 'c ' .. req, 'PX', life)
+  return 1
+end
 if not m or m.req ~= req then
   return 0
 end
@@ -31,11 +47,13 @@ if how == 'extend' then
   end
   local deadline = now + tonumber(ARGV[7])
   local exp = tonumber(redis.call('ZSCORE', active, vid))
-  if not exp or exp < deadline then
+  if (not exp or exp < deadline) and not session_ended(KEYS[4], vid, now) then
     redis.call('ZADD', active, deadline, vid)
   end
+  -- The marker keeps the life the consume gave it (past every cookie of the admission), if
+  -- longer: a beat must not shorten it (found by review, after a reload lowered session-ttl).
   redis.call('SET', marker, string.format('p %s %.0f %.0f', req, deadline, m.held or 0),
-    'PX', marker_ms + math.ceil(tonumber(ARGV[7]) / 1000))
+    'PX', math.max(marker_ms + math.ceil(tonumber(ARGV[7]) / 1000), redis.call('PTTL', marker)))
   return 1
 end
 if how == 'confirm' then
@@ -53,5 +71,5 @@ end
 if m.kind == 'c' then
   return 3
 end
-give_back(active, marker, vid, m, now, session_us, marker_ms)
+give_back(active, marker, vid, m, now, session_us, marker_ms, KEYS[4])
 return 1

@@ -1,14 +1,15 @@
 -- touch: sliding expiry of an admitted session. Extends it by session-ttl; a session the store
 -- no longer holds (expired, or Redis lost it) is taken back only while max-active allows. Never
 -- for an admission that bought an order (a confirmed marker and no session) nor while an order
--- of it is pending; a pending consume past its deadline is given back first.
+-- of it is pending; a pending consume past its deadline is given back first. Nor for a session
+-- a pre-queue ended (end_sessions).
 -- Idempotent: a retry extends to the same deadline, give or take the time between the calls.
 --
 -- A visitor who holds a session is not also in line: a session taken here (a local admission
 -- during an outage, re-registered; a session the store forgot) takes them out of it.
 --
 -- KEYS[1] active ZSET   KEYS[2] room HASH   KEYS[3] consumed marker STRING for this visitor
--- KEYS[4] waiting ZSET
+-- KEYS[4] waiting ZSET   KEYS[5] ended ZSET (end_sessions)
 -- ARGV[1] visitor id   ARGV[2] session-ttl µs   ARGV[3] configured max-active   ARGV[4] clock (prelude `now_us`)
 -- ARGV[5] marker lifetime ms   ARGV[6] tick µs   ARGV[7] claim-ttl µs (for a gap, see the prelude)
 -- Reply: 1 when the session is held (now extended), 0 when it is not renewed
@@ -19,13 +20,13 @@ local vid = ARGV[1]
 local now = now_us(ARGV[4])
 forgive_gap(room, active, now, liveness_cap(tonumber(ARGV[6])), tonumber(ARGV[7]))
 redis.call('ZREMRANGEBYSCORE', active, '-inf', now)
-local m = settled_marker(active, marker, vid, now, tonumber(ARGV[2]), tonumber(ARGV[5]))
+local m = settled_marker(active, marker, vid, now, tonumber(ARGV[2]), tonumber(ARGV[5]), KEYS[5])
 local held = redis.call('ZSCORE', active, vid)
 if m and (m.kind == 'p' or (m.kind == 'c' and not held)) then
   return 0
 end
 local max_active = tonumber(redis.call('HGET', room, 'max_active')) or tonumber(ARGV[3])
-if held or redis.call('ZCARD', active) < max_active then
+if held or (not session_ended(KEYS[5], vid, now) and redis.call('ZCARD', active) < max_active) then
   redis.call('ZADD', active, now + tonumber(ARGV[2]), vid)
   redis.call('ZREM', KEYS[4], vid)
   return 1

@@ -761,3 +761,81 @@ async fn a_reload_keeps_a_begun_draw_as_published() {
     .await;
     assert_eq!(d["commitment"], commitment, "{d}");
 }
+
+/// A session admitted before a pre-queue (while the room was quiet) neither shops nor orders
+/// in it, nor orders after the opening with the cookie it kept: the pre-queue ends it, and its
+/// holder registers like everyone else. Before, such a session, kept warm by its renewals,
+/// ordered 40 s before the opening, ahead of every registrant (found by review). On the
+/// memory store and on Redis.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_from_before_a_prequeue_neither_shops_nor_orders_in_it() {
+    use common::raw::{enter, get, order_request, orders, raw};
+    let redis = RedisServer::start();
+    let on_redis = format!(
+        "[store]\nbackend = \"redis\"\nredis-url = \"{}\"\ntimeout = \"500ms\"",
+        redis.url()
+    );
+    for store in [String::new(), on_redis] {
+        let origin = Origin::start().await;
+        let proxy = Proxy::start(&config(
+            origin.addr,
+            &store,
+            "admit-per-second = 1000\nmax-active = 5\nconsume = [\"POST /orders\"]",
+            "",
+        ));
+        // Two visitors walk in while the room is quiet.
+        let (vid_a, cookie_a) = enter(&proxy, "/products/1").await;
+        let (vid_b, cookie_b) = enter(&proxy, "/products/2").await;
+        // The operator schedules a drop: its pre-queue begins now.
+        let (code, body) = admin_call(
+            &proxy,
+            reqwest::Method::POST,
+            "/rooms/sale/events",
+            Some(TOKEN),
+            Some(serde_json::json!({ "name": "drop", "opens_at": at(6) })),
+        )
+        .await;
+        assert_eq!(code, 201, "{body}");
+        // The instance sees the event at once, its store by the next tick (the joins carry
+        // the tick's events): from then on, the pre-queue's page.
+        let kept_a = format!("Cookie: {vid_a}; {cookie_a}\r\n");
+        let page = eventually(Duration::from_secs(5), "the pre-queue's page", || {
+            let (proxy, kept_a) = (&proxy, kept_a.clone());
+            async move {
+                let page = raw(proxy, &get("/products/3", "shop.test", &kept_a)).await;
+                (!page.reached_origin()).then_some(page)
+            }
+        })
+        .await;
+        assert!(page.body.contains("anteroom"), "{store}: {page:?}");
+        for _ in 0..3 {
+            let page = raw(&proxy, &get("/products/4", "shop.test", &kept_a)).await;
+            assert!(
+                !page.reached_origin(),
+                "{store}: a session from before the pre-queue shops in it: {page:?}"
+            );
+        }
+        let shop_orders = orders(&origin);
+        let order = raw(&proxy, &order_request("/orders", &vid_a, &cookie_a)).await;
+        assert!(
+            !order.reached_origin(),
+            "{store}: it ordered during the pre-queue: {order:?}"
+        );
+        // B sent nothing in the pre-queue: after the opening its kept cookie orders nothing
+        // either (its session ended; the cookie is no proof of one).
+        eventually(Duration::from_secs(20), "the opening", || {
+            let proxy = &proxy;
+            async move {
+                let s = get_json(proxy, STATUS, &mut Jar::default()).await?;
+                (s["state"] != "prequeue").then_some(())
+            }
+        })
+        .await;
+        let order = raw(&proxy, &order_request("/orders", &vid_b, &cookie_b)).await;
+        assert!(
+            !order.reached_origin(),
+            "{store}: a session from before the pre-queue ordered after the opening: {order:?}"
+        );
+        assert_eq!(orders(&origin), shop_orders, "{store}");
+    }
+}

@@ -455,3 +455,50 @@ async fn a_confirm_that_cannot_land_is_owed_until_the_store_is_back() {
     assert_eq!(again.status(), 409);
     assert_eq!(posts(&origin), 1, "one admission, one order");
 }
+
+/// `on-store-error = "open"` lets an order through while Redis is away; once it is back, that
+/// order's confirm uses the admission up although the store never saw the order. Before, the
+/// confirm found no marker, changed nothing, and the kept cookie ordered a second time
+/// (found by review).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_order_the_open_policy_let_through_is_used_up_once_the_store_is_back() {
+    let mut redis = RedisServer::start_with(&["--appendonly", "yes", "--appendfsync", "always"]);
+    let origin = Origin::start().await;
+    let room = "admit-per-second = 50\nmax-active = 10\non-store-error = \"open\"\nconsume = [\"POST /products/order\"]";
+    let proxy = Proxy::start(&config(origin.addr, &redis.url(), room));
+    let mut jar = Jar::default();
+    assert_eq!(status(&proxy, &mut jar).await["state"], "admitted");
+    let order = || {
+        client()
+            .post(proxy.url("/products/order"))
+            .header("cookie", jar.header())
+            .send()
+    };
+    let posts = |o: &Origin| o.requests().iter().filter(|s| s.method == "POST").count();
+    redis.kill();
+    let first = order().await.unwrap();
+    assert_eq!(
+        first.status(),
+        200,
+        "through unconfirmed, as the policy says"
+    );
+    let cleared = set_cookies(&first)
+        .iter()
+        .any(|(name, value, _)| name == "anteroom_sale" && value.is_empty());
+    assert!(cleared, "the used admission's cookie is cleared");
+    assert_eq!(posts(&origin), 1);
+    redis.restart();
+    // The owed confirm lands: the order is used up in the store.
+    let marker = format!(
+        "GET {{anteroom:sale}}:consumed:{}",
+        jar.get("anteroom_vid").unwrap()
+    );
+    eventually(Duration::from_secs(15), "the confirm in the store", || {
+        let m = common::redis::raw(redis.port, &marker);
+        async move { m.filter(|m| m.contains("c ")).map(|_| ()) }
+    })
+    .await;
+    let again = order().await.unwrap();
+    assert_eq!(again.status(), 409, "the kept cookie orders again");
+    assert_eq!(posts(&origin), 1, "one admission, one order");
+}

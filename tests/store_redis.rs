@@ -220,6 +220,38 @@ async fn a_used_marker_lives_as_long_as_every_cookie_of_the_admission() {
     assert!(pttl >= 255_000, "the marker lives {pttl} ms");
 }
 
+/// A beat of an order in flight keeps the marker's life (the conformance test
+/// `a_heartbeat_does_not_shorten_the_marker` cannot show it on Redis, for the reason above):
+/// the consume gave it the cookie's hour; a beat set it to today's session-ttl + margin
+/// (found by review).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_heartbeat_keeps_the_markers_life() {
+    use anteroom::store::{Consumed, Order, RequestId, Settle, Settled};
+    let server = RedisServer::start();
+    let store = RedisStore::new(Target::Single(server.url()), Duration::from_secs(2)).unwrap();
+    let mut p = conformance::room("beat-life", 100.0, 10);
+    p.session_ttl = Duration::from_secs(60);
+    let v = conformance::occupy(&store, &p).await;
+    let o = Order {
+        request: RequestId::random(),
+        grace: Duration::from_secs(10),
+        vouched: true,
+        cookie_life: Duration::from_secs(3600),
+    };
+    assert_eq!(store.consume(&p, v, &o).await.unwrap(), Consumed::Won);
+    let beat = store
+        .settle(&p, v, &o.request, Settle::Extend(o.grace))
+        .await;
+    assert_eq!(beat.unwrap(), Settled::Done);
+    let done = store.settle(&p, v, &o.request, Settle::Confirm).await;
+    assert_eq!(done.unwrap(), Settled::Done);
+    let key = format!("{{anteroom:{}}}:consumed:{v}", p.name);
+    let pttl: i64 = common::redis::raw(server.port, &format!("PTTL {key}"))
+        .and_then(|r| r.trim().trim_start_matches(':').parse().ok())
+        .expect("the marker's PTTL");
+    assert!(pttl >= 3_600_000, "the marker lives {pttl} ms");
+}
+
 /// Instances that run a room with different `abandon-after` (a SIGHUP that reached one first):
 /// the line is swept by the longest, so a visitor who polls the instance with the longer one
 /// (its liveness refreshed every quarter of it) is not dropped by the other's sweep (found by

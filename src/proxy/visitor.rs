@@ -37,6 +37,15 @@ impl Proxy {
         if r.cfg.origin_commands && r.revoked.holds(v.vid, now) {
             return None;
         }
+        // A pre-queue admits nobody, not with a cookie from before it either: its holder
+        // registers like everyone else (the store ended that session as the pre-queue began).
+        if r.events.any()
+            && r.events
+                .view(shared.clock.now_micros())
+                .is_some_and(|e| e.phase == crate::event::Phase::Prequeue)
+        {
+            return None;
+        }
         Some(v)
     }
 
@@ -292,6 +301,19 @@ impl Proxy {
         }
     }
 
+    /// An order goes on to the origin: the admission is used up, so its cookie is cleared with
+    /// the origin's response (also when the store never saw the order: a kept cookie must not
+    /// order again), and the order is kept pending by a heartbeat until the answer settles it.
+    fn order_goes_on(shared: &Shared, ctx: &mut Ctx, room: usize, taken: Taken) {
+        let r = &shared.rooms[room];
+        ctx.set_cookies.retain(|c| !c.starts_with(&r.cookie_name));
+        ctx.set_cookies
+            .push(cookie::clear_admission(r.name(), secure(shared, ctx)));
+        ctx.outcome = Outcome::Consume;
+        ctx.heartbeat = Some(super::origin::Heartbeat::start(ctx.shared.arc(), &taken));
+        ctx.consumed = Some(taken);
+    }
+
     /// A consume route: exactly one request per admission reaches the origin. The admission is
     /// taken as pending, keyed by this request's id; the origin's answer settles it
     /// ([`super::origin`]). A call whose reply is lost is asked again with the same id before the
@@ -341,12 +363,7 @@ impl Proxy {
         };
         let (status, title, message, retry) = match won {
             Ok(Consumed::Won) => {
-                // The admission is used up: the cookie goes with the origin's response.
-                ctx.set_cookies.retain(|c| !c.starts_with(&r.cookie_name));
-                ctx.set_cookies.push(cookie::clear_admission(r.name(), secure(shared, ctx)));
-                ctx.outcome = Outcome::Consume;
-                ctx.heartbeat = Some(super::origin::Heartbeat::start(ctx.shared.arc(), &taken));
-                ctx.consumed = Some(taken);
+                Self::order_goes_on(shared, ctx, room, taken);
                 return Ok(false);
             }
             Ok(Consumed::Used) => (
@@ -372,11 +389,9 @@ impl Proxy {
                         &r.last_known(shared.clock.now_micros()),
                     ) == OnError::Pass;
                 if open {
-                    // Through without a confirmed consume; should the store have taken it after
-                    // all, the origin's answer settles it like any other.
-                    ctx.outcome = Outcome::Consume;
-                    ctx.heartbeat = Some(super::origin::Heartbeat::start(ctx.shared.arc(), &taken));
-                ctx.consumed = Some(taken);
+                    // Through without a consume the store saw: the origin's answer settles it
+                    // like any other (a confirm the store has no marker for uses it up).
+                    Self::order_goes_on(shared, ctx, room, taken);
                     return Ok(false);
                 }
                 // Whatever the store did with it, this order is not going to the origin: a

@@ -99,6 +99,11 @@ struct RoomData {
     epoch: u64,
     /// Events: the pre-queue, the opening, the draws, the runtime changes.
     events: event::Kept,
+    /// The sessions a pre-queue ended, by visitor: their deadlines
+    /// ([`RoomData::end_sessions`], `end_sessions` in the prelude).
+    ended: HashMap<VisitorId, Micros>,
+    /// The id of the operator's last clear of the line (`clear_id` in clear_waiting.lua).
+    clear_id: Option<String>,
 }
 
 impl RoomData {
@@ -419,9 +424,18 @@ impl Store for MemoryStore {
         p: &RoomParams,
         by: &history::Actor,
     ) -> Result<u64, StoreError> {
-        let n = self.clear_waiting(p).await?;
-        self.with(p, |r, _| r.record(by, history::cleared(n)));
-        Ok(n)
+        // A clear of this id ran already (a retried call): the line is not cleared again, as
+        // in clear_waiting.lua.
+        Ok(self.with(p, |r, _| {
+            if r.clear_id.as_deref() == Some(by.id.as_str()) {
+                return 0;
+            }
+            let n = r.waiters.len() as u64;
+            r.clear_line();
+            r.clear_id = Some(by.id.clone());
+            r.record(by, history::cleared(n));
+            n
+        }))
     }
 
     async fn changes(

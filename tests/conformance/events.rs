@@ -11,8 +11,8 @@ use anteroom::event::draw::{self, RegTicket};
 use anteroom::event::{AfterClose, Event, Phase};
 use anteroom::store::history::Actor;
 use anteroom::store::{
-    Admission, AdmitContext, AdmitReport, Draw, EventChange, EventsArg, JoinContext, RoomParams,
-    RoomPatch, Store, VisitorId,
+    Admission, AdmitContext, AdmitReport, Consumed, Draw, EventChange, EventsArg, JoinContext,
+    Order, RequestId, RoomParams, RoomPatch, Settle, Settled, Store, VisitorId,
 };
 
 use super::{occupy, room, waiting_pos, Harness};
@@ -33,6 +33,13 @@ fn event(h: &dyn Harness, name: &str, opens_in: u64, draw: bool) -> Event {
         max_active: None,
         utc_offset: 0,
     }
+}
+
+/// `e` with a cap of 0: nobody is let in while it runs, so the line stays put after the
+/// opening (a pre-queue ends the sessions that could have filled the shop instead).
+fn holding(mut e: Event) -> Event {
+    e.max_active = Some(0);
+    e
 }
 
 fn seed(p: &RoomParams, e: &Event) -> [u8; 32] {
@@ -257,8 +264,7 @@ pub async fn registrations_outlast_abandon_after_and_are_silent_from_the_opening
     let s = h.store();
     let mut p = room("outlast", 100.0, 1);
     p.abandon_after = Duration::from_secs(10);
-    let holder = occupy(&*s, &p).await;
-    let e = event(h, "long-wait", 40, true);
+    let e = holding(event(h, "long-wait", 40, true));
     let a = EventsArg::of(std::slice::from_ref(&e));
     let (keeps, leaves) = (VisitorId::random(), VisitorId::random());
     join(&*s, &p, &a, keeps).await;
@@ -288,7 +294,11 @@ pub async fn registrations_outlast_abandon_after_and_are_silent_from_the_opening
         "the silent one is gone"
     );
     assert_eq!(s.stats(&p).await.unwrap().waiting, 1);
-    s.use_up(&p, holder).await.unwrap();
+    let patch = RoomPatch {
+        max_active: Some(Some(1)),
+        ..RoomPatch::default()
+    };
+    s.update_room_state(&p, &patch).await.unwrap();
     let order = admit_all(h, &p, &a, 1, 5).await;
     assert_eq!(order, vec![keeps], "the silent one cost no admission");
 }
@@ -299,17 +309,22 @@ pub async fn after_the_closing_newcomers_are_turned_away_and_the_line_is_kept_or
     let s = h.store();
     for after in [AfterClose::Keep, AfterClose::Release] {
         let p = room("closing", 100.0, 1);
-        let holder = occupy(&*s, &p).await;
         let mut e = event(h, "short", 2, false);
         e.closes_at = Some(e.opens_at + 3 * S);
         e.after_close = after;
         let a = EventsArg::of(std::slice::from_ref(&e));
-        let waiter = VisitorId::random();
-        assert!(matches!(
-            join(&*s, &p, &a, waiter).await,
-            Admission::Registered { .. }
-        ));
-        h.advance(Duration::from_secs(6));
+        let (holder, waiter) = (VisitorId::random(), VisitorId::random());
+        for v in [holder, waiter] {
+            assert!(matches!(
+                join(&*s, &p, &a, v).await,
+                Admission::Registered { .. }
+            ));
+        }
+        // The opening: the first registrant takes the only slot.
+        h.advance(Duration::from_millis(2500));
+        assert_eq!(admit_all(h, &p, &a, 1, 5).await, vec![holder]);
+        assert_eq!(join(&*s, &p, &a, holder).await, Admission::Admitted);
+        h.advance(Duration::from_secs(3));
         assert_eq!(
             join(&*s, &p, &a, VisitorId::random()).await,
             Admission::Ended
@@ -397,8 +412,7 @@ pub async fn an_events_rate_and_cap_sit_between_an_override_and_the_autopilot(h:
 pub async fn the_store_clock_decides_and_a_step_back_does_not_reopen_registration(h: &dyn Harness) {
     let s = h.store();
     let p = room("step-back", 100.0, 1);
-    occupy(&*s, &p).await;
-    let e = event(h, "clocked", 5, true);
+    let e = holding(event(h, "clocked", 5, true));
     let a = EventsArg::of(std::slice::from_ref(&e));
     assert!(matches!(
         join(&*s, &p, &a, VisitorId::random()).await,
@@ -527,8 +541,7 @@ pub async fn registrants_with_one_key_keep_two_places_in_the_order_of_their_ids(
 pub async fn a_line_holds_one_draw_and_a_second_queues_first_come_first_served(h: &dyn Harness) {
     let s = h.store();
     let p = room("two-draws", 100.0, 1);
-    occupy(&*s, &p).await;
-    let first = event(h, "first", 2, true);
+    let first = holding(event(h, "first", 2, true));
     let a1 = EventsArg::of(std::slice::from_ref(&first));
     let early = VisitorId::random();
     assert!(matches!(
@@ -602,4 +615,89 @@ pub async fn an_admit_with_events_older_than_the_stores_makes_no_irreversible_st
         .await,
         Admission::Registered { .. } | Admission::Waiting { .. }
     ));
+}
+
+/// A pre-queue ends the sessions admitted before it: their holders register like everyone
+/// else, and until those sessions' cookies can have expired a cookie of theirs without a
+/// session is no proof of one (no renewal, no order by it), and an order in flight at the
+/// transition does not bring its session back when it fails. Other visitors are not touched:
+/// one with no store session vouches as before (the local policy admitted them after the
+/// opening), and one of the ended who is admitted again orders and is given back as anyone.
+/// Before, a session admitted while the room was quiet renewed and ordered through the
+/// pre-queue, ahead of every registrant (found by review).
+pub async fn a_prequeue_ends_the_sessions_admitted_before_it(h: &dyn Harness) {
+    let s = h.store();
+    let p = room("ends", 100.0, 10);
+    let order = || Order {
+        request: RequestId::random(),
+        grace: Duration::from_secs(10),
+        vouched: true,
+        cookie_life: Duration::from_secs(600),
+    };
+    let early = occupy(&*s, &p).await;
+    assert!(
+        s.touch(&p, early).await.unwrap(),
+        "a session before the event"
+    );
+    let quiet = occupy(&*s, &p).await;
+    let buying = occupy(&*s, &p).await;
+    let in_flight = order();
+    assert_eq!(
+        s.consume(&p, buying, &in_flight).await.unwrap(),
+        Consumed::Won
+    );
+    assert_eq!(s.stats(&p).await.unwrap().active, 3);
+    let a = EventsArg::of(&[event(h, "drop", 30, false)]);
+    assert!(
+        matches!(
+            join(&*s, &p, &a, early).await,
+            Admission::Registered { joined: true, .. }
+        ),
+        "a session from before the pre-queue registers"
+    );
+    assert_eq!(s.stats(&p).await.unwrap().active, 0, "the sessions ended");
+    assert!(
+        !s.touch(&p, quiet).await.unwrap(),
+        "renewed in the pre-queue"
+    );
+    assert_eq!(
+        s.consume(&p, quiet, &order()).await.unwrap(),
+        Consumed::Used,
+        "an order in the pre-queue"
+    );
+    // The order in flight beats on, then fails: given back, but its session stays ended.
+    let beat = s.settle(
+        &p,
+        buying,
+        &in_flight.request,
+        Settle::Extend(in_flight.grace),
+    );
+    assert_eq!(beat.await.unwrap(), Settled::Done);
+    let back = s.settle(&p, buying, &in_flight.request, Settle::GiveBack);
+    assert_eq!(back.await.unwrap(), Settled::Done);
+    assert_eq!(s.stats(&p).await.unwrap().active, 0, "no session came back");
+    // The opening: registrants are admitted; the kept cookies still order nothing.
+    h.advance(Duration::from_secs(31));
+    assert_eq!(admit_all(h, &p, &a, 1, 20).await, vec![early]);
+    assert_eq!(join(&*s, &p, &a, early).await, Admission::Admitted);
+    for v in [quiet, buying] {
+        assert_eq!(
+            s.consume(&p, v, &order()).await.unwrap(),
+            Consumed::Used,
+            "an order after the opening with a cookie from before the pre-queue"
+        );
+        assert!(!s.touch(&p, v).await.unwrap());
+    }
+    // A visitor let in after the opening without a store session (the local policy during
+    // an outage) vouches; one of the ended, admitted again, orders and is given back.
+    let local = VisitorId::random();
+    assert_eq!(s.consume(&p, local, &order()).await.unwrap(), Consumed::Won);
+    let failed = order();
+    assert_eq!(s.consume(&p, early, &failed).await.unwrap(), Consumed::Won);
+    let back = s.settle(&p, early, &failed.request, Settle::GiveBack);
+    assert_eq!(back.await.unwrap(), Settled::Done);
+    assert_eq!(s.consume(&p, early, &order()).await.unwrap(), Consumed::Won);
+    // Once every cookie of the ended sessions has expired, theirs vouch again.
+    h.advance(Duration::from_secs(700));
+    assert_eq!(s.consume(&p, quiet, &order()).await.unwrap(), Consumed::Won);
 }

@@ -2,10 +2,10 @@
 //! what, newest first, once per change however often it is retried, and kept to its bound.
 
 use anteroom::store::history::{Actor, KEEP};
-use anteroom::store::RoomPatch;
+use anteroom::store::{RoomPatch, VisitorId};
 use serde_json::{json, Value};
 
-use super::{line_up, room, Harness};
+use super::{line_up, occupy, room, waiting_pos, Harness};
 
 fn actor(id: &str) -> Actor {
     Actor {
@@ -134,4 +134,35 @@ pub async fn a_change_to_the_same_value_is_no_change(h: &dyn Harness) {
         .map(|c| c.field.as_str())
         .collect();
     assert_eq!(fields, ["queue_all"]);
+}
+
+/// An operator's clear re-sent (a reply lost; cluster clients re-send) clears nothing more:
+/// the visitors who joined after the clear keep their places, also when the first call found
+/// the line empty. Before, the re-sent call emptied the line again (found by review).
+pub async fn a_resent_clear_keeps_who_joined_since(h: &dyn Harness) {
+    let s = h.store();
+    let p = room("clear-again", 50.0, 1);
+    occupy(&*s, &p).await;
+    assert_eq!(s.clear_waiting_by(&p, &actor("k0")).await.unwrap(), 0);
+    line_up(&*s, &p, 2).await;
+    assert_eq!(
+        s.clear_waiting_by(&p, &actor("k0")).await.unwrap(),
+        0,
+        "k0 again"
+    );
+    assert_eq!(s.stats(&p).await.unwrap().waiting, 2);
+    assert_eq!(s.clear_waiting_by(&p, &actor("k1")).await.unwrap(), 2);
+    let later = VisitorId::random();
+    assert_eq!(waiting_pos(&s.join(&p, later).await.unwrap()), Some(1));
+    assert_eq!(
+        s.clear_waiting_by(&p, &actor("k1")).await.unwrap(),
+        0,
+        "k1 again"
+    );
+    assert_eq!(
+        waiting_pos(&s.join(&p, later).await.unwrap()),
+        Some(1),
+        "kept"
+    );
+    assert_eq!(s.clear_waiting_by(&p, &actor("k2")).await.unwrap(), 1);
 }

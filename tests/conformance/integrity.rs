@@ -205,6 +205,70 @@ pub async fn a_late_confirm_still_uses_the_admission_up(h: &dyn Harness) {
     assert_eq!(take(&*s, &p, v).await.1, Consumed::Used);
 }
 
+/// An order the store never saw (let through while it was away, under `on-store-error =
+/// open`) went through: its confirm uses the admission up, and the kept cookie orders no
+/// more. Before, the confirm found no marker, answered "gone" and changed nothing: the next
+/// order won (found by review).
+pub async fn a_confirm_of_an_order_the_store_never_saw_uses_the_admission_up(h: &dyn Harness) {
+    let s = h.store();
+    let p = room("unseen", 100.0, 10);
+    let v = occupy(&*s, &p).await;
+    assert!(s.touch(&p, v).await.unwrap(), "a session");
+    let unseen = RequestId::random();
+    let done = s.settle(&p, v, &unseen, Settle::Confirm).await.unwrap();
+    assert_eq!(done, Settled::Done);
+    assert_eq!(
+        s.settle(&p, v, &unseen, Settle::Confirm).await.unwrap(),
+        Settled::Already,
+        "a retried confirm"
+    );
+    assert_eq!(take(&*s, &p, v).await.1, Consumed::Used, "a second order");
+    assert!(!s.touch(&p, v).await.unwrap(), "not renewed");
+    assert_eq!(s.stats(&p).await.unwrap().active, 0, "its slot is free");
+    // Past the session's end and the margin, the kept cookie still orders nothing.
+    h.advance(Duration::from_secs(650));
+    assert_eq!(take(&*s, &p, v).await.1, Consumed::Used);
+    // A give-back or a beat of an unknown order changes nothing.
+    let w = occupy(&*s, &p).await;
+    let other = RequestId::random();
+    for how in [Settle::GiveBack, Settle::Extend(GRACE)] {
+        assert_eq!(s.settle(&p, w, &other, how).await.unwrap(), Settled::Gone);
+    }
+    assert_eq!(take(&*s, &p, w).await.1, Consumed::Won);
+}
+
+/// The heartbeat of an order in flight keeps the marker's life as the consume made it: past
+/// every cookie of the admission, also one issued under a longer `session-ttl` than today's.
+/// Before, a beat set it to today's `session-ttl` + margin, and the kept cookie ordered again
+/// once that ran out (found by review).
+pub async fn a_heartbeat_does_not_shorten_the_marker(h: &dyn Harness) {
+    let s = h.store();
+    let mut p = room("beat-life", 100.0, 10);
+    p.session_ttl = Duration::from_secs(60);
+    let v = occupy(&*s, &p).await;
+    let o = Order {
+        cookie_life: Duration::from_secs(3600),
+        ..order()
+    };
+    assert_eq!(s.consume(&p, v, &o).await.unwrap(), Consumed::Won);
+    h.advance(GRACE / 2);
+    let beat = s.settle(&p, v, &o.request, Settle::Extend(GRACE)).await;
+    assert_eq!(beat.unwrap(), Settled::Done);
+    let done = s.settle(&p, v, &o.request, Settle::Confirm).await.unwrap();
+    assert_eq!(done, Settled::Done);
+    // Past today's session-ttl + margin + grace, inside the cookie's life.
+    h.advance(Duration::from_secs(600));
+    let replay = Order {
+        cookie_life: Duration::from_secs(2900),
+        ..order()
+    };
+    assert_eq!(
+        s.consume(&p, v, &replay).await.unwrap(),
+        Consumed::Used,
+        "the kept cookie ordered again"
+    );
+}
+
 pub async fn settling_twice_changes_nothing(h: &dyn Harness) {
     let s = h.store();
     let p = room("settle2", 100.0, 10);

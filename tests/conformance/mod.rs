@@ -663,6 +663,8 @@ macro_rules! conformance_suite {
             a_marker_outlives_the_cookie_that_ordered,
             a_marker_outlives_every_cookie_of_the_admission,
             settling_twice_changes_nothing,
+            a_confirm_of_an_order_the_store_never_saw_uses_the_admission_up,
+            a_heartbeat_does_not_shorten_the_marker,
             a_resent_consume_is_recognised,
             an_admission_survives_the_store_losing_its_data,
             a_fast_path_entry_holds_its_slot_for_claim_ttl,
@@ -679,6 +681,7 @@ macro_rules! conformance_suite {
             every_change_is_recorded_once_with_before_and_after,
             the_history_keeps_the_newest,
             a_change_to_the_same_value_is_no_change,
+            a_resent_clear_keeps_who_joined_since,
             completing_frees_the_slot_and_nothing_renews_it,
             an_order_in_flight_is_settled_by_the_origins_word,
             a_revocation_is_handed_back_once_per_number,
@@ -686,6 +689,7 @@ macro_rules! conformance_suite {
             a_store_that_lost_its_revocations_is_read_from_the_start,
             random_admits_anyone_in_line_at_the_rate_each_once,
             passthrough_lets_everyone_in_and_counts_who_would_have_queued,
+            a_line_that_never_empties_stays_in_order_past_its_offsets_time_range,
             a_prequeue_registers_and_admits_nobody_until_the_opening,
             a_draw_places_registrants_by_their_keys_ahead_of_later_arrivals,
             registrations_outlast_abandon_after_and_are_silent_from_the_opening,
@@ -696,6 +700,7 @@ macro_rules! conformance_suite {
             registrants_with_one_key_keep_two_places_in_the_order_of_their_ids,
             a_line_holds_one_draw_and_a_second_queues_first_come_first_served,
             an_admit_with_events_older_than_the_stores_makes_no_irreversible_step,
+            a_prequeue_ends_the_sessions_admitted_before_it,
         );
     };
     (@cases $make:expr; $($case:ident),* $(,)?) => {

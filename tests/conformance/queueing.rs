@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use anteroom::store::{Admission, Queueing, VisitorId};
 
-use super::{line_up, room, Harness};
+use super::{line_up, occupy, room, waiting_pos, Harness};
 
 pub async fn random_admits_anyone_in_line_at_the_rate_each_once(h: &dyn Harness) {
     let s = h.store();
@@ -82,4 +82,27 @@ pub async fn passthrough_lets_everyone_in_and_counts_who_would_have_queued(h: &d
     assert_eq!(s.stats(&p).await.unwrap().would_have_queued, 4);
     // Nothing for the admission loop to do.
     assert_eq!(s.admit(&p).await.unwrap().admitted, 0);
+}
+
+/// A line that has not emptied for longer than its offsets' time range (about 25 days on
+/// Redis, where an offset is microseconds since the line's epoch) stays first come, first
+/// served. Before, every later arrival got the same last offset, and their order came from
+/// when each last polled (found by review).
+pub async fn a_line_that_never_empties_stays_in_order_past_its_offsets_time_range(h: &dyn Harness) {
+    let s = h.store();
+    let p = room("old-line", 100.0, 1);
+    occupy(&*s, &p).await;
+    let first = VisitorId::random();
+    assert_eq!(waiting_pos(&s.join(&p, first).await.unwrap()), Some(1));
+    h.advance(Duration::from_secs(26 * 86_400));
+    let (b, c) = (VisitorId::random(), VisitorId::random());
+    assert_eq!(waiting_pos(&s.join(&p, b).await.unwrap()), Some(2));
+    h.advance(Duration::from_secs(1));
+    assert_eq!(waiting_pos(&s.join(&p, c).await.unwrap()), Some(3));
+    // B polls later than C: still ahead of C.
+    h.advance(Duration::from_secs(1));
+    assert_eq!(waiting_pos(&s.join(&p, c).await.unwrap()), Some(3));
+    h.advance(Duration::from_secs(1));
+    assert_eq!(waiting_pos(&s.join(&p, b).await.unwrap()), Some(2));
+    assert_eq!(waiting_pos(&s.join(&p, c).await.unwrap()), Some(3));
 }

@@ -67,6 +67,7 @@ impl RoomData {
                 let joined_at = r.remove_waiter(vid).unwrap_or(now);
                 let from = seq.map_or(joined_at, |seq| r.waited_from(seq, joined_at));
                 r.activate(vid, until);
+                r.readmitted(vid);
                 admitted += 1;
                 admitted_visitors.push(AdmittedVisitor {
                     vid,

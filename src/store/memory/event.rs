@@ -98,12 +98,41 @@ impl RoomData {
 
     /// A join during a pre-queue no admit has seen yet marks it (as admit would): its
     /// registrations are silent only from its opening.
-    pub(super) fn note_prequeue(&mut self, now: &Now<'_>) {
+    pub(super) fn note_prequeue(&mut self, now: &Now<'_>, mono: Micros) {
         if let Some((e, Phase::Prequeue)) = now.event {
             if self.events.in_pre.as_deref() != Some(e.id().as_str()) {
                 self.events.in_pre = Some(e.id());
                 self.events.open_live = None;
+                self.end_sessions(mono);
             }
+        }
+    }
+
+    /// A pre-queue ends the sessions admitted before it; their visitors are kept as ended
+    /// until their cookies can have expired (the prelude's `end_sessions`).
+    pub(super) fn end_sessions(&mut self, now: Micros) {
+        let margin = micros(crate::store::order::MARKER_MARGIN);
+        self.ended.retain(|_, until| *until + margin > now);
+        for (vid, until) in self.active.drain() {
+            let e = self.ended.entry(vid).or_insert(until);
+            *e = (*e).max(until);
+        }
+        self.expiries.clear();
+    }
+
+    /// Whether `vid`'s session was ended by a pre-queue and a cookie of it may still be valid:
+    /// then a cookie without a session is no proof of one, and an order of that session does
+    /// not bring it back (the prelude's `session_ended`).
+    pub(super) fn session_ended(&self, vid: VisitorId, now: Micros) -> bool {
+        self.ended
+            .get(&vid)
+            .is_some_and(|until| until + micros(crate::store::order::MARKER_MARGIN) > now)
+    }
+
+    /// Admitted again: no longer one of the sessions a pre-queue ended.
+    pub(super) fn readmitted(&mut self, vid: VisitorId) {
+        if !self.ended.is_empty() {
+            self.ended.remove(&vid);
         }
     }
 
@@ -217,6 +246,7 @@ impl RoomData {
                 if self.events.in_pre.as_deref() != Some(e.id().as_str()) {
                     self.events.in_pre = Some(e.id());
                     self.events.open_live = None;
+                    self.end_sessions(mono);
                 }
             }
             event => {

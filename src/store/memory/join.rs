@@ -21,10 +21,16 @@ impl RoomData {
         if !state.enabled {
             return Admission::Open;
         }
-        r.note_prequeue(&at);
-        if r.active.contains_key(&vid) {
-            r.activate(vid, now + micros(p.session_ttl));
-            return Admission::Admitted;
+        r.note_prequeue(&at, now);
+        if let Some(exp) = r.active.get(&vid).copied() {
+            // A pre-queue admits nobody: a session there (an order's, given back) ends, and
+            // its holder registers (as in join.lua).
+            if !in_pre {
+                r.activate(vid, now + micros(p.session_ttl));
+                return Admission::Admitted;
+            }
+            r.active.remove(&vid);
+            r.expiries.remove(&(exp, vid));
         }
         if p.queueing == Queueing::Passthrough {
             return r.pass_through(p, &state, vid, ctx.gate, now);
@@ -57,6 +63,7 @@ impl RoomData {
             // Held for claim-ttl until the visitor comes back with the cookie: a client
             // without a cookie jar does not pin a session's worth of max-active.
             r.activate(vid, now + micros(p.claim_ttl.min(p.session_ttl)));
+            r.readmitted(vid);
             r.admitted_total += 1;
             r.joined_total += 1;
             return Admission::Entered;

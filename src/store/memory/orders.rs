@@ -18,7 +18,8 @@ impl RoomData {
     }
 
     /// A pending consume that failed or was never settled: the same visitor holds the slot
-    /// again, whatever max-active says (it never left the count).
+    /// again, whatever max-active says (it never left the count) — unless a pre-queue ended
+    /// that session meanwhile.
     fn give_back(
         &mut self,
         p: &RoomParams,
@@ -27,7 +28,9 @@ impl RoomData {
         held: Micros,
         now: Micros,
     ) {
-        self.activate(vid, held.max(now + micros(p.session_ttl)));
+        if !self.session_ended(vid, now) {
+            self.activate(vid, held.max(now + micros(p.session_ttl)));
+        }
         self.marks
             .set(vid, Mark::GivenBack(request), now + Self::marker_life(p));
     }
@@ -63,7 +66,10 @@ impl RoomData {
             Some(Mark::Confirmed(_)) if !held => return false,
             _ => {}
         }
-        if held || (self.active.len() as u64) < p.max_active(&self.state) {
+        if held
+            || (!self.session_ended(vid, now)
+                && (self.active.len() as u64) < p.max_active(&self.state))
+        {
             self.activate(vid, now + micros(p.session_ttl));
             // A session is not also a place in line (as in touch.lua).
             self.remove_waiter(vid);
@@ -99,7 +105,12 @@ impl RoomData {
             Some(&exp) => exp,
             // A verified cookie, no session and no marker: the store lost the admission, and
             // the cookie is the proof of it.
-            None if order.vouched && !matches!(mark, Some(Mark::Confirmed(_))) => now,
+            None if order.vouched
+                && !matches!(mark, Some(Mark::Confirmed(_)))
+                && !self.session_ended(vid, now) =>
+            {
+                now
+            }
             None => return Consumed::Used,
         };
         let deadline = now + micros(order.grace);
@@ -130,7 +141,19 @@ impl RoomData {
     ) -> Settled {
         self.marks.prune(now);
         let Some(mark) = self.marks.get(&vid).cloned() else {
-            return Settled::Gone;
+            if how != Settle::Confirm {
+                return Settled::Gone;
+            }
+            // An order the store never saw went through (as in settle.lua): used up all the
+            // same, the marker past the session's deadline by the margin.
+            let held = self.active.remove(&vid);
+            if let Some(exp) = held {
+                self.expiries.remove(&(exp, vid));
+            }
+            let until = (now + Self::marker_life(p))
+                .max(held.unwrap_or(0).saturating_add(micros(MARKER_MARGIN)));
+            self.marks.set(vid, Mark::Confirmed(request.clone()), until);
+            return Settled::Done;
         };
         if mark.request() != request {
             return Settled::Gone;
@@ -145,8 +168,10 @@ impl RoomData {
                 },
             ) => {
                 let deadline = now + micros(grace);
-                let exp = self.active.get(&vid).copied().unwrap_or(0);
-                self.activate(vid, exp.max(deadline));
+                if !self.session_ended(vid, now) {
+                    let exp = self.active.get(&vid).copied().unwrap_or(0);
+                    self.activate(vid, exp.max(deadline));
+                }
                 self.marks.set(
                     vid,
                     Mark::Pending {
@@ -154,7 +179,8 @@ impl RoomData {
                         deadline,
                         held_until,
                     },
-                    deadline + Self::marker_life(p),
+                    // Never shorter than the consume made it (as in settle.lua).
+                    self.marks.until(&vid).max(deadline + Self::marker_life(p)),
                 );
                 Settled::Done
             }

@@ -35,6 +35,7 @@ impl RoomData {
             self.would_queue_total += 1;
         }
         self.activate(vid, now + micros(p.claim_ttl.min(p.session_ttl)));
+        self.readmitted(vid);
         self.admitted_total += 1;
         if !was_in_line {
             self.joined_total += 1;

@@ -20,6 +20,8 @@ pub(super) struct Keys {
     pub revoked: String,
     /// The runtime event changes (`crate::event::schedule`).
     pub events: String,
+    /// The sessions a pre-queue ended (`end_sessions` in `lua/prelude.lua`).
+    pub ended: String,
 }
 
 impl Keys {
@@ -34,6 +36,7 @@ impl Keys {
             history: format!("{{anteroom:{room}}}:changes"),
             revoked: format!("{{anteroom:{room}}}:revoked"),
             events: format!("{{anteroom:{room}}}:events"),
+            ended: format!("{{anteroom:{room}}}:ended"),
         }
     }
 }

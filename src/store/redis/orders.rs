@@ -22,6 +22,7 @@ impl RedisStore {
             .key(&k.room)
             .key(marker_key(&p.name, vid))
             .key(&k.waiting)
+            .key(&k.ended)
             .arg(&vid.as_bytes()[..])
             .arg(micros(p.session_ttl))
             .arg(p.max_active)
@@ -44,6 +45,7 @@ impl RedisStore {
         inv.key(&k.active)
             .key(marker_key(&p.name, vid))
             .key(&k.room)
+            .key(&k.ended)
             .arg(&vid.as_bytes()[..])
             .arg(order.request.as_str())
             .arg(micros(order.grace))
@@ -79,6 +81,7 @@ impl RedisStore {
         inv.key(&k.active)
             .key(marker_key(&p.name, vid))
             .key(&k.room)
+            .key(&k.ended)
             .arg(&vid.as_bytes()[..])
             .arg(request.as_str())
             .arg(match how {
