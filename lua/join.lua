@@ -40,52 +40,56 @@
 --   line during a pre-queue; position 0 when drawn), 8 ended (the event closed: not added)
 
 local waiting, active, room = KEYS[1], KEYS[2], KEYS[3]
--- Every field of the room hash this script reads, read once: the hash is written below only
--- in fields read before (or not at all), so what this read saw stays what the script needs.
-local r = hash_fields(room, { 'layout', 'live', 'live_at', 'forgave_at', 'ab_hi', 'ab_hi_until',
-  'hold_back', 'enabled', 'queue_all', 'rate', 'max_active', 'tokens', 'refilled', 'epoch',
-  'last_off', 'm_rate', 'recent', 'gen', 'ap_on', 'ap_rate', 'opened', 'open_live', 'draw_ev',
-  'draw_base', 'draw_epoch', 'gap', 'in_pre' })
-check_layout(room, r)
+-- Every field of the room hash this script reads, read once (h_NAME): the hash is written below
+-- only in fields read before (or not at all), so what this read saw stays what the script needs.
+local h_layout, h_live, h_live_at, h_forgave_at, h_ab_hi, h_ab_hi_until, h_hold_back, h_enabled,
+  h_queue_all, h_rate, h_max_active, h_tokens, h_refilled, h_epoch, h_last_off, h_m_rate,
+  h_recent, h_gen, h_ap_on, h_ap_rate, h_opened, h_open_live, h_draw_ev, h_draw_base,
+  h_draw_epoch, h_gap, h_in_pre = unpack(redis.call('HMGET', room, 'layout', 'live', 'live_at',
+  'forgave_at', 'ab_hi', 'ab_hi_until', 'hold_back', 'enabled', 'queue_all', 'rate',
+  'max_active', 'tokens', 'refilled', 'epoch', 'last_off', 'm_rate', 'recent', 'gen', 'ap_on',
+  'ap_rate', 'opened', 'open_live', 'draw_ev', 'draw_base', 'draw_epoch', 'gap', 'in_pre'))
+check_layout(room, h_layout)
 local vid = ARGV[1]
 local now = now_us(ARGV[8])
 -- A gap before this call costs no claim its deadline (see the prelude).
-forgive_gap(room, active, now, liveness_cap(tonumber(ARGV[6])), tonumber(ARGV[11]), r)
+forgive_gap(room, active, now, liveness_cap(tonumber(ARGV[6])), tonumber(ARGV[11]), h_live_at,
+  h_forgave_at)
 -- The liveness clock (see the prelude), stored only when its step must be.
-local live, keep_live = liveness(r.live, r.live_at, now, liveness_cap(tonumber(ARGV[6])), false)
+local live, keep_live = liveness(h_live, h_live_at, now, liveness_cap(tonumber(ARGV[6])), false)
 if keep_live then
   redis.call('HSET', room, 'live', live, 'live_at', now)
 end
-local lost = ARGV[12] ~= nil and ARGV[12] ~= '' and ARGV[12] ~= r.gen
-if r.enabled == '0' and not lost then
+local lost = ARGV[12] ~= nil and ARGV[12] ~= '' and ARGV[12] ~= h_gen
+if h_enabled == '0' and not lost then
   return { 4, 0, 0, '0', 0 }
 end
 -- The event in force, by this store's clock.
 local events = parse_events(ARGV[14])
-local ev, phase = event_now(events, now, r.opened)
+local ev, phase = event_now(events, now, h_opened)
 local in_pre = phase == 'pre'
-if in_pre and r.in_pre ~= ev.id then
+if in_pre and h_in_pre ~= ev.id then
   -- A pre-queue no admit has seen yet: its registrations are silent only from its opening.
   redis.call('HSET', room, 'in_pre', ev.id)
   redis.call('HDEL', room, 'open_live')
   end_sessions(active, KEYS[5], now)
 end
-local open_live = (not in_pre) and tonumber(r.open_live) or nil
+local open_live = (not in_pre) and tonumber(h_open_live) or nil
 local ev_on = ev and phase ~= 'closed'
-local held = r.queue_all == '1' or lost or in_pre
+local held = h_queue_all == '1' or lost or in_pre
 -- The rate in force: an override, the event's, the autopilot's while it runs (admit.lua), the
 -- configured.
-local rate = tonumber(r.rate) or (ev_on and ev.rate) or (r.ap_on == '1' and tonumber(r.ap_rate))
+local rate = tonumber(h_rate) or (ev_on and ev.rate) or (h_ap_on == '1' and tonumber(h_ap_rate))
   or tonumber(ARGV[2])
-local max_active = tonumber(r.max_active) or (ev_on and ev.max) or tonumber(ARGV[3])
-local measured = tonumber(r.m_rate) or 0
+local max_active = tonumber(h_max_active) or (ev_on and ev.max) or tonumber(ARGV[3])
+local measured = tonumber(h_m_rate) or 0
 local code = (in_pre and 7) or (held and 2) or 1
-local epoch = tonumber(r.epoch)
+local epoch = tonumber(h_epoch)
 
 -- Whether an offset of this epoch is in the line's drawn range (a draw's place).
 local function drawn(offset)
-  local base = tonumber(r.draw_base)
-  return base ~= nil and tonumber(r.draw_epoch) == epoch and offset >= base
+  local base = tonumber(h_draw_base)
+  return base ~= nil and tonumber(h_draw_epoch) == epoch and offset >= base
     and offset < base + DRAW_SPAN
 end
 
@@ -109,10 +113,10 @@ local function fast_path()
   redis.call('ZREMRANGEBYSCORE', active, '-inf', now)
   local n = redis.call('ZCARD', waiting)
   local burst = burst_of(rate, tonumber(ARGV[6]))
-  local tokens = refill(tonumber(r.tokens) or 0, tonumber(r.refilled), now, rate, burst)
-  local recent, window = window_left(r.recent, now, tonumber(ARGV[6]), burst)
+  local tokens = refill(tonumber(h_tokens) or 0, tonumber(h_refilled), now, rate, burst)
+  local recent, window = window_left(h_recent, now, tonumber(ARGV[6]), burst)
   -- Slots the admission loop holds back for sessions a store that lost its data forgot.
-  local hold_back = tonumber(r.hold_back) or 0
+  local hold_back = tonumber(h_hold_back) or 0
   local walks_in = not held and n == 0 and tokens >= 1 and window >= 1
     and redis.call('ZCARD', active) + hold_back < max_active
   return walks_in, n, tokens, recent
@@ -159,7 +163,8 @@ end
 local score = redis.call('ZSCORE', waiting, vid)
 if score then
   score = tonumber(score)
-  if silent_secs(score, live, open_live) * 1000000 < abandon_after(room, tonumber(ARGV[7]), now, nil, r) then
+  local swept_after = abandon_after(room, tonumber(ARGV[7]), now, nil, h_ab_hi, h_ab_hi_until)
+  if silent_secs(score, live, open_live) * 1000000 < swept_after then
     local offset = decode(score)
     redis.call('ZADD', waiting, 'XX', offset * SLOTS + (in_pre and 0 or live_slot(live)), vid)
     local n = redis.call('ZCARD', waiting)
@@ -203,23 +208,23 @@ redis.call('HSET', room, 'tokens', tokens, 'refilled', now)
 if n >= tonumber(ARGV[4]) then
   return { 3, 0, n, '0', 0 }
 end
-local last = tonumber(r.last_off)
-local gap = tonumber(r.gap) or 0
+local last = tonumber(h_last_off)
+local gap = tonumber(h_gap) or 0
 if n == 0 or not epoch then
   -- An empty line starts a new epoch, which keeps offsets small (and ends any drawn range).
   epoch = now
   last = -1
   gap = 0
-  r.draw_ev, r.draw_base, r.draw_epoch = nil, nil, nil
+  h_draw_ev, h_draw_base, h_draw_epoch = nil, nil, nil
   redis.call('HDEL', room, 'draw_ev', 'draw_base', 'draw_epoch', 'gap')
 end
 local key = ev and in_pre and ev.draw and tonumber(ARGV[13 + 2 * ev.i])
-if key and tonumber(r.draw_epoch) == epoch and r.draw_ev and r.draw_ev ~= ev.id then
+if key and tonumber(h_draw_epoch) == epoch and h_draw_ev and h_draw_ev ~= ev.id then
   -- This epoch's line already holds another event's drawn range (a line kept since): its
   -- offsets have no room for a second one. Registrants queue first come, first served.
   key = nil
 end
-if key and not (r.draw_ev == ev.id and tonumber(r.draw_epoch) == epoch)
+if key and not (h_draw_ev == ev.id and tonumber(h_draw_epoch) == epoch)
     and last + 1 + DRAW_SPAN + DRAW_ROOM > MAX_OFFSET then
   -- A line too old for a drawn range and a day of later arrivals after it (12 days): the same.
   key = nil
@@ -228,14 +233,14 @@ local offset
 if key then
   -- A registration in a draw: the place is the draw key within the line's drawn range, which the
   -- first registrant of this event in this epoch reserves after everyone already in line.
-  local base = tonumber(r.draw_base)
-  if r.draw_ev ~= ev.id or tonumber(r.draw_epoch) ~= epoch or not base then
+  local base = tonumber(h_draw_base)
+  if h_draw_ev ~= ev.id or tonumber(h_draw_epoch) ~= epoch or not base then
     base = last + 1
     gap = DRAW_SPAN
     last = math.max(last, base + DRAW_SPAN - 1)
     redis.call('HSET', room, 'draw_ev', ev.id, 'draw_base', base, 'draw_epoch', epoch,
       'gap', gap)
-    r.draw_ev, r.draw_base, r.draw_epoch = ev.id, base, epoch
+    h_draw_ev, h_draw_base, h_draw_epoch = ev.id, base, epoch
   end
   offset = base + key
   local list = KEYS[5 + ev.i]

@@ -49,24 +49,11 @@
 -- to the meaning of a key, a score or a hash field.
 local LAYOUT = '2'
 
--- The named fields of a hash in one HMGET: a table by name, false where a field is absent.
--- A script that reads several fields of the room hash reads them once (join.lua), and hands
--- the table to the helpers below instead of letting each read its own.
-local function hash_fields(key, names)
-  local got = redis.call('HMGET', key, unpack(names))
-  local fields = {}
-  for i, name in ipairs(names) do
-    fields[name] = got[i]
-  end
-  return fields
-end
-
--- `known`: the room hash's fields already read (hash_fields), or nil to read them here.
-local function check_layout(room, known)
-  local found
-  if known then
-    found = known.layout
-  else
+-- A script that reads several fields of the room hash may read them once (join.lua) and hand
+-- the helpers below what they need; nil (an argument left out) makes a helper read its own.
+-- A field the hash lacks is false, not nil.
+local function check_layout(room, found)
+  if found == nil then
     found = redis.call('HGET', room, 'layout')
   end
   if found and found ~= LAYOUT then
@@ -162,11 +149,13 @@ end
 -- liveness cap in which no call reached the room (an outage, a paused Redis, every instance
 -- stopped) does not count against an admission's deadline either. Deadlines from the gap's start
 -- to claim-ttl after it — a claim nobody could collect, a session near its end — move on by
--- the gap, once ('forgave_at'). Called before any expired entry is removed. `known` as for
--- check_layout (its 'forgave_at' is not updated: read it before, use it for nothing after).
-local function forgive_gap(room, active, now, cap, claim_us, known)
-  known = known or hash_fields(room, { 'live_at', 'forgave_at' })
-  local base = math.max(tonumber(known.live_at) or now, tonumber(known.forgave_at) or 0)
+-- the gap, once ('forgave_at'). Called before any expired entry is removed. `live_at` and
+-- `forgave_at` as read from the room hash (see check_layout), or nil.
+local function forgive_gap(room, active, now, cap, claim_us, live_at, forgave_at)
+  if live_at == nil then
+    live_at, forgave_at = unpack(redis.call('HMGET', room, 'live_at', 'forgave_at'))
+  end
+  local base = math.max(tonumber(live_at) or now, tonumber(forgave_at) or 0)
   if now - base <= cap then
     return
   end
@@ -187,10 +176,12 @@ end
 -- (`keep` = its heartbeat lifetime) reports its value: 'ab_hi' is the longest, kept while an
 -- instance keeps reporting it and given up `keep` after the last report ('ab_hi_until'), so a
 -- shorter value takes effect once no instance runs the longer one. Joins only read it.
--- `known` as for check_layout.
-local function abandon_after(room, mine, now, keep, known)
-  known = known or hash_fields(room, { 'ab_hi', 'ab_hi_until' })
-  local hi, until_us = tonumber(known.ab_hi), tonumber(known.ab_hi_until) or 0
+-- `hi` and `until_us`: 'ab_hi' and 'ab_hi_until' as read (see check_layout), or nil.
+local function abandon_after(room, mine, now, keep, hi, until_us)
+  if hi == nil then
+    hi, until_us = unpack(redis.call('HMGET', room, 'ab_hi', 'ab_hi_until'))
+  end
+  hi, until_us = tonumber(hi), tonumber(until_us) or 0
   local held = hi and now <= until_us
   if keep and (not held or mine >= hi) then
     redis.call('HSET', room, 'ab_hi', string.format('%.0f', mine), 'ab_hi_until',
