@@ -93,7 +93,7 @@ local open_live = tonumber(es[2])
 local stale_events = ARGV[25] ~= '' and tonumber(ARGV[25]) ~= (tonumber(es[10]) or 0)
 if in_pre then
   if es[1] ~= ev.id then
-    redis.call('HSET', room, 'in_pre', ev.id)
+    redis.call('HSET', room, 'in_pre', ev.id, 'ended_for', ev.id)
     redis.call('HDEL', room, 'open_live')
     end_sessions(active, KEYS[8], now)
   end
@@ -109,6 +109,12 @@ else
     -- The event's opening, seen: its registration stays closed whatever the clock does next.
     es[3], es[4] = ev.id, string.format('%.0f', now)
     redis.call('HSET', room, 'opened', ev.id, 'opened_us', es[4])
+    if phase == 'open' and redis.call('HGET', room, 'ended_for') ~= ev.id then
+      -- No call reached the room during this event's pre-queue (Redis paused or every
+      -- instance stopped for its length): its start is seen now (found by review).
+      redis.call('HSET', room, 'ended_for', ev.id)
+      end_sessions(active, KEYS[8], now)
+    end
   end
 end
 local ev_on = ev and phase ~= 'closed'

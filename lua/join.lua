@@ -70,7 +70,7 @@ local ev, phase = event_now(events, now, h_opened)
 local in_pre = phase == 'pre'
 if in_pre and h_in_pre ~= ev.id then
   -- A pre-queue no admit has seen yet: its registrations are silent only from its opening.
-  redis.call('HSET', room, 'in_pre', ev.id)
+  redis.call('HSET', room, 'in_pre', ev.id, 'ended_for', ev.id)
   redis.call('HDEL', room, 'open_live')
   end_sessions(active, KEYS[5], now)
 end

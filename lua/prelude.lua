@@ -273,7 +273,9 @@ end
 -- is no proof of one (consume's vouch, touch's renewal), and an order of the ended session
 -- that is kept alive or given back does not bring the session back. Only those visitors: one
 -- admitted after the opening without a store session (the local policy) still vouches. Being
--- admitted again (admit, the fast path) takes a visitor out of it.
+-- admitted again (admit, the fast path) takes a visitor out of it. Room hash 'ended_for' names
+-- the event whose start ended them: an opening seen without its pre-queue (no call reached the
+-- room for its length) ends them then.
 local ENDED_MARGIN_US = 60000000
 
 local function end_sessions(active, ended, now)

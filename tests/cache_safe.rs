@@ -162,6 +162,21 @@ async fn what_the_line_guards_is_kept_out_of_shared_caches_cookie_or_not() {
         );
         assert_eq!(header(&resp, "cdn-cache-control"), None, "{kind}");
     }
+    // What a bypass rule lets past keeps the shop's caching (it is open to all anyway).
+    let bypass = format!(
+        "{}bypass = [{{ path = \"/cached/cdn\" }}]\n",
+        config(origin.addr)
+    );
+    let proxy = Proxy::start(&bypass);
+    let passed = get(&proxy, "/cached/cdn", &[]).await;
+    assert_eq!(
+        header(&passed, "cache-control").as_deref(),
+        Some("public, max-age=60")
+    );
+    assert_eq!(
+        header(&passed, "cdn-cache-control").as_deref(),
+        Some("max-age=600")
+    );
     let outside = config(origin.addr).replace("paths = [\"/cached\"]", "paths = [\"/elsewhere\"]");
     let proxy = Proxy::start(&outside);
     let plain = get(&proxy, "/cached/cdn", &[]).await;

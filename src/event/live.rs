@@ -3,7 +3,7 @@
 //! as seen from here. The proxy reads it on every request of a room with events; the admission
 //! loop writes it once a tick (no store call of its own).
 
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use arc_swap::{ArcSwap, ArcSwapOption};
@@ -68,6 +68,8 @@ pub struct RoomEvents {
     /// The config file's events.
     config: Vec<Event>,
     schedule: ArcSwap<Schedule>,
+    /// The schedule has events: read on every admitted request, so kept apart from it.
+    any: AtomicBool,
     /// The runtime changes the schedule was built from.
     runtime: ArcSwap<RuntimeEvents>,
     /// The events near now, as the last tick passed them to the store (and joins pass them).
@@ -99,7 +101,9 @@ impl RoomEvents {
     pub fn new(room: &str, config: Vec<Event>, secret: Option<Arc<[u8]>>) -> Self {
         let (schedule, _) = Schedule::build(&config, &Default::default(), 0);
         let window = EventsArg::of(&schedule.events);
+        let any = AtomicBool::new(!schedule.events.is_empty());
         Self {
+            any,
             room: Arc::from(room),
             config,
             schedule: ArcSwap::from_pointee(schedule),
@@ -128,7 +132,7 @@ impl RoomEvents {
 
     /// Whether the room has any event (else nothing here costs a request anything).
     pub fn any(&self) -> bool {
-        !self.schedule.load().events.is_empty()
+        self.any.load(Ordering::Relaxed)
     }
 
     pub fn schedule(&self) -> Arc<Schedule> {
@@ -142,6 +146,7 @@ impl RoomEvents {
     /// Builds the schedule from the file's events and `runtime`; returns what was left out.
     pub fn rebuild(&self, runtime: &RuntimeEvents) -> Vec<String> {
         let (s, warnings) = Schedule::build(&self.config, &runtime.events, runtime.version);
+        self.any.store(!s.events.is_empty(), Ordering::Relaxed);
         self.schedule.store(Arc::new(s));
         self.runtime.store(Arc::new(runtime.clone()));
         warnings

@@ -444,8 +444,9 @@ impl ProxyHttp for Proxy {
         if upstream_response.status.is_informational() {
             return Ok(());
         }
-        // What a line guards is never stored by a shared cache (see cache_safe).
-        if ctx.room.is_some() {
+        // What a line guards is never stored by a shared cache (see cache_safe); what a bypass
+        // rule lets past it is open to all anyway (the shop's assets keep their caching).
+        if ctx.room.is_some() && ctx.outcome != Outcome::Bypass {
             cache_safe::keep_private(upstream_response)?;
         }
         if ctx.set_cookies.is_empty() || !cache_safe::prepare(upstream_response)? {

@@ -701,3 +701,34 @@ pub async fn a_prequeue_ends_the_sessions_admitted_before_it(h: &dyn Harness) {
     h.advance(Duration::from_secs(700));
     assert_eq!(s.consume(&p, quiet, &order()).await.unwrap(), Consumed::Won);
 }
+
+/// An event whose pre-queue no call reached (Redis paused, or every instance stopped, for its
+/// length) ends the sessions from before it when the store first sees it open: else their
+/// cookies ordered after the opening (found by review).
+pub async fn an_opening_seen_without_its_prequeue_ends_the_sessions_before_it(h: &dyn Harness) {
+    let s = h.store();
+    let p = room("unseen-pre", 100.0, 10);
+    let early = occupy(&*s, &p).await;
+    assert!(
+        s.touch(&p, early).await.unwrap(),
+        "a session before the event"
+    );
+    let a = EventsArg::of(&[event(h, "missed", 2, false)]);
+    // No call during the pre-queue; the first after the opening is an admit.
+    h.advance(Duration::from_secs(3));
+    let r = admit(&*s, &p, &a).await;
+    assert_eq!(r.event.as_ref().map(|e| e.phase), Some(Phase::Open));
+    assert_eq!(s.stats(&p).await.unwrap().active, 0, "the session ended");
+    let order = Order {
+        request: RequestId::random(),
+        grace: Duration::from_secs(10),
+        vouched: true,
+        cookie_life: Duration::from_secs(600),
+    };
+    assert_eq!(s.consume(&p, early, &order).await.unwrap(), Consumed::Used);
+    // Seen once: a later tick ends nothing more.
+    let fresh = VisitorId::random();
+    assert_eq!(join(&*s, &p, &a, fresh).await, Admission::Entered);
+    admit(&*s, &p, &a).await;
+    assert_eq!(s.stats(&p).await.unwrap().active, 1);
+}

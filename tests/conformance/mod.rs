@@ -701,6 +701,7 @@ macro_rules! conformance_suite {
             a_line_holds_one_draw_and_a_second_queues_first_come_first_served,
             an_admit_with_events_older_than_the_stores_makes_no_irreversible_step,
             a_prequeue_ends_the_sessions_admitted_before_it,
+            an_opening_seen_without_its_prequeue_ends_the_sessions_before_it,
         );
     };
     (@cases $make:expr; $($case:ident),* $(,)?) => {

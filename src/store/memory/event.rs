@@ -35,6 +35,8 @@ pub(super) struct Kept {
     runtime: RuntimeEvents,
     /// In line and seen only during a pre-queue (slot 0 in Redis): silent from the opening.
     pub(super) registered: BTreeSet<u64>,
+    /// The event whose start ended the sessions admitted before it (`ended_for`).
+    ended_for: Option<String>,
 }
 
 /// The event in force at `wall` (the prelude's `event_now`).
@@ -103,6 +105,7 @@ impl RoomData {
             if self.events.in_pre.as_deref() != Some(e.id().as_str()) {
                 self.events.in_pre = Some(e.id());
                 self.events.open_live = None;
+                self.events.ended_for = Some(e.id());
                 self.end_sessions(mono);
             }
         }
@@ -246,6 +249,7 @@ impl RoomData {
                 if self.events.in_pre.as_deref() != Some(e.id().as_str()) {
                     self.events.in_pre = Some(e.id());
                     self.events.open_live = None;
+                    self.events.ended_for = Some(e.id());
                     self.end_sessions(mono);
                 }
             }
@@ -255,12 +259,19 @@ impl RoomData {
                     self.events.open_live = Some(live);
                     self.events.in_pre = None;
                 }
-                if let Some((e, _)) = event.filter(|_| !stale_events) {
+                if let Some((e, phase)) = event.filter(|_| !stale_events) {
                     if self.events.opened.as_deref() != Some(e.id().as_str()) {
                         // The opening, seen: registration stays closed whatever the clock does.
                         self.events.opened = Some(e.id());
                         self.events.opened_wall = Some(wall);
                         self.events.opened_mono = Some(mono);
+                        // Seen without its pre-queue (as in admit.lua): its start is now.
+                        if phase == Phase::Open
+                            && self.events.ended_for.as_deref() != Some(e.id().as_str())
+                        {
+                            self.events.ended_for = Some(e.id());
+                            self.end_sessions(mono);
+                        }
                     }
                 }
             }
