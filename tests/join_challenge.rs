@@ -250,3 +250,28 @@ async fn without_javascript_the_reload_joins_and_the_page_says_why() {
         "nobody in line reached the shop"
     );
 }
+
+/// The status endpoint answers JSON whatever `Accept` says, the puzzle too (found by review: a
+/// client that asked for no type got the challenge page's HTML).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_status_endpoint_asks_in_json_whatever_accept_says() {
+    let origin = Origin::start().await;
+    let proxy = full_room(&origin).await;
+    let resp = send(
+        &proxy,
+        "/.anteroom/status?room=sale",
+        &Jar::default(),
+        false,
+    )
+    .await;
+    let kind = resp.headers()["content-type"].to_str().unwrap().to_string();
+    assert_eq!(kind, "application/json");
+    let v: Value = resp.json().await.unwrap();
+    assert_eq!(v["state"], "challenge", "{v}");
+    // A page request still gets the page.
+    let page = send(&proxy, "/products", &Jar::default(), false).await;
+    assert!(page.headers()["content-type"]
+        .to_str()
+        .unwrap()
+        .starts_with("text/html"));
+}

@@ -85,12 +85,14 @@ impl Proxy {
 
     /// The puzzle: the challenge page (or, for a JSON client, `{"room","state":"challenge",
     /// "challenge","difficulty","retry_after_ms"}`), with the visitor-id cookie it is bound to.
+    /// `always_json`: the status endpoint, which answers JSON whatever `Accept` says.
     pub(super) async fn send_challenge(
         shared: &Shared,
         session: &mut Session,
         ctx: &mut Ctx,
         room: usize,
         vid: VisitorId,
+        always_json: bool,
     ) -> Result<()> {
         let r = &shared.rooms[room];
         let difficulty = r
@@ -107,7 +109,7 @@ impl Proxy {
         }
         ctx.outcome = Outcome::Wait;
         let refresh = crate::page::challenge::NO_SCRIPT_REFRESH_SECS;
-        let (content_type, body) = if wants_json(session.req_header()) {
+        let (content_type, body) = if always_json || wants_json(session.req_header()) {
             let v = serde_json::json!({
                 "room": r.name(),
                 "state": "challenge",

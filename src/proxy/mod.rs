@@ -303,7 +303,7 @@ impl ProxyHttp for Proxy {
                 return Ok(true);
             }
             challenge::Gated::Ask => {
-                Self::send_challenge(shared, session, ctx, room, vid).await?;
+                Self::send_challenge(shared, session, ctx, room, vid, false).await?;
                 return Ok(true);
             }
         };

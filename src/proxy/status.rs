@@ -102,7 +102,7 @@ pub(super) async fn serve(
         ) {
             super::challenge::Gated::Join(gate) => gate,
             super::challenge::Gated::Ask => {
-                return Proxy::send_challenge(shared, session, ctx, room, vid).await;
+                return Proxy::send_challenge(shared, session, ctx, room, vid, true).await;
             }
         };
         match Proxy::enter(shared, ctx, room, vid, gate, ticket).await {
