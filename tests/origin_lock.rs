@@ -59,7 +59,7 @@ fn start_anteroom(upstream: std::net::SocketAddr) -> Proxy {
     start_anteroom_with(upstream, "")
 }
 
-/// A server in front of the app (nginx or Apache), killed on drop.
+/// A server in front of the app (nginx or Apache), stopped on drop.
 struct Front {
     child: Child,
     _dir: tempfile::TempDir,
@@ -67,9 +67,18 @@ struct Front {
 }
 
 impl Drop for Front {
+    /// `TERM` first: nginx's master and Apache's parent stop their workers on it, where a
+    /// `KILL` left the workers running (and listening) after every test run. `KILL` only if
+    /// the parent has not exited within five seconds.
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        let _ = Command::new("kill")
+            .arg("-TERM")
+            .arg(self.child.id().to_string())
+            .status();
+        if exited_within(&mut self.child, Duration::from_secs(5)).is_none() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
     }
 }
 
