@@ -40,9 +40,7 @@ impl Proxy {
         // A pre-queue admits nobody, not with a cookie from before it either: its holder
         // registers like everyone else (the store ended that session as the pre-queue began).
         if r.events.any()
-            && r.events
-                .view(shared.clock.now_micros())
-                .is_some_and(|e| e.phase == crate::event::Phase::Prequeue)
+            && r.events.phase(shared.clock.now_micros()) == Some(crate::event::Phase::Prequeue)
         {
             return None;
         }
