@@ -189,6 +189,18 @@ async fn a_room_in_another_key_layout_is_refused_loudly() {
     );
 }
 
+/// The milliseconds left of `v`'s consumed marker in `p`'s room.
+fn marker_pttl(
+    server: &RedisServer,
+    p: &anteroom::store::RoomParams,
+    v: anteroom::store::VisitorId,
+) -> i64 {
+    let key = format!("{{anteroom:{}}}:consumed:{v}", p.name);
+    common::redis::raw(server.port, &format!("PTTL {key}"))
+        .and_then(|r| r.trim().trim_start_matches(':').parse().ok())
+        .expect("the marker's PTTL")
+}
+
 /// The key that keeps a used admission used lives as long as every cookie of it (the
 /// conformance test `a_marker_outlives_every_cookie_of_the_admission` cannot show it on Redis:
 /// there the harness moves the scripts' clock, while a key expires in Redis's own time).
@@ -212,10 +224,7 @@ async fn a_used_marker_lives_as_long_as_every_cookie_of_the_admission() {
     assert_eq!(store.consume(&p, v, &o).await.unwrap(), Consumed::Won);
     let done = store.settle(&p, v, &o.request, Settle::Confirm).await;
     assert_eq!(done.unwrap(), Settled::Done);
-    let key = format!("{{anteroom:{}}}:consumed:{v}", p.name);
-    let pttl: i64 = common::redis::raw(server.port, &format!("PTTL {key}"))
-        .and_then(|r| r.trim().trim_start_matches(':').parse().ok())
-        .expect("the marker's PTTL");
+    let pttl = marker_pttl(&server, &p, v);
     // The renewed cookie runs 200 s; the marker outlives it by the 60 s margin.
     assert!(pttl >= 255_000, "the marker lives {pttl} ms");
 }
@@ -245,10 +254,7 @@ async fn a_heartbeat_keeps_the_markers_life() {
     assert_eq!(beat.unwrap(), Settled::Done);
     let done = store.settle(&p, v, &o.request, Settle::Confirm).await;
     assert_eq!(done.unwrap(), Settled::Done);
-    let key = format!("{{anteroom:{}}}:consumed:{v}", p.name);
-    let pttl: i64 = common::redis::raw(server.port, &format!("PTTL {key}"))
-        .and_then(|r| r.trim().trim_start_matches(':').parse().ok())
-        .expect("the marker's PTTL");
+    let pttl = marker_pttl(&server, &p, v);
     assert!(pttl >= 3_600_000, "the marker lives {pttl} ms");
 }
 

@@ -12,9 +12,10 @@ use anteroom::event::{AfterClose, Event, Phase};
 use anteroom::store::history::Actor;
 use anteroom::store::{
     Admission, AdmitContext, AdmitReport, Consumed, Draw, EventChange, EventsArg, JoinContext,
-    Order, RequestId, RoomParams, RoomPatch, Settle, Settled, Store, VisitorId,
+    RoomParams, RoomPatch, Settle, Settled, Store, VisitorId,
 };
 
+use super::integrity::order;
 use super::{occupy, room, waiting_pos, Harness};
 
 const S: u64 = 1_000_000;
@@ -628,12 +629,6 @@ pub async fn an_admit_with_events_older_than_the_stores_makes_no_irreversible_st
 pub async fn a_prequeue_ends_the_sessions_admitted_before_it(h: &dyn Harness) {
     let s = h.store();
     let p = room("ends", 100.0, 10);
-    let order = || Order {
-        request: RequestId::random(),
-        grace: Duration::from_secs(10),
-        vouched: true,
-        cookie_life: Duration::from_secs(600),
-    };
     let early = occupy(&*s, &p).await;
     assert!(
         s.touch(&p, early).await.unwrap(),
@@ -719,13 +714,10 @@ pub async fn an_opening_seen_without_its_prequeue_ends_the_sessions_before_it(h:
     let r = admit(&*s, &p, &a).await;
     assert_eq!(r.event.as_ref().map(|e| e.phase), Some(Phase::Open));
     assert_eq!(s.stats(&p).await.unwrap().active, 0, "the session ended");
-    let order = Order {
-        request: RequestId::random(),
-        grace: Duration::from_secs(10),
-        vouched: true,
-        cookie_life: Duration::from_secs(600),
-    };
-    assert_eq!(s.consume(&p, early, &order).await.unwrap(), Consumed::Used);
+    assert_eq!(
+        s.consume(&p, early, &order()).await.unwrap(),
+        Consumed::Used
+    );
     // Seen once: a later tick ends nothing more.
     let fresh = VisitorId::random();
     assert_eq!(join(&*s, &p, &a, fresh).await, Admission::Entered);

@@ -13,7 +13,8 @@ use super::{live_for, occupy, room, waiting_pos, Harness};
 
 const GRACE: Duration = Duration::from_secs(10);
 
-fn order() -> Order {
+/// An order with a 10 s grace and a cookie of 600 s (the other conformance files use it too).
+pub(crate) fn order() -> Order {
     Order {
         request: RequestId::random(),
         grace: GRACE,
