@@ -445,11 +445,13 @@ impl ProxyHttp for Proxy {
             return Ok(());
         }
         // What a line guards is never stored by a shared cache (see cache_safe); what a bypass
-        // rule lets past it is open to all anyway (the shop's assets keep their caching).
-        if ctx.room.is_some() && ctx.outcome != Outcome::Bypass {
-            cache_safe::keep_private(upstream_response)?;
-        }
+        // rule lets past it is open to all anyway (the shop's assets keep their caching). An
+        // answer that is to carry our cookies is made safe by `prepare`, unless it is a 304.
+        let guarded = ctx.room.is_some() && ctx.outcome != Outcome::Bypass;
         if ctx.set_cookies.is_empty() || !cache_safe::prepare(upstream_response)? {
+            if guarded {
+                cache_safe::keep_private(upstream_response)?;
+            }
             return Ok(());
         }
         for c in &ctx.set_cookies {
