@@ -8,29 +8,33 @@
 -- ended: see end_sessions).
 --
 -- KEYS[1] active ZSET   KEYS[2] consumed marker STRING for this visitor   KEYS[3] room HASH
--- (read only for its key layout version)   KEYS[4] ended ZSET (end_sessions in the prelude)
+-- (read only: its key layout version and liveness clock)   KEYS[4] ended ZSET (end_sessions in the prelude)
 -- ARGV[1] visitor id   ARGV[2] request id   ARGV[3] grace µs   ARGV[4] marker lifetime ms
 -- (session-ttl + margin)   ARGV[5] session-ttl µs   ARGV[6] vouched (1/0)   ARGV[7] clock (prelude `now_us`)
 -- ARGV[8] margin ms: the marker also outlives the session's deadline here by it — every cookie
 -- of the admission was issued against that deadline (admission, renewal), also one issued
--- under a longer session-ttl than the one in force now
+-- under a longer session-ttl than the one in force now   ARGV[9] tick µs (the liveness clock's
+-- cap: the grace period runs on it too, see pending_left)
 -- Reply: { code, ms }  code 1 won, 0 used (or never admitted), 2 busy: another order of this
 --   admission is pending, ms until its deadline
 
 local active, marker = KEYS[1], KEYS[2]
-check_layout(KEYS[3])
 local vid, req = ARGV[1], ARGV[2]
 local grace, marker_ms, session_us = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
 local now = now_us(ARGV[7])
+local live = read_live(KEYS[3], now, tonumber(ARGV[9]))
 
 local m = read_marker(redis.call('GET', marker))
 if m and m.req == req and (m.kind == 'p' or m.kind == 'c') then
   return { 1, 0 }
 end
-if m and m.kind == 'p' and m.deadline > now then
-  return { 2, math.ceil((m.deadline - now) / 1000) }
+if m and m.kind == 'p' then
+  local left = pending_left(m, now, live)
+  if left > 0 then
+    return { 2, math.ceil(left / 1000) }
+  end
 end
-m = settled_marker(active, marker, vid, now, session_us, marker_ms, KEYS[4])
+m = settled_marker(active, marker, vid, now, session_us, marker_ms, KEYS[4], live)
 
 local held = tonumber(redis.call('ZSCORE', active, vid))
 if held and held <= now then
@@ -46,6 +50,6 @@ end
 local deadline = now + grace
 local life_ms = math.max(marker_ms, math.ceil((held - now) / 1000) + tonumber(ARGV[8]))
 redis.call('ZADD', active, math.max(held, deadline), vid)
-redis.call('SET', marker, string.format('p %s %.0f %.0f', req, deadline, held),
+redis.call('SET', marker, pending_marker(req, deadline, held, live + grace),
   'PX', life_ms + math.ceil(grace / 1000))
 return { 1, 0 }

@@ -295,9 +295,11 @@ local function session_ended(ended, vid, now)
   return s ~= nil and s + ENDED_MARGIN_US > now
 end
 
--- Consumed markers (consume, settle, touch). The value is "KIND REQUEST [DEADLINE HELD]":
---   p  pending: taken by REQUEST, not settled; comes back after DEADLINE (µs), with the session
---      expiry HELD it had before (or more)
+-- Consumed markers (consume, settle, touch). The value is "KIND REQUEST [DEADLINE HELD [LIVE]]":
+--   p  pending: taken by REQUEST, not settled; comes back once DEADLINE (µs, TIME) and LIVE
+--      (µs, the liveness clock) have both passed (pending_left), with the session expiry HELD
+--      it had before (or more). A marker of an older version has no LIVE: TIME alone; an
+--      older version reads this one as confirmed (the safe side: no second order).
 --   c  confirmed: used up by REQUEST
 --   g  given back by REQUEST
 -- A bare request id (the marker of an older version) reads as confirmed.
@@ -305,11 +307,38 @@ local function read_marker(v)
   if not v then
     return nil
   end
-  local kind, req, deadline, held = string.match(v, '^(%a) (%S+) ?(%d*) ?(%d*)$')
+  local kind, req, deadline, held, live = string.match(v, '^(%a) (%S+) ?(%d*) ?(%d*) ?(%d*)$')
   if not kind then
     return { kind = 'c', req = v }
   end
-  return { kind = kind, req = req, deadline = tonumber(deadline), held = tonumber(held) }
+  return { kind = kind, req = req, deadline = tonumber(deadline), held = tonumber(held),
+    live_deadline = tonumber(live) }
+end
+
+-- The liveness clock now, read without storing it (consume, settle, touch), with the key
+-- layout check: one read of the room hash for both.
+local function read_live(room, now, tick_us)
+  local layout, live, live_at = unpack(redis.call('HMGET', room, 'layout', 'live', 'live_at'))
+  check_layout(room, layout)
+  return (liveness(live, live_at, now, liveness_cap(tick_us), false))
+end
+
+-- µs until a pending order's grace period is up (0: it is). It runs on TIME and on the
+-- liveness clock both, and is up only when both deadlines have passed: time in which no call
+-- could reach the room (Redis paused or down, every instance cut off from it) does not run
+-- it down. Before, an order that went through while Redis was paused for longer than the
+-- grace period found its admission given back when Redis resumed, before its confirm could
+-- land, and the kept cookie ordered again through another instance (found by review).
+local function pending_left(m, now, live)
+  local left = m.deadline - now
+  if m.live_deadline then
+    left = math.max(left, m.live_deadline - live)
+  end
+  return math.max(0, left)
+end
+
+local function pending_marker(req, deadline, held, live_deadline)
+  return string.format('p %s %.0f %.0f %.0f', req, deadline, held, live_deadline)
 end
 
 -- A pending consume that failed or was never settled: the same visitor holds the slot again,
@@ -322,10 +351,11 @@ local function give_back(active, marker, vid, m, now, session_us, marker_ms, end
   redis.call('SET', marker, 'g ' .. m.req, 'PX', marker_ms)
 end
 
--- The marker, after giving back a pending consume whose deadline has passed.
-local function settled_marker(active, marker, vid, now, session_us, marker_ms, ended)
+-- The marker, after giving back a pending consume whose grace period is up (`live`: the
+-- liveness clock now, read_live).
+local function settled_marker(active, marker, vid, now, session_us, marker_ms, ended, live)
   local m = read_marker(redis.call('GET', marker))
-  if m and m.kind == 'p' and m.deadline <= now then
+  if m and m.kind == 'p' and pending_left(m, now, live) == 0 then
     give_back(active, marker, vid, m, now, session_us, marker_ms, ended)
     m = { kind = 'g', req = m.req }
   end

@@ -6,22 +6,22 @@
 -- saw (no marker at all: it went through while the store was away).
 --
 -- KEYS[1] active ZSET   KEYS[2] consumed marker STRING for this visitor   KEYS[3] room HASH
--- (read only for its key layout version)   KEYS[4] ended ZSET (end_sessions in the prelude: an
+-- (read only: its key layout version and liveness clock)   KEYS[4] ended ZSET (end_sessions in the prelude: an
 -- order of a session a pre-queue ended does not bring the session back)
 -- Extend (a heartbeat while the order is in flight): a pending consume's deadline moves to
 -- now + ARGV[7], its slot held at least as long; a settled one is left alone (3).
 --
 -- ARGV[1] visitor id   ARGV[2] request id   ARGV[3] 'confirm' | 'give_back' | 'extend'
 -- ARGV[4] marker lifetime ms   ARGV[5] session-ttl µs   ARGV[6] clock (prelude `now_us`)
--- ARGV[7] grace µs (extend only)
+-- ARGV[7] grace µs (extend only)   ARGV[8] tick µs (the liveness clock's cap, see pending_left)
 -- Reply: 1 done, 2 already done that way, 3 settled the other way already (nothing changed),
 --   0 gone: another order of this admission is known, not this one
 
 local active, marker = KEYS[1], KEYS[2]
-check_layout(KEYS[3])
 local vid, req, how = ARGV[1], ARGV[2], ARGV[3]
 local marker_ms, session_us = tonumber(ARGV[4]), tonumber(ARGV[5])
 local now = now_us(ARGV[6])
+local live = read_live(KEYS[3], now, tonumber(ARGV[8]))
 
 local m = read_marker(redis.call('GET', marker))
 if not m and how == 'confirm' then
@@ -52,7 +52,7 @@ if how == 'extend' then
   end
   -- The marker keeps the life the consume gave it (past every cookie of the admission), if
   -- longer: a beat must not shorten it (found by review, after a reload lowered session-ttl).
-  redis.call('SET', marker, string.format('p %s %.0f %.0f', req, deadline, m.held or 0),
+  redis.call('SET', marker, pending_marker(req, deadline, m.held or 0, live + tonumber(ARGV[7])),
     'PX', math.max(marker_ms + math.ceil(tonumber(ARGV[7]) / 1000), redis.call('PTTL', marker)))
   return 1
 end

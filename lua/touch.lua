@@ -15,12 +15,13 @@
 -- Reply: 1 when the session is held (now extended), 0 when it is not renewed
 
 local active, room, marker = KEYS[1], KEYS[2], KEYS[3]
-check_layout(room)
 local vid = ARGV[1]
 local now = now_us(ARGV[4])
+local live = read_live(room, now, tonumber(ARGV[6]))
 forgive_gap(room, active, now, liveness_cap(tonumber(ARGV[6])), tonumber(ARGV[7]))
 redis.call('ZREMRANGEBYSCORE', active, '-inf', now)
-local m = settled_marker(active, marker, vid, now, tonumber(ARGV[2]), tonumber(ARGV[5]), KEYS[5])
+local m = settled_marker(active, marker, vid, now, tonumber(ARGV[2]), tonumber(ARGV[5]), KEYS[5],
+  live)
 local held = redis.call('ZSCORE', active, vid)
 if m and (m.kind == 'p' or (m.kind == 'c' and not held)) then
   return 0

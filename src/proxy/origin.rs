@@ -227,10 +227,21 @@ pub(super) fn settle_later(shared: Arc<Shared>, t: Taken, how: Settle) {
 /// sets that pace, not the origin) must not see its admission given back under it and taken by
 /// a second order. Should this instance die, the beats stop and the grace period runs out as
 /// designed. Aborted when dropped: the request ended, or its order was settled.
-pub(super) struct Heartbeat(tokio::task::AbortHandle);
+///
+/// It also marks the order in flight in the room's [`crate::room::owed::Owed`], so that this
+/// instance answers another order of the admission itself while the store cannot be asked.
+pub(super) struct Heartbeat {
+    beats: tokio::task::AbortHandle,
+    owed: Arc<crate::room::owed::Owed>,
+    vid: VisitorId,
+    request: RequestId,
+}
 
 impl Heartbeat {
     pub(super) fn start(shared: Arc<Shared>, t: &Taken) -> Self {
+        let owed = shared.rooms[t.room].owed.clone();
+        owed.sending(t.vid, t.request.clone());
+        let (vid, request) = (t.vid, t.request.clone());
         let t = t.clone();
         let every = (t.grace / 3).max(Duration::from_secs(1));
         let task = tokio::spawn(async move {
@@ -259,13 +270,19 @@ impl Heartbeat {
                 }
             }
         });
-        Self(task.abort_handle())
+        Self {
+            beats: task.abort_handle(),
+            owed,
+            vid,
+            request,
+        }
     }
 }
 
 impl Drop for Heartbeat {
     fn drop(&mut self) {
-        self.0.abort();
+        self.beats.abort();
+        self.owed.sent(self.vid, &self.request);
     }
 }
 
@@ -276,11 +293,14 @@ async fn settle(shared: &super::held::Held, ctx: &mut Ctx, how: Settle) {
     let Some(t) = ctx.consumed.take() else {
         return;
     };
-    ctx.heartbeat = None;
     if how == Settle::Confirm {
+        // Owed before the heartbeat stops marking it in flight: no moment in between when
+        // another order of it would be asked of the store.
         settle_later(shared.arc(), t, how);
+        ctx.heartbeat = None;
         return;
     }
+    ctx.heartbeat = None;
     let r = &shared.rooms[t.room];
     let clear = cookie::clear_admission(r.name(), false);
     let clear_secure = cookie::clear_admission(r.name(), true);

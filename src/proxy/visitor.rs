@@ -14,6 +14,7 @@ use crate::cookie;
 use crate::line::Ticket;
 use crate::metrics::Reject;
 use crate::page::{self, State, Status};
+use crate::room::owed::Owing;
 use crate::room::policy::{self, Failure, OnError};
 use crate::room::LocalAdmit;
 use crate::store::order::grace_for;
@@ -340,11 +341,15 @@ impl Proxy {
             )
         };
         // An order of this admission went through here and the store has not heard yet: it is
-        // used, whatever the store would say now.
-        let mut won = if r.owed.holds(vid) {
-            Ok(Consumed::Used)
-        } else {
-            call().await
+        // used, whatever the store would say now. One still in flight here is pending.
+        let mut won = match r.owed.holds(vid) {
+            Some(Owing::Confirm) => Ok(Consumed::Used),
+            // In flight here: what the store answers while it has the order pending (and what
+            // it must be told, were it away past the grace period).
+            Some(Owing::InFlight) => Ok(Consumed::Busy {
+                retry_after: order.grace / 3,
+            }),
+            None => call().await,
         };
         // Whether some attempt may have reached the store (a call the breaker stopped did not).
         let mut reached = !matches!(won, Err(StoreError::BreakerOpen { .. }));

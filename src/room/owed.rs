@@ -1,9 +1,12 @@
-//! Orders this instance knows went through but could not tell the store yet: a confirm that
-//! failed (Redis down, partitioned, failing over) is owed until it lands. Until then this
+//! Orders of this instance that the store may not know the end of: an order in flight (its
+//! consume won, the origin has not answered), and an order that went through but whose confirm
+//! failed (Redis down, partitioned, failing over) until that confirm lands. Meanwhile this
 //! instance answers another order of that admission `409` itself, without asking the store —
-//! which, past the order's grace period, would give the admission back and let the kept cookie
-//! order again. Instances that never saw the order rely on the confirm landing first: the
-//! retry runs every couple of seconds while the store is away, so that window is short.
+//! which, had its grace period run out, would give the admission back and let the kept cookie
+//! order again. The store's grace period does not run while no call can reach it (it runs on
+//! the liveness clock too, see `pending_left` in `lua/prelude.lua`), so instances that never
+//! saw the order find it pending until the confirm lands; what remains is an instance cut off
+//! from the store alone for longer than the grace period while the others are not.
 //!
 //! Kept over a reload (the same `Arc`). Lost with the process: an instance that dies owing a
 //! confirm leaves the order to the grace period, as an instance that dies mid-order does.
@@ -13,28 +16,52 @@ use std::sync::Mutex;
 
 use crate::store::{RequestId, VisitorId};
 
+/// Where an order of this instance stands, for [`Owed::holds`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Owing {
+    /// Its consume won and the origin has not answered: another order waits for it.
+    InFlight,
+    /// It went through and the store has not heard: another order is refused.
+    Confirm,
+}
+
 #[derive(Debug, Default)]
 pub struct Owed {
-    by_vid: Mutex<HashMap<VisitorId, RequestId>>,
+    by_vid: Mutex<HashMap<VisitorId, (RequestId, Owing)>>,
 }
 
 impl Owed {
+    /// The order `request` of `vid` won its consume and goes to the origin.
+    pub fn sending(&self, vid: VisitorId, request: RequestId) {
+        self.lock().insert(vid, (request, Owing::InFlight));
+    }
+
+    /// The order `request` of `vid` is no longer in flight (answered, failed, or dropped): it
+    /// is forgotten unless its confirm is owed.
+    pub fn sent(&self, vid: VisitorId, request: &RequestId) {
+        let mut m = self.lock();
+        if m.get(&vid) == Some(&(request.clone(), Owing::InFlight)) {
+            m.remove(&vid);
+        }
+    }
+
     /// The order `request` of `vid` went through; its confirm has not landed.
     pub fn owe(&self, vid: VisitorId, request: RequestId) {
-        self.lock().insert(vid, request);
+        self.lock().insert(vid, (request, Owing::Confirm));
     }
 
     /// The store answered the confirm of `request` (whatever it said).
     pub fn paid(&self, vid: VisitorId, request: &RequestId) {
         let mut m = self.lock();
-        if m.get(&vid) == Some(request) {
+        if m.get(&vid).is_some_and(|(r, _)| r == request) {
             m.remove(&vid);
         }
     }
 
-    /// An order of `vid`'s admission went through and the store does not know it yet.
-    pub fn holds(&self, vid: VisitorId) -> bool {
-        self.lock().contains_key(&vid)
+    /// An order of `vid`'s admission is in flight here, or went through and the store does
+    /// not know it yet.
+    pub fn holds(&self, vid: VisitorId) -> Option<Owing> {
+        self.lock().get(&vid).map(|(_, o)| *o)
     }
 
     pub fn len(&self) -> usize {
@@ -45,7 +72,7 @@ impl Owed {
         self.len() == 0
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<VisitorId, RequestId>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<VisitorId, (RequestId, Owing)>> {
         self.by_vid.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
@@ -62,13 +89,39 @@ mod tests {
             RequestId::random(),
             RequestId::random(),
         );
-        assert!(!owed.holds(v));
+        assert_eq!(owed.holds(v), None);
         owed.owe(v, first.clone());
-        assert!(owed.holds(v));
+        assert_eq!(owed.holds(v), Some(Owing::Confirm));
         owed.paid(v, &second);
-        assert!(owed.holds(v), "another order's answer pays nothing");
+        assert!(
+            owed.holds(v).is_some(),
+            "another order's answer pays nothing"
+        );
         owed.paid(v, &first);
-        assert!(!owed.holds(v));
+        assert_eq!(owed.holds(v), None);
+        assert!(owed.is_empty());
+    }
+
+    #[test]
+    fn in_flight_until_sent_and_then_owed_if_its_confirm_is() {
+        let owed = Owed::default();
+        let (v, first, other) = (
+            VisitorId::random(),
+            RequestId::random(),
+            RequestId::random(),
+        );
+        owed.sending(v, first.clone());
+        assert_eq!(owed.holds(v), Some(Owing::InFlight));
+        owed.sent(v, &other);
+        assert_eq!(owed.holds(v), Some(Owing::InFlight), "another order's end");
+        owed.sent(v, &first);
+        assert_eq!(owed.holds(v), None, "answered and given back: forgotten");
+        // Answered, confirm owed, and then the request ends: still owed.
+        owed.sending(v, first.clone());
+        owed.owe(v, first.clone());
+        owed.sent(v, &first);
+        assert_eq!(owed.holds(v), Some(Owing::Confirm));
+        owed.paid(v, &first);
         assert!(owed.is_empty());
     }
 }

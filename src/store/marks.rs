@@ -11,11 +11,14 @@ use crate::clock::Micros;
 #[derive(Debug, Clone, PartialEq)]
 pub enum Mark {
     /// Taken by `request`, not settled yet. `held_until` is the session's expiry before the
-    /// consume, restored (at least) if it is given back.
+    /// consume, restored (at least) if it is given back. Its grace period ends at `deadline`
+    /// on the store clock and at `live_deadline` on the liveness clock, whichever is later
+    /// ([`Mark::pending_left`]).
     Pending {
         request: RequestId,
         deadline: Micros,
         held_until: Micros,
+        live_deadline: Micros,
     },
     /// Used up by `request`.
     Confirmed(RequestId),
@@ -25,6 +28,23 @@ pub enum Mark {
 }
 
 impl Mark {
+    /// µs until a pending order's grace period is up (0: it is; and for any other mark), at
+    /// store time `now` and liveness clock `live`: both deadlines must have passed, so time in
+    /// which no call could reach the store does not run it down (as `pending_left` in
+    /// `lua/prelude.lua`).
+    pub fn pending_left(&self, now: Micros, live: Micros) -> Micros {
+        match self {
+            Mark::Pending {
+                deadline,
+                live_deadline,
+                ..
+            } => deadline
+                .saturating_sub(now)
+                .max(live_deadline.saturating_sub(live)),
+            _ => 0,
+        }
+    }
+
     pub fn request(&self) -> &RequestId {
         match self {
             Mark::Pending { request, .. } | Mark::Confirmed(request) | Mark::GivenBack(request) => {

@@ -272,6 +272,14 @@ pub enum StoreError {
     BreakerOpen { op: &'static str, room: String },
 }
 
+impl StoreError {
+    /// The store refused the room's keys: they are in another key layout (the scripts'
+    /// `ANTEROOM_LAYOUT` error, see `check_layout` in `lua/prelude.lua`).
+    pub fn is_layout_refusal(&self) -> bool {
+        matches!(self, StoreError::Unavailable { reason, .. } if reason.contains("ANTEROOM_LAYOUT"))
+    }
+}
+
 /// The queue operations. Each is one atomic step in the backend (one Lua script in Redis).
 #[async_trait]
 pub trait Store: Send + Sync + 'static {

@@ -112,6 +112,19 @@ impl RedisServer {
         );
     }
 
+    /// SIGSTOP (`pause`) or SIGCONT (`resume`): a paused Redis keeps its connections open and
+    /// answers nothing, as a frozen host or a long fork would. (Drop's SIGKILL ends a stopped
+    /// process too.)
+    pub fn signal(&self, pause: bool) {
+        let pid = self.child.as_ref().expect("redis-server running").id();
+        let sig = if pause { "-STOP" } else { "-CONT" };
+        let ok = std::process::Command::new("kill")
+            .args([sig, &pid.to_string()])
+            .status()
+            .is_ok_and(|s| s.success());
+        assert!(ok, "kill {sig} {pid}");
+    }
+
     /// SIGKILL, as a crash would.
     pub fn kill(&mut self) {
         if let Some(mut c) = self.child.take() {

@@ -126,14 +126,14 @@ pub async fn an_unsettled_order_comes_back_after_its_deadline(h: &dyn Harness) {
     let p = room("deadline", 100.0, 10);
     let v = occupy(&*s, &p).await;
     let (first, _) = take(&*s, &p, v).await;
-    h.advance(GRACE / 2);
+    live_for(h, &*s, &p, GRACE / 2).await;
     assert!(busy(&take(&*s, &p, v).await.1), "still pending");
     assert!(
         !s.touch(&p, v).await.unwrap(),
         "touch does not extend a pending admission"
     );
     // The instance that took it died: nobody settles. Past the deadline it is back.
-    h.advance(GRACE);
+    live_for(h, &*s, &p, GRACE).await;
     let (retry, c) = take(&*s, &p, v).await;
     assert_eq!(c, Consumed::Won, "the retry through another instance");
     assert_eq!(
@@ -157,7 +157,7 @@ pub async fn an_order_in_flight_is_kept_pending_by_its_heartbeat(h: &dyn Harness
     let v = occupy(&*s, &p).await;
     let (first, _) = take(&*s, &p, v).await;
     for _ in 0..3 {
-        h.advance(GRACE / 2);
+        live_for(h, &*s, &p, GRACE / 2).await;
         let beat = s.settle(&p, v, &first.request, Settle::Extend(GRACE)).await;
         assert_eq!(beat.unwrap(), Settled::Done);
     }
@@ -171,7 +171,7 @@ pub async fn an_order_in_flight_is_kept_pending_by_its_heartbeat(h: &dyn Harness
         "its slot still counted"
     );
     // The beats stop: after a whole grace period the admission is back.
-    h.advance(GRACE + Duration::from_secs(1));
+    live_for(h, &*s, &p, GRACE + Duration::from_secs(1)).await;
     let (retry, c) = take(&*s, &p, v).await;
     assert_eq!(c, Consumed::Won);
     let late = s.settle(&p, v, &first.request, Settle::Extend(GRACE)).await;
@@ -196,7 +196,7 @@ pub async fn a_late_confirm_still_uses_the_admission_up(h: &dyn Harness) {
     let p = room("late", 100.0, 10);
     let v = occupy(&*s, &p).await;
     let (o, _) = take(&*s, &p, v).await;
-    h.advance(GRACE + Duration::from_secs(1));
+    live_for(h, &*s, &p, GRACE + Duration::from_secs(1)).await;
     // Seen past the deadline: given back and renewed.
     assert!(s.touch(&p, v).await.unwrap());
     // The order went through after all (its confirm was retried): used up.
@@ -458,4 +458,63 @@ pub async fn a_claim_outlives_a_pause_of_the_store(h: &dyn Harness) {
     assert_eq!(s.join(&p, turn).await.unwrap(), Admission::Admitted);
     // While the store can be reached, claim-ttl runs as before.
     let _ = next;
+}
+
+/// An order that went through while no call could reach the store (Redis paused or down for
+/// longer than the grace period) keeps its admission pending until its confirm lands: that
+/// time does not run the grace period down, so the kept cookie cannot order again through an
+/// instance that never saw the order. Before, the deadline ran on the store's clock alone and
+/// a second order won as soon as the store was back (found by review: a 20 s pause). While the
+/// store can be reached, the grace period runs as before.
+pub async fn a_pending_order_outlives_a_pause_of_the_store(h: &dyn Harness) {
+    let s = h.store();
+    let p = room("order-pause", 100.0, 10);
+    let v = occupy(&*s, &p).await;
+    let (first, c) = take(&*s, &p, v).await;
+    assert_eq!(c, Consumed::Won);
+    live_for(h, &*s, &p, Duration::from_secs(2)).await;
+    // No call reaches the store for three grace periods; then another instance's order comes
+    // first, before any tick.
+    h.advance(3 * GRACE);
+    assert!(
+        busy(&take(&*s, &p, v).await.1),
+        "a second order after the pause"
+    );
+    assert!(
+        !s.touch(&p, v).await.unwrap(),
+        "nor is the pending admission renewed"
+    );
+    live_for(h, &*s, &p, Duration::from_secs(3)).await;
+    assert!(busy(&take(&*s, &p, v).await.1), "after a few ticks");
+    // The confirm that was owed lands: used up.
+    let done = s.settle(&p, v, &first.request, Settle::Confirm).await;
+    assert_eq!(done.unwrap(), Settled::Done);
+    assert_eq!(take(&*s, &p, v).await.1, Consumed::Used);
+}
+
+/// An order nobody settles (its instance died in the pause) still comes back once the store
+/// has been reachable for the rest of its grace period, and a heartbeat after the pause keeps
+/// it pending for a whole grace period more.
+pub async fn an_unsettled_order_comes_back_after_a_pause_once_its_grace_has_run(h: &dyn Harness) {
+    let s = h.store();
+    let p = room("order-pause-back", 100.0, 10);
+    let v = occupy(&*s, &p).await;
+    let (first, _) = take(&*s, &p, v).await;
+    h.advance(3 * GRACE);
+    live_for(h, &*s, &p, GRACE / 2).await;
+    let beat = s.settle(&p, v, &first.request, Settle::Extend(GRACE)).await;
+    assert_eq!(beat.unwrap(), Settled::Done, "the beat after the pause");
+    live_for(h, &*s, &p, GRACE - Duration::from_secs(2)).await;
+    assert!(busy(&take(&*s, &p, v).await.1), "within the beat's grace");
+    live_for(h, &*s, &p, Duration::from_secs(3)).await;
+    let (retry, c) = take(&*s, &p, v).await;
+    assert_eq!(
+        c,
+        Consumed::Won,
+        "its grace has run: given back, taken again"
+    );
+    let late = s.settle(&p, v, &first.request, Settle::Confirm).await;
+    assert_eq!(late.unwrap(), Settled::Gone);
+    let done = s.settle(&p, v, &retry.request, Settle::Confirm).await;
+    assert_eq!(done.unwrap(), Settled::Done);
 }

@@ -659,6 +659,8 @@ macro_rules! conformance_suite {
             an_unsettled_order_comes_back_after_its_deadline,
             a_late_confirm_still_uses_the_admission_up,
             an_order_in_flight_is_kept_pending_by_its_heartbeat,
+            a_pending_order_outlives_a_pause_of_the_store,
+            an_unsettled_order_comes_back_after_a_pause_once_its_grace_has_run,
             a_session_is_not_also_a_place_in_line,
             a_marker_outlives_the_cookie_that_ordered,
             a_marker_outlives_every_cookie_of_the_admission,

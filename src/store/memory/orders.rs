@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use super::RoomData;
 use crate::clock::{micros, Micros};
+use crate::store::liveness;
 use crate::store::marks::Mark;
 use crate::store::order::MARKER_MARGIN;
 use crate::store::{Consumed, Order, RequestId, RoomParams, Settle, Settled, VisitorId};
@@ -35,25 +36,27 @@ impl RoomData {
             .set(vid, Mark::GivenBack(request), now + Self::marker_life(p));
     }
 
-    /// The marker, after giving back a pending consume whose deadline has passed.
+    /// The liveness clock now, read without a step (as `read_live` in `lua/prelude.lua`): a
+    /// pending order's grace period runs on it too.
+    fn live_peek(&self, p: &RoomParams, now: Micros) -> Micros {
+        self.liveness.read(now, liveness::cap(p.tick), false).value
+    }
+
+    /// The marker, after giving back a pending consume whose grace period is up.
     fn settled_mark(&mut self, p: &RoomParams, vid: VisitorId, now: Micros) -> Option<Mark> {
         self.marks.prune(now);
+        let live = self.live_peek(p, now);
         let mark = self.marks.get(&vid).cloned();
         if let Some(Mark::Pending {
             request,
-            deadline,
             held_until,
-        }) = mark
+            ..
+        }) = &mark
         {
-            if deadline <= now {
-                self.give_back(p, vid, request, held_until, now);
+            if mark.as_ref().map_or(0, |m| m.pending_left(now, live)) == 0 {
+                self.give_back(p, vid, request.clone(), *held_until, now);
                 return self.marks.get(&vid).cloned();
             }
-            return Some(Mark::Pending {
-                request,
-                deadline,
-                held_until,
-            });
         }
         mark
     }
@@ -87,15 +90,16 @@ impl RoomData {
         now: Micros,
     ) -> Consumed {
         self.marks.prune(now);
+        let live = self.live_peek(p, now);
         match self.marks.get(&vid) {
             Some(Mark::Pending { request, .. } | Mark::Confirmed(request))
                 if *request == order.request =>
             {
                 return Consumed::Won;
             }
-            Some(Mark::Pending { deadline, .. }) if *deadline > now => {
+            Some(m @ Mark::Pending { .. }) if m.pending_left(now, live) > 0 => {
                 return Consumed::Busy {
-                    retry_after: Duration::from_micros(deadline - now),
+                    retry_after: Duration::from_micros(m.pending_left(now, live)),
                 };
             }
             _ => {}
@@ -121,6 +125,7 @@ impl RoomData {
                 request: order.request.clone(),
                 deadline,
                 held_until: held,
+                live_deadline: live + micros(order.grace),
             },
             // Past every cookie of the admission: each was issued against the session's
             // deadline (as in consume.lua).
@@ -168,6 +173,7 @@ impl RoomData {
                 },
             ) => {
                 let deadline = now + micros(grace);
+                let live_deadline = self.live_peek(p, now) + micros(grace);
                 if !self.session_ended(vid, now) {
                     let exp = self.active.get(&vid).copied().unwrap_or(0);
                     self.activate(vid, exp.max(deadline));
@@ -178,6 +184,7 @@ impl RoomData {
                         request,
                         deadline,
                         held_until,
+                        live_deadline,
                     },
                     // Never shorter than the consume made it (as in settle.lua).
                     self.marks.until(&vid).max(deadline + Self::marker_life(p)),

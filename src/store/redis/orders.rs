@@ -53,7 +53,8 @@ impl RedisStore {
             .arg(micros(p.session_ttl))
             .arg(u8::from(order.vouched))
             .arg(self.clock_arg())
-            .arg(u64::try_from(MARKER_MARGIN.as_millis()).unwrap_or(u64::MAX));
+            .arg(u64::try_from(MARKER_MARGIN.as_millis()).unwrap_or(u64::MAX))
+            .arg(micros(p.tick));
         let (code, ms): (i64, u64) = self.run("consume", &p.name, &inv).await?;
         match code {
             1 => Ok(Consumed::Won),
@@ -95,7 +96,8 @@ impl RedisStore {
             .arg(match how {
                 Settle::Extend(grace) => micros(grace),
                 _ => 0,
-            });
+            })
+            .arg(micros(p.tick));
         let code: i64 = self.run("settle", &p.name, &inv).await?;
         match code {
             1 => Ok(Settled::Done),
