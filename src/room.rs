@@ -49,6 +49,8 @@ pub struct Live {
     heard: AtomicBool,
     /// When the last tick answered (for the decay of `active` in the store-error policy).
     heard_at: std::sync::Mutex<Option<std::time::Instant>>,
+    /// The last tick that reached the store was refused for the room's key layout.
+    refused: AtomicBool,
 }
 
 impl Default for Live {
@@ -65,6 +67,7 @@ impl Default for Live {
             max_active_in_force: AtomicU64::new(0),
             heard: AtomicBool::new(false),
             heard_at: std::sync::Mutex::new(None),
+            refused: AtomicBool::new(false),
         }
     }
 }
@@ -74,6 +77,7 @@ impl Live {
         self.max_active_in_force
             .store(max_active_in_force, Ordering::Relaxed);
         self.heard.store(true, Ordering::Release);
+        self.refused.store(false, Ordering::Relaxed);
         *self.heard_at.lock().unwrap_or_else(|e| e.into_inner()) = Some(std::time::Instant::now());
         self.rate_in_force_milli
             .store((rate_in_force * 1000.0).round() as u64, Ordering::Relaxed);
@@ -119,6 +123,17 @@ impl Live {
 
     pub fn instances(&self) -> u64 {
         self.instances.load(Ordering::Relaxed)
+    }
+
+    /// A tick that reached the store failed: refused for the key layout, or not.
+    pub fn tick_failed(&self, e: &crate::store::StoreError) {
+        if !matches!(e, crate::store::StoreError::BreakerOpen { .. }) {
+            self.refused.store(e.is_layout_refusal(), Ordering::Relaxed);
+        }
+    }
+
+    pub fn refused(&self) -> bool {
+        self.refused.load(Ordering::Relaxed)
     }
 
     pub fn heard(&self) -> bool {
@@ -288,6 +303,7 @@ impl Room {
                 self.cfg.params.session_ttl,
             ),
             heard: self.live.heard(),
+            refused: self.live.refused(),
             enabled: self.live.enabled(),
             queue_all: self.live.queue_all(),
             max_active: self.live.max_active_in_force(),

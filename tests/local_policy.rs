@@ -185,6 +185,48 @@ async fn the_open_policy_places_no_order_through_a_held_line() {
     assert_eq!(orders, 0, "no order reached the origin");
 }
 
+/// A store that refuses the room's keys (another key layout: a rolling upgrade across an
+/// incompatible one) is not an outage the policy opens the doors for: under `open` and `local`
+/// newcomers are held and orders without a cookie are refused, for as long as it lasts. Before,
+/// `open` passed everyone, orders with no cookie at all included (found by review).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_room_in_another_key_layout_is_held_whatever_the_policy() {
+    let redis = RedisServer::start();
+    let origin = Origin::start().await;
+    let room = "admit-per-second = 50\nmax-active = 100\nconsume = [\"POST /products/order\"]";
+    for policy in ["open", "local"] {
+        let conf = config(origin.addr, &redis.url(), 3, room).replace(
+            "on-store-error = \"local\"",
+            &format!("on-store-error = \"{policy}\""),
+        );
+        let proxy = Proxy::start(&conf);
+        admission_loop_ran(&redis).await;
+        raw(redis.port, "HSET {anteroom:sale}:room layout 1").unwrap();
+        breaker_open(&proxy).await;
+        let (admitted, states) = newcomers(&proxy, 4, 4).await;
+        assert_eq!(admitted, 0, "{policy}: {states:?}");
+        assert!(states.iter().all(|s| s == "paused"), "{policy}: {states:?}");
+        let order = client()
+            .post(proxy.url("/products/order"))
+            .header("accept", "application/json")
+            .send()
+            .await
+            .unwrap();
+        let state: Value = order.json().await.unwrap_or(Value::Null);
+        assert_eq!(
+            state["state"], "paused",
+            "{policy}: an order with no cookie"
+        );
+        raw(redis.port, "HSET {anteroom:sale}:room layout 2").unwrap();
+    }
+    let orders = origin
+        .requests()
+        .iter()
+        .filter(|s| s.method == "POST" || s.uri.starts_with("/products"))
+        .count();
+    assert_eq!(orders, 0, "nothing reached the origin");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_instance_started_while_redis_is_down_admits_nobody() {
     let mut redis = RedisServer::start();

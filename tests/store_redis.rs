@@ -145,6 +145,7 @@ async fn a_room_in_another_key_layout_is_refused_loudly() {
     );
     common::redis::raw(server.port, &format!("HSET {key} layout 99")).unwrap();
     let refused = |e: anteroom::store::StoreError| {
+        assert!(e.is_layout_refusal(), "{e}");
         let text = e.to_string();
         assert!(
             text.contains("layout 99") && text.contains("speaks layout 2"),

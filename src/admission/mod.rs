@@ -126,6 +126,7 @@ async fn run_room(shared: Arc<Shared>, room: usize) {
             Err(e) => {
                 // Nobody is abandoned for a flush that failed: it goes with the next call.
                 r.line.seen.restore(std::mem::take(&mut ctx.seen));
+                r.live.tick_failed(&e);
                 shared.warn_store_error(&e);
             }
         }

@@ -3,6 +3,10 @@
 //!
 //! One pure function, [`on_store_error`], so that every combination is in one table of tests.
 //! The rules, and why:
+//! - A store that refuses the room's keys (another key layout: anteroom versions mixed on one
+//!   room) puts everyone on hold, whatever the policy: it is not an outage that ends by
+//!   itself, and `open` would pass everyone for as long as the versions are mixed (found by
+//!   review: orders without any cookie reached the shop).
 //! - A room last seen switched off lets everyone pass, whatever the policy: nobody queues in a
 //!   room that is off.
 //! - A line last seen held (`queue_all`) stays held under every policy: a store blip before a
@@ -32,12 +36,15 @@ pub enum Failure {
     BreakerOpen,
     /// Made, and it failed or timed out, while the breaker was closed or half-open.
     Failed,
+    /// Made, and the store refused the room's keys: another key layout.
+    Refused,
 }
 
 impl Failure {
     pub fn of(e: &StoreError) -> Self {
         match e {
             StoreError::BreakerOpen { .. } => Failure::BreakerOpen,
+            e if e.is_layout_refusal() => Failure::Refused,
             StoreError::Timeout { .. } | StoreError::Unavailable { .. } => Failure::Failed,
         }
     }
@@ -49,6 +56,8 @@ impl Failure {
 pub struct LastKnown {
     /// An admission tick has answered at least once since this instance started.
     pub heard: bool,
+    /// The last admission tick that reached the store was refused: another key layout.
+    pub refused: bool,
     pub enabled: bool,
     pub queue_all: bool,
     /// The room's max-active in force (config or override).
@@ -89,6 +98,9 @@ pub enum OnError {
 
 /// The decision; see the module docs for the rules.
 pub fn on_store_error(policy: StorePolicy, failure: Failure, room: &LastKnown) -> OnError {
+    if failure == Failure::Refused || room.refused {
+        return OnError::Hold;
+    }
     if room.heard && !room.enabled {
         return OnError::Pass;
     }
@@ -122,6 +134,7 @@ mod tests {
 
     const ROOM: LastKnown = LastKnown {
         heard: true,
+        refused: false,
         enabled: true,
         queue_all: false,
         max_active: 100,
@@ -169,7 +182,48 @@ mod tests {
             r.max_active = 2;
             r.instances = 3
         });
+        let refused = with(|r| r.refused = true);
+        let refused_and_off = with(|r| {
+            r.refused = true;
+            r.enabled = false
+        });
         let cases: &[(StorePolicy, Failure, &LastKnown, OnError, &str)] = &[
+            (
+                Open,
+                Failure::Refused,
+                &ROOM,
+                Hold,
+                "another key layout: not open",
+            ),
+            (
+                Open,
+                Down,
+                &refused,
+                Hold,
+                "refused at the last tick, breaker open now",
+            ),
+            (
+                Local,
+                Down,
+                &refused,
+                Hold,
+                "refused: no local admission either",
+            ),
+            (Closed, Failure::Refused, &ROOM, Hold, "closed stays closed"),
+            (
+                Open,
+                Failure::Refused,
+                &off,
+                Hold,
+                "refused outranks a room last seen off",
+            ),
+            (
+                Open,
+                Failed,
+                &refused_and_off,
+                Hold,
+                "refused, and off before",
+            ),
             (
                 Local,
                 Down,
