@@ -839,3 +839,61 @@ async fn a_session_from_before_a_prequeue_neither_shops_nor_orders_in_it() {
         assert_eq!(orders(&origin), shop_orders, "{store}");
     }
 }
+
+/// A line cleared during a pre-queue, with nobody registering since: each registrant's next
+/// poll registers them again (at the same draw key), though their ticket alone could answer
+/// the countdown. Before, the instance answered them from the ticket while the line stayed
+/// empty, and at the opening they queued first come, first served, not by the draw (found by
+/// review).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn registrants_of_a_line_cleared_in_a_prequeue_register_again() {
+    let redis = RedisServer::start();
+    let origin = Origin::start().await;
+    let store = format!(
+        "[store]\nbackend = \"redis\"\nredis-url = \"{}\"\ntimeout = \"500ms\"",
+        redis.url()
+    );
+    let proxy = Proxy::start(&config(
+        origin.addr,
+        &store,
+        "admit-per-second = 10\nmax-active = 1",
+        &drawn_event(600),
+    ));
+    let mut jars: Vec<Jar> = (0..3).map(|_| Jar::default()).collect();
+    for jar in jars.iter_mut() {
+        assert_eq!(status(&proxy, jar).await["state"], "prequeue");
+    }
+    let registered = |port: u16| {
+        common::redis::raw(port, "ZCARD {anteroom:sale}:waiting")
+            .and_then(|v| v.trim().trim_start_matches(':').parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    assert_eq!(registered(redis.port), 3);
+    let (code, body) = admin_call(
+        &proxy,
+        reqwest::Method::DELETE,
+        "/rooms/sale/waiting",
+        Some(TOKEN),
+        None,
+    )
+    .await;
+    assert_eq!(code, 200, "{body}");
+    assert_eq!(registered(redis.port), 0);
+    // The snapshot has seen the empty line: the registrants' polls go to the store.
+    eventually(
+        Duration::from_secs(10),
+        "all three registered again",
+        || {
+            let (proxy, port) = (&proxy, redis.port);
+            let mut jars = jars.clone();
+            async move {
+                for jar in jars.iter_mut() {
+                    let s = get_json(proxy, STATUS, jar).await?;
+                    assert_eq!(s["state"], "prequeue", "{s}");
+                }
+                (registered(port) == 3).then_some(())
+            }
+        },
+    )
+    .await;
+}
