@@ -231,17 +231,6 @@ impl Core {
     }
 }
 
-/// The first upstream with the same address as upstream `i`: two `[[upstream]]` entries naming
-/// one shop are one origin to `other-hosts`.
-fn same_origin(config: &Config, i: usize) -> usize {
-    let addr = config.upstreams.get(i).map(|u| u.addr);
-    config
-        .upstreams
-        .iter()
-        .position(|u| Some(u.addr) == addr)
-        .unwrap_or(i)
-}
-
 impl Shared {
     /// Builds the state of one configuration on top of `core`; `previous` (on a reload) hands
     /// over the last known runtime state of rooms that keep their name.
@@ -251,12 +240,12 @@ impl Shared {
             config.rooms.iter().map(|r| RoomRoutes {
                 hosts: &r.hosts,
                 paths: &r.paths,
-                upstream: same_origin(&config, r.upstream),
+                upstream: config.origin_of(r.upstream),
             }),
             Policy {
                 matching: config.listen.path_matching,
                 other_hosts: config.listen.other_hosts,
-                default_upstream: same_origin(&config, config.default_upstream),
+                default_upstream: config.origin_of(config.default_upstream),
             },
         );
         let mut rooms: Vec<Room> = config

@@ -335,10 +335,10 @@ fn routing_summary(c: &Config) -> String {
         PathMatching::Strict => "path-matching strict (spellings origins read differently: 400)",
         PathMatching::Lenient => "path-matching lenient (queued in the room any reading falls in)",
     };
-    let bound = c
-        .rooms
-        .iter()
-        .any(|r| r.upstream == c.default_upstream && r.hosts.iter().any(|h| h.is_bound()));
+    let bound = c.rooms.iter().any(|r| {
+        c.origin_of(r.upstream) == c.origin_of(c.default_upstream)
+            && r.hosts.iter().any(|h| h.is_bound())
+    });
     if !bound {
         return paths.to_string();
     }

@@ -47,6 +47,9 @@ const PATH_SPELLINGS: &[&str] = &[
     "/products.json",
     "/products.html;v=1",
     "//x/products/1",
+    "/%u002fproducts/1",
+    "/x/%u002e%u002e/products/1",
+    "/%U0070roducts/1",
 ];
 
 #[tokio::test]
@@ -309,6 +312,44 @@ async fn other_hosts_room_and_pass() {
     ] {
         assert_held(&pass, &origin, request, request).await;
     }
+}
+
+/// A host-bound room whose upstream lists the default upstream's servers in another order (or
+/// shares only some of them) is on the same origin: another host on its paths is refused, as
+/// with one shared `addr`. Before, only the first server of each was compared, and any host
+/// reached the room's site past the line (found by review).
+#[tokio::test]
+async fn other_hosts_holds_for_an_upstream_that_shares_the_default_servers() {
+    let (a, b) = (Origin::start().await, Origin::start().await);
+    let proxy = Proxy::start(&format!(
+        r#"
+[cookie]
+keys = ["{key}"]
+
+[[upstream]]
+name = "shop"
+addrs = ["{a}", "{b}"]
+
+[[upstream]]
+name = "shop-sale"
+addrs = ["{b}", "{a}"]
+
+[default]
+upstream = "shop"
+{room}"#,
+        key = common::KEY,
+        a = a.addr,
+        b = b.addr,
+        room =
+            room("\"shop.test\"", "", 1).replace("upstream = \"shop\"", "upstream = \"shop-sale\""),
+    ));
+    occupy(&proxy, "shop.test").await;
+    for host in ["evil.test", "127.0.0.1"] {
+        let r = raw(&proxy, &get("/products/1", host, "")).await;
+        assert_eq!(r.status, 400, "Host: {host}: {r:?}");
+    }
+    let r = raw(&proxy, "GET /products/1 HTTP/1.0\r\n\r\n").await;
+    assert_eq!(r.status, 400, "no Host: {r:?}");
 }
 
 #[tokio::test]

@@ -14,6 +14,7 @@ mod limits;
 pub mod locate;
 pub mod model;
 mod origin_lock;
+mod origins;
 mod queueing;
 mod rooms;
 mod rules;
