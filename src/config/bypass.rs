@@ -44,10 +44,32 @@ impl Builder<'_> {
                     );
                     continue;
                 }
+                // A trailing `/` would exempt everything under a room path but the path
+                // itself: the whole room, to the checks below (found by review).
+                if let Some(bare) = path.strip_suffix('/').filter(|b| !b.is_empty()) {
+                    self.fail(
+                        bp.key("path"),
+                        format!("{path:?} ends with '/'"),
+                        format!("write it as {bare:?}: a path rule covers the path and everything under it"),
+                    );
+                    continue;
+                }
+                // The path as read by a PHP front controller too: at run time the rule
+                // `/index.php/p` exempts the requests Symfony reads as `/p` (found by review:
+                // it let the room `/p` and its orders past the line).
+                let readings: Vec<&str> = std::iter::once(path.as_str())
+                    .chain(crate::route::path::path_info(path))
+                    .collect();
+                let covers = |other: &str| {
+                    readings
+                        .iter()
+                        .find(|r| path_covers_folded(r, other))
+                        .copied()
+                };
                 // Compared without case: a room path or consume route with capitals holds its
                 // paths in any case, and a bypass rule runs first (found by review: bypass
                 // `/sale` under the room path `/Sale` let the room's requests past the line).
-                if let Some(whole) = paths.iter().find(|room| path_covers_folded(path, room)) {
+                if let Some(whole) = paths.iter().find(|room| covers(room).is_some()) {
                     self.fail(
                         bp.key("path"),
                         format!("{path:?} lets the whole room path {whole:?} past the line"),
@@ -56,7 +78,8 @@ impl Builder<'_> {
                     continue;
                 }
                 if let Some(order) = consume.iter().find(|c| {
-                    path_covers_folded(path, &c.path) || path_covers_folded(&c.path, path)
+                    covers(&c.path).is_some()
+                        || readings.iter().any(|r| path_covers_folded(&c.path, r))
                 }) {
                     self.fail(
                         bp.key("path"),

@@ -59,12 +59,14 @@ impl Builder<'_> {
                 for h in &hosts {
                     if let Some((_, _, other)) = claimed
                         .iter()
-                        .find(|(oh, op, _)| op == path && oh.overlaps(h))
+                        // Without case: a case-insensitive origin reads `/Products` as
+                        // `/products`, and routing refuses a path two rooms hold (400).
+                        .find(|(oh, op, _)| op.eq_ignore_ascii_case(path) && oh.overlaps(h))
                     {
                         let other_name = rooms.get(*other).map(|o| o.name.as_str()).unwrap_or("?");
                         self.fail(
                             p.key("paths").index(pi),
-                            format!("path {path:?} is already claimed by room {other_name:?} for an overlapping host"),
+                            format!("path {path:?} is already claimed by room {other_name:?} for an overlapping host (paths are compared without case)"),
                             "give each path to one room, or separate the rooms by hosts",
                         );
                     }
@@ -445,7 +447,18 @@ impl Builder<'_> {
 /// Why a configured path prefix is not in plain form, as the fix to print: requests are
 /// matched on their normalised readings ([`crate::route::normalize_path`]), so a prefix in any
 /// other form would match none of them.
+///
+/// A prefix with a trailing `/` is not plain either: it would leave the bare path (`/orders`,
+/// `/orders.json`) outside the room, and frameworks route `/orders` and `/orders/` alike (found
+/// by review: `consume = ["POST /orders/"]` let `POST /orders` through with no admission).
 pub(super) fn not_plain(path: &str) -> Option<String> {
+    if let Some(bare) = path.strip_suffix('/').filter(|b| !b.is_empty()) {
+        if not_plain(bare).is_none() {
+            return Some(format!(
+                "write it as {bare:?}, without the last '/' (a prefix covers itself and everything under it)"
+            ));
+        }
+    }
     let plain = crate::route::normalize_path(path) == path
         && !path.contains([';', '\\', '\0'])
         && path.is_ascii();

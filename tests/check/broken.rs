@@ -208,6 +208,42 @@ pub const BROKEN: &[(&str, usize, &str, &str)] = &[
         "is routed to room \"checkout\"",
     ),
     (
+        "bad_consume_trailing_slash.toml",
+        13,
+        "room[0].consume[0]",
+        "without the last '/'",
+    ),
+    (
+        "bad_path_trailing_slash.toml",
+        10,
+        "room[0].paths[0]",
+        "without the last '/'",
+    ),
+    (
+        "bad_bypass_trailing_slash.toml",
+        13,
+        "room[0].bypass[0].path",
+        "ends with '/'",
+    ),
+    (
+        "bad_bypass_script.toml",
+        13,
+        "room[0].bypass[0].path",
+        "lets the whole room path \"/p\" past the line",
+    ),
+    (
+        "bad_bypass_script_order.toml",
+        14,
+        "room[0].bypass[0].path",
+        "would let the consume route \"/p/order\" past the line",
+    ),
+    (
+        "bad_paths_differ_in_case.toml",
+        16,
+        "room[1].paths[0]",
+        "already claimed by room \"a\"",
+    ),
+    (
         "bad_consume_not_plain.toml",
         13,
         "room[0].consume[0]",
