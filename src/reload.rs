@@ -74,8 +74,13 @@ impl Reloader {
                 settings = fixed.join(", "),
                 "these settings changed but apply only after a restart; the rest is reloaded"
             );
-            // What runs is what the running process reports.
-            new.listen = o.listen.clone();
+            // What runs is what the running process reports: the listeners' addresses, the
+            // store and `[server]`. The rest of `[listen]` (trusted-proxies, path-matching,
+            // other-hosts, redirect-http) is read per request and applies now; before, it was
+            // kept too, silently (found by review: `other-hosts = "refuse"` stayed "pass").
+            new.listen.http = o.listen.http;
+            new.listen.admin = o.listen.admin;
+            new.listen.https = o.listen.https;
             new.store = o.store.clone();
             new.server = o.server.clone();
         }

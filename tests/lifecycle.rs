@@ -153,3 +153,38 @@ async fn sigterm_finishes_in_flight_requests_and_exits_0() {
 async fn sigint_is_graceful_too() {
     graceful("INT").await;
 }
+
+/// A reload that changes a restart-only setting (`[server]` here) still applies the rest of
+/// `[listen]`. Before, the whole of `[listen]` was kept from the running configuration, so
+/// `other-hosts` changed from "pass" to "refuse" silently stayed "pass": another host went on
+/// past the line (found by review).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reload_with_a_restart_only_change_applies_the_rest_of_listen() {
+    use common::raw::{get, raw};
+    let origin = Origin::start().await;
+    let cfg = format!(
+        "other-hosts = \"pass\"\n{base}\n[server]\nclient-timeout = \"60s\"\n\n[[room]]\nname = \"sale\"\nhosts = [\"shop.test\"]\npaths = [\"/products\"]\nadmit-per-second = 100\nmax-active = 1\n",
+        base = base_config(origin.addr)
+    );
+    let proxy = Proxy::start_with(&cfg, &[("ANTEROOM_LOG", "info")], &[]);
+    let request = get("/products/1", "evil.test", "");
+    let other_host = || raw(&proxy, &request);
+    assert!(other_host().await.reached_origin(), "passed, as configured");
+    let text = std::fs::read_to_string(proxy.config_path())
+        .unwrap()
+        .replace("other-hosts = \"pass\"", "other-hosts = \"refuse\"")
+        .replace("client-timeout = \"60s\"", "client-timeout = \"30s\"");
+    std::fs::write(proxy.config_path(), text).unwrap();
+    proxy.signal("HUP");
+    eventually(
+        Duration::from_secs(5),
+        "other-hosts = refuse applied",
+        || async { (other_host().await.status == 400).then_some(()) },
+    )
+    .await;
+    let logs = proxy.stderr();
+    assert!(
+        logs.contains("[server]") && logs.contains("configuration reloaded"),
+        "the restart-only change is named, the rest reloaded: {logs}"
+    );
+}
