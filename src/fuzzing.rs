@@ -130,7 +130,38 @@ fn origin_readings(path: &str) -> Vec<String> {
         .map(|seg| seg.split(';').next().unwrap_or(""))
         .collect::<Vec<_>>()
         .join("/");
-    let iis: String = d
+    // IIS also decodes `%uXXXX` (http.sys), in the same pass as `%XX`: what it names is not
+    // decoded again.
+    let percent_u = |s: &str| -> String {
+        let mut out = String::new();
+        let mut rest = s;
+        while let Some(at) = rest.find("%u").into_iter().chain(rest.find("%U")).min() {
+            out.push_str(&rest[..at]);
+            let hex = rest.get(at + 2..at + 6).unwrap_or("");
+            match u32::from_str_radix(hex, 16)
+                .ok()
+                .filter(|_| hex.len() == 4 && !hex.starts_with('+'))
+                .and_then(char::from_u32)
+            {
+                Some(c) if c.is_ascii_alphanumeric() || "-._~/\\".contains(c) => out.push(c),
+                Some(c) => {
+                    let mut buf = [0u8; 4];
+                    for b in c.encode_utf8(&mut buf).bytes() {
+                        out.push_str(&format!("%{b:02X}"));
+                    }
+                }
+                None => {
+                    out.push_str(&rest[at..at + 2]);
+                    rest = &rest[at + 2..];
+                    continue;
+                }
+            }
+            rest = &rest[at + 6..];
+        }
+        out.push_str(rest);
+        out
+    };
+    let iis: String = decode(&percent_u(path))
         .replace('\\', "/")
         .split('/')
         .map(|seg| {

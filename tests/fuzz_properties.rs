@@ -22,7 +22,7 @@ proptest! {
     }
 
     /// The attacker's goal as a property: no spelling built from the pieces origins read
-    /// differently (`;params`, `..;`, `\\`, `%5C`, NUL, case, trailing dots, dot segments
+    /// differently (`;params`, `..;`, `\\`, `%5C`, IIS's `%uXXXX`, NUL, case, trailing dots, dot segments
     /// resolved or kept, `%2F`, a PHP script's path info, whitespace at a segment's ends, host
     /// case, trailing dot and port) reaches an origin as a protected path from outside its room.
     #[test]
@@ -34,6 +34,7 @@ proptest! {
             "products\\1", "x%5C..%5Cproducts", "x\\..", "", "%00", "a%20", "products%20", "products%2e",
             "1%2F..%2F..%2Fx", "x%2f..", "index.php", "App.PHP", "index%2ephp", "a.phpx",
             "orders%09", "%20products", "%0a", "products%0D;x", "%09..", "products\t",
+            "%u002fproducts", "%u002e%u002e", "x%U005C..", "%u0070roducts", "orders%u002e", "%u00",
         ]), 1..6),
     ) {
         let path = format!("/{}", segs.join("/"));

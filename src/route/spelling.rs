@@ -12,8 +12,9 @@ pub enum Transform {
     Nul = 1,
     /// `;…` is stripped from every segment, so `..;` is `..` (Tomcat, Spring, Jetty).
     Params = 2,
-    /// `\` and `%5C` are `/`, and trailing dots and spaces of a segment are ignored (IIS, and
-    /// frameworks that run on Windows or copy its rules).
+    /// `\` and `%5C` are `/`, `%uXXXX` is the character it names (IIS: http.sys decodes it,
+    /// `PercentUAllowed` being on by default), and trailing dots and spaces of a segment are
+    /// ignored (IIS, and frameworks that run on Windows or copy its rules).
     Windows = 4,
     /// A path that starts with `//` is read as a network-path reference: its first segment is
     /// a host, the path begins after it (Python's `urlsplit` on the request line, as Werkzeug
@@ -76,6 +77,11 @@ pub(super) fn applicable(raw: &str) -> u8 {
             b'.' if b.get(i + 1) == Some(&b'.') || encoded_at(b, i + 1, b'.') => {
                 flags |= Transform::Dots as u8
             }
+            b'%' if percent_u(b, i).is_some() => {
+                // `%u002f`, `%u002e%u002e`: IIS reads them as `/` and `..` (found by review:
+                // `/%u002fproducts` reached the origin outside the room).
+                flags |= Transform::Windows as u8;
+            }
             b'%' => {
                 // Any encoded dot may make a dot segment (`%2e%2e`, `.%2e`); an encoded `/`
                 // may end one (`..%2F`).
@@ -125,6 +131,9 @@ pub(super) fn apply(raw: &str, set: u8) -> String {
             if s[i] == b'\\' {
                 out.push(b'/');
                 i += 1;
+            } else if let Some(c) = percent_u(&s, i) {
+                push_percent_u(&mut out, c);
+                i += 6;
             } else if encoded_at(&s, i, b'\\') || encoded_at(&s, i, b'/') {
                 // `%2F` too: the server decodes it before it trims a segment's tail, so
                 // `x%2f..` is `x` and `..`, not a name `x%2f` with dots trimmed.
@@ -164,6 +173,37 @@ pub(super) fn apply(raw: &str, set: u8) -> String {
             .join("/");
     }
     text
+}
+
+/// `%uXXXX` at `i`, IIS's spelling of a UTF-16 code unit: the character it names (`None`
+/// for a surrogate or anything else).
+fn percent_u(s: &[u8], i: usize) -> Option<char> {
+    let hex = s.get(i..i + 6)?;
+    if hex[0] != b'%' || !matches!(hex[1], b'u' | b'U') {
+        return None;
+    }
+    let mut v = 0u32;
+    for &c in &hex[2..] {
+        v = v * 16 + (c as char).to_digit(16)?;
+    }
+    char::from_u32(v)
+}
+
+/// The character `%uXXXX` names, as the standard reading takes it after: `/` (and `\`) as
+/// `/`, an unreserved character as itself, anything else `%`-encoded in UTF-8, so that the
+/// normalisation that follows decodes nothing IIS did not (`%u0025` is a `%`, not the start
+/// of another escape).
+fn push_percent_u(out: &mut Vec<u8>, c: char) {
+    if c == '/' || c == '\\' {
+        out.push(b'/');
+    } else if c.is_ascii_alphanumeric() || matches!(c, '-' | '.' | '_' | '~') {
+        out.push(c as u8);
+    } else {
+        let mut buf = [0u8; 4];
+        for b in c.encode_utf8(&mut buf).bytes() {
+            out.extend_from_slice(format!("%{b:02X}").as_bytes());
+        }
+    }
 }
 
 /// `products. ` and `products%20.` read as `products` on Windows; `.` and `..` stay.
@@ -265,6 +305,29 @@ pub fn transforms() -> &'static [Transform] {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn percent_u_is_read_as_iis_reads_it() {
+        assert_eq!(percent_u(b"%u002f", 0), Some('/'));
+        assert_eq!(percent_u(b"x%U002E", 1), Some('.'));
+        assert_eq!(percent_u(b"%u002", 0), None, "too short");
+        assert_eq!(percent_u(b"%u00g2", 0), None, "not hex");
+        assert_eq!(percent_u(b"%ud800", 0), None, "a lone surrogate");
+        let read = |raw: &str| {
+            let set = applicable(raw);
+            assert!(set & Transform::Windows as u8 != 0, "{raw}");
+            apply(raw, Transform::Windows as u8)
+        };
+        assert_eq!(read("/%u002fproducts"), "//products");
+        assert_eq!(read("/x/%u002e%u002e/products"), "/x/../products");
+        assert_eq!(read("/%u0070roducts"), "/products");
+        assert_eq!(
+            read("/a%u0025%u0032%u0065"),
+            "/a%252e",
+            "no second decoding"
+        );
+        assert_eq!(read("/caf%u00e9"), "/caf%C3%A9");
+    }
 
     #[test]
     fn dot_only_segments_keep_their_meaning() {
