@@ -22,7 +22,7 @@ local active, marker = KEYS[1], KEYS[2]
 local vid, req = ARGV[1], ARGV[2]
 local grace, marker_ms, session_us = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
 local now = now_us(ARGV[7])
-local live = read_live(KEYS[3], now, tonumber(ARGV[9]))
+local live, cap = read_live(KEYS[3], now, tonumber(ARGV[9]))
 
 local m = read_marker(redis.call('GET', marker))
 if m and m.req == req and (m.kind == 'p' or m.kind == 'c') then
@@ -50,6 +50,6 @@ end
 local deadline = now + grace
 local life_ms = math.max(marker_ms, math.ceil((held - now) / 1000) + tonumber(ARGV[8]))
 redis.call('ZADD', active, math.max(held, deadline), vid)
-redis.call('SET', marker, pending_marker(req, deadline, held, live + grace),
+redis.call('SET', marker, pending_marker(req, deadline, held, live + grace + cap),
   'PX', life_ms + math.ceil(grace / 1000))
 return { 1, 0 }

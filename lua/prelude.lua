@@ -295,11 +295,14 @@ local function session_ended(ended, vid, now)
   return s ~= nil and s + ENDED_MARGIN_US > now
 end
 
--- Consumed markers (consume, settle, touch). The value is "KIND REQUEST [DEADLINE HELD [LIVE]]":
+-- Consumed markers (consume, settle, touch). The value is "KIND REQUEST[@LIVE] [DEADLINE HELD]":
 --   p  pending: taken by REQUEST, not settled; comes back once DEADLINE (µs, TIME) and LIVE
 --      (µs, the liveness clock) have both passed (pending_left), with the session expiry HELD
---      it had before (or more). A marker of an older version has no LIVE: TIME alone; an
---      older version reads this one as confirmed (the safe side: no second order).
+--      it had before (or more). LIVE rides on the request id so that an older version, which
+--      knows no LIVE, reads the marker as the pending order it is (TIME alone) and does not
+--      take a second order under it; a marker it writes has no LIVE, and is read so here.
+--      (A fifth field, the first try, read as a confirmed marker to an older version, whose
+--      consume then took a second order while the session was held: found by review.)
 --   c  confirmed: used up by REQUEST
 --   g  given back by REQUEST
 -- A bare request id (the marker of an older version) reads as confirmed.
@@ -307,20 +310,23 @@ local function read_marker(v)
   if not v then
     return nil
   end
-  local kind, req, deadline, held, live = string.match(v, '^(%a) (%S+) ?(%d*) ?(%d*) ?(%d*)$')
+  local kind, req, deadline, held = string.match(v, '^(%a) (%S+) ?(%d*) ?(%d*)$')
   if not kind then
     return { kind = 'c', req = v }
   end
-  return { kind = kind, req = req, deadline = tonumber(deadline), held = tonumber(held),
+  local id, live = string.match(req, '^([^@]+)@(%d+)$')
+  return { kind = kind, req = id or req, deadline = tonumber(deadline), held = tonumber(held),
     live_deadline = tonumber(live) }
 end
 
 -- The liveness clock now, read without storing it (consume, settle, touch), with the key
--- layout check: one read of the room hash for both.
+-- layout check (one read of the room hash for both), and the clock's cap: the most one call
+-- after a pause adds to it, which a pending order's grace period is given on top.
 local function read_live(room, now, tick_us)
   local layout, live, live_at = unpack(redis.call('HMGET', room, 'layout', 'live', 'live_at'))
   check_layout(room, layout)
-  return (liveness(live, live_at, now, liveness_cap(tick_us), false))
+  local cap = liveness_cap(tick_us)
+  return (liveness(live, live_at, now, cap, false)), cap
 end
 
 -- µs until a pending order's grace period is up (0: it is). It runs on TIME and on the
@@ -328,7 +334,10 @@ end
 -- could reach the room (Redis paused or down, every instance cut off from it) does not run
 -- it down. Before, an order that went through while Redis was paused for longer than the
 -- grace period found its admission given back when Redis resumed, before its confirm could
--- land, and the kept cookie ordered again through another instance (found by review).
+-- land, and the kept cookie ordered again through another instance (found by review). The
+-- liveness deadline is the grace period plus the clock's cap (read_live) from the consume or
+-- the last beat: the first call after a pause moves the clock by up to the cap, which must not
+-- eat the time the confirm has to land (found by review, with a tick of 3 s: a cap of 12 s).
 local function pending_left(m, now, live)
   local left = m.deadline - now
   if m.live_deadline then
@@ -338,7 +347,7 @@ local function pending_left(m, now, live)
 end
 
 local function pending_marker(req, deadline, held, live_deadline)
-  return string.format('p %s %.0f %.0f %.0f', req, deadline, held, live_deadline)
+  return string.format('p %s@%.0f %.0f %.0f', req, live_deadline, deadline, held)
 end
 
 -- A pending consume that failed or was never settled: the same visitor holds the slot again,

@@ -21,7 +21,7 @@ local active, marker = KEYS[1], KEYS[2]
 local vid, req, how = ARGV[1], ARGV[2], ARGV[3]
 local marker_ms, session_us = tonumber(ARGV[4]), tonumber(ARGV[5])
 local now = now_us(ARGV[6])
-local live = read_live(KEYS[3], now, tonumber(ARGV[8]))
+local live, cap = read_live(KEYS[3], now, tonumber(ARGV[8]))
 
 local m = read_marker(redis.call('GET', marker))
 if not m and how == 'confirm' then
@@ -52,7 +52,7 @@ if how == 'extend' then
   end
   -- The marker keeps the life the consume gave it (past every cookie of the admission), if
   -- longer: a beat must not shorten it (found by review, after a reload lowered session-ttl).
-  redis.call('SET', marker, pending_marker(req, deadline, m.held or 0, live + tonumber(ARGV[7])),
+  redis.call('SET', marker, pending_marker(req, deadline, m.held or 0, live + tonumber(ARGV[7]) + cap),
     'PX', math.max(marker_ms + math.ceil(tonumber(ARGV[7]) / 1000), redis.call('PTTL', marker)))
   return 1
 end

@@ -94,6 +94,16 @@ async fn first_answer_after_the_pause(proxy: &Proxy, jar: &Jar) -> u16 {
     }
 }
 
+/// Until the visitor's order is pending in the store (asked of Redis: a second order to find
+/// it out could take the admission first).
+async fn pending_in_store(redis: &RedisServer, jar: &Jar) {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !marker(redis, jar).is_some_and(|m| m.contains("p ")) {
+        assert!(Instant::now() < deadline, "the first order pending");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 fn marker(redis: &RedisServer, jar: &Jar) -> Option<String> {
     let vid = jar.get("anteroom_vid")?;
     common::redis::raw(redis.port, &format!("GET {{anteroom:sale}}:consumed:{vid}"))
@@ -117,13 +127,9 @@ async fn an_order_answered_during_a_pause_is_not_bought_again_on_another_instanc
             r.map(|r| r.status().as_u16()).unwrap_or(0)
         })
     };
-    // The consume is in the store (a second order is told the first is on its way) before
-    // Redis stops; the origin takes 1.5 s to answer.
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while order(&second, &jar).await != 409 {
-        assert!(Instant::now() < deadline, "the first order pending");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    // The consume is in the store (its marker pending) before Redis stops; the origin takes
+    // 1.5 s to answer.
+    pending_in_store(&redis, &jar).await;
     redis.signal(true);
     assert_eq!(placed.await.unwrap(), 200, "the order went through");
     origin.set_delay(0);
@@ -162,12 +168,7 @@ async fn an_order_in_flight_through_a_pause_keeps_its_admission() {
     );
     conn.write_all(head.as_bytes()).await.unwrap();
     conn.write_all(b"x").await.unwrap();
-    // The consume is taken once a second order is told the first is on its way.
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while order(&second, &jar).await != 409 {
-        assert!(Instant::now() < deadline, "the first order pending");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    pending_in_store(&redis, &jar).await;
     // The body goes on coming, a byte a second, through the pause and after it.
     let trickle = tokio::spawn(async move {
         for _ in 0..19 {

@@ -308,3 +308,49 @@ async fn the_line_is_swept_by_the_longest_abandon_after_of_the_instances() {
     }
     assert_eq!(short.stats(&p).await.unwrap().abandoned_total, 1);
 }
+
+/// A pending marker, before and after a heartbeat, reads as pending to the version before the
+/// liveness deadline (its `read_marker` pattern, run in Redis here), so that a rolling upgrade
+/// cannot let an old instance take a second order under a new one's pending order. The first
+/// try wrote the liveness deadline as a fifth field, which the old pattern read as a confirmed
+/// marker, and the old consume took a second order while the session was held (found by
+/// review).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pending_marker_reads_as_pending_to_the_version_before() {
+    use anteroom::store::{Consumed, Order, RequestId, Settle, Settled};
+    let server = RedisServer::start();
+    let store = RedisStore::new(Target::Single(server.url()), Duration::from_secs(2)).unwrap();
+    let p = conformance::room("compat", 100.0, 10);
+    let v = conformance::occupy(&store, &p).await;
+    let o = Order {
+        request: RequestId::random(),
+        grace: Duration::from_secs(10),
+        vouched: true,
+        cookie_life: Duration::from_secs(600),
+    };
+    assert_eq!(store.consume(&p, v, &o).await.unwrap(), Consumed::Won);
+    let mut conn = common::redis::connect(&server.url()).await;
+    let key = format!("{{anteroom:{}}}:consumed:{v}", p.name);
+    // The pattern of `read_marker` before 2026-12-03 (b18a061^).
+    let old_read = "local v = redis.call('GET', KEYS[1]) \
+        local kind, req, deadline, held = string.match(v, '^(%a) (%S+) ?(%d*) ?(%d*)$') \
+        if not kind then return {'c', v} end return {kind, deadline}";
+    for step in ["consume", "beat"] {
+        let (kind, deadline): (String, String) = ::redis::cmd("EVAL")
+            .arg(old_read)
+            .arg(1)
+            .arg(&key)
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        assert_eq!(kind, "p", "after the {step}: read as {kind}");
+        assert!(
+            deadline.parse::<u64>().is_ok(),
+            "after the {step}: {deadline:?}"
+        );
+        let beat = store
+            .settle(&p, v, &o.request, Settle::Extend(o.grace))
+            .await;
+        assert_eq!(beat.unwrap(), Settled::Done);
+    }
+}

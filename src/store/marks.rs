@@ -12,7 +12,8 @@ use crate::clock::Micros;
 pub enum Mark {
     /// Taken by `request`, not settled yet. `held_until` is the session's expiry before the
     /// consume, restored (at least) if it is given back. Its grace period ends at `deadline`
-    /// on the store clock and at `live_deadline` on the liveness clock, whichever is later
+    /// on the store clock and at `live_deadline` on the liveness clock (the grace period and
+    /// the clock's cap on from the consume or the last beat), whichever is later
     /// ([`Mark::pending_left`]).
     Pending {
         request: RequestId,

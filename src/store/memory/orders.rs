@@ -125,7 +125,7 @@ impl RoomData {
                 request: order.request.clone(),
                 deadline,
                 held_until: held,
-                live_deadline: live + micros(order.grace),
+                live_deadline: live + micros(order.grace) + liveness::cap(p.tick),
             },
             // Past every cookie of the admission: each was issued against the session's
             // deadline (as in consume.lua).
@@ -173,7 +173,7 @@ impl RoomData {
                 },
             ) => {
                 let deadline = now + micros(grace);
-                let live_deadline = self.live_peek(p, now) + micros(grace);
+                let live_deadline = self.live_peek(p, now) + micros(grace) + liveness::cap(p.tick);
                 if !self.session_ended(vid, now) {
                     let exp = self.active.get(&vid).copied().unwrap_or(0);
                     self.activate(vid, exp.max(deadline));
