@@ -180,7 +180,14 @@ impl Core {
                     .last_store_error
                     .lock()
                     .unwrap_or_else(|p| p.into_inner()) = Some(e.to_string());
-                self.breaker_moved(self.breaker.record(permit, self.clock.mono_micros(), false));
+                // A refusal of one room's key layout is an answer, not an outage: counted as a
+                // failure it opened the one breaker, and every other room then followed its
+                // on-store-error policy (`open` passed everyone: found by review).
+                let answered = e.is_layout_refusal();
+                self.breaker_moved(
+                    self.breaker
+                        .record(permit, self.clock.mono_micros(), answered),
+                );
             }
         }
         result

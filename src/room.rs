@@ -125,10 +125,11 @@ impl Live {
         self.instances.load(Ordering::Relaxed)
     }
 
-    /// A tick that reached the store failed: refused for the key layout, or not.
+    /// A tick failed: a refusal of the key layout holds the room until a tick answers (a
+    /// timeout in between says nothing about the layout).
     pub fn tick_failed(&self, e: &crate::store::StoreError) {
-        if !matches!(e, crate::store::StoreError::BreakerOpen { .. }) {
-            self.refused.store(e.is_layout_refusal(), Ordering::Relaxed);
+        if e.is_layout_refusal() {
+            self.refused.store(true, Ordering::Relaxed);
         }
     }
 
@@ -272,6 +273,11 @@ impl Room {
             .max_active_in_force
             .store(old.live.max_active_in_force(), Ordering::Relaxed);
         self.live.heard.store(old.live.heard(), Ordering::Release);
+        // A refusal of the key layout holds the room over a reload too (found by review: the
+        // room opened until its next tick reached the store).
+        self.live
+            .refused
+            .store(old.live.refused(), Ordering::Relaxed);
         self.recovery.inherit(&old.recovery);
         self.revoked = old.revoked.clone();
         self.owed = old.owed.clone();
