@@ -62,6 +62,14 @@ fn drawn_event(opens_in: i64) -> String {
     )
 }
 
+/// The `[store]` table for `redis`, with store calls timing out after `timeout`.
+fn redis_store(redis: &RedisServer, timeout: &str) -> String {
+    format!(
+        "[store]\nbackend = \"redis\"\nredis-url = \"{}\"\ntimeout = \"{timeout}\"",
+        redis.url()
+    )
+}
+
 async fn status(proxy: &Proxy, jar: &mut Jar) -> Value {
     get_json(proxy, STATUS, jar).await.expect("a status")
 }
@@ -439,10 +447,7 @@ async fn operators_add_change_and_cancel_events_at_run_time() {
 async fn two_instances_on_redis_agree_and_the_countdown_costs_redis_nothing() {
     let redis = RedisServer::start();
     let origin = Origin::start().await;
-    let store = format!(
-        "[store]\nbackend = \"redis\"\nredis-url = \"{}\"\ntimeout = \"500ms\"",
-        redis.url()
-    );
+    let store = redis_store(&redis, "500ms");
     let cfg = config(
         origin.addr,
         &store,
@@ -503,10 +508,7 @@ async fn two_instances_on_redis_agree_and_the_countdown_costs_redis_nothing() {
 async fn an_event_added_at_run_time_survives_a_store_that_lost_its_data() {
     let redis = RedisServer::start();
     let origin = Origin::start().await;
-    let store = format!(
-        "[store]\nbackend = \"redis\"\nredis-url = \"{}\"\ntimeout = \"500ms\"",
-        redis.url()
-    );
+    let store = redis_store(&redis, "500ms");
     let proxy = Proxy::start(&config(
         origin.addr,
         &store,
@@ -622,10 +624,7 @@ async fn a_past_draw_can_still_be_checked_while_the_next_event_runs() {
 async fn a_store_outage_in_a_prequeue_lets_nobody_in() {
     let mut redis = RedisServer::start();
     let origin = Origin::start().await;
-    let store = format!(
-        "[store]\nbackend = \"redis\"\nredis-url = \"{}\"\ntimeout = \"200ms\"",
-        redis.url()
-    );
+    let store = redis_store(&redis, "200ms");
     let proxy = Proxy::start(&config(
         origin.addr,
         &store,
@@ -668,10 +667,7 @@ async fn an_event_added_again_by_its_name_keeps_its_seed_until_it_opens() {
     // must not be shown during its pre-queue (found by review: it was, until the next tick).
     let redis = RedisServer::start();
     let origin = Origin::start().await;
-    let on_redis = format!(
-        "[store]\nbackend = \"redis\"\nredis-url = \"{}\"\ntimeout = \"500ms\"",
-        redis.url()
-    );
+    let on_redis = redis_store(&redis, "500ms");
     for store in ["", on_redis.as_str()] {
         let proxy = Proxy::start(&config(
             origin.addr,
@@ -771,10 +767,7 @@ async fn a_reload_keeps_a_begun_draw_as_published() {
 async fn a_session_from_before_a_prequeue_neither_shops_nor_orders_in_it() {
     use common::raw::{enter, get, order_request, orders, raw};
     let redis = RedisServer::start();
-    let on_redis = format!(
-        "[store]\nbackend = \"redis\"\nredis-url = \"{}\"\ntimeout = \"500ms\"",
-        redis.url()
-    );
+    let on_redis = redis_store(&redis, "500ms");
     for store in [String::new(), on_redis] {
         let origin = Origin::start().await;
         let proxy = Proxy::start(&config(
@@ -849,10 +842,7 @@ async fn a_session_from_before_a_prequeue_neither_shops_nor_orders_in_it() {
 async fn registrants_of_a_line_cleared_in_a_prequeue_register_again() {
     let redis = RedisServer::start();
     let origin = Origin::start().await;
-    let store = format!(
-        "[store]\nbackend = \"redis\"\nredis-url = \"{}\"\ntimeout = \"500ms\"",
-        redis.url()
-    );
+    let store = redis_store(&redis, "500ms");
     let proxy = Proxy::start(&config(
         origin.addr,
         &store,

@@ -58,15 +58,19 @@ impl Proxy {
                 // away for half of abandon-after, or whose line the snapshot no longer holds (a
                 // store that lost its data or a cleared line: it registers them again, at the
                 // same draw key); liveness is noted every quarter (the admit call marks it as a
-                // registration's). A line the snapshot saw empty holds nobody's place either:
-                // before, a line cleared in a pre-queue that nobody joined since kept its
-                // registrants on the countdown, registered nowhere, until the opening (found by
-                // review). The cost is one store call per poll while the snapshot is empty.
+                // registration's). A line that a snapshot taken since the ticket was given
+                // saw empty holds nobody's place either (a drawn pre-queue's sample has no
+                // epoch, so that alone cannot tell): before, a line cleared in a pre-queue that
+                // nobody joined since kept its registrants on the countdown, registered
+                // nowhere, until the opening (found by review). The cost is one store call per
+                // poll while the snapshot is empty.
                 let abandon = r.cfg.params.abandon_after.as_secs().max(4);
                 let since = now.saturating_sub(t.seen);
-                let lost = snapshot
-                    .as_deref()
-                    .is_some_and(|s| s.sample.epoch != t.place.epoch);
+                let lost = snapshot.as_deref().is_some_and(|s| {
+                    let taken = now.saturating_sub(s.taken.elapsed().as_secs());
+                    (s.waiting == 0 && taken > t.seen.saturating_add(1))
+                        || (s.sample.epoch != 0 && s.sample.epoch != t.place.epoch)
+                });
                 if since >= abandon / 2 || lost {
                     return None;
                 }
