@@ -198,6 +198,14 @@ fn origin_readings(path: &str) -> Vec<String> {
     let mut out = vec![
         resolve(&tomcat),
         resolve(&iis),
+        // A Java app behind IIS (`;params` after IIS's decoding), and a C filter there (NUL).
+        resolve(
+            &iis.split('/')
+                .map(|seg| seg.split(';').next().unwrap_or(""))
+                .collect::<Vec<_>>()
+                .join("/"),
+        ),
+        resolve(iis.split('\0').next().unwrap_or("")),
         resolve(&c),
         resolve(&spring),
         resolve(&wsgi),

@@ -4,7 +4,7 @@
 //! the same servers in another order, or a pool that overlaps another, share a server (found by
 //! review: only the first of `addrs` was compared).
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 
 use super::model::{Config, Upstream};
 
@@ -38,12 +38,27 @@ pub fn origin_groups(upstreams: &[Upstream]) -> Vec<usize> {
     group
 }
 
-fn servers(u: &Upstream) -> impl Iterator<Item = SocketAddr> + '_ {
-    std::iter::once(u.addr).chain(u.resolved.iter().flat_map(|(_, a)| a.iter().copied()))
+/// Where a server address leads: an IPv4-mapped address is its IPv4 address, and every
+/// loopback or unspecified address is this host (`127.0.0.1`, `127.0.0.2`, `[::1]` and
+/// `0.0.0.0` on one port reach one dual-stack server; found by review).
+fn place(a: SocketAddr) -> (Option<IpAddr>, u16) {
+    let ip = a.ip().to_canonical();
+    if ip.is_loopback() || ip.is_unspecified() {
+        (None, a.port())
+    } else {
+        (Some(ip), a.port())
+    }
 }
 
-/// Whether two entries name a server in common: an address either resolved to, or an entry
-/// written the same (a name that resolves anew later is still the same server).
+fn servers(u: &Upstream) -> impl Iterator<Item = (Option<IpAddr>, u16)> + '_ {
+    std::iter::once(u.addr)
+        .chain(u.resolved.iter().flat_map(|(_, a)| a.iter().copied()))
+        .map(place)
+}
+
+/// Whether two entries name a server in common: an address either resolved to (see
+/// [`place`]), or an entry written the same (a name that resolves anew later is still the same
+/// server).
 fn share_a_server(a: &Upstream, b: &Upstream) -> bool {
     servers(a).any(|x| servers(b).any(|y| x == y))
         || a.resolved.iter().any(|(name, _)| {
@@ -87,8 +102,24 @@ mod tests {
         assert_eq!(groups[2], groups[3], "a pool that overlaps another");
         assert_ne!(groups[0], groups[2]);
         assert_eq!(groups[4], 4);
-        // `localhost` resolves to 127.0.0.1 (and ::1): one server.
+        // `localhost` resolves to a loopback address: one server.
         assert_eq!(groups[5], 4, "a name for the same address");
+    }
+
+    #[test]
+    fn spellings_of_this_host_on_one_port_are_one_server() {
+        let c = config(&[
+            &["127.0.0.1:8001"],
+            &["[::ffff:127.0.0.1]:8001"],
+            &["[::1]:8001"],
+            &["0.0.0.0:8001"],
+            &["127.0.0.2:8001"],
+            &["127.0.0.1:8002"],
+            &["192.0.2.1:8001"],
+            &["[::ffff:192.0.2.1]:8001"],
+        ]);
+        let groups: Vec<usize> = (0..8).map(|i| c.origin_of(i)).collect();
+        assert_eq!(groups, [0, 0, 0, 0, 0, 5, 6, 6]);
     }
 
     #[test]

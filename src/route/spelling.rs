@@ -79,8 +79,15 @@ pub(super) fn applicable(raw: &str) -> u8 {
             }
             b'%' if percent_u(b, i).is_some() => {
                 // `%u002f`, `%u002e%u002e`: IIS reads them as `/` and `..` (found by review:
-                // `/%u002fproducts` reached the origin outside the room).
+                // `/%u002fproducts` reached the origin outside the room). What it names counts
+                // as if written so for the readings combined with IIS's: `%u003b` is a `;` to
+                // a Java app behind IIS, `%u0000` a NUL (found by review).
                 flags |= Transform::Windows as u8;
+                match percent_u(b, i) {
+                    Some(';') => flags |= Transform::Params as u8,
+                    Some('\0') => flags |= Transform::Nul as u8,
+                    _ => {}
+                }
             }
             b'%' => {
                 // Any encoded dot may make a dot segment (`%2e%2e`, `.%2e`); an encoded `/`
@@ -110,6 +117,21 @@ pub(super) fn applicable(raw: &str) -> u8 {
 /// normalisation.
 pub(super) fn apply(raw: &str, set: u8) -> String {
     let mut s: Vec<u8> = raw.as_bytes().to_vec();
+    if set & Transform::Windows as u8 != 0 {
+        // IIS decodes `%uXXXX` first, before what it (or an app behind it) reads into the path.
+        let mut out = Vec::with_capacity(s.len());
+        let mut i = 0;
+        while i < s.len() {
+            if let Some(c) = percent_u(&s, i) {
+                push_percent_u(&mut out, c);
+                i += 6;
+            } else {
+                out.push(s[i]);
+                i += 1;
+            }
+        }
+        s = out;
+    }
     if set & Transform::Authority as u8 != 0 && s.starts_with(b"//") {
         // The host ends at the next `/`; without one the path is empty (read as `/`).
         let path = s[2..]
@@ -131,9 +153,6 @@ pub(super) fn apply(raw: &str, set: u8) -> String {
             if s[i] == b'\\' {
                 out.push(b'/');
                 i += 1;
-            } else if let Some(c) = percent_u(&s, i) {
-                push_percent_u(&mut out, c);
-                i += 6;
             } else if encoded_at(&s, i, b'\\') || encoded_at(&s, i, b'/') {
                 // `%2F` too: the server decodes it before it trims a segment's tail, so
                 // `x%2f..` is `x` and `..`, not a name `x%2f` with dots trimmed.
@@ -189,14 +208,14 @@ fn percent_u(s: &[u8], i: usize) -> Option<char> {
     char::from_u32(v)
 }
 
-/// The character `%uXXXX` names, as the standard reading takes it after: `/` (and `\`) as
-/// `/`, an unreserved character as itself, anything else `%`-encoded in UTF-8, so that the
+/// The character `%uXXXX` names, as the readings after take it: `/` (and `\`) as `/`, an
+/// unreserved character and `;` as themselves, anything else `%`-encoded in UTF-8, so that the
 /// normalisation that follows decodes nothing IIS did not (`%u0025` is a `%`, not the start
-/// of another escape).
+/// of another escape; `%u0000` is `%00`, at which the NUL reading ends the path).
 fn push_percent_u(out: &mut Vec<u8>, c: char) {
     if c == '/' || c == '\\' {
         out.push(b'/');
-    } else if c.is_ascii_alphanumeric() || matches!(c, '-' | '.' | '_' | '~') {
+    } else if c.is_ascii_alphanumeric() || matches!(c, '-' | '.' | '_' | '~' | ';') {
         out.push(c as u8);
     } else {
         let mut buf = [0u8; 4];
@@ -327,6 +346,13 @@ mod tests {
             "no second decoding"
         );
         assert_eq!(read("/caf%u00e9"), "/caf%C3%A9");
+        // Combined with the readings behind IIS: `;params` and NUL.
+        let both = Transform::Windows as u8 | Transform::Params as u8;
+        assert_eq!(applicable("/x/..%u003b/shop") & both, both);
+        assert_eq!(apply("/x/..%u003b/shop", both), "/x/../shop");
+        let nul = Transform::Windows as u8 | Transform::Nul as u8;
+        assert_eq!(applicable("/shop%u0000.css") & nul, nul);
+        assert_eq!(apply("/shop%u0000.css", nul), "/shop");
     }
 
     #[test]
