@@ -211,17 +211,31 @@ fn origin_readings(path: &str) -> Vec<String> {
         resolve(&wsgi),
         literal(&d),
     ];
+    // Spring with trimTokens behind IIS: IIS's decoding, `;params` stripped, segments trimmed.
+    out.push(resolve(
+        &iis.split('/')
+            .map(|seg| {
+                seg.split(';')
+                    .next()
+                    .unwrap_or("")
+                    .trim_matches(|ch: char| ch <= ' ')
+            })
+            .collect::<Vec<_>>()
+            .join("/"),
+    ));
     // A PHP front controller (Symfony, Laravel, Apache's PATH_INFO): what follows the first
-    // segment that names a `.php` script, resolved or as sent.
-    let segs: Vec<&str> = d.split('/').collect();
-    if let Some(i) = segs
-        .iter()
-        .position(|x| x.len() > 4 && x.to_ascii_lowercase().ends_with(".php"))
-    {
-        if i + 1 < segs.len() {
-            let info = format!("/{}", segs[i + 1..].join("/"));
-            out.push(resolve(&info));
-            out.push(literal(&info));
+    // segment that names a `.php` script, resolved or as sent; also behind IIS.
+    for whole in [d.as_str(), iis.as_str()] {
+        let segs: Vec<&str> = whole.split('/').collect();
+        if let Some(i) = segs
+            .iter()
+            .position(|x| x.len() > 4 && x.to_ascii_lowercase().ends_with(".php"))
+        {
+            if i + 1 < segs.len() {
+                let info = format!("/{}", segs[i + 1..].join("/"));
+                out.push(resolve(&info));
+                out.push(literal(&info));
+            }
         }
     }
     out

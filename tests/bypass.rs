@@ -50,6 +50,9 @@ const PATH_SPELLINGS: &[&str] = &[
     "/%u002fproducts/1",
     "/x/%u002e%u002e/products/1",
     "/%U0070roducts/1",
+    "/index%u002ephp/products/1",
+    "/index.php\\products/1",
+    "/%u0020products/1",
 ];
 
 #[tokio::test]

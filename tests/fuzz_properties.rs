@@ -35,7 +35,8 @@ proptest! {
             "1%2F..%2F..%2Fx", "x%2f..", "index.php", "App.PHP", "index%2ephp", "a.phpx",
             "orders%09", "%20products", "%0a", "products%0D;x", "%09..", "products\t",
             "%u002fproducts", "%u002e%u002e", "x%U005C..", "%u0070roducts", "orders%u002e", "%u00",
-            "..%u003b", "products%u003bx", "orders%u0000.css",
+            "..%u003b", "products%u003bx", "orders%u0000.css", "index%u002ephp", "index.php\\orders",
+            "%u0020orders", "products%u0009",
         ]), 1..6),
     ) {
         let path = format!("/{}", segs.join("/"));

@@ -193,27 +193,47 @@ impl<'a> Readings<'a> {
         }
         // Every combination of the transforms that apply: origins combine them (IIS reads
         // `\` and case; a Java app on Windows adds `;params`).
+        let mut scripts = Vec::new();
         for set in 1..=COMBINED {
             if set & !flags != 0 {
                 continue;
             }
-            out.add_both(normalize_path(&apply(raw, set)).into_owned(), 0);
+            let read = normalize_path(&apply(raw, set)).into_owned();
+            if path_info(&read).is_some() {
+                scripts.push(read.clone());
+            }
+            out.add_both(read, 0);
+        }
+        // A PHP script's path info as these origins read the path: PHP behind IIS reads
+        // `/index.php\products` and `/index%u002ephp/orders` as the script and `/products`,
+        // `/orders` (found by review).
+        for read in scripts {
+            if let Some(info) = path_info(&read) {
+                out.add_both(info.to_string(), Transform::Script as u8);
+            }
         }
         // The readings of origins that route the path as sent: dot segments kept, a PHP
         // script's path info, and both (Symfony does not resolve `..` in its path info).
         if flags & Transform::Dots as u8 != 0 {
-            let kept = keep_dots(raw);
-            if let Some(info) = path_info(&kept) {
-                // The path info as sent, and resolved on its own (`/a/index.php/../products`
-                // is `/products` after the script, though `/a/products` before it).
-                let resolved = normalize_path(info).into_owned();
-                out.add_both(
-                    info.to_string(),
-                    Transform::Dots as u8 | Transform::Script as u8,
-                );
-                out.add_both(resolved, Transform::Script as u8);
+            let mut kept = vec![keep_dots(raw)];
+            // Also as PHP behind IIS reads it: IIS's spellings first, dots kept after.
+            if flags & Transform::Windows as u8 != 0 {
+                kept.push(keep_dots(&apply(raw, Transform::Windows as u8)));
             }
-            out.add_both(kept, Transform::Dots as u8);
+            for kept in kept {
+                if let Some(info) = path_info(&kept) {
+                    // The path info as sent, and resolved on its own
+                    // (`/a/index.php/../products` is `/products` after the script, though
+                    // `/a/products` before it).
+                    let resolved = normalize_path(info).into_owned();
+                    out.add_both(
+                        info.to_string(),
+                        Transform::Dots as u8 | Transform::Script as u8,
+                    );
+                    out.add_both(resolved, Transform::Script as u8);
+                }
+                out.add_both(kept, Transform::Dots as u8);
+            }
         }
         if let Some(info) = path_info(out.standard()) {
             out.add_both(info.to_string(), Transform::Script as u8);
@@ -221,6 +241,13 @@ impl<'a> Readings<'a> {
         if flags & Transform::Trim as u8 != 0 {
             let trimmed = normalize_path(&trim_segments(raw)).into_owned();
             out.add_both(trimmed, Transform::Trim as u8);
+            // Spring behind IIS trims the path IIS read: what its `%uXXXX` names too
+            // (`/%u0020orders`), after its own `\` and trailing dots.
+            if flags & Transform::Windows as u8 != 0 {
+                let iis = apply(raw, Transform::Windows as u8);
+                let trimmed = normalize_path(&trim_segments(&iis)).into_owned();
+                out.add_both(trimmed, Transform::Trim as u8);
+            }
         }
         out
     }
@@ -350,6 +377,10 @@ mod tests {
         assert!(paths("/products%20/1").contains(&"/products/1".to_string()));
         // NUL ends the path
         assert!(paths("/products%00.css").contains(&"/products".to_string()));
+        // Behind IIS: PHP's path info and Spring's trimming of what IIS read
+        assert!(paths("/index.php\\products/1").contains(&"/products/1".to_string()));
+        assert!(paths("/index%u002ephp/orders").contains(&"/orders".to_string()));
+        assert!(paths("/%u0020orders").contains(&"/orders".to_string()));
         // An old WSGI server: `//host/path` is `/path`; without a path after the host, `/`
         assert!(paths("//x/orders/1").contains(&"/orders/1".to_string()));
         assert!(paths("//x;y/orders").contains(&"/orders".to_string()));

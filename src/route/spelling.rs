@@ -86,6 +86,9 @@ pub(super) fn applicable(raw: &str) -> u8 {
                 match percent_u(b, i) {
                     Some(';') => flags |= Transform::Params as u8,
                     Some('\0') => flags |= Transform::Nul as u8,
+                    Some(c) if c <= ' ' => flags |= Transform::Trim as u8,
+                    // A dot segment, kept by origins that route the path as sent.
+                    Some('.' | '/' | '\\') => flags |= Transform::Dots as u8,
                     _ => {}
                 }
             }
@@ -119,18 +122,7 @@ pub(super) fn apply(raw: &str, set: u8) -> String {
     let mut s: Vec<u8> = raw.as_bytes().to_vec();
     if set & Transform::Windows as u8 != 0 {
         // IIS decodes `%uXXXX` first, before what it (or an app behind it) reads into the path.
-        let mut out = Vec::with_capacity(s.len());
-        let mut i = 0;
-        while i < s.len() {
-            if let Some(c) = percent_u(&s, i) {
-                push_percent_u(&mut out, c);
-                i += 6;
-            } else {
-                out.push(s[i]);
-                i += 1;
-            }
-        }
-        s = out;
+        s = decode_percent_u(raw).into_owned().into_bytes();
     }
     if set & Transform::Authority as u8 != 0 && s.starts_with(b"//") {
         // The host ends at the next `/`; without one the path is empty (read as `/`).
@@ -192,6 +184,26 @@ pub(super) fn apply(raw: &str, set: u8) -> String {
             .join("/");
     }
     text
+}
+
+/// The path with IIS's `%uXXXX` decoded ([`push_percent_u`]); borrowed when it has none.
+fn decode_percent_u(raw: &str) -> std::borrow::Cow<'_, str> {
+    let b = raw.as_bytes();
+    if !(0..b.len()).any(|i| percent_u(b, i).is_some()) {
+        return std::borrow::Cow::Borrowed(raw);
+    }
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if let Some(c) = percent_u(b, i) {
+            push_percent_u(&mut out, c);
+            i += 6;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    std::borrow::Cow::Owned(String::from_utf8_lossy(&out).into_owned())
 }
 
 /// `%uXXXX` at `i`, IIS's spelling of a UTF-16 code unit: the character it names (`None`
