@@ -40,7 +40,7 @@ impl Owed {
     /// is forgotten unless its confirm is owed.
     pub fn sent(&self, vid: VisitorId, request: &RequestId) {
         let mut m = self.lock();
-        if m.get(&vid) == Some(&(request.clone(), Owing::InFlight)) {
+        if matches!(m.get(&vid), Some((r, Owing::InFlight)) if r == request) {
             m.remove(&vid);
         }
     }

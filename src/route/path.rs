@@ -199,18 +199,16 @@ impl<'a> Readings<'a> {
                 continue;
             }
             let read = normalize_path(&apply(raw, set)).into_owned();
-            if path_info(&read).is_some() {
-                scripts.push(read.clone());
+            if let Some(info) = path_info(&read) {
+                scripts.push(info.to_string());
             }
             out.add_both(read, 0);
         }
         // A PHP script's path info as these origins read the path: PHP behind IIS reads
         // `/index.php\products` and `/index%u002ephp/orders` as the script and `/products`,
         // `/orders` (found by review).
-        for read in scripts {
-            if let Some(info) = path_info(&read) {
-                out.add_both(info.to_string(), Transform::Script as u8);
-            }
+        for info in scripts {
+            out.add_both(info, Transform::Script as u8);
         }
         // The readings of origins that route the path as sent: dot segments kept, a PHP
         // script's path info, and both (Symfony does not resolve `..` in its path info).

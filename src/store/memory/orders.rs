@@ -43,26 +43,30 @@ impl RoomData {
     }
 
     /// The marker, after giving back a pending consume whose grace period is up.
-    fn settled_mark(&mut self, p: &RoomParams, vid: VisitorId, now: Micros) -> Option<Mark> {
+    /// `live`: the liveness clock now ([`Self::live_peek`]).
+    fn settled_mark(
+        &mut self,
+        p: &RoomParams,
+        vid: VisitorId,
+        now: Micros,
+        live: Micros,
+    ) -> Option<Mark> {
         self.marks.prune(now);
-        let live = self.live_peek(p, now);
         let mark = self.marks.get(&vid).cloned();
         if let Some(Mark::Pending {
             request,
             held_until,
             ..
-        }) = &mark
+        }) = mark.as_ref().filter(|m| m.pending_left(now, live) == 0)
         {
-            if mark.as_ref().map_or(0, |m| m.pending_left(now, live)) == 0 {
-                self.give_back(p, vid, request.clone(), *held_until, now);
-                return self.marks.get(&vid).cloned();
-            }
+            self.give_back(p, vid, request.clone(), *held_until, now);
+            return self.marks.get(&vid).cloned();
         }
         mark
     }
 
     pub(super) fn touch_session(&mut self, p: &RoomParams, vid: VisitorId, now: Micros) -> bool {
-        let mark = self.settled_mark(p, vid, now);
+        let mark = self.settled_mark(p, vid, now, self.live_peek(p, now));
         let held = self.active.contains_key(&vid);
         match mark {
             Some(Mark::Pending { .. }) => return false,
@@ -104,7 +108,7 @@ impl RoomData {
             }
             _ => {}
         }
-        let mark = self.settled_mark(p, vid, now);
+        let mark = self.settled_mark(p, vid, now, live);
         let held = match self.active.get(&vid) {
             Some(&exp) => exp,
             // A verified cookie, no session and no marker: the store lost the admission, and
