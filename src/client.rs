@@ -29,47 +29,91 @@ fn parse_addr(s: &str) -> Option<IpAddr> {
     s.rsplit_once(':').and_then(|(h, _)| h.parse().ok())
 }
 
-/// The addresses a trusted proxy chain reports, nearest last.
-fn reported(headers: &HeaderMap) -> Vec<IpAddr> {
-    let xff: Vec<IpAddr> = headers
-        .get_all("x-forwarded-for")
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .filter_map(parse_addr)
-        .collect();
-    if !xff.is_empty() {
-        return xff;
-    }
+/// One hop of a reported chain: its address, or `None` for an element that does not read as
+/// one (garbage, `unknown`, an obfuscated `_name`, a `Forwarded` element without `for=`).
+type Hop = Option<IpAddr>;
+
+/// A header's elements, nearest last, read from its raw bytes: a value that is not clean ASCII
+/// still yields the elements a proxy appended to it (reading the value as a `str` dropped the
+/// whole line, the proxy's own hop included).
+fn elements<'a>(headers: &'a HeaderMap, name: &'a str) -> impl Iterator<Item = &'a [u8]> + 'a {
     headers
-        .get_all(http::header::FORWARDED)
+        .get_all(name)
         .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .flat_map(|elem| elem.split(';'))
-        .filter_map(|pair| {
-            let (k, v) = pair.split_once('=')?;
-            k.trim()
-                .eq_ignore_ascii_case("for")
-                .then(|| parse_addr(v))
-                .flatten()
+        .flat_map(|v| v.as_bytes().split(|b| *b == b','))
+        .filter(|e| !e.trim_ascii().is_empty())
+}
+
+fn hop_of(element: &[u8]) -> Hop {
+    std::str::from_utf8(element).ok().and_then(parse_addr)
+}
+
+/// The hops `X-Forwarded-For` reports.
+fn xff_hops(headers: &HeaderMap) -> Vec<Hop> {
+    elements(headers, "x-forwarded-for").map(hop_of).collect()
+}
+
+/// The hops `Forwarded` reports (RFC 7239): one per element, its `for=`.
+fn forwarded_hops(headers: &HeaderMap) -> Vec<Hop> {
+    elements(headers, "forwarded")
+        .map(|elem| {
+            elem.split(|b| *b == b';').find_map(|pair| {
+                let eq = pair.iter().position(|b| *b == b'=')?;
+                pair[..eq]
+                    .trim_ascii()
+                    .eq_ignore_ascii_case(b"for")
+                    .then(|| hop_of(&pair[eq + 1..]))
+            })?
         })
         .collect()
 }
 
+/// Who one header's chain says the client is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Said {
+    /// The header is absent (or empty).
+    Nothing,
+    /// The first hop walking from the nearest that is not a trusted proxy; the farthest hop
+    /// when every hop is one.
+    Client(IpAddr),
+    /// The hop that names the client does not read as an address.
+    Unreadable,
+}
+
+fn said(hops: &[Hop], proxies: &[IpNet]) -> Said {
+    for hop in hops.iter().rev() {
+        match hop {
+            Some(ip) if trusted(*ip, proxies) => {}
+            Some(ip) => return Said::Client(*ip),
+            None => return Said::Unreadable,
+        }
+    }
+    match hops.first() {
+        Some(Some(ip)) => Said::Client(*ip),
+        Some(None) => Said::Unreadable,
+        None => Said::Nothing,
+    }
+}
+
 /// The client's address: the first untrusted hop, walking the reported chain from the end.
+///
+/// A trusted proxy appends what it saw to the header it writes and passes the other through as
+/// the client sent it, so neither header is believed over the other: when both name a client,
+/// they must name the same one. When they disagree, or the hop that names the client does not
+/// read, the client is the peer (the proxy): never an address a client could have written
+/// (found by review: an unreadable `X-Forwarded-For` fell back to a client's own `Forwarded`,
+/// which a client `bypass` rule and `join-limit` then believed).
 pub fn client_ip(peer: IpAddr, headers: &HeaderMap, proxies: &[IpNet]) -> IpAddr {
     if !trusted(peer, proxies) {
         return peer;
     }
-    let chain = reported(headers);
-    chain
-        .iter()
-        .rev()
-        .find(|ip| !trusted(**ip, proxies))
-        .or(chain.first())
-        .copied()
-        .unwrap_or(peer)
+    let xff = said(&xff_hops(headers), proxies);
+    let fwd = said(&forwarded_hops(headers), proxies);
+    match (xff, fwd) {
+        (Said::Client(a), Said::Nothing) | (Said::Nothing, Said::Client(a)) => a,
+        (Said::Client(a), Said::Client(b)) if a == b => a,
+        _ => peer,
+    }
 }
 
 /// Whether a trusted proxy says the client came over HTTPS.
@@ -176,6 +220,123 @@ mod tests {
             client_ip(peer, &h(&[("x-forwarded-for", "garbage")]), &lb),
             peer
         );
+    }
+
+    fn raw(pairs: &[(&str, &[u8])]) -> HeaderMap {
+        let mut m = HeaderMap::new();
+        for (k, v) in pairs {
+            m.append(
+                http::HeaderName::from_bytes(k.as_bytes()).unwrap(),
+                http::HeaderValue::from_bytes(v).unwrap(),
+            );
+        }
+        m
+    }
+
+    #[test]
+    fn a_header_a_client_wrote_never_names_the_client() {
+        let lb: Vec<IpNet> = vec!["127.0.0.0/8".parse().unwrap()];
+        let peer: IpAddr = "127.0.0.1".parse().unwrap();
+        let real: IpAddr = "198.51.100.7".parse().unwrap();
+        let ip = |pairs: &[(&str, &[u8])]| client_ip(peer, &raw(pairs), &lb);
+        // Found by review: a line that is not clean ASCII was dropped whole, the proxy's own
+        // hop with it, and the client's own `Forwarded` believed instead.
+        assert_eq!(ip(&[("x-forwarded-for", b"\xff, 198.51.100.7")]), real);
+        assert_eq!(
+            ip(&[
+                ("x-forwarded-for", b"\xff, 198.51.100.7"),
+                ("forwarded", b"for=10.20.1.1"),
+            ]),
+            peer,
+            "the two headers disagree"
+        );
+        // A proxy that writes `Forwarded` and passes the client's `X-Forwarded-For` on.
+        assert_eq!(
+            ip(&[
+                ("x-forwarded-for", b"10.20.1.1"),
+                ("forwarded", b"for=198.51.100.7"),
+            ]),
+            peer
+        );
+        assert_eq!(
+            ip(&[
+                ("x-forwarded-for", b"10.20.1.1, 198.51.100.7"),
+                ("forwarded", b"for=198.51.100.7"),
+            ]),
+            real,
+            "a proxy that writes both"
+        );
+        assert_eq!(ip(&[("forwarded", b"for=unknown")]), peer);
+        assert_eq!(ip(&[("forwarded", b"proto=https")]), peer);
+        assert_eq!(ip(&[("x-forwarded-for", b"198.51.100.7, junk")]), peer);
+        assert_eq!(
+            ip(&[("x-forwarded-for", b"10.20.1.1, 127.0.0.9")]),
+            "10.20.1.1".parse::<IpAddr>().unwrap(),
+            "past the trusted hops"
+        );
+        assert_eq!(
+            ip(&[("x-forwarded-for", b"127.0.0.8, 127.0.0.9")]),
+            "127.0.0.8".parse::<IpAddr>().unwrap(),
+            "every hop trusted: the farthest"
+        );
+        assert_eq!(ip(&[("x-forwarded-for", b" , ")]), peer);
+    }
+
+    fn header_bytes() -> impl proptest::strategy::Strategy<Value = Vec<u8>> {
+        use proptest::prelude::*;
+        let piece = prop_oneof![
+            Just(b"10.20.1.1".to_vec()),
+            Just(b"[2001:db8::1]:80".to_vec()),
+            Just(b"for=10.20.1.1".to_vec()),
+            Just(b"for=\"[2001:db8::1]\"".to_vec()),
+            Just(b"127.0.0.9".to_vec()),
+            Just(b"unknown".to_vec()),
+            Just(vec![0xff]),
+            Just(b",".to_vec()),
+            Just(b";".to_vec()),
+            Just(b" ".to_vec()),
+            proptest::collection::vec(0x21u8..0x7f, 0..4),
+        ];
+        proptest::collection::vec(piece, 0..6).prop_map(|v| v.concat())
+    }
+
+    proptest::proptest! {
+        /// Whatever a client writes in either header, a trusted proxy that appends what it saw
+        /// to one of them (and passes the other on) leaves the client named as what it saw, or
+        /// as the proxy itself: never as an address the client chose.
+        #[test]
+        fn only_what_the_proxy_appended_names_the_client(
+            xff in proptest::option::of(header_bytes()),
+            fwd in proptest::option::of(header_bytes()),
+            appends_forwarded in proptest::bool::ANY,
+            seen in 0u8..=255,
+        ) {
+            let lb: Vec<IpNet> = vec!["127.0.0.0/8".parse().unwrap()];
+            let peer: IpAddr = "127.0.0.1".parse().unwrap();
+            let real = IpAddr::from([198, 51, 100, seen]);
+            let append = |old: Option<Vec<u8>>, hop: String| match old {
+                Some(mut v) => {
+                    v.extend_from_slice(b", ");
+                    v.extend_from_slice(hop.as_bytes());
+                    v
+                }
+                None => hop.into_bytes(),
+            };
+            let (xff, fwd) = if appends_forwarded {
+                (xff, Some(append(fwd, format!("for={real}"))))
+            } else {
+                (Some(append(xff, real.to_string())), fwd)
+            };
+            let mut pairs: Vec<(&str, &[u8])> = Vec::new();
+            if let Some(v) = &xff {
+                pairs.push(("x-forwarded-for", v));
+            }
+            if let Some(v) = &fwd {
+                pairs.push(("forwarded", v));
+            }
+            let got = client_ip(peer, &raw(&pairs), &lb);
+            proptest::prop_assert!(got == real || got == peer, "{got} from {xff:?} / {fwd:?}");
+        }
     }
 
     #[test]

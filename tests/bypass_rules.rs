@@ -131,6 +131,53 @@ async fn a_client_rule_believes_only_a_trusted_proxy() {
     assert!(!reached_origin(&resp), "anyone can write X-Forwarded-For");
 }
 
+/// Behind a trusted proxy that appends what it saw to one forwarding header and passes the
+/// other on as the client wrote it (nginx's `$proxy_add_x_forwarded_for`): the client rule
+/// believes only the hop the proxy appended (found by review: a line that was not clean ASCII
+/// was dropped whole, and the client's own `Forwarded` believed).
+#[tokio::test]
+async fn a_client_rule_believes_only_the_hop_a_trusted_proxy_appended() {
+    let origin = Origin::start().await;
+    let proxy = start(&origin, "trusted-proxies = [\"127.0.0.0/8\"]");
+    fill(&proxy, "/products/1").await;
+    let forged: [&[(&str, &[u8])]; 4] = [
+        // The client's X-Forwarded-For made unreadable, its own Forwarded naming a staff address.
+        &[
+            ("X-Forwarded-For", b"\xff, 198.51.100.7"),
+            ("Forwarded", b"for=10.20.1.1"),
+        ],
+        // A proxy that writes Forwarded and passes the client's X-Forwarded-For on.
+        &[
+            ("X-Forwarded-For", b"10.20.1.1"),
+            ("Forwarded", b"for=198.51.100.7"),
+        ],
+        &[("X-Forwarded-For", b"10.20.1.1, 198.51.100.7")],
+        &[("X-Forwarded-For", b"10.20.1.1, junk")],
+    ];
+    for headers in forged {
+        let mut req = client().get(proxy.url("/products/3"));
+        for (k, v) in headers {
+            req = req.header(*k, reqwest::header::HeaderValue::from_bytes(v).unwrap());
+        }
+        let resp = req.send().await.unwrap();
+        assert!(!reached_origin(&resp), "{headers:?} waits");
+        assert_eq!(resp.status(), 200, "{headers:?}: the waiting page");
+    }
+    let staff = client()
+        .get(proxy.url("/products/3"))
+        .header(
+            "X-Forwarded-For",
+            reqwest::header::HeaderValue::from_bytes(b"\xfejunk, 10.20.1.1").unwrap(),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert!(
+        reached_origin(&staff),
+        "what the proxy appended is believed"
+    );
+}
+
 #[tokio::test]
 async fn a_crawler_gets_a_503_where_a_visitor_would_wait() {
     let origin = Origin::start().await;

@@ -361,6 +361,30 @@ impl ProxyHttp for Proxy {
         peer::retry_elsewhere(ctx, peer, e)
     }
 
+    /// An order is sent to the origin once: Pingora's default retries an idempotent method on
+    /// a reused connection that broke, and a consume route may well be `PUT` or `GET` (found by
+    /// review: the origin got one `PUT /orders` twice). Its failure settles it instead.
+    fn error_while_proxy(
+        &self,
+        peer: &HttpPeer,
+        session: &mut Session,
+        e: Box<pingora::Error>,
+        ctx: &mut Ctx,
+        client_reused: bool,
+    ) -> Box<pingora::Error> {
+        let mut e = e.more_context(format!("Peer: {peer}"));
+        if ctx.consumed.is_some()
+            || matches!(ctx.outcome, Outcome::Consume)
+            || !session.req_header().method.is_idempotent()
+            || session.as_ref().retry_buffer_truncated()
+        {
+            e.set_retry(false);
+        } else {
+            e.retry.decide_reuse(client_reused);
+        }
+        e
+    }
+
     async fn upstream_response_filter(
         &self,
         session: &mut Session,

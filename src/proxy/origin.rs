@@ -130,9 +130,13 @@ pub(super) struct Taken {
 /// How the origin's answer settles the order: a failure of the shop (5xx) or the shop turning
 /// the request away unprocessed (408 Request Timeout, 429 Too Many Requests) gives the admission
 /// back; any other final answer used it. An informational answer (1xx: `100 Continue`, `103
-/// Early Hints`) is not the answer yet and settles nothing.
+/// Early Hints`) is not the answer yet and settles nothing, but `101 Switching Protocols` is the
+/// last HTTP answer the request gets: the origin took it, and what follows is a tunnel whose end
+/// (a timeout, the visitor leaving) says nothing of the order (found by review: a WebSocket on a
+/// consume route kept the order pending for the tunnel's life, then gave it back).
 pub(super) fn settlement(status: u16) -> Option<Settle> {
     match status {
+        101 => Some(Settle::Confirm),
         0..=199 => None,
         408 | 429 => Some(Settle::GiveBack),
         s if s >= 500 => Some(Settle::GiveBack),
@@ -464,6 +468,7 @@ mod tests {
     fn only_a_failure_of_the_shop_gives_the_admission_back() {
         for (status, how) in [
             (100, None),
+            (101, Some(Settle::Confirm)),
             (103, None),
             (200, Some(Settle::Confirm)),
             (201, Some(Settle::Confirm)),
