@@ -83,7 +83,7 @@ redis.call('HSET', room, 'live', live, 'live_at', now)
 -- The event in force, by this store's clock, and what follows from its phase.
 local events = parse_events(ARGV[24])
 local es = redis.call('HMGET', room, 'in_pre', 'open_live', 'opened', 'opened_us', 'released',
-  'draw_ev', 'draw_base', 'draw_epoch', 'gap', 'ev_ver')
+  'draw_ev', 'draw_base', 'draw_epoch', 'gap', 'ev_ver', 'ev_max')
 local ev, phase = event_now(events, now, es[3])
 local in_pre = phase == 'pre'
 local open_live = tonumber(es[2])
@@ -123,6 +123,17 @@ if ev_on and ev.rate and not h[3] then
 end
 if ev_on and ev.max and not h[4] then
   max_active = ev.max
+end
+-- The event's cap in force, kept for touch.lua (whose callers carry no events): a session the
+-- store lost is re-registered only while the cap in force allows, the event's included (found
+-- by review: renewals filled the room to its configured cap during an event's lower one).
+local ev_max = (ev_on and ev.max) and string.format('%d', ev.max) or false
+if ev_max ~= (es[11] or false) then
+  if ev_max then
+    redis.call('HSET', room, 'ev_max', ev_max)
+  else
+    redis.call('HDEL', room, 'ev_max')
+  end
 end
 
 local gen = redis.call('HGET', room, 'gen')

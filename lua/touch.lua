@@ -2,7 +2,8 @@
 -- no longer holds (expired, or Redis lost it) is taken back only while max-active allows. Never
 -- for an admission that bought an order (a confirmed marker and no session) nor while an order
 -- of it is pending; a pending consume past its deadline is given back first. Nor for a session
--- a pre-queue ended (end_sessions).
+-- a pre-queue ended (end_sessions). The cap is the one in force: an operator's override, the
+-- event's as the last admit saw it (`ev_max`), the configured.
 -- Idempotent: a retry extends to the same deadline, give or take the time between the calls.
 --
 -- A visitor who holds a session is not also in line: a session taken here (a local admission
@@ -26,7 +27,9 @@ local held = redis.call('ZSCORE', active, vid)
 if m and (m.kind == 'p' or (m.kind == 'c' and not held)) then
   return 0
 end
-local max_active = tonumber(redis.call('HGET', room, 'max_active')) or tonumber(ARGV[3])
+-- The cap in force: an operator's, an event's (as the last admit saw it), the configured.
+local caps = redis.call('HMGET', room, 'max_active', 'ev_max')
+local max_active = tonumber(caps[1]) or tonumber(caps[2]) or tonumber(ARGV[3])
 if held or (not session_ended(KEYS[5], vid, now) and redis.call('ZCARD', active) < max_active) then
   redis.call('ZADD', active, now + tonumber(ARGV[2]), vid)
   redis.call('ZREM', KEYS[4], vid)

@@ -410,6 +410,28 @@ pub async fn an_events_rate_and_cap_sit_between_an_override_and_the_autopilot(h:
     );
 }
 
+/// A renewal that re-registers a session the store does not hold (after a data loss, or a
+/// `local` admission during an outage) keeps to the cap in force, an event's included (found by
+/// review: on Redis it went by the room's configured cap, and filled the shop past the event's).
+pub async fn a_renewal_keeps_to_an_events_cap(h: &dyn Harness) {
+    let s = h.store();
+    let p = room("event-touch", 100.0, 10);
+    let mut e = event(h, "capped", 1, false);
+    e.max_active = Some(2);
+    let a = EventsArg::of(std::slice::from_ref(&e));
+    h.advance(Duration::from_secs(2));
+    let r = admit(&*s, &p, &a).await;
+    assert_eq!(r.event.map(|e| e.phase), Some(Phase::Open));
+    let mut held = 0;
+    for _ in 0..5 {
+        if s.touch(&p, VisitorId::random()).await.unwrap() {
+            held += 1;
+        }
+    }
+    assert_eq!(held, 2, "the event's cap of 2, not the room's 10");
+    assert_eq!(s.stats(&p).await.unwrap().active, 2);
+}
+
 pub async fn the_store_clock_decides_and_a_step_back_does_not_reopen_registration(h: &dyn Harness) {
     let s = h.store();
     let p = room("step-back", 100.0, 1);

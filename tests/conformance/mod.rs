@@ -697,6 +697,7 @@ macro_rules! conformance_suite {
             registrations_outlast_abandon_after_and_are_silent_from_the_opening,
             after_the_closing_newcomers_are_turned_away_and_the_line_is_kept_or_released,
             an_events_rate_and_cap_sit_between_an_override_and_the_autopilot,
+            a_renewal_keeps_to_an_events_cap,
             the_store_clock_decides_and_a_step_back_does_not_reopen_registration,
             runtime_event_changes_are_versioned_and_recorded,
             registrants_with_one_key_keep_two_places_in_the_order_of_their_ids,
