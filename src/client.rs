@@ -1,6 +1,7 @@
 //! Who the client is: the socket peer, or — only when that peer is a configured trusted proxy —
-//! the address it reports in `X-Forwarded-For` / `Forwarded`. Anything a client writes in those
-//! headers itself is ignored, so nobody escapes a per-IP limit by inventing an address.
+//! the address it appended to the header it writes (`[listen] client-header`: `X-Forwarded-For`
+//! or `Forwarded`). Anything a client writes in those headers itself is ignored, so nobody
+//! escapes a per-IP limit or passes a client `bypass` rule by inventing an address.
 
 use std::net::IpAddr;
 
@@ -29,6 +30,28 @@ fn parse_addr(s: &str) -> Option<IpAddr> {
     s.rsplit_once(':').and_then(|(h, _)| h.parse().ok())
 }
 
+/// Which forwarding header names the client behind `trusted-proxies` (`[listen]
+/// client-header`): the one the load balancer appends to. The other is passed on as the client
+/// wrote it, so it is never read for the client's address.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ClientHeader {
+    /// `X-Forwarded-For` (nginx `$proxy_add_x_forwarded_for`, HAProxy `option forwardfor`,
+    /// Envoy, the cloud load balancers).
+    #[default]
+    XForwardedFor,
+    /// `Forwarded: for=` (RFC 7239).
+    Forwarded,
+}
+
+impl ClientHeader {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::XForwardedFor => "x-forwarded-for",
+            Self::Forwarded => "forwarded",
+        }
+    }
+}
+
 /// One hop of a reported chain: its address, or `None` for an element that does not read as
 /// one (garbage, `unknown`, an obfuscated `_name`, a `Forwarded` element without `for=`).
 type Hop = Option<IpAddr>;
@@ -44,76 +67,62 @@ fn elements<'a>(headers: &'a HeaderMap, name: &'a str) -> impl Iterator<Item = &
         .filter(|e| !e.trim_ascii().is_empty())
 }
 
+/// An element's address; an IPv4-mapped one as its IPv4 address (as the peer is read).
 fn hop_of(element: &[u8]) -> Hop {
-    std::str::from_utf8(element).ok().and_then(parse_addr)
+    std::str::from_utf8(element)
+        .ok()
+        .and_then(parse_addr)
+        .map(|ip| ip.to_canonical())
 }
 
-/// The hops `X-Forwarded-For` reports.
-fn xff_hops(headers: &HeaderMap) -> Vec<Hop> {
-    elements(headers, "x-forwarded-for").map(hop_of).collect()
-}
-
-/// The hops `Forwarded` reports (RFC 7239): one per element, its `for=`.
-fn forwarded_hops(headers: &HeaderMap) -> Vec<Hop> {
-    elements(headers, "forwarded")
-        .map(|elem| {
-            elem.split(|b| *b == b';').find_map(|pair| {
-                let eq = pair.iter().position(|b| *b == b'=')?;
-                pair[..eq]
-                    .trim_ascii()
-                    .eq_ignore_ascii_case(b"for")
-                    .then(|| hop_of(&pair[eq + 1..]))
-            })?
-        })
-        .collect()
-}
-
-/// Who one header's chain says the client is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Said {
-    /// The header is absent (or empty).
-    Nothing,
-    /// The first hop walking from the nearest that is not a trusted proxy; the farthest hop
-    /// when every hop is one.
-    Client(IpAddr),
-    /// The hop that names the client does not read as an address.
-    Unreadable,
-}
-
-fn said(hops: &[Hop], proxies: &[IpNet]) -> Said {
-    for hop in hops.iter().rev() {
-        match hop {
-            Some(ip) if trusted(*ip, proxies) => {}
-            Some(ip) => return Said::Client(*ip),
-            None => return Said::Unreadable,
-        }
-    }
-    match hops.first() {
-        Some(Some(ip)) => Said::Client(*ip),
-        Some(None) => Said::Unreadable,
-        None => Said::Nothing,
+/// The hops a header reports: each `X-Forwarded-For` element, or each `Forwarded` element's
+/// `for=`.
+fn hops(headers: &HeaderMap, header: ClientHeader) -> Vec<Hop> {
+    match header {
+        ClientHeader::XForwardedFor => elements(headers, "x-forwarded-for").map(hop_of).collect(),
+        ClientHeader::Forwarded => elements(headers, "forwarded")
+            .map(|elem| {
+                elem.split(|b| *b == b';').find_map(|pair| {
+                    let eq = pair.iter().position(|b| *b == b'=')?;
+                    pair[..eq]
+                        .trim_ascii()
+                        .eq_ignore_ascii_case(b"for")
+                        .then(|| hop_of(&pair[eq + 1..]))
+                })?
+            })
+            .collect(),
     }
 }
 
-/// The client's address: the first untrusted hop, walking the reported chain from the end.
+/// The client's address: the socket peer, or, when that peer is a trusted proxy, the first hop
+/// that is not one, walking the chain of the header the proxies append to (`header`) from its
+/// nearest end; the farthest hop when every hop is a trusted proxy.
 ///
-/// A trusted proxy appends what it saw to the header it writes and passes the other through as
-/// the client sent it, so neither header is believed over the other: when both name a client,
-/// they must name the same one. When they disagree, or the hop that names the client does not
-/// read, the client is the peer (the proxy): never an address a client could have written
-/// (found by review: an unreadable `X-Forwarded-For` fell back to a client's own `Forwarded`,
-/// which a client `bypass` rule and `join-limit` then believed).
-pub fn client_ip(peer: IpAddr, headers: &HeaderMap, proxies: &[IpNet]) -> IpAddr {
+/// Only `header` is read. A proxy appends what it saw to the header it writes and passes the
+/// other on as the client sent it: believing the other at all let a client name itself (found
+/// by review: an unreadable `X-Forwarded-For` fell back to the client's own `Forwarded`, and
+/// then, with both read, a client's `Forwarded` that disagreed made it the proxy itself, which
+/// a `bypass` rule covering the load balancer let past the line). The hop the walk stops at was
+/// written by a trusted proxy; when it does not read as an address (`for=unknown`) the client
+/// is the proxy that wrote it.
+pub fn client_ip(
+    peer: IpAddr,
+    headers: &HeaderMap,
+    proxies: &[IpNet],
+    header: ClientHeader,
+) -> IpAddr {
     if !trusted(peer, proxies) {
         return peer;
     }
-    let xff = said(&xff_hops(headers), proxies);
-    let fwd = said(&forwarded_hops(headers), proxies);
-    match (xff, fwd) {
-        (Said::Client(a), Said::Nothing) | (Said::Nothing, Said::Client(a)) => a,
-        (Said::Client(a), Said::Client(b)) if a == b => a,
-        _ => peer,
+    let chain = hops(headers, header);
+    for hop in chain.iter().rev() {
+        match hop {
+            Some(ip) if trusted(*ip, proxies) => {}
+            Some(ip) => return *ip,
+            None => return peer,
+        }
     }
+    chain.first().copied().flatten().unwrap_or(peer)
 }
 
 /// Whether a trusted proxy says the client came over HTTPS.
@@ -162,6 +171,8 @@ pub fn limit_key(ip: IpAddr) -> String {
 mod tests {
     use super::*;
 
+    const XFF: ClientHeader = ClientHeader::XForwardedFor;
+
     fn h(pairs: &[(&str, &str)]) -> HeaderMap {
         let mut m = HeaderMap::new();
         for (k, v) in pairs {
@@ -179,30 +190,30 @@ mod tests {
         let peer: IpAddr = "10.1.1.1".parse().unwrap();
         let spoof = h(&[("x-forwarded-for", "6.6.6.6, 203.0.113.9")]);
         assert_eq!(
-            client_ip(peer, &spoof, &lb),
+            client_ip(peer, &spoof, &lb, XFF),
             "203.0.113.9".parse::<IpAddr>().unwrap(),
             "rightmost untrusted"
         );
         let outsider: IpAddr = "198.51.100.7".parse().unwrap();
         assert_eq!(
-            client_ip(outsider, &spoof, &lb),
+            client_ip(outsider, &spoof, &lb, XFF),
             outsider,
             "an untrusted peer's header is ignored"
         );
         assert_eq!(
-            client_ip(peer, &spoof, &[]),
+            client_ip(peer, &spoof, &[], XFF),
             peer,
             "no trusted proxies configured"
         );
         let chain = h(&[("x-forwarded-for", "203.0.113.9, 10.2.2.2")]);
         assert_eq!(
-            client_ip(peer, &chain, &lb),
+            client_ip(peer, &chain, &lb, XFF),
             "203.0.113.9".parse::<IpAddr>().unwrap(),
             "skips trusted hops"
         );
         let fwd = h(&[("forwarded", "for=\"[2001:db8::7]:443\";proto=https")]);
         assert_eq!(
-            client_ip(peer, &fwd, &lb),
+            client_ip(peer, &fwd, &lb, ClientHeader::Forwarded),
             "2001:db8::7".parse::<IpAddr>().unwrap()
         );
         assert!(forwarded_https(peer, &fwd, &lb));
@@ -217,7 +228,7 @@ mod tests {
             &lb
         ));
         assert_eq!(
-            client_ip(peer, &h(&[("x-forwarded-for", "garbage")]), &lb),
+            client_ip(peer, &h(&[("x-forwarded-for", "garbage")]), &lb, XFF),
             peer
         );
     }
@@ -234,52 +245,81 @@ mod tests {
     }
 
     #[test]
-    fn a_header_a_client_wrote_never_names_the_client() {
+    fn only_the_header_the_proxy_appends_to_names_the_client() {
         let lb: Vec<IpNet> = vec!["127.0.0.0/8".parse().unwrap()];
         let peer: IpAddr = "127.0.0.1".parse().unwrap();
         let real: IpAddr = "198.51.100.7".parse().unwrap();
-        let ip = |pairs: &[(&str, &[u8])]| client_ip(peer, &raw(pairs), &lb);
+        let xff = |pairs: &[(&str, &[u8])]| client_ip(peer, &raw(pairs), &lb, XFF);
+        let fwd =
+            |pairs: &[(&str, &[u8])]| client_ip(peer, &raw(pairs), &lb, ClientHeader::Forwarded);
         // Found by review: a line that is not clean ASCII was dropped whole, the proxy's own
         // hop with it, and the client's own `Forwarded` believed instead.
-        assert_eq!(ip(&[("x-forwarded-for", b"\xff, 198.51.100.7")]), real);
+        assert_eq!(xff(&[("x-forwarded-for", b"\xff, 198.51.100.7")]), real);
+        // Found by re-review: a client's own `Forwarded` that disagreed made it the proxy.
+        for forged in [
+            &b"for=10.20.1.1"[..],
+            b"for=unknown",
+            b"for=_x",
+            b"proto=http",
+        ] {
+            assert_eq!(
+                xff(&[
+                    ("x-forwarded-for", b"\xff, 198.51.100.7"),
+                    ("forwarded", forged),
+                ]),
+                real
+            );
+        }
         assert_eq!(
-            ip(&[
-                ("x-forwarded-for", b"\xff, 198.51.100.7"),
-                ("forwarded", b"for=10.20.1.1"),
-            ]),
+            xff(&[("forwarded", b"for=198.51.100.7")]),
             peer,
-            "the two headers disagree"
+            "only the named header is read"
         );
         // A proxy that writes `Forwarded` and passes the client's `X-Forwarded-For` on.
         assert_eq!(
-            ip(&[
+            fwd(&[
                 ("x-forwarded-for", b"10.20.1.1"),
                 ("forwarded", b"for=198.51.100.7"),
             ]),
-            peer
+            real
         );
         assert_eq!(
-            ip(&[
-                ("x-forwarded-for", b"10.20.1.1, 198.51.100.7"),
-                ("forwarded", b"for=198.51.100.7"),
-            ]),
-            real,
-            "a proxy that writes both"
+            fwd(&[(
+                "forwarded",
+                b"for=10.20.1.1, for=\"198.51.100.7:4711\";proto=https"
+            )]),
+            real
         );
-        assert_eq!(ip(&[("forwarded", b"for=unknown")]), peer);
-        assert_eq!(ip(&[("forwarded", b"proto=https")]), peer);
-        assert_eq!(ip(&[("x-forwarded-for", b"198.51.100.7, junk")]), peer);
         assert_eq!(
-            ip(&[("x-forwarded-for", b"10.20.1.1, 127.0.0.9")]),
+            fwd(&[("forwarded", b"for=unknown")]),
+            peer,
+            "a proxy that hides the client"
+        );
+        assert_eq!(xff(&[("x-forwarded-for", b"198.51.100.7, junk")]), peer);
+        assert_eq!(
+            xff(&[("x-forwarded-for", b"10.20.1.1, 127.0.0.9")]),
             "10.20.1.1".parse::<IpAddr>().unwrap(),
             "past the trusted hops"
         );
         assert_eq!(
-            ip(&[("x-forwarded-for", b"127.0.0.8, 127.0.0.9")]),
+            xff(&[("x-forwarded-for", b"10.20.1.1, ::ffff:127.0.0.9")]),
+            "10.20.1.1".parse::<IpAddr>().unwrap(),
+            "an IPv4-mapped hop is its IPv4 address"
+        );
+        assert_eq!(
+            xff(&[("x-forwarded-for", b"127.0.0.8, 127.0.0.9")]),
             "127.0.0.8".parse::<IpAddr>().unwrap(),
             "every hop trusted: the farthest"
         );
-        assert_eq!(ip(&[("x-forwarded-for", b" , ")]), peer);
+        assert_eq!(
+            xff(&[
+                ("x-forwarded-for", b"10.20.1.1"),
+                ("x-forwarded-for", b"198.51.100.7"),
+            ]),
+            real,
+            "a proxy that adds a line of its own (HAProxy)"
+        );
+        assert_eq!(xff(&[("x-forwarded-for", b" , ")]), peer);
     }
 
     fn header_bytes() -> impl proptest::strategy::Strategy<Value = Vec<u8>> {
@@ -302,8 +342,8 @@ mod tests {
 
     proptest::proptest! {
         /// Whatever a client writes in either header, a trusted proxy that appends what it saw
-        /// to one of them (and passes the other on) leaves the client named as what it saw, or
-        /// as the proxy itself: never as an address the client chose.
+        /// to the header anteroom reads (and passes the other on) names the client as what it
+        /// saw: never an address the client chose, nor the proxy itself.
         #[test]
         fn only_what_the_proxy_appended_names_the_client(
             xff in proptest::option::of(header_bytes()),
@@ -322,10 +362,10 @@ mod tests {
                 }
                 None => hop.into_bytes(),
             };
-            let (xff, fwd) = if appends_forwarded {
-                (xff, Some(append(fwd, format!("for={real}"))))
+            let (xff, fwd, header) = if appends_forwarded {
+                (xff, Some(append(fwd, format!("for={real}"))), ClientHeader::Forwarded)
             } else {
-                (Some(append(xff, real.to_string())), fwd)
+                (Some(append(xff, real.to_string())), fwd, XFF)
             };
             let mut pairs: Vec<(&str, &[u8])> = Vec::new();
             if let Some(v) = &xff {
@@ -334,8 +374,8 @@ mod tests {
             if let Some(v) = &fwd {
                 pairs.push(("forwarded", v));
             }
-            let got = client_ip(peer, &raw(&pairs), &lb);
-            proptest::prop_assert!(got == real || got == peer, "{got} from {xff:?} / {fwd:?}");
+            let got = client_ip(peer, &raw(&pairs), &lb, header);
+            proptest::prop_assert_eq!(got, real, "from {:?} / {:?}", xff, fwd);
         }
     }
 

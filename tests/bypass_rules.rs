@@ -131,51 +131,112 @@ async fn a_client_rule_believes_only_a_trusted_proxy() {
     assert!(!reached_origin(&resp), "anyone can write X-Forwarded-For");
 }
 
+/// Sends `headers` (raw bytes) for `path`.
+async fn get_raw(proxy: &Proxy, path: &str, headers: &[(&str, &[u8])]) -> reqwest::Response {
+    let mut req = client().get(proxy.url(path));
+    for (k, v) in headers {
+        req = req.header(*k, reqwest::header::HeaderValue::from_bytes(v).unwrap());
+    }
+    req.send().await.unwrap()
+}
+
 /// Behind a trusted proxy that appends what it saw to one forwarding header and passes the
 /// other on as the client wrote it (nginx's `$proxy_add_x_forwarded_for`): the client rule
-/// believes only the hop the proxy appended (found by review: a line that was not clean ASCII
-/// was dropped whole, and the client's own `Forwarded` believed).
+/// believes only the hop the proxy appended to the header `client-header` names. Found by
+/// review: a line that was not clean ASCII was dropped whole, and the client's own `Forwarded`
+/// believed; then, with a disagreement of the two headers taken for the proxy itself, a
+/// client's `Forwarded: for=unknown` passed a rule for the load balancer's health checks.
 #[tokio::test]
 async fn a_client_rule_believes_only_the_hop_a_trusted_proxy_appended() {
     let origin = Origin::start().await;
-    let proxy = start(&origin, "trusted-proxies = [\"127.0.0.0/8\"]");
-    fill(&proxy, "/products/1").await;
-    let forged: [&[(&str, &[u8])]; 4] = [
-        // The client's X-Forwarded-For made unreadable, its own Forwarded naming a staff address.
+    // The load balancer (this test, from 127.0.0.1) has a rule of its own: its health checks.
+    let cfg = config(origin.addr, "trusted-proxies = [\"127.0.0.1/32\"]").replace(
+        "{ client = [\"10.20.0.0/16\"] }",
+        "{ client = [\"10.20.0.0/16\", \"127.0.0.1/32\"] }",
+    );
+    let proxy = Proxy::start_with(
+        &cfg,
+        &[("ANTEROOM_LOG", "warn"), ("TEST_PARTNER_KEY", PARTNER)],
+        &[],
+    );
+    let visitor: &[(&str, &[u8])] = &[("X-Forwarded-For", b"198.51.100.1")];
+    assert!(reached_origin(
+        &get_raw(&proxy, "/products/1", visitor).await
+    ));
+    assert!(!reached_origin(
+        &get_raw(&proxy, "/products/1", visitor).await
+    ));
+    let health = get(&proxy, "/products/health", &[]).await;
+    assert!(reached_origin(&health), "the load balancer's own request");
+
+    let forged: [&[(&str, &[u8])]; 6] = [
+        // The client's X-Forwarded-For made unreadable, its own Forwarded naming staff.
         &[
             ("X-Forwarded-For", b"\xff, 198.51.100.7"),
             ("Forwarded", b"for=10.20.1.1"),
         ],
-        // A proxy that writes Forwarded and passes the client's X-Forwarded-For on.
+        // Its own Forwarded naming nobody, or another address: not the load balancer either.
+        &[
+            ("X-Forwarded-For", b"198.51.100.7"),
+            ("Forwarded", b"for=unknown"),
+        ],
+        &[
+            ("X-Forwarded-For", b"198.51.100.7"),
+            ("Forwarded", b"for=9.9.9.9"),
+        ],
+        &[
+            ("X-Forwarded-For", b"1.1.1.1, 198.51.100.7"),
+            ("Forwarded", b"for=_x"),
+        ],
+        &[("X-Forwarded-For", b"10.20.1.1, 198.51.100.7")],
+        &[("X-Forwarded-For", b"127.0.0.1, 198.51.100.7")],
+    ];
+    for headers in forged {
+        let resp = get_raw(&proxy, "/products/3", headers).await;
+        assert!(!reached_origin(&resp), "{headers:?} waits");
+        assert_eq!(resp.status(), 200, "{headers:?}: the waiting page");
+    }
+    let staff = get_raw(
+        &proxy,
+        "/products/3",
+        &[("X-Forwarded-For", b"\xfejunk, 10.20.1.1")],
+    );
+    assert!(
+        reached_origin(&staff.await),
+        "what the proxy appended is believed"
+    );
+}
+
+/// With `client-header = "forwarded"` (a load balancer that writes RFC 7239 `Forwarded` and
+/// passes `X-Forwarded-For` on), only `Forwarded` names the client.
+#[tokio::test]
+async fn a_load_balancer_that_writes_forwarded_is_read_by_it_alone() {
+    let origin = Origin::start().await;
+    let proxy = start(
+        &origin,
+        "trusted-proxies = [\"127.0.0.0/8\"]\nclient-header = \"forwarded\"",
+    );
+    fill(&proxy, "/products/1").await;
+    let forged = get_raw(
+        &proxy,
+        "/products/3",
         &[
             ("X-Forwarded-For", b"10.20.1.1"),
             ("Forwarded", b"for=198.51.100.7"),
         ],
-        &[("X-Forwarded-For", b"10.20.1.1, 198.51.100.7")],
-        &[("X-Forwarded-For", b"10.20.1.1, junk")],
-    ];
-    for headers in forged {
-        let mut req = client().get(proxy.url("/products/3"));
-        for (k, v) in headers {
-            req = req.header(*k, reqwest::header::HeaderValue::from_bytes(v).unwrap());
-        }
-        let resp = req.send().await.unwrap();
-        assert!(!reached_origin(&resp), "{headers:?} waits");
-        assert_eq!(resp.status(), 200, "{headers:?}: the waiting page");
-    }
-    let staff = client()
-        .get(proxy.url("/products/3"))
-        .header(
-            "X-Forwarded-For",
-            reqwest::header::HeaderValue::from_bytes(b"\xfejunk, 10.20.1.1").unwrap(),
-        )
-        .send()
-        .await
-        .unwrap();
-    assert!(
-        reached_origin(&staff),
-        "what the proxy appended is believed"
-    );
+    )
+    .await;
+    assert!(!reached_origin(&forged), "the client's own X-Forwarded-For");
+    let staff = get_raw(
+        &proxy,
+        "/products/3",
+        &[
+            ("X-Forwarded-For", b"198.51.100.7"),
+            ("Forwarded", b"for=9.9.9.9, for=\"10.20.1.1:4711\""),
+        ],
+    )
+    .await;
+    assert!(reached_origin(&staff), "the hop the load balancer appended");
 }
 
 #[tokio::test]

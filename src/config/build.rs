@@ -12,6 +12,7 @@ use super::file::*;
 use super::limits::share_upstream_caps;
 use super::locate::KeyPath;
 use super::model::*;
+use crate::client::ClientHeader;
 use crate::cookie::CookieKey;
 use crate::route::{OtherHosts, PathMatching};
 
@@ -199,6 +200,19 @@ impl Builder<'_> {
                 &k("listen").key("trusted-proxies"),
                 &listen_f.trusted_proxies,
             ),
+            client_header: match listen_f.client_header.as_deref() {
+                None => ClientHeader::XForwardedFor,
+                Some(v) if v.eq_ignore_ascii_case("x-forwarded-for") => ClientHeader::XForwardedFor,
+                Some(v) if v.eq_ignore_ascii_case("forwarded") => ClientHeader::Forwarded,
+                Some(other) => {
+                    self.fail(
+                        k("listen").key("client-header"),
+                        format!("unknown value {other:?}"),
+                        "use \"x-forwarded-for\" or \"forwarded\": the header your load balancer appends the client's address to",
+                    );
+                    ClientHeader::XForwardedFor
+                }
+            },
             path_matching: match listen_f.path_matching.as_deref() {
                 None | Some("strict") => PathMatching::Strict,
                 Some("lenient") => PathMatching::Lenient,

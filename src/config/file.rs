@@ -68,6 +68,7 @@ pub struct ListenFile {
     pub admin: Option<String>,
     #[serde(default)]
     pub trusted_proxies: Vec<String>,
+    pub client_header: Option<String>,
     pub path_matching: Option<String>,
     pub other_hosts: Option<String>,
     pub https: Option<String>,

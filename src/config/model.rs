@@ -101,6 +101,8 @@ pub struct Listen {
     /// Peers whose `X-Forwarded-For` / `Forwarded` / `X-Forwarded-Proto` / `X-Forwarded-Host`
     /// are believed.
     pub trusted_proxies: Vec<ipnet::IpNet>,
+    /// The one forwarding header the trusted proxies append the client's address to.
+    pub client_header: crate::client::ClientHeader,
     /// How spellings of a path that origins read differently are treated.
     pub path_matching: PathMatching,
     /// What a request whose host names no room gets on a path a host-bound room protects.

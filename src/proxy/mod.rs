@@ -237,7 +237,13 @@ impl ProxyHttp for Proxy {
         // never counted as active or held by the origin cap.
         if !r.cfg.bypass.is_empty() {
             let client = peer_ip(session).map(|peer| {
-                crate::client::client_ip(peer, &req.headers, &shared.config.listen.trusted_proxies)
+                let listen = &shared.config.listen;
+                crate::client::client_ip(
+                    peer,
+                    &req.headers,
+                    &listen.trusted_proxies,
+                    listen.client_header,
+                )
             });
             if let Some(i) = crate::route::bypass::matching(
                 &r.cfg.bypass,

@@ -37,10 +37,12 @@ pub(super) fn peer_ip(session: &Session) -> Option<std::net::IpAddr> {
 /// The client's address as per-client limits count it (the peer, or a trusted proxy's word).
 pub(super) fn client_key(shared: &Shared, session: &Session) -> Option<String> {
     let peer = peer_ip(session)?;
+    let listen = &shared.config.listen;
     let ip = crate::client::client_ip(
         peer,
         &session.req_header().headers,
-        &shared.config.listen.trusted_proxies,
+        &listen.trusted_proxies,
+        listen.client_header,
     );
     Some(crate::client::limit_key(ip))
 }

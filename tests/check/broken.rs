@@ -250,6 +250,12 @@ pub const BROKEN: &[(&str, usize, &str, &str)] = &[
         "not in plain form",
     ),
     (
+        "bad_client_header.toml",
+        3,
+        "listen.client-header",
+        "unknown value \"x-real-ip\"",
+    ),
+    (
         "bad_path_matching.toml",
         2,
         "listen.path-matching",
