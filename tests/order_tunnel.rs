@@ -112,6 +112,10 @@ async fn raw_origin() -> RawOrigin {
 }
 
 fn config(origin: std::net::SocketAddr) -> String {
+    config_with(origin, "")
+}
+
+fn config_with(origin: std::net::SocketAddr, room_extra: &str) -> String {
     format!(
         r#"
 [cookie]
@@ -130,6 +134,7 @@ paths = ["/products", "/orders"]
 admit-per-second = 100
 max-active = 5
 consume = ["POST /orders", "PUT /orders"]
+{room_extra}
 "#
     )
 }
@@ -226,6 +231,46 @@ async fn an_order_on_a_broken_reused_connection_is_not_sent_again() {
     let _ = warm.bytes().await;
 
     let status = order(&proxy, &jar, reqwest::Method::PUT, "/orders/die").await;
+    assert_eq!(status, 502, "the shop closed the connection on the order");
+    assert_eq!(
+        origin.orders.load(Ordering::SeqCst),
+        1,
+        "the order reached the shop once"
+    );
+}
+
+/// Also an order let through with no admission taken (here with the room switched off; a
+/// bypass and the store's `open` policy go the same way): found by re-review.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_order_let_through_without_an_admission_is_not_sent_again_either() {
+    const TOKEN: &str = "admin-token-for-tests-0123456789";
+    let origin = raw_origin().await;
+    let proxy = Proxy::start(&format!(
+        "[admin]\ntoken = \"{TOKEN}\"\n{}",
+        config(origin.addr)
+    ));
+    let (status, body) = admin_call(
+        &proxy,
+        reqwest::Method::PATCH,
+        "/rooms/sale",
+        Some(TOKEN),
+        Some(serde_json::json!({ "enabled": false })),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    // The room off: anyone through, and a kept-alive connection to the shop in Pingora's pool.
+    eventually(Duration::from_secs(10), "the room is off", || async {
+        let resp = client()
+            .get(proxy.url("/products/warm"))
+            .send()
+            .await
+            .ok()?;
+        let through = resp.headers().contains_key("x-origin");
+        let _ = resp.bytes().await;
+        through.then_some(())
+    })
+    .await;
+    let status = order(&proxy, &Jar::default(), reqwest::Method::PUT, "/orders/die").await;
     assert_eq!(status, 502, "the shop closed the connection on the order");
     assert_eq!(
         origin.orders.load(Ordering::SeqCst),

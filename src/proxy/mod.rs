@@ -93,6 +93,8 @@ pub struct Ctx {
     /// The admission this request took for an order, pending until the origin's answer
     /// settles it (`origin`).
     consumed: Option<origin::Taken>,
+    /// The request is on one of its room's consume routes (an order), taken or let through.
+    order: bool,
     /// Keeps that order's pending consume from coming back while the request is in flight;
     /// stops when settled or when the request ends (dropped with the context).
     heartbeat: Option<origin::Heartbeat>,
@@ -154,6 +156,7 @@ impl ProxyHttp for Proxy {
             started: Instant::now(),
             https: false,
             consumed: None,
+            order: false,
             heartbeat: None,
             replace_body: None,
             trusted_peer: false,
@@ -230,6 +233,13 @@ impl ProxyHttp for Proxy {
         let r = &shared.rooms[room];
         ctx.upstream = r.cfg.upstream;
         ctx.room = Some(room);
+        // A consume route under any reading of the path: `POST /orders;x` is still the order.
+        // Known before any way through (the room off, a bypass, the store's `open` policy):
+        // an order is never sent twice, whatever let it through.
+        let is_consume = r.cfg.consume.iter().any(|c| {
+            method::may_be_method(req, &c.method) && target.readings.any_covered_by(&c.path)
+        });
+        ctx.order = is_consume;
         if !r.live.enabled() {
             return Self::wait_for_origin(shared, session, ctx, room).await;
         }
@@ -258,10 +268,6 @@ impl ProxyHttp for Proxy {
                 return Ok(false);
             }
         }
-        // A consume route under any reading of the path: `POST /orders;x` is still the order.
-        let is_consume = r.cfg.consume.iter().any(|c| {
-            method::may_be_method(req, &c.method) && target.readings.any_covered_by(&c.path)
-        });
         // One reading of the wall clock serves the cookie's check and its renewal.
         let now = shared.clock.now_micros();
         if let Some(v) = Self::admission(shared, req, room, now / 1_000_000) {
@@ -369,7 +375,9 @@ impl ProxyHttp for Proxy {
 
     /// An order is sent to the origin once: Pingora's default retries an idempotent method on
     /// a reused connection that broke, and a consume route may well be `PUT` or `GET` (found by
-    /// review: the origin got one `PUT /orders` twice). Its failure settles it instead.
+    /// review: the origin got one `PUT /orders` twice; by re-review, also one let through with
+    /// no admission taken, by a bypass or the store's `open` policy). Its failure settles it
+    /// instead.
     fn error_while_proxy(
         &self,
         peer: &HttpPeer,
@@ -379,8 +387,8 @@ impl ProxyHttp for Proxy {
         client_reused: bool,
     ) -> Box<pingora::Error> {
         let mut e = e.more_context(format!("Peer: {peer}"));
-        if ctx.consumed.is_some()
-            || matches!(ctx.outcome, Outcome::Consume)
+        if ctx.order
+            || ctx.consumed.is_some()
             || !session.req_header().method.is_idempotent()
             || session.as_ref().retry_buffer_truncated()
         {
