@@ -6,24 +6,39 @@
 -- the cookie within a tick. Safe to retry: the marker is set to the same value, and a
 -- retried revoke renumbers its one entry (instances learn it again, harmlessly).
 --
+-- The session as this store holds it may outlive the cookie the command came with: another
+-- instance renewed it under a longer session-ttl (a rolling change, a reload) and its cookie
+-- lives as long. The marker and the revocation then last past the session's deadline here, by
+-- the margin, too (found by review: a cookie renewed under session-ttl 200 s outlived a revoke
+-- told with 10 s, then browsed and ordered).
+--
 -- KEYS[1] active ZSET   KEYS[2] consumed marker STRING for this visitor   KEYS[3] room HASH
 -- KEYS[4] waiting ZSET   KEYS[5] revoked ZSET
 -- ARGV[1] visitor id   ARGV[2] request id (names the marker)   ARGV[3] 'complete' | 'revoke'
 -- ARGV[4] marker lifetime ms (until the last cookie expires)   ARGV[5] until (unix s, the
 -- proxies' clock: the revocation's end)   ARGV[6] clock (prelude `now_us`)
--- Reply: 1
+-- ARGV[7] margin s past the session's deadline here (the other instances' clocks)
+-- Reply: the revocation's end as recorded (unix s): ARGV[5], or later by the session here
 
 local active, marker, room = KEYS[1], KEYS[2], KEYS[3]
 check_layout(room)
 local vid, req, how = ARGV[1], ARGV[2], ARGV[3]
 local now = now_us(ARGV[6])
+local life_ms, until_s = tonumber(ARGV[4]), tonumber(ARGV[5])
+local held = tonumber(redis.call('ZSCORE', active, vid))
+if held and held > now then
+  local margin = tonumber(ARGV[7]) or 0
+  life_ms = math.max(life_ms, math.ceil((held - now) / 1000) + margin * 1000)
+  until_s = math.max(until_s, math.ceil(held / 1000000) + margin)
+end
 
 redis.call('ZREM', active, vid)
 redis.call('ZREM', KEYS[4], vid)
-redis.call('SET', marker, 'c ' .. req, 'PX', math.max(tonumber(ARGV[4]), redis.call('PTTL', marker)))
+redis.call('SET', marker, 'c ' .. req, 'PX', math.max(life_ms, redis.call('PTTL', marker)))
+local until_txt = string.format('%.0f', until_s)
 if how == 'revoke' then
   trim_revoked(KEYS[5], now)
   local seq = redis.call('HINCRBY', room, 'revoke_seq', 1)
-  redis.call('ZADD', KEYS[5], seq, vid .. ' ' .. ARGV[5])
+  redis.call('ZADD', KEYS[5], seq, vid .. ' ' .. until_txt)
 end
-return 1
+return until_txt

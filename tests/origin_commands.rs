@@ -284,3 +284,42 @@ async fn a_revoked_cookie_is_refused_at_once_and_by_every_instance_within_a_tick
     assert!(!reaches_origin(&one, "/products", &a).await);
     assert!(!reaches_origin(&two, "/products", &a).await);
 }
+
+/// A `complete` told while Redis is away: the instance that got it refuses an order of that
+/// admission itself until the store has heard, also the moment Redis is back (found by review:
+/// the order went through before the command's retry landed).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_complete_during_a_store_outage_buys_no_order_when_the_store_is_back() {
+    let redis = RedisServer::start();
+    let store = format!(
+        "[store]\nbackend = \"redis\"\nredis-url = \"{}\"\ntimeout = \"300ms\"",
+        redis.url()
+    );
+    let origin = Origin::start().await;
+    let cfg = config(origin.addr, &store, ON).replace("max-active = 1\n", "max-active = 50\n");
+    let one = Proxy::start(&cfg);
+    let a = admitted(&one).await;
+    redis.signal(true);
+    let resp = send(&one, "GET", "/products/command-complete", &a).await;
+    assert_eq!(
+        resp.status(),
+        200,
+        "the answer that completes is the visitor's"
+    );
+    assert!(cleared(&resp));
+    let during = send(&one, "POST", "/orders", &a).await;
+    assert_eq!(during.status(), 409, "an order of a completed admission");
+    redis.signal(false);
+    let after = send(&one, "POST", "/orders", &a).await;
+    assert_eq!(after.status(), 409, "and the moment the store is back");
+    // Once the command has landed, the store says so too.
+    eventually(Duration::from_secs(10), "the store hears it", || {
+        let (one, a) = (&one, &a);
+        async move {
+            let resp = send(one, "POST", "/orders", a).await;
+            (resp.status() == 409).then_some(())
+        }
+    })
+    .await;
+    assert_eq!(origin.count("/orders"), 0, "no order reached the shop");
+}

@@ -88,6 +88,10 @@ pub(super) fn on_response(resp: &mut ResponseHeader, ctx: &mut Ctx) {
     if ctx.consumed.take().is_some() {
         ctx.heartbeat = None;
     }
+    // Until the store has heard, this instance refuses an order of this admission itself, as
+    // for a confirm it owes (found by review: an order placed the moment Redis came back from
+    // an outage went through before the command's retry landed).
+    r.owed.owe(holder.vid, ending.request.clone());
     // No renewal rides on this answer, and the cookie the visitor holds is cleared.
     let ours = format!("{}=", r.cookie_name);
     ctx.set_cookies.retain(|c| !c.starts_with(&ours));
@@ -102,7 +106,9 @@ pub(super) fn on_response(resp: &mut ResponseHeader, ctx: &mut Ctx) {
 }
 
 /// Tells the store in the background, retrying with backoff while it cannot answer, for as
-/// long as the admission could still be used (after that the store has nothing to end).
+/// long as the admission could still be used (after that the store has nothing to end). The
+/// backoff stays short (at most a second: a call the breaker stops costs nothing), so the other
+/// instances learn the command soon after the store is back.
 fn finish_later(shared: Arc<Shared>, room: usize, vid: VisitorId, ending: Ending) {
     tokio::spawn(async move {
         let r = &shared.rooms[room];
@@ -112,7 +118,16 @@ fn finish_later(shared: Arc<Shared>, room: usize, vid: VisitorId, ending: Ending
         loop {
             let call = shared.store.finish(&r.cfg.params, vid, &ending);
             match shared.store_call("finish", r.name(), call).await {
-                Ok(()) => return,
+                Ok(until) => {
+                    r.owed.paid(vid, &ending.request);
+                    // The store held the session longer than the cookie this instance saw
+                    // (renewed under a longer session-ttl elsewhere): refused as long here too.
+                    if ending.command == Command::Revoke && until > ending.until {
+                        r.revoked
+                            .note(Revocation { vid, until }, shared.clock.now_secs());
+                    }
+                    return;
+                }
                 Err(e) => shared.warn_store_error(&e),
             }
             if Instant::now() + pause > until {
@@ -121,11 +136,12 @@ fn finish_later(shared: Arc<Shared>, room: usize, vid: VisitorId, ending: Ending
                     command = ending.command.as_str(),
                     "could not tell the store of an origin command before the admission ran out"
                 );
+                r.owed.paid(vid, &ending.request);
                 return;
             }
             // Backoff between attempts, not a wait for a condition.
             tokio::time::sleep(pause).await;
-            pause = (pause * 2).min(Duration::from_secs(5));
+            pause = (pause * 2).min(Duration::from_secs(1));
         }
     });
 }

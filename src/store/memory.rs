@@ -374,10 +374,9 @@ impl Store for MemoryStore {
         p: &RoomParams,
         vid: VisitorId,
         ending: &Ending,
-    ) -> Result<(), StoreError> {
+    ) -> Result<u64, StoreError> {
         let wall = self.clock.now_secs();
-        self.with(p, |r, now| r.finish_admission(vid, ending, now, wall));
-        Ok(())
+        Ok(self.with(p, |r, now| r.finish_admission(vid, ending, now, wall)))
     }
 
     async fn room_state(&self, p: &RoomParams) -> Result<RoomState, StoreError> {

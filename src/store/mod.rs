@@ -379,12 +379,17 @@ pub trait Store: Send + Sync + 'static {
     /// that lives until `ending.until` so that nothing renews it, and for
     /// [`Command::Revoke`] an entry in the room's revocation log. Safe to retry: a retried
     /// revoke is numbered again (learned twice, harmlessly), never kept twice.
+    ///
+    /// The session as the store holds it may outlive the cookie the command came with (renewed
+    /// through an instance with a longer `session-ttl`): the marker and the revocation then
+    /// last past its deadline by [`order::MARKER_MARGIN`] too. Returns the revocation's end as
+    /// recorded (unix seconds): `ending.until`, or later.
     async fn finish(
         &self,
         room: &RoomParams,
         vid: VisitorId,
         ending: &Ending,
-    ) -> Result<(), StoreError>;
+    ) -> Result<u64, StoreError>;
 
     async fn room_state(&self, room: &RoomParams) -> Result<RoomState, StoreError>;
 

@@ -433,7 +433,7 @@ impl Store for RedisStore {
         p: &RoomParams,
         vid: VisitorId,
         ending: &Ending,
-    ) -> Result<(), StoreError> {
+    ) -> Result<u64, StoreError> {
         self.finish_call(p, vid, ending).await
     }
 

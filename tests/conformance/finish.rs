@@ -169,3 +169,35 @@ pub async fn a_store_that_lost_its_revocations_is_read_from_the_start(h: &dyn Ha
     );
     assert!(after.last < before.last);
 }
+
+/// A session the store holds longer than the cookie the command came with (renewed through an
+/// instance with a longer `session-ttl`, whose cookie lives as long) stays ended that long too:
+/// the marker and the revocation last past its deadline here. Before, they lasted only as long
+/// as the commanding instance's own cookie and session-ttl said, and the longer cookie then
+/// browsed and ordered again (found by review).
+pub async fn an_ending_outlasts_a_session_renewed_for_longer_elsewhere(h: &dyn Harness) {
+    let s = h.store();
+    let mut long = room("long-ended", 100.0, 5);
+    long.session_ttl = Duration::from_secs(200);
+    let mut short = long.clone();
+    short.session_ttl = Duration::from_secs(10);
+    let v = occupy(&*s, &long).await;
+    assert!(s.touch(&long, v).await.unwrap(), "renewed for 200 s");
+    let now = h.wall_secs();
+    let told = Ending::of(Command::Revoke, now, now + 10, short.session_ttl);
+    let until = s.finish(&short, v, &told).await.unwrap();
+    assert!(
+        until >= now + 200 + 60,
+        "past the session here: {until} (now {now}, told {})",
+        told.until
+    );
+    let log = revoked_after(&*s, &short, Some(0)).await;
+    assert_eq!(log.list, vec![Revocation { vid: v, until }]);
+    h.advance(Duration::from_secs(100));
+    assert_eq!(
+        s.consume(&short, v, &order()).await.unwrap(),
+        Consumed::Used,
+        "the longer cookie orders nothing"
+    );
+    assert!(!s.touch(&long, v).await.unwrap(), "nor renews");
+}

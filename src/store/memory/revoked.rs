@@ -8,6 +8,7 @@ use super::RoomData;
 use crate::clock::{micros, Micros};
 use crate::store::finish::{self, Command, Ending, Revocation, Revocations};
 use crate::store::marks::Mark;
+use crate::store::order::MARKER_MARGIN;
 use crate::store::VisitorId;
 
 /// The room's revoked admissions, numbered in the order they came (as the Redis ZSET scored
@@ -64,34 +65,42 @@ impl Log {
 
 impl RoomData {
     /// `finish.lua`: out of active and out of the line, a confirmed marker living at least
-    /// until `ending.until`, and a revocation numbered in the log.
+    /// until `ending.until` and past the session's deadline here (by the margin), and a
+    /// revocation numbered in the log, as long. Returns the revocation's end.
     pub(super) fn finish_admission(
         &mut self,
         vid: VisitorId,
         ending: &Ending,
         now: Micros,
         wall_secs: u64,
-    ) {
+    ) -> u64 {
         self.marks.prune(now);
+        let margin = micros(MARKER_MARGIN);
+        let mut marker_until = now + micros(ending.marker_life(wall_secs));
+        let mut revoked_until = ending.until;
         if let Some(exp) = self.active.remove(&vid) {
             self.expiries.remove(&(exp, vid));
+            if exp > now {
+                marker_until = marker_until.max(exp + margin);
+                // `exp` is on the store's monotonic clock; the revocation's end on the wall's.
+                let left = (exp - now).div_ceil(1_000_000);
+                revoked_until = revoked_until.max(wall_secs + left + MARKER_MARGIN.as_secs());
+            }
         }
         self.remove_waiter(vid);
-        let until = self
-            .marks
-            .until(&vid)
-            .max(now + micros(ending.marker_life(wall_secs)));
+        let until = self.marks.until(&vid).max(marker_until);
         self.marks
             .set(vid, Mark::Confirmed(ending.request.clone()), until);
         if ending.command == Command::Revoke {
             self.revoked.add(
                 Revocation {
                     vid,
-                    until: ending.until,
+                    until: revoked_until,
                 },
                 wall_secs,
             );
         }
+        revoked_until
     }
 }
 

@@ -117,7 +117,7 @@ impl RedisStore {
         p: &RoomParams,
         vid: VisitorId,
         ending: &Ending,
-    ) -> Result<(), StoreError> {
+    ) -> Result<u64, StoreError> {
         let k = Keys::of(&p.name);
         let now = self.now_secs();
         let mut inv = self.scripts.finish.prepare_invoke();
@@ -131,8 +131,12 @@ impl RedisStore {
             .arg(ending.command.as_str())
             .arg(u64::try_from(ending.marker_life(now).as_millis()).unwrap_or(u64::MAX))
             .arg(ending.until)
-            .arg(self.clock_arg());
-        let _: i64 = self.run("finish", &p.name, &inv).await?;
-        Ok(())
+            .arg(self.clock_arg())
+            .arg(MARKER_MARGIN.as_secs());
+        let until: String = self.run("finish", &p.name, &inv).await?;
+        // An older script answers 1: the caller's own `until` then stands.
+        Ok(until
+            .parse::<u64>()
+            .map_or(ending.until, |u| u.max(ending.until)))
     }
 }
