@@ -24,7 +24,8 @@
 -- ARGV[4] tick µs   ARGV[5] abandon-after µs   ARGV[6] clock (prelude `now_us`)   ARGV[7] sweep slice size
 -- ARGV[8] instance id   ARGV[9] heartbeat lifetime µs
 -- ARGV[10] the generation the caller knew, or ''   ARGV[11] hold-back (slots kept free)
--- ARGV[12] the digest of the caller's room configuration, or ''
+-- ARGV[12] the digest of the caller's room configuration, or ''; with the digest of its events
+--          after a space (src/room.rs events_digest)
 -- ARGV[13] the room has an autopilot in the caller's config: '1' or ''
 -- ARGV[14] the autopilot's start rate   ARGV[15..17] the caller's window: requests, errors,
 --          p90 µs   ARGV[18] a proposed rate or ''   ARGV[19] its reason
@@ -83,7 +84,7 @@ redis.call('HSET', room, 'live', live, 'live_at', now)
 -- The event in force, by this store's clock, and what follows from its phase.
 local events = parse_events(ARGV[24])
 local es = redis.call('HMGET', room, 'in_pre', 'open_live', 'opened', 'opened_us', 'released',
-  'draw_ev', 'draw_base', 'draw_epoch', 'gap', 'ev_ver', 'ev_max')
+  'draw_ev', 'draw_base', 'draw_epoch', 'gap', 'ev_ver', 'ev_max', 'ev_mixed')
 local ev, phase = event_now(events, now, es[3])
 local in_pre = phase == 'pre'
 local open_live = tonumber(es[2])
@@ -91,15 +92,47 @@ local open_live = tonumber(es[2])
 -- an opening postponed): this call makes no irreversible step by them (an opening recorded,
 -- a line released) and admits nobody; the caller reads the changes and the next tick decides.
 local stale_events = ARGV[25] ~= '' and tonumber(ARGV[25]) ~= (tonumber(es[10]) or 0)
+-- Live instances that run this room with other events (a rolling change of the file, a SIGHUP
+-- that reached some of them): the store cannot tell whose events are the room's, so while they
+-- disagree no event step is taken (a pre-queue entered or left, an opening recorded, a line
+-- released, sessions ended) and nobody is admitted, as for stale events; join holds newcomers
+-- by 'ev_mixed'. Before (found by review), each instance stepped by its own events: one still
+-- without a new event ended its pre-queue and admitted the registrants, one with the old
+-- opening recorded it for good. An instance of a version before this says nothing of its
+-- events and is not counted.
+local mine_ev = string.match(ARGV[12], ' (%S+)$')
+local mixed_events = false
+if mine_ev then
+  local cfgs = redis.call('HGETALL', KEYS[5])
+  local alive_since = now - tonumber(ARGV[9])
+  for i = 1, #cfgs, 2 do
+    local theirs = string.match(cfgs[i + 1], ' (%S+)$')
+    if cfgs[i] ~= ARGV[8] and theirs and theirs ~= mine_ev then
+      local seen = tonumber(redis.call('ZSCORE', KEYS[4], cfgs[i]))
+      if seen and seen > alive_since then
+        mixed_events = true
+        break
+      end
+    end
+  end
+end
+if mixed_events ~= (es[12] == '1') then
+  if mixed_events then
+    redis.call('HSET', room, 'ev_mixed', '1')
+  else
+    redis.call('HDEL', room, 'ev_mixed')
+  end
+end
+stale_events = stale_events or mixed_events
 if in_pre then
-  if es[1] ~= ev.id then
+  if es[1] ~= ev.id and not mixed_events then
     redis.call('HSET', room, 'in_pre', ev.id, 'ended_for', ev.id)
     redis.call('HDEL', room, 'open_live')
     end_sessions(active, KEYS[8], now)
   end
   open_live = nil
 else
-  if es[1] or not open_live then
+  if (es[1] or not open_live) and not mixed_events then
     -- Out of a pre-queue (or the room's first call): registrations are silent from now on.
     open_live = live
     redis.call('HSET', room, 'open_live', live)

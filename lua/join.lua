@@ -45,10 +45,14 @@ local waiting, active, room = KEYS[1], KEYS[2], KEYS[3]
 local h_layout, h_live, h_live_at, h_forgave_at, h_ab_hi, h_ab_hi_until, h_hold_back, h_enabled,
   h_queue_all, h_rate, h_max_active, h_tokens, h_refilled, h_epoch, h_last_off, h_m_rate,
   h_recent, h_gen, h_ap_on, h_ap_rate, h_opened, h_open_live, h_draw_ev, h_draw_base,
-  h_draw_epoch, h_gap, h_in_pre = unpack(redis.call('HMGET', room, 'layout', 'live', 'live_at',
-  'forgave_at', 'ab_hi', 'ab_hi_until', 'hold_back', 'enabled', 'queue_all', 'rate',
+  h_draw_epoch, h_gap, h_in_pre, h_ev_mixed = unpack(redis.call('HMGET', room, 'layout', 'live',
+  'live_at', 'forgave_at', 'ab_hi', 'ab_hi_until', 'hold_back', 'enabled', 'queue_all', 'rate',
   'max_active', 'tokens', 'refilled', 'epoch', 'last_off', 'm_rate', 'recent', 'gen', 'ap_on',
-  'ap_rate', 'opened', 'open_live', 'draw_ev', 'draw_base', 'draw_epoch', 'gap', 'in_pre'))
+  'ap_rate', 'opened', 'open_live', 'draw_ev', 'draw_base', 'draw_epoch', 'gap', 'in_pre',
+  'ev_mixed'))
+-- Instances disagree on the room's events (admit.lua, 'ev_mixed'): no event step here either,
+-- and nobody walks in.
+local mixed_events = h_ev_mixed == '1'
 check_layout(room, h_layout)
 local vid = ARGV[1]
 local now = now_us(ARGV[8])
@@ -68,7 +72,7 @@ end
 local events = parse_events(ARGV[14])
 local ev, phase = event_now(events, now, h_opened)
 local in_pre = phase == 'pre'
-if in_pre and h_in_pre ~= ev.id then
+if in_pre and h_in_pre ~= ev.id and not mixed_events then
   -- A pre-queue no admit has seen yet: its registrations are silent only from its opening.
   redis.call('HSET', room, 'in_pre', ev.id, 'ended_for', ev.id)
   redis.call('HDEL', room, 'open_live')
@@ -76,7 +80,7 @@ if in_pre and h_in_pre ~= ev.id then
 end
 local open_live = (not in_pre) and tonumber(h_open_live) or nil
 local ev_on = ev and phase ~= 'closed'
-local held = h_queue_all == '1' or lost or in_pre
+local held = h_queue_all == '1' or lost or in_pre or mixed_events
 -- The rate in force: an override, the event's, the autopilot's while it runs (admit.lua), the
 -- configured.
 local rate = tonumber(h_rate) or (ev_on and ev.rate) or (h_ap_on == '1' and tonumber(h_ap_rate))

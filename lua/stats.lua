@@ -27,7 +27,8 @@ local counts, order = {}, {}
 local fields = redis.call('HGETALL', KEYS[5])
 for i = 1, #fields, 2 do
   if redis.call('ZSCORE', KEYS[4], fields[i]) then
-    local digest = fields[i + 1]
+    -- The room's digest, without its events' (after a space: admit.lua, ARGV[12]).
+    local digest = string.match(fields[i + 1], '^(%S*)')
     if not counts[digest] then
       counts[digest] = 0
       order[#order + 1] = digest

@@ -143,6 +143,7 @@ impl Recovery {
             hold_back: hold,
             seen: Vec::new(),
             config: String::new(),
+            events_config: String::new(),
             autopilot: None,
             revoked_after: None,
             events: None,

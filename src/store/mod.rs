@@ -227,6 +227,10 @@ pub struct AdmitContext {
     /// [`crate::room::config_digest`]), kept beside the instance's heartbeat so that the
     /// admin API can tell when instances run different configurations.
     pub config: String,
+    /// A digest of the room's events as this instance runs them (see
+    /// [`crate::room::events_digest`]): while live instances disagree on it, the store takes
+    /// no event step and admits nobody in the room ('' tells nothing: a caller before this).
+    pub events_config: String,
     /// The room has an autopilot: this instance's report and proposal.
     pub autopilot: Option<autopilot::AutopilotTick>,
     /// The room takes origin commands: hand back the revocations numbered after this one

@@ -381,7 +381,11 @@ impl Store for RedisStore {
             .arg(heartbeat)
             .arg(ctx.known_generation.as_deref().unwrap_or(""))
             .arg(ctx.hold_back)
-            .arg(&ctx.config);
+            .arg(if ctx.events_config.is_empty() {
+                ctx.config.clone()
+            } else {
+                format!("{} {}", ctx.config, ctx.events_config)
+            });
         autopilot_args(&mut inv, ctx.autopilot.as_ref());
         match ctx.revoked_after {
             Some(n) => inv.arg(n),

@@ -1,0 +1,163 @@
+//! A rolling change of a room's events (found by review): two instances on one Redis whose
+//! files differ in a room's events for a while (one reloaded, the other not yet). The store
+//! cannot tell whose events are the room's, so while live instances disagree it takes no event
+//! step and admits nobody there: an instance still without a new event does not end its
+//! pre-queue and let the registrants in, and one with the opening at its old time does not
+//! record an opening the file has moved later. Once both run the same events, the room goes on.
+
+mod common;
+
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use anteroom::event::time;
+use common::redis::RedisServer;
+use common::*;
+use serde_json::Value;
+
+const TOKEN: &str = "admin-token-for-tests-0123456789";
+const STATUS: &str = "/.anteroom/status?room=sale";
+
+/// An RFC 3339 time `secs` from now (negative: ago).
+fn at(secs: i64) -> String {
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_micros() as u64;
+    time::format(now.saturating_add_signed(secs * 1_000_000), 0)
+}
+
+fn config(origin: std::net::SocketAddr, redis: &RedisServer, event: &str) -> String {
+    format!(
+        r#"{base}
+[admin]
+token = "{TOKEN}"
+
+[store]
+backend = "redis"
+redis-url = "{redis}"
+timeout = "500ms"
+
+[[room]]
+name = "sale"
+paths = ["/products"]
+admit-per-second = 50
+max-active = 100
+tick = "100ms"
+claim-ttl = "60s"
+
+{event}
+"#,
+        base = base_config(origin),
+        redis = redis.url()
+    )
+}
+
+fn event(prequeue_from: &str, opens_at: &str) -> String {
+    format!(
+        "[[room.event]]\nname = \"drop\"\nprequeue-from = \"{prequeue_from}\"\nopens-at = \"{opens_at}\"\n"
+    )
+}
+
+async fn state(proxy: &Proxy, jar: &mut Jar) -> String {
+    let v: Value = get_json(proxy, STATUS, jar).await.expect("a status");
+    v["state"].as_str().unwrap_or("?").to_string()
+}
+
+/// Registers `n` visitors through `proxy` (the pre-queue runs there).
+async fn register(proxy: &Proxy, n: usize) -> Vec<Jar> {
+    let mut jars = Vec::new();
+    for _ in 0..n {
+        let mut jar = Jar::default();
+        assert_eq!(state(proxy, &mut jar).await, "prequeue");
+        jars.push(jar);
+    }
+    jars
+}
+
+/// For `secs` seconds, every registrant polled through both instances is still in the
+/// pre-queue (or held while the instances disagree), never admitted, and nothing reached the
+/// shop's room pages. An observation over ticks of both instances, not a wait for a condition.
+async fn nobody_let_in(one: &Proxy, two: &Proxy, jars: &mut [Jar], origin: &Origin, secs: u64) {
+    let end = Instant::now() + Duration::from_secs(secs);
+    while Instant::now() < end {
+        for jar in jars.iter_mut() {
+            for proxy in [one, two] {
+                let s = state(proxy, jar).await;
+                assert_ne!(s, "admitted", "a registrant let in before the opening");
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(
+        origin.count("/products"),
+        0,
+        "nothing reached the room's pages"
+    );
+}
+
+async fn configs_differ(proxy: &Proxy, differ: bool) {
+    eventually(Duration::from_secs(10), "configs_differ", || async move {
+        let v = admin_json(proxy, "/rooms/sale", TOKEN).await?;
+        (v["configs_differ"] == differ).then_some(())
+    })
+    .await;
+}
+
+fn reload(proxy: &Proxy, cfg: &str) {
+    std::fs::write(proxy.config_path(), cfg).unwrap();
+    proxy.signal("HUP");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_event_in_one_instances_file_only_lets_nobody_in() {
+    let redis = RedisServer::start();
+    let origin = Origin::start().await;
+    let with = config(origin.addr, &redis, &event(&at(-1), &at(600)));
+    let without = config(origin.addr, &redis, "");
+    let (one, two) = (Proxy::start(&with), Proxy::start(&without));
+    configs_differ(&one, true).await;
+    let mut jars = register(&one, 3).await;
+    // Before, the instance without the event ended the pre-queue within a tick and admitted
+    // every registrant.
+    nobody_let_in(&one, &two, &mut jars, &origin, 2).await;
+    let mut newcomer = Jar::default();
+    assert_ne!(
+        state(&two, &mut newcomer).await,
+        "admitted",
+        "nobody walks in"
+    );
+
+    reload(&two, &with);
+    configs_differ(&one, false).await;
+    nobody_let_in(&one, &two, &mut jars, &origin, 1).await;
+    for jar in &mut jars {
+        assert_eq!(state(&two, jar).await, "prequeue", "the pre-queue goes on");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_opening_moved_later_in_one_file_is_not_recorded_at_the_old_time() {
+    let redis = RedisServer::start();
+    let origin = Origin::start().await;
+    let from = at(-1);
+    let moved = config(origin.addr, &redis, &event(&from, &at(600)));
+    let old = config(origin.addr, &redis, &event(&from, &at(3)));
+    let (one, two) = (Proxy::start(&moved), Proxy::start(&old));
+    configs_differ(&one, true).await;
+    let mut jars = register(&one, 2).await;
+    // Past the old opening, as the instance not yet reloaded sees it.
+    nobody_let_in(&one, &two, &mut jars, &origin, 5).await;
+
+    reload(&two, &moved);
+    configs_differ(&one, false).await;
+    // Before, the opening the old file recorded stood for good: the sale was open 10 minutes
+    // early on both.
+    nobody_let_in(&one, &two, &mut jars, &origin, 1).await;
+    for jar in &mut jars {
+        assert_eq!(
+            state(&one, jar).await,
+            "prequeue",
+            "still before the opening"
+        );
+    }
+}
