@@ -47,15 +47,7 @@ consume = ["POST /orders"]
 
 /// A visitor let in through the status endpoint (the line is empty).
 async fn admitted(proxy: &Proxy) -> Jar {
-    let mut jar = Jar::default();
-    let resp = client()
-        .get(proxy.url("/.anteroom/status?room=sale"))
-        .send()
-        .await
-        .unwrap();
-    jar.absorb(&resp);
-    assert!(jar.get("anteroom_sale").is_some(), "admitted");
-    jar
+    admitted_at_once(proxy, "sale").await
 }
 
 async fn order(proxy: &Proxy, jar: &mut Jar) -> u16 {

@@ -140,15 +140,7 @@ consume = ["POST /orders", "PUT /orders"]
 }
 
 async fn admitted(proxy: &Proxy) -> Jar {
-    let mut jar = Jar::default();
-    let resp = client()
-        .get(proxy.url("/.anteroom/status?room=sale"))
-        .send()
-        .await
-        .unwrap();
-    jar.absorb(&resp);
-    assert!(jar.get("anteroom_sale").is_some(), "admitted at once");
-    jar
+    admitted_at_once(proxy, "sale").await
 }
 
 async fn order(proxy: &Proxy, jar: &Jar, method: reqwest::Method, path: &str) -> u16 {

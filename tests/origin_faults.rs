@@ -31,15 +31,7 @@ consume = ["POST /orders"]
 }
 
 async fn admitted(proxy: &Proxy) -> Jar {
-    let mut jar = Jar::default();
-    let resp = client()
-        .get(proxy.url("/.anteroom/status?room=sale"))
-        .send()
-        .await
-        .unwrap();
-    jar.absorb(&resp);
-    assert!(jar.get("anteroom_sale").is_some());
-    jar
+    admitted_at_once(proxy, "sale").await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -387,6 +387,22 @@ pub async fn until_all_admitted(proxy: &Proxy, room: &str, jars: &mut [Jar], lim
     }
 }
 
+/// A visitor let in at once (the room's line is empty): their jar, with the admission cookie.
+pub async fn admitted_at_once(proxy: &Proxy, room: &str) -> Jar {
+    let mut jar = Jar::default();
+    let resp = client()
+        .get(proxy.url(&format!("/.anteroom/status?room={room}")))
+        .send()
+        .await
+        .unwrap();
+    jar.absorb(&resp);
+    assert!(
+        jar.get(&format!("anteroom_{room}")).is_some(),
+        "admitted at once"
+    );
+    jar
+}
+
 /// Polls `check` until it returns `Some`, or panics after `limit`.
 pub async fn eventually<T, F, Fut>(limit: Duration, what: &str, mut check: F) -> T
 where
