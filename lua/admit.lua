@@ -57,6 +57,7 @@
 --          the run-time switch ('1', '0' or ''),
 --          the event in force or '', its phase ('pre', 'open', 'closed') or '', its draw's
 --          registrations, when it opened (µs) or '', the version of the runtime events ('ev_ver'),
+--          a random draw let someone in within claim-ttl and two ticks (1/0),
 --          line epoch, count of the numbers that follow (2 per point),
 --          rank1, offset1, rank2, offset2, ...   (the line sampled: src/store/line.rs)
 --          the last revocation number handed back, count of the numbers that follow (2 per
@@ -69,7 +70,8 @@ redis.call('HSETNX', room, 'layout', LAYOUT)
 local now = now_us(ARGV[6])
 local abandon_us = abandon_after(room, tonumber(ARGV[5]), now, tonumber(ARGV[9]))
 local h = redis.call('HMGET', room, 'enabled', 'queue_all', 'rate', 'max_active',
-  'tokens', 'refilled', 'epoch', 'm_rate', 'm_at', 'm_count', 'admitted', 'sweep', 'recent')
+  'tokens', 'refilled', 'epoch', 'm_rate', 'm_at', 'm_count', 'admitted', 'sweep', 'recent',
+  'rand_at')
 local rate = tonumber(h[3]) or tonumber(ARGV[1])
 local max_active = tonumber(h[4]) or tonumber(ARGV[2])
 local epoch = tonumber(h[7]) or now
@@ -100,16 +102,22 @@ local stale_events = ARGV[25] ~= '' and tonumber(ARGV[25]) ~= (tonumber(es[10]) 
 -- without a new event ended its pre-queue and admitted the registrants, one with the old
 -- opening recorded it for good. An instance of a version before this says nothing of its
 -- events and is not counted.
+-- Each instance keeps "<config digest> <events digest> <its heartbeat lifetime µs>" in the
+-- configs hash, and is judged live by its own lifetime (an instance ticking a room every 6 s
+-- is not gone between its ticks to one ticking every 100 ms: re-review).
+local function config_parts(v)
+  return string.match(v, '^(%S*) ?(%S*) ?(%S*)$')
+end
 local mine_ev = string.match(ARGV[12], ' (%S+)$')
+local cfgs = redis.call('HGETALL', KEYS[5])
 local mixed_events = false
 if mine_ev then
-  local cfgs = redis.call('HGETALL', KEYS[5])
-  local alive_since = now - tonumber(ARGV[9])
   for i = 1, #cfgs, 2 do
-    local theirs = string.match(cfgs[i + 1], ' (%S+)$')
-    if cfgs[i] ~= ARGV[8] and theirs and theirs ~= mine_ev then
+    local _, theirs, life = config_parts(cfgs[i + 1])
+    if cfgs[i] ~= ARGV[8] and theirs ~= '' and theirs ~= mine_ev then
       local seen = tonumber(redis.call('ZSCORE', KEYS[4], cfgs[i]))
-      if seen and seen > alive_since then
+      life = math.max(tonumber(life) or 0, tonumber(ARGV[9]))
+      if seen and seen > now - life then
         mixed_events = true
         break
       end
@@ -190,13 +198,26 @@ redis.call('HSET', room, 'hold_back', ARGV[11])
 local expired = redis.call('ZREMRANGEBYSCORE', active, '-inf', now)
 redis.call('ZADD', KEYS[4], now, ARGV[8])
 local silent_since = now - tonumber(ARGV[9])
-local gone = redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', silent_since)
+-- Gone: silent past the caller's lifetime and past the instance's own (when it says it).
+local lives = {}
+for i = 1, #cfgs, 2 do
+  local _, _, life = config_parts(cfgs[i + 1])
+  lives[cfgs[i]] = tonumber(life)
+end
+local gone = {}
+for _, id in ipairs(redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', silent_since)) do
+  local seen = tonumber(redis.call('ZSCORE', KEYS[4], id))
+  if not (lives[id] and seen > now - lives[id]) then
+    gone[#gone + 1] = id
+  end
+end
 if #gone > 0 then
   redis.call('HDEL', KEYS[5], unpack(gone))
-  redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', silent_since)
+  redis.call('ZREM', KEYS[4], unpack(gone))
 end
 if ARGV[12] ~= '' then
-  redis.call('HSET', KEYS[5], ARGV[8], ARGV[12])
+  -- With the events digest (a caller of this version), its lifetime too.
+  redis.call('HSET', KEYS[5], ARGV[8], mine_ev and (ARGV[12] .. ' ' .. ARGV[9]) or ARGV[12])
 end
 local instances = redis.call('ZCARD', KEYS[4])
 
@@ -256,11 +277,14 @@ redis.call('HSET', room, 'ap_conf', ap_conf and '1' or '0', 'ap_on', ap_running 
 -- earlier place (the visitor left the line and joined again) moves nobody forward.
 local line_epoch = tonumber(h[7])
 local seen_slot = in_pre and 0 or live_slot(live)
+-- While instances disagree on the events, a registration (slot 0) stays one (re-review: an
+-- instance without the pre-queue made it an ordinary slot, then swept it).
 for i = 26, #ARGV - 2, 3 do
   local offset = tonumber(ARGV[i + 2])
   if tonumber(ARGV[i + 1]) == line_epoch then
     local score = redis.call('ZSCORE', waiting, ARGV[i])
-    if score and decode(tonumber(score)) == offset then
+    if score and decode(tonumber(score)) == offset
+      and not (mixed_events and tonumber(score) == offset * SLOTS) then
       redis.call('ZADD', waiting, 'XX', offset * SLOTS + seen_slot, ARGV[i])
     end
   end
@@ -293,11 +317,13 @@ local function waited(offset)
   return math.max(0, now - (epoch + offset))
 end
 
--- Sweep one slice of the line, resuming where the last tick stopped.
+-- Sweep one slice of the line, resuming where the last tick stopped (none while instances
+-- disagree on the events: whose pre-queue decides who is silent is not known).
 local abandoned = 0
 local slice = tonumber(ARGV[7])
 local cursor = tonumber(h[12]) or 0
-local batch = redis.call('ZRANGE', waiting, cursor, cursor + slice - 1, 'WITHSCORES')
+local batch = mixed_events and {}
+  or redis.call('ZRANGE', waiting, cursor, cursor + slice - 1, 'WITHSCORES')
 for i = 1, #batch, 2 do
   if silent(tonumber(batch[i + 1])) then
     redis.call('ZREM', waiting, batch[i])
@@ -419,6 +445,18 @@ if not points then
     'sample', cmsgpack.pack(points))
 end
 
+-- A random draw let someone in lately, whatever the caller's method: until their claims have
+-- run out the line's order says nothing of who was let in, and instances ask the store rather
+-- than answer from their copy of the line (found by review: an instance still on fifo beside
+-- one on random, or just switched from random, told a drawn visitor to wait on, and the turn
+-- was lost).
+local rand_at = tonumber(h[14])
+if ARGV[23] == 'random' and admitted > 0 then
+  rand_at = now
+  redis.call('HSET', room, 'rand_at', string.format('%.0f', now))
+end
+local random_recent = rand_at ~= nil
+  and now - rand_at < tonumber(ARGV[3]) + 2 * tonumber(ARGV[4])
 local reply = { admitted, abandoned, expired, n, redis.call('ZCARD', active), tostring(m_rate),
   h[1] == '0' and 0 or 1, h[2] == '1' and 1 or 0, h[3] or '', h[4] or '', instances,
   gen, new_gen,
@@ -427,6 +465,7 @@ local reply = { admitted, abandoned, expired, n, redis.call('ZCARD', active), to
   ev and ev.id or '', phase or '',
   (ev and ev.draw) and redis.call('ZCARD', KEYS[8 + ev.i]) or 0,
   (ev and es[3] == ev.id) and es[4] or '', tonumber(es[10]) or 0,
+  random_recent and 1 or 0,
   #points > 0 and line_epoch or 0, #points }
 for i = 1, #points do
   reply[#reply + 1] = points[i]

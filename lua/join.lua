@@ -168,9 +168,12 @@ local score = redis.call('ZSCORE', waiting, vid)
 if score then
   score = tonumber(score)
   local swept_after = abandon_after(room, tonumber(ARGV[7]), now, nil, h_ab_hi, h_ab_hi_until)
-  if silent_secs(score, live, open_live) * 1000000 < swept_after then
+  if mixed_events or silent_secs(score, live, open_live) * 1000000 < swept_after then
     local offset = decode(score)
-    redis.call('ZADD', waiting, 'XX', offset * SLOTS + (in_pre and 0 or live_slot(live)), vid)
+    -- While instances disagree on the events, a registration (slot 0) stays one.
+    local kept = mixed_events and score == offset * SLOTS
+    redis.call('ZADD', waiting, 'XX', offset * SLOTS + ((in_pre or kept) and 0 or live_slot(live)),
+      vid)
     local n = redis.call('ZCARD', waiting)
     local d = drawn(offset) and 1 or 0
     if in_pre and d == 1 then

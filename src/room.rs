@@ -183,8 +183,8 @@ pub struct Room {
     pub gate: Option<std::sync::Arc<gate::OriginGate>>,
     /// [`config_digest`] of `cfg`, told to the store with each tick.
     pub digest: String,
-    /// [`events_digest`] of `cfg`, told with it.
-    pub events_digest: String,
+    /// The `[draw] secret`, for [`events_digest`].
+    pub events_secret: Option<std::sync::Arc<[u8]>>,
     /// The autopilot's window and what the store last said of it.
     pub pilot: crate::admission::pilot::Pilot,
     /// The last 15 minutes as this instance saw them (the dashboard's charts).
@@ -215,20 +215,27 @@ pub fn config_digest(cfg: &RoomConfig, draw_secret: Option<&[u8]>) -> String {
     sum[..4].iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// A short digest of a room's events (`[[room.event]]`, and the `[draw] secret` that seeds
-/// their draws) as this instance runs them; a room without events has one too, so that an
-/// instance without the room's events disagrees with one that has them. The store holds the
-/// room while live instances disagree on it: each would take the room's event steps by its own
-/// events (found by review: an instance still without a new event ended its pre-queue and
-/// admitted the registrants before the opening; one with an opening moved later by the file
-/// recorded it at the old time, for good).
-pub fn events_digest(cfg: &RoomConfig, draw_secret: Option<&[u8]>) -> String {
+/// A short digest of the events a tick steps a room by (`events`: those near now, as the store
+/// reads them, with the `[draw] secret` when one of them draws); no events near now has one
+/// too, so that an instance without the room's next event disagrees with one that has it. The
+/// store holds the room while live instances disagree on it: each would take the room's event
+/// steps by its own events (found by review: an instance still without a new event ended its
+/// pre-queue and admitted the registrants before the opening; one with an opening moved later
+/// by the file recorded it at the old time, for good). Only what the store steps by counts (a
+/// first version digested every event of the file, so an edit of next month's event, or the
+/// same instants written in another UTC offset, held a sale for the rollout: re-review).
+pub fn events_digest(
+    events: Option<&crate::store::EventsArg>,
+    draw_secret: Option<&[u8]>,
+) -> String {
     use sha2::{Digest, Sha256};
     let mut h = Sha256::new();
-    h.update(format!("{:?}", cfg.events).as_bytes());
-    if let Some(secret) = draw_secret.filter(|_| !cfg.events.is_empty()) {
-        h.update(b"\0draw secret\0");
-        h.update(secret);
+    if let Some(e) = events.filter(|e| !e.is_empty()) {
+        h.update(e.lua.as_bytes());
+        if let Some(secret) = draw_secret.filter(|_| e.events.iter().any(|ev| ev.draw)) {
+            h.update(b"\0draw secret\0");
+            h.update(secret);
+        }
     }
     let sum = h.finalize();
     sum[..4].iter().map(|b| format!("{b:02x}")).collect()
@@ -247,13 +254,13 @@ impl Room {
             .origin_cap
             .map(|c| gate::OriginGate::new(c.max_inflight));
         let digest = config_digest(&cfg, draw_secret.as_deref());
-        let events_digest = events_digest(&cfg, draw_secret.as_deref());
+        let events_secret = draw_secret.clone();
         let events =
             crate::event::live::RoomEvents::new(cfg.name(), cfg.events.clone(), draw_secret);
         Self {
             events,
             digest,
-            events_digest,
+            events_secret,
             pilot: Default::default(),
             series: Default::default(),
             cfg,

@@ -103,6 +103,13 @@ async fn configs_differ(proxy: &Proxy, differ: bool) {
     .await;
 }
 
+async fn digest(proxy: &Proxy) -> String {
+    let v = admin_json(proxy, "/rooms/sale", TOKEN)
+        .await
+        .expect("the room");
+    v["config_digest"].as_str().unwrap_or("").to_string()
+}
+
 fn reload(proxy: &Proxy, cfg: &str) {
     std::fs::write(proxy.config_path(), cfg).unwrap();
     proxy.signal("HUP");
@@ -160,4 +167,80 @@ async fn an_opening_moved_later_in_one_file_is_not_recorded_at_the_old_time() {
             "still before the opening"
         );
     }
+}
+
+/// What the store steps by is compared, not the whole file (re-review): an edit of an event a
+/// month away, on one instance only, does not hold today's line, nor do the same instants
+/// written in another UTC offset; a newcomer walks into the empty room through either instance.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_the_events_near_now_are_compared() {
+    let redis = RedisServer::start();
+    let origin = Origin::start().await;
+    let month = 30 * 24 * 3600;
+    let later = config(origin.addr, &redis, &event(&at(month), &at(month + 600)));
+    let (one, two) = (
+        Proxy::start(&later),
+        Proxy::start(&config(origin.addr, &redis, "")),
+    );
+    configs_differ(&one, true).await;
+    for proxy in [&one, &two] {
+        let mut jar = Jar::default();
+        assert_eq!(
+            state(proxy, &mut jar).await,
+            "admitted",
+            "the room is not held"
+        );
+    }
+
+    let seoul = |secs: i64| {
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap()
+            .as_micros() as u64;
+        time::format(now.saturating_add_signed(secs * 1_000_000), 9 * 3600)
+    };
+    let (from, opens) = (-1, 600);
+    let utc = config(origin.addr, &redis, &event(&at(from), &at(opens)));
+    let kst = config(origin.addr, &redis, &event(&seoul(from), &seoul(opens)));
+    assert_ne!(utc, kst);
+    let before = [digest(&one).await, digest(&two).await];
+    reload(&one, &utc);
+    reload(&two, &kst);
+    for (proxy, old) in [(&one, &before[0]), (&two, &before[1])] {
+        eventually(Duration::from_secs(10), "reloaded", || async move {
+            (digest(proxy).await != *old).then_some(())
+        })
+        .await;
+    }
+    // Over ticks of both: the room is never held (an observation, not a wait).
+    let end = Instant::now() + Duration::from_secs(1);
+    while Instant::now() < end {
+        let held = common::redis::raw(redis.port, "HGET {anteroom:sale}:room ev_mixed");
+        assert_eq!(
+            held.as_deref(),
+            Some("$-1\r\n"),
+            "one schedule, two spellings"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let mut jar = Jar::default();
+    assert_eq!(state(&two, &mut jar).await, "prequeue");
+}
+
+/// Each instance is judged live by its own heartbeat: one that ticks the room every 6 s is not
+/// gone, between its ticks, to one that ticks every 100 ms (re-review: the hold dropped for a
+/// moment each time, and the registrants were let in).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_instance_that_ticks_slowly_still_holds_the_room() {
+    let redis = RedisServer::start();
+    let origin = Origin::start().await;
+    let slow = config(origin.addr, &redis, &event(&at(-1), &at(900)))
+        .replace("tick = \"100ms\"", "tick = \"6s\"");
+    let (fast, slow) = (
+        Proxy::start(&config(origin.addr, &redis, "")),
+        Proxy::start(&slow),
+    );
+    configs_differ(&fast, true).await;
+    let mut jars = register(&slow, 3).await;
+    nobody_let_in(&fast, &slow, &mut jars, &origin, 8).await;
 }

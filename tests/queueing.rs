@@ -224,3 +224,60 @@ async fn a_dry_run_lets_everyone_in_and_the_admin_api_counts_who_would_have_wait
     assert_eq!(room["would_have_queued"], 4, "max-active 1: {room}");
     assert_eq!(room["waiting"], 0, "{room}");
 }
+
+/// A room switched to `passthrough` by a reload lets in the visitors left in line from before,
+/// on their next poll: the dry run's poll is the store's to answer, not the line's copy (found
+/// by review: they were told to wait on at the old line's pace).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_switch_to_a_dry_run_lets_the_line_left_from_before_in() {
+    let origin = Origin::start().await;
+    let proxy = Proxy::start(&config(origin.addr, "", ""));
+    let patch = |body: serde_json::Value| {
+        let proxy = &proxy;
+        async move {
+            let (status, text) = admin_call(
+                proxy,
+                reqwest::Method::PATCH,
+                "/rooms/sale",
+                Some(TOKEN),
+                Some(body),
+            )
+            .await;
+            assert_eq!(status, 200, "{text}");
+        }
+    };
+    // A line that hardly moves: held, then at one admission in 1000 s.
+    patch(serde_json::json!({ "queue_all": true, "admit_per_second": 0.001 })).await;
+    let mut jars: Vec<Jar> = (0..30).map(|_| Jar::default()).collect();
+    for jar in &mut jars {
+        let v = get_json(&proxy, "/.anteroom/status?room=sale", jar)
+            .await
+            .unwrap();
+        assert_ne!(v["state"], "admitted", "{v}");
+    }
+    let digest = || async {
+        let v = admin_json(&proxy, "/rooms/sale", TOKEN)
+            .await
+            .expect("the room");
+        v["config_digest"].as_str().unwrap_or("").to_string()
+    };
+    let before = digest().await;
+    std::fs::write(
+        proxy.config_path(),
+        config(origin.addr, "", "queueing = \"passthrough\""),
+    )
+    .unwrap();
+    proxy.signal("HUP");
+    eventually(Duration::from_secs(10), "reloaded", || async {
+        (digest().await != before).then_some(())
+    })
+    .await;
+    patch(serde_json::json!({ "queue_all": false })).await;
+    // Each at the first poll: the store lets the dry run's line in at once.
+    for jar in &mut jars {
+        let v = get_json(&proxy, "/.anteroom/status?room=sale", jar)
+            .await
+            .unwrap();
+        assert_eq!(v["state"], "admitted", "let in by the dry run: {v}");
+    }
+}

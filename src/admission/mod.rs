@@ -58,10 +58,11 @@ async fn run_room(shared: Arc<Shared>, room: usize) {
         let mut ctx = r.recovery.context(shared.clock.now_micros());
         ctx.seen = r.line.seen.take();
         ctx.config.clone_from(&r.digest);
-        ctx.events_config.clone_from(&r.events_digest);
         ctx.autopilot = pilot::prepare(&shared, room);
         ctx.revoked_after = r.cfg.origin_commands.then(|| r.revoked.last());
         ctx.events = events::prepare(&shared, room);
+        ctx.events_config =
+            crate::room::events_digest(ctx.events.as_ref(), r.events_secret.as_deref());
         match shared
             .store_call(
                 "admit",

@@ -60,6 +60,8 @@ pub struct Snapshot {
     /// move however high the rate.
     pub room_left: u64,
     pub taken: Instant,
+    /// [`crate::store::AdmitReport::random_recent`]: no answer from this snapshot.
+    pub random_recent: bool,
 }
 
 /// The most ticks' worth [`Snapshot::may_have_gone`] counts.
@@ -82,6 +84,7 @@ impl Snapshot {
             rate,
             burst: burst.max(0.0) as u64,
             taken: Instant::now(),
+            random_recent: report.random_recent,
         }
     }
 
@@ -269,6 +272,7 @@ mod tests {
             burst: 0,
             room_left: u64::MAX,
             taken: Instant::now(),
+            random_recent: false,
         }
     }
 

@@ -36,12 +36,21 @@ impl Proxy {
     ) -> Option<Verdict> {
         let r = &shared.rooms[room];
         // A random draw is not in place-key order: the snapshot's head says nothing of who was
-        // let in, so every poll asks the store (one call, as before edge answers).
-        if r.cfg.params.queueing == crate::store::Queueing::Random {
+        // let in, so every poll asks the store (one call, as before edge answers); nor while a
+        // random draw let someone in lately (another instance's method, or this room's before
+        // a reload: found by review). A dry run lets in whoever polls, the line left from
+        // before it too: the store's to answer (found by review: they were told to wait on).
+        if matches!(
+            r.cfg.params.queueing,
+            crate::store::Queueing::Random | crate::store::Queueing::Passthrough
+        ) {
             return None;
         }
         let now = shared.clock.now_secs();
         let snapshot = r.line.snapshot();
+        if snapshot.as_deref().is_some_and(|s| s.random_recent) {
+            return None;
+        }
         let event = r
             .events
             .any()

@@ -51,6 +51,8 @@ struct Waiter {
 
 #[derive(Debug, Default)]
 struct RoomData {
+    /// When a random draw last let someone in (monotonic µs): `AdmitReport::random_recent`.
+    random_at: Option<Micros>,
     /// The operators' changes, newest first.
     history: VecDeque<crate::store::history::Change>,
     next_seq: u64,

@@ -207,6 +207,11 @@ pub struct AdmitReport {
     pub events_version: u64,
     /// The store's clock at the call (Unix µs): what event times are decided by.
     pub store_now: crate::clock::Micros,
+    /// A random draw let someone in within the last claim-ttl (and two ticks), whatever this
+    /// caller's method: the line's order then says nothing of who was let in, and a status
+    /// poll asks the store (an instance still on `fifo` beside one on `random`, or a room just
+    /// switched from `random`: found by review, a visitor drawn lost the turn).
+    pub random_recent: bool,
 }
 
 /// What the caller of `admit` knows, from its own earlier ticks.

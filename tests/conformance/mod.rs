@@ -691,6 +691,7 @@ macro_rules! conformance_suite {
             a_store_that_lost_its_revocations_is_read_from_the_start,
             an_ending_outlasts_a_session_renewed_for_longer_elsewhere,
             random_admits_anyone_in_line_at_the_rate_each_once,
+            a_random_draw_is_told_to_every_caller_until_its_claims_run_out,
             passthrough_lets_everyone_in_and_counts_who_would_have_queued,
             a_line_that_never_empties_stays_in_order_past_its_offsets_time_range,
             a_prequeue_registers_and_admits_nobody_until_the_opening,

@@ -42,6 +42,37 @@ pub async fn random_admits_anyone_in_line_at_the_rate_each_once(h: &dyn Harness)
     }
 }
 
+/// A random draw tells every caller, whatever its own method, until the drawn visitors' claims
+/// have run out: an instance still on `fifo` beside one on `random` (or one just switched from
+/// it) then asks the store for its visitors' polls instead of answering from its copy of the
+/// line, which would tell a drawn visitor to wait on (found by review).
+pub async fn a_random_draw_is_told_to_every_caller_until_its_claims_run_out(h: &dyn Harness) {
+    let s = h.store();
+    let mut random = room("drawn-told", 100.0, 1000);
+    random.queueing = Queueing::Random;
+    let mut fifo = random.clone();
+    fifo.queueing = Queueing::Fifo;
+    line_up(&*s, &random, 20).await;
+    h.advance(Duration::from_millis(100));
+    assert!(
+        !s.admit(&fifo).await.unwrap().random_recent,
+        "nothing drawn yet"
+    );
+    h.advance(Duration::from_millis(100));
+    let r = s.admit(&random).await.unwrap();
+    assert!(r.admitted > 0 && r.random_recent, "{} drawn", r.admitted);
+    h.advance(Duration::from_millis(100));
+    assert!(
+        s.admit(&fifo).await.unwrap().random_recent,
+        "told to a fifo caller"
+    );
+    h.advance(random.claim_ttl + random.tick * 3);
+    assert!(
+        !s.admit(&fifo).await.unwrap().random_recent,
+        "once the claims have run out"
+    );
+}
+
 pub async fn passthrough_lets_everyone_in_and_counts_who_would_have_queued(h: &dyn Harness) {
     let s = h.store();
     let mut p = room("dryrun", 10.0, 2);

@@ -74,6 +74,9 @@ impl RoomData {
                     waited: Duration::from_micros(now.saturating_sub(from)),
                 });
             }
+            if p.queueing == crate::store::Queueing::Random && admitted > 0 {
+                r.random_at = Some(now);
+            }
             r.tokens -= admitted as f64;
             r.note_admitted(now, admitted);
             r.admitted_total += admitted;
@@ -102,6 +105,9 @@ impl RoomData {
             event: r.event_seen(&at, wall),
             events_version: r.events_version(),
             store_now: wall,
+            random_recent: r
+                .random_at
+                .is_some_and(|at| now < at + micros(p.claim_ttl + p.tick * 2)),
         }
     }
 }

@@ -18,8 +18,10 @@ const AUTOPILOT_FROM: usize = 13;
 /// Where the event in force is told: its name, phase, registrations, when it opened, and the
 /// version of the runtime events.
 const EVENT_FROM: usize = 24;
+/// Whether a random draw let someone in lately (1/0).
+const RANDOM_AT: usize = 29;
 /// Where the line's sample starts: after the fixed fields (its epoch, then its length).
-const LINE_FROM: usize = 29;
+const LINE_FROM: usize = 30;
 
 /// `admit.lua`'s reply.
 #[derive(Debug, Clone, PartialEq)]
@@ -136,6 +138,7 @@ impl FromRedisValue for AdmitReply {
         let switch: String = item(&v, AUTOPILOT_FROM + 10)?;
         let store_now: String = item(&v, AUTOPILOT_FROM + 9)?;
         let (event, events_version) = event_of(&v)?;
+        let random_recent: i64 = item(&v, RANDOM_AT)?;
         let epoch: u64 = item(&v, LINE_FROM)?;
         let numbers: usize = item(&v, LINE_FROM + 1)?;
         if !numbers.is_multiple_of(2) || numbers > 2 * MAX_POINTS {
@@ -187,6 +190,7 @@ impl FromRedisValue for AdmitReply {
             event,
             events_version,
             store_now: store_now.parse().unwrap_or(0),
+            random_recent: random_recent == 1,
         }))
     }
 }
@@ -237,6 +241,8 @@ mod tests {
             int(12),
             text(""),
             int(3),
+            // A random draw lately.
+            int(1),
             int(777),
             int(4),
             int(0),
@@ -261,6 +267,7 @@ mod tests {
             (None, Some(40))
         );
         assert_eq!((r.generation.as_str(), r.new_generation), ("123-abc", true));
+        assert!(r.random_recent);
         assert_eq!(r.line.epoch, 777);
         assert_eq!(r.line.points, vec![(0, 10), (3, 40)]);
         assert_eq!(r.revoked.last, 9);
