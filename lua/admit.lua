@@ -70,8 +70,7 @@ redis.call('HSETNX', room, 'layout', LAYOUT)
 local now = now_us(ARGV[6])
 local abandon_us = abandon_after(room, tonumber(ARGV[5]), now, tonumber(ARGV[9]))
 local h = redis.call('HMGET', room, 'enabled', 'queue_all', 'rate', 'max_active',
-  'tokens', 'refilled', 'epoch', 'm_rate', 'm_at', 'm_count', 'admitted', 'sweep', 'recent',
-  'rand_at')
+  'tokens', 'refilled', 'epoch', 'm_rate', 'm_at', 'm_count', 'admitted', 'sweep', 'recent')
 local rate = tonumber(h[3]) or tonumber(ARGV[1])
 local max_active = tonumber(h[4]) or tonumber(ARGV[2])
 local epoch = tonumber(h[7]) or now
@@ -450,13 +449,14 @@ end
 -- than answer from their copy of the line (found by review: an instance still on fifo beside
 -- one on random, or just switched from random, told a drawn visitor to wait on, and the turn
 -- was lost).
-local rand_at = tonumber(h[14])
+-- 'rand_until': until when the last draw's claims may be collected, by the drawing instance's
+-- claim-ttl (not the caller's), moved on by a gap as the claims are (forgive_gap).
+local rand_until = tonumber(redis.call('HGET', room, 'rand_until'))
 if ARGV[23] == 'random' and admitted > 0 then
-  rand_at = now
-  redis.call('HSET', room, 'rand_at', string.format('%.0f', now))
+  rand_until = math.max(rand_until or 0, now + tonumber(ARGV[3]) + 2 * tonumber(ARGV[4]))
+  redis.call('HSET', room, 'rand_until', string.format('%.0f', rand_until))
 end
-local random_recent = rand_at ~= nil
-  and now - rand_at < tonumber(ARGV[3]) + 2 * tonumber(ARGV[4])
+local random_recent = rand_until ~= nil and now < rand_until
 local reply = { admitted, abandoned, expired, n, redis.call('ZCARD', active), tostring(m_rate),
   h[1] == '0' and 0 or 1, h[2] == '1' and 1 or 0, h[3] or '', h[4] or '', instances,
   gen, new_gen,

@@ -188,9 +188,11 @@ end
 
 -- Admitted already (turn came, or a session): claim it / keep it. Not during a pre-queue,
 -- which admits nobody: a session there (an order's given back) ends, and its holder registers.
+-- While instances disagree on the events (ev_mixed) no pre-queue is stepped into, this one's
+-- neither: the session is kept (found by re-review: it ended, and its holder went to the back).
 local exp = redis.call('ZSCORE', active, vid)
 if exp then
-  if tonumber(exp) > now and not in_pre then
+  if tonumber(exp) > now and (not in_pre or mixed_events) then
     redis.call('ZADD', active, now + tonumber(ARGV[5]), vid)
     return { 0, 0, 0, '0', 0 }
   end

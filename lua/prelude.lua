@@ -165,6 +165,13 @@ local function forgive_gap(room, active, now, cap, claim_us, live_at, forgave_at
   for i = 1, #hit, 2 do
     redis.call('ZADD', active, 'XX', string.format('%.0f', tonumber(hit[i + 1]) + shift), hit[i])
   end
+  -- How long a random draw's claims may still be collected moves on with them (admit.lua's
+  -- 'rand_until'; found by re-review: past a gap the claims lived on and the instances on fifo
+  -- answered their visitors from the line's copy again).
+  local rand_until = tonumber(redis.call('HGET', room, 'rand_until'))
+  if rand_until and rand_until > base then
+    redis.call('HSET', room, 'rand_until', string.format('%.0f', rand_until + shift))
+  end
   redis.call('HSET', room, 'forgave_at', string.format('%.0f', now))
 end
 

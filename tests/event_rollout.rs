@@ -244,3 +244,39 @@ async fn an_instance_that_ticks_slowly_still_holds_the_room() {
     let mut jars = register(&slow, 3).await;
     nobody_let_in(&fast, &slow, &mut jars, &origin, 8).await;
 }
+
+/// While held, an admitted visitor's session is kept, also by the instance whose events put the
+/// room in a pre-queue (found by re-review: a join there ended it and sent its holder to the
+/// back of the line).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_is_kept_while_the_room_is_held() {
+    let redis = RedisServer::start();
+    let origin = Origin::start().await;
+    let plain = config(origin.addr, &redis, "");
+    let (one, two) = (Proxy::start(&plain), Proxy::start(&plain));
+    let mut jar = Jar::default();
+    assert_eq!(state(&two, &mut jar).await, "admitted");
+    let before = digest(&one).await;
+    reload(
+        &one,
+        &config(origin.addr, &redis, &event(&at(-60), &at(900))),
+    );
+    eventually(Duration::from_secs(10), "reloaded", || async {
+        (digest(&one).await != before).then_some(())
+    })
+    .await;
+    configs_differ(&one, true).await;
+    // A page through the instance in a pre-queue: its own answer, but the session stays.
+    let _ = client()
+        .get(one.url("/products/z"))
+        .header("cookie", jar.header())
+        .send()
+        .await
+        .unwrap();
+    let v = admin_json(&two, "/rooms/sale", TOKEN).await.unwrap();
+    assert_eq!(
+        (v["active"].as_u64(), v["waiting"].as_u64()),
+        (Some(1), Some(0)),
+        "{v}"
+    );
+}

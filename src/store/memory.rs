@@ -51,8 +51,9 @@ struct Waiter {
 
 #[derive(Debug, Default)]
 struct RoomData {
-    /// When a random draw last let someone in (monotonic µs): `AdmitReport::random_recent`.
-    random_at: Option<Micros>,
+    /// Until when the last random draw's claims may be collected (monotonic µs), moved on by a
+    /// gap as the claims are: `AdmitReport::random_recent` (admit.lua's 'rand_until').
+    random_until: Option<Micros>,
     /// The operators' changes, newest first.
     history: VecDeque<crate::store::history::Change>,
     next_seq: u64,
@@ -139,6 +140,9 @@ impl RoomData {
             .collect();
         for (exp, vid) in hit {
             self.activate(vid, exp + f.shift);
+        }
+        if let Some(until) = self.random_until.filter(|u| *u > f.from) {
+            self.random_until = Some(until + f.shift);
         }
     }
 

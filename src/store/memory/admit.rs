@@ -25,6 +25,9 @@ impl RoomData {
         }
         r.hold_back = ctx.hold_back;
         r.config.clone_from(&ctx.config);
+        // A gap before this call costs no claim its deadline, as in admit.lua (found by
+        // re-review: the memory store's admit did not forgive it; only its other calls did).
+        r.forgive_gap(now, p);
         let expired = r.prune_active(now);
         let live = r.live(now, p.tick, true);
         let at = r.event_now(ctx.events.as_ref(), wall);
@@ -75,7 +78,8 @@ impl RoomData {
                 });
             }
             if p.queueing == crate::store::Queueing::Random && admitted > 0 {
-                r.random_at = Some(now);
+                let until = now + micros(p.claim_ttl + p.tick * 2);
+                r.random_until = Some(r.random_until.map_or(until, |u| u.max(until)));
             }
             r.tokens -= admitted as f64;
             r.note_admitted(now, admitted);
@@ -105,9 +109,7 @@ impl RoomData {
             event: r.event_seen(&at, wall),
             events_version: r.events_version(),
             store_now: wall,
-            random_recent: r
-                .random_at
-                .is_some_and(|at| now < at + micros(p.claim_ttl + p.tick * 2)),
+            random_recent: r.random_until.is_some_and(|until| now < until),
         }
     }
 }
