@@ -32,7 +32,8 @@
 -- ARGV[20] the step it was decided from ('ap_at' as the caller last saw it)
 -- ARGV[21] the p90 µs of the window it judged
 -- ARGV[22] the last revocation number the caller saw, or '' to read no revocations
--- ARGV[23] the queueing method: 'fifo' (the front of the line) or 'random' (any visitor in it,
+-- ARGV[23] the queueing method: 'reject' (nobody let in), 'fifo' (the front of the line) or
+--          'random' (any visitor in it,
 --          each with the same chance)
 -- ARGV[24] the room's events near now (see parse_events in the prelude), '' for none
 -- ARGV[25] the version of the runtime event changes the caller's events come from, or ''
@@ -340,7 +341,8 @@ local tokens = refill(tonumber(h[5]) or 0, tonumber(h[6]), now, rate, burst)
 local recent, window = window_left(h[13], now, tonumber(ARGV[4]), burst)
 local out = {}
 local admitted = 0
-if h[1] ~= '0' and h[2] ~= '1' and not stale and not in_pre and not stale_events then
+if h[1] ~= '0' and h[2] ~= '1' and not stale and not in_pre and not stale_events
+  and ARGV[23] ~= 'reject' then
   local room_left = max_active - redis.call('ZCARD', active) - tonumber(ARGV[11])
   local want = math.min(math.floor(tokens), room_left, window)
   local until_us = now + tonumber(ARGV[3])

@@ -19,12 +19,13 @@ pub enum QueueMethod {
 }
 
 impl QueueMethod {
-    /// What the store is told (a room that queues nobody has no line to order).
+    /// What the store is told.
     pub fn store(self) -> Queueing {
         match self {
             QueueMethod::Random => Queueing::Random,
             QueueMethod::Passthrough => Queueing::Passthrough,
-            QueueMethod::Fifo | QueueMethod::Reject => Queueing::Fifo,
+            QueueMethod::Reject => Queueing::Reject,
+            QueueMethod::Fifo => Queueing::Fifo,
         }
     }
 

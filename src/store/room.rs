@@ -36,6 +36,11 @@ pub enum Queueing {
     /// and each one the line would have held (no token, no slot of max-active, the line held)
     /// is counted ([`RoomStats::would_have_queued`]).
     Passthrough,
+    /// Nobody queues and nobody in a line left from before is let in (newcomers get the room's
+    /// "closed" answer from the proxy, before any store call); admitted sessions run on. Before
+    /// (found by review), the store ran such a room as `fifo` and went on admitting the old line
+    /// into claims that the "closed" answer never let anyone collect.
+    Reject,
 }
 
 impl Queueing {
@@ -44,6 +49,7 @@ impl Queueing {
             Queueing::Fifo => "fifo",
             Queueing::Random => "random",
             Queueing::Passthrough => "passthrough",
+            Queueing::Reject => "reject",
         }
     }
 }

@@ -692,6 +692,7 @@ macro_rules! conformance_suite {
             an_ending_outlasts_a_session_renewed_for_longer_elsewhere,
             random_admits_anyone_in_line_at_the_rate_each_once,
             a_random_draw_is_told_to_every_caller_until_its_claims_run_out,
+            a_room_that_rejects_admits_nobody_of_the_line_left,
             passthrough_lets_everyone_in_and_counts_who_would_have_queued,
             a_line_that_never_empties_stays_in_order_past_its_offsets_time_range,
             a_prequeue_registers_and_admits_nobody_until_the_opening,

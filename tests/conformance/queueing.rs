@@ -83,6 +83,28 @@ pub async fn a_random_draw_is_told_to_every_caller_until_its_claims_run_out(h: &
     );
 }
 
+/// A room that rejects lets nobody of a line left from before in: the proxy answers them
+/// "closed" before any store call, so a claim made for them could never be collected (found by
+/// review: the store ran the room as fifo, and the front of the line lost its turn). Switched
+/// back, the line goes on in its order.
+pub async fn a_room_that_rejects_admits_nobody_of_the_line_left(h: &dyn Harness) {
+    let s = h.store();
+    let mut p = room("rejects", 100.0, 1000);
+    let line = line_up(&*s, &p, 5).await;
+    p.queueing = Queueing::Reject;
+    for _ in 0..5 {
+        h.advance(Duration::from_millis(200));
+        assert_eq!(s.admit(&p).await.unwrap().admitted, 0, "nobody let in");
+    }
+    assert_eq!(s.stats(&p).await.unwrap().waiting, 5);
+    p.queueing = Queueing::Fifo;
+    h.advance(Duration::from_millis(200));
+    let r = s.admit(&p).await.unwrap();
+    let first: Vec<VisitorId> = r.admitted_visitors.iter().map(|a| a.vid).collect();
+    assert!(!first.is_empty());
+    assert_eq!(first[..], line[..first.len()], "in the line's order");
+}
+
 pub async fn passthrough_lets_everyone_in_and_counts_who_would_have_queued(h: &dyn Harness) {
     let s = h.store();
     let mut p = room("dryrun", 10.0, 2);

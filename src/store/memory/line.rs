@@ -96,6 +96,7 @@ impl RoomData {
         let seq = match q {
             // A passthrough room has a line only from before it was switched: front first.
             Queueing::Fifo | Queueing::Passthrough => *self.order.first_key_value()?.0,
+            Queueing::Reject => return None,
             Queueing::Random => {
                 let n = self.waiters.len() as u64;
                 if n == 0 {
