@@ -222,9 +222,11 @@ pub fn rooms_table(rooms: &Value) -> String {
     ]);
     for r in rooms.as_array().map(Vec::as_slice).unwrap_or(&[]) {
         let flag = |k: &str| r.get(k).and_then(Value::as_bool);
+        let rejects = r.get("queueing").and_then(Value::as_str) == Some("reject");
         let state = match (flag("enabled"), flag("queue_all")) {
             (Some(false), _) => "off",
             (_, Some(true)) => "held",
+            _ if rejects => "closed",
             _ => "open",
         };
         let num = |k: &str| r.get(k).and_then(Value::as_f64).unwrap_or(0.0);
@@ -371,6 +373,9 @@ mod tests {
             {"name": "quiet", "enabled": true, "queue_all": false, "waiting": 0, "active": 1,
              "admitted_per_second": 0.0, "admit_per_second": 0.5, "held_by": null,
              "new_visitor_wait_seconds": 0},
+            {"name": "gone", "enabled": true, "queue_all": false, "waiting": 0, "active": 2,
+             "admitted_per_second": 0.0, "admit_per_second": 0.5, "held_by": null,
+             "new_visitor_wait_seconds": null, "queueing": "reject"},
         ]);
         let t = rooms_table(&rooms);
         let lines: Vec<&str> = t.lines().collect();
@@ -382,6 +387,11 @@ mod tests {
         assert!(lines[1].contains("0.0/0.5"), "{t}");
         assert!(
             lines[2].contains("-/0.5") && lines[2].ends_with("none"),
+            "{t}"
+        );
+        // A room that rejects newcomers is closed to them, with no wait to tell (review).
+        assert!(
+            lines[3].contains("closed") && !lines[3].ends_with("none"),
             "{t}"
         );
     }

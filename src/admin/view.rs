@@ -96,11 +96,17 @@ pub async fn room(s: &Shared, i: usize) -> Value {
                 active: st.active,
                 max_active,
             });
-            let new_wait = forecast::new_visitor_wait(held, st.waiting, eta_rate, st.measured_rate);
+            // A room that rejects takes no newcomer at all: no wait to tell (found by review: it
+            // said a newcomer walks in).
+            let rejects = r.cfg.queueing == crate::config::QueueMethod::Reject;
+            let new_wait = (!rejects)
+                .then(|| forecast::new_visitor_wait(held, st.waiting, eta_rate, st.measured_rate))
+                .flatten();
             json!({
                 "name": r.name(),
                 "enabled": st.state.enabled,
                 "queue_all": st.state.queue_all,
+                "queueing": r.cfg.queueing.as_str(),
                 "overrides": { "admit_per_second": st.state.admit_per_second, "max_active": st.state.max_active },
                 "admit_per_second": rate,
                 "max_active": max_active,
