@@ -411,3 +411,59 @@ async fn two_instances_share_max_active_while_redis_is_down() {
         assert_eq!(admitted, 2, "instance {i}: half of max-active: {states:?}");
     }
 }
+
+/// While the store is down, a visitor in line with a queue ticket gets the room's policy as a
+/// newcomer does: under `open` they go through. Before (found by review), ticket holders were
+/// told their place from the snapshot for the whole outage (a poll with a ticket makes no store
+/// call), while newcomers, who have none, walked in under `open` or took the `local` admissions:
+/// those who had waited longest were the only ones kept out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_visitor_in_line_gets_the_policy_as_a_newcomer_does() {
+    let mut redis = RedisServer::start();
+    let origin = Origin::start().await;
+    let room = "admit-per-second = 0.1\nmax-active = 100";
+    let conf = config(origin.addr, &redis.url(), 3, room)
+        .replace("on-store-error = \"local\"", "on-store-error = \"open\"");
+    let proxy = Proxy::start(&conf);
+    admission_loop_ran(&redis).await;
+    // A line: the first walks in, the others wait with a ticket. Those near the head ask the
+    // store anyway (their turn may have come): the ones further back are answered at the edge.
+    let mut jars = vec![Jar::default(); 6];
+    let mut waiting = Vec::new();
+    for jar in jars.iter_mut() {
+        let (admitted, state) = visit(&proxy, jar).await;
+        if !admitted {
+            assert_eq!(state, "waiting");
+            waiting.push(jar.clone());
+        }
+    }
+    assert!(waiting.len() >= 4, "{} wait", waiting.len());
+    waiting.drain(..2);
+    let ticketed = |j: &Jar| j.0.iter().any(|(k, _)| k.starts_with("anteroom_q"));
+    assert!(waiting.iter().all(ticketed), "{waiting:?}");
+    // Answered from the snapshot (once a tick has seen them) while the store is up.
+    eventually(
+        Duration::from_secs(10),
+        "a poll answered at the edge",
+        || {
+            let (proxy, mut jar) = (&proxy, waiting[0].clone());
+            async move {
+                assert_eq!(visit(proxy, &mut jar).await.1, "waiting");
+                let edge = metric(proxy, TOKEN, "anteroom_polls_total", "answered=\"edge\"").await;
+                (edge > 0).then_some(())
+            }
+        },
+    )
+    .await;
+    redis.kill();
+    breaker_open(&proxy).await;
+    let before = origin.requests().len();
+    for jar in waiting.iter_mut() {
+        let (_, state) = visit(&proxy, jar).await;
+        assert!(
+            state.starts_with("origin"),
+            "a visitor in line under `open` while the store is down: {state}"
+        );
+    }
+    assert_eq!(origin.requests().len(), before + waiting.len());
+}

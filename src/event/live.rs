@@ -233,6 +233,21 @@ impl RoomEvents {
         current(&s.events, self.store_now(local), opened_id(&seen)).map(|(_, _, p)| p)
     }
 
+    /// Whether the event in force at `local` is open by this instance's estimate of the
+    /// store's clock while the store, when it last answered, had not recorded its opening:
+    /// until it has, the registrants of its pre-queue are not let in and nobody goes ahead of
+    /// them (`room::policy`).
+    pub fn opening_unconfirmed(&self, local: Micros) -> bool {
+        let s = self.schedule.load();
+        let seen = self.seen.load();
+        match current(&s.events, self.store_now(local), opened_id(&seen)) {
+            Some((_, event, Phase::Open)) => !seen
+                .as_ref()
+                .is_some_and(|e| event.is(&e.id) && e.opened_at.is_some()),
+            _ => false,
+        }
+    }
+
     /// Whether the store said this event is in its pre-queue at the last tick.
     pub fn store_says_prequeue(&self, event: &Event) -> bool {
         self.seen

@@ -238,7 +238,8 @@ impl Proxy {
             Err(e) => {
                 shared.warn_store_error(&e);
                 // An event decides first: a pre-queue lets nobody in whatever the policy (the
-                // sale is not open), and after the closing a newcomer is told it ended.
+                // sale is not open; nor is it at an opening the store has not recorded yet:
+                // `policy`), and after the closing a newcomer is told it ended.
                 if let Some(v) = r.events.view(shared.clock.now_micros()) {
                     let drawn = ticket.as_ref().is_some_and(|t| t.drawn);
                     match v.phase {
@@ -253,7 +254,14 @@ impl Proxy {
                                 drawn || v.event.draw,
                             ));
                         }
-                        crate::event::Phase::Closed if ticket.is_none() => return Verdict::Ended,
+                        // A line the closing releases is over for those in it too (before, a
+                        // ticket holder fell through to the policy: review).
+                        crate::event::Phase::Closed
+                            if ticket.is_none()
+                                || v.event.after_close == crate::event::AfterClose::Release =>
+                        {
+                            return Verdict::Ended
+                        }
                         _ => {}
                     }
                 }

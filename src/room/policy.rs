@@ -11,6 +11,10 @@
 //!   room that is off.
 //! - A line last seen held (`queue_all`) stays held under every policy: a store blip before a
 //!   sale must not open the doors early.
+//! - So does a room whose event is past its opening by this instance's clock while the store
+//!   has not yet said it opened (`unopened`): the registrants of its pre-queue go first, and
+//!   only the store lets them in. Before (found by review), Redis paused across a drawn
+//!   opening let newcomers in through the `local` policy ahead of everyone registered.
 //! - `open` lets everyone else through; `closed` puts everyone on hold ("paused", keep polling).
 //! - `local` admits from this instance's own bucket only while the circuit breaker is open,
 //!   i.e. while the store is known to be down. A single failed call with the breaker closed (a
@@ -60,6 +64,9 @@ pub struct LastKnown {
     pub refused: bool,
     pub enabled: bool,
     pub queue_all: bool,
+    /// The room's event is open by this instance's clock, and the store had not said it
+    /// opened when it last answered.
+    pub unopened: bool,
     /// The room's max-active in force (config or override).
     pub max_active: u64,
     /// Live proxy instances of the room, at least 1.
@@ -104,7 +111,7 @@ pub fn on_store_error(policy: StorePolicy, failure: Failure, room: &LastKnown) -
     if room.heard && !room.enabled {
         return OnError::Pass;
     }
-    if room.heard && room.queue_all {
+    if room.heard && (room.queue_all || room.unopened) {
         return OnError::Hold;
     }
     match policy {
@@ -137,6 +144,7 @@ mod tests {
         refused: false,
         enabled: true,
         queue_all: false,
+        unopened: false,
         max_active: 100,
         instances: 2,
         local_active: 0,
@@ -181,6 +189,11 @@ mod tests {
         let tiny_cap = with(|r| {
             r.max_active = 2;
             r.instances = 3
+        });
+        let unopened = with(|r| r.unopened = true);
+        let unopened_and_off = with(|r| {
+            r.unopened = true;
+            r.enabled = false
         });
         let refused = with(|r| r.refused = true);
         let refused_and_off = with(|r| {
@@ -288,6 +301,28 @@ mod tests {
             (Closed, Failed, &ROOM, Hold, "closed holds"),
             (Closed, Down, &off, Pass, "closed, room off"),
             (Closed, Down, &held, Hold, "closed, held"),
+            (
+                Local,
+                Down,
+                &unopened,
+                Hold,
+                "an opening not yet the store's",
+            ),
+            (
+                Open,
+                Down,
+                &unopened,
+                Hold,
+                "open waits for the opening too",
+            ),
+            (Open, Failed, &unopened, Hold, "one failure at the opening"),
+            (
+                Local,
+                Down,
+                &unopened_and_off,
+                Pass,
+                "off wins over unopened",
+            ),
         ];
         for (policy, failure, room, want, why) in cases {
             assert_eq!(

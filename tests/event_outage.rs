@@ -1,0 +1,177 @@
+//! A scheduled sale through a Redis outage (found by review): the sale opens when the store
+//! says it has, not when an instance's clock says so, so a store that is away at the opening
+//! lets nobody in under any policy until it has recorded the opening and lets the registrants
+//! in first; and a line the closing releases is over for those in it through an outage too.
+//! (A pre-queue through an outage: `events.rs`.)
+
+mod common;
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use anteroom::event::time;
+use common::redis::RedisServer;
+use common::*;
+use serde_json::Value;
+
+const TOKEN: &str = "admin-token-for-tests-0123456789";
+const STATUS: &str = "/.anteroom/status?room=sale";
+
+/// An RFC 3339 time `secs` from now (negative: ago).
+fn at(secs: i64) -> String {
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_micros() as u64;
+    time::format(now.saturating_add_signed(secs * 1_000_000), 0)
+}
+
+fn config(origin: std::net::SocketAddr, redis: &RedisServer, room: &str, event: &str) -> String {
+    format!(
+        r#"{base}
+[admin]
+token = "{TOKEN}"
+
+[draw]
+secret = "draw-secret-for-the-tests-0123456789abcdef"
+
+[store]
+backend = "redis"
+redis-url = "{redis}"
+timeout = "200ms"
+breaker-failures = 3
+breaker-cooldown = "500ms"
+
+[[room]]
+name = "sale"
+paths = ["/products"]
+tick = "100ms"
+claim-ttl = "60s"
+{room}
+
+{event}
+"#,
+        base = base_config(origin),
+        redis = redis.url()
+    )
+}
+
+/// A request for a room page: the origin's answer, or the state the room answered with.
+async fn visit(proxy: &Proxy, jar: &mut Jar) -> String {
+    let mut req = client()
+        .get(proxy.url("/products/1"))
+        .header("accept", "application/json");
+    if !jar.0.is_empty() {
+        req = req.header("cookie", jar.header());
+    }
+    let resp = req.send().await.unwrap();
+    jar.absorb(&resp);
+    let text = resp.text().await.unwrap_or_default();
+    serde_json::from_str::<Value>(&text)
+        .ok()
+        .and_then(|v| v["state"].as_str().map(String::from))
+        .unwrap_or(text)
+}
+
+/// Waits until the instance's admission loop has told the store of the room's event.
+async fn ticked(redis: &RedisServer, field: &str) {
+    eventually(Duration::from_secs(10), field, || async {
+        common::redis::raw(
+            redis.port,
+            &format!("HEXISTS {{anteroom:sale}}:room {field}"),
+        )
+        .filter(|r| r.starts_with(":1"))
+    })
+    .await;
+}
+
+/// Redis paused across a drawn opening: by this instance's clock the sale is open, but the
+/// store has not recorded it, so nobody is let in, whatever `on-store-error` says. Before,
+/// the default `local` admitted newcomers on the instance's own rate, ahead of every
+/// registrant.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_opening_the_store_has_not_recorded_lets_nobody_in() {
+    let redis = RedisServer::start();
+    let origin = Origin::start().await;
+    let event = format!(
+        "[[room.event]]\nname = \"drop\"\nprequeue-from = \"{}\"\nopens-at = \"{}\"\ndraw = true\n",
+        at(-1),
+        at(4)
+    );
+    let room = "admit-per-second = 100\nmax-active = 100\non-store-error = \"local\"";
+    let proxy = Proxy::start(&config(origin.addr, &redis, room, &event));
+    let mut registrant = Jar::default();
+    let s = get_json(&proxy, STATUS, &mut registrant).await.unwrap();
+    assert_eq!(s["state"], "prequeue", "{s}");
+    ticked(&redis, "in_pre").await;
+    redis.signal(true);
+    // Past the opening by the instance's clock, with the breaker open: held.
+    eventually(Duration::from_secs(15), "the opening, held", || {
+        let proxy = &proxy;
+        async move {
+            let state = visit(proxy, &mut Jar::default()).await;
+            assert!(!state.starts_with("origin"), "let in at the opening");
+            (state == "paused").then_some(())
+        }
+    })
+    .await;
+    for _ in 0..5 {
+        let state = visit(&proxy, &mut Jar::default()).await;
+        assert_eq!(
+            state, "paused",
+            "a newcomer at an opening the store has not seen"
+        );
+        let state = visit(&proxy, &mut registrant).await;
+        assert_eq!(state, "paused", "the registrant too");
+    }
+    assert!(origin.requests().is_empty(), "{:?}", origin.requests());
+    // The store back: it records the opening and lets the registrant in.
+    redis.signal(false);
+    eventually(Duration::from_secs(15), "the registrant let in", || {
+        let (proxy, mut jar) = (&proxy, registrant.clone());
+        async move {
+            visit(proxy, &mut jar)
+                .await
+                .starts_with("origin")
+                .then_some(())
+        }
+    })
+    .await;
+}
+
+/// A line the closing releases (`after-close = "release"`) is over for those in it when the
+/// store is down at the closing too: under `open`, a visitor in line is told the sale ended,
+/// not let through. Before, a queue ticket made the request fall through to the policy.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_released_line_is_over_through_an_outage() {
+    let mut redis = RedisServer::start();
+    let origin = Origin::start().await;
+    let event = format!(
+        "[[room.event]]\nname = \"short\"\nprequeue-from = \"{}\"\nopens-at = \"{}\"\ncloses-at = \"{}\"\nafter-close = \"release\"\n",
+        at(-2),
+        at(-1),
+        at(5)
+    );
+    let room = "admit-per-second = 0.1\nmax-active = 100\non-store-error = \"open\"";
+    let proxy = Proxy::start(&config(origin.addr, &redis, room, &event));
+    ticked(&redis, "opened").await;
+    let mut jars = vec![Jar::default(); 4];
+    for jar in jars.iter_mut() {
+        visit(&proxy, jar).await;
+    }
+    let mut waiter = jars.pop().unwrap();
+    assert_eq!(visit(&proxy, &mut waiter).await, "waiting");
+    redis.kill();
+    // The closing, while the store is down: a newcomer is told it ended (before it, `open`
+    // lets newcomers through).
+    eventually(Duration::from_secs(20), "the closing", || {
+        let proxy = &proxy;
+        async move { (visit(proxy, &mut Jar::default()).await == "ended").then_some(()) }
+    })
+    .await;
+    let reached = origin.requests().len();
+    for _ in 0..3 {
+        let state = visit(&proxy, &mut waiter).await;
+        assert_eq!(state, "ended", "a visitor of a released line");
+    }
+    assert_eq!(origin.requests().len(), reached);
+}
