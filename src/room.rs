@@ -318,6 +318,7 @@ impl Room {
         self.line.inherit(&old.line);
         // Sessions admitted locally during an outage still count after a reload.
         self.local.inherit(&old.local);
+        self.series.inherit(&old.series);
     }
 
     pub fn name(&self) -> &str {

@@ -313,3 +313,33 @@ async fn the_page_is_self_contained_and_refuses_to_be_framed() {
         .unwrap();
     assert_eq!(v["fields"][1], "waiting", "{v}");
 }
+
+/// A reload (SIGHUP, a certificate's renewal too) keeps the room's charts: before (found by
+/// review), every reload started the 15 minutes over.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reload_keeps_the_charts() {
+    let origin = Origin::start().await;
+    // At `info`, which logs the reload.
+    let proxy = Proxy::start_with(&config(origin.addr), &[("ANTEROOM_LOG", "info")], &[]);
+    let samples = || async {
+        admin_json(&proxy, "/rooms/sale/series", READ)
+            .await
+            .unwrap()["samples"]
+            .as_array()
+            .map_or(0, |a| a.len())
+    };
+    eventually(Duration::from_secs(10), "three samples", || async {
+        (samples().await >= 3).then_some(())
+    })
+    .await;
+    let before = samples().await;
+    proxy.signal("HUP");
+    eventually(Duration::from_secs(10), "the reload", || async {
+        proxy
+            .stderr()
+            .contains("configuration reloaded")
+            .then_some(())
+    })
+    .await;
+    assert!(samples().await >= before, "the samples were dropped");
+}

@@ -157,6 +157,21 @@ impl Builder<'_> {
 
     fn token_value(&mut self, key: &KeyPath, raw: &str) -> Option<String> {
         let value = self.string(key, raw)?;
+        // A token travels in an `Authorization` header, which trims whitespace at its ends and
+        // which the API reads as visible ASCII: any other value could never sign in (found by
+        // review: a Kubernetes secret's trailing newline, read through `env:`, passed check
+        // and locked the operator out).
+        if let Some(c) = value.chars().find(|c| !c.is_ascii_graphic()) {
+            self.fail(
+                key.clone(),
+                format!(
+                    "holds {c:?}, which an Authorization header cannot carry (a newline at the \
+                     end of a file read into an environment variable?)"
+                ),
+                "use visible ASCII only, with no spaces, e.g. openssl rand -hex 24",
+            );
+            return None;
+        }
         if value.len() < 16 {
             self.fail(
                 key.clone(),

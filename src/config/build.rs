@@ -245,19 +245,19 @@ impl Builder<'_> {
             redirect_http: listen_f.redirect_http.unwrap_or(false),
         };
         if let Some(https) = listen.https {
-            if https == listen.http || https == listen.admin {
+            if same_socket(https, listen.http) || same_socket(https, listen.admin) {
                 self.fail(
                     k("listen").key("https"),
-                    "is the same address as listen.http or listen.admin",
+                    "takes the socket of listen.http or listen.admin (the same port on an address it covers: 0.0.0.0 and [::] cover every address)",
                     "give HTTPS its own port, e.g. https = \"0.0.0.0:443\"",
                 );
             }
         }
         let tls = self.tls(&f.tls, &listen);
-        if listen.http == listen.admin {
+        if same_socket(listen.http, listen.admin) {
             self.fail(
                 k("listen").key("admin"),
-                "is the same address as listen.http",
+                "takes the socket of listen.http (the same port on an address it covers: 0.0.0.0 and [::] cover every address)",
                 "give the admin API its own port",
             );
         }
@@ -515,4 +515,38 @@ pub fn valid_room_name(name: &str) -> bool {
         && (b[0].is_ascii_lowercase() || b[0].is_ascii_digit())
         && b.iter()
             .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-' || *c == b'_')
+}
+
+/// Whether two listeners would take the same socket: the same port, and the same address or
+/// one that covers the other (`0.0.0.0` every IPv4 address; `[::]` every address, IPv4 too on a
+/// dual-stack host). Before (found by review), only equal addresses were refused: `http =
+/// "0.0.0.0:8080"` beside `admin = "127.0.0.1:8080"` passed check, the public listener never
+/// came up, and the health checks, on the admin port, said all was well.
+fn same_socket(a: SocketAddr, b: SocketAddr) -> bool {
+    let covers =
+        |u: SocketAddr, x: SocketAddr| u.ip().is_unspecified() && (u.is_ipv6() || x.is_ipv4());
+    a.port() == b.port() && (a.ip() == b.ip() || covers(a, b) || covers(b, a))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn listeners_clash_on_one_port_when_one_address_covers_the_other() {
+        let a = |s: &str| s.parse::<SocketAddr>().unwrap();
+        for (x, y, clash) in [
+            ("127.0.0.1:80", "127.0.0.1:80", true),
+            ("0.0.0.0:80", "127.0.0.1:80", true),
+            ("127.0.0.1:80", "0.0.0.0:80", true),
+            ("[::]:80", "127.0.0.1:80", true),
+            ("[::]:80", "[::1]:80", true),
+            ("0.0.0.0:80", "[::1]:80", false),
+            ("127.0.0.1:80", "[::1]:80", false),
+            ("127.0.0.1:80", "127.0.0.2:80", false),
+            ("0.0.0.0:80", "0.0.0.0:81", false),
+        ] {
+            assert_eq!(same_socket(a(x), a(y)), clash, "{x} {y}");
+        }
+    }
 }

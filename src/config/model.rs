@@ -45,6 +45,10 @@ pub const POLL_JITTER: f64 = 0.2;
 pub const POLLS_PER_ABANDON: u32 = 2;
 /// The Redis store keeps "last seen" in one-second slots that wrap after 68 minutes.
 pub const MAX_ABANDON_AFTER: Duration = Duration::from_secs(30 * 60);
+/// The longest `session-ttl`: a month (a session is renewed while used, so this is idle time).
+pub const MAX_SESSION_TTL: Duration = Duration::from_secs(30 * 86_400);
+/// The longest `claim-ttl`: an hour to collect a turn.
+pub const MAX_CLAIM_TTL: Duration = Duration::from_secs(3_600);
 /// The longest queue a room accepts before new visitors get `full`.
 pub const DEFAULT_MAX_WAITING: u64 = 1_000_000;
 /// How long a request may wait at the proxy for a slot under `max-origin-inflight`.

@@ -112,6 +112,34 @@ impl Builder<'_> {
                 r.claim_ttl.as_deref(),
                 DEFAULT_CLAIM_TTL,
             );
+            // Bounded (found by review): a session-ttl of u64::MAX seconds passed and every
+            // request of its admission overflowed a sum of durations; one of 1ms let an admitted
+            // visitor make one request.
+            for (key, d, most, fix) in [
+                (
+                    "session-ttl",
+                    session_ttl,
+                    MAX_SESSION_TTL,
+                    "the seed's 10m is a good start",
+                ),
+                (
+                    "claim-ttl",
+                    claim_ttl,
+                    MAX_CLAIM_TTL,
+                    "the seed's 1m is a good start",
+                ),
+            ] {
+                if d < Duration::from_secs(1) || d > most {
+                    self.fail(
+                        p.key(key),
+                        format!(
+                            "must be between 1s and {}",
+                            humantime::format_duration(most)
+                        ),
+                        fix,
+                    );
+                }
+            }
             let abandon_after = self.duration(
                 &p.key("abandon-after"),
                 r.abandon_after.as_deref(),

@@ -4,7 +4,8 @@
 //! it for every identity it wants in line.
 //!
 //! Stateless, no store call: the puzzle's nonce is an HMAC of the room, the visitor id and a
-//! one-minute bucket under the first cookie key, so any instance can check a solution. The
+//! one-minute bucket under the first cookie key, so any instance can check a solution (under
+//! any of the keys: a rotation fails no puzzle handed out before it). The
 //! work is to find a counter `c` such that `SHA-256(nonce_hex ‖ c in decimal)` starts with
 //! `difficulty` zero bits (one SHA-256 block: the page's script hashes fast). A solution is
 //! good for its visitor id and room, for [`BUCKETS`] minutes.
@@ -86,9 +87,6 @@ pub fn verify(
     solution: &str,
     now: u64,
 ) -> bool {
-    let Some(key) = keys.first() else {
-        return false;
-    };
     let Some((bucket, counter)) = solution.split_once('.') else {
         return false;
     };
@@ -106,10 +104,15 @@ pub fn verify(
         return false;
     }
     // Leading zeros are not secret, but the nonce is recomputed, never taken from the client:
-    // a solution carries only the bucket and the counter.
-    let h = work(&nonce(key, room, vid, bucket), counter);
-    let enough = leading_zero_bits(&h) >= difficulty;
-    bool::from(u8::from(enough).ct_eq(&1))
+    // a solution carries only the bucket and the counter. Under every configured key: a puzzle
+    // handed out before a key rotation, or by an instance that signs with another of the keys
+    // (a rolling change), is still solved (found by review: it failed, and the visitor joined
+    // under the stricter limit).
+    keys.iter().any(|key| {
+        let h = work(&nonce(key, room, vid, bucket), counter);
+        let enough = leading_zero_bits(&h) >= difficulty;
+        bool::from(u8::from(enough).ct_eq(&1))
+    })
 }
 
 /// What a request with no admission and no queue ticket does in a room with a challenge.
@@ -205,6 +208,12 @@ mod tests {
         assert!(!verify(&k, "sale", another, 10, &sol, now));
         let other = vec![CookieKey::new(b"another-key-0123456789abcdefghij").unwrap()];
         assert!(!verify(&other, "sale", vid, 10, &sol, now), "another key");
+        // A rotation puts a new key first: the puzzle handed out under the old one is solved.
+        let rotated = vec![other[0].clone(), k[0].clone()];
+        assert!(
+            verify(&rotated, "sale", vid, 10, &sol, now),
+            "after a rotation"
+        );
         for bad in ["", ".", "1.", ".1", "x.1", "1.x", "1.2.3", "-1.5", "1.+5"] {
             assert!(!verify(&k, "sale", vid, 10, bad, now), "{bad:?}");
         }

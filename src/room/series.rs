@@ -43,6 +43,17 @@ pub struct Seen {
 }
 
 impl Series {
+    /// Takes over a reloaded room's samples (found by review: every SIGHUP, a certificate's
+    /// renewal too, blanked the dashboard's charts).
+    pub fn inherit(&self, old: &Series) {
+        let kept = old
+            .samples
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        *self.samples.lock().unwrap_or_else(|e| e.into_inner()) = kept;
+    }
+
     /// Notes a tick, unless the last sample is younger than [`EVERY`].
     pub fn note(&self, seen: &Seen) {
         let now = SystemTime::now()

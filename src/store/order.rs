@@ -79,7 +79,9 @@ pub struct Order {
 impl Order {
     /// How long the order's marker lives: past the cookie and past any cookie of a session.
     pub fn marker_life(&self, session_ttl: Duration) -> Duration {
-        session_ttl.max(self.cookie_life) + MARKER_MARGIN
+        session_ttl
+            .max(self.cookie_life)
+            .saturating_add(MARKER_MARGIN)
     }
 }
 

@@ -76,6 +76,24 @@ pub const BROKEN: &[(&str, usize, &str, &str)] = &[
         "is shorter than 16 characters",
     ),
     (
+        "bad_admin_token_spaces.toml",
+        16,
+        "admin.tokens[0].value",
+        "which an Authorization header cannot carry",
+    ),
+    (
+        "bad_listen_covered.toml",
+        3,
+        "listen.admin",
+        "takes the socket of listen.http",
+    ),
+    (
+        "bad_session_ttl_huge.toml",
+        13,
+        "room[0].session-ttl",
+        "must be between 1s and 30days",
+    ),
+    (
         "bad_autopilot_error_rate.toml",
         13,
         "room[0].autopilot.max-error-rate",

@@ -15,7 +15,7 @@ use crate::store::{Consumed, Order, RequestId, RoomParams, Settle, Settled, Visi
 /// order, as `lua/consume.lua`, `lua/settle.lua` and `lua/touch.lua`.
 impl RoomData {
     fn marker_life(p: &RoomParams) -> Micros {
-        micros(p.session_ttl + MARKER_MARGIN)
+        micros(p.session_ttl.saturating_add(MARKER_MARGIN))
     }
 
     /// A pending consume that failed or was never settled: the same visitor holds the slot
