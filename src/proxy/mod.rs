@@ -116,6 +116,9 @@ pub struct Ctx {
     failure_told: bool,
     /// The admission this request carried or was given: what an origin command ends.
     holder: Option<command::Holder>,
+    /// Let past the line by a `path` bypass rule: a page open to everyone, whose caching the
+    /// shop decides (a `header` or `client` rule lets one party past a guarded page).
+    open_bypass: bool,
 }
 
 /// The proxy.
@@ -164,6 +167,7 @@ impl ProxyHttp for Proxy {
             origin_slot: None,
             upstream_at: None,
             failure_told: false,
+            open_bypass: false,
             tried: Vec::new(),
             holder: None,
         }
@@ -262,6 +266,10 @@ impl ProxyHttp for Proxy {
                 &req.headers,
             ) {
                 ctx.outcome = Outcome::Bypass;
+                ctx.open_bypass = matches!(
+                    r.cfg.bypass.get(i),
+                    Some(crate::config::model::BypassRule::Path(_))
+                );
                 if let Some(c) = r.metrics.bypassed.get(i) {
                     c.inc();
                 }
@@ -482,10 +490,13 @@ impl ProxyHttp for Proxy {
         if upstream_response.status.is_informational() {
             return Ok(());
         }
-        // What a line guards is never stored by a shared cache (see cache_safe); what a bypass
-        // rule lets past it is open to all anyway (the shop's assets keep their caching). An
-        // answer that is to carry our cookies is made safe by `prepare`, unless it is a 304.
-        let guarded = ctx.room.is_some() && ctx.outcome != Outcome::Bypass;
+        // What a line guards is never stored by a shared cache (see cache_safe); what a path
+        // bypass rule lets past it is open to all anyway (the shop's assets keep their
+        // caching). A partner's or a staff network's page (a `header` or `client` rule) is a
+        // guarded page all the same: a shared cache that stored it served it to newcomers
+        // (found by review). An answer that is to carry our cookies is made safe by `prepare`,
+        // unless it is a 304.
+        let guarded = ctx.room.is_some() && !ctx.open_bypass;
         if ctx.set_cookies.is_empty() || !cache_safe::prepare(upstream_response)? {
             if guarded {
                 cache_safe::keep_private(upstream_response)?;
