@@ -378,10 +378,6 @@ impl ProxyHttp for Proxy {
         ctx: &mut Ctx,
         e: Box<pingora::Error>,
     ) -> Box<pingora::Error> {
-        // Nothing reached that server: the slot is not held for its work.
-        if let Some(slot) = ctx.origin_slot.as_mut() {
-            slot.not_sent();
-        }
         peer::retry_elsewhere(ctx, peer, e)
     }
 
@@ -515,7 +511,6 @@ impl ProxyHttp for Proxy {
 
     async fn logging(&self, session: &mut Session, _e: Option<&pingora::Error>, ctx: &mut Ctx) {
         let seconds = ctx.started.elapsed().as_secs_f64();
-        Self::leave_origin(ctx);
         let shared = &*ctx.shared;
         let room_metrics = ctx
             .room

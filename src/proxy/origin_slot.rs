@@ -55,18 +55,6 @@ impl Proxy {
     pub(super) fn origin_answered(ctx: &mut Ctx, status: u16) {
         if status == 101 {
             ctx.origin_slot = None;
-        } else if status >= 200 {
-            if let Some(slot) = ctx.origin_slot.as_mut() {
-                slot.answered();
-            }
-        }
-    }
-
-    /// The request ended: its slot goes back, or stays taken while the origin may still be
-    /// working on a request it did not answer ([`crate::room::gate::Slot::release`]).
-    pub(super) fn leave_origin(ctx: &mut Ctx) {
-        if let Some(slot) = ctx.origin_slot.take() {
-            slot.release();
         }
     }
 

@@ -33,9 +33,6 @@ pub(super) fn choose(session: &Session, ctx: &mut Ctx) -> HttpPeer {
             pool.pick(&key, &ctx.tried).unwrap_or(up.addr)
         }
     };
-    if let Some(slot) = ctx.origin_slot.as_mut() {
-        slot.sent(up.read_timeout);
-    }
     let mut peer = HttpPeer::new(addr, up.tls, up.sni.clone());
     peer.options.connection_timeout = Some(up.connect_timeout);
     peer.options.total_connection_timeout = Some(up.connect_timeout);

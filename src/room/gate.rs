@@ -14,10 +14,6 @@ use std::time::Duration;
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-/// How long a request the origin did not answer is taken to keep it busy before any answer has
-/// shown how long the origin takes.
-const UNANSWERED_GUESS: Duration = Duration::from_secs(5);
-
 /// A room's gate to its origin.
 #[derive(Debug)]
 pub struct OriginGate {
@@ -29,8 +25,6 @@ pub struct OriginGate {
     owed: AtomicUsize,
     queued: AtomicI64,
     timed_out: AtomicU64,
-    /// The origin's typical answer time, µs (a moving average; 0 before the first answer).
-    typical_us: AtomicU64,
 }
 
 /// A slot held: released (or retired, after the cap was lowered) when dropped.
@@ -38,49 +32,6 @@ pub struct OriginGate {
 pub struct Slot {
     permit: Option<OwnedSemaphorePermit>,
     gate: Arc<OriginGate>,
-    /// The request went to the origin (when, and its `read-timeout`) and its answer has not
-    /// come.
-    sent: Option<(tokio::time::Instant, Duration)>,
-}
-
-impl Slot {
-    /// The request is going to the origin now (each try: another server is a new request).
-    pub fn sent(&mut self, read_timeout: Duration) {
-        self.sent = Some((tokio::time::Instant::now(), read_timeout));
-    }
-
-    /// The origin's answer came: the work it was asked for is done (its time is noted as the
-    /// origin's typical answer time).
-    pub fn answered(&mut self) {
-        if let Some((at, _)) = self.sent.take() {
-            self.gate.note_answer(at.elapsed());
-        }
-    }
-
-    /// The request never reached the origin (no connection): nothing is worked on there.
-    pub fn not_sent(&mut self) {
-        self.sent = None;
-    }
-
-    /// The request ended. One the origin did not answer (the visitor went away, the connection
-    /// broke) is still being worked on there, and its slot stays taken for as long as the
-    /// origin takes to answer these days (twice its typical time, never past the request's
-    /// `read-timeout`). Before (found by review), visitors who cancelled slow requests and
-    /// asked again put 8 requests on a shop capped at 2, while the gauge said 0. Must be called
-    /// within a Tokio runtime.
-    pub fn release(self) {
-        let Some((at, read_timeout)) = self.sent else {
-            return drop(self);
-        };
-        let until = at + self.gate.busy_for(read_timeout);
-        if until <= tokio::time::Instant::now() {
-            return drop(self);
-        }
-        tokio::spawn(async move {
-            tokio::time::sleep_until(until).await;
-            drop(self);
-        });
-    }
 }
 
 impl Drop for Slot {
@@ -115,7 +66,6 @@ impl OriginGate {
             owed: AtomicUsize::new(0),
             queued: AtomicI64::new(0),
             timed_out: AtomicU64::new(0),
-            typical_us: AtomicU64::new(0),
         })
     }
 
@@ -142,7 +92,6 @@ impl OriginGate {
         Slot {
             permit: Some(permit),
             gate: self.clone(),
-            sent: None,
         }
     }
 
@@ -169,29 +118,6 @@ impl OriginGate {
             let now = self.slots.forget_permits(fewer);
             self.owed.fetch_add(fewer - now, Ordering::AcqRel);
         }
-    }
-
-    /// Notes how long the origin took to answer a request (a moving average, 1/8 a step).
-    fn note_answer(&self, took: Duration) {
-        let took = u64::try_from(took.as_micros()).unwrap_or(u64::MAX);
-        let _ = self
-            .typical_us
-            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |t| {
-                Some(if t == 0 { took } else { t - t / 8 + took / 8 })
-            });
-    }
-
-    /// How long a request the origin did not answer keeps its slot from when it was sent:
-    /// twice the typical answer time (a few seconds before any answer was seen), at most
-    /// `read_timeout`, when the request would have given up anyway.
-    fn busy_for(&self, read_timeout: Duration) -> Duration {
-        let typical = self.typical_us.load(Ordering::Relaxed);
-        let guess = if typical == 0 {
-            UNANSWERED_GUESS
-        } else {
-            Duration::from_micros(typical.saturating_mul(2))
-        };
-        guess.min(read_timeout)
     }
 
     pub fn limit(&self) -> usize {
@@ -236,47 +162,6 @@ mod tests {
     use super::*;
 
     const LONG: Duration = Duration::from_secs(30);
-
-    #[tokio::test(start_paused = true)]
-    async fn a_request_the_origin_has_not_answered_keeps_its_slot_while_the_origin_works() {
-        let g = OriginGate::new(1);
-        let s = Duration::from_secs;
-        // Before any answer: a few seconds, never past the read-timeout.
-        let mut slot = g.enter(LONG).await.unwrap();
-        slot.sent(s(30));
-        slot.release();
-        assert_eq!(g.in_flight(), 1, "the origin may still be working on it");
-        tokio::time::sleep(UNANSWERED_GUESS - Duration::from_millis(100)).await;
-        assert_eq!(g.in_flight(), 1);
-        tokio::time::sleep(Duration::from_millis(200)).await;
-        assert_eq!(g.in_flight(), 0, "free after the guess");
-        // The origin answers in 2 s: an unanswered request keeps its slot for twice that.
-        let mut slot = g.enter(LONG).await.unwrap();
-        slot.sent(s(30));
-        tokio::time::sleep(s(2)).await;
-        slot.answered();
-        slot.release();
-        assert_eq!(g.in_flight(), 0, "answered: free at once");
-        let mut slot = g.enter(LONG).await.unwrap();
-        slot.sent(s(30));
-        tokio::time::sleep(s(1)).await;
-        slot.release();
-        tokio::time::sleep(Duration::from_millis(2_900)).await;
-        assert_eq!(g.in_flight(), 1);
-        tokio::time::sleep(Duration::from_millis(200)).await;
-        assert_eq!(g.in_flight(), 0);
-        // Never past the read-timeout; never sent (no connection): free at once.
-        let mut slot = g.enter(LONG).await.unwrap();
-        slot.sent(s(1));
-        slot.release();
-        tokio::time::sleep(Duration::from_millis(1_100)).await;
-        assert_eq!(g.in_flight(), 0);
-        let mut slot = g.enter(LONG).await.unwrap();
-        slot.sent(s(30));
-        slot.not_sent();
-        slot.release();
-        assert_eq!(g.in_flight(), 0);
-    }
 
     #[tokio::test]
     async fn never_more_than_the_cap_and_waiters_go_first_come_first_served() {
