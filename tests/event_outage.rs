@@ -175,3 +175,132 @@ async fn a_released_line_is_over_through_an_outage() {
     }
     assert_eq!(origin.requests().len(), reached);
 }
+
+/// An instance started while Redis is away (a restart, an upgrade) has never heard the store
+/// record the opening either: it holds at it too, whatever the policy. Before (re-review),
+/// under `open` it let everyone in at an opening the store had not recorded.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_instance_started_during_the_outage_holds_the_opening_too() {
+    let redis = RedisServer::start();
+    let origin = Origin::start().await;
+    let event = format!(
+        "[[room.event]]\nname = \"drop\"\nprequeue-from = \"{}\"\nopens-at = \"{}\"\ndraw = true\n",
+        at(-1),
+        at(4)
+    );
+    let room = "admit-per-second = 100\nmax-active = 100\non-store-error = \"open\"";
+    let conf = config(origin.addr, &redis, room, &event);
+    let first = Proxy::start(&conf);
+    let s = get_json(&first, STATUS, &mut Jar::default()).await.unwrap();
+    assert_eq!(s["state"], "prequeue", "{s}");
+    ticked(&redis, "in_pre").await;
+    redis.signal(true);
+    let late = Proxy::start(&conf);
+    eventually(Duration::from_secs(15), "the opening, held", || {
+        let late = &late;
+        async move {
+            let state = visit(late, &mut Jar::default()).await;
+            assert!(!state.starts_with("origin"), "let in at the opening");
+            (state == "paused").then_some(())
+        }
+    })
+    .await;
+    for _ in 0..3 {
+        assert_eq!(visit(&late, &mut Jar::default()).await, "paused");
+    }
+    assert!(origin.requests().is_empty(), "{:?}", origin.requests());
+    redis.signal(false);
+}
+
+/// A closing postponed at run time holds on an instance that started while Redis was away and
+/// so knows only the file's: it does not tell a line the store still holds that the sale ended
+/// (re-review: it did, and the ended page does not poll again).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_closing_moved_at_run_time_ends_nobody_on_an_instance_that_never_heard_of_it() {
+    let redis = RedisServer::start();
+    let origin = Origin::start().await;
+    let event = format!(
+        "[[room.event]]\nname = \"short\"\nprequeue-from = \"{}\"\nopens-at = \"{}\"\ncloses-at = \"{}\"\nafter-close = \"release\"\n",
+        at(-2),
+        at(-1),
+        at(5)
+    );
+    let closing = std::time::Instant::now() + Duration::from_secs(5);
+    let room = "admit-per-second = 0.1\nmax-active = 100\non-store-error = \"local\"";
+    let conf = config(origin.addr, &redis, room, &event);
+    let first = Proxy::start(&conf);
+    ticked(&redis, "opened").await;
+    let mut jars = vec![Jar::default(); 3];
+    for jar in jars.iter_mut() {
+        visit(&first, jar).await;
+    }
+    let mut waiter = jars.pop().unwrap();
+    assert_eq!(visit(&first, &mut waiter).await, "waiting");
+    let (code, body) = admin_call(
+        &first,
+        reqwest::Method::PATCH,
+        "/rooms/sale/events/short",
+        Some(TOKEN),
+        Some(serde_json::json!({ "closes_at": at(900) })),
+    )
+    .await;
+    assert_eq!(code, 200, "{body}");
+    redis.signal(true);
+    let late = Proxy::start(&conf);
+    // Past the file's closing: held on the instance that knows only the file.
+    eventually(Duration::from_secs(20), "the file's closing", || {
+        let late = &late;
+        async move {
+            let past = std::time::Instant::now() > closing + Duration::from_secs(1);
+            let s = get_json(late, STATUS, &mut Jar::default()).await?;
+            assert_ne!(s["state"], "ended", "{s}");
+            past.then_some(())
+        }
+    })
+    .await;
+    for _ in 0..3 {
+        let state = visit(&late, &mut waiter).await;
+        assert_eq!(state, "paused", "a visitor the store still holds in line");
+    }
+    redis.signal(false);
+}
+
+/// A pre-queue without a draw shows each registrant their place, also while the store is down
+/// under a policy that lets people in elsewhere: nobody is let in during a pre-queue, so the
+/// policy has nothing to decide, and the countdown is the ticket's (re-review: the place went
+/// blank once the breaker opened under `local`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_registrant_keeps_seeing_their_place_through_an_outage() {
+    let redis = RedisServer::start();
+    let origin = Origin::start().await;
+    let event = format!(
+        "[[room.event]]\nname = \"drop\"\nprequeue-from = \"{}\"\nopens-at = \"{}\"\n",
+        at(-1),
+        at(120)
+    );
+    let room = "admit-per-second = 100\nmax-active = 100\non-store-error = \"local\"";
+    let proxy = Proxy::start(&config(origin.addr, &redis, room, &event));
+    let mut jars = vec![Jar::default(); 3];
+    for jar in jars.iter_mut() {
+        let s = get_json(&proxy, STATUS, jar).await.unwrap();
+        assert_eq!(s["state"], "prequeue", "{s}");
+    }
+    ticked(&redis, "in_pre").await;
+    let before = get_json(&proxy, STATUS, &mut jars[2]).await.unwrap();
+    assert_eq!(before["position"], 3, "{before}");
+    redis.signal(true);
+    eventually(Duration::from_secs(10), "the breaker to open", || async {
+        let r = client().get(proxy.admin_url("/readyz")).send().await.ok()?;
+        (r.status() != 200).then_some(())
+    })
+    .await;
+    for _ in 0..3 {
+        let s = get_json(&proxy, STATUS, &mut jars[2]).await.unwrap();
+        assert_eq!(
+            (&s["state"], &s["position"]),
+            (&"prequeue".into(), &3.into()),
+            "{s}"
+        );
+    }
+    redis.signal(false);
+}

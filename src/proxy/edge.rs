@@ -46,18 +46,6 @@ impl Proxy {
         ) {
             return None;
         }
-        // The store is known to be down (its breaker not closed: joins fail at once) and the
-        // room's policy lets people in meanwhile: a ticket holder is the policy's to answer like
-        // everyone else. Before (found by review), only visitors without a ticket reached
-        // `open` or `local`, so newcomers walked in while those who had waited longest were told
-        // their place from the snapshot for the whole outage. Under `closed` the snapshot's
-        // answer stands: nobody is let in, and the place is shown.
-        if r.cfg.on_store_error != crate::config::StorePolicy::Closed
-            && shared.breaker.state(shared.clock.mono_micros())
-                != crate::breaker::BreakerState::Closed
-        {
-            return None;
-        }
         let now = shared.clock.now_secs();
         let snapshot = r.line.snapshot();
         if snapshot.as_deref().is_some_and(|s| s.random_recent) {
@@ -132,6 +120,19 @@ impl Proxy {
                 // last snapshot held (the store, or the event when it is down, says it ended).
                 return None;
             }
+        }
+        // Past any pre-queue (where nobody is let in, and the countdown is the ticket's): the
+        // store is known to be down (its breaker not closed: joins fail at once) and the
+        // room's policy lets people in meanwhile: a ticket holder is the policy's to answer like
+        // everyone else. Before (found by review), only visitors without a ticket reached
+        // `open` or `local`, so newcomers walked in while those who had waited longest were told
+        // their place from the snapshot for the whole outage. Under `closed` the snapshot's
+        // answer stands: nobody is let in, and the place is shown.
+        if r.cfg.on_store_error != crate::config::StorePolicy::Closed
+            && shared.breaker.state(shared.clock.mono_micros())
+                != crate::breaker::BreakerState::Closed
+        {
+            return None;
         }
         let Edge::Answer {
             position,

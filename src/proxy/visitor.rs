@@ -254,6 +254,13 @@ impl Proxy {
                                 drawn || v.event.draw,
                             ));
                         }
+                        // The closing by the events this instance has read from the store: one
+                        // that has not heard from it since it started may lack a change made at
+                        // run time (a closing postponed, an event cancelled), and holds instead
+                        // (re-review: it told a line the store still held that the sale ended).
+                        crate::event::Phase::Closed if !r.live.heard() => {
+                            return Verdict::Wait(Self::on_hold(shared, room));
+                        }
                         // A line the closing releases is over for those in it too (before, a
                         // ticket holder fell through to the policy: review).
                         crate::event::Phase::Closed
@@ -291,18 +298,9 @@ impl Proxy {
                         Self::grant(shared, ctx, room, vid);
                         Verdict::Pass { admitted: true }
                     }
-                    OnError::Local { .. } | OnError::Hold => Verdict::Wait(Status {
-                        room: name,
-                        state: State::Paused,
-                        position: None,
-                        waiting: r.live.waiting(),
-                        eta_seconds: None,
-                        eta_low_seconds: None,
-                        eta_high_seconds: None,
-                        retry_after_ms: page::poll_interval(tiers, u64::MAX).as_millis() as u64,
-                        held_by: None,
-                        event: None,
-                    }),
+                    OnError::Local { .. } | OnError::Hold => {
+                        Verdict::Wait(Self::on_hold(shared, room))
+                    }
                 }
             }
         }

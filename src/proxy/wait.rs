@@ -16,6 +16,24 @@ use crate::page::{self, State, Status};
 use crate::store::VisitorId;
 
 impl Proxy {
+    /// "On hold, keep polling", with no place: what a visitor is told while the store cannot
+    /// be asked and the room lets nobody in meanwhile.
+    pub(super) fn on_hold(shared: &Shared, room: usize) -> Status {
+        let r = &shared.rooms[room];
+        Status {
+            room: r.name().to_string(),
+            state: State::Paused,
+            position: None,
+            waiting: r.live.waiting(),
+            eta_seconds: None,
+            eta_low_seconds: None,
+            eta_high_seconds: None,
+            retry_after_ms: page::poll_interval(&r.cfg.poll, u64::MAX).as_millis() as u64,
+            held_by: None,
+            event: None,
+        }
+    }
+
     /// What a visitor in line is told.
     pub(super) fn in_line_status(
         shared: &Shared,

@@ -12,9 +12,10 @@
 //! - A line last seen held (`queue_all`) stays held under every policy: a store blip before a
 //!   sale must not open the doors early.
 //! - So does a room whose event is past its opening by this instance's clock while the store
-//!   has not yet said it opened (`unopened`): the registrants of its pre-queue go first, and
-//!   only the store lets them in. Before (found by review), Redis paused across a drawn
-//!   opening let newcomers in through the `local` policy ahead of everyone registered.
+//!   has not said it opened (`unopened`), also on an instance that has never heard from the
+//!   store: the registrants of its pre-queue go first, and only the store lets them in.
+//!   Before (found by review), Redis paused across a drawn opening let newcomers in through
+//!   the `local` policy ahead of everyone registered.
 //! - `open` lets everyone else through; `closed` puts everyone on hold ("paused", keep polling).
 //! - `local` admits from this instance's own bucket only while the circuit breaker is open,
 //!   i.e. while the store is known to be down. A single failed call with the breaker closed (a
@@ -111,7 +112,10 @@ pub fn on_store_error(policy: StorePolicy, failure: Failure, room: &LastKnown) -
     if room.heard && !room.enabled {
         return OnError::Pass;
     }
-    if room.heard && (room.queue_all || room.unopened) {
+    // Unopened holds without a tick heard too: an instance started (or upgraded) during the
+    // outage knows the store has not told it of the opening (re-review: under `open` it let
+    // everyone in at an opening the store never recorded).
+    if room.unopened || (room.heard && room.queue_all) {
         return OnError::Hold;
     }
     match policy {
@@ -322,6 +326,16 @@ mod tests {
                 &unopened_and_off,
                 Pass,
                 "off wins over unopened",
+            ),
+            (
+                Open,
+                Down,
+                &with(|r| {
+                    r.unopened = true;
+                    r.heard = false
+                }),
+                Hold,
+                "unopened, never heard",
             ),
         ];
         for (policy, failure, room, want, why) in cases {
