@@ -523,9 +523,12 @@ pub fn valid_room_name(name: &str) -> bool {
 /// "0.0.0.0:8080"` beside `admin = "127.0.0.1:8080"` passed check, the public listener never
 /// came up, and the health checks, on the admin port, said all was well.
 fn same_socket(a: SocketAddr, b: SocketAddr) -> bool {
-    let covers =
-        |u: SocketAddr, x: SocketAddr| u.ip().is_unspecified() && (u.is_ipv6() || x.is_ipv4());
-    a.port() == b.port() && (a.ip() == b.ip() || covers(a, b) || covers(b, a))
+    // `[::ffff:127.0.0.1]` is 127.0.0.1 (re-review: the mapped spelling passed).
+    let (a_ip, b_ip) = (a.ip().to_canonical(), b.ip().to_canonical());
+    let covers = |u: std::net::IpAddr, x: std::net::IpAddr| {
+        u.is_unspecified() && (u.is_ipv6() || x.is_ipv4())
+    };
+    a.port() == b.port() && (a_ip == b_ip || covers(a_ip, b_ip) || covers(b_ip, a_ip))
 }
 
 #[cfg(test)]
@@ -545,6 +548,8 @@ mod tests {
             ("127.0.0.1:80", "[::1]:80", false),
             ("127.0.0.1:80", "127.0.0.2:80", false),
             ("0.0.0.0:80", "0.0.0.0:81", false),
+            ("[::ffff:127.0.0.1]:80", "127.0.0.1:80", true),
+            ("[::ffff:0.0.0.0]:80", "127.0.0.1:80", true),
         ] {
             assert_eq!(same_socket(a(x), a(y)), clash, "{x} {y}");
         }
