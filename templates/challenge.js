@@ -51,7 +51,7 @@
     root.setAttribute("data-solve-ms", String(Math.round(performance.now() - t0)));
     root.setAttribute("data-solve-tries", String(c + 1));
     if (s.hasAttribute("data-measure")) return;
-    var back = function () { location.reload(); };
+    var back = function () { location.replace(location.href.split("#")[0]); };
     fetch(url + "&pow=" + bucket + "." + c, { headers: { accept: "application/json" }, credentials: "same-origin", cache: "no-store" })
       .then(back, back);
   }

@@ -26,7 +26,7 @@
     ms = num(ms);
     busy = false;
     clearTimeout(timer);
-    timer = setTimeout(poll, ms !== null && ms > 0 ? Math.max(ms, 1000) : 5000);
+    timer = setTimeout(poll, ms !== null && ms > 0 ? Math.max(ms, 100) : 5000);
   }
 
   function remember(p) {
