@@ -361,3 +361,51 @@ fn a_reader_that_goes_away_ends_the_summary_quietly() {
         out.status
     );
 }
+
+/// `env:NAME` stands in for any string value, not only secrets: a room's paths, its queueing
+/// method, an upstream's address (found by review: a path was read as `env:...` itself).
+#[test]
+fn any_string_value_may_come_from_the_environment() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("env.toml"),
+        "[cookie]\nkeys = [\"env:ANTEROOM_COOKIE_KEY\"]\n\n[[upstream]]\nname = \"shop\"\naddr = \"env:T_SHOP_ADDR\"\n\n[[room]]\nname = \"sale\"\npaths = [\"env:T_SALE_PATH\"]\nqueueing = \"env:T_METHOD\"\nadmit-per-second = 50\nmax-active = 10\n",
+    )
+    .unwrap();
+    let run = |with: bool| {
+        let mut c = Command::new(common::binary());
+        c.args(["check", "--config", "env.toml"])
+            .env(
+                "ANTEROOM_COOKIE_KEY",
+                "env-key-0123456789-0123456789-0123456789",
+            )
+            .current_dir(dir.path());
+        if with {
+            c.env("T_SHOP_ADDR", "127.0.0.1:9000")
+                .env("T_SALE_PATH", "/products")
+                .env("T_METHOD", "random");
+        }
+        let out = c.output().unwrap();
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (ok, stdout, stderr) = run(true);
+    assert!(ok, "{stderr}");
+    assert!(stdout.contains("/products"), "{stdout}");
+    let (ok, _, stderr) = run(false);
+    assert!(!ok);
+    for (line, key, name) in [
+        (6, "upstream[0].addr", "T_SHOP_ADDR"),
+        (10, "room[0].paths[0]", "T_SALE_PATH"),
+        (11, "room[0].queueing", "T_METHOD"),
+    ] {
+        assert!(
+            stderr.contains(&format!("env.toml:{line}:"))
+                && stderr.contains(&format!("{key}: environment variable {name} is not set")),
+            "{stderr}"
+        );
+    }
+}

@@ -8,6 +8,7 @@ mod admin;
 mod build;
 mod bypass;
 mod consume;
+mod env;
 mod events;
 pub mod file;
 mod limits;
@@ -135,9 +136,44 @@ fn with_builder<T>(
     f: impl FnOnce(&mut build::Builder<'_>, file::FileConfig) -> T,
 ) -> Result<T, ConfigErrors> {
     let located = Located::new(text);
-    let mirror: file::FileConfig = match toml::from_str(text) {
-        Ok(m) => m,
-        Err(e) => return Err(ConfigErrors(vec![serde_error(&located, name, &e)])),
+    let read: Result<file::FileConfig, _> = toml::from_str(text);
+    let mirror = match read {
+        Ok(m) if !text.contains("env:") => m,
+        // Every `env:NAME` string resolved first ([`env`]); a problem of the file itself is
+        // told where the text has it.
+        read => {
+            let mut value: toml::Value = match toml::from_str(text) {
+                Ok(v) => v,
+                Err(e) => return Err(ConfigErrors(vec![serde_error(&located, name, &e)])),
+            };
+            let problems = env::resolve(&mut value, &KeyPath::root(), &|n| std::env::var(n).ok());
+            if !problems.is_empty() {
+                let mut errors: Vec<ConfigError> = problems
+                    .into_iter()
+                    .map(|p| positioned(&located, name, &p.key, p.what, p.fix))
+                    .collect();
+                errors.sort_by_key(|e| (e.line, e.col));
+                return Err(ConfigErrors(errors));
+            }
+            match (value.try_into::<file::FileConfig>(), read) {
+                (Ok(m), _) => m,
+                (Err(_), Err(e)) => {
+                    return Err(ConfigErrors(vec![serde_error(&located, name, &e)]))
+                }
+                (Err(e), Ok(_)) => {
+                    return Err(ConfigErrors(vec![ConfigError {
+                    file: name.to_string(),
+                    line: 1,
+                    col: 1,
+                    key: String::new(),
+                    problem: format!("after env: values were read: {}", e.message().trim()),
+                    fix:
+                        "check the environment variables' values against the keys they stand in for"
+                            .to_string(),
+                }]))
+                }
+            }
+        }
     };
     let mut b = build::Builder {
         problems: Vec::new(),

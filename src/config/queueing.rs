@@ -47,11 +47,13 @@ impl Builder<'_> {
     pub(super) fn closed_status(&mut self, p: &KeyPath, s: Option<i64>) -> u16 {
         match s {
             None => DEFAULT_CLOSED_STATUS,
-            Some(s) if (200..=599).contains(&s) => s as u16,
+            // Like `waiting-status` (found by review: 204 and 304 passed, and their answers,
+            // sent with the page's length and no body, wedged the connection).
+            Some(s) if super::rooms::carries_a_page(s) => s as u16,
             Some(s) => {
                 self.fail(
                     p.key("closed-status"),
-                    format!("{s} is not an HTTP status"),
+                    format!("{s} is not a status that carries the closed page"),
                     "use 200 (default), 403, 410 or 503",
                 );
                 DEFAULT_CLOSED_STATUS

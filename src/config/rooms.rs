@@ -193,13 +193,7 @@ impl Builder<'_> {
                 None => DEFAULT_WAITING_STATUS,
                 // A status whose answer carries the waiting page: not 1xx, 204, 205 or a
                 // redirect (no body a browser shows, or one it follows without a Location).
-                Some(s)
-                    if (200..=599).contains(&s)
-                        && !matches!(s, 204 | 205)
-                        && !(300..400).contains(&s) =>
-                {
-                    s as u16
-                }
+                Some(s) if carries_a_page(s) => s as u16,
                 Some(s) => {
                     self.fail(
                         p.key("waiting-status"),
@@ -511,4 +505,11 @@ fn percent_encode_non_ascii(path: &str) -> String {
         }
     }
     out
+}
+
+/// A status whose answer carries a page: not 1xx, 204, 205 or a redirect (no body a browser
+/// shows, or one it follows without a Location; a 204 or 304 with a page's length also leaves
+/// the connection waiting for a body that never comes).
+pub(super) fn carries_a_page(s: i64) -> bool {
+    (200..=599).contains(&s) && !matches!(s, 204 | 205) && !(300..400).contains(&s)
 }

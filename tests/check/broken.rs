@@ -43,7 +43,7 @@ pub const BROKEN: &[(&str, usize, &str, &str)] = &[
         "bad_closed_status.toml",
         14,
         "room[0].closed-status",
-        "99 is not an HTTP status",
+        "304 is not a status that carries the closed page",
     ),
     (
         "bad_autopilot_min_rate.toml",
