@@ -37,6 +37,9 @@ fn write_out(args: std::fmt::Arguments<'_>) {
 pub fn check(path: &Path, connect: bool) -> ExitCode {
     match config::load(path) {
         Ok(c) => {
+            for w in &c.warnings {
+                eprintln!("warning: {w}");
+            }
             out!("{}", summary(&c));
             if !connect {
                 outln!("  (the network was not touched: --connect reaches the store and the upstreams)");
@@ -66,6 +69,9 @@ pub fn run(path: &Path, upgrade: bool) -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    for w in &config.warnings {
+        tracing::warn!("{w}");
+    }
     tracing::info!(
         config = %path.display(),
         public = %config.listen.http,

@@ -40,6 +40,9 @@ impl Reloader {
                 return Err(errors.to_string());
             }
         };
+        for w in &new.warnings {
+            tracing::warn!("{w}");
+        }
         let old = self.current.load_full();
         let o = &old.config;
         let mut fixed = Vec::new();

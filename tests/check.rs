@@ -409,3 +409,27 @@ fn any_string_value_may_come_from_the_environment() {
         );
     }
 }
+
+/// The product contract's own example (BRIEF.md) passes; its `abandon-after = "60s"`, shorter
+/// than two polls of a throttled hidden tab, is told as a warning with where and how to fix it
+/// (it used to be refused, so the contract's example failed `check`). The shipped configs have
+/// no warning.
+#[test]
+fn the_contract_example_passes_and_a_short_abandon_after_is_a_warning() {
+    for (file, line) in [
+        ("tests/fixtures/brief_contract.toml", 35),
+        ("tests/fixtures/warn_abandon_short_for_hidden_tabs.toml", 14),
+    ] {
+        let (ok, stdout, stderr) = check(file);
+        assert!(ok, "{file}: {stderr}");
+        assert!(stdout.starts_with(&format!("{file}: OK")), "{stdout}");
+        assert!(
+            stderr.contains(&format!(
+                "warning: {file}:{line}:17: room[0].abandon-after: (1m) is shorter than two polls of a hidden tab"
+            )) && stderr.contains("fix: make abandon-after at least 2m"),
+            "{stderr}"
+        );
+    }
+    let (ok, _, stderr) = check("conf/anteroom.toml");
+    assert!(ok && !stderr.contains("warning"), "{stderr}");
+}

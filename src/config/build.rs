@@ -26,6 +26,8 @@ pub struct Problem {
 
 pub(super) struct Builder<'a> {
     pub problems: Vec<Problem>,
+    /// What is allowed but likely regretted: told by `check` and logged by `run`.
+    pub warnings: Vec<Problem>,
     /// The directory of the config file, for relative template paths.
     pub base_dir: &'a Path,
 }
@@ -35,6 +37,14 @@ pub(super) fn k(path: &str) -> KeyPath {
 }
 
 impl Builder<'_> {
+    pub(super) fn warn(&mut self, key: KeyPath, what: impl Into<String>, fix: impl Into<String>) {
+        self.warnings.push(Problem {
+            key,
+            what: what.into(),
+            fix: fix.into(),
+        });
+    }
+
     pub(super) fn fail(&mut self, key: KeyPath, what: impl Into<String>, fix: impl Into<String>) {
         self.problems.push(Problem {
             key,
@@ -272,6 +282,7 @@ impl Builder<'_> {
         let draw_secret = self.draw_secret(f.draw.as_ref(), &rooms);
         Config {
             source: source.to_string(),
+            warnings: Vec::new(),
             listen,
             store,
             cookie,

@@ -124,7 +124,18 @@ pub fn load_admin(path: &Path, need_token: bool) -> Result<AdminEndpoint, Config
 
 /// Validates config text; `name` is used in messages and `base_dir` for relative paths.
 pub fn parse(text: &str, name: &str, base_dir: &Path) -> Result<Config, ConfigErrors> {
-    with_builder(text, name, base_dir, |b, mirror| b.config(mirror, name))
+    let mut warnings = Vec::new();
+    let mut config = with_builder(text, name, base_dir, |b, mirror| {
+        let c = b.config(mirror, name);
+        warnings = std::mem::take(&mut b.warnings);
+        c
+    })?;
+    let located = Located::new(text);
+    config.warnings = warnings
+        .into_iter()
+        .map(|p| positioned(&located, name, &p.key, p.what, p.fix).to_string())
+        .collect();
+    Ok(config)
 }
 
 /// Parses the text into the file mirror and builds from it with `f`; every problem the builder
@@ -177,6 +188,7 @@ fn with_builder<T>(
     };
     let mut b = build::Builder {
         problems: Vec::new(),
+        warnings: Vec::new(),
         base_dir,
     };
     let built = f(&mut b, mirror);

@@ -83,6 +83,9 @@ pub const DEFAULT_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(5);
 pub struct Config {
     /// The file it came from, for messages.
     pub source: String,
+    /// What the file allows but is likely regretted (`file:line:col: key: ...` with a fix):
+    /// `check` prints them, `run` logs them.
+    pub warnings: Vec<String>,
     pub listen: Listen,
     pub store: StoreConfig,
     pub cookie: CookieConfig,

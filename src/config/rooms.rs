@@ -397,7 +397,10 @@ impl Builder<'_> {
                 ),
                 format!("make abandon-after at least {} (the default is 5m)", at_least(least)),
             ),
-            Some(AbandonTooShort::ForHiddenTabs(least)) => self.fail(
+            // A warning, not an error: the product's own contract example (abandon-after =
+            // "60s") is a choice an operator may make knowingly (visitors who are not browsers,
+            // a sale that wants silent visitors out fast).
+            Some(AbandonTooShort::ForHiddenTabs(least)) => self.warn(
                 p.key("abandon-after"),
                 format!(
                     "({}) is shorter than two polls of a hidden tab (throttled-poll = {}: browsers run a hidden tab's timers about once a minute): visitors who switch tabs would lose their place",

@@ -292,12 +292,6 @@ pub const BROKEN: &[(&str, usize, &str, &str)] = &[
         "two polls at the slowest interval (5s) with their +20 % jitter",
     ),
     (
-        "bad_abandon_short_for_hidden_tabs.toml",
-        14,
-        "room[0].abandon-after",
-        "shorter than two polls of a hidden tab",
-    ),
-    (
         "bad_room_name.toml",
         9,
         "room[0].name",
