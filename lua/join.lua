@@ -78,6 +78,15 @@ if in_pre and h_in_pre ~= ev.id and not mixed_events then
   redis.call('HDEL', room, 'open_live')
   end_sessions(active, KEYS[5], now)
 end
+if phase == 'open' and h_opened ~= ev.id and not mixed_events
+    and redis.call('HGET', room, 'ended_for') ~= ev.id then
+  -- An opening no call has recorded, after a pre-queue no call saw (Redis away for all of it):
+  -- the sessions from before the event end now, as admit.lua ends them where it records the
+  -- opening. Before (found by review), the first call to reach the room after such an outage
+  -- could be an order on a session from before the pre-queue, and it went through.
+  redis.call('HSET', room, 'ended_for', ev.id)
+  end_sessions(active, KEYS[5], now)
+end
 local open_live = (not in_pre) and tonumber(h_open_live) or nil
 local ev_on = ev and phase ~= 'closed'
 local held = h_queue_all == '1' or lost or in_pre or mixed_events

@@ -343,7 +343,7 @@ impl Room {
             refused: self.live.refused(),
             enabled: self.live.enabled(),
             queue_all: self.live.queue_all(),
-            unopened: self.events.any() && self.events.opening_unconfirmed(now),
+            unopened: self.events.any() && self.events.opening_unconfirmed(now, self.live.heard()),
             max_active: self.live.max_active_in_force(),
             instances: self.live.instances(),
             local_active: self.local.active(now),

@@ -98,6 +98,10 @@ pub struct View {
 }
 
 /// The id of the event the store said it has seen open, if any.
+/// How long after an opening an instance that has not heard from the store since it started
+/// takes the opening to be unrecorded (µs): ten minutes.
+pub const UNHEARD_OPENING: Micros = 600_000_000;
+
 fn opened_id(seen: &Option<Arc<EventSeen>>) -> Option<&str> {
     seen.as_ref()
         .filter(|e| e.opened_at.is_some())
@@ -236,12 +240,36 @@ impl RoomEvents {
     /// Whether the event in force at `local` is open by this instance's estimate of the
     /// store's clock while the store, when it last answered, had not recorded its opening:
     /// until it has, the registrants of its pre-queue are not let in and nobody goes ahead of
-    /// them (`room::policy`).
-    pub fn opening_unconfirmed(&self, local: Micros) -> bool {
+    /// them (`room::policy`), and no admission from before it is honoured here.
+    ///
+    /// `heard`: whether this instance has heard from the store since it started. One that has
+    /// not knows nothing of the store's record, and guesses the opening unrecorded only for
+    /// [`UNHEARD_OPENING`] after it (re-review: an instance started during an outage held a
+    /// sale opened an hour before for as long as the outage lasted).
+    pub fn opening_unconfirmed(&self, local: Micros, heard: bool) -> bool {
+        let s = self.schedule.load();
+        let seen = self.seen.load();
+        let now = self.store_now(local);
+        match current(&s.events, now, opened_id(&seen)) {
+            Some((_, event, Phase::Open)) => match seen.as_ref().filter(|e| event.is(&e.id)) {
+                Some(e) => e.opened_at.is_none(),
+                None if heard => true,
+                None => now < event.opens_at.saturating_add(UNHEARD_OPENING),
+            },
+            _ => false,
+        }
+    }
+
+    /// Whether an admission cookie of this room is refused at `local`: in a pre-queue (it
+    /// admits nobody), and at an opening the store had not recorded when this instance last
+    /// heard from it (every session from before the event ends there: the holder's next
+    /// request asks the store, which ends it if no call has yet).
+    pub fn refuses_cookies(&self, local: Micros, heard: bool) -> bool {
         let s = self.schedule.load();
         let seen = self.seen.load();
         match current(&s.events, self.store_now(local), opened_id(&seen)) {
-            Some((_, event, Phase::Open)) => !seen
+            Some((_, _, Phase::Prequeue)) => true,
+            Some((_, event, Phase::Open)) if heard => !seen
                 .as_ref()
                 .is_some_and(|e| event.is(&e.id) && e.opened_at.is_some()),
             _ => false,

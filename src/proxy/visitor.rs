@@ -40,8 +40,13 @@ impl Proxy {
         }
         // A pre-queue admits nobody, not with a cookie from before it either: its holder
         // registers like everyone else (the store ended that session as the pre-queue began).
+        // Nor does an opening the store had not recorded when this instance last heard from
+        // it: the holder asks the store, which ends a session from before the event if no call
+        // has yet (re-review: after an outage that spanned the pre-queue, such a cookie placed
+        // an order before the room's tick reached the store).
         if r.events.any()
-            && r.events.phase(shared.clock.now_micros()) == Some(crate::event::Phase::Prequeue)
+            && r.events
+                .refuses_cookies(shared.clock.now_micros(), r.live.heard())
         {
             return None;
         }
