@@ -19,11 +19,7 @@ const STATUS: &str = "/.anteroom/status?room=sale";
 
 /// An RFC 3339 time `secs` from now (negative: ago).
 fn at(secs: i64) -> String {
-    let now = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_micros() as u64;
-    time::format(now.saturating_add_signed(secs * 1_000_000), 0)
+    utc_in(secs)
 }
 
 fn config(origin: std::net::SocketAddr, redis: &RedisServer, event: &str) -> String {

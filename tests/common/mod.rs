@@ -419,3 +419,12 @@ where
         tokio::time::sleep(Duration::from_millis(25)).await;
     }
 }
+
+/// An RFC 3339 time `secs` from now (negative: ago), in UTC: an event's instants in a config.
+pub fn utc_in(secs: i64) -> String {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_micros() as u64;
+    anteroom::event::time::format(now.saturating_add_signed(secs * 1_000_000), 0)
+}
