@@ -418,3 +418,56 @@ async fn a_sale_opened_long_ago_is_not_held_by_an_instance_started_during_an_out
         .await
         .starts_with("origin"));
 }
+
+/// A visitor let in at the opening keeps browsing through an outage that began right after it,
+/// also on an instance whose tick had not yet seen the opening recorded. Before (re-review),
+/// that instance refused every admission cookie of the room until its tick heard the store,
+/// and held the visitor on the "on hold" page for the whole outage.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_visitor_let_in_at_the_opening_keeps_browsing_through_an_outage_after_it() {
+    let redis = RedisServer::start();
+    let origin = Origin::start().await;
+    let event = format!(
+        "[[room.event]]\nname = \"drop\"\nprequeue-from = \"{}\"\nopens-at = \"{}\"\n",
+        at(1),
+        at(4)
+    );
+    let room = "admit-per-second = 100\nmax-active = 100";
+    let conf = config(origin.addr, &redis, room, &event);
+    let fast = Proxy::start(&conf);
+    // Ticks every 10 s: its last answer from the store came before the opening.
+    let slow = Proxy::start(&conf.replace("tick = \"100ms\"", "tick = \"10s\""));
+    let started = std::time::Instant::now();
+    // Registered in the pre-queue, let in at the opening.
+    let first = eventually(Duration::from_secs(10), "the pre-queue", || {
+        let (fast, mut jar) = (&fast, Jar::default());
+        async move {
+            let s = get_json(fast, STATUS, &mut jar).await?;
+            (s["state"] == "prequeue").then_some(jar)
+        }
+    })
+    .await;
+    let mut visitor = eventually(Duration::from_secs(20), "let in at the opening", || {
+        let (fast, mut jar) = (&fast, first.clone());
+        async move {
+            visit(fast, &mut jar)
+                .await
+                .starts_with("origin")
+                .then_some(jar)
+        }
+    })
+    .await;
+    redis.signal(true);
+    assert!(
+        started.elapsed() < Duration::from_secs(9),
+        "the slow instance's tick may have seen the opening: the machine is too slow"
+    );
+    for _ in 0..3 {
+        let state = visit(&slow, &mut visitor).await;
+        assert!(
+            state.starts_with("origin"),
+            "an admitted visitor held: {state}"
+        );
+    }
+    redis.signal(false);
+}

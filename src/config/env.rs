@@ -7,15 +7,19 @@
 use super::build::Problem;
 use super::locate::KeyPath;
 
-/// Replaces every `env:NAME` string in `value` (at `key`) by the variable's value, with `get`
-/// reading the environment; returns the problems (unset, empty).
+/// Which strings are resolved: those whose key (`room[0].paths[1]`) it accepts.
+pub(super) type Scope<'a> = &'a dyn Fn(&str) -> bool;
+
+/// Replaces every `env:NAME` string in `value` (at `key`) within `scope` by the variable's
+/// value, with `get` reading the environment; returns the problems (unset, empty).
 pub(super) fn resolve(
     value: &mut toml::Value,
     key: &KeyPath,
     get: &dyn Fn(&str) -> Option<String>,
+    scope: Scope<'_>,
 ) -> Vec<Problem> {
     let mut problems = Vec::new();
-    walk(value, key, get, &mut problems);
+    walk(value, key, get, scope, &mut problems);
     problems
 }
 
@@ -23,6 +27,7 @@ fn walk(
     value: &mut toml::Value,
     key: &KeyPath,
     get: &dyn Fn(&str) -> Option<String>,
+    scope: Scope<'_>,
     problems: &mut Vec<Problem>,
 ) {
     match value {
@@ -30,6 +35,9 @@ fn walk(
             let Some(name) = s.strip_prefix("env:") else {
                 return;
             };
+            if !scope(&key.to_string()) {
+                return;
+            }
             match get(name) {
                 Some(v) if !v.is_empty() => *s = v,
                 Some(_) => problems.push(Problem {
@@ -46,12 +54,12 @@ fn walk(
         }
         toml::Value::Array(items) => {
             for (i, item) in items.iter_mut().enumerate() {
-                walk(item, &key.index(i), get, problems);
+                walk(item, &key.index(i), get, scope, problems);
             }
         }
         toml::Value::Table(t) => {
             for (k, v) in t.iter_mut() {
-                walk(v, &key.key(k), get, problems);
+                walk(v, &key.key(k), get, scope, problems);
             }
         }
         _ => {}
@@ -81,7 +89,7 @@ rate = 5
             "METHOD" => Some(String::new()),
             _ => None,
         };
-        let problems = resolve(&mut v, &KeyPath::root(), &env);
+        let problems = resolve(&mut v, &KeyPath::root(), &env, &|_| true);
         assert_eq!(v["room"][0]["paths"][1].as_str(), Some("/orders"));
         assert_eq!(
             v["room"][0]["note"].as_str(),
@@ -105,5 +113,11 @@ rate = 5
                 ),
             ]
         );
+        // Out of scope: left as written, and no problem told.
+        let mut w: toml::Value = toml::from_str("[admin]\ntoken = \"env:UNSET\"\n").unwrap();
+        assert!(resolve(&mut w, &KeyPath::root(), &env, &|k| k
+            .starts_with("listen."))
+        .is_empty());
+        assert_eq!(w["admin"]["token"].as_str(), Some("env:UNSET"));
     }
 }

@@ -117,7 +117,13 @@ pub fn load(path: &Path) -> Result<Config, ConfigErrors> {
 pub fn load_admin(path: &Path, need_token: bool) -> Result<AdminEndpoint, ConfigErrors> {
     let (name, text) = read(path)?;
     let base = path.parent().unwrap_or(Path::new("."));
-    with_builder(&text, &name, base, |b, mirror| {
+    // Only the keys it reads are resolved (an operator's terminal need not hold the cookie
+    // key's variable: re-review found every `env:` of the file required).
+    let scope = |k: &str| {
+        k.starts_with("listen.")
+            || (need_token && (k == "admin.token" || k.starts_with("admin.tokens")))
+    };
+    with_builder(&text, &name, base, &scope, |b, mirror| {
         b.admin_endpoint(mirror, need_token)
     })
 }
@@ -125,7 +131,7 @@ pub fn load_admin(path: &Path, need_token: bool) -> Result<AdminEndpoint, Config
 /// Validates config text; `name` is used in messages and `base_dir` for relative paths.
 pub fn parse(text: &str, name: &str, base_dir: &Path) -> Result<Config, ConfigErrors> {
     let mut warnings = Vec::new();
-    let mut config = with_builder(text, name, base_dir, |b, mirror| {
+    let mut config = with_builder(text, name, base_dir, &|_| true, |b, mirror| {
         let c = b.config(mirror, name);
         warnings = std::mem::take(&mut b.warnings);
         c
@@ -144,6 +150,7 @@ fn with_builder<T>(
     text: &str,
     name: &str,
     base_dir: &Path,
+    scope: env::Scope<'_>,
     f: impl FnOnce(&mut build::Builder<'_>, file::FileConfig) -> T,
 ) -> Result<T, ConfigErrors> {
     let located = Located::new(text);
@@ -157,7 +164,12 @@ fn with_builder<T>(
                 Ok(v) => v,
                 Err(e) => return Err(ConfigErrors(vec![serde_error(&located, name, &e)])),
             };
-            let problems = env::resolve(&mut value, &KeyPath::root(), &|n| std::env::var(n).ok());
+            let problems = env::resolve(
+                &mut value,
+                &KeyPath::root(),
+                &|n| std::env::var(n).ok(),
+                scope,
+            );
             if !problems.is_empty() {
                 let mut errors: Vec<ConfigError> = problems
                     .into_iter()

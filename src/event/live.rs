@@ -261,15 +261,18 @@ impl RoomEvents {
     }
 
     /// Whether an admission cookie of this room is refused at `local`: in a pre-queue (it
-    /// admits nobody), and at an opening the store had not recorded when this instance last
-    /// heard from it (every session from before the event ends there: the holder's next
-    /// request asks the store, which ends it if no call has yet).
-    pub fn refuses_cookies(&self, local: Micros, heard: bool) -> bool {
+    /// admits nobody), and for an order (`order`) at an opening the store had not recorded
+    /// when this instance last heard from it (every session from before the event ends there:
+    /// the order asks the store, which ends such a session if no call has yet, and lets a
+    /// session from after the opening order). Pages stay open to such a cookie, as after any
+    /// opening: refusing them too held visitors admitted at the opening on an instance whose
+    /// tick had not yet seen it, for as long as an outage that began then lasted (re-review).
+    pub fn refuses_cookies(&self, local: Micros, heard: bool, order: bool) -> bool {
         let s = self.schedule.load();
         let seen = self.seen.load();
         match current(&s.events, self.store_now(local), opened_id(&seen)) {
             Some((_, _, Phase::Prequeue)) => true,
-            Some((_, event, Phase::Open)) if heard => !seen
+            Some((_, event, Phase::Open)) if heard && order => !seen
                 .as_ref()
                 .is_some_and(|e| event.is(&e.id) && e.opened_at.is_some()),
             _ => false,

@@ -278,7 +278,7 @@ impl ProxyHttp for Proxy {
         }
         // One reading of the wall clock serves the cookie's check and its renewal.
         let now = shared.clock.now_micros();
-        if let Some(v) = Self::admission(shared, req, room, now / 1_000_000) {
+        if let Some(v) = Self::admission(shared, req, room, now / 1_000_000, ctx.order) {
             ctx.outcome = Outcome::Admit;
             ctx.holder = Some(command::Holder {
                 vid: v.vid,

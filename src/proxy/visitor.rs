@@ -31,6 +31,7 @@ impl Proxy {
         req: &RequestHeader,
         room: usize,
         now: u64,
+        order: bool,
     ) -> Option<cookie::Verified> {
         let r = &shared.rooms[room];
         let v = cookie::find(cookie_values(req), &r.cookie_name)
@@ -40,13 +41,13 @@ impl Proxy {
         }
         // A pre-queue admits nobody, not with a cookie from before it either: its holder
         // registers like everyone else (the store ended that session as the pre-queue began).
-        // Nor does an opening the store had not recorded when this instance last heard from
-        // it: the holder asks the store, which ends a session from before the event if no call
-        // has yet (re-review: after an outage that spanned the pre-queue, such a cookie placed
-        // an order before the room's tick reached the store).
+        // Nor is an order at an opening the store had not recorded when this instance last
+        // heard from it: the store is asked, which ends a session from before the event if no
+        // call has yet (re-review: after an outage that spanned the pre-queue, such a cookie
+        // placed an order before the room's tick reached the store).
         if r.events.any()
             && r.events
-                .refuses_cookies(shared.clock.now_micros(), r.live.heard())
+                .refuses_cookies(shared.clock.now_micros(), r.live.heard(), order)
         {
             return None;
         }
