@@ -571,6 +571,10 @@ max-active = 5
         "{err}"
     );
     assert!(!err.contains("ANTEROOM_TEST_COOKIE_KEY"), "{err}");
+    // `health` needs no token at all (`/healthz` is open): a container's check need not hold
+    // the token's variable (found by review: it needed it).
+    let (ok, _, err) = cli(&["health", "--config", config], &[]);
+    assert!(ok, "{err}");
     // A wrong token and no token: what to pass, not which HTTP header.
     let admin = proxy.admin_url("");
     for args in [
