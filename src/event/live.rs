@@ -97,11 +97,21 @@ pub struct View {
     pub now: Micros,
 }
 
-/// The id of the event the store said it has seen open, if any.
 /// How long after an opening an instance that has not heard from the store since it started
 /// takes the opening to be unrecorded (µs): ten minutes.
 pub const UNHEARD_OPENING: Micros = 600_000_000;
 
+/// Whether `event`, open by the store's clock at `now`, was not recorded as opened by the store
+/// when it last answered (`seen`); see [`RoomEvents::opening_unconfirmed`] for `heard`.
+fn unrecorded(seen: &Option<Arc<EventSeen>>, event: &Event, heard: bool, now: Micros) -> bool {
+    match seen.as_ref().filter(|e| event.is(&e.id)) {
+        Some(e) => e.opened_at.is_none(),
+        None if heard => true,
+        None => now < event.opens_at.saturating_add(UNHEARD_OPENING),
+    }
+}
+
+/// The id of the event the store said it has seen open, if any.
 fn opened_id(seen: &Option<Arc<EventSeen>>) -> Option<&str> {
     seen.as_ref()
         .filter(|e| e.opened_at.is_some())
@@ -251,11 +261,7 @@ impl RoomEvents {
         let seen = self.seen.load();
         let now = self.store_now(local);
         match current(&s.events, now, opened_id(&seen)) {
-            Some((_, event, Phase::Open)) => match seen.as_ref().filter(|e| event.is(&e.id)) {
-                Some(e) => e.opened_at.is_none(),
-                None if heard => true,
-                None => now < event.opens_at.saturating_add(UNHEARD_OPENING),
-            },
+            Some((_, event, Phase::Open)) => unrecorded(&seen, event, heard, now),
             _ => false,
         }
     }
@@ -270,11 +276,10 @@ impl RoomEvents {
     pub fn refuses_cookies(&self, local: Micros, heard: bool, order: bool) -> bool {
         let s = self.schedule.load();
         let seen = self.seen.load();
-        match current(&s.events, self.store_now(local), opened_id(&seen)) {
+        let now = self.store_now(local);
+        match current(&s.events, now, opened_id(&seen)) {
             Some((_, _, Phase::Prequeue)) => true,
-            Some((_, event, Phase::Open)) if heard && order => !seen
-                .as_ref()
-                .is_some_and(|e| event.is(&e.id) && e.opened_at.is_some()),
+            Some((_, event, Phase::Open)) => heard && order && unrecorded(&seen, event, true, now),
             _ => false,
         }
     }
