@@ -9,6 +9,7 @@
 //! - `response_filter`: cookies we decided to set ride on the origin's response, which is then
 //!   kept out of shared caches ([`cache_safe`]).
 
+mod access;
 mod asset;
 mod cache_safe;
 mod challenge;
@@ -510,44 +511,6 @@ impl ProxyHttp for Proxy {
     }
 
     async fn logging(&self, session: &mut Session, _e: Option<&pingora::Error>, ctx: &mut Ctx) {
-        let seconds = ctx.started.elapsed().as_secs_f64();
-        let shared = &*ctx.shared;
-        let room_metrics = ctx
-            .room
-            .and_then(|i| shared.rooms.get(i))
-            .map(|r| &r.metrics);
-        shared
-            .metrics
-            .request(room_metrics, ctx.outcome, ctx.reject, seconds);
-        if tracing::enabled!(target: "anteroom::access", tracing::Level::INFO) {
-            let req = session.req_header();
-            let status = session
-                .response_written()
-                .map(|r| r.status.as_u16())
-                .unwrap_or(0);
-            let room = ctx.room.map(|i| shared.rooms[i].name()).unwrap_or("-");
-            // The path without its query: queries can carry tokens of the shop's own.
-            if let Some(log) = crate::logwriter::writer() {
-                log.push(&crate::logwriter::Access {
-                    at: std::time::SystemTime::now(),
-                    room,
-                    outcome: ctx.outcome.as_str(),
-                    status,
-                    method: req.method.as_str(),
-                    path: req.uri.path(),
-                    duration_ms: crate::logwriter::millis(seconds),
-                });
-                return;
-            }
-            tracing::info!(
-                target: "anteroom::access",
-                room,
-                outcome = ctx.outcome.as_str(),
-                status,
-                method = req.method.as_str(),
-                path = req.uri.path(),
-                duration_ms = crate::logwriter::millis(seconds),
-            );
-        }
+        access::log(session, ctx);
     }
 }
