@@ -7,8 +7,14 @@
 -- admission: the store lost its data, the cookie is the proof (not for a session a pre-queue
 -- ended: see end_sessions).
 --
+-- An order that wins takes its visitor out of the line: one place in line buys one admission,
+-- and the admission this order uses may have been one the line never gave (a local admission
+-- during an outage, a session a failover lost while the visitor stayed in line). Left in line,
+-- the visitor's turn came and bought a second order (found by review).
+--
 -- KEYS[1] active ZSET   KEYS[2] consumed marker STRING for this visitor   KEYS[3] room HASH
 -- (read only: its key layout version and liveness clock)   KEYS[4] ended ZSET (end_sessions in the prelude)
+-- KEYS[5] waiting ZSET
 -- ARGV[1] visitor id   ARGV[2] request id   ARGV[3] grace µs   ARGV[4] marker lifetime ms
 -- (session-ttl + margin)   ARGV[5] session-ttl µs   ARGV[6] vouched (1/0)   ARGV[7] clock (prelude `now_us`)
 -- ARGV[8] margin ms: the marker also outlives the session's deadline here by it — every cookie
@@ -52,4 +58,5 @@ local life_ms = math.max(marker_ms, math.ceil((held - now) / 1000) + tonumber(AR
 redis.call('ZADD', active, math.max(held, deadline), vid)
 redis.call('SET', marker, pending_marker(req, deadline, held, live + grace + cap),
   'PX', life_ms + math.ceil(grace / 1000))
+redis.call('ZREM', KEYS[5], vid)
 return { 1, 0 }

@@ -3,11 +3,12 @@
 -- the same visitor holds the same slot again, max-active notwithstanding. Idempotent: a retry
 -- finds it settled. A confirm that comes after the deadline gave the admission back still uses
 -- it up, unless another order has taken it since; so does a confirm of an order the store never
--- saw (no marker at all: it went through while the store was away).
+-- saw (it went through while the store was away: no marker, or an earlier order's, settled).
 --
 -- KEYS[1] active ZSET   KEYS[2] consumed marker STRING for this visitor   KEYS[3] room HASH
 -- (read only: its key layout version and liveness clock)   KEYS[4] ended ZSET (end_sessions in the prelude: an
--- order of a session a pre-queue ended does not bring the session back)
+-- order of a session a pre-queue ended does not bring the session back)   KEYS[5] waiting ZSET
+-- (a confirmed order takes its visitor out of the line, as consume's does)
 -- Extend (a heartbeat while the order is in flight): a pending consume's deadline moves to
 -- now + ARGV[7], its slot held at least as long; a settled one is left alone (3).
 --
@@ -24,11 +25,17 @@ local now = now_us(ARGV[6])
 local live, cap = read_live(KEYS[3], now, tonumber(ARGV[8]))
 
 local m = read_marker(redis.call('GET', marker))
-if not m and how == 'confirm' then
+if how == 'confirm' then
+  -- An order went through: whatever admission it used, its visitor is not also in line.
+  redis.call('ZREM', KEYS[5], vid)
+end
+if how == 'confirm' and (not m or (m.req ~= req and m.kind ~= 'p')) then
   -- The origin took an order the store never saw (let through while it was away, under
   -- on-store-error = open): the admission is used up all the same, or the kept cookie orders
-  -- again once the store is back (found by review). The marker outlives the session's deadline
-  -- by the margin, as consume's does.
+  -- again once the store is back (found by review). Also when the marker is an earlier order's,
+  -- settled (a given-back order, or one of an earlier admission): that order is not this one
+  -- (found by a property test). The marker outlives the session's deadline by the margin, as
+  -- consume's does.
   local held = tonumber(redis.call('ZSCORE', active, vid))
   redis.call('ZREM', active, vid)
   local life = marker_ms

@@ -662,6 +662,7 @@ macro_rules! conformance_suite {
             a_pending_order_outlives_a_pause_of_the_store,
             an_unsettled_order_comes_back_after_a_pause_once_its_grace_has_run,
             a_session_is_not_also_a_place_in_line,
+            an_order_takes_its_visitor_out_of_the_line,
             a_marker_outlives_the_cookie_that_ordered,
             a_marker_outlives_every_cookie_of_the_admission,
             settling_twice_changes_nothing,

@@ -3,14 +3,19 @@
 //! Checked after every step: positions agree with join order (so none ever goes up), no FIFO
 //! inversion (the admit step takes exactly the front of the line), active never exceeds
 //! max-active, and over the whole run any window holds at most rate × window + burst
-//! admissions. Nobody stops polling for long here (abandon-after is an hour), which keeps the
+//! admissions; and nobody orders more often than they came to the line (a place bought by
+//! waiting buys one order, also when the visitor was let in meanwhile by the `local` policy
+//! while the store was away, or ordered under `open` where the store saw only the confirm).
+//! Nobody stops polling for long here (abandon-after is an hour), which keeps the
 //! model exact on every backend; the memory store's own test covers abandonment too.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use anteroom::store::{Admission, RoomParams, VisitorId};
+use anteroom::store::{
+    Admission, Consumed, Order, RequestId, RoomParams, Settle, Settled, VisitorId,
+};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
 
@@ -22,8 +27,14 @@ pub enum Op {
     Join(usize),
     Advance(u64),
     Admit,
-    /// Visitor n places an order.
+    /// Visitor n places an order: on a cookie the store may never have counted if a local
+    /// admission let them in (vouched), else on the store's own admission.
     Consume(usize),
+    /// Visitor n, in line, is let in by the `local` policy while the store is away: they hold
+    /// a signed cookie the store never counted (and still hold their place as far as the store
+    /// knows). `true`: the store stays away until the order went through (`open`), and only
+    /// its confirm ever arrives.
+    LocalAdmit(usize, bool),
 }
 
 pub fn op() -> impl Strategy<Value = Op> {
@@ -32,6 +43,7 @@ pub fn op() -> impl Strategy<Value = Op> {
         3 => (1..400u64).prop_map(Op::Advance),
         3 => Just(Op::Admit),
         1 => (0..40usize).prop_map(Op::Consume),
+        1 => (0..40usize, any::<bool>()).prop_map(|(n, unseen)| Op::LocalAdmit(n, unseen)),
     ]
 }
 
@@ -64,13 +76,20 @@ async fn run(
     // (model time in µs, wall clock before the step, wall clock after it) of every admission.
     let mut admissions: Vec<(u64, Instant, Instant)> = Vec::new();
     let mut t = 0u64;
+    // Times each visitor came to the line as a newcomer (a place, or the fast path), orders
+    // each made, and who holds a cookie the store never counted.
+    let mut came = vec![0u32; ids.len()];
+    let mut ordered = vec![0u32; ids.len()];
+    let mut local = vec![false; ids.len()];
     for op in ops {
         let step_started = Instant::now();
         match op {
             Op::Join(n) => {
                 let was_waiting = line.contains(&n);
-                match store.join(&p, ids[n]).await.unwrap() {
+                let admission = store.join(&p, ids[n]).await.unwrap();
+                match &admission {
                     Admission::Waiting { position, .. } => {
+                        let position = *position;
                         if let Some(last) = last_position.get(&n) {
                             prop_assert!(
                                 position <= *last,
@@ -80,6 +99,7 @@ async fn run(
                         last_position.insert(n, position);
                         if !was_waiting {
                             line.push(n);
+                            came[n] += 1;
                         }
                         let expected = line.iter().position(|x| *x == n).unwrap() as u64 + 1;
                         prop_assert_eq!(position, expected, "position disagrees with join order");
@@ -89,6 +109,9 @@ async fn run(
                             !was_waiting,
                             "admitted while waiting, outside the admit step"
                         );
+                        if matches!(admission, Admission::Entered) {
+                            came[n] += 1;
+                        }
                     }
                     other => prop_assert!(false, "unexpected {:?}", other),
                 }
@@ -114,7 +137,38 @@ async fn run(
                 }
             }
             Op::Consume(n) => {
-                store.use_up(&p, ids[n]).await.unwrap();
+                let order = Order {
+                    request: RequestId::random(),
+                    grace: Duration::from_secs(60),
+                    vouched: local[n],
+                    cookie_life: p.session_ttl,
+                };
+                if store.consume(&p, ids[n], &order).await.unwrap() == Consumed::Won {
+                    let how = Settle::Confirm;
+                    let done = store.settle(&p, ids[n], &order.request, how).await.unwrap();
+                    prop_assert_eq!(done, Settled::Done);
+                    ordered[n] += 1;
+                    local[n] = false;
+                    // The order used the admission up, whichever gave it: the place too.
+                    line.retain(|x| *x != n);
+                    last_position.remove(&n);
+                }
+            }
+            Op::LocalAdmit(n, unseen) => {
+                if line.contains(&n) {
+                    if unseen {
+                        let confirm = Settle::Confirm;
+                        let done = store
+                            .settle(&p, ids[n], &RequestId::random(), confirm)
+                            .await;
+                        prop_assert_eq!(done.unwrap(), Settled::Done);
+                        ordered[n] += 1;
+                        line.retain(|x| *x != n);
+                        last_position.remove(&n);
+                    } else {
+                        local[n] = true;
+                    }
+                }
             }
         }
         let st = store.stats(&p).await.unwrap();
@@ -125,6 +179,15 @@ async fn run(
             max_active
         );
         prop_assert_eq!(st.waiting, line.len() as u64);
+        for n in 0..ids.len() {
+            prop_assert!(
+                ordered[n] <= came[n],
+                "visitor {} ordered {} times, came to the line {} times",
+                n,
+                ordered[n],
+                came[n]
+            );
+        }
         while (admissions.len() as u64) < st.admitted_total {
             admissions.push((t, step_started, Instant::now()));
         }

@@ -137,6 +137,9 @@ impl RoomData {
                 + micros(order.marker_life(p.session_ttl))
                     .max(held.saturating_sub(now) + micros(MARKER_MARGIN)),
         );
+        // One place in line buys one admission: the one this order uses may be one the line
+        // never gave (a local admission, a session the store lost), as in consume.lua.
+        self.remove_waiter(vid);
         Consumed::Won
     }
 
@@ -149,10 +152,17 @@ impl RoomData {
         now: Micros,
     ) -> Settled {
         self.marks.prune(now);
-        let Some(mark) = self.marks.get(&vid).cloned() else {
-            if how != Settle::Confirm {
-                return Settled::Gone;
-            }
+        let mark = self.marks.get(&vid).cloned();
+        if how == Settle::Confirm {
+            // An order went through: its visitor is not also in line (as in settle.lua).
+            self.remove_waiter(vid);
+        }
+        let unseen = match &mark {
+            None => true,
+            Some(m @ (Mark::Confirmed(_) | Mark::GivenBack(_))) => m.request() != request,
+            Some(Mark::Pending { .. }) => false,
+        };
+        if how == Settle::Confirm && unseen {
             // An order the store never saw went through (as in settle.lua): used up all the
             // same, the marker past the session's deadline by the margin.
             let held = self.active.remove(&vid);
@@ -163,6 +173,9 @@ impl RoomData {
                 .max(held.unwrap_or(0).saturating_add(micros(MARKER_MARGIN)));
             self.marks.set(vid, Mark::Confirmed(request.clone()), until);
             return Settled::Done;
+        }
+        let Some(mark) = mark else {
+            return Settled::Gone;
         };
         if mark.request() != request {
             return Settled::Gone;

@@ -46,6 +46,7 @@ impl RedisStore {
             .key(marker_key(&p.name, vid))
             .key(&k.room)
             .key(&k.ended)
+            .key(&k.waiting)
             .arg(&vid.as_bytes()[..])
             .arg(order.request.as_str())
             .arg(micros(order.grace))
@@ -83,6 +84,7 @@ impl RedisStore {
             .key(marker_key(&p.name, vid))
             .key(&k.room)
             .key(&k.ended)
+            .key(&k.waiting)
             .arg(&vid.as_bytes()[..])
             .arg(request.as_str())
             .arg(match how {
