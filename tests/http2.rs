@@ -20,6 +20,21 @@ async fn h2_get(
     uri: &str,
     host: Option<&str>,
 ) -> (u16, Vec<String>) {
+    let mut req = http::Request::builder().uri(uri);
+    if let Some(h) = host {
+        req = req.header("host", h);
+    }
+    h2_send(port, ca, req.body(()).unwrap(), None).await
+}
+
+/// One HTTP/2 request, with `body` in a DATA frame after its headers when given; the status
+/// (0 when the stream was reset) and set cookies.
+async fn h2_send(
+    port: u16,
+    ca: &std::path::Path,
+    req: http::Request<()>,
+    body: Option<&'static [u8]>,
+) -> (u16, Vec<String>) {
     let mut roots = rustls::RootCertStore::empty();
     for c in CertificateDer::pem_file_iter(ca).unwrap() {
         roots.add(c.unwrap()).unwrap();
@@ -43,12 +58,15 @@ async fn h2_get(
     let (client, conn) = h2::client::handshake(tls).await.unwrap();
     tokio::spawn(conn);
     let mut client = client.ready().await.unwrap();
-    let mut req = http::Request::builder().uri(uri);
-    if let Some(h) = host {
-        req = req.header("host", h);
+    let (resp, mut stream) = client.send_request(req, body.is_none()).unwrap();
+    if let Some(b) = body {
+        stream
+            .send_data(bytes::Bytes::from_static(b), true)
+            .unwrap();
     }
-    let (resp, _) = client.send_request(req.body(()).unwrap(), true).unwrap();
-    let resp = resp.await.unwrap();
+    let Ok(resp) = resp.await else {
+        return (0, Vec::new());
+    };
     let cookies = resp
         .headers()
         .get_all("set-cookie")
@@ -120,5 +138,93 @@ key = "{}"
         "only the request in the room reached the shop's products: {:?}",
         origin.requests()
     );
+    drop(proxy);
+}
+
+/// Starts anteroom with its HTTPS listener for `shop.test` (certificate from a test CA in
+/// `dir`) in front of `origin`, with a room on `/products`; its port and the CA's file.
+async fn https_proxy(dir: &std::path::Path, origin: &Origin) -> (Proxy, u16, std::path::PathBuf) {
+    let ca = TestCa::new(dir);
+    let (cert, key) = ca.issue("shop", &["DNS:shop.test"]);
+    let port = free_port();
+    let proxy = Proxy::start(&format!(
+        r#"https = "127.0.0.1:{port}"
+{base}
+[[room]]
+name = "sale"
+hosts = ["shop.test"]
+paths = ["/products"]
+admit-per-second = 100
+max-active = 100
+
+[[tls]]
+hosts = ["shop.test"]
+cert = "{}"
+key = "{}"
+"#,
+        cert.display(),
+        key.display(),
+        base = base_config(origin.addr)
+    ));
+    let addr = SocketAddr::from(([127, 0, 0, 1], port));
+    eventually(
+        std::time::Duration::from_secs(20),
+        "the HTTPS listener",
+        || async move { tokio::net::TcpStream::connect(addr).await.ok().map(|_| ()) },
+    )
+    .await;
+    (proxy, port, ca.ca())
+}
+
+/// A GET with a DATA frame is refused as over HTTP/1.1 (see tests/request_bodies.rs): over
+/// HTTP/2 it reached an HTTP/1.1 shop with a `Content-Length` and its body (found by review).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_get_with_a_body_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let origin = Origin::start().await;
+    let (proxy, port, ca) = https_proxy(dir.path(), &origin).await;
+    let smuggled: &[u8] = b"POST /products/order HTTP/1.1\r\nHost: shop.test\r\n\r\n";
+    for (path, length) in [("/public", true), ("/public", false), ("/products/1", true)] {
+        let mut req = http::Request::builder().uri(format!("https://shop.test:{port}{path}"));
+        if length {
+            req = req.header("content-length", smuggled.len());
+        }
+        let (status, _) = h2_send(port, &ca, req.body(()).unwrap(), Some(smuggled)).await;
+        assert!(
+            status == 400 || status == 0,
+            "{path} with a body (content-length: {length}): {status}"
+        );
+    }
+    assert!(origin.requests().is_empty(), "{:?}", origin.requests());
+    // Without one, as ever.
+    let (status, _) = h2_get(port, &ca, &format!("https://shop.test:{port}/public"), None).await;
+    assert_eq!(status, 200);
+    drop(proxy);
+}
+
+/// HTTP/2 sends each cookie as a field of its own; the shop gets them as one `Cookie` line
+/// joined with "; " (RFC 9113 §8.2.3), ours taken out or not. Before, a request without our
+/// cookies reached it as several lines, which servers that join repeated headers with ","
+/// (Werkzeug, PHP, gunicorn) read as one cookie (found by review).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cookie_fields_reach_the_shop_as_one_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let origin = Origin::start().await;
+    let (proxy, port, ca) = https_proxy(dir.path(), &origin).await;
+    let req = http::Request::builder()
+        .uri(format!("https://shop.test:{port}/public"))
+        .header("cookie", "shop_session=abc")
+        .header("cookie", "cart=42")
+        .body(())
+        .unwrap();
+    assert_eq!(h2_send(port, &ca, req, None).await.0, 200);
+    let seen = origin.requests();
+    let cookies: Vec<String> = seen[0]
+        .headers
+        .iter()
+        .filter(|(k, _)| k.eq_ignore_ascii_case("cookie"))
+        .map(|(_, v)| String::from_utf8_lossy(v).into_owned())
+        .collect();
+    assert_eq!(cookies, ["shop_session=abc; cart=42"]);
     drop(proxy);
 }

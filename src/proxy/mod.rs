@@ -120,6 +120,9 @@ pub struct Ctx {
     /// Let past the line by a `path` bypass rule: a page open to everyone, whose caching the
     /// shop decides (a `header` or `client` rule lets one party past a guarded page).
     open_bypass: bool,
+    /// The request carries a body its method may not be read with: the connection to the
+    /// origin ends with its answer (`method::BodyUse::LastOnConnection`).
+    last_on_connection: bool,
 }
 
 /// The proxy.
@@ -169,6 +172,7 @@ impl ProxyHttp for Proxy {
             upstream_at: None,
             failure_told: false,
             open_bypass: false,
+            last_on_connection: false,
             tried: Vec::new(),
             holder: None,
         }
@@ -210,6 +214,17 @@ impl ProxyHttp for Proxy {
         Self::note_arrival(shared, session, ctx);
         if Self::redirect_to_https(shared, session, ctx).await? {
             return Ok(true);
+        }
+        // A body the origin might not read is never forwarded where it could be read as a
+        // request of its own (see `method::BodyUse`).
+        match method::body_use(session.req_header()) {
+            method::BodyUse::Read => {}
+            _ if session.is_body_empty() => {}
+            method::BodyUse::Refused => {
+                Self::send_bad_request(shared, session, ctx, method::BODY_REFUSED).await?;
+                return Ok(true);
+            }
+            method::BodyUse::LastOnConnection => ctx.last_on_connection = true,
         }
         let req = session.req_header();
         let target = target::target(&shared.router, req, ctx.trusted_peer);
@@ -466,9 +481,21 @@ impl ProxyHttp for Proxy {
         if target::has_spoofable(upstream_request) {
             target::strip_spoofable(upstream_request, ctx.trusted_peer);
         }
-        // Most requests outside every room carry none of our cookies: look before allocating
-        // anything.
-        if !cookie_values(upstream_request).any(cookie::has_ours) {
+        if ctx.last_on_connection {
+            upstream_request.insert_header(http::header::CONNECTION, "close")?;
+        }
+        // Most requests outside every room carry none of our cookies and one `Cookie` line at
+        // most: look before allocating anything. Several lines (HTTP/2 sends each cookie as
+        // its own field) become one, joined with "; " as RFC 9113 §8.2.3 asks: a shop that
+        // joined the lines with "," read the first cookie as the rest of the header (found by
+        // review).
+        let mut lines = 0;
+        let mut ours = false;
+        for v in cookie_values(upstream_request) {
+            lines += 1;
+            ours = ours || cookie::has_ours(v);
+        }
+        if !ours && lines < 2 {
             return Ok(());
         }
         let kept = cookie::all_without_ours(cookie_values(upstream_request));
