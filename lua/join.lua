@@ -21,6 +21,14 @@
 -- ARGV[14] the room's events near now (see parse_events in the prelude), '' for none
 -- ARGV[15], ARGV[16], ... per event of ARGV[14], in order: this visitor's draw key and
 --          registration ticket (16 bytes) in that event's draw, '' and '' where it does not draw
+-- ARGV[15 + 2 * (number of events in ARGV[14])], after those: the version of the runtime event
+--          changes the caller's events come from ('' unknown: not checked). Older than the
+--          store's ('ev_ver'), they may lack an event an operator just added (or still have one
+--          moved or cancelled): nothing is decided by them, as while instances disagree
+--          (ev_mixed), and a newcomer is not placed at all (code 9): placed first come, first
+--          served by an instance that had not yet read a pre-queue that had begun, arrivals went
+--          ahead of every registrant (found by review). The caller reads the changes at its next
+--          tick; the visitor's next poll places them.
 -- KEYS[5] ended ZSET (end_sessions in the prelude)
 -- KEYS[6], KEYS[7], ... per event of ARGV[14], in order: its draw's list (registrations ZSET)
 --
@@ -37,7 +45,8 @@
 --   code 0 admitted (claimed), 1 waiting, 2 paused (queue_all), 3 full, 4 open (room switched
 --   off), 5 entered (a newcomer admitted at once), 6 limited (too many new visitors from this
 --   client; the eta field carries the milliseconds until the window ends), 7 registered (in
---   line during a pre-queue; position 0 when drawn), 8 ended (the event closed: not added)
+--   line during a pre-queue; position 0 when drawn), 8 ended (the event closed: not added),
+--   9 unplaced (a newcomer, not added: the caller's events are older than the store's)
 
 local waiting, active, room = KEYS[1], KEYS[2], KEYS[3]
 -- Every field of the room hash this script reads, read once (h_NAME): the hash is written below
@@ -45,14 +54,19 @@ local waiting, active, room = KEYS[1], KEYS[2], KEYS[3]
 local h_layout, h_live, h_live_at, h_forgave_at, h_ab_hi, h_ab_hi_until, h_hold_back, h_enabled,
   h_queue_all, h_rate, h_max_active, h_tokens, h_refilled, h_epoch, h_last_off, h_m_rate,
   h_recent, h_gen, h_ap_on, h_ap_rate, h_opened, h_open_live, h_draw_ev, h_draw_base,
-  h_draw_epoch, h_gap, h_in_pre, h_ev_mixed = unpack(redis.call('HMGET', room, 'layout', 'live',
-  'live_at', 'forgave_at', 'ab_hi', 'ab_hi_until', 'hold_back', 'enabled', 'queue_all', 'rate',
-  'max_active', 'tokens', 'refilled', 'epoch', 'last_off', 'm_rate', 'recent', 'gen', 'ap_on',
-  'ap_rate', 'opened', 'open_live', 'draw_ev', 'draw_base', 'draw_epoch', 'gap', 'in_pre',
-  'ev_mixed'))
--- Instances disagree on the room's events (admit.lua, 'ev_mixed'): no event step here either,
--- and nobody walks in.
-local mixed_events = h_ev_mixed == '1'
+  h_draw_epoch, h_gap, h_in_pre, h_ev_mixed, h_ev_ver = unpack(redis.call('HMGET', room,
+  'layout', 'live', 'live_at', 'forgave_at', 'ab_hi', 'ab_hi_until', 'hold_back', 'enabled',
+  'queue_all', 'rate', 'max_active', 'tokens', 'refilled', 'epoch', 'last_off', 'm_rate',
+  'recent', 'gen', 'ap_on', 'ap_rate', 'opened', 'open_live', 'draw_ev', 'draw_base',
+  'draw_epoch', 'gap', 'in_pre', 'ev_mixed', 'ev_ver'))
+-- The caller's events are older than the store's runtime changes (see ARGV[15 + 2n]).
+local events = parse_events(ARGV[14])
+local caller_ver = ARGV[15 + 2 * #events]
+local stale_events = caller_ver ~= nil and caller_ver ~= ''
+  and tonumber(caller_ver) ~= (tonumber(h_ev_ver) or 0)
+-- Instances disagree on the room's events (admit.lua, 'ev_mixed'), or this caller's are stale:
+-- no event step here either, and nobody walks in.
+local mixed_events = h_ev_mixed == '1' or stale_events
 check_layout(room, h_layout)
 local vid = ARGV[1]
 local now = now_us(ARGV[8])
@@ -69,7 +83,6 @@ if h_enabled == '0' and not lost then
   return { 4, 0, 0, '0', 0 }
 end
 -- The event in force, by this store's clock.
-local events = parse_events(ARGV[14])
 local ev, phase = event_now(events, now, h_opened)
 local in_pre = phase == 'pre'
 if in_pre and h_in_pre ~= ev.id and not mixed_events then
@@ -208,6 +221,10 @@ if exp then
   redis.call('ZREM', active, vid)
 end
 
+-- A newcomer, to be placed by events the caller has not read yet: not placed (code 9).
+if stale_events then
+  return { 9, 0, redis.call('ZCARD', waiting), '0', 0 }
+end
 -- A newcomer after the event's closing is turned away (and not counted against join-limit).
 if phase == 'closed' then
   return { 8, 0, 0, '0', 0 }

@@ -82,6 +82,7 @@ async fn places_are_uncorrelated_with_arrival_and_everyone_is_placed_once() {
                             gate: None,
                             events: Some(arg),
                             draws: &d,
+                            events_version: None,
                         },
                     )
                     .await

@@ -887,3 +887,53 @@ async fn registrants_of_a_line_cleared_in_a_prequeue_register_again() {
     )
     .await;
 }
+
+/// An event added at run time is in force for every newcomer from the moment the API answers,
+/// on every instance: none is placed first come, first served by a window from before it (found
+/// by review: newcomers through either instance in the tick after the change got places 1, 2,
+/// 3... ahead of the drawn range, and walked in at the opening before every registrant). Ticks
+/// of a second make that window wide here.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn newcomers_after_an_event_is_added_at_run_time_are_never_placed_before_it() {
+    let redis = RedisServer::start();
+    let origin = Origin::start().await;
+    let store = redis_store(&redis, "500ms");
+    let room = "admit-per-second = 1\nmax-active = 1\ntick = \"1s\"";
+    let a = Proxy::start(&config(origin.addr, &store, room, ""));
+    let b = Proxy::start(&config(origin.addr, &store, room, ""));
+    // One visitor takes the room's one place, so that newcomers would queue.
+    let mut first = Jar::default();
+    assert_eq!(status(&a, &mut first).await["state"], "admitted");
+    let (code, body) = admin_call(
+        &a,
+        reqwest::Method::POST,
+        "/rooms/sale/events",
+        Some(TOKEN),
+        Some(serde_json::json!({ "name": "drop", "opens_at": at(600), "draw": true })),
+    )
+    .await;
+    assert_eq!(code, 201, "{body}");
+    let mut answers = Vec::new();
+    let mut registered = 0;
+    let deadline = std::time::Instant::now() + Duration::from_secs(4);
+    while std::time::Instant::now() < deadline && registered < 4 {
+        for proxy in [&a, &b] {
+            let mut jar = Jar::default();
+            let s = status(proxy, &mut jar).await;
+            if s["state"] == "prequeue" {
+                registered += 1;
+            }
+            answers.push(s);
+        }
+    }
+    assert!(
+        registered >= 4,
+        "both instances register newcomers: {answers:?}"
+    );
+    for s in &answers {
+        assert!(
+            s["state"] == "prequeue" || (s["state"] == "paused" && s["position"].is_null()),
+            "a newcomer after the event was added: {s}"
+        );
+    }
+}

@@ -129,6 +129,7 @@ impl Bench {
                         gate: None,
                         events: Some(&events),
                         draws: &d,
+                        events_version: None,
                     };
                     let t = Instant::now();
                     match store.join_with(&p, v.vid, &ctx).await {

@@ -10,7 +10,7 @@ use pingora::server::ShutdownWatch;
 use pingora::services::background::BackgroundService;
 
 use crate::app::Shared;
-use crate::store::{Admission, JoinContext, RoomParams, VisitorId};
+use crate::store::{Admission, RoomParams, VisitorId};
 
 pub struct Crowd {
     shared: Arc<Shared>,
@@ -35,16 +35,10 @@ async fn visitor(shared: Arc<Shared>, room: RoomParams) {
     loop {
         // In a room with an event, as a browser would: registered in a pre-queue, drawn.
         let r = shared.rooms.iter().find(|r| r.name() == &*room.name);
-        let events = r.filter(|r| r.events.any()).map(|r| r.events.window());
-        let draws = match (r, events.as_deref()) {
-            (Some(r), Some(w)) => r.events.draws(w, vid, shared.clock.now_micros()),
-            _ => Vec::new(),
-        };
-        let ctx = JoinContext {
-            gate: None,
-            events: events.as_deref(),
-            draws: &draws,
-        };
+        let events = r.map_or_else(Default::default, |r| {
+            r.events.for_join(vid, shared.clock.now_micros())
+        });
+        let ctx = events.context(None);
         let joined = shared
             .store_call("join", &room.name, shared.store.join_with(&room, vid, &ctx))
             .await;

@@ -12,7 +12,27 @@ use super::draw::{self, RegTicket};
 use super::schedule::{Runtime, Schedule};
 use super::{current, Event, Phase};
 use crate::clock::Micros;
-use crate::store::{Draw, EventSeen, EventsArg, RuntimeEvents, VisitorId};
+use crate::store::{Draw, EventSeen, EventsArg, JoinContext, JoinGate, RuntimeEvents, VisitorId};
+
+/// What a join carries of a room's events ([`RoomEvents::for_join`]).
+#[derive(Debug, Default)]
+pub struct JoinEvents {
+    window: Option<Arc<EventsArg>>,
+    draws: Vec<Option<Draw>>,
+    version: Option<u64>,
+}
+
+impl JoinEvents {
+    /// The join's context: these events, and `gate`.
+    pub fn context<'a>(&'a self, gate: Option<&'a JoinGate>) -> JoinContext<'a> {
+        JoinContext {
+            gate,
+            events: self.window.as_deref(),
+            draws: &self.draws,
+            events_version: self.version,
+        }
+    }
+}
 
 /// A revealed draw's list, read from the store once per instance and served from memory.
 #[derive(Debug, Clone)]
@@ -121,7 +141,9 @@ fn opened_id(seen: &Option<Arc<EventSeen>>) -> Option<&str> {
 impl RoomEvents {
     pub fn new(room: &str, config: Vec<Event>, secret: Option<Arc<[u8]>>) -> Self {
         let (schedule, _) = Schedule::build(&config, &Default::default(), 0);
-        let window = EventsArg::of(&schedule.events);
+        // Before the first tick has read the store's runtime changes, at version 0: where the
+        // store has some, nobody new is placed by this window (see `for_join`).
+        let window = EventsArg::at(&schedule.events, 0);
         let any = AtomicBool::new(!schedule.events.is_empty());
         Self {
             any,
@@ -183,7 +205,8 @@ impl RoomEvents {
     pub fn tick_args(&self, local: Micros) -> Option<EventsArg> {
         let s = self.schedule.load();
         if s.events.is_empty() {
-            self.window.store(Arc::new(EventsArg::default()));
+            // No events, at this version of the runtime changes (what joins are checked by).
+            self.window.store(Arc::new(EventsArg::at(&[], s.version)));
             return None;
         }
         let arg = EventsArg::at(s.window(self.store_now(local)), s.version);
@@ -194,6 +217,24 @@ impl RoomEvents {
     /// The events a join passes (the last tick's window).
     pub fn window(&self) -> Arc<EventsArg> {
         self.window.load_full()
+    }
+
+    /// What a join of `vid` passes: the last tick's window when the room has events, the
+    /// visitor's draws in it, and always the version of the runtime changes the window comes
+    /// from (a room without events may just have been given one: a join by a window from
+    /// before places nobody new, see [`JoinContext::events_version`]).
+    pub fn for_join(&self, vid: VisitorId, local: Micros) -> JoinEvents {
+        let window = self.window();
+        let version = window.version;
+        let window = self.any().then_some(window);
+        let draws = window
+            .as_deref()
+            .map_or_else(Vec::new, |w| self.draws(w, vid, local));
+        JoinEvents {
+            window,
+            draws,
+            version,
+        }
     }
 
     /// What the tick's admit call said: the event in force and the store's clock. Returns

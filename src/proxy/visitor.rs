@@ -19,7 +19,7 @@ use crate::room::policy::{self, Failure, OnError};
 use crate::room::LocalAdmit;
 use crate::store::order::grace_for;
 use crate::store::{
-    Admission, Consumed, JoinContext, JoinGate, Order, RequestId, Settle, StoreError, VisitorId,
+    Admission, Consumed, JoinGate, Order, RequestId, Settle, StoreError, VisitorId,
 };
 
 impl Proxy {
@@ -135,15 +135,8 @@ impl Proxy {
         }
         // A room with events passes them (the store decides the one in force by its clock), and
         // the visitor's place in each draw that has not opened.
-        let events = r.events.any().then(|| r.events.window());
-        let draws = events.as_deref().map_or_else(Vec::new, |w| {
-            r.events.draws(w, vid, shared.clock.now_micros())
-        });
-        let join = JoinContext {
-            gate: gate.as_ref(),
-            events: events.as_deref(),
-            draws: &draws,
-        };
+        let events = r.events.for_join(vid, shared.clock.now_micros());
+        let join = events.context(gate.as_ref());
         let joined = shared
             .store_call(
                 "join",
@@ -229,6 +222,13 @@ impl Proxy {
                 }
             }),
             Ok(Admission::Ended) => Verdict::Ended,
+            // Not placed by events this instance has not read yet (changed a moment ago): on
+            // hold, back within a tick or two.
+            Ok(Admission::Unplaced { waiting }) => Verdict::Wait(Status {
+                waiting,
+                retry_after_ms: page::poll_interval(tiers, 1).as_millis() as u64,
+                ..Self::on_hold(shared, room)
+            }),
             Ok(Admission::Full { waiting }) => Verdict::Wait(Status {
                 room: name,
                 state: State::Full,

@@ -62,6 +62,11 @@ pub struct JoinContext<'a> {
     pub events: Option<&'a EventsArg>,
     /// Per event of `events` (same order), the visitor's draw where the event draws.
     pub draws: &'a [Option<Draw>],
+    /// The version of the runtime changes the caller's events come from (also when it has
+    /// none: an operator may just have added one). Older than the store's, a newcomer is not
+    /// placed ([`super::Admission::Unplaced`]) and nothing is decided by them. `None`: not
+    /// checked (tools, tests).
+    pub events_version: Option<u64>,
 }
 
 /// The event in force as an admit call found it.

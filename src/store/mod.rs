@@ -154,6 +154,10 @@ pub enum Admission {
     },
     /// The event closed: a newcomer is not added.
     Ended,
+    /// A newcomer not added: the caller's events are older than the store's runtime changes
+    /// (an operator changed them a moment ago), and where they would place the visitor is not
+    /// known to it. Told to poll again: the instance reads the changes at its next tick.
+    Unplaced { waiting: u64 },
 }
 
 /// A visitor moved from waiting to active by an `admit` step.

@@ -68,6 +68,7 @@ async fn join(s: &dyn Store, p: &RoomParams, a: &EventsArg, v: VisitorId) -> Adm
             gate: None,
             events: Some(a),
             draws: &draws,
+            events_version: a.version,
         },
     )
     .await
@@ -458,6 +459,53 @@ pub async fn the_store_clock_decides_and_a_step_back_does_not_reopen_registratio
     }
 }
 
+/// A join whose events are older than the store's runtime changes places nobody new: the
+/// caller has not read an event an operator just added. Before (found by review), an instance
+/// that had not yet read a pre-queue added at run time placed newcomers first come, first
+/// served, or let them walk in, and the draw's range was reserved behind them: they went ahead
+/// of every registrant. Those already in line keep their places; a join by the new events
+/// registers.
+pub async fn a_join_by_events_older_than_the_stores_places_nobody_new(h: &dyn Harness) {
+    let s = h.store();
+    let p = room("stale-join", 100.0, 1);
+    let before = EventsArg::at(&[], 0);
+    let first = VisitorId::random();
+    assert_eq!(join(&*s, &p, &before, first).await, Admission::Entered);
+    let waiter = VisitorId::random();
+    assert!(waiting_pos(&join(&*s, &p, &before, waiter).await).is_some());
+    let e = event(h, "added", 60, true);
+    let change = anteroom::event::schedule::Runtime {
+        event: Some(e.clone()),
+        cancelled: false,
+    };
+    let by = Actor {
+        id: "stale-1".into(),
+        by: "ops".into(),
+        client: "127.0.0.1".into(),
+    };
+    let none = serde_json::Value::Null;
+    let done = s.change_event(&p, "added", &change, 0, &none, &by).await;
+    assert_eq!(done.unwrap(), EventChange::Done(1));
+    // Every newcomer by the window from before: not placed, not let in, not counted.
+    for _ in 0..3 {
+        let v = VisitorId::random();
+        let a = join(&*s, &p, &before, v).await;
+        assert!(matches!(a, Admission::Unplaced { .. }), "{a:?}");
+    }
+    assert_eq!(s.stats(&p).await.unwrap().waiting, 1);
+    // The visitor in line keeps the place.
+    assert_eq!(waiting_pos(&join(&*s, &p, &before, waiter).await), Some(1));
+    // By the new events, a newcomer registers in the draw.
+    let now = EventsArg::at(std::slice::from_ref(&e), 1);
+    let late = VisitorId::random();
+    let a = join(&*s, &p, &now, late).await;
+    assert!(
+        matches!(a, Admission::Registered { drawn: true, .. }),
+        "{a:?}"
+    );
+    assert_eq!(s.stats(&p).await.unwrap().waiting, 2);
+}
+
 pub async fn runtime_event_changes_are_versioned_and_recorded(h: &dyn Harness) {
     let s = h.store();
     let p = room("runtime", 10.0, 10);
@@ -547,6 +595,7 @@ pub async fn registrants_with_one_key_keep_two_places_in_the_order_of_their_ids(
                     gate: None,
                     events: Some(&a),
                     draws: &d,
+                    events_version: None,
                 },
             )
             .await

@@ -704,6 +704,7 @@ macro_rules! conformance_suite {
             a_renewal_keeps_to_an_events_cap,
             the_store_clock_decides_and_a_step_back_does_not_reopen_registration,
             runtime_event_changes_are_versioned_and_recorded,
+            a_join_by_events_older_than_the_stores_places_nobody_new,
             registrants_with_one_key_keep_two_places_in_the_order_of_their_ids,
             a_line_holds_one_draw_and_a_second_queues_first_come_first_served,
             an_admit_with_events_older_than_the_stores_makes_no_irreversible_step,

@@ -21,7 +21,12 @@ impl RoomData {
         if !state.enabled {
             return Admission::Open;
         }
-        r.note_prequeue(&at, now);
+        // Events older than the runtime changes kept here: no event step by them, and a
+        // newcomer is not placed (as in join.lua).
+        let stale = ctx.events_version.is_some_and(|v| v != r.events_version());
+        if !stale {
+            r.note_prequeue(&at, now);
+        }
         if let Some(exp) = r.active.get(&vid).copied() {
             // A pre-queue admits nobody: a session there (an order's, given back) ends, and
             // its holder registers (as in join.lua).
@@ -39,6 +44,9 @@ impl RoomData {
         if let Some(seq) = r.waiters.get(&vid).map(|w| w.seq) {
             r.seen_now(vid, in_pre);
             return r.answer(p, &state, seq, waiting, false, in_pre);
+        }
+        if stale {
+            return Admission::Unplaced { waiting };
         }
         if at.closed() {
             return Admission::Ended;

@@ -17,21 +17,25 @@ pub(super) fn draw_key(room: &str, event: &str) -> String {
     format!("{{anteroom:{room}}}:drawn:{event}")
 }
 
-/// A join's events: the list's keys (KEYS[5..]), the events (ARGV[14]) and the visitor's draw
-/// in each (ARGV[15..]).
+/// A join's events: the list's keys (KEYS[5..]), the events (ARGV[14]), the visitor's draw
+/// in each (ARGV[15..]) and, after them, the version of the runtime changes they come from.
 pub(super) fn join_args(inv: &mut ScriptInvocation<'_>, room: &str, ctx: &JoinContext<'_>) {
-    let Some(events) = ctx.events.filter(|e| !e.is_empty()) else {
+    if let Some(events) = ctx.events.filter(|e| !e.is_empty()) {
+        inv.arg(&events.lua);
+        for (i, e) in events.events.iter().enumerate() {
+            inv.key(draw_key(room, &e.id()));
+            match ctx.draws.get(i).copied().flatten() {
+                Some(d) => inv.arg(d.key).arg(&d.ticket[..]),
+                None => inv.arg("").arg(""),
+            };
+        }
+    } else {
         inv.arg("");
-        return;
-    };
-    inv.arg(&events.lua);
-    for (i, e) in events.events.iter().enumerate() {
-        inv.key(draw_key(room, &e.id()));
-        match ctx.draws.get(i).copied().flatten() {
-            Some(d) => inv.arg(d.key).arg(&d.ticket[..]),
-            None => inv.arg("").arg(""),
-        };
     }
+    match ctx.events_version {
+        Some(v) => inv.arg(v),
+        None => inv.arg(""),
+    };
 }
 
 /// An admit's events: ARGV[24] and their version ARGV[25] (before the liveness batch), and the

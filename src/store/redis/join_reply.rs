@@ -67,6 +67,7 @@ impl FromRedisValue for JoinReply {
                 }
             }
             8 => Admission::Ended,
+            9 => Admission::Unplaced { waiting },
             other => return Err(format!("join reply: unknown code {other}").into()),
         }))
     }
