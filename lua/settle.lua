@@ -8,7 +8,8 @@
 -- KEYS[1] active ZSET   KEYS[2] consumed marker STRING for this visitor   KEYS[3] room HASH
 -- (read only: its key layout version and liveness clock)   KEYS[4] ended ZSET (end_sessions in the prelude: an
 -- order of a session a pre-queue ended does not bring the session back)   KEYS[5] waiting ZSET
--- (a confirmed order takes its visitor out of the line, as consume's does)
+-- (a confirm that uses an admission up takes its visitor out of the line, as consume's does; a
+-- retried one that finds it done leaves a place taken since alone: found by re-review)
 -- Extend (a heartbeat while the order is in flight): a pending consume's deadline moves to
 -- now + ARGV[7], its slot held at least as long; a settled one is left alone (3).
 --
@@ -25,10 +26,6 @@ local now = now_us(ARGV[6])
 local live, cap = read_live(KEYS[3], now, tonumber(ARGV[8]))
 
 local m = read_marker(redis.call('GET', marker))
-if how == 'confirm' then
-  -- An order went through: whatever admission it used, its visitor is not also in line.
-  redis.call('ZREM', KEYS[5], vid)
-end
 if how == 'confirm' and (not m or (m.req ~= req and m.kind ~= 'p')) then
   -- The origin took an order the store never saw (let through while it was away, under
   -- on-store-error = open): the admission is used up all the same, or the kept cookie orders
@@ -38,6 +35,7 @@ if how == 'confirm' and (not m or (m.req ~= req and m.kind ~= 'p')) then
   -- consume's does.
   local held = tonumber(redis.call('ZSCORE', active, vid))
   redis.call('ZREM', active, vid)
+  redis.call('ZREM', KEYS[5], vid)
   local life = marker_ms
   if held then
     life = math.max(life, math.ceil((held - now) / 1000) + marker_ms - math.floor(session_us / 1000))
@@ -68,6 +66,7 @@ if how == 'confirm' then
     return 2
   end
   redis.call('ZREM', active, vid)
+  redis.call('ZREM', KEYS[5], vid)
   -- The marker keeps the life the consume gave it (past the cookie that vouched), if longer.
   redis.call('SET', marker, 'c ' .. req, 'PX', math.max(marker_ms, redis.call('PTTL', marker)))
   return 1

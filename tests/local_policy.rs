@@ -467,3 +467,42 @@ async fn a_visitor_in_line_gets_the_policy_as_a_newcomer_does() {
     }
     assert_eq!(origin.requests().len(), before + waiting.len());
 }
+
+/// A visitor in line who orders while `open` lets everyone through (the store away) has used
+/// their place: once the store is back, the order's confirm takes them out of the line. Before
+/// (found by re-review), nothing settled an order of a visitor without an admission cookie, the
+/// place stayed, and their turn bought a second order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_order_placed_from_the_line_under_open_uses_the_place() {
+    let redis = RedisServer::start();
+    let origin = Origin::start().await;
+    let room = "admit-per-second = 0.01\nmax-active = 1\nconsume = [\"POST /products/order\"]";
+    let conf = config(origin.addr, &redis.url(), 3, room)
+        .replace("on-store-error = \"local\"", "on-store-error = \"open\"");
+    let proxy = Proxy::start(&conf);
+    admission_loop_ran(&redis).await;
+    assert!(
+        visit(&proxy, &mut Jar::default()).await.0,
+        "the first walks in"
+    );
+    let mut jar = Jar::default();
+    assert_eq!(visit(&proxy, &mut jar).await.1, "waiting");
+    let waiting = || raw(redis.port, "ZCARD {anteroom:sale}:waiting").map(|r| r.trim().to_string());
+    assert_eq!(waiting().as_deref(), Some(":1"));
+    redis.signal(true);
+    breaker_open(&proxy).await;
+    let resp = client()
+        .post(proxy.url("/products/order"))
+        .header("cookie", jar.header())
+        .body("item=1")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200, "through to the shop under `open`");
+    assert_eq!(origin.count("/products/order"), 1);
+    redis.signal(false);
+    eventually(Duration::from_secs(15), "the order's confirm", || async {
+        (waiting().as_deref() == Some(":0")).then_some(())
+    })
+    .await;
+}

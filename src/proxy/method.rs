@@ -48,52 +48,31 @@ pub fn echoes(req: &RequestHeader) -> bool {
     is_method(req, &http::Method::TRACE) || track.is_ok_and(|m| is_method(req, &m))
 }
 
-/// What a body sent with a request's method does on the connection that carries it to the
-/// origin. An origin that does not read a body it gets reads it as the next request on that
-/// connection: a request anteroom never judged (found by review: `GET /public` with a body that
-/// was `POST /orders` reached the shop with no admission, over HTTP/1.1 and HTTP/2, and the next
-/// visitor on the connection got that answer). An origin that knows the method reads the body
-/// its `Content-Length` gives; one that does not expect a body may not.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum BodyUse {
-    /// `POST`, `PUT`, `PATCH`: a body is what the method is for, and every origin reads it.
-    Read,
-    /// `GET`, `HEAD`, `TRACE` (and IIS's `TRACK`), `CONNECT`: content has no meaning for them
-    /// (RFC 9110 §9.3; a client must not send it with `TRACE`; browsers cannot send it with a
-    /// `GET` or `HEAD`): a request with one is refused.
-    Refused,
-    /// Any other method (`DELETE`, `OPTIONS`, WebDAV's): a body is allowed and some shops use
-    /// one (`DELETE /cart/items` with JSON), so it is forwarded, but the connection to the
-    /// origin ends with the answer (`Connection: close`) and is never used again.
-    LastOnConnection,
-}
-
-/// The answer to a request whose method takes no body ([`BodyUse::Refused`]).
-pub const BODY_REFUSED: &str = "A GET, HEAD or TRACE request cannot carry a body here: send the \
-    request without one, or with the method its body is for (POST).";
-
-/// The [`BodyUse`] of a request's method, read without case as origins read it. Override
-/// headers do not count: they change the handler, not how the server frames the request.
-pub fn body_use(req: &RequestHeader) -> BodyUse {
+/// Whether a body sent with the request's method is refused rather than forwarded. An origin
+/// that does not read a body it gets reads it as the next request on that connection: a request
+/// anteroom never judged (found by review: `GET /public` with a body that was `POST /orders`
+/// reached the shop with no admission, over HTTP/1.1 and HTTP/2, and the next visitor on the
+/// connection got that answer). Content has no meaning for `GET`, `HEAD`, `TRACE` (and IIS's
+/// `TRACK`) and `CONNECT` (RFC 9110 §9.3; a client must not send it with `TRACE`; browsers
+/// cannot send it with a `GET` or `HEAD`): such a request with one is refused, read without case
+/// as origins read the method. Override headers do not count: they change the handler, not how
+/// the server frames the request. Any other request with a body goes on an origin connection
+/// that ends with its answer: a handler may answer a `POST` without reading it too (a 404, a
+/// redirect: found by re-review), so no method is trusted to have its body read.
+pub fn takes_no_body(req: &RequestHeader) -> bool {
     use http::Method;
     match &req.method {
-        &Method::GET | &Method::HEAD => return BodyUse::Refused,
-        &Method::POST | &Method::PUT | &Method::PATCH => return BodyUse::Read,
-        _ => {}
-    }
-    let m = req.method.as_str();
-    let is = |name: &str| m.eq_ignore_ascii_case(name);
-    if ["GET", "HEAD", "TRACE", "TRACK", "CONNECT"]
-        .into_iter()
-        .any(is)
-    {
-        BodyUse::Refused
-    } else if ["POST", "PUT", "PATCH"].into_iter().any(is) {
-        BodyUse::Read
-    } else {
-        BodyUse::LastOnConnection
+        &Method::GET | &Method::HEAD => true,
+        &Method::POST | &Method::PUT | &Method::PATCH | &Method::DELETE | &Method::OPTIONS => false,
+        m => ["GET", "HEAD", "TRACE", "TRACK", "CONNECT"]
+            .into_iter()
+            .any(|name| m.as_str().eq_ignore_ascii_case(name)),
     }
 }
+
+/// The answer to a request whose method takes no body ([`takes_no_body`]).
+pub const BODY_REFUSED: &str = "A GET, HEAD or TRACE request cannot carry a body here: send the \
+    request without one, or with the method its body is for (POST).";
 
 #[cfg(test)]
 mod tests {
@@ -159,19 +138,18 @@ mod tests {
     }
 
     #[test]
-    fn a_body_is_read_refused_or_the_last_on_its_connection() {
+    fn a_body_is_refused_on_methods_that_take_none() {
         let build = |m: &str| RequestHeader::build(m, b"/x", None).unwrap();
         for m in ["GET", "get", "HEAD", "Head", "TRACE", "track", "CONNECT"] {
-            assert_eq!(body_use(&build(m)), BodyUse::Refused, "{m}");
+            assert!(takes_no_body(&build(m)), "{m}");
         }
-        for m in ["POST", "post", "PUT", "PATCH", "patch"] {
-            assert_eq!(body_use(&build(m)), BodyUse::Read, "{m}");
-        }
-        for m in ["DELETE", "delete", "OPTIONS", "PROPFIND", "PURGE"] {
-            assert_eq!(body_use(&build(m)), BodyUse::LastOnConnection, "{m}");
+        for m in [
+            "POST", "post", "PUT", "PATCH", "DELETE", "delete", "OPTIONS", "PROPFIND",
+        ] {
+            assert!(!takes_no_body(&build(m)), "{m}");
         }
         // An override names the handler; the server frames the request by its own method.
         let overridden = req("/x", &[("X-HTTP-Method-Override", "POST")]);
-        assert_eq!(body_use(&overridden), BodyUse::Refused);
+        assert!(takes_no_body(&overridden));
     }
 }

@@ -120,8 +120,8 @@ pub struct Ctx {
     /// Let past the line by a `path` bypass rule: a page open to everyone, whose caching the
     /// shop decides (a `header` or `client` rule lets one party past a guarded page).
     open_bypass: bool,
-    /// The request carries a body its method may not be read with: the connection to the
-    /// origin ends with its answer (`method::BodyUse::LastOnConnection`).
+    /// The request carries a body, which the origin's handler may not read: the connection to
+    /// the origin ends with its answer (`method::takes_no_body`).
     last_on_connection: bool,
 }
 
@@ -215,16 +215,20 @@ impl ProxyHttp for Proxy {
         if Self::redirect_to_https(shared, session, ctx).await? {
             return Ok(true);
         }
-        // A body the origin might not read is never forwarded where it could be read as a
-        // request of its own (see `method::BodyUse`).
-        match method::body_use(session.req_header()) {
-            method::BodyUse::Read => {}
-            _ if session.is_body_empty() => {}
-            method::BodyUse::Refused => {
+        // A body the origin might not read is never left where it could be read as a request
+        // of its own: refused where the method takes none, else the last thing on its origin
+        // connection (see `method::takes_no_body`). Over HTTP/2 a request may end with an
+        // empty DATA frame, which is not known yet here: one that declares no length goes to
+        // the origin chunked, which no server reads as a request, and ends its connection too.
+        if !session.is_body_empty() {
+            let req = session.req_header();
+            let declared = req.headers.contains_key(http::header::CONTENT_LENGTH)
+                || req.headers.contains_key(http::header::TRANSFER_ENCODING);
+            if method::takes_no_body(req) && (declared || !session.is_http2()) {
                 Self::send_bad_request(shared, session, ctx, method::BODY_REFUSED).await?;
                 return Ok(true);
             }
-            method::BodyUse::LastOnConnection => ctx.last_on_connection = true,
+            ctx.last_on_connection = true;
         }
         let req = session.req_header();
         let target = target::target(&shared.router, req, ctx.trusted_peer);

@@ -295,7 +295,28 @@ impl Proxy {
                     session_ttl: p.session_ttl,
                 };
                 match decision {
-                    OnError::Pass => Verdict::Pass { admitted: false },
+                    OnError::Pass => {
+                        // An order let through: the origin's answer settles it once the store
+                        // is back, as an admitted visitor's unseen order (a confirm the store
+                        // never saw uses the visitor's admission up and takes them out of the
+                        // line: a visitor in line who ordered here kept the place, and their
+                        // turn bought a second order; found by re-review).
+                        if ctx.order {
+                            let up = &shared.config.upstreams[r.cfg.upstream];
+                            let taken = Taken {
+                                room,
+                                vid,
+                                request: RequestId::random(),
+                                grace: grace_for(
+                                    up.connect_timeout,
+                                    up.write_timeout,
+                                    up.read_timeout,
+                                ),
+                            };
+                            Self::order_goes_on(shared, ctx, room, taken);
+                        }
+                        Verdict::Pass { admitted: false }
+                    }
                     // This instance's share of the rate and of max-active, from an in-process
                     // bucket: the line's order is suspended while the store is away, the shop's
                     // load is not.

@@ -420,6 +420,11 @@ pub async fn an_order_takes_its_visitor_out_of_the_line(h: &dyn Harness) {
     // Their next poll is a newcomer's: at the back, and the order they made stays made.
     assert_eq!(waiting_pos(&s.join(&p, local).await.unwrap()), Some(2));
     assert_eq!(waiting_pos(&s.join(&p, unseen).await.unwrap()), Some(3));
+    // A confirm retried after the visitor took a new place (its reply was lost) finds the
+    // order settled, and leaves the new place alone (found by re-review).
+    let again = s.settle(&p, local, &o.request, Settle::Confirm).await;
+    assert_eq!(again.unwrap(), Settled::Already);
+    assert_eq!(waiting_pos(&s.join(&p, local).await.unwrap()), Some(2));
 }
 
 /// The marker of a used admission outlives the cookie that vouched for the order, also when

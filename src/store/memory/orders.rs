@@ -153,10 +153,6 @@ impl RoomData {
     ) -> Settled {
         self.marks.prune(now);
         let mark = self.marks.get(&vid).cloned();
-        if how == Settle::Confirm {
-            // An order went through: its visitor is not also in line (as in settle.lua).
-            self.remove_waiter(vid);
-        }
         let unseen = match &mark {
             None => true,
             Some(m @ (Mark::Confirmed(_) | Mark::GivenBack(_))) => m.request() != request,
@@ -169,6 +165,8 @@ impl RoomData {
             if let Some(exp) = held {
                 self.expiries.remove(&(exp, vid));
             }
+            // Not also in line (as in settle.lua).
+            self.remove_waiter(vid);
             let until = (now + Self::marker_life(p))
                 .max(held.unwrap_or(0).saturating_add(micros(MARKER_MARGIN)));
             self.marks.set(vid, Mark::Confirmed(request.clone()), until);
@@ -219,6 +217,7 @@ impl RoomData {
                 if let Some(exp) = self.active.remove(&vid) {
                     self.expiries.remove(&(exp, vid));
                 }
+                self.remove_waiter(vid);
                 // The marker keeps the life the consume gave it (past the cookie), if longer.
                 let until = self.marks.until(&vid).max(now + Self::marker_life(p));
                 self.marks.set(vid, Mark::Confirmed(request.clone()), until);
