@@ -937,3 +937,60 @@ async fn newcomers_after_an_event_is_added_at_run_time_are_never_placed_before_i
         );
     }
 }
+
+/// Adds an event whose pre-queue begins `from` seconds from now, through `proxy`'s admin API.
+async fn add_event(proxy: &Proxy, name: &str, from: i64) -> (u16, String) {
+    let body = serde_json::json!({
+        "name": name, "prequeue_from": at(from), "opens_at": at(from + 100)
+    });
+    let path = "/rooms/sale/events";
+    admin_call(proxy, reqwest::Method::POST, path, Some(TOKEN), Some(body)).await
+}
+
+/// The names of the events `proxy` has in force, sorted.
+async fn event_names(proxy: &Proxy) -> Option<Vec<String>> {
+    let list = admin_json(proxy, "/rooms/sale/events", TOKEN).await?;
+    let mut names: Vec<String> = list["events"]
+        .as_array()?
+        .iter()
+        .filter_map(|e| e["name"].as_str().map(String::from))
+        .collect();
+    names.sort();
+    Some(names)
+}
+
+/// After the store loses its data, an event changed through one instance before another has
+/// noticed the loss gets the version number a change from before it had: the other instance
+/// then held its own events under the same number for good, and the room admitted nobody
+/// (found by re-review). Each instance now writes back, on a new store generation, the changes
+/// it knew that the store lacks, and reads the store's again: both end with both events.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_a_data_loss_instances_agree_on_events_changed_meanwhile() {
+    let redis = RedisServer::start();
+    let origin = Origin::start().await;
+    let store = redis_store(&redis, "500ms");
+    let room = "admit-per-second = 10\nmax-active = 10\ntick = \"1s\"";
+    let a = Proxy::start(&config(origin.addr, &store, room, ""));
+    let b = Proxy::start(&config(origin.addr, &store, room, ""));
+    let (code, body) = add_event(&a, "first", 600).await;
+    assert_eq!(code, 201, "{body}");
+    eventually(
+        Duration::from_secs(10),
+        "b reads the first event",
+        || async { (event_names(&b).await? == ["first"]).then_some(()) },
+    )
+    .await;
+    // The store loses everything, and at once an event is added through b.
+    common::redis::raw(redis.port, "FLUSHALL").unwrap();
+    let (code, body) = add_event(&b, "second", 1000).await;
+    assert_eq!(code, 201, "{body}");
+    eventually(
+        Duration::from_secs(15),
+        "both instances with both events",
+        || async {
+            let both = ["first".to_string(), "second".to_string()];
+            (event_names(&a).await? == both && event_names(&b).await? == both).then_some(())
+        },
+    )
+    .await;
+}

@@ -31,12 +31,18 @@ pub async fn learn(shared: &Arc<Shared>, room: usize, report: &AdmitReport) {
         shared.clock.now_micros(),
     );
     let known = r.events.runtime();
-    if report.events_version < known.version && !known.events.is_empty() {
+    // The store lost the room's data since this instance last heard from it: its versions
+    // start again, so a change made since (through another instance) can carry the number of
+    // one made before, and the two instances then held different events under one version for
+    // good (found by re-review: the room admitted nobody). The changes known here that the
+    // store lacks are written back by name, and the store's are read again.
+    let lost = r.events.note_generation(&report.generation);
+    if (lost || report.events_version < known.version) && !known.events.is_empty() {
         // The store went back: it lost the room's data (the versions only grow). The runtime
         // changes this instance knew are written back, as the room's state is re-asserted.
-        reassert(shared, room, &known, &report.generation).await;
+        reassert(shared, room, &known, &report.generation, lost).await;
     }
-    if moved {
+    if moved || lost {
         match shared
             .store_call(
                 "runtime_events",
@@ -90,10 +96,19 @@ pub async fn learn(shared: &Arc<Shared>, room: usize, report: &AdmitReport) {
     }
 }
 
-/// Writes the runtime event changes this instance knew back into a store that lost them.
-async fn reassert(shared: &Shared, room: usize, known: &RuntimeEvents, generation: &str) {
+/// Writes the runtime event changes this instance knew back into a store that lost them: all
+/// of them while the store's version is behind this instance's, and after a loss (`lost`: a new
+/// generation) those the store has no change of by that name (a change made there since the
+/// loss is newer than this instance's).
+async fn reassert(
+    shared: &Shared,
+    room: usize,
+    known: &RuntimeEvents,
+    generation: &str,
+    lost: bool,
+) {
     let r = &shared.rooms[room];
-    let mut version = match shared
+    let now = match shared
         .store_call(
             "runtime_events",
             r.name(),
@@ -101,11 +116,27 @@ async fn reassert(shared: &Shared, room: usize, known: &RuntimeEvents, generatio
         )
         .await
     {
-        Ok(now) if now.version < known.version => now.version,
+        Ok(now) if now.version < known.version || lost => now,
         // Another instance wrote them back already, or the store cannot answer: next tick.
-        _ => return,
+        _ => {
+            if lost {
+                // Not read: looked at again at the next tick.
+                r.events.forget_generation();
+            }
+            return;
+        }
     };
-    for (name, change) in &known.events {
+    let mut version = now.version;
+    let behind = now.version < known.version;
+    let missing: Vec<_> = known
+        .events
+        .iter()
+        .filter(|(name, _)| behind || !now.events.contains_key(*name))
+        .collect();
+    if missing.is_empty() {
+        return;
+    }
+    for (name, change) in missing {
         let by = Actor {
             id: format!("reassert-{generation}-{name}"),
             by: "anteroom (re-asserted after the store lost its data)".into(),

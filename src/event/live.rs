@@ -103,6 +103,8 @@ pub struct RoomEvents {
     /// The draws' lists read (oldest first), and the events whose list a request asked for.
     lists: Mutex<Vec<DrawList>>,
     wanted: Mutex<Vec<String>>,
+    /// The store generation the last tick reported (empty before the first).
+    generation: Mutex<String>,
 }
 
 /// What a request sees of the room's event.
@@ -157,6 +159,7 @@ impl RoomEvents {
             secret,
             lists: Mutex::new(Vec::new()),
             wanted: Mutex::new(Vec::new()),
+            generation: Mutex::new(String::new()),
         }
     }
 
@@ -169,6 +172,12 @@ impl RoomEvents {
             .store(old.skew.load(Ordering::Relaxed), Ordering::Relaxed);
         let lists = old.lists.lock().unwrap_or_else(|e| e.into_inner()).clone();
         *self.lists.lock().unwrap_or_else(|e| e.into_inner()) = lists;
+        let generation = old
+            .generation
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        *self.generation.lock().unwrap_or_else(|e| e.into_inner()) = generation;
         // The joins until the next tick carry the new schedule's events, with its version.
         self.tick_args(local);
     }
@@ -212,6 +221,22 @@ impl RoomEvents {
         let arg = EventsArg::at(s.window(self.store_now(local)), s.version);
         self.window.store(Arc::new(arg.clone()));
         Some(arg)
+    }
+
+    /// Notes the store generation a tick reported; whether it differs from one noted before
+    /// (the store lost the room's data meanwhile: see `admission::events::learn`).
+    pub fn note_generation(&self, generation: &str) -> bool {
+        let mut g = self.generation.lock().unwrap_or_else(|e| e.into_inner());
+        let lost = !g.is_empty() && *g != generation;
+        generation.clone_into(&mut g);
+        lost
+    }
+
+    /// Marks the loss noted as not handled: the next tick's generation counts as a change
+    /// again, whatever it is.
+    pub fn forget_generation(&self) {
+        let mut g = self.generation.lock().unwrap_or_else(|e| e.into_inner());
+        "(a loss not handled yet)".clone_into(&mut g);
     }
 
     /// The events a join passes (the last tick's window).
