@@ -79,37 +79,8 @@ async fn h2_send(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_room_is_chosen_by_authority_and_a_disagreeing_host_is_refused() {
     let dir = tempfile::tempdir().unwrap();
-    let ca = TestCa::new(dir.path());
-    let (cert, key) = ca.issue("shop", &["DNS:shop.test"]);
     let origin = Origin::start().await;
-    let port = free_port();
-    let proxy = Proxy::start(&format!(
-        r#"https = "127.0.0.1:{port}"
-{base}
-[[room]]
-name = "sale"
-hosts = ["shop.test"]
-paths = ["/products"]
-admit-per-second = 100
-max-active = 100
-
-[[tls]]
-hosts = ["shop.test"]
-cert = "{}"
-key = "{}"
-"#,
-        cert.display(),
-        key.display(),
-        base = base_config(origin.addr)
-    ));
-    let addr = SocketAddr::from(([127, 0, 0, 1], port));
-    eventually(
-        std::time::Duration::from_secs(20),
-        "the HTTPS listener",
-        || async move { tokio::net::TcpStream::connect(addr).await.ok().map(|_| ()) },
-    )
-    .await;
-    let ca_pem = ca.ca();
+    let (proxy, port, ca_pem) = https_proxy(dir.path(), &origin).await;
     let url = |host: &str, path: &str| format!("https://{host}:{port}{path}");
 
     // No Host header at all: :authority names the room, whose cookie the answer sets.
