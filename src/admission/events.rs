@@ -31,16 +31,17 @@ pub async fn learn(shared: &Arc<Shared>, room: usize, report: &AdmitReport) {
         shared.clock.now_micros(),
     );
     let known = r.events.runtime();
-    // The store lost the room's data since this instance last heard from it: its versions
-    // start again, so a change made since (through another instance) can carry the number of
-    // one made before, and the two instances then held different events under one version for
-    // good (found by re-review: the room admitted nobody). The changes known here that the
-    // store lacks are written back by name, and the store's are read again.
+    // The store lost the room's data since this instance last heard from it (a new store
+    // generation): the runtime changes known here that the store has none of by name are
+    // written back, as the room's state is re-asserted, and the store's are read again. Its
+    // count of changes starts again, so counts are never compared across a loss: a change made
+    // since (through another instance) can carry the number of one made before. Compared, two
+    // instances held different events under one number for good (the room admitted nobody),
+    // and an instance that came back late wrote its older events over a cancel or a move made
+    // since the loss (both found by re-review).
     let lost = r.events.note_generation(&report.generation);
-    if (lost || report.events_version < known.version) && !known.events.is_empty() {
-        // The store went back: it lost the room's data (the versions only grow). The runtime
-        // changes this instance knew are written back, as the room's state is re-asserted.
-        reassert(shared, room, &known, &report.generation, lost).await;
+    if lost && !known.events.is_empty() {
+        reassert(shared, room, &known, &report.generation).await;
     }
     if moved || lost {
         match shared
@@ -96,17 +97,10 @@ pub async fn learn(shared: &Arc<Shared>, room: usize, report: &AdmitReport) {
     }
 }
 
-/// Writes the runtime event changes this instance knew back into a store that lost them: all
-/// of them while the store's version is behind this instance's, and after a loss (`lost`: a new
-/// generation) those the store has no change of by that name (a change made there since the
-/// loss is newer than this instance's).
-async fn reassert(
-    shared: &Shared,
-    room: usize,
-    known: &RuntimeEvents,
-    generation: &str,
-    lost: bool,
-) {
+/// Writes the runtime event changes this instance knew back into a store that lost them: those
+/// the store has no change of by that name (one made there since the loss, through another
+/// instance or written back by one, is kept).
+async fn reassert(shared: &Shared, room: usize, known: &RuntimeEvents, generation: &str) {
     let r = &shared.rooms[room];
     let now = match shared
         .store_call(
@@ -116,22 +110,19 @@ async fn reassert(
         )
         .await
     {
-        Ok(now) if now.version < known.version || lost => now,
-        // Another instance wrote them back already, or the store cannot answer: next tick.
-        _ => {
-            if lost {
-                // Not read: looked at again at the next tick.
-                r.events.forget_generation();
-            }
+        Ok(now) => now,
+        Err(e) => {
+            shared.warn_store_error(&e);
+            // Not read: looked at again at the next tick.
+            r.events.forget_generation();
             return;
         }
     };
     let mut version = now.version;
-    let behind = now.version < known.version;
     let missing: Vec<_> = known
         .events
         .iter()
-        .filter(|(name, _)| behind || !now.events.contains_key(*name))
+        .filter(|(name, _)| !now.events.contains_key(*name))
         .collect();
     if missing.is_empty() {
         return;
@@ -158,9 +149,15 @@ async fn reassert(
             .await
         {
             Ok(EventChange::Done(v)) => version = v,
-            Ok(EventChange::Conflict(_)) => return,
+            // Changed meanwhile, or not written: the store's changes are looked at again at
+            // the next tick.
+            Ok(EventChange::Conflict(_)) => {
+                r.events.forget_generation();
+                return;
+            }
             Err(e) => {
                 shared.warn_store_error(&e);
+                r.events.forget_generation();
                 return;
             }
         }
