@@ -228,6 +228,14 @@ pub fn all_without_ours<'a>(values: impl IntoIterator<Item = &'a [u8]>) -> Vec<u
     kept
 }
 
+/// Whether a `Set-Cookie` value sets the cookie `name` (exactly: a room named `v` is not the
+/// visitor id's `anteroom_vid`, found by review).
+pub fn sets(set_cookie: &str, name: &str) -> bool {
+    set_cookie
+        .strip_prefix(name)
+        .is_some_and(|rest| rest.starts_with('='))
+}
+
 /// The cookie name for a room's admission.
 pub fn room_cookie_name(room: &str) -> String {
     format!("{COOKIE_PREFIX}{room}")
@@ -459,5 +467,13 @@ mod tests {
             .collect();
         assert_eq!(one_by_one.join(&b"; "[..]), b"a=1; b=2; c=3");
         assert!(all_without_ours([b"anteroom_vid=1".as_slice()]).is_empty());
+    }
+
+    #[test]
+    fn a_set_cookie_is_matched_by_its_whole_name() {
+        assert!(sets("anteroom_v=abc; Path=/", "anteroom_v"));
+        assert!(!sets("anteroom_vid=abc; Path=/", "anteroom_v"));
+        assert!(!sets("anteroom_q.v=abc", "anteroom_q"));
+        assert!(sets("anteroom_v=; Max-Age=0", "anteroom_v"));
     }
 }

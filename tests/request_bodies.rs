@@ -232,3 +232,27 @@ async fn a_body_ends_its_connection_to_the_shop() {
     );
     drop(proxy);
 }
+
+/// An order that walks in keeps the visitor id the answer gives, in a room whose name begins
+/// the id cookie's (`v`): the order's cookies were cleared by prefix, `anteroom_v` taking
+/// `anteroom_vid` with it, so the order was settled under an id nobody held (found by review).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_order_in_a_room_named_v_keeps_the_visitor_id() {
+    let origin = HeadsOnly::start().await;
+    let proxy = Proxy::start(&format!(
+        r#"{}
+[[room]]
+name = "v"
+paths = ["/v"]
+admit-per-second = 100
+max-active = 100
+consume = ["POST /v/order"]
+"#,
+        base_config(origin.addr)
+    ));
+    let order = b"POST /v/order HTTP/1.1\r\nHost: shop.test\r\nContent-Length: 0\r\n\r\n";
+    let (status, answer) = exchange(&proxy, order).await;
+    assert_eq!(status, 200, "{answer}");
+    assert!(answer.contains("anteroom_vid="), "{answer}");
+    assert!(answer.contains("anteroom_v=;"), "the admission cleared: {answer}");
+}

@@ -93,8 +93,7 @@ pub(super) fn on_response(resp: &mut ResponseHeader, ctx: &mut Ctx) {
     // an outage went through before the command's retry landed).
     r.owed.owe(holder.vid, ending.request.clone());
     // No renewal rides on this answer, and the cookie the visitor holds is cleared.
-    let ours = format!("{}=", r.cookie_name);
-    ctx.set_cookies.retain(|c| !c.starts_with(&ours));
+    ctx.set_cookies.retain(|c| !cookie::sets(c, &r.cookie_name));
     ctx.set_cookies
         .push(cookie::clear_admission(r.name(), secure(&shared, ctx)));
     tracing::info!(

@@ -338,7 +338,7 @@ impl Proxy {
     /// order again), and the order is kept pending by a heartbeat until the answer settles it.
     fn order_goes_on(shared: &Shared, ctx: &mut Ctx, room: usize, taken: Taken) {
         let r = &shared.rooms[room];
-        ctx.set_cookies.retain(|c| !c.starts_with(&r.cookie_name));
+        ctx.set_cookies.retain(|c| !cookie::sets(c, &r.cookie_name));
         ctx.set_cookies
             .push(cookie::clear_admission(r.name(), secure(shared, ctx)));
         ctx.outcome = Outcome::Consume;

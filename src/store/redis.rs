@@ -118,11 +118,18 @@ enum Conn {
 /// the one-second "last seen" slots in the score wrap around.
 const SWEEP_PER_SECOND: f64 = 5000.0;
 
+/// Calls in a row that time out before the connection is made again.
+const TIMEOUTS_TO_RECONNECT: u32 = 3;
+
 /// The Redis store.
 pub struct RedisStore {
     target: Target,
     timeout: Duration,
-    conn: OnceCell<Conn>,
+    /// The connection, made on first use; replaced by a new one after [`TIMEOUTS_TO_RECONNECT`]
+    /// calls in a row timed out (see [`RedisStore::run`]).
+    conn: arc_swap::ArcSwap<OnceCell<Conn>>,
+    /// Calls in a row that timed out.
+    timeouts: std::sync::atomic::AtomicU32,
     scripts: Scripts,
     /// Added to Redis `TIME` in every script; always 0 outside tests.
     skew_us: AtomicI64,
@@ -198,7 +205,8 @@ impl RedisStore {
         Ok(Self {
             target,
             timeout,
-            conn: OnceCell::new(),
+            conn: arc_swap::ArcSwap::from_pointee(OnceCell::new()),
+            timeouts: std::sync::atomic::AtomicU32::new(0),
             scripts: Scripts::new(),
             skew_us: AtomicI64::new(0),
             frozen_us: AtomicI64::new(0),
@@ -293,8 +301,8 @@ impl RedisStore {
         room: &str,
         inv: &ScriptInvocation<'_>,
     ) -> Result<T, StoreError> {
-        let conn = self
-            .conn
+        let cell = self.conn.load_full();
+        let conn = cell
             .get_or_try_init(|| self.connect())
             .await
             .map_err(|e| unavailable(op, room, e))?;
@@ -303,7 +311,32 @@ impl RedisStore {
             Conn::Cluster(mut c) => inv.invoke_async(&mut c).await,
             Conn::Sentinel(c) => c.invoke(inv).await,
         };
+        self.note_timeouts(&cell, &result);
         result.map_err(|e| unavailable(op, room, e))
+    }
+
+    /// A connection whose calls only time out is dropped: the client reconnects after an I/O
+    /// error, never after a timeout, so a connection a middlebox or a failed-over address
+    /// swallowed stayed in use for good, the breaker open, while new connections would have
+    /// worked (found by review). The Sentinel connection asks the sentinels again by itself.
+    fn note_timeouts<T>(
+        &self,
+        cell: &std::sync::Arc<OnceCell<Conn>>,
+        result: &Result<T, ::redis::RedisError>,
+    ) {
+        match result {
+            Err(e) if e.is_timeout() => {
+                let n = self.timeouts.fetch_add(1, Ordering::Relaxed) + 1;
+                if n >= TIMEOUTS_TO_RECONNECT && !matches!(self.target, Target::Sentinel { .. }) {
+                    self.timeouts.store(0, Ordering::Relaxed);
+                    // Only the connection that timed out: a call that replaced it already
+                    // leaves the new one alone.
+                    self.conn
+                        .compare_and_swap(cell, std::sync::Arc::new(OnceCell::new()));
+                }
+            }
+            _ => self.timeouts.store(0, Ordering::Relaxed),
+        }
     }
 }
 
