@@ -254,5 +254,8 @@ consume = ["POST /v/order"]
     let (status, answer) = exchange(&proxy, order).await;
     assert_eq!(status, 200, "{answer}");
     assert!(answer.contains("anteroom_vid="), "{answer}");
-    assert!(answer.contains("anteroom_v=;"), "the admission cleared: {answer}");
+    assert!(
+        answer.contains("anteroom_v=;"),
+        "the admission cleared: {answer}"
+    );
 }

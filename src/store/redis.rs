@@ -22,14 +22,13 @@
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::Duration;
 
-use ::redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use ::redis::cluster::ClusterClient;
-use ::redis::cluster_async::ClusterConnection;
-use ::redis::{FromRedisValue, Script, ScriptInvocation, Value};
+use ::redis::{Script, ScriptInvocation, Value};
 use async_trait::async_trait;
 use tokio::sync::OnceCell;
 
 mod admit_reply;
+mod conn;
 mod events;
 mod history;
 mod join_reply;
@@ -38,6 +37,7 @@ mod orders;
 mod reply;
 
 use admit_reply::AdmitReply;
+use conn::Conn;
 use join_reply::JoinReply;
 use keys::Keys;
 
@@ -106,20 +106,10 @@ pub enum Target {
     },
 }
 
-#[derive(Clone)]
-enum Conn {
-    Single(ConnectionManager),
-    Cluster(ClusterConnection),
-    Sentinel(std::sync::Arc<SentinelConn>),
-}
-
 /// Waiting visitors checked for abandonment per second of ticks (500 per 100 ms tick): a line of
 /// a million is swept in about 200 s whatever the tick, well inside the 68 minutes after which
 /// the one-second "last seen" slots in the score wrap around.
 const SWEEP_PER_SECOND: f64 = 5000.0;
-
-/// Calls in a row that time out before the connection is made again.
-const TIMEOUTS_TO_RECONNECT: u32 = 3;
 
 /// The Redis store.
 pub struct RedisStore {
@@ -264,78 +254,6 @@ impl RedisStore {
         match self.frozen_time() {
             None => self.skew_us.load(Ordering::Relaxed).to_string(),
             Some(now) => format!("@{now}"),
-        }
-    }
-
-    async fn connect(&self) -> Result<Conn, ::redis::RedisError> {
-        match &self.target {
-            Target::Single(url) => {
-                let client = ::redis::Client::open(url.as_str())?;
-                let config = ConnectionManagerConfig::new()
-                    .set_connection_timeout(Some(self.timeout))
-                    .set_response_timeout(Some(self.timeout))
-                    .set_number_of_retries(1)
-                    .set_max_delay(Duration::from_millis(200));
-                Ok(Conn::Single(ConnectionManager::new_lazy_with_config(
-                    client, config,
-                )?))
-            }
-            Target::Cluster(urls) => {
-                let client = ClusterClient::builder(urls.iter().map(String::as_str))
-                    .retries(1)
-                    .connection_timeout(self.timeout)
-                    .response_timeout(self.timeout)
-                    .build()?;
-                Ok(Conn::Cluster(client.get_async_connection().await?))
-            }
-            Target::Sentinel { sentinels, master } => Ok(Conn::Sentinel(std::sync::Arc::new(
-                SentinelConn::new(sentinels, master, self.timeout)?,
-            ))),
-        }
-    }
-
-    /// Runs one script invocation.
-    async fn run<T: FromRedisValue>(
-        &self,
-        op: &'static str,
-        room: &str,
-        inv: &ScriptInvocation<'_>,
-    ) -> Result<T, StoreError> {
-        let cell = self.conn.load_full();
-        let conn = cell
-            .get_or_try_init(|| self.connect())
-            .await
-            .map_err(|e| unavailable(op, room, e))?;
-        let result = match conn.clone() {
-            Conn::Single(mut c) => inv.invoke_async(&mut c).await,
-            Conn::Cluster(mut c) => inv.invoke_async(&mut c).await,
-            Conn::Sentinel(c) => c.invoke(inv).await,
-        };
-        self.note_timeouts(&cell, &result);
-        result.map_err(|e| unavailable(op, room, e))
-    }
-
-    /// A connection whose calls only time out is dropped: the client reconnects after an I/O
-    /// error, never after a timeout, so a connection a middlebox or a failed-over address
-    /// swallowed stayed in use for good, the breaker open, while new connections would have
-    /// worked (found by review). The Sentinel connection asks the sentinels again by itself.
-    fn note_timeouts<T>(
-        &self,
-        cell: &std::sync::Arc<OnceCell<Conn>>,
-        result: &Result<T, ::redis::RedisError>,
-    ) {
-        match result {
-            Err(e) if e.is_timeout() => {
-                let n = self.timeouts.fetch_add(1, Ordering::Relaxed) + 1;
-                if n >= TIMEOUTS_TO_RECONNECT && !matches!(self.target, Target::Sentinel { .. }) {
-                    self.timeouts.store(0, Ordering::Relaxed);
-                    // Only the connection that timed out: a call that replaced it already
-                    // leaves the new one alone.
-                    self.conn
-                        .compare_and_swap(cell, std::sync::Arc::new(OnceCell::new()));
-                }
-            }
-            _ => self.timeouts.store(0, Ordering::Relaxed),
         }
     }
 }

@@ -1,0 +1,99 @@
+//! The store's one connection: made on first use, and made again after calls in a row that
+//! only time out; every script runs through [`RedisStore::run`], with the store's timeout.
+
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use ::redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use ::redis::cluster::ClusterClient;
+use ::redis::cluster_async::ClusterConnection;
+use ::redis::{FromRedisValue, ScriptInvocation};
+use tokio::sync::OnceCell;
+
+use super::super::sentinel::SentinelConn;
+use super::{unavailable, RedisStore, Target};
+use crate::store::StoreError;
+
+#[derive(Clone)]
+pub(super) enum Conn {
+    Single(ConnectionManager),
+    Cluster(ClusterConnection),
+    Sentinel(std::sync::Arc<SentinelConn>),
+}
+
+/// Calls in a row that time out before the connection is made again.
+const TIMEOUTS_TO_RECONNECT: u32 = 3;
+
+impl RedisStore {
+    pub(super) async fn connect(&self) -> Result<Conn, ::redis::RedisError> {
+        match &self.target {
+            Target::Single(url) => {
+                let client = ::redis::Client::open(url.as_str())?;
+                let config = ConnectionManagerConfig::new()
+                    .set_connection_timeout(Some(self.timeout))
+                    .set_response_timeout(Some(self.timeout))
+                    .set_number_of_retries(1)
+                    .set_max_delay(Duration::from_millis(200));
+                Ok(Conn::Single(ConnectionManager::new_lazy_with_config(
+                    client, config,
+                )?))
+            }
+            Target::Cluster(urls) => {
+                let client = ClusterClient::builder(urls.iter().map(String::as_str))
+                    .retries(1)
+                    .connection_timeout(self.timeout)
+                    .response_timeout(self.timeout)
+                    .build()?;
+                Ok(Conn::Cluster(client.get_async_connection().await?))
+            }
+            Target::Sentinel { sentinels, master } => Ok(Conn::Sentinel(std::sync::Arc::new(
+                SentinelConn::new(sentinels, master, self.timeout)?,
+            ))),
+        }
+    }
+
+    /// Runs one script invocation.
+    pub(super) async fn run<T: FromRedisValue>(
+        &self,
+        op: &'static str,
+        room: &str,
+        inv: &ScriptInvocation<'_>,
+    ) -> Result<T, StoreError> {
+        let cell = self.conn.load_full();
+        let conn = cell
+            .get_or_try_init(|| self.connect())
+            .await
+            .map_err(|e| unavailable(op, room, e))?;
+        let result = match conn.clone() {
+            Conn::Single(mut c) => inv.invoke_async(&mut c).await,
+            Conn::Cluster(mut c) => inv.invoke_async(&mut c).await,
+            Conn::Sentinel(c) => c.invoke(inv).await,
+        };
+        self.note_timeouts(&cell, &result);
+        result.map_err(|e| unavailable(op, room, e))
+    }
+
+    /// A connection whose calls only time out is dropped: the client reconnects after an I/O
+    /// error, never after a timeout, so a connection a middlebox or a failed-over address
+    /// swallowed stayed in use for good, the breaker open, while new connections would have
+    /// worked (found by review). The Sentinel connection asks the sentinels again by itself.
+    fn note_timeouts<T>(
+        &self,
+        cell: &std::sync::Arc<OnceCell<Conn>>,
+        result: &Result<T, ::redis::RedisError>,
+    ) {
+        match result {
+            Err(e) if e.is_timeout() => {
+                let n = self.timeouts.fetch_add(1, Ordering::Relaxed) + 1;
+                if n >= TIMEOUTS_TO_RECONNECT && !matches!(self.target, Target::Sentinel { .. }) {
+                    self.timeouts.store(0, Ordering::Relaxed);
+                    // Only the connection that timed out: a call that replaced it already
+                    // leaves the new one alone.
+                    self.conn
+                        .compare_and_swap(cell, std::sync::Arc::new(OnceCell::new()));
+                }
+            }
+            _ => self.timeouts.store(0, Ordering::Relaxed),
+        }
+    }
+}
