@@ -86,6 +86,10 @@ struct RoomData {
     would_queue_total: u64,
     /// Per-client new-join counters: (count, end of the window).
     joins_by_client: HashMap<String, (u32, Micros)>,
+    /// When the counters past their window were last dropped: at most once a second (a full
+    /// table of live counters was scanned on every join, under the store's lock: found by
+    /// review).
+    joins_swept_at: Option<Micros>,
     /// Consumed markers: the last order of each admission (see [`super::order`]).
     marks: Marks,
     /// The store generation (see [`AdmitReport::generation`]); made by the first `admit`.
@@ -225,7 +229,12 @@ impl RoomData {
     /// Counts a new join from a client (a fixed window from its first join, like Redis `INCR` +
     /// `PEXPIRE`); `Some(wait)` when over the limit.
     fn count_join(&mut self, g: &JoinGate, now: Micros) -> Option<Duration> {
-        if self.joins_by_client.len() > 10_000 {
+        if self.joins_by_client.len() > 10_000
+            && self
+                .joins_swept_at
+                .is_none_or(|at| now.saturating_sub(at) >= 1_000_000)
+        {
+            self.joins_swept_at = Some(now);
             self.joins_by_client.retain(|_, (_, end)| *end > now);
         }
         let entry = self
