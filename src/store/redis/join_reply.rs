@@ -119,7 +119,11 @@ mod tests {
             reply(vec![i(1), i(3), i(9), s("1"), i(0)]).is_err(),
             "a place is due"
         );
-        assert!(reply(vec![i(9), i(0), i(0), s("0"), i(0)]).is_err());
+        assert_eq!(
+            reply(vec![i(9), i(0), i(4), s("0"), i(0)]).unwrap(),
+            Admission::Unplaced { waiting: 4 }
+        );
+        assert!(reply(vec![i(10), i(0), i(0), s("0"), i(0)]).is_err());
         // Registered: a draw's place has no position before the opening.
         assert_eq!(
             reply(vec![i(7), i(0), i(40), s("5"), i(1), i(77), i(6), i(1)]).unwrap(),
