@@ -888,6 +888,19 @@ async fn registrants_of_a_line_cleared_in_a_prequeue_register_again() {
     .await;
 }
 
+/// Two instances on one Redis in front of one origin, the room at `rate` admissions a second
+/// (and as many places), ticking once a second: the window between a change and the next tick
+/// is wide.
+async fn two_instances(rate: u32) -> (RedisServer, Origin, Proxy, Proxy) {
+    let redis = RedisServer::start();
+    let origin = Origin::start().await;
+    let store = redis_store(&redis, "500ms");
+    let room = format!("admit-per-second = {rate}\nmax-active = {rate}\ntick = \"1s\"");
+    let a = Proxy::start(&config(origin.addr, &store, &room, ""));
+    let b = Proxy::start(&config(origin.addr, &store, &room, ""));
+    (redis, origin, a, b)
+}
+
 /// An event added at run time is in force for every newcomer from the moment the API answers,
 /// on every instance: none is placed first come, first served by a window from before it (found
 /// by review: newcomers through either instance in the tick after the change got places 1, 2,
@@ -895,12 +908,7 @@ async fn registrants_of_a_line_cleared_in_a_prequeue_register_again() {
 /// of a second make that window wide here.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn newcomers_after_an_event_is_added_at_run_time_are_never_placed_before_it() {
-    let redis = RedisServer::start();
-    let origin = Origin::start().await;
-    let store = redis_store(&redis, "500ms");
-    let room = "admit-per-second = 1\nmax-active = 1\ntick = \"1s\"";
-    let a = Proxy::start(&config(origin.addr, &store, room, ""));
-    let b = Proxy::start(&config(origin.addr, &store, room, ""));
+    let (_redis, _origin, a, b) = two_instances(1).await;
     // One visitor takes the room's one place, so that newcomers would queue.
     let mut first = Jar::default();
     assert_eq!(status(&a, &mut first).await["state"], "admitted");
@@ -966,12 +974,7 @@ async fn event_names(proxy: &Proxy) -> Option<Vec<String>> {
 /// it knew that the store lacks, and reads the store's again: both end with both events.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn after_a_data_loss_instances_agree_on_events_changed_meanwhile() {
-    let redis = RedisServer::start();
-    let origin = Origin::start().await;
-    let store = redis_store(&redis, "500ms");
-    let room = "admit-per-second = 10\nmax-active = 10\ntick = \"1s\"";
-    let a = Proxy::start(&config(origin.addr, &store, room, ""));
-    let b = Proxy::start(&config(origin.addr, &store, room, ""));
+    let (redis, _origin, a, b) = two_instances(10).await;
     let (code, body) = add_event(&a, "first", 600).await;
     assert_eq!(code, 201, "{body}");
     eventually(
@@ -1001,12 +1004,7 @@ async fn after_a_data_loss_instances_agree_on_events_changed_meanwhile() {
 /// store's since, found the store behind, and wrote every event it knew over the cancel.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_instance_back_after_a_data_loss_keeps_a_cancel_made_since() {
-    let redis = RedisServer::start();
-    let origin = Origin::start().await;
-    let store = redis_store(&redis, "500ms");
-    let room = "admit-per-second = 10\nmax-active = 10\ntick = \"1s\"";
-    let a = Proxy::start(&config(origin.addr, &store, room, ""));
-    let b = Proxy::start(&config(origin.addr, &store, room, ""));
+    let (redis, _origin, a, b) = two_instances(10).await;
     let (code, body) = add_event(&a, "first", 600).await;
     assert_eq!(code, 201, "{body}");
     for opens in [800, 900] {
