@@ -302,16 +302,11 @@ impl Proxy {
                         // line: a visitor in line who ordered here kept the place, and their
                         // turn bought a second order; found by re-review).
                         if ctx.order {
-                            let up = &shared.config.upstreams[r.cfg.upstream];
                             let taken = Taken {
                                 room,
                                 vid,
                                 request: RequestId::random(),
-                                grace: grace_for(
-                                    up.connect_timeout,
-                                    up.write_timeout,
-                                    up.read_timeout,
-                                ),
+                                grace: Self::order_grace(shared, room),
                             };
                             Self::order_goes_on(shared, ctx, room, taken);
                         }
@@ -331,6 +326,13 @@ impl Proxy {
                 }
             }
         }
+    }
+
+    /// How long an order of the room may take at its origin before it is given back (from the
+    /// upstream's timeouts).
+    fn order_grace(shared: &Shared, room: usize) -> std::time::Duration {
+        let up = &shared.config.upstreams[shared.rooms[room].cfg.upstream];
+        grace_for(up.connect_timeout, up.write_timeout, up.read_timeout)
     }
 
     /// An order goes on to the origin: the admission is used up, so its cookie is cleared with
@@ -359,10 +361,9 @@ impl Proxy {
         cookie_life: std::time::Duration,
     ) -> Result<bool> {
         let r = &shared.rooms[room];
-        let up = &shared.config.upstreams[r.cfg.upstream];
         let order = Order {
             request: RequestId::random(),
-            grace: grace_for(up.connect_timeout, up.write_timeout, up.read_timeout),
+            grace: Self::order_grace(shared, room),
             vouched: true,
             cookie_life,
         };
