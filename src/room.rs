@@ -249,7 +249,14 @@ impl Room {
     ) -> Self {
         let cookie_name = room_cookie_name(cfg.name());
         let ticket_cookie = crate::line::ticket::cookie_name(cfg.name());
-        let prelimit = prelimit::JoinPreLimit::new(cfg.join_limit.as_ref());
+        let no_script = cfg
+            .join_challenge
+            .as_ref()
+            .map(|c| crate::config::JoinLimit {
+                per_ip: c.no_script_per_ip,
+                per: c.no_script_per,
+            });
+        let prelimit = prelimit::JoinPreLimit::new(cfg.join_limit.as_ref(), no_script.as_ref());
         let gate = cfg
             .origin_cap
             .map(|c| gate::OriginGate::new(c.max_inflight));

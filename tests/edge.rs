@@ -355,6 +355,59 @@ async fn a_flood_of_newcomers_from_one_address_costs_redis_the_limit_not_the_flo
     assert!(calls <= 4, "{calls} Redis calls for a flood of {FLOOD}");
 }
 
+/// The same flood in a room with `join-challenge` and no `join-limit`, each request with a
+/// made-up visitor id and no solution (a script that skips the work): past the stricter
+/// no-script limit on this instance, refused without a Redis call (found by review: each such
+/// request was a `join` call, the store's counter alone refusing it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn made_up_visitor_ids_without_a_solution_cost_redis_the_stricter_limit() {
+    let redis = RedisServer::start();
+    let origin = Origin::start().await;
+    let room = "admit-per-second = 100\nmax-active = 1\ntick = \"100ms\"\njoin-challenge = { difficulty = 8 }";
+    let proxy = Proxy::start(&config(origin.addr, &redis.url(), room));
+    assert_eq!(
+        json(&proxy, STATUS, &mut Jar::default()).await["state"],
+        "admitted"
+    );
+    eventually(Duration::from_secs(10), "a line forms", || async {
+        let v = get_json(&proxy, STATUS, &mut Jar::default()).await?;
+        (v["state"] == "challenge").then_some(())
+    })
+    .await;
+    const FLOOD: u64 = 60;
+    let mut codes = std::collections::BTreeMap::new();
+    for _ in 0..FLOOD {
+        let vid = uuid::Uuid::new_v4().simple().to_string();
+        let resp = client()
+            .get(proxy.url(STATUS))
+            .header("cookie", format!("anteroom_vid={vid}"))
+            .send()
+            .await
+            .unwrap();
+        *codes.entry(resp.status().as_u16()).or_insert(0u64) += 1;
+    }
+    // The store's no-script counter goes up once per `join` call made under that gate.
+    let mut conn = common::redis::connect(&redis.url()).await;
+    let keys: Vec<String> = ::redis::cmd("KEYS")
+        .arg("*no-script*")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let mut calls = 0u64;
+    for k in &keys {
+        let n: u64 = ::redis::cmd("GET")
+            .arg(k)
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        calls += n;
+    }
+    let strict = anteroom::edge::challenge::NO_SCRIPT_DEFAULT as u64;
+    println!("{FLOOD} made-up ids: {codes:?}, {calls} no-script joins in Redis ({keys:?})");
+    assert_eq!(codes.get(&429), Some(&(FLOOD - strict)), "{codes:?}");
+    assert_eq!(calls, strict, "store joins under the no-script gate");
+}
+
 /// A registration's position in a pre-queue without a draw stays what the store said, polled
 /// at the edge while many register behind it: nobody moves in a pre-queue (found by review:
 /// the snapshot's estimate said 83 for 101, then 101 again as more registered — up).

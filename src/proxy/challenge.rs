@@ -75,7 +75,7 @@ impl Proxy {
             Step::Strict => {
                 count(Challenge::Strict);
                 Gated::Join(super::client_key(shared, session).map(|client| JoinGate {
-                    client: format!("{client}|no-script"),
+                    client: crate::room::prelimit::no_script_client(&client),
                     limit: c.no_script_per_ip,
                     per: c.no_script_per,
                 }))

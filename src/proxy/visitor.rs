@@ -129,7 +129,7 @@ impl Proxy {
         if let Some(retry_after) = gate
             .as_ref()
             .filter(|_| ticket.is_none())
-            .and_then(|g| r.prelimit.check(&g.client))
+            .and_then(|g| r.prelimit.check(g))
         {
             return Verdict::Limited { retry_after };
         }

@@ -10,6 +10,11 @@
 //! instance. It counts store joins made without a valid queue ticket (a new identity, or a
 //! poll that cannot be answered at the edge), keyed like the store's counter (an IPv4 address
 //! or an IPv6 /64).
+//!
+//! There is one limiter per kind of gate: `join-limit`, and the stricter limit of visitors who
+//! join a room with `join-challenge` without a solution ([`no_script_client`]). The second
+//! applies also in a room without `join-limit` (found by review: there, every request with a
+//! made-up visitor id and no solution cost the store a `join` call).
 
 use std::num::NonZeroU32;
 use std::time::Duration;
@@ -18,6 +23,7 @@ use governor::clock::{Clock, DefaultClock};
 use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
 
 use crate::config::JoinLimit;
+use crate::store::JoinGate;
 
 /// Clients kept before idle ones are forgotten.
 const KEEP: usize = 50_000;
@@ -28,9 +34,47 @@ const KEEP: usize = 50_000;
 /// review: joins at a tenth of the rate past 60,000 clients).
 const SWEEP_EVERY_MS: u64 = 1_000;
 
-/// One room's pre-limit (none without `join-limit`).
+/// One room's pre-limits: `join-limit`'s and the no-script gate's (each none when the room
+/// has no such gate).
 #[derive(Default)]
 pub struct JoinPreLimit {
+    join: Limiter,
+    no_script: Limiter,
+}
+
+/// The suffix of a client key counted under the no-script gate (`join-challenge` without a
+/// solution): the store keeps its counter apart from `join-limit`'s.
+const NO_SCRIPT: &str = "|no-script";
+
+/// The key under which `client` joins without a solution to the room's challenge.
+pub fn no_script_client(client: &str) -> String {
+    format!("{client}{NO_SCRIPT}")
+}
+
+impl JoinPreLimit {
+    /// `join`: the room's `join-limit`; `no_script`: the stricter limit of its join challenge.
+    pub fn new(join: Option<&JoinLimit>, no_script: Option<&JoinLimit>) -> Self {
+        Self {
+            join: Limiter::new(join),
+            no_script: Limiter::new(no_script),
+        }
+    }
+
+    /// `Some(wait)` when the gate's client is past its limit on this instance alone (refuse
+    /// without a store call); `None` to go on to the store.
+    pub fn check(&self, gate: &JoinGate) -> Option<Duration> {
+        let limiter = if gate.client.ends_with(NO_SCRIPT) {
+            &self.no_script
+        } else {
+            &self.join
+        };
+        limiter.check(&gate.client)
+    }
+}
+
+/// One gate's limiter (none without the gate).
+#[derive(Default)]
+struct Limiter {
     limiter: Option<DefaultKeyedRateLimiter<String>>,
     /// When idle clients were last forgotten (ms since the first sweep's check, +1; 0: never).
     swept_at: std::sync::atomic::AtomicU64,
@@ -49,17 +93,15 @@ fn quota(limit: &JoinLimit) -> Option<Quota> {
     Some(Quota::with_period(every.max(Duration::from_nanos(1)))?.allow_burst(burst))
 }
 
-impl JoinPreLimit {
-    pub fn new(limit: Option<&JoinLimit>) -> Self {
+impl Limiter {
+    fn new(limit: Option<&JoinLimit>) -> Self {
         Self {
             limiter: limit.and_then(quota).map(RateLimiter::keyed),
             ..Self::default()
         }
     }
 
-    /// `Some(wait)` when `client` is past the limit on this instance alone (refuse without a
-    /// store call); `None` to go on to the store.
-    pub fn check(&self, client: &str) -> Option<Duration> {
+    fn check(&self, client: &str) -> Option<Duration> {
         let limiter = self.limiter.as_ref()?;
         if limiter.len() > KEEP {
             use std::sync::atomic::Ordering;
@@ -95,20 +137,59 @@ mod tests {
 
     #[test]
     fn a_client_gets_the_whole_limit_then_waits_others_are_untouched() {
-        let p = JoinPreLimit::new(Some(&JoinLimit {
+        let limit = JoinLimit {
             per_ip: 3,
             per: Duration::from_secs(60),
-        }));
+        };
+        let p = JoinPreLimit::new(Some(&limit), None);
         for _ in 0..3 {
-            assert_eq!(p.check("198.51.100.1"), None);
+            assert_eq!(p.check(&gate("198.51.100.1")), None);
         }
-        let wait = p.check("198.51.100.1").expect("refused");
+        let wait = p.check(&gate("198.51.100.1")).expect("refused");
         assert!(
             (Duration::from_secs(1)..=Duration::from_secs(20)).contains(&wait),
             "{wait:?}"
         );
-        assert_eq!(p.check("198.51.100.2"), None, "another client");
-        assert_eq!(JoinPreLimit::new(None).check("198.51.100.1"), None);
+        assert_eq!(p.check(&gate("198.51.100.2")), None, "another client");
+        assert_eq!(
+            JoinPreLimit::new(None, None).check(&gate("198.51.100.1")),
+            None
+        );
+    }
+
+    fn gate(client: &str) -> JoinGate {
+        JoinGate {
+            client: client.to_string(),
+            limit: 0,
+            per: Duration::from_secs(60),
+        }
+    }
+
+    /// The no-script gate has a limiter of its own, also in a room without `join-limit` (found
+    /// by review: each request with a made-up visitor id cost a store call), and the two
+    /// gates' budgets are apart.
+    #[test]
+    fn each_gate_has_its_own_limiter() {
+        let strict = JoinLimit {
+            per_ip: 2,
+            per: Duration::from_secs(60),
+        };
+        let p = JoinPreLimit::new(None, Some(&strict));
+        let no_script = gate(&no_script_client("198.51.100.1"));
+        assert_eq!(p.check(&no_script), None);
+        assert_eq!(p.check(&no_script), None);
+        assert!(p.check(&no_script).is_some(), "past the stricter limit");
+        for _ in 0..10 {
+            assert_eq!(p.check(&gate("198.51.100.1")), None, "no join-limit");
+        }
+        let join = JoinLimit {
+            per_ip: 1,
+            per: Duration::from_secs(60),
+        };
+        let p = JoinPreLimit::new(Some(&join), Some(&strict));
+        assert_eq!(p.check(&gate("198.51.100.1")), None);
+        assert!(p.check(&gate("198.51.100.1")).is_some());
+        assert_eq!(p.check(&no_script), None, "the gates count apart");
     }
 
     #[test]
@@ -116,7 +197,7 @@ mod tests {
         assert!(sweep_due(0, 5));
         assert!(!sweep_due(1_000, 1_999));
         assert!(sweep_due(1_000, 2_000));
-        let p = JoinPreLimit::new(Some(&JoinLimit {
+        let p = Limiter::new(Some(&JoinLimit {
             per_ip: 5,
             per: Duration::from_secs(600),
         }));
