@@ -16,7 +16,7 @@
 -- KEYS[4] waiting ZSET   KEYS[5] revoked ZSET
 -- ARGV[1] visitor id   ARGV[2] request id (names the marker)   ARGV[3] 'complete' | 'revoke'
 -- ARGV[4] marker lifetime ms (until the last cookie expires)   ARGV[5] until (unix s, the
--- proxies' clock: the revocation's end)   ARGV[6] clock (prelude `now_us`)
+-- store's clock as the proxies read it: the revocation's end)   ARGV[6] clock (prelude `now_us`)
 -- ARGV[7] margin s past the session's deadline here (the other instances' clocks)
 -- Reply: the revocation's end as recorded (unix s): ARGV[5], or later by the session here
 
@@ -25,6 +25,9 @@ check_layout(room)
 local vid, req, how = ARGV[1], ARGV[2], ARGV[3]
 local now = now_us(ARGV[6])
 local life_ms, until_s = tonumber(ARGV[4]), tonumber(ARGV[5])
+-- `until` is on the store's clock (the proxies write cookies on it); the lifetime the caller
+-- worked out from its own clock is lengthened to reach it here.
+life_ms = math.max(life_ms, math.ceil(until_s * 1000 - now / 1000))
 local held = tonumber(redis.call('ZSCORE', active, vid))
 if held and held > now then
   local margin = tonumber(ARGV[7]) or 0

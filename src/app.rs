@@ -239,6 +239,27 @@ impl Core {
 }
 
 impl Shared {
+    /// The time an admission cookie's expiry is written in and checked against, for `room`
+    /// (unix µs): the store's clock as this instance last learned it (each admit tick reports
+    /// it), not this instance's own wall clock. The store's session and its consumed marker run
+    /// on the store's clock; a cookie on an instance's clock lived as much longer as that clock
+    /// was behind (or the issuing one ahead), and once the marker had expired a consumed
+    /// admission ordered again (found by review: two orders from one admission with clocks
+    /// a minute or more apart, or a wall clock stepped back). Before the first tick: the
+    /// instance's own clock.
+    pub fn cookie_micros(&self, room: usize) -> crate::clock::Micros {
+        let local = self.clock.now_micros();
+        match self.rooms.get(room) {
+            Some(r) => r.events.store_now(local),
+            None => local,
+        }
+    }
+
+    /// [`Shared::cookie_micros`] in whole seconds.
+    pub fn cookie_secs(&self, room: usize) -> u64 {
+        self.cookie_micros(room) / 1_000_000
+    }
+
     /// Builds the state of one configuration on top of `core`; `previous` (on a reload) hands
     /// over the last known runtime state of rooms that keep their name.
     pub fn new(core: Arc<Core>, config: Config, previous: Option<&Shared>) -> Result<Self, String> {

@@ -48,12 +48,27 @@ fn mono_origin() -> Instant {
 /// real instant and "a minute ago" never underflows.
 const MONO_START: Micros = 3_600_000_000;
 
+/// A test hook: the environment variable `ANTEROOM_TEST_WALL_SHIFT_SECS` (signed seconds,
+/// read once) moves this process's wall clock, as on a host whose clock is ahead or behind,
+/// for the black-box tests of instances whose clocks disagree (`tests/clock_skew.rs`). The
+/// monotonic clock is not moved. Unset in production: no shift.
+fn wall_shift_micros() -> i64 {
+    static SHIFT: OnceLock<i64> = OnceLock::new();
+    *SHIFT.get_or_init(|| {
+        std::env::var("ANTEROOM_TEST_WALL_SHIFT_SECS")
+            .ok()
+            .and_then(|v| v.trim().parse::<i64>().ok())
+            .map_or(0, |s| s.saturating_mul(1_000_000))
+    })
+}
+
 impl Clock for SystemClock {
     fn now_micros(&self) -> Micros {
-        SystemTime::now()
+        let now = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map(|d| d.as_micros() as u64)
-            .unwrap_or(0)
+            .unwrap_or(0);
+        now.saturating_add_signed(wall_shift_micros())
     }
 
     fn mono_micros(&self) -> Micros {

@@ -88,7 +88,7 @@ async fn run_room(shared: Arc<Shared>, room: usize) {
                     );
                 }
                 if r.cfg.origin_commands {
-                    let now = shared.clock.now_secs();
+                    let now = shared.cookie_secs(room);
                     r.revoked.learn(&report.revoked, now);
                     r.revoked.prune(now);
                 }

@@ -52,7 +52,7 @@ impl Proxy {
                 m.inc();
             }
         };
-        let now = shared.clock.now_secs();
+        let now = shared.cookie_secs(room);
         let solved = p.solution.is_some_and(|s| {
             let ok = challenge::verify(
                 &shared.config.cookie.keys,
@@ -101,7 +101,7 @@ impl Proxy {
             .as_ref()
             .map(|c| c.difficulty)
             .unwrap_or(challenge::DEFAULT_DIFFICULTY);
-        let now = shared.clock.now_secs();
+        let now = shared.cookie_secs(room);
         let puzzle =
             challenge::issue(&shared.config.cookie.keys, r.name(), vid, now).unwrap_or_default();
         if let Some(m) = r.metrics.challenges.get(Challenge::Asked as usize) {

@@ -73,7 +73,7 @@ pub(super) fn on_response(resp: &mut ResponseHeader, ctx: &mut Ctx) {
         Command::Complete => OriginCommand::Complete,
         Command::Revoke => OriginCommand::Revoke,
     });
-    let now = shared.clock.now_secs();
+    let now = shared.cookie_secs(room);
     let ending = Ending::of(command, now, holder.expires, r.cfg.params.session_ttl);
     if command == Command::Revoke {
         r.revoked.note(
@@ -111,7 +111,7 @@ pub(super) fn on_response(resp: &mut ResponseHeader, ctx: &mut Ctx) {
 fn finish_later(shared: Arc<Shared>, room: usize, vid: VisitorId, ending: Ending) {
     tokio::spawn(async move {
         let r = &shared.rooms[room];
-        let life = ending.until.saturating_sub(shared.clock.now_secs());
+        let life = ending.until.saturating_sub(shared.cookie_secs(room));
         let until = Instant::now() + Duration::from_secs(life);
         let mut pause = Duration::from_millis(100);
         loop {
@@ -123,7 +123,7 @@ fn finish_later(shared: Arc<Shared>, room: usize, vid: VisitorId, ending: Ending
                     // (renewed under a longer session-ttl elsewhere): refused as long here too.
                     if ending.command == Command::Revoke && until > ending.until {
                         r.revoked
-                            .note(Revocation { vid, until }, shared.clock.now_secs());
+                            .note(Revocation { vid, until }, shared.cookie_secs(room));
                     }
                     return;
                 }

@@ -296,9 +296,11 @@ impl ProxyHttp for Proxy {
                 return Ok(false);
             }
         }
-        // One reading of the wall clock serves the cookie's check and its renewal.
+        // One reading of the wall clock serves the cookie's check and its renewal; the cookie
+        // is read on the store's clock (`Shared::cookie_micros`).
         let now = shared.clock.now_micros();
-        if let Some(v) = Self::admission(shared, req, room, now / 1_000_000, ctx.order) {
+        let cookie_now = r.events.store_now(now) / 1_000_000;
+        if let Some(v) = Self::admission(shared, req, room, cookie_now, ctx.order) {
             ctx.outcome = Outcome::Admit;
             ctx.holder = Some(command::Holder {
                 vid: v.vid,
@@ -309,11 +311,11 @@ impl ProxyHttp for Proxy {
                 if Self::wait_for_origin(shared, session, ctx, room).await? {
                     return Ok(true);
                 }
-                let life = v.expires.saturating_sub(now / 1_000_000);
+                let life = v.expires.saturating_sub(cookie_now);
                 let life = std::time::Duration::from_secs(life);
                 return Self::consume(shared, session, ctx, room, v.vid, life).await;
             }
-            Self::keep_session(shared, ctx, room, v.vid, v.expires, now).await;
+            Self::keep_session(shared, ctx, room, v.vid, v.expires, now, cookie_now).await;
             return Self::wait_for_origin(shared, session, ctx, room).await;
         }
         if r.cfg.queueing == crate::config::QueueMethod::Reject {

@@ -11,7 +11,8 @@ use crate::store::VisitorId;
 
 impl Proxy {
     /// Renews or re-registers the session of a visitor with a valid admission cookie (`now`:
-    /// the wall clock the cookie was checked at, read once for the request).
+    /// this instance's wall clock, read once for the request; `cookie_now`: the same instant on
+    /// the store's clock, in seconds, which the cookie was checked at).
     pub(super) async fn keep_session(
         shared: &Shared,
         ctx: &mut Ctx,
@@ -19,10 +20,11 @@ impl Proxy {
         vid: VisitorId,
         expires: u64,
         now: Micros,
+        cookie_now: u64,
     ) {
         let r = &shared.rooms[room];
         let ttl = r.cfg.params.session_ttl.as_secs().max(1);
-        let due = expires.saturating_sub(now / 1_000_000) < ttl / 2;
+        let due = expires.saturating_sub(cookie_now) < ttl / 2;
         // Admitted here by the `local` policy while the store was away: the store has not
         // counted this session yet.
         let local = r.local.unregistered(vid);

@@ -77,7 +77,7 @@ pub(super) async fn serve(
         held_by: None,
         event: None,
     };
-    let verified = Proxy::admission(shared, req, room, shared.clock.now_secs(), false);
+    let verified = Proxy::admission(shared, req, room, shared.cookie_secs(room), false);
     let status = if !r.live.enabled() || verified.is_some() {
         admitted
     } else if r.cfg.queueing == crate::config::QueueMethod::Reject {

@@ -66,7 +66,7 @@ impl Proxy {
         let r = &shared.rooms[room];
         if let Some(vid) = cookie::find(cookie_values(req), cookie::VID_COOKIE)
             .and_then(VisitorId::parse)
-            .filter(|v| !(r.cfg.origin_commands && r.revoked.holds(*v, shared.clock.now_secs())))
+            .filter(|v| !(r.cfg.origin_commands && r.revoked.holds(*v, shared.cookie_secs(room))))
         {
             return vid;
         }
@@ -96,7 +96,7 @@ impl Proxy {
     ) {
         let r = &shared.rooms[room];
         let ttl = ttl.as_secs().max(1);
-        let expires = shared.clock.now_secs() + ttl;
+        let expires = shared.cookie_secs(room) + ttl;
         if let Some(value) = cookie::sign(&shared.config.cookie.keys, r.name(), vid, expires) {
             ctx.set_cookies.push(cookie::set_admission(
                 r.name(),
@@ -484,7 +484,7 @@ impl Proxy {
     ) {
         let r = &shared.rooms[room];
         let ttl = r.cfg.params.session_ttl.as_secs().max(1);
-        if expires.saturating_sub(shared.clock.now_secs()) >= ttl / 2 {
+        if expires.saturating_sub(shared.cookie_secs(room)) >= ttl / 2 {
             return;
         }
         match shared

@@ -90,7 +90,7 @@ pub struct Ending {
     pub command: Command,
     /// Names the confirmed marker it leaves (a random id no order carries).
     pub request: RequestId,
-    /// Until when (unix seconds, the proxies' clock) a cookie of this admission can verify:
+    /// Until when (unix seconds, the store's clock as the proxies read it) a cookie of this admission can verify:
     /// the revocation lives that long, and the marker at least as long.
     pub until: u64,
 }
@@ -120,7 +120,8 @@ impl Ending {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Revocation {
     pub vid: VisitorId,
-    /// Refused until then (unix seconds, the proxies' clock).
+    /// Refused until then (unix seconds, the store's clock as the proxies read it:
+    /// `Shared::cookie_secs`).
     pub until: u64,
 }
 

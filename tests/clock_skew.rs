@@ -1,0 +1,130 @@
+//! Instances whose clocks disagree, black-box on Redis: an admission cookie is written and
+//! read on the store's clock, so it lives session-ttl on every instance whatever that
+//! instance's own clock says (found by review: a cookie issued by an instance ahead, or read
+//! by one behind, outlived the consumed marker by the difference, and the admission ordered
+//! twice). Each instance's wall clock is moved by the test hook `ANTEROOM_TEST_WALL_SHIFT_SECS`.
+
+mod common;
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use anteroom::cookie::{self, CookieKey};
+use anteroom::store::VisitorId;
+use common::redis::RedisServer;
+use common::*;
+
+/// Ten minutes.
+const SKEW: i64 = 600;
+const TTL: u64 = 60;
+
+fn config(origin: std::net::SocketAddr, redis: &str) -> String {
+    format!(
+        r#"{base}
+[store]
+backend = "redis"
+redis-url = "{redis}"
+timeout = "500ms"
+
+[[room]]
+name = "sale"
+paths = ["/products"]
+admit-per-second = 50
+max-active = 1
+session-ttl = "{TTL}s"
+tick = "100ms"
+
+[[room]]
+name = "other"
+paths = ["/other"]
+admit-per-second = 50
+max-active = 1000
+session-ttl = "{TTL}s"
+tick = "100ms"
+"#,
+        base = base_config(origin)
+    )
+}
+
+fn now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+}
+
+fn skewed(config: &str, by: i64) -> Proxy {
+    let shift = by.to_string();
+    Proxy::start_with(
+        config,
+        &[
+            ("ANTEROOM_LOG", "warn"),
+            ("ANTEROOM_TEST_WALL_SHIFT_SECS", shift.as_str()),
+        ],
+        &[],
+    )
+}
+
+/// The expiry written in a new visitor's admission cookie for room `other` on `proxy`.
+async fn issued_expiry(proxy: &Proxy) -> u64 {
+    let mut jar = Jar::default();
+    let resp = client().get(proxy.url("/other")).send().await.unwrap();
+    jar.absorb(&resp);
+    let value = jar.get("anteroom_other").expect("an admission cookie");
+    value.split('.').nth(2).unwrap().parse().unwrap()
+}
+
+/// A GET of `/products` with only `cookie`: the origin's page (`true`) or the waiting flow.
+async fn lets_in(proxy: &Proxy, cookie: &str) -> bool {
+    let resp = client()
+        .get(proxy.url("/products"))
+        .header("accept", "application/json")
+        .header("cookie", format!("anteroom_sale={cookie}"))
+        .send()
+        .await
+        .unwrap();
+    resp.text().await.unwrap() == "origin GET /products"
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cookie_lives_session_ttl_on_every_instance_whatever_its_clock() {
+    let redis = RedisServer::start();
+    let origin = Origin::start().await;
+    let cfg = config(origin.addr, &redis.url());
+    let ahead = skewed(&cfg, SKEW);
+    let behind = skewed(&cfg, -SKEW);
+
+    // The one slot of `sale` is taken: a visitor whose cookie is refused waits.
+    let resp = client().get(ahead.url("/products")).send().await.unwrap();
+    assert_eq!(resp.text().await.unwrap(), "origin GET /products");
+
+    // Written on the store's clock by both (once each has heard it from a tick): the expiry
+    // is now + session-ttl, not ten minutes off either way.
+    for proxy in [&ahead, &behind] {
+        eventually(
+            Duration::from_secs(10),
+            "a cookie's expiry on the store's clock",
+            || async move {
+                let e = issued_expiry(proxy).await;
+                let want = now() + TTL;
+                (e.abs_diff(want) <= 5).then_some(())
+            },
+        )
+        .await;
+    }
+
+    // Read on the store's clock: a cookie a second past its expiry lets nobody in on the
+    // instance behind, and one valid for half a minute more is not refused by the one ahead.
+    let key = CookieKey::new(KEY.as_bytes()).unwrap();
+    let keys = std::slice::from_ref(&key);
+    let vid = VisitorId::random();
+    let expired = cookie::sign(keys, "sale", vid, now() - 1).unwrap();
+    let valid = cookie::sign(keys, "sale", VisitorId::random(), now() + 30).unwrap();
+    eventually(
+        Duration::from_secs(10),
+        "cookies read on the store's clock",
+        || async {
+            (!lets_in(&behind, &expired).await && lets_in(&ahead, &valid).await).then_some(())
+        },
+    )
+    .await;
+}
