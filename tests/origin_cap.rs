@@ -274,3 +274,46 @@ async fn a_wait_past_the_timeout_gets_a_503_and_an_order_that_waited_consumed_no
         3
     );
 }
+
+/// A body trickled a byte at a time, each before the read timeout, holds the request's origin
+/// slot only until `client-timeout` has passed since the request began: then the request fails
+/// and the next visitor goes in (found by review: one admitted visitor trickling two bodies shut
+/// a room capped at 2 with 503s for as long as they liked).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_trickled_body_holds_the_slot_no_longer_than_client_timeout() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let origin = counting_origin(Duration::from_millis(10), Duration::from_millis(10)).await;
+    let proxy = Proxy::start(&format!(
+        "[server]\nclient-timeout = \"2s\"\n{}",
+        config(origin.addr, 1, "20s")
+    ));
+    let slow = admitted(&proxy).await;
+    let other = admitted(&proxy).await;
+    let mut conn = tokio::net::TcpStream::connect(proxy.addr).await.unwrap();
+    let head = format!(
+        "POST /products/upload HTTP/1.1\r\nHost: shop.test\r\nCookie: {}\r\nContent-Length: 100\r\n\r\n",
+        slow.header()
+    );
+    conn.write_all(head.as_bytes()).await.unwrap();
+    // A byte every 400 ms (under the 2 s read timeout) for up to 30 s.
+    let trickle = tokio::spawn(async move {
+        for _ in 0..75 {
+            if conn.write_all(b"x").await.is_err() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(400)).await;
+        }
+        let mut rest = Vec::new();
+        let _ = tokio::time::timeout(Duration::from_secs(5), conn.read_to_end(&mut rest)).await;
+    });
+    eventually(Duration::from_secs(5), "the slot taken", || async {
+        (origin.counts.now.load(Ordering::SeqCst) == 1).then_some(())
+    })
+    .await;
+    // Before the 20 s origin-queue-timeout, while the trickle goes on for 30 s.
+    let resp = send(&proxy, reqwest::Method::GET, "/products", &other, 1, false)
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200, "the next visitor goes in");
+    trickle.abort();
+}

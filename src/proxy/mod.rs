@@ -27,6 +27,7 @@ mod request;
 mod reregister;
 mod respond;
 mod scheme;
+mod slow;
 mod status;
 pub(crate) mod target;
 mod visitor;
@@ -180,32 +181,18 @@ impl ProxyHttp for Proxy {
 
     /// Bounds for slow and oversized clients, before anything else looks at the request.
     async fn early_request_filter(&self, session: &mut Session, ctx: &mut Ctx) -> Result<()> {
-        let s = &ctx.shared.config.server;
-        let secs = s.client_timeout.as_secs().max(1);
-        session.set_keepalive(Some(secs));
-        session.set_read_timeout(Some(s.client_timeout));
-        session.set_write_timeout(Some(s.client_timeout));
-        let req = session.req_header();
-        let size: usize = req
-            .headers
-            .iter()
-            .map(|(k, v)| k.as_str().len() + v.len() + 4)
-            .sum::<usize>()
-            + req
-                .uri
-                .path_and_query()
-                .map(|p| p.as_str().len())
-                .unwrap_or(0);
-        if size > s.max_header_bytes {
-            return pingora::Error::e_explain(
-                pingora::ErrorType::HTTPStatus(431),
-                format!(
-                    "request header of {size} bytes; the limit is {}",
-                    s.max_header_bytes
-                ),
-            );
-        }
-        Ok(())
+        Self::bound_client(session, ctx)
+    }
+
+    /// A request body is bounded in total by `client-timeout`, not only per read.
+    async fn request_body_filter(
+        &self,
+        session: &mut Session,
+        _body: &mut Option<Bytes>,
+        end_of_stream: bool,
+        ctx: &mut Ctx,
+    ) -> Result<()> {
+        Self::bound_body(session, end_of_stream, ctx)
     }
 
     async fn request_filter(&self, session: &mut Session, ctx: &mut Ctx) -> Result<bool> {

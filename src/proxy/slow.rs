@@ -1,0 +1,90 @@
+//! Bounds for slow and oversized clients: the timeouts of a visitor's connection, the size of
+//! a request header, and the whole time a request body may take.
+//!
+//! Pingora's read timeout bounds each read, not a request: a client that trickles a byte before
+//! every timeout keeps its request open for as long as it likes. For a body that matters beyond
+//! the connection itself: the request holds its slot of `max-origin-inflight` while the body
+//! streams to the origin, so one admitted visitor trickling two bodies shut a room capped at 2
+//! with 503s for everyone (found by review). The body must now be complete within
+//! `client-timeout` of the request's start: after each piece the read timeout is what is left.
+//! (A request header has no such total bound: Pingora reads it before any filter runs;
+//! docs/SECURITY.md says so.)
+
+use std::time::Duration;
+
+use pingora::proxy::Session;
+use pingora::Result;
+
+use super::{Ctx, Proxy};
+
+/// What is left of a body's time: `limit` from the request's start, `elapsed` since it.
+/// `None`: the time is up.
+pub(super) fn body_time_left(elapsed: Duration, limit: Duration) -> Option<Duration> {
+    limit.checked_sub(elapsed).filter(|d| !d.is_zero())
+}
+
+impl Proxy {
+    /// The connection's timeouts, and 431 for a header over `max-header-bytes`.
+    pub(super) fn bound_client(session: &mut Session, ctx: &mut Ctx) -> Result<()> {
+        let s = &ctx.shared.config.server;
+        let secs = s.client_timeout.as_secs().max(1);
+        session.set_keepalive(Some(secs));
+        session.set_read_timeout(Some(s.client_timeout));
+        session.set_write_timeout(Some(s.client_timeout));
+        let req = session.req_header();
+        let size: usize = req
+            .headers
+            .iter()
+            .map(|(k, v)| k.as_str().len() + v.len() + 4)
+            .sum::<usize>()
+            + req
+                .uri
+                .path_and_query()
+                .map(|p| p.as_str().len())
+                .unwrap_or(0);
+        if size > s.max_header_bytes {
+            return pingora::Error::e_explain(
+                pingora::ErrorType::HTTPStatus(431),
+                format!(
+                    "request header of {size} bytes; the limit is {}",
+                    s.max_header_bytes
+                ),
+            );
+        }
+        Ok(())
+    }
+
+    /// After each piece of a request body: the next read may take only what is left of
+    /// `client-timeout` since the request began; past it, the request fails (the connection
+    /// closes and its origin slot is free).
+    pub(super) fn bound_body(session: &mut Session, end_of_stream: bool, ctx: &Ctx) -> Result<()> {
+        if end_of_stream {
+            return Ok(());
+        }
+        let limit = ctx.shared.config.server.client_timeout;
+        match body_time_left(ctx.started.elapsed(), limit) {
+            Some(left) => {
+                session.set_read_timeout(Some(left));
+                Ok(())
+            }
+            None => pingora::Error::e_explain(
+                pingora::ErrorType::ReadTimedout,
+                format!("request body not complete within client-timeout ({limit:?})"),
+            ),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_body_has_client_timeout_in_all() {
+        let s = Duration::from_secs;
+        assert_eq!(body_time_left(s(0), s(60)), Some(s(60)));
+        assert_eq!(body_time_left(s(59), s(60)), Some(s(1)));
+        assert_eq!(body_time_left(s(60), s(60)), None);
+        assert_eq!(body_time_left(s(600), s(60)), None);
+    }
+}
