@@ -18,8 +18,9 @@ use crate::room::Room;
 use crate::route::{Policy, RoomRoutes, Router};
 use crate::store::{Store, StoreError};
 
-/// The one store operation that may probe a half-open breaker (see [`Core::store_call`]).
-const PROBE_OP: &str = "admit";
+/// The one store operation that may probe a half-open breaker (see [`Core::store_call`]): the
+/// admission loop's read of the room's state, which changes nothing in the store.
+pub const PROBE_OP: &str = "probe";
 
 /// The current configuration, swapped on SIGHUP.
 pub type Current = Arc<ArcSwap<Shared>>;
@@ -129,9 +130,14 @@ impl Core {
     /// dead Redis can otherwise block for seconds per call, and behind the circuit breaker, so
     /// that while the store is down calls fail at once instead of each waiting the timeout.
     ///
-    /// Only the admission loop's `admit` probes a half-open breaker: it is the call that
-    /// notices a store that came back without its data (and holds the line until the room's
-    /// state is re-asserted), so a visitor's `join` must not be the first call to reach it.
+    /// Only the admission loop probes a half-open breaker ([`PROBE_OP`]), with a call that
+    /// changes nothing: a call that times out may still have run, and the probe an `admit` was
+    /// ran on a slow Redis once per cooldown, its answer thrown away, each time stepping the
+    /// liveness clock, sweeping and admitting (found by review: visitors who kept polling
+    /// were swept, and turns given meanwhile ran out unclaimed). Once it is answered, the same
+    /// loop's `admit` follows at once: it notices a store that came back without its data (and
+    /// holds the line until the room's state is re-asserted); a `join` that reaches such a
+    /// store first lets nobody in at once (the generation it carries is not the store's).
     pub async fn store_call<T>(
         &self,
         op: &'static str,
@@ -221,6 +227,11 @@ impl Core {
             }
             _ => {}
         }
+    }
+
+    /// The circuit breaker is closed: store calls are made.
+    pub fn store_closed(&self) -> bool {
+        self.breaker.state(self.clock.mono_micros()) == BreakerState::Closed
     }
 
     /// Logs a store error at most once a second: an outage must not flood the log.

@@ -70,7 +70,9 @@ max-active = 10
         BreakerState::HalfOpen
     );
     // Only the admission loop's call probes a half-open breaker (see `Core::store_call`).
-    let r = core.store_call("admit", "sale", store.stats(&p)).await;
+    let r = core
+        .store_call(anteroom::app::PROBE_OP, "sale", store.stats(&p))
+        .await;
     assert!(
         !matches!(r, Err(StoreError::BreakerOpen { .. })),
         "after the cooldown a probe goes out, whatever the wall clock did: {r:?}"

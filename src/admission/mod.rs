@@ -55,6 +55,19 @@ async fn run_room(shared: Arc<Shared>, room: usize) {
             tokio::time::sleep(tick - gap).await;
         }
         last = Some(Instant::now());
+        // While the breaker is not closed, a read that changes nothing probes the store first
+        // (see `Core::store_call`); the admit follows once it is answered in time.
+        if !shared.store_closed() {
+            let probe = shared.store.room_state(&r.cfg.params);
+            if let Err(e) = shared
+                .store_call(crate::app::PROBE_OP, r.name(), probe)
+                .await
+            {
+                r.live.tick_failed(&e);
+                shared.warn_store_error(&e);
+                continue;
+            }
+        }
         let mut ctx = r.recovery.context(shared.clock.now_micros());
         ctx.seen = r.line.seen.take();
         ctx.config.clone_from(&r.digest);

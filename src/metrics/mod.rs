@@ -371,6 +371,7 @@ impl Metrics {
             "room_state",
             "clear_waiting",
             "stats",
+            crate::app::PROBE_OP,
         ] {
             for kind in ["error", "timeout", "breaker"] {
                 store_errors.with_label_values(&[op, kind]);
