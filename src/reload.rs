@@ -95,6 +95,7 @@ impl Reloader {
             log_refusal(&frozen);
             return Err(config::ConfigErrors(frozen).to_string());
         }
+        let (added, removed, changed) = room_changes(&old, &new);
         let shared = Shared::new(old.core.clone(), new, Some(&old)).map_err(|e| {
             tracing::error!(error = e, "reload refused: the running configuration stays");
             e
@@ -104,7 +105,14 @@ impl Reloader {
         shared.core.tls.swap(&shared.config.tls);
         self.current.store(Arc::new(shared));
         self.reloaded.notify_one();
-        tracing::info!(config = %self.path.display(), rooms, "configuration reloaded");
+        tracing::info!(
+            config = %self.path.display(),
+            rooms,
+            added = ?added,
+            removed = ?removed,
+            changed = ?changed,
+            "configuration reloaded"
+        );
         Ok(rooms)
     }
 }
@@ -198,7 +206,60 @@ fn frozen_changes(
             }
         }
     }
+    // A room gone from the file (removed, or renamed: the store keys a line by the room's
+    // name) while people wait in its line, or while its line is held: they would lose their
+    // place (their polls answered 404), and its paths would open past the hold (found by
+    // review: a renamed room's newcomers walked in while the old line stayed held in Redis).
+    for o in &old.rooms {
+        if new.rooms.iter().any(|r| r.name() == o.name()) {
+            continue;
+        }
+        let (waiting, held) = (o.live.waiting(), o.live.queue_all());
+        if waiting == 0 && !held {
+            continue;
+        }
+        let what = match (waiting, held) {
+            (0, _) => "its line is held (queue_all)".to_string(),
+            (n, false) => format!("{n} visitors wait in its line"),
+            (n, true) => format!("{n} visitors wait in its held line"),
+        };
+        out.push(error(
+            KeyPath::root().key("room"),
+            format!(
+                "room {:?} is gone from the file (removed or renamed) while {what}: they would lose their place, and its paths would open",
+                o.name()
+            ),
+            format!(
+                "keep the room under its name until its line is empty and not held (`anteroom room {0} clear` empties it, `anteroom room {0} set queue_all=false` releases the hold), then remove or rename it",
+                o.name()
+            ),
+        ));
+    }
     out
+}
+
+/// The rooms a reload adds, removes and changes, by name (for the log).
+fn room_changes(old: &Shared, new: &config::Config) -> (Vec<String>, Vec<String>, Vec<String>) {
+    let named = |name: &str| old.rooms.iter().find(|o| o.name() == name);
+    let added = new
+        .rooms
+        .iter()
+        .filter(|r| named(r.name()).is_none())
+        .map(|r| r.name().to_string())
+        .collect();
+    let removed = old
+        .rooms
+        .iter()
+        .filter(|o| !new.rooms.iter().any(|r| r.name() == o.name()))
+        .map(|o| o.name().to_string())
+        .collect();
+    let changed = new
+        .rooms
+        .iter()
+        .filter(|r| named(r.name()).is_some_and(|o| format!("{:?}", o.cfg) != format!("{r:?}")))
+        .map(|r| r.name().to_string())
+        .collect();
+    (added, removed, changed)
 }
 
 #[async_trait]

@@ -8,6 +8,8 @@ use std::time::{Duration, Instant};
 use common::*;
 use serde_json::Value;
 
+const TOKEN: &str = "admin-token-for-tests-0123456789";
+
 fn config(origin: std::net::SocketAddr, paths: &str, extra: &str) -> String {
     format!(
         r#"{base}
@@ -186,5 +188,81 @@ async fn a_reload_with_a_restart_only_change_applies_the_rest_of_listen() {
     assert!(
         logs.contains("[server]") && logs.contains("configuration reloaded"),
         "the restart-only change is named, the rest reloaded: {logs}"
+    );
+}
+
+/// A reload that removes or renames a room while people wait in its line is refused (the store
+/// keys a line by the room's name: they would lose their place, and its paths open); one that
+/// renames a room whose line is empty goes through, and the log names the rooms it removed and
+/// added (found by review: the line was dropped silently and newcomers walked in).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reload_does_not_drop_a_room_with_a_line() {
+    let origin = Origin::start().await;
+    let proxy = Proxy::start_with(
+        &config(
+            origin.addr,
+            "\"/products\"",
+            &format!("tick = \"50ms\"\n[admin]\ntoken = \"{TOKEN}\""),
+        ),
+        &[("ANTEROOM_LOG", "info")],
+        &[],
+    );
+    let c = client();
+    let mut holder = Jar::default();
+    let v = get_json(&proxy, "/.anteroom/status?room=sale", &mut holder).await;
+    assert_eq!(v.unwrap()["state"], "admitted");
+    let mut waiting = Jar::default();
+    let v = get_json(&proxy, "/.anteroom/status?room=sale", &mut waiting).await;
+    assert_eq!(v.unwrap()["position"], 1);
+    // The admission loop has counted the line (what the reload judges by: the last tick).
+    eventually(Duration::from_secs(5), "the line counted", || async {
+        let n = metric(&proxy, TOKEN, "anteroom_waiting", "room=\"sale\"").await;
+        (n >= 1).then_some(())
+    })
+    .await;
+
+    let text = std::fs::read_to_string(proxy.config_path()).unwrap();
+    let renamed = text.replace("name = \"sale\"", "name = \"sale2\"");
+    std::fs::write(proxy.config_path(), &renamed).unwrap();
+    proxy.signal("HUP");
+    let logs = eventually(Duration::from_secs(5), "the refusal in the log", || async {
+        let logs = proxy.stderr();
+        logs.contains("reload refused").then_some(logs)
+    })
+    .await;
+    assert!(
+        logs.contains("room \\\"sale\\\" is gone from the file")
+            || logs.contains("room \"sale\" is gone from the file"),
+        "{logs}"
+    );
+    let v = get_json(&proxy, "/.anteroom/status?room=sale", &mut waiting).await;
+    assert_eq!(v.unwrap()["position"], 1, "the place is kept");
+    assert_eq!(
+        state(&c, &proxy, "/products").await,
+        "waiting",
+        "a newcomer still queues"
+    );
+
+    // Once nobody waits (the line let in or gone), the rename goes through, and is named.
+    let empty = Proxy::start_with(
+        &config(origin.addr, "\"/products\"", "tick = \"50ms\""),
+        &[("ANTEROOM_LOG", "info")],
+        &[],
+    );
+    let text = std::fs::read_to_string(empty.config_path()).unwrap();
+    std::fs::write(
+        empty.config_path(),
+        text.replace("name = \"sale\"", "name = \"sale2\""),
+    )
+    .unwrap();
+    empty.signal("HUP");
+    let logs = eventually(Duration::from_secs(5), "the reload in the log", || async {
+        let logs = empty.stderr();
+        logs.contains("configuration reloaded").then_some(logs)
+    })
+    .await;
+    assert!(
+        logs.contains("removed=[\"sale\"]") && logs.contains("added=[\"sale2\"]"),
+        "{logs}"
     );
 }

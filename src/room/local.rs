@@ -23,7 +23,10 @@ pub struct LocalBucket {
 
 #[derive(Default)]
 struct LocalInner {
-    limiter: Option<(u64, DefaultDirectRateLimiter)>,
+    /// Shared with the room of the configuration before a reload (`inherit`): a new room's
+    /// limiter started full, and an operator's or a tool's reloads during an outage each let a
+    /// burst in (found by review: ten times the rate with a reload every 100 ms).
+    limiter: Option<std::sync::Arc<(u64, DefaultDirectRateLimiter)>>,
     /// When each locally admitted session runs out, oldest first (all last one session-ttl).
     /// Never longer than the share of max-active, so bounded by max-active.
     sessions: VecDeque<(Micros, VisitorId)>,
@@ -98,13 +101,18 @@ impl LocalBucket {
 
     /// Carries the local sessions over a reload.
     pub fn inherit(&self, old: &LocalBucket) {
-        let (sessions, unregistered) = {
+        let (sessions, unregistered, limiter) = {
             let o = old.inner.lock().unwrap_or_else(|e| e.into_inner());
-            (o.sessions.clone(), o.unregistered.clone())
+            (
+                o.sessions.clone(),
+                o.unregistered.clone(),
+                o.limiter.clone(),
+            )
         };
         let mut inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
         inner.sessions = sessions;
         inner.unregistered = unregistered;
+        inner.limiter = limiter;
         self.pending
             .store(inner.unregistered.len(), Ordering::Release);
     }
@@ -119,23 +127,23 @@ impl LocalBucket {
     }
 
     fn take_token(
-        limiter: &mut Option<(u64, DefaultDirectRateLimiter)>,
+        limiter: &mut Option<std::sync::Arc<(u64, DefaultDirectRateLimiter)>>,
         rate: f64,
         instances: u64,
         tick: Duration,
     ) -> bool {
         let share = (rate / instances.max(1) as f64).max(0.001);
         let key = (share * 1000.0).round() as u64;
-        if limiter.as_ref().map(|(k, _)| *k) != Some(key) {
+        if limiter.as_ref().map(|l| l.0) != Some(key) {
             // One tick's worth, and never more than a second's worth.
             let window = tick.min(Duration::from_secs(1)).as_secs_f64();
             let burst = (share * window).ceil().clamp(1.0, f64::from(u32::MAX)) as u32;
             let quota = Quota::with_period(Duration::from_secs_f64(1.0 / share))
                 .map(|q| q.allow_burst(NonZeroU32::new(burst).unwrap_or(NonZeroU32::MIN)));
             let Some(quota) = quota else { return false };
-            *limiter = Some((key, RateLimiter::direct(quota)));
+            *limiter = Some(std::sync::Arc::new((key, RateLimiter::direct(quota))));
         }
-        limiter.as_ref().is_some_and(|(_, l)| l.check().is_ok())
+        limiter.as_ref().is_some_and(|l| l.1.check().is_ok())
     }
 }
 
@@ -182,6 +190,23 @@ mod tests {
         assert!(b.try_admit(&c));
         assert_eq!(b.active(1 + micros(Duration::from_secs(10))), 0);
         assert!(!b.unregistered(c.vid), "ran out: nothing to register");
+    }
+
+    /// A reload hands the rate's tokens over with the sessions: a new room's bucket started
+    /// full, and reloads during an outage each let a burst in (found by review).
+    #[test]
+    fn a_reload_does_not_refill_the_rate() {
+        let slow = |now| LocalAdmit {
+            rate: 1.0,
+            ..admit(1_000, now)
+        };
+        let old = LocalBucket::default();
+        assert!(old.try_admit(&slow(1)));
+        assert!(!old.try_admit(&slow(1)), "a second's worth used");
+        let new = LocalBucket::default();
+        new.inherit(&old);
+        assert!(!new.try_admit(&slow(1)), "the reload refilled the bucket");
+        assert_eq!(new.active(1), 1, "the session came over too");
     }
 
     #[test]
