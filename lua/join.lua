@@ -68,6 +68,12 @@ local stale_events = caller_ver ~= nil and caller_ver ~= ''
 -- no event step here either, and nobody walks in.
 local mixed_events = h_ev_mixed == '1' or stale_events
 check_layout(room, h_layout)
+-- A join may be the first call to an empty room (before any admit): it records the layout it
+-- writes in, as admit does, so that an instance of another layout refuses the room instead of
+-- reading what this one wrote (found by review: only admit recorded it).
+if not h_layout then
+  redis.call('HSETNX', room, 'layout', LAYOUT)
+end
 local vid = ARGV[1]
 local now = now_us(ARGV[8])
 -- A gap before this call costs no claim its deadline (see the prelude).

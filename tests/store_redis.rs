@@ -135,9 +135,14 @@ async fn a_room_in_another_key_layout_is_refused_loudly() {
     let p = conformance::room("layout", 10.0, 10);
     let v = anteroom::store::VisitorId::random();
     store.join(&p, v).await.unwrap();
+    let key = format!("{{anteroom:{}}}:room", p.name);
+    assert_eq!(
+        common::redis::raw(server.port, &format!("HGET {key} layout")).as_deref(),
+        Some("$1\r\n2\r\n"),
+        "a join that is the room's first call records the layout too (found by review)"
+    );
     let r = store.admit(&p).await.unwrap();
     assert_eq!(r.active, 1);
-    let key = format!("{{anteroom:{}}}:room", p.name);
     assert_eq!(
         common::redis::raw(server.port, &format!("HGET {key} layout")).as_deref(),
         Some("$1\r\n2\r\n"),
