@@ -185,71 +185,6 @@ async fn a_redis_down_and_back_from_its_aof_keeps_every_place() {
     .await;
 }
 
-/// A forwarder to Redis on `port` that holds back each reply but a connection's first (its
-/// hand-shake) by the milliseconds in the returned cell: the calls still run in Redis, their
-/// answers come late. On a thread of its own, so that a test's blocking outage cannot stall it.
-fn slow_front(
-    port: u16,
-) -> (
-    std::net::SocketAddr,
-    std::sync::Arc<std::sync::atomic::AtomicU64>,
-) {
-    use std::sync::atomic::{AtomicU64, Ordering};
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let delay = std::sync::Arc::new(AtomicU64::new(0));
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let front = listener.local_addr().unwrap();
-    listener.set_nonblocking(true).unwrap();
-    let d = delay.clone();
-    std::thread::spawn(move || {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        rt.block_on(async move {
-            let listener = tokio::net::TcpListener::from_std(listener).unwrap();
-            while let Ok((mut client, _)) = listener.accept().await {
-                let d = d.clone();
-                tokio::spawn(async move {
-                    let Ok(mut redis) = tokio::net::TcpStream::connect(("127.0.0.1", port)).await
-                    else {
-                        return;
-                    };
-                    let (mut cr, mut cw) = client.split();
-                    let (mut rr, mut rw) = redis.split();
-                    let up = async {
-                        let mut buf = [0u8; 4096];
-                        while let Ok(k) = cr.read(&mut buf).await {
-                            if k == 0 || rw.write_all(&buf[..k]).await.is_err() {
-                                break;
-                            }
-                        }
-                    };
-                    let down = async {
-                        let mut buf = [0u8; 4096];
-                        let mut first = true;
-                        while let Ok(k) = rr.read(&mut buf).await {
-                            if k == 0 {
-                                break;
-                            }
-                            let ms = d.load(Ordering::SeqCst);
-                            if !first && ms > 0 {
-                                tokio::time::sleep(Duration::from_millis(ms)).await;
-                            }
-                            first = false;
-                            if cw.write_all(&buf[..k]).await.is_err() {
-                                break;
-                            }
-                        }
-                    };
-                    tokio::select! { _ = up => {}, _ = down => {} }
-                });
-            }
-        });
-    });
-    (front, delay)
-}
-
 /// A Redis slower than `store.timeout` (every answer late, every call still run) for twice
 /// abandon-after, under the `local` policy: nobody who keeps polling is swept. The breaker's
 /// probe was an `admit` whose late answer was thrown away: each one stepped the liveness clock,
@@ -258,9 +193,9 @@ fn slow_front(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_redis_slower_than_the_timeout_keeps_every_place() {
     let redis = RedisServer::start();
-    let (front, delay) = slow_front(redis.port);
-    let url = format!("redis://{front}");
-    the_line_survives_at(redis, &url, "local", move |_| {
+    let front = common::redis::Front::start(redis.port);
+    let delay = front.delay_ms.clone();
+    the_line_survives_at(redis, &front.url(), "local", move |_| {
         delay.store(400, std::sync::atomic::Ordering::SeqCst);
         let slow = Instant::now();
         while slow.elapsed() < Duration::from_secs(2 * ABANDON_SECS + 1) {

@@ -367,53 +367,12 @@ async fn a_pending_marker_reads_as_pending_to_the_version_before() {
 /// connections open when it is cut, and forwards new ones.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_connection_that_only_times_out_is_made_again() {
-    use std::sync::atomic::{AtomicU64, Ordering};
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use std::sync::atomic::Ordering;
     let server = RedisServer::start();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let front = listener.local_addr().unwrap();
-    let redis_addr = format!("127.0.0.1:{}", server.port);
     // Connections numbered below `swallow_below` lose what they are sent.
-    let next = Arc::new(AtomicU64::new(0));
-    let swallow_below = Arc::new(AtomicU64::new(0));
-    let (n, cut) = (next.clone(), swallow_below.clone());
-    let forwarder = tokio::spawn(async move {
-        while let Ok((mut client, _)) = listener.accept().await {
-            let id = n.fetch_add(1, Ordering::SeqCst);
-            let (cut, to) = (cut.clone(), redis_addr.clone());
-            tokio::spawn(async move {
-                let Ok(mut redis) = tokio::net::TcpStream::connect(to).await else {
-                    return;
-                };
-                let (mut cr, mut cw) = client.split();
-                let (mut rr, mut rw) = redis.split();
-                let up = async {
-                    let mut buf = [0u8; 4096];
-                    while let Ok(k) = cr.read(&mut buf).await {
-                        if k == 0 {
-                            break;
-                        }
-                        if id >= cut.load(Ordering::SeqCst)
-                            && rw.write_all(&buf[..k]).await.is_err()
-                        {
-                            break;
-                        }
-                    }
-                };
-                let down = async {
-                    let mut buf = [0u8; 4096];
-                    while let Ok(k) = rr.read(&mut buf).await {
-                        if k == 0 || cw.write_all(&buf[..k]).await.is_err() {
-                            break;
-                        }
-                    }
-                };
-                tokio::select! { _ = up => {}, _ = down => {} }
-            });
-        }
-    });
-    let url = format!("redis://{front}");
-    let store = RedisStore::new(Target::Single(url), Duration::from_millis(300)).unwrap();
+    let front = common::redis::Front::start(server.port);
+    let (next, swallow_below) = (front.connections.clone(), front.swallow_below.clone());
+    let store = RedisStore::new(Target::Single(front.url()), Duration::from_millis(300)).unwrap();
     let p = conformance::room("swallowed", 10.0, 10);
     store.stats(&p).await.expect("through the forwarder");
     swallow_below.store(next.load(Ordering::SeqCst), Ordering::SeqCst);
@@ -437,5 +396,4 @@ async fn a_connection_that_only_times_out_is_made_again() {
         calls <= 5,
         "a new connection after a few timeouts, not {calls} calls"
     );
-    forwarder.abort();
 }

@@ -226,3 +226,94 @@ pub async fn script_calls(conn: &mut ::redis::aio::MultiplexedConnection) -> u64
         })
         .sum()
 }
+
+/// A TCP forwarder in front of a Redis on `port`, for faults between a store and its Redis:
+/// connections numbered below `swallow_below` lose what they are sent (calls that only time
+/// out), and every reply but a connection's first (its hand-shake) is held back by `delay_ms`
+/// (calls that run in Redis, their answers late). On a thread of its own, so that a test that
+/// blocks a worker cannot stall it; it stops with the process.
+pub struct Front {
+    pub addr: std::net::SocketAddr,
+    pub connections: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    pub swallow_below: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    pub delay_ms: std::sync::Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl Front {
+    pub fn start(port: u16) -> Self {
+        use std::sync::atomic::{AtomicU64, Ordering};
+        use std::sync::Arc;
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let front = Front {
+            addr: listener.local_addr().unwrap(),
+            connections: Arc::new(AtomicU64::new(0)),
+            swallow_below: Arc::new(AtomicU64::new(0)),
+            delay_ms: Arc::new(AtomicU64::new(0)),
+        };
+        let (n, cut, delay) = (
+            front.connections.clone(),
+            front.swallow_below.clone(),
+            front.delay_ms.clone(),
+        );
+        std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            rt.block_on(async move {
+                let listener = tokio::net::TcpListener::from_std(listener).unwrap();
+                while let Ok((mut client, _)) = listener.accept().await {
+                    let id = n.fetch_add(1, Ordering::SeqCst);
+                    let (cut, delay) = (cut.clone(), delay.clone());
+                    tokio::spawn(async move {
+                        let Ok(mut redis) =
+                            tokio::net::TcpStream::connect(("127.0.0.1", port)).await
+                        else {
+                            return;
+                        };
+                        let (mut cr, mut cw) = client.split();
+                        let (mut rr, mut rw) = redis.split();
+                        let up = async {
+                            let mut buf = [0u8; 4096];
+                            while let Ok(k) = cr.read(&mut buf).await {
+                                if k == 0 {
+                                    break;
+                                }
+                                if id >= cut.load(Ordering::SeqCst)
+                                    && rw.write_all(&buf[..k]).await.is_err()
+                                {
+                                    break;
+                                }
+                            }
+                        };
+                        let down = async {
+                            let mut buf = [0u8; 4096];
+                            let mut first = true;
+                            while let Ok(k) = rr.read(&mut buf).await {
+                                if k == 0 {
+                                    break;
+                                }
+                                let ms = delay.load(Ordering::SeqCst);
+                                if !first && ms > 0 {
+                                    tokio::time::sleep(Duration::from_millis(ms)).await;
+                                }
+                                first = false;
+                                if cw.write_all(&buf[..k]).await.is_err() {
+                                    break;
+                                }
+                            }
+                        };
+                        tokio::select! { _ = up => {}, _ = down => {} }
+                    });
+                }
+            });
+        });
+        front
+    }
+
+    pub fn url(&self) -> String {
+        format!("redis://{}", self.addr)
+    }
+}
