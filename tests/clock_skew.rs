@@ -17,9 +17,14 @@ use common::*;
 const SKEW: i64 = 600;
 const TTL: u64 = 60;
 
+const TOKEN: &str = "admin-token-for-tests-0123456789";
+
 fn config(origin: std::net::SocketAddr, redis: &str) -> String {
     format!(
         r#"{base}
+[admin]
+token = "{TOKEN}"
+
 [store]
 backend = "redis"
 redis-url = "{redis}"
@@ -32,6 +37,7 @@ admit-per-second = 50
 max-active = 1
 session-ttl = "{TTL}s"
 tick = "100ms"
+origin-commands = true
 
 [[room]]
 name = "other"
@@ -127,4 +133,58 @@ async fn a_cookie_lives_session_ttl_on_every_instance_whatever_its_clock() {
         },
     )
     .await;
+}
+
+/// A revocation made before an instance whose clock is ahead started holds there too: its
+/// first tick learns the store's clock before it judges which revocations have run out (found
+/// by re-review: it dropped them as expired by its own clock and let the revoked cookie in
+/// until it ran out).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_revocation_holds_on_an_instance_started_after_it_whose_clock_is_ahead() {
+    let redis = RedisServer::start();
+    let origin = Origin::start().await;
+    let cfg = config(origin.addr, &redis.url());
+    let on_time = skewed(&cfg, 0);
+    let mut jar = Jar::default();
+    let resp = client().get(on_time.url("/products")).send().await.unwrap();
+    jar.absorb(&resp);
+    assert_eq!(resp.text().await.unwrap(), "origin GET /products");
+    // The line held: a refused cookie shows as a wait, not as a new admission.
+    let (code, body) = admin_call(
+        &on_time,
+        reqwest::Method::PATCH,
+        "/rooms/sale",
+        Some(TOKEN),
+        Some(serde_json::json!({ "queue_all": true })),
+    )
+    .await;
+    assert_eq!(code, 200, "{body}");
+    let revoke = client()
+        .get(on_time.url("/products/command-revoke"))
+        .header("cookie", jar.header())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(revoke.status(), 200);
+    let cookie = jar.get("anteroom_sale").unwrap().to_string();
+    assert!(!lets_in(&on_time, &cookie).await, "refused where revoked");
+
+    let ahead = skewed(&cfg, SKEW);
+    // Its first ticks behind it (it writes cookies on the store's clock)...
+    eventually(
+        Duration::from_secs(10),
+        "the store's clock learned",
+        || async {
+            let e = issued_expiry(&ahead).await;
+            (e.abs_diff(now() + TTL) <= 5).then_some(())
+        },
+    )
+    .await;
+    // ... the revoked cookie is refused there, for good.
+    for _ in 0..5 {
+        assert!(
+            !lets_in(&ahead, &cookie).await,
+            "a revoked cookie let in by an instance started after the revocation"
+        );
+    }
 }

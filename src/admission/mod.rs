@@ -85,6 +85,8 @@ async fn run_room(shared: Arc<Shared>, room: usize) {
             .await
         {
             Ok(mut report) => {
+                r.events
+                    .note_store_now(report.store_now, shared.clock.now_micros());
                 let m = &r.metrics;
                 m.waiting.set(report.waiting as i64);
                 m.active.set(report.active as i64);

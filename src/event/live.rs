@@ -262,6 +262,19 @@ impl RoomEvents {
         }
     }
 
+    /// The store's clock as an admit call reported it (`store_now`, 0: not reported) at this
+    /// instance's wall time `local`: what [`RoomEvents::store_now`] reads by. The tick notes it
+    /// before anything else of the reply is judged by it (the revocations: found by re-review,
+    /// an instance ahead of the store dropped at its first tick the revocations it took for
+    /// expired, and accepted the revoked cookies).
+    pub fn note_store_now(&self, store_now: Micros, local: Micros) {
+        if store_now > 0 {
+            let skew = i64::try_from(store_now).unwrap_or(i64::MAX)
+                - i64::try_from(local).unwrap_or(i64::MAX);
+            self.skew.store(skew, Ordering::Relaxed);
+        }
+    }
+
     /// What the tick's admit call said: the event in force and the store's clock. Returns
     /// whether the runtime changes moved on (read them again).
     pub fn learn(
@@ -271,11 +284,7 @@ impl RoomEvents {
         version: u64,
         local: Micros,
     ) -> bool {
-        if store_now > 0 {
-            let skew = i64::try_from(store_now).unwrap_or(i64::MAX)
-                - i64::try_from(local).unwrap_or(i64::MAX);
-            self.skew.store(skew, Ordering::Relaxed);
-        }
+        self.note_store_now(store_now, local);
         self.seen.store(seen.cloned().map(Arc::new));
         version != self.runtime.load().version
     }
