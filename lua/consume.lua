@@ -20,7 +20,9 @@
 -- ARGV[8] margin ms: the marker also outlives the session's deadline here by it — every cookie
 -- of the admission was issued against that deadline (admission, renewal), also one issued
 -- under a longer session-ttl than the one in force now   ARGV[9] tick µs (the liveness clock's
--- cap: the grace period runs on it too, see pending_left)
+-- cap: the grace period runs on it too, see pending_left)   ARGV[10] the vouching cookie's
+-- expiry (unix s, the store's clock as the proxy read it; 0 or absent: not known): a cookie
+-- expired by this clock vouches for nothing, and the marker lives past it by the margin
 -- Reply: { code, ms }  code 1 won, 0 used (or never admitted), 2 busy: another order of this
 --   admission is pending, ms until its deadline
 
@@ -47,14 +49,17 @@ if held and held <= now then
   redis.call('ZREM', active, vid)
   held = nil
 end
+local expires_s = tonumber(ARGV[10]) or 0
 if not held then
-  if ARGV[6] ~= '1' or (m and m.kind == 'c') or session_ended(KEYS[4], vid, now) then
+  if ARGV[6] ~= '1' or (m and m.kind == 'c') or session_ended(KEYS[4], vid, now)
+    or (expires_s > 0 and expires_s * 1000000 <= now) then
     return { 0, 0 }
   end
   held = now
 end
 local deadline = now + grace
-local life_ms = math.max(marker_ms, math.ceil((held - now) / 1000) + tonumber(ARGV[8]))
+local life_ms = math.max(marker_ms, math.ceil((held - now) / 1000) + tonumber(ARGV[8]),
+  math.ceil(expires_s * 1000 - now / 1000) + tonumber(ARGV[8]))
 redis.call('ZADD', active, math.max(held, deadline), vid)
 redis.call('SET', marker, pending_marker(req, deadline, held, live + grace + cap),
   'PX', life_ms + math.ceil(grace / 1000))

@@ -172,6 +172,7 @@ async fn a_room_in_another_key_layout_is_refused_loudly() {
         grace: Duration::from_secs(10),
         vouched: true,
         cookie_life: Duration::from_secs(600),
+        cookie_expires: 0,
     };
     refused(store.consume(&p, v, &order).await.unwrap_err());
     let how = anteroom::store::Settle::Confirm;
@@ -226,6 +227,7 @@ async fn a_used_marker_lives_as_long_as_every_cookie_of_the_admission() {
         grace: Duration::from_secs(10),
         vouched: true,
         cookie_life: Duration::from_secs(99),
+        cookie_expires: 0,
     };
     assert_eq!(store.consume(&p, v, &o).await.unwrap(), Consumed::Won);
     let done = store.settle(&p, v, &o.request, Settle::Confirm).await;
@@ -252,6 +254,7 @@ async fn a_heartbeat_keeps_the_markers_life() {
         grace: Duration::from_secs(10),
         vouched: true,
         cookie_life: Duration::from_secs(3600),
+        cookie_expires: 0,
     };
     assert_eq!(store.consume(&p, v, &o).await.unwrap(), Consumed::Won);
     let beat = store
@@ -332,6 +335,7 @@ async fn a_pending_marker_reads_as_pending_to_the_version_before() {
         grace: Duration::from_secs(10),
         vouched: true,
         cookie_life: Duration::from_secs(600),
+        cookie_expires: 0,
     };
     assert_eq!(store.consume(&p, v, &o).await.unwrap(), Consumed::Won);
     let mut conn = common::redis::connect(&server.url()).await;

@@ -300,7 +300,7 @@ impl ProxyHttp for Proxy {
                 }
                 let life = v.expires.saturating_sub(cookie_now);
                 let life = std::time::Duration::from_secs(life);
-                return Self::consume(shared, session, ctx, room, v.vid, life).await;
+                return Self::consume(shared, session, ctx, room, v.vid, life, v.expires).await;
             }
             Self::keep_session(shared, ctx, room, v.vid, v.expires, now, cookie_now).await;
             return Self::wait_for_origin(shared, session, ctx, room).await;
@@ -342,7 +342,7 @@ impl ProxyHttp for Proxy {
                 ctx.outcome = if admitted {
                     ctx.holder = Some(command::Holder {
                         vid,
-                        expires: now / 1_000_000,
+                        expires: cookie_now,
                     });
                     Outcome::Admit
                 } else {
@@ -353,7 +353,8 @@ impl ProxyHttp for Proxy {
                 }
                 if admitted && is_consume {
                     let life = r.cfg.params.session_ttl;
-                    return Self::consume(shared, session, ctx, room, vid, life).await;
+                    let expires = cookie_now.saturating_add(life.as_secs());
+                    return Self::consume(shared, session, ctx, room, vid, life, expires).await;
                 }
                 Ok(false)
             }

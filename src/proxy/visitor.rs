@@ -359,6 +359,7 @@ impl Proxy {
         room: usize,
         vid: VisitorId,
         cookie_life: std::time::Duration,
+        cookie_expires: u64,
     ) -> Result<bool> {
         let r = &shared.rooms[room];
         let order = Order {
@@ -366,6 +367,7 @@ impl Proxy {
             grace: Self::order_grace(shared, room),
             vouched: true,
             cookie_life,
+            cookie_expires,
         };
         let call = || {
             shared.store_call(

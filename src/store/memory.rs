@@ -371,7 +371,8 @@ impl Store for MemoryStore {
         vid: VisitorId,
         order: &Order,
     ) -> Result<Consumed, StoreError> {
-        Ok(self.with(p, |r, now| r.consume_order(p, vid, order, now)))
+        let wall = self.clock.now_secs();
+        Ok(self.with(p, |r, now| r.consume_order(p, vid, order, now, wall)))
     }
 
     async fn settle(

@@ -378,6 +378,7 @@ pub trait Store: Send + Sync + 'static {
             grace: std::time::Duration::from_secs(60),
             vouched: false,
             cookie_life: Duration::ZERO,
+            cookie_expires: 0,
         };
         if self.consume(room, vid, &order).await? != Consumed::Won {
             return Ok(false);

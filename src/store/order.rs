@@ -74,6 +74,12 @@ pub struct Order {
     /// of a used admission can verify after the marker is gone — also when `session-ttl` was
     /// lowered by a reload after the cookie was issued.
     pub cookie_life: Duration,
+    /// When that cookie expires (unix seconds, the store's clock as the proxy reads it); 0:
+    /// not known. The store vouches only for a cookie that has not expired by its own clock:
+    /// the proxy's reading may be off (an instance before its first tick, whose clock is
+    /// behind, let a consumed admission order again once its marker was gone: found by
+    /// re-review).
+    pub cookie_expires: u64,
 }
 
 impl Order {

@@ -33,6 +33,7 @@ fn order() -> Order {
         grace: Duration::from_secs(10),
         vouched: true,
         cookie_life: TTL,
+        cookie_expires: 0,
     }
 }
 

@@ -20,6 +20,7 @@ pub(crate) fn order() -> Order {
         grace: GRACE,
         vouched: true,
         cookie_life: Duration::from_secs(600),
+        cookie_expires: 0,
     }
 }
 
@@ -253,6 +254,7 @@ pub async fn a_heartbeat_does_not_shorten_the_marker(h: &dyn Harness) {
     let v = occupy(&*s, &p).await;
     let o = Order {
         cookie_life: Duration::from_secs(3600),
+        cookie_expires: 0,
         ..order()
     };
     assert_eq!(s.consume(&p, v, &o).await.unwrap(), Consumed::Won);
@@ -265,6 +267,7 @@ pub async fn a_heartbeat_does_not_shorten_the_marker(h: &dyn Harness) {
     h.advance(Duration::from_secs(600));
     let replay = Order {
         cookie_life: Duration::from_secs(2900),
+        cookie_expires: 0,
         ..order()
     };
     assert_eq!(
@@ -346,6 +349,42 @@ pub async fn an_admission_survives_the_store_losing_its_data(h: &dyn Harness) {
     );
     assert_eq!(take(&*s, &p, v).await.1, Consumed::Used);
     assert!(!s.touch(&p, v).await.unwrap());
+}
+
+/// A cookie that has expired by the store's clock vouches for nothing, whatever the proxy that
+/// read it thought (an instance whose clock is behind, before it has learned the store's: found
+/// by re-review, a consumed admission ordered again once its marker was gone). One that has
+/// not vouches as before, and its order's marker outlives it.
+pub async fn a_cookie_expired_by_the_stores_clock_vouches_for_nothing(h: &dyn Harness) {
+    let s = h.store();
+    let p = room("expired", 100.0, 10);
+    let v = occupy(&*s, &p).await;
+    h.wipe();
+    let expired = Order {
+        cookie_expires: h.wall_secs() - 1,
+        ..order()
+    };
+    assert_eq!(s.consume(&p, v, &expired).await.unwrap(), Consumed::Used);
+    assert_eq!(
+        s.stats(&p).await.unwrap().active,
+        0,
+        "nothing re-registered"
+    );
+    let valid = Order {
+        cookie_expires: h.wall_secs() + 900,
+        cookie_life: Duration::from_secs(1),
+        ..order()
+    };
+    assert_eq!(s.consume(&p, v, &valid).await.unwrap(), Consumed::Won);
+    assert_eq!(
+        s.settle(&p, v, &valid.request, Settle::Confirm)
+            .await
+            .unwrap(),
+        Settled::Done
+    );
+    // The marker outlives the cookie's expiry (not only the life the proxy read).
+    h.advance(Duration::from_secs(850));
+    assert_eq!(take(&*s, &p, v).await.1, Consumed::Used, "a second order");
 }
 
 pub async fn a_fast_path_entry_holds_its_slot_for_claim_ttl(h: &dyn Harness) {
@@ -436,6 +475,7 @@ pub async fn a_marker_outlives_the_cookie_that_ordered(h: &dyn Harness) {
     let v = occupy(&*s, &p).await;
     let o = Order {
         cookie_life: Duration::from_secs(900),
+        cookie_expires: 0,
         ..order()
     };
     assert_eq!(s.consume(&p, v, &o).await.unwrap(), Consumed::Won);
@@ -446,6 +486,7 @@ pub async fn a_marker_outlives_the_cookie_that_ordered(h: &dyn Harness) {
     assert!(!s.touch(&p, v).await.unwrap(), "not renewed");
     let replay = Order {
         cookie_life: Duration::from_secs(300),
+        cookie_expires: 0,
         ..order()
     };
     assert_eq!(s.consume(&p, v, &replay).await.unwrap(), Consumed::Used);
@@ -465,6 +506,7 @@ pub async fn a_marker_outlives_every_cookie_of_the_admission(h: &dyn Harness) {
     p.session_ttl = Duration::from_secs(10);
     let o = Order {
         cookie_life: Duration::from_secs(99),
+        cookie_expires: 0,
         ..order()
     };
     assert_eq!(s.consume(&p, v, &o).await.unwrap(), Consumed::Won);
@@ -474,6 +516,7 @@ pub async fn a_marker_outlives_every_cookie_of_the_admission(h: &dyn Harness) {
     h.advance(Duration::from_secs(181));
     let replay = Order {
         cookie_life: Duration::from_secs(19),
+        cookie_expires: 0,
         ..order()
     };
     assert_eq!(

@@ -142,6 +142,7 @@ async fn run(
                     grace: Duration::from_secs(60),
                     vouched: local[n],
                     cookie_life: p.session_ttl,
+                    cookie_expires: 0,
                 };
                 if store.consume(&p, ids[n], &order).await.unwrap() == Consumed::Won {
                     let how = Settle::Confirm;

@@ -92,6 +92,7 @@ impl RoomData {
         vid: VisitorId,
         order: &Order,
         now: Micros,
+        wall: u64,
     ) -> Consumed {
         self.marks.prune(now);
         let live = self.live_peek(p, now);
@@ -113,7 +114,9 @@ impl RoomData {
             Some(&exp) => exp,
             // A verified cookie, no session and no marker: the store lost the admission, and
             // the cookie is the proof of it.
+            // Not a cookie expired by the store's wall clock (as in consume.lua).
             None if order.vouched
+                && (order.cookie_expires == 0 || order.cookie_expires > wall)
                 && !matches!(mark, Some(Mark::Confirmed(_)))
                 && !self.session_ended(vid, now) =>
             {
@@ -135,7 +138,12 @@ impl RoomData {
             // deadline (as in consume.lua).
             deadline
                 + micros(order.marker_life(p.session_ttl))
-                    .max(held.saturating_sub(now) + micros(MARKER_MARGIN)),
+                    .max(held.saturating_sub(now) + micros(MARKER_MARGIN))
+                    .max(
+                        micros(Duration::from_secs(
+                            order.cookie_expires.saturating_sub(wall),
+                        )) + micros(MARKER_MARGIN),
+                    ),
         );
         // One place in line buys one admission: the one this order uses may be one the line
         // never gave (a local admission, a session the store lost), as in consume.lua.

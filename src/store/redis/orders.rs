@@ -55,7 +55,8 @@ impl RedisStore {
             .arg(u8::from(order.vouched))
             .arg(self.clock_arg())
             .arg(u64::try_from(MARKER_MARGIN.as_millis()).unwrap_or(u64::MAX))
-            .arg(micros(p.tick));
+            .arg(micros(p.tick))
+            .arg(order.cookie_expires);
         let (code, ms): (i64, u64) = self.run("consume", &p.name, &inv).await?;
         match code {
             1 => Ok(Consumed::Won),
