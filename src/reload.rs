@@ -210,10 +210,7 @@ fn frozen_changes(
     // name) while people wait in its line, or while its line is held: they would lose their
     // place (their polls answered 404), and its paths would open past the hold (found by
     // review: a renamed room's newcomers walked in while the old line stayed held in Redis).
-    for o in &old.rooms {
-        if new.rooms.iter().any(|r| r.name() == o.name()) {
-            continue;
-        }
+    for o in gone(old, new) {
         let (waiting, held) = (o.live.waiting(), o.live.queue_all());
         if waiting == 0 && !held {
             continue;
@@ -238,6 +235,16 @@ fn frozen_changes(
     out
 }
 
+/// The rooms of the running configuration that `new` has no room of the same name for.
+fn gone<'a>(
+    old: &'a Shared,
+    new: &'a config::Config,
+) -> impl Iterator<Item = &'a crate::room::Room> + 'a {
+    old.rooms
+        .iter()
+        .filter(|o| !new.rooms.iter().any(|r| r.name() == o.name()))
+}
+
 /// The rooms a reload adds, removes and changes, by name (for the log).
 fn room_changes(old: &Shared, new: &config::Config) -> (Vec<String>, Vec<String>, Vec<String>) {
     let named = |name: &str| old.rooms.iter().find(|o| o.name() == name);
@@ -247,12 +254,7 @@ fn room_changes(old: &Shared, new: &config::Config) -> (Vec<String>, Vec<String>
         .filter(|r| named(r.name()).is_none())
         .map(|r| r.name().to_string())
         .collect();
-    let removed = old
-        .rooms
-        .iter()
-        .filter(|o| !new.rooms.iter().any(|r| r.name() == o.name()))
-        .map(|o| o.name().to_string())
-        .collect();
+    let removed = gone(old, new).map(|o| o.name().to_string()).collect();
     let changed = new
         .rooms
         .iter()

@@ -298,9 +298,8 @@ impl ProxyHttp for Proxy {
                 if Self::wait_for_origin(shared, session, ctx, room).await? {
                     return Ok(true);
                 }
-                let life = v.expires.saturating_sub(cookie_now);
-                let life = std::time::Duration::from_secs(life);
-                return Self::consume(shared, session, ctx, room, v.vid, life, v.expires).await;
+                let cookie = (v.expires, cookie_now);
+                return Self::consume(shared, session, ctx, room, v.vid, cookie).await;
             }
             Self::keep_session(shared, ctx, room, v.vid, v.expires, now, cookie_now).await;
             return Self::wait_for_origin(shared, session, ctx, room).await;
@@ -352,9 +351,9 @@ impl ProxyHttp for Proxy {
                     return Ok(true);
                 }
                 if admitted && is_consume {
-                    let life = r.cfg.params.session_ttl;
-                    let expires = cookie_now.saturating_add(life.as_secs());
-                    return Self::consume(shared, session, ctx, room, vid, life, expires).await;
+                    let ttl = r.cfg.params.session_ttl.as_secs();
+                    let cookie = (cookie_now.saturating_add(ttl), cookie_now);
+                    return Self::consume(shared, session, ctx, room, vid, cookie).await;
                 }
                 Ok(false)
             }

@@ -352,21 +352,22 @@ impl Proxy {
     /// taken as pending, keyed by this request's id; the origin's answer settles it
     /// ([`super::origin`]). A call whose reply is lost is asked again with the same id before the
     /// visitor is told anything, so a consume that did go through is found, not lost.
+    /// `cookie_expires`: the expiry of the admission cookie that vouches for the order, on the
+    /// store's clock as this instance reads it at `cookie_now`.
     pub(super) async fn consume(
         shared: &Shared,
         session: &mut Session,
         ctx: &mut Ctx,
         room: usize,
         vid: VisitorId,
-        cookie_life: std::time::Duration,
-        cookie_expires: u64,
+        (cookie_expires, cookie_now): (u64, u64),
     ) -> Result<bool> {
         let r = &shared.rooms[room];
         let order = Order {
             request: RequestId::random(),
             grace: Self::order_grace(shared, room),
             vouched: true,
-            cookie_life,
+            cookie_life: std::time::Duration::from_secs(cookie_expires.saturating_sub(cookie_now)),
             cookie_expires,
         };
         let call = || {
