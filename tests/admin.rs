@@ -329,6 +329,50 @@ async fn a_change_through_one_instance_is_obeyed_by_another() {
     );
 }
 
+/// A store that loses its data within a tick of an operator's change: the change is what the
+/// instance re-asserts, not the state its tick before had seen.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_change_is_kept_when_the_store_loses_its_data_before_the_next_tick() {
+    let redis = RedisServer::start();
+    let origin = Origin::start().await;
+    // Ticks far apart, so that the loss comes between the change and the next tick.
+    let cfg =
+        config(origin.addr, &redis_store(&redis.url())).replace("tick = \"50ms\"", "tick = \"2s\"");
+    let a = Proxy::start(&cfg);
+    let field = |f: &'static str| {
+        let port = redis.port;
+        move || async move {
+            // A bulk string's value ("$-1" for none).
+            let reply = common::redis::raw(port, &format!("HGET {{anteroom:sale}}:room {f}"))?;
+            reply.lines().nth(1).map(str::to_string)
+        }
+    };
+    let first = eventually(Duration::from_secs(10), "the first tick", field("gen")).await;
+    let (status, _) = admin(
+        &a,
+        reqwest::Method::PATCH,
+        "/rooms/sale",
+        Some(TOKEN),
+        Some(json!({"queue_all": true})),
+    )
+    .await;
+    assert_eq!(status, 200);
+    common::redis::raw(redis.port, "FLUSHALL").unwrap();
+    let second = eventually(Duration::from_secs(10), "a new generation", field("gen")).await;
+    assert_ne!(first, second);
+    // The loss is seen and the state re-asserted by the tick that made the generation.
+    let held = eventually(
+        Duration::from_secs(10),
+        "the state re-asserted",
+        field("queue_all"),
+    )
+    .await;
+    assert_eq!(held, "1", "the line held again");
+    let (_, v) = admin(&a, reqwest::Method::GET, "/rooms/sale", Some(TOKEN), None).await;
+    assert_eq!(v["queue_all"], true, "the line held again: {v}");
+    assert_eq!(visitor_state(&a).await.1, "paused");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn metrics_parse_as_prometheus_text() {
     let origin = Origin::start().await;

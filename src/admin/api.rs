@@ -229,6 +229,7 @@ impl AdminApp {
         {
             Ok(state) => {
                 r.live.set_state(&state);
+                r.recovery.note_state(&state);
                 // What the store recorded: each field from what to what.
                 let recorded = s
                     .store_call("changes", r.name(), s.store.changes(&r.cfg.params, 10))

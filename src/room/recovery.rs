@@ -115,6 +115,23 @@ impl Recovery {
         *self.known.lock().unwrap_or_else(|e| e.into_inner()) = Some(k);
     }
 
+    /// Notes a state the store answered an operator's change with: the one to re-assert should
+    /// the store lose its data before the next tick reports it. Not noted, a change answered
+    /// 200 (a line held for a pre-sale, say) was undone by a loss within that tick, the state
+    /// of the tick before it re-asserted instead. Before this instance's first tick nothing is
+    /// noted: there is no generation to tell a loss by, and re-asserting a whole state then
+    /// could undo a change made since through another instance.
+    pub fn note_state(&self, state: &RoomState) {
+        if let Some(k) = self
+            .known
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_mut()
+        {
+            k.state = state.clone();
+        }
+    }
+
     /// What the next admit call is told.
     pub fn context(&self, now: Micros) -> AdmitContext {
         let known_generation = self
