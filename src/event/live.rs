@@ -509,8 +509,10 @@ mod tests {
         // An event added through the admin API before this instance's first tick: the store
         // may have lost it before that tick, whatever generation the tick reports.
         let fresh = RoomEvents::new("sale", vec![], None);
-        let mut runtime = RuntimeEvents::default();
-        runtime.version = 1;
+        let mut runtime = RuntimeEvents {
+            version: 1,
+            ..RuntimeEvents::default()
+        };
         runtime.events.insert(
             "kept".into(),
             crate::event::schedule::Runtime {
