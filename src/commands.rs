@@ -62,6 +62,7 @@ pub fn check(path: &Path, connect: bool) -> ExitCode {
 
 /// `anteroom run --config FILE [--upgrade]`: serve until a signal says stop.
 pub fn run(path: &Path, upgrade: bool) -> ExitCode {
+    crate::reload::catch_early_hangups();
     let config = match config::load(path) {
         Ok(c) => c,
         Err(e) => {

@@ -5,7 +5,8 @@
 //! and needs a restart (or a graceful upgrade).
 
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use pingora::server::ShutdownWatch;
@@ -15,6 +16,39 @@ use tokio::sync::Notify;
 
 use crate::app::{Current, Shared};
 use crate::config;
+
+/// A SIGHUP caught before the reloader listened.
+static EARLY_HANGUP: AtomicBool = AtomicBool::new(false);
+/// The early catcher, removed once the reloader listens.
+static EARLY_CATCHER: Mutex<Option<signal_hook_registry::SigId>> = Mutex::new(None);
+
+/// Catches SIGHUP from the first line of `anteroom run` until the reloader listens, which then
+/// applies one caught meanwhile. The signal's default action ends the process: a reload sent
+/// while it started (a config run right after a restart, a test under load) ended it, or,
+/// ignored, would be lost.
+pub fn catch_early_hangups() {
+    let hup = SignalKind::hangup().as_raw_value();
+    // SAFETY: the action only stores to an atomic, which is async-signal-safe.
+    let caught = unsafe {
+        signal_hook_registry::register(hup, || EARLY_HANGUP.store(true, Ordering::SeqCst))
+    };
+    match caught {
+        Ok(id) => *EARLY_CATCHER.lock().unwrap_or_else(|e| e.into_inner()) = Some(id),
+        Err(e) => tracing::warn!(error = %e, "cannot catch SIGHUP while starting"),
+    }
+}
+
+/// Ends the early catching (the reloader listens); whether a SIGHUP came meanwhile.
+fn take_early_hangup() -> bool {
+    if let Some(id) = EARLY_CATCHER
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .take()
+    {
+        signal_hook_registry::unregister(id);
+    }
+    EARLY_HANGUP.swap(false, Ordering::SeqCst)
+}
 
 pub struct Reloader {
     current: Current,
@@ -274,6 +308,10 @@ impl BackgroundService for Reloader {
                 return;
             }
         };
+        if take_early_hangup() {
+            tracing::info!("a SIGHUP came while starting: reloading now");
+            let _ = self.reload();
+        }
         loop {
             tokio::select! {
                 got = hup.recv() => {

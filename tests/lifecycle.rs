@@ -195,6 +195,48 @@ async fn a_reload_with_a_restart_only_change_applies_the_rest_of_listen() {
 /// keys a line by the room's name: they would lose their place, and its paths open); one that
 /// renames a room whose line is empty goes through, and the log names the rooms it removed and
 /// added (found by review: the line was dropped silently and newcomers walked in).
+/// A SIGHUP sent while the process starts (a config run right after a restart): it neither
+/// ends the process (the signal's default action, before the reloader listens) nor is lost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sighup_while_starting_is_applied_not_fatal() {
+    let origin = Origin::start().await;
+    let mut proxy = Proxy::launch(
+        &config(origin.addr, "\"/products\"", ""),
+        &[("ANTEROOM_LOG", "info")],
+        &[],
+    );
+    // The file read and the start logged: the moment the process builds its services.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !proxy.stderr().contains("starting") {
+        assert!(proxy.alive(), "exited: {}", proxy.stderr());
+        assert!(
+            Instant::now() < deadline,
+            "never started: {}",
+            proxy.stderr()
+        );
+        std::thread::park_timeout(Duration::from_millis(2));
+    }
+    let text = std::fs::read_to_string(proxy.config_path()).unwrap();
+    let good = text.replace(
+        "paths = [\"/products\"]",
+        "paths = [\"/products\", \"/cart\"]",
+    );
+    std::fs::write(proxy.config_path(), good).unwrap();
+    proxy.signal("HUP");
+    proxy
+        .wait_ready()
+        .unwrap_or_else(|e| panic!("a SIGHUP while starting ended the process: {e}"));
+    let c = client();
+    assert_eq!(state(&c, &proxy, "/products").await, "origin GET /products");
+    eventually(
+        Duration::from_secs(5),
+        "/cart protected by the reload",
+        || async { (state(&c, &proxy, "/cart").await == "waiting").then_some(()) },
+    )
+    .await;
+    assert!(proxy.alive());
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reload_does_not_drop_a_room_with_a_line() {
     let origin = Origin::start().await;

@@ -133,30 +133,7 @@ impl Proxy {
         // A port picked as free can be taken by another test before anteroom binds it: then
         // anteroom says so and exits, and we try other ports.
         for _ in 0..5 {
-            let dir = tempfile::tempdir().unwrap();
-            let port = free_port();
-            let admin = free_port();
-            let text = format!(
-                "[listen]\nhttp = \"127.0.0.1:{port}\"\nadmin = \"127.0.0.1:{admin}\"\n{config}"
-            );
-            let path = dir.path().join("anteroom.toml");
-            std::fs::write(&path, text).unwrap();
-            let log = std::fs::File::create(dir.path().join("stderr.log")).unwrap();
-            let child = Command::new(binary())
-                .args(args)
-                .args(["run", "--config"])
-                .arg(&path)
-                .envs(env.iter().copied())
-                .stdout(Stdio::null())
-                .stderr(log)
-                .spawn()
-                .unwrap();
-            let mut proxy = Proxy {
-                child,
-                addr: SocketAddr::from(([127, 0, 0, 1], port)),
-                admin: SocketAddr::from(([127, 0, 0, 1], admin)),
-                dir,
-            };
+            let mut proxy = Self::launch(config, env, args);
             match proxy.wait_ready() {
                 Ok(()) => return proxy,
                 Err(stderr) if stderr.contains("cannot listen") => continue,
@@ -166,8 +143,36 @@ impl Proxy {
         panic!("anteroom found no free ports in 5 attempts");
     }
 
+    /// Starts the process on free ports without waiting for it (see [`Proxy::wait_ready`]).
+    pub fn launch(config: &str, env: &[(&str, &str)], args: &[&str]) -> Proxy {
+        let dir = tempfile::tempdir().unwrap();
+        let port = free_port();
+        let admin = free_port();
+        let text = format!(
+            "[listen]\nhttp = \"127.0.0.1:{port}\"\nadmin = \"127.0.0.1:{admin}\"\n{config}"
+        );
+        let path = dir.path().join("anteroom.toml");
+        std::fs::write(&path, text).unwrap();
+        let log = std::fs::File::create(dir.path().join("stderr.log")).unwrap();
+        let child = Command::new(binary())
+            .args(args)
+            .args(["run", "--config"])
+            .arg(&path)
+            .envs(env.iter().copied())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .unwrap();
+        Proxy {
+            child,
+            addr: SocketAddr::from(([127, 0, 0, 1], port)),
+            admin: SocketAddr::from(([127, 0, 0, 1], admin)),
+            dir,
+        }
+    }
+
     /// Waits until both listeners accept; `Err(stderr)` if the process exited first.
-    fn wait_ready(&mut self) -> Result<(), String> {
+    pub fn wait_ready(&mut self) -> Result<(), String> {
         let deadline = Instant::now() + Duration::from_secs(30);
         while Instant::now() < deadline {
             if let Ok(Some(_)) = self.child.try_wait() {
