@@ -281,3 +281,111 @@ async fn a_turn_that_came_before_a_pause_is_kept() {
     let v = status(&proxy, &mut next).await.unwrap();
     assert_eq!(v["state"], "waiting", "{v}");
 }
+
+/// A Redis on which only the admission step's answers are late (past `store.timeout`; each
+/// call still runs), while the joins are answered in time, and for longer than `claim-ttl`:
+/// every turn a late step gives is collected, in order, and nobody is let in twice. Before
+/// (found by re-review), polls were answered from the last snapshot this instance heard of,
+/// which said nothing of those turns: they ran out uncollected and their visitors rejoined
+/// behind (24 turns given for 16 visitors).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn turns_given_by_late_admission_steps_are_collected() {
+    const VISITORS: usize = 16;
+    const TOKEN: &str = "admin-token-for-tests-0123456789";
+    let redis = RedisServer::start();
+    // `}:configs` is named by the admit call alone.
+    let front = common::redis::Front::start_marking(redis.port, b"}:configs");
+    let origin = Origin::start().await;
+    // One step a second (two let in each): the joins between steps are answered in time.
+    let conf = config(origin.addr, &front.url())
+        .replace(
+            "admit-per-second = 10\nmax-active = 1",
+            "admit-per-second = 2\nmax-active = 100",
+        )
+        .replace("tick = \"100ms\"", "tick = \"1s\"\nclaim-ttl = \"4s\"")
+        + &format!("\n[admin]\ntoken = \"{TOKEN}\"\n");
+    let proxy = Proxy::start(&conf);
+    let hold = |on: bool| {
+        client()
+            .patch(proxy.admin_url("/rooms/sale"))
+            .bearer_auth(TOKEN)
+            .json(&serde_json::json!({ "queue_all": on }))
+            .send()
+    };
+    assert_eq!(hold(true).await.unwrap().status(), 200);
+    let mut line: Vec<Jar> = Vec::new();
+    for expected in 1..=VISITORS as u64 {
+        let mut jar = Jar::default();
+        let v = status(&proxy, &mut jar).await.unwrap();
+        assert_eq!(v["state"], "paused", "{v}");
+        assert_eq!(v["position"], expected, "{v}");
+        line.push(jar);
+    }
+    // The line let go; once a step answered in time has let the first in (the snapshot then
+    // shows a line that moves), every admit answer is late.
+    assert_eq!(hold(false).await.unwrap().status(), 200);
+    let mut admitted_at: Vec<Option<usize>> = vec![None; VISITORS];
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while status(&proxy, &mut line[0]).await.unwrap()["state"] != "admitted" {
+        assert!(
+            Instant::now() < deadline,
+            "the first visitor was not let in"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    admitted_at[0] = Some(0);
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    front
+        .marked_delay_ms
+        .store(400, std::sync::atomic::Ordering::SeqCst);
+    let late = Instant::now();
+    let mut shown: Vec<u64> = vec![u64::MAX; VISITORS];
+    let mut round = 0;
+    while admitted_at.iter().any(Option::is_none) {
+        assert!(
+            late.elapsed() < Duration::from_secs(40),
+            "not everyone was let in: {admitted_at:?}"
+        );
+        if late.elapsed() > Duration::from_secs(14) {
+            front
+                .marked_delay_ms
+                .store(0, std::sync::atomic::Ordering::SeqCst);
+        }
+        for (i, jar) in line.iter_mut().enumerate() {
+            if admitted_at[i].is_some() {
+                continue;
+            }
+            let Some(v) = status(&proxy, jar).await else {
+                continue;
+            };
+            if v["state"] == "admitted" {
+                admitted_at[i] = Some(round);
+            } else if let Some(p) = v["position"].as_u64() {
+                assert!(p <= shown[i], "visitor {i} moved back to {p}: {v}");
+                shown[i] = p;
+            }
+        }
+        round += 1;
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    // Everyone was let in while the steps were late, which lasted past claim-ttl.
+    let took = late.elapsed();
+    assert!(
+        took > Duration::from_secs(4) && took < Duration::from_secs(14),
+        "{took:?}"
+    );
+    let given = raw(redis.port, "HGET {anteroom:sale}:room admitted").unwrap_or_default();
+    assert_eq!(
+        given.lines().nth(1).map(str::trim),
+        Some(VISITORS.to_string().as_str()),
+        "one turn per visitor: {admitted_at:?}"
+    );
+    // In the order of the line (two a step: a visitor may learn of it a poll before the one
+    // ahead of them in the same step).
+    for i in 2..VISITORS {
+        assert!(
+            admitted_at[i] >= admitted_at[i - 2],
+            "out of order: {admitted_at:?}"
+        );
+    }
+}

@@ -135,6 +135,7 @@ async fn run_room(shared: Arc<Shared>, room: usize) {
                     rate,
                     p.burst(rate),
                     p.max_active(&report.state),
+                    crate::line::stale_after(p.tick, p.claim_ttl),
                 ));
                 r.line
                     .band

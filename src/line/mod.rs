@@ -19,8 +19,11 @@
 //!   failed call keeps the batch for the next one. A visitor is never abandoned for a late
 //!   flush: three quarters of `abandon-after` are slack, and silence is measured on the
 //!   liveness clock, which stands still while the store is away.
-//! - A snapshot that is old (store slow or down) still answers polls; by itself it never admits
-//!   anyone and never drops a place: both stay the store's (and `on-store-error`'s) business.
+//! - A snapshot that is old while the store's breaker is open (store slow or down) still
+//!   answers polls; by itself it never admits anyone and never drops a place: both stay the
+//!   store's (and `on-store-error`'s) business. One that is old while the breaker is closed
+//!   (this instance's admit answers late, the calls still run) bounds nothing: polls ask the
+//!   store ([`stale_after`]).
 //!
 //! Admission not in place-key order (a drawn or random method, later) fits the same frame: the
 //! snapshot would carry who was admitted lately (ids, or a compact filter) and a hit asks the
@@ -62,13 +65,42 @@ pub struct Snapshot {
     pub taken: Instant,
     /// [`crate::store::AdmitReport::random_recent`]: no answer from this snapshot.
     pub random_recent: bool,
+    /// Past this age, while the store answers, the snapshot no longer bounds who was let in
+    /// ([`stale_after`]).
+    pub stale_after: Duration,
+}
+
+/// How old a snapshot may get, while the store answers calls, before polls ask the store
+/// again: three ticks or a second, whichever is longer, but no more than a quarter of
+/// `claim-ttl` (a turn a late call gave must be told well within it) or a tick and a half
+/// (a snapshot is normally up to a tick old), whichever is longer.
+///
+/// The snapshot is refreshed only by an admit call answered in time. A call answered late
+/// still ran in the store and may have let people in (found by re-review: with only the admit
+/// calls' answers late, the breaker closed again and again, each late call gave turns, and
+/// polls answered from the last snapshot heard told those visitors to wait until their turns
+/// ran out after `claim-ttl`: 24 turns given for 16 visitors). So an old snapshot bounds
+/// nothing while the store answers: every poll with a ticket asks it, as before edge answers
+/// (a store call per poll, only while this instance's admit answers are missing). With the
+/// breaker open the snapshot still answers, within [`Snapshot::may_have_gone`]: this instance
+/// then sends no admit call, and a store that is away would only fail the polls.
+pub fn stale_after(tick: Duration, claim_ttl: Duration) -> Duration {
+    let wanted = (tick * GONE_TICKS as u32).max(Duration::from_secs(1));
+    wanted.min((claim_ttl / 4).max(tick * 3 / 2))
 }
 
 /// The most ticks' worth [`Snapshot::may_have_gone`] counts.
 const GONE_TICKS: f64 = 3.0;
 
 impl Snapshot {
-    pub fn of(report: &AdmitReport, eta_rate: f64, rate: f64, burst: f64, max_active: u64) -> Self {
+    pub fn of(
+        report: &AdmitReport,
+        eta_rate: f64,
+        rate: f64,
+        burst: f64,
+        max_active: u64,
+        stale_after: Duration,
+    ) -> Self {
         Self {
             room_left: max_active.saturating_sub(report.active),
             sample: report.line.clone(),
@@ -85,6 +117,7 @@ impl Snapshot {
             burst: burst.max(0.0) as u64,
             taken: Instant::now(),
             random_recent: report.random_recent,
+            stale_after,
         }
     }
 
@@ -128,15 +161,22 @@ pub enum Edge {
 const SEEN_AHEAD: u64 = 5;
 
 /// Decides a poll with a ticket (pure: the caller has verified the ticket and its visitor).
+/// `store_answers`: the store's breaker is closed (calls are sent to it).
 pub fn decide(
     snapshot: Option<&Snapshot>,
     t: &Ticket,
     now_secs: u64,
     abandon_after: Duration,
+    store_answers: bool,
 ) -> Edge {
     let Some(s) = snapshot else {
         return Edge::AskStore;
     };
+    // This instance's admit answers are missing while the store answers: late ones may have
+    // let anyone in ([`stale_after`]).
+    if store_answers && s.taken.elapsed() > s.stale_after {
+        return Edge::AskStore;
+    }
     let abandon = abandon_after.as_secs().max(4);
     let ahead_of_us = t.seen > now_secs + SEEN_AHEAD;
     let since = now_secs.saturating_sub(t.seen);
@@ -273,6 +313,7 @@ mod tests {
             room_left: u64::MAX,
             taken: Instant::now(),
             random_recent: false,
+            stale_after: Duration::from_secs(3600),
         }
     }
 
@@ -292,7 +333,7 @@ mod tests {
     #[test]
     fn a_ticket_behind_the_head_is_answered_here() {
         let s = snap(vec![(0, 10), (5, 60), (9, 100)], 10);
-        match decide(Some(&s), &ticket(60, 1000, 50), 1010, ABANDON) {
+        match decide(Some(&s), &ticket(60, 1000, 50), 1010, ABANDON, true) {
             Edge::Answer {
                 position,
                 waiting,
@@ -306,7 +347,7 @@ mod tests {
         }
         // Shown 3 before: never more now.
         assert!(matches!(
-            decide(Some(&s), &ticket(60, 1000, 3), 1010, ABANDON),
+            decide(Some(&s), &ticket(60, 1000, 3), 1010, ABANDON, true),
             Edge::Answer { position: 3, .. }
         ));
     }
@@ -317,14 +358,14 @@ mod tests {
     #[test]
     fn a_visitor_who_joined_after_the_snapshot_keeps_the_place_the_store_gave() {
         let s = snap(vec![(0, 10), (4, 50)], 5);
-        match decide(Some(&s), &ticket(900, 1000, 150), 1001, ABANDON) {
+        match decide(Some(&s), &ticket(900, 1000, 150), 1001, ABANDON, true) {
             Edge::Answer {
                 position, waiting, ..
             } => assert_eq!((position, waiting), (150, 150)),
             e => panic!("{e:?}"),
         }
         assert_eq!(
-            decide(Some(&s), &ticket(900, 1000, 0), 1001, ABANDON),
+            decide(Some(&s), &ticket(900, 1000, 0), 1001, ABANDON, true),
             Edge::AskStore,
             "no place known: the store tells"
         );
@@ -335,12 +376,12 @@ mod tests {
         let s = snap(vec![(0, 10), (9, 100)], 10);
         for key in [5, 10] {
             assert_eq!(
-                decide(Some(&s), &ticket(key, 1000, 9), 1001, ABANDON),
+                decide(Some(&s), &ticket(key, 1000, 9), 1001, ABANDON, true),
                 Edge::AskStore
             );
         }
         assert_eq!(
-            decide(None, &ticket(50, 1000, 9), 1001, ABANDON),
+            decide(None, &ticket(50, 1000, 9), 1001, ABANDON, true),
             Edge::AskStore
         );
         let off = Snapshot {
@@ -348,7 +389,7 @@ mod tests {
             ..s.clone()
         };
         assert_eq!(
-            decide(Some(&off), &ticket(50, 1000, 9), 1001, ABANDON),
+            decide(Some(&off), &ticket(50, 1000, 9), 1001, ABANDON, true),
             Edge::AskStore
         );
     }
@@ -388,11 +429,11 @@ mod tests {
         assert_eq!(nearly.may_have_gone(ms(5000)), 14);
         // Just taken: ranks 0–9 ask, rank 10 is answered here.
         assert_eq!(
-            decide(Some(&s), &ticket(19, 1000, 50), 1001, ABANDON),
+            decide(Some(&s), &ticket(19, 1000, 50), 1001, ABANDON, true),
             Edge::AskStore
         );
         assert!(matches!(
-            decide(Some(&s), &ticket(20, 1000, 50), 1001, ABANDON),
+            decide(Some(&s), &ticket(20, 1000, 50), 1001, ABANDON, true),
             Edge::Answer { position: 11, .. }
         ));
         // A visitor who joined after the snapshot, shown a place within it, asks too.
@@ -402,15 +443,62 @@ mod tests {
             ..snap(vec![(0, 10), (2, 12)], 3)
         };
         assert_eq!(
-            decide(Some(&short), &ticket(90, 1000, 4), 1001, ABANDON),
+            decide(Some(&short), &ticket(90, 1000, 4), 1001, ABANDON, true),
             Edge::AskStore
+        );
+    }
+
+    /// A snapshot no admit answer has refreshed for longer than `stale_after` bounds nothing
+    /// while the store answers (late admit calls may have let anyone in): the poll asks the
+    /// store. With the breaker open it answers as before, a few batches at the front asking.
+    #[test]
+    fn an_old_snapshot_asks_the_store_while_the_store_answers() {
+        let old = Snapshot {
+            rate: 100.0,
+            burst: 10,
+            stale_after: Duration::from_millis(300),
+            taken: Instant::now()
+                .checked_sub(Duration::from_secs(2))
+                .expect("an instant two seconds ago"),
+            ..snap(vec![(0, 10), (10, 20), (20, 30), (40, 50), (49, 1000)], 50)
+        };
+        let far_back = ticket(900, 1000, 45);
+        assert_eq!(
+            decide(Some(&old), &far_back, 1001, ABANDON, true),
+            Edge::AskStore
+        );
+        assert!(matches!(
+            decide(Some(&old), &far_back, 1001, ABANDON, false),
+            Edge::Answer { .. }
+        ));
+        let fresh = Snapshot {
+            taken: Instant::now(),
+            ..old.clone()
+        };
+        assert!(matches!(
+            decide(Some(&fresh), &far_back, 1001, ABANDON, true),
+            Edge::Answer { .. }
+        ));
+        let ms = Duration::from_millis;
+        assert_eq!(stale_after(ms(100), ms(60_000)), ms(1000));
+        assert_eq!(stale_after(ms(500), ms(60_000)), ms(1500));
+        assert_eq!(
+            stale_after(ms(100), ms(2000)),
+            ms(500),
+            "a quarter of claim-ttl"
+        );
+        assert_eq!(stale_after(ms(10), ms(1000)), ms(250));
+        assert_eq!(
+            stale_after(ms(1000), ms(4000)),
+            ms(1500),
+            "a tick and a half"
         );
     }
 
     #[test]
     fn liveness_is_refreshed_every_quarter_and_a_visitor_away_for_half_asks_the_store() {
         let s = snap(vec![(0, 10), (9, 100)], 10);
-        let refresh = |seen, now| match decide(Some(&s), &ticket(50, seen, 9), now, ABANDON) {
+        let refresh = |seen, now| match decide(Some(&s), &ticket(50, seen, 9), now, ABANDON, true) {
             Edge::Answer { refresh, .. } => Some(refresh),
             Edge::AskStore => None,
         };

@@ -128,10 +128,9 @@ impl Proxy {
         // `open` or `local`, so newcomers walked in while those who had waited longest were told
         // their place from the snapshot for the whole outage. Under `closed` the snapshot's
         // answer stands: nobody is let in, and the place is shown.
-        if r.cfg.on_store_error != crate::config::StorePolicy::Closed
-            && shared.breaker.state(shared.clock.mono_micros())
-                != crate::breaker::BreakerState::Closed
-        {
+        let store_answers = shared.breaker.state(shared.clock.mono_micros())
+            == crate::breaker::BreakerState::Closed;
+        if r.cfg.on_store_error != crate::config::StorePolicy::Closed && !store_answers {
             return None;
         }
         let Edge::Answer {
@@ -140,7 +139,13 @@ impl Proxy {
             paused,
             eta_rate,
             refresh,
-        } = line::decide(snapshot.as_deref(), t, now, r.cfg.params.abandon_after)
+        } = line::decide(
+            snapshot.as_deref(),
+            t,
+            now,
+            r.cfg.params.abandon_after,
+            store_answers,
+        )
         else {
             return None;
         };

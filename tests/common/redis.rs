@@ -230,17 +230,55 @@ pub async fn script_calls(conn: &mut ::redis::aio::MultiplexedConnection) -> u64
 /// A TCP forwarder in front of a Redis on `port`, for faults between a store and its Redis:
 /// connections numbered below `swallow_below` lose what they are sent (calls that only time
 /// out), and every reply but a connection's first (its hand-shake) is held back by `delay_ms`
-/// (calls that run in Redis, their answers late). On a thread of its own, so that a test that
-/// blocks a worker cannot stall it; it stops with the process.
+/// (calls that run in Redis, their answers late). With a `mark` ([`Front::start_marking`]),
+/// the replies to requests that contain it are held back by `marked_delay_ms` from when they
+/// come, the others only as long as the order of replies needs (one connection answers in
+/// order). On a thread of its own, so that a test that blocks a worker cannot stall it; it
+/// stops with the process.
 pub struct Front {
     pub addr: std::net::SocketAddr,
     pub connections: std::sync::Arc<std::sync::atomic::AtomicU64>,
     pub swallow_below: std::sync::Arc<std::sync::atomic::AtomicU64>,
     pub delay_ms: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    pub marked_delay_ms: std::sync::Arc<std::sync::atomic::AtomicU64>,
+}
+
+/// The length of the one RESP value (a request or a reply) at the start of `b`, once it is
+/// all there; an inline command or an unknown type counts to the end of its line.
+fn resp_len(b: &[u8]) -> Option<usize> {
+    let eol = b.windows(2).position(|w| w == b"\r\n")?;
+    let head = || -> Option<i64> { std::str::from_utf8(&b[1..eol]).ok()?.parse().ok() };
+    match b.first()? {
+        b'$' | b'!' | b'=' => match head()? {
+            n if n < 0 => Some(eol + 2),
+            n => {
+                let total = eol + 2 + n as usize + 2;
+                (b.len() >= total).then_some(total)
+            }
+        },
+        t @ (b'*' | b'~' | b'>' | b'%' | b'|') => match head()? {
+            n if n < 0 => Some(eol + 2),
+            n => {
+                let count = if matches!(t, b'%' | b'|') { 2 * n } else { n };
+                let mut at = eol + 2;
+                for _ in 0..count {
+                    at += resp_len(&b[at..])?;
+                }
+                Some(at)
+            }
+        },
+        _ => Some(eol + 2),
+    }
 }
 
 impl Front {
     pub fn start(port: u16) -> Self {
+        Self::start_marking(port, b"")
+    }
+
+    /// [`Front::start`], holding back the replies to requests that contain `mark` by
+    /// `marked_delay_ms` (e.g. `}:configs`, a key only the admit call names).
+    pub fn start_marking(port: u16, mark: &'static [u8]) -> Self {
         use std::sync::atomic::{AtomicU64, Ordering};
         use std::sync::Arc;
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -251,11 +289,13 @@ impl Front {
             connections: Arc::new(AtomicU64::new(0)),
             swallow_below: Arc::new(AtomicU64::new(0)),
             delay_ms: Arc::new(AtomicU64::new(0)),
+            marked_delay_ms: Arc::new(AtomicU64::new(0)),
         };
-        let (n, cut, delay) = (
+        let (n, cut, delay, marked) = (
             front.connections.clone(),
             front.swallow_below.clone(),
             front.delay_ms.clone(),
+            front.marked_delay_ms.clone(),
         );
         std::thread::spawn(move || {
             let rt = tokio::runtime::Builder::new_current_thread()
@@ -266,7 +306,11 @@ impl Front {
                 let listener = tokio::net::TcpListener::from_std(listener).unwrap();
                 while let Ok((mut client, _)) = listener.accept().await {
                     let id = n.fetch_add(1, Ordering::SeqCst);
-                    let (cut, delay) = (cut.clone(), delay.clone());
+                    let (cut, delay, marked) = (cut.clone(), delay.clone(), marked.clone());
+                    if !mark.is_empty() {
+                        tokio::spawn(Self::forward_marking(client, port, mark, marked));
+                        continue;
+                    }
                     tokio::spawn(async move {
                         let Ok(mut redis) =
                             tokio::net::TcpStream::connect(("127.0.0.1", port)).await
@@ -315,5 +359,66 @@ impl Front {
 
     pub fn url(&self) -> String {
         format!("redis://{}", self.addr)
+    }
+
+    /// One connection through a marking front: requests are read one by one for the mark,
+    /// replies one by one, each released when its hold ends but never before the one before.
+    async fn forward_marking(
+        mut client: tokio::net::TcpStream,
+        port: u16,
+        mark: &'static [u8],
+        marked_ms: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    ) {
+        use std::sync::atomic::Ordering;
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        use tokio::sync::mpsc::unbounded_channel;
+        let Ok(mut redis) = tokio::net::TcpStream::connect(("127.0.0.1", port)).await else {
+            return;
+        };
+        let (mut cr, mut cw) = client.split();
+        let (mut rr, mut rw) = redis.split();
+        let (flags, mut flag_of) = unbounded_channel::<bool>();
+        let (out, mut to_write) = unbounded_channel::<(Vec<u8>, tokio::time::Instant)>();
+        let up = async {
+            let (mut buf, mut pending) = ([0u8; 4096], Vec::new());
+            while let Ok(k) = cr.read(&mut buf).await {
+                if k == 0 || rw.write_all(&buf[..k]).await.is_err() {
+                    break;
+                }
+                pending.extend_from_slice(&buf[..k]);
+                while let Some(len) = resp_len(&pending) {
+                    let hit = pending[..len].windows(mark.len()).any(|w| w == mark);
+                    let _ = flags.send(hit);
+                    pending.drain(..len);
+                }
+            }
+        };
+        let down = async {
+            let (mut buf, mut pending) = ([0u8; 4096], Vec::new());
+            let mut last = tokio::time::Instant::now();
+            while let Ok(k) = rr.read(&mut buf).await {
+                if k == 0 {
+                    break;
+                }
+                pending.extend_from_slice(&buf[..k]);
+                while let Some(len) = resp_len(&pending) {
+                    let hold = match flag_of.recv().await {
+                        Some(true) => Duration::from_millis(marked_ms.load(Ordering::SeqCst)),
+                        _ => Duration::ZERO,
+                    };
+                    last = last.max(tokio::time::Instant::now() + hold);
+                    let _ = out.send((pending.drain(..len).collect(), last));
+                }
+            }
+        };
+        let write = async {
+            while let Some((reply, at)) = to_write.recv().await {
+                tokio::time::sleep_until(at).await;
+                if cw.write_all(&reply).await.is_err() {
+                    break;
+                }
+            }
+        };
+        tokio::select! { _ = up => {}, _ = down => {}, _ = write => {} }
     }
 }
