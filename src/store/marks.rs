@@ -60,17 +60,46 @@ impl Mark {
 pub struct Marks {
     by_vid: HashMap<VisitorId, (Mark, Micros)>,
     expiries: BTreeSet<(Micros, VisitorId)>,
+    /// Wall-clock seconds before which a visitor's marker is not forgotten, whatever the
+    /// monotonic clock says ([`Marks::hold_until_wall`]).
+    walls: HashMap<VisitorId, u64>,
 }
 
 impl Marks {
-    /// Forgets the markers whose time is up.
-    pub fn prune(&mut self, now: Micros) {
+    /// Forgets the markers whose time is up at monotonic `now`, unless the wall clock
+    /// (`wall_secs`) has not passed what [`Marks::hold_until_wall`] asked: those live on for
+    /// what is left of it.
+    pub fn prune(&mut self, now: Micros, wall_secs: u64) {
         while let Some(&(until, vid)) = self.expiries.first() {
             if until > now {
                 break;
             }
             self.expiries.pop_first();
-            self.by_vid.remove(&vid);
+            match self.walls.get(&vid) {
+                Some(&wall_until) if wall_until > wall_secs => {
+                    let later = now.saturating_add((wall_until - wall_secs) * 1_000_000);
+                    if let Some(entry) = self.by_vid.get_mut(&vid) {
+                        entry.1 = later;
+                    }
+                    self.expiries.insert((later, vid));
+                }
+                _ => {
+                    self.by_vid.remove(&vid);
+                    self.walls.remove(&vid);
+                }
+            }
+        }
+    }
+
+    /// Keeps the visitor's marker at least until the wall clock reads `secs`: a marker taken
+    /// for an order must outlive every cookie of the admission, and cookies expire by the wall
+    /// clock (the store's, as the proxy reads it). Its monotonic life alone let a cookie that a
+    /// wall clock stepped back kept valid order once more after the marker was gone (the
+    /// Redis store's markers expire by Redis's own clock: a step back keeps them longer).
+    pub fn hold_until_wall(&mut self, vid: VisitorId, secs: u64) {
+        if self.by_vid.contains_key(&vid) {
+            let w = self.walls.entry(vid).or_insert(0);
+            *w = (*w).max(secs);
         }
     }
 
@@ -104,10 +133,35 @@ mod tests {
         m.set(a, Mark::Confirmed(r.clone()), 10);
         m.set(b, Mark::GivenBack(r.clone()), 20);
         m.set(a, Mark::Confirmed(r.clone()), 30);
-        m.prune(25);
+        m.prune(25, 0);
         assert!(m.get(&b).is_none());
         assert_eq!(m.get(&a).map(Mark::request), Some(&r));
-        m.prune(30);
+        m.prune(30, 0);
         assert!(m.get(&a).is_none());
+    }
+
+    /// A marker held until a wall-clock time outlives its monotonic life while the wall clock
+    /// has not reached it (a step back), and goes once it has.
+    #[test]
+    fn a_marker_held_by_the_wall_clock_outlives_a_step_back() {
+        let mut m = Marks::default();
+        let a = VisitorId::random();
+        m.set(a, Mark::Confirmed(RequestId::random()), 10_000_000);
+        m.hold_until_wall(a, 1_000);
+        // The monotonic life is up, the wall clock (stepped back) reads 900: 100 s are left.
+        m.prune(20_000_000, 900);
+        assert!(m.get(&a).is_some());
+        assert_eq!(m.until(&a), 120_000_000);
+        m.prune(119_000_000, 999);
+        assert!(m.get(&a).is_some());
+        m.prune(120_000_000, 1_000);
+        assert!(m.get(&a).is_none());
+        // Gone with its hold: a new marker for the visitor is not held by the old one.
+        m.set(a, Mark::Confirmed(RequestId::random()), 130_000_000);
+        m.prune(130_000_000, 0);
+        assert!(m.get(&a).is_none());
+        // No hold for a visitor without a marker.
+        m.hold_until_wall(a, 5_000);
+        assert!(m.walls.is_empty());
     }
 }

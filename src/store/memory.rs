@@ -362,7 +362,8 @@ impl Store for MemoryStore {
     }
 
     async fn touch(&self, p: &RoomParams, vid: VisitorId) -> Result<bool, StoreError> {
-        Ok(self.with(p, |r, now| r.touch_session(p, vid, now)))
+        let wall = self.clock.now_secs();
+        Ok(self.with(p, |r, now| r.touch_session(p, vid, now, wall)))
     }
 
     async fn consume(
@@ -382,7 +383,8 @@ impl Store for MemoryStore {
         request: &RequestId,
         how: Settle,
     ) -> Result<Settled, StoreError> {
-        Ok(self.with(p, |r, now| r.settle_order(p, vid, request, how, now)))
+        let wall = self.clock.now_secs();
+        Ok(self.with(p, |r, now| r.settle_order(p, vid, request, how, now, wall)))
     }
 
     async fn finish(

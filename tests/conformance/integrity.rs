@@ -387,6 +387,43 @@ pub async fn a_cookie_expired_by_the_stores_clock_vouches_for_nothing(h: &dyn Ha
     assert_eq!(take(&*s, &p, v).await.1, Consumed::Used, "a second order");
 }
 
+/// The store's wall clock stepped back after an order (NTP, a VM restored): the cookie that
+/// ordered stays valid that much longer, and its marker must too. The memory store's markers
+/// lived by the monotonic clock alone: past it, the cookie ordered once more (found by
+/// review of the clocks; the Redis store's markers expire by Redis's clock).
+pub async fn a_wall_clock_stepped_back_after_an_order_buys_no_second(h: &dyn Harness) {
+    let s = h.store();
+    let p = room("stepped", 100.0, 10);
+    let v = occupy(&*s, &p).await;
+    let cookie_expires = h.wall_secs() + 900;
+    let first = Order {
+        cookie_expires,
+        cookie_life: Duration::from_secs(900),
+        ..order()
+    };
+    assert_eq!(s.consume(&p, v, &first).await.unwrap(), Consumed::Won);
+    assert_eq!(
+        s.settle(&p, v, &first.request, Settle::Confirm)
+            .await
+            .unwrap(),
+        Settled::Done
+    );
+    h.step_back(Duration::from_secs(3600));
+    // Past the marker's life by elapsed time; the wall clock still before the cookie's expiry.
+    h.advance(Duration::from_secs(3000));
+    assert!(h.wall_secs() < cookie_expires);
+    let again = Order {
+        cookie_expires,
+        cookie_life: Duration::from_secs(900),
+        ..order()
+    };
+    assert_eq!(
+        s.consume(&p, v, &again).await.unwrap(),
+        Consumed::Used,
+        "a second order"
+    );
+}
+
 pub async fn a_fast_path_entry_holds_its_slot_for_claim_ttl(h: &dyn Harness) {
     let s = h.store();
     let mut p = room("claimfast", 100.0, 10);

@@ -43,15 +43,16 @@ impl RoomData {
     }
 
     /// The marker, after giving back a pending consume whose grace period is up.
-    /// `live`: the liveness clock now ([`Self::live_peek`]).
+    /// `live`: the liveness clock now ([`Self::live_peek`]); `wall`: the wall clock (s).
     fn settled_mark(
         &mut self,
         p: &RoomParams,
         vid: VisitorId,
         now: Micros,
         live: Micros,
+        wall: u64,
     ) -> Option<Mark> {
-        self.marks.prune(now);
+        self.marks.prune(now, wall);
         let mark = self.marks.get(&vid).cloned();
         if let Some(Mark::Pending {
             request,
@@ -65,8 +66,14 @@ impl RoomData {
         mark
     }
 
-    pub(super) fn touch_session(&mut self, p: &RoomParams, vid: VisitorId, now: Micros) -> bool {
-        let mark = self.settled_mark(p, vid, now, self.live_peek(p, now));
+    pub(super) fn touch_session(
+        &mut self,
+        p: &RoomParams,
+        vid: VisitorId,
+        now: Micros,
+        wall: u64,
+    ) -> bool {
+        let mark = self.settled_mark(p, vid, now, self.live_peek(p, now), wall);
         let held = self.active.contains_key(&vid);
         match mark {
             Some(Mark::Pending { .. }) => return false,
@@ -94,7 +101,7 @@ impl RoomData {
         now: Micros,
         wall: u64,
     ) -> Consumed {
-        self.marks.prune(now);
+        self.marks.prune(now, wall);
         let live = self.live_peek(p, now);
         match self.marks.get(&vid) {
             Some(Mark::Pending { request, .. } | Mark::Confirmed(request))
@@ -109,7 +116,7 @@ impl RoomData {
             }
             _ => {}
         }
-        let mark = self.settled_mark(p, vid, now, live);
+        let mark = self.settled_mark(p, vid, now, live, wall);
         let held = match self.active.get(&vid) {
             Some(&exp) => exp,
             // A verified cookie, no session and no marker: the store lost the admission, and
@@ -145,6 +152,13 @@ impl RoomData {
                         )) + micros(MARKER_MARGIN),
                     ),
         );
+        // And past the cookie's expiry by the wall clock it is read on, should that step back.
+        if order.cookie_expires > 0 {
+            self.marks.hold_until_wall(
+                vid,
+                order.cookie_expires.saturating_add(MARKER_MARGIN.as_secs()),
+            );
+        }
         // One place in line buys one admission: the one this order uses may be one the line
         // never gave (a local admission, a session the store lost), as in consume.lua.
         self.remove_waiter(vid);
@@ -158,8 +172,9 @@ impl RoomData {
         request: &RequestId,
         how: Settle,
         now: Micros,
+        wall: u64,
     ) -> Settled {
-        self.marks.prune(now);
+        self.marks.prune(now, wall);
         let mark = self.marks.get(&vid).cloned();
         let unseen = match &mark {
             None => true,

@@ -74,7 +74,7 @@ impl RoomData {
         now: Micros,
         wall_secs: u64,
     ) -> u64 {
-        self.marks.prune(now);
+        self.marks.prune(now, wall_secs);
         let margin = micros(MARKER_MARGIN);
         let mut marker_until = now + micros(ending.marker_life(wall_secs));
         let mut revoked_until = ending.until;
@@ -91,6 +91,8 @@ impl RoomData {
         let until = self.marks.until(&vid).max(marker_until);
         self.marks
             .set(vid, Mark::Confirmed(ending.request.clone()), until);
+        // `ending.until` is on the wall clock, which may step back.
+        self.marks.hold_until_wall(vid, ending.until);
         if ending.command == Command::Revoke {
             self.revoked.add(
                 Revocation {
