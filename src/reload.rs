@@ -66,7 +66,7 @@ impl Reloader {
     }
 
     /// Loads the file and swaps it in; returns why not when it cannot.
-    pub fn reload(&self) -> Result<usize, String> {
+    pub async fn reload(&self) -> Result<usize, String> {
         let mut new = match config::load(&self.path) {
             Ok(c) => c,
             Err(errors) => {
@@ -124,7 +124,8 @@ impl Reloader {
         let rooms = new.rooms.len();
         // Checked before the new rooms are built: building them takes state over from the
         // old ones (the liveness batch, the recovery window), which a refusal must leave.
-        let frozen = frozen_changes(&old, &new, &self.path);
+        let lines = lines_of_gone_rooms(&old, &new).await;
+        let frozen = frozen_changes(&old, &new, &self.path, &lines);
         if !frozen.is_empty() {
             log_refusal(&frozen);
             return Err(config::ConfigErrors(frozen).to_string());
@@ -176,6 +177,7 @@ fn frozen_changes(
     old: &Shared,
     new: &config::Config,
     path: &std::path::Path,
+    lines: &[(u64, bool)],
 ) -> Vec<config::ConfigError> {
     use config::locate::{KeyPath, Located};
     let text = std::fs::read_to_string(path).unwrap_or_default();
@@ -244,8 +246,7 @@ fn frozen_changes(
     // name) while people wait in its line, or while its line is held: they would lose their
     // place (their polls answered 404), and its paths would open past the hold (found by
     // review: a renamed room's newcomers walked in while the old line stayed held in Redis).
-    for o in gone(old, new) {
-        let (waiting, held) = (o.live.waiting(), o.live.queue_all());
+    for (o, &(waiting, held)) in gone(old, new).zip(lines) {
         if waiting == 0 && !held {
             continue;
         }
@@ -265,6 +266,27 @@ fn frozen_changes(
                 o.name()
             ),
         ));
+    }
+    out
+}
+
+/// The line of each room [`gone`] from `new`, in its order: how many wait in it and whether it
+/// is held, as the store says now, or as the last tick saw it when the store does not answer
+/// (found by review: by the last tick's counts alone, a line that formed within the last tick
+/// was not seen).
+async fn lines_of_gone_rooms(old: &Shared, new: &config::Config) -> Vec<(u64, bool)> {
+    let mut out = Vec::new();
+    for o in gone(old, new) {
+        let now = old
+            .store_call("stats", o.name(), old.store.stats(&o.cfg.params))
+            .await;
+        out.push(match now {
+            Ok(st) => (st.waiting, st.state.queue_all),
+            Err(e) => {
+                old.warn_store_error(&e);
+                (o.live.waiting(), o.live.queue_all())
+            }
+        });
     }
     out
 }
@@ -310,7 +332,7 @@ impl BackgroundService for Reloader {
         };
         if take_early_hangup() {
             tracing::info!("a SIGHUP came while starting: reloading now");
-            let _ = self.reload();
+            let _ = self.reload().await;
         }
         loop {
             tokio::select! {
@@ -318,7 +340,7 @@ impl BackgroundService for Reloader {
                     if got.is_none() {
                         return;
                     }
-                    let _ = self.reload();
+                    let _ = self.reload().await;
                 }
                 changed = shutdown.changed() => {
                     if changed.is_err() || *shutdown.borrow() {
