@@ -26,7 +26,9 @@ pub const VID_COOKIE: &str = "anteroom_vid";
 pub const COOKIE_PREFIX: &str = "anteroom_";
 /// Longer cookie values are rejected before any parsing.
 pub const MAX_VALUE_LEN: usize = 128;
-/// How long the visitor-id cookie lives: long enough to survive a browser restart while waiting.
+/// How long the visitor-id cookie and a queue ticket live at least: long enough to survive a
+/// browser restart while waiting. Both are given again as the visitor polls (with the ticket's
+/// renewal), and in a pre-queue they live past its opening (`Proxy::visitor_cookie_secs`).
 pub const VID_MAX_AGE_SECS: u64 = 24 * 3600;
 
 const VERSION: &str = "1";
@@ -267,12 +269,9 @@ pub fn clear_admission(room: &str, secure: bool) -> String {
     format!("{COOKIE_PREFIX}{room}=; Max-Age=0{}", attrs(secure))
 }
 
-/// `Set-Cookie` for a new visitor id.
-pub fn set_vid(vid: VisitorId, secure: bool) -> String {
-    format!(
-        "{VID_COOKIE}={vid}; Max-Age={VID_MAX_AGE_SECS}{}",
-        attrs(secure)
-    )
+/// `Set-Cookie` for the visitor id, living `max_age` seconds.
+pub fn set_vid(vid: VisitorId, max_age: u64, secure: bool) -> String {
+    format!("{VID_COOKIE}={vid}; Max-Age={max_age}{}", attrs(secure))
 }
 
 #[cfg(test)]

@@ -262,17 +262,22 @@ impl Proxy {
         Predicted::new(shared.clock.now_micros() / 1000, wait)
     }
 
+    /// Gives the ticket, and the visitor-id cookie again beside it: both live as long
+    /// ([`Proxy::visitor_cookie_secs`]) and are renewed together as the visitor polls.
     fn give_ticket(shared: &Shared, ctx: &mut Ctx, room: usize, t: &Ticket) {
         let r = &shared.rooms[room];
         if let Some(value) = ticket::sign(&shared.config.cookie.keys, r.name(), t) {
             let secure = secure(shared, ctx);
-            ctx.set_cookies.retain(|c| !c.starts_with(&r.ticket_cookie));
-            ctx.set_cookies.push(cookie::set_named(
-                &r.ticket_cookie,
-                &value,
-                cookie::VID_MAX_AGE_SECS,
-                secure,
-            ));
+            let life = Self::visitor_cookie_secs(shared, room);
+            let (vid_prefix, ticket_prefix) = (
+                [cookie::VID_COOKIE, "="].concat(),
+                [&r.ticket_cookie, "="].concat(),
+            );
+            ctx.set_cookies
+                .retain(|c| !c.starts_with(&ticket_prefix) && !c.starts_with(&vid_prefix));
+            ctx.set_cookies.push(cookie::set_vid(t.vid, life, secure));
+            ctx.set_cookies
+                .push(cookie::set_named(&r.ticket_cookie, &value, life, secure));
         }
     }
 }

@@ -54,9 +54,14 @@ impl Proxy {
         Some(v)
     }
 
-    /// The visitor's id from their cookie, or a new one (and its cookie). An id whose
+    /// The visitor's id from their cookie; without one, from their signed queue ticket for
+    /// `room` (and the id's cookie given again); else a new one (and its cookie). An id whose
     /// admission in `room` the origin revoked is replaced too: its next admission must be a
     /// new one, not one its old cookies are refused with.
+    ///
+    /// The ticket is the visitor's place: a browser that kept it and lost the id cookie (which
+    /// lived a day, and was never given again: found by review, a registrant more than a day
+    /// before the opening got a new id, a new place and a new registration ticket) keeps it.
     pub(super) fn visitor(
         shared: &Shared,
         req: &RequestHeader,
@@ -64,16 +69,39 @@ impl Proxy {
         room: usize,
     ) -> VisitorId {
         let r = &shared.rooms[room];
+        let revoked =
+            |v: &VisitorId| r.cfg.origin_commands && r.revoked.holds(*v, shared.cookie_secs(room));
         if let Some(vid) = cookie::find(cookie_values(req), cookie::VID_COOKIE)
             .and_then(VisitorId::parse)
-            .filter(|v| !(r.cfg.origin_commands && r.revoked.holds(*v, shared.cookie_secs(room))))
+            .filter(|v| !revoked(v))
         {
             return vid;
         }
-        let vid = VisitorId::random();
+        let vid = cookie::find(cookie_values(req), &r.ticket_cookie)
+            .and_then(|v| crate::line::ticket::verify(&shared.config.cookie.keys, r.name(), v))
+            .map(|t| t.vid)
+            .filter(|v| !revoked(v))
+            .unwrap_or_else(VisitorId::random);
+        let life = Self::visitor_cookie_secs(shared, room);
         ctx.set_cookies
-            .push(cookie::set_vid(vid, secure(shared, ctx)));
+            .push(cookie::set_vid(vid, life, secure(shared, ctx)));
         vid
+    }
+
+    /// How long the visitor-id cookie and a queue ticket given now live: a day, and in a
+    /// pre-queue a day past its opening (a registrant is never dropped for silence before the
+    /// opening, so a browser closed until then must still hold their place).
+    pub(super) fn visitor_cookie_secs(shared: &Shared, room: usize) -> u64 {
+        let r = &shared.rooms[room];
+        let now = shared.clock.now_micros();
+        let opening = r
+            .events
+            .any()
+            .then(|| r.events.view(now))
+            .flatten()
+            .filter(|v| v.phase == crate::event::Phase::Prequeue)
+            .map_or(0, |v| v.event.opens_at.saturating_sub(now) / 1_000_000);
+        cookie::VID_MAX_AGE_SECS.saturating_add(opening)
     }
 
     /// Issues the admission cookie for a visitor who was just admitted, or whose session was
