@@ -122,6 +122,54 @@ async fn complete_frees_the_slot_and_the_header_never_reaches_the_visitor() {
     .await;
 }
 
+/// A shop's confirmation page outside every room (the admission cookie, `Path=/`, comes with
+/// it): the command is obeyed for the admission the request carries and never reaches the
+/// visitor (found by review: it reached them, and the command was ignored). Without an
+/// admission, the header is removed all the same.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_command_on_a_page_outside_the_room_is_obeyed_and_removed() {
+    let origin = Origin::start().await;
+    let proxy = Proxy::start(&config(origin.addr, "", ON));
+    let nobody = send(&proxy, "GET", "/thanks/command-revoke", &Jar::default()).await;
+    assert!(nobody.headers().get("anteroom-command").is_none());
+    assert!(nobody
+        .text()
+        .await
+        .unwrap()
+        .starts_with("origin GET /thanks"));
+
+    let a = admitted(&proxy).await;
+    let resp = send(&proxy, "GET", "/thanks/command-complete", &a).await;
+    assert_eq!(resp.status(), 200);
+    assert!(
+        resp.headers().get("anteroom-command").is_none(),
+        "the command is the origin's word to anteroom, not to the visitor"
+    );
+    assert!(cleared(&resp), "{:?}", set_cookies(&resp));
+    // Obeyed: the admission buys no order, and the slot is free.
+    let order = send(&proxy, "POST", "/orders", &a).await;
+    assert_eq!(order.status(), 409);
+    assert_eq!(origin.count("/orders"), 0);
+    eventually(Duration::from_secs(5), "the command counted", || async {
+        counted(&proxy, "complete").await.then_some(())
+    })
+    .await;
+    let mut b = Jar::default();
+    eventually(
+        Duration::from_secs(10),
+        "the slot free for the next",
+        || {
+            let proxy = &proxy;
+            let mut b = std::mem::take(&mut b);
+            async move {
+                let s = get_json(proxy, "/.anteroom/status?room=sale", &mut b).await?;
+                (s["state"] == "admitted").then_some(())
+            }
+        },
+    )
+    .await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_shops_word_settles_an_order_even_when_it_failed() {
     let origin = Origin::start().await;

@@ -15,7 +15,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use pingora::http::ResponseHeader;
+use pingora::http::{RequestHeader, ResponseHeader};
 
 use super::{secure, Ctx};
 use crate::app::Shared;
@@ -35,17 +35,34 @@ pub(super) struct Holder {
     pub expires: u64,
 }
 
-/// Reads, removes and obeys the origin's `Anteroom-Command` on `resp`.
-pub(super) fn on_response(resp: &mut ResponseHeader, ctx: &mut Ctx) {
-    let Some(room) = ctx.room else {
-        return;
-    };
-    // The common case costs a flag and a header lookup (no clone of the configuration).
-    if !ctx.shared.rooms[room].cfg.origin_commands || !resp.headers.contains_key(&HEADER) {
+/// Reads, removes and obeys the origin's `Anteroom-Command` on `resp`, for the request
+/// `req`. A request outside every room (a shop's confirmation or logout page, where the
+/// admission cookie, `Path=/`, comes too) is answered the same way: the header is removed
+/// whenever a room of the file takes origin commands, and obeyed for each admission of such a
+/// room on the same upstream that the request carries (found by review: it reached the
+/// visitor, and the command was ignored).
+pub(super) fn on_response(req: &RequestHeader, resp: &mut ResponseHeader, ctx: &mut Ctx) {
+    // The common case costs a header lookup (no clone of the configuration).
+    if !resp.headers.contains_key(&HEADER) {
         return;
     }
     let shared = ctx.shared.clone();
-    let r = &shared.rooms[room];
+    let rooms: Vec<(usize, Option<Holder>)> = match ctx.room {
+        Some(room) if shared.rooms[room].cfg.origin_commands => vec![(room, ctx.holder)],
+        Some(_) => return,
+        None => {
+            if !shared.rooms.iter().any(|r| r.cfg.origin_commands) {
+                return;
+            }
+            (0..shared.rooms.len())
+                .filter(|&i| {
+                    let r = &shared.rooms[i];
+                    r.cfg.origin_commands && r.cfg.upstream == ctx.upstream
+                })
+                .filter_map(|i| held(&shared, req, i).map(|h| (i, Some(h))))
+                .collect()
+        }
+    };
     let (command, unknown) =
         finish::commanded(resp.headers.get_all(&HEADER).iter().map(|v| v.as_bytes()));
     resp.remove_header(&HEADER);
@@ -53,6 +70,34 @@ pub(super) fn on_response(resp: &mut ResponseHeader, ctx: &mut Ctx) {
     if resp.status.is_informational() {
         return;
     }
+    for (room, holder) in rooms {
+        obey(&shared, ctx, room, holder, command, unknown);
+    }
+}
+
+/// The admission of `room` that `req` carries, verified (outside every room, no more than the
+/// cookie is read: no store call).
+fn held(shared: &Shared, req: &RequestHeader, room: usize) -> Option<Holder> {
+    let r = &shared.rooms[room];
+    let now = shared.cookie_secs(room);
+    let v = cookie::find(super::cookie_values(req), &r.cookie_name)
+        .and_then(|v| cookie::verify(&shared.config.cookie.keys, r.name(), v, now))?;
+    (!r.revoked.holds(v.vid, now)).then_some(Holder {
+        vid: v.vid,
+        expires: v.expires,
+    })
+}
+
+/// Counts and obeys a command for `room`'s admission `holder`.
+fn obey(
+    shared: &super::held::Held,
+    ctx: &mut Ctx,
+    room: usize,
+    holder: Option<Holder>,
+    command: Option<Command>,
+    unknown: u32,
+) {
+    let r = &shared.rooms[room];
     let count = |c: OriginCommand| {
         if let Some(m) = r.metrics.origin_commands.get(c as usize) {
             m.inc();
@@ -64,7 +109,7 @@ pub(super) fn on_response(resp: &mut ResponseHeader, ctx: &mut Ctx) {
     let Some(command) = command else {
         return;
     };
-    let Some(holder) = ctx.holder else {
+    let Some(holder) = holder else {
         // A bypassed request, a room switched off, the `open` policy: no admission to end.
         count(OriginCommand::Unadmitted);
         return;
@@ -85,7 +130,7 @@ pub(super) fn on_response(resp: &mut ResponseHeader, ctx: &mut Ctx) {
         );
     }
     // The shop's word settles an order in flight too: `finish` ends it in the store.
-    if ctx.consumed.take().is_some() {
+    if ctx.room == Some(room) && ctx.consumed.take().is_some() {
         ctx.heartbeat = None;
     }
     // Until the store has heard, this instance refuses an order of this admission itself, as
@@ -95,7 +140,7 @@ pub(super) fn on_response(resp: &mut ResponseHeader, ctx: &mut Ctx) {
     // No renewal rides on this answer, and the cookie the visitor holds is cleared.
     ctx.set_cookies.retain(|c| !cookie::sets(c, &r.cookie_name));
     ctx.set_cookies
-        .push(cookie::clear_admission(r.name(), secure(&shared, ctx)));
+        .push(cookie::clear_admission(r.name(), secure(shared, ctx)));
     tracing::info!(
         room = r.name(),
         command = command.as_str(),

@@ -422,7 +422,7 @@ impl ProxyHttp for Proxy {
         upstream_response: &mut ResponseHeader,
         ctx: &mut Ctx,
     ) -> Result<()> {
-        command::on_response(upstream_response, ctx);
+        command::on_response(session.req_header(), upstream_response, ctx);
         origin::on_response(session, upstream_response, ctx).await
     }
 
