@@ -389,3 +389,50 @@ async fn turns_given_by_late_admission_steps_are_collected() {
         );
     }
 }
+
+/// One instance cut off from Redis (everything it sends swallowed: its breaker opens), the
+/// other fine, under `closed`: visitors whose polls go to both, two of three to the cut-off
+/// one, are never swept. Before (found by review), the cut-off instance renewed their
+/// tickets' "last seen" although its liveness batch could not reach the store, and the other
+/// instance, shown fresh tickets, never told the store either: they were swept.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn visitors_polling_an_instance_cut_off_from_redis_keep_their_place() {
+    let redis = RedisServer::start();
+    let front = common::redis::Front::start(redis.port);
+    let origin = Origin::start().await;
+    let a = Proxy::start(&config_with(origin.addr, &front.url(), "closed"));
+    let b = Proxy::start(&config_with(origin.addr, &redis.url(), "closed"));
+    let mut holder = Jar::default();
+    assert_eq!(status(&b, &mut holder).await.unwrap()["state"], "admitted");
+    let mut line: Vec<Jar> = Vec::new();
+    for expected in 1..=4u64 {
+        let mut jar = Jar::default();
+        let v = status(&b, &mut jar).await.unwrap();
+        assert_eq!(v["position"], expected, "{v}");
+        line.push(jar);
+    }
+    // Two seconds of polling as usual first (both instances' snapshots hold the line), then
+    // twice abandon-after with A cut off.
+    let start = Instant::now();
+    let mut cut: Option<Instant> = None;
+    let mut k = 0;
+    while cut.is_none_or(|at| at.elapsed() < Duration::from_secs(2 * ABANDON_SECS + 1)) {
+        if cut.is_none() && start.elapsed() > Duration::from_secs(2) {
+            front
+                .swallow_below
+                .store(u64::MAX, std::sync::atomic::Ordering::SeqCst);
+            cut = Some(Instant::now());
+        }
+        let proxy = if k % 3 == 2 { &b } else { &a };
+        for jar in line.iter_mut() {
+            let _ = status(proxy, jar).await;
+        }
+        k += 1;
+        tokio::time::sleep(Duration::from_millis(700)).await;
+    }
+    assert_eq!(abandoned(&redis), 0, "nobody who kept polling was swept");
+    for (i, jar) in line.iter_mut().enumerate() {
+        let v = status(&b, jar).await.unwrap();
+        assert_eq!(v["position"], i as u64 + 1, "visitor {i}: {v}");
+    }
+}

@@ -201,7 +201,11 @@ pub fn decide(
                 waiting: s.waiting.max(position),
                 paused: s.queue_all,
                 eta_rate: s.eta_rate,
-                refresh: ahead_of_us || since >= abandon / 4,
+                // Only where the note can reach the store: an instance whose breaker is open
+                // sends no batch, and a ticket renewed there looked fresh to the instances
+                // that could have told the store (found by review: with one instance cut off
+                // from Redis, visitors polling both in turn were swept).
+                refresh: store_answers && (ahead_of_us || since >= abandon / 4),
             }
         }
     }
@@ -446,6 +450,19 @@ mod tests {
             decide(Some(&short), &ticket(90, 1000, 4), 1001, ABANDON, true),
             Edge::AskStore
         );
+    }
+
+    /// An instance whose breaker is open renews no ticket's `seen`: its liveness batch cannot
+    /// reach the store, and a ticket renewed there looks fresh to the instances that could.
+    #[test]
+    fn no_refresh_where_the_store_does_not_answer() {
+        let s = snap(vec![(0, 10), (9, 100)], 10);
+        for (answers, want) in [(true, true), (false, false)] {
+            match decide(Some(&s), &ticket(50, 1000, 9), 1080, ABANDON, answers) {
+                Edge::Answer { refresh, .. } => assert_eq!(refresh, want),
+                e => panic!("{e:?}"),
+            }
+        }
     }
 
     /// A snapshot no admit answer has refreshed for longer than `stale_after` bounds nothing

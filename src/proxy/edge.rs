@@ -48,6 +48,8 @@ impl Proxy {
         }
         let now = shared.clock.now_secs();
         let snapshot = r.line.snapshot();
+        let store_answers = shared.breaker.state(shared.clock.mono_micros())
+            == crate::breaker::BreakerState::Closed;
         if snapshot.as_deref().is_some_and(|s| s.random_recent) {
             return None;
         }
@@ -94,7 +96,8 @@ impl Proxy {
                 } else {
                     return None;
                 };
-                let refresh = since >= abandon / 4 || t.seen > now + 5;
+                // Only where the note can reach the store (see `line::decide`).
+                let refresh = store_answers && (since >= abandon / 4 || t.seen > now + 5);
                 if refresh && r.line.seen.note(t.vid, t.place) {
                     Self::give_ticket(shared, ctx, room, &Ticket { seen: now, ..*t });
                 }
@@ -128,8 +131,6 @@ impl Proxy {
         // `open` or `local`, so newcomers walked in while those who had waited longest were told
         // their place from the snapshot for the whole outage. Under `closed` the snapshot's
         // answer stands: nobody is let in, and the place is shown.
-        let store_answers = shared.breaker.state(shared.clock.mono_micros())
-            == crate::breaker::BreakerState::Closed;
         if r.cfg.on_store_error != crate::config::StorePolicy::Closed && !store_answers {
             return None;
         }
