@@ -37,7 +37,9 @@
 --          each with the same chance)
 -- ARGV[24] the room's events near now (see parse_events in the prelude), '' for none
 -- ARGV[25] the version of the runtime event changes the caller's events come from, or ''
--- ARGV[26..] liveness batch: triples (visitor id, epoch, offset) of visitors polled through the
+-- ARGV[26] this call's step number (0: not numbered)   ARGV[27] the number of the last call
+--          whose answer the caller received (0: none yet)
+-- ARGV[28..] liveness batch: triples (visitor id, epoch, offset) of visitors polled through the
 --            caller's queue tickets since its last call; each one still in line at that place
 --            is marked seen now (its score's low part), as a join would
 -- KEYS[8] ended ZSET (end_sessions in the prelude; who is admitted leaves it)
@@ -195,6 +197,40 @@ local stale = ARGV[10] ~= '' and ARGV[10] ~= gen
 -- Kept for join's fast path too, which must not take the slots held back either.
 redis.call('HSET', room, 'hold_back', ARGV[11])
 
+-- Steps whose answer the caller never received (late past its timeout, or lost on the way):
+-- such a step still ran and may have given turns the caller does not know of, so its polls
+-- cannot tell those visitors. While the last step the store ran for this instance is one the
+-- caller has not heard, this step gives no turn, and the turns that step gave ('given:<id>')
+-- keep their claim from now, never shortened, until the caller hears an answer (and its
+-- snapshot shows them out of the line). Before (found by re-review), a Redis on which only
+-- the admit's answers were late gave turns step after step that ran out uncollected.
+local step_no, heard_no = tonumber(ARGV[26]) or 0, tonumber(ARGV[27]) or 0
+local step_field, given_field = 'step:' .. ARGV[8], 'given:' .. ARGV[8]
+local unheard = false
+if step_no > 0 then
+  local last = tonumber(redis.call('HGET', room, step_field))
+  unheard = last ~= nil and last > heard_no
+  if unheard then
+    local given = redis.call('HGET', room, given_field)
+    if given then
+      local keep = now + tonumber(ARGV[3])
+      local kept = false
+      for _, vid in ipairs(cmsgpack.unpack(given)) do
+        local held = tonumber(redis.call('ZSCORE', active, vid))
+        if held and held > now and held < keep then
+          redis.call('ZADD', active, 'XX', string.format('%.0f', keep), vid)
+          kept = true
+        end
+      end
+      -- A random draw's claims may be collected as long (see 'rand_until' below).
+      local rand_until = tonumber(redis.call('HGET', room, 'rand_until'))
+      if kept and rand_until and rand_until < keep then
+        redis.call('HSET', room, 'rand_until', string.format('%.0f', keep))
+      end
+    end
+  end
+end
+
 local expired = redis.call('ZREMRANGEBYSCORE', active, '-inf', now)
 redis.call('ZADD', KEYS[4], now, ARGV[8])
 local silent_since = now - tonumber(ARGV[9])
@@ -214,6 +250,9 @@ end
 if #gone > 0 then
   redis.call('HDEL', KEYS[5], unpack(gone))
   redis.call('ZREM', KEYS[4], unpack(gone))
+  for _, id in ipairs(gone) do
+    redis.call('HDEL', room, 'step:' .. id, 'given:' .. id)
+  end
 end
 if ARGV[12] ~= '' then
   -- With the events digest (a caller of this version), its lifetime too.
@@ -279,7 +318,7 @@ local line_epoch = tonumber(h[7])
 local seen_slot = in_pre and 0 or live_slot(live)
 -- While instances disagree on the events, a registration (slot 0) stays one (re-review: an
 -- instance without the pre-queue made it an ordinary slot, then swept it).
-for i = 26, #ARGV - 2, 3 do
+for i = 28, #ARGV - 2, 3 do
   local offset = tonumber(ARGV[i + 2])
   if tonumber(ARGV[i + 1]) == line_epoch then
     local score = redis.call('ZSCORE', waiting, ARGV[i])
@@ -342,7 +381,7 @@ local recent, window = window_left(h[13], now, tonumber(ARGV[4]), burst)
 local out = {}
 local admitted = 0
 if h[1] ~= '0' and h[2] ~= '1' and not stale and not in_pre and not stale_events
-  and ARGV[23] ~= 'reject' then
+  and ARGV[23] ~= 'reject' and not unheard then
   local room_left = max_active - redis.call('ZCARD', active) - tonumber(ARGV[11])
   local want = math.min(math.floor(tokens), room_left, window)
   local until_us = now + tonumber(ARGV[3])
@@ -374,6 +413,21 @@ if h[1] ~= '0' and h[2] ~= '1' and not stale and not in_pre and not stale_events
     end
   end
   tokens = tokens - admitted
+end
+
+if step_no > 0 then
+  redis.call('HSET', room, step_field, step_no)
+  if not unheard then
+    if admitted > 0 then
+      local ids = {}
+      for i = 1, #out, 2 do
+        ids[#ids + 1] = out[i]
+      end
+      redis.call('HSET', room, given_field, cmsgpack.pack(ids))
+    else
+      redis.call('HDEL', room, given_field)
+    end
+  end
 end
 
 local total = (tonumber(h[11]) or 0) + admitted

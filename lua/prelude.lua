@@ -12,7 +12,9 @@
 --                                the TIME at which a store pause last lengthened the
 --                                claims it had cut short (forgive_gap); 'ab_hi' and
 --                                'ab_hi_until', the longest abandon-after of the instances
---                                (abandon_after)
+--                                (abandon_after); per instance, 'step:<id>' (the number of
+--                                its last admit step run) and 'given:<id>' (the turns that
+--                                step gave, msgpack: see admit.lua), gone with the instance
 --   {anteroom:R}:ended     ZSET  member = visitor id, score = deadline of a session a pre-queue
 --                                ended (end_sessions), kept until its cookies have expired
 --   {anteroom:R}:consumed:<visitor hex>  STRING  the last order of this admission (see

@@ -85,6 +85,7 @@ async fn run_room(shared: Arc<Shared>, room: usize) {
             .await
         {
             Ok(mut report) => {
+                r.recovery.heard(ctx.step.number);
                 r.events
                     .note_store_now(report.store_now, shared.clock.now_micros());
                 let m = &r.metrics;

@@ -29,7 +29,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use crate::clock::{micros, Micros};
-use crate::store::{AdmitContext, RoomPatch, RoomState, VisitorId};
+use crate::store::{AdmitContext, AdmitStep, RoomPatch, RoomState, VisitorId};
 
 /// What this instance last learned from the store about a room.
 #[derive(Debug, Clone, PartialEq)]
@@ -96,9 +96,15 @@ struct Window {
     cap: usize,
 }
 
+/// Numbers of admit calls, for every room of this process: each larger than any before
+/// ([`crate::store::AdmitStep`]), across reloads too.
+static STEPS: AtomicU64 = AtomicU64::new(0);
+
 /// A room's recovery state, kept across reloads.
 #[derive(Debug, Default)]
 pub struct Recovery {
+    /// The number of the last admit call for this room whose answer came back.
+    heard: AtomicU64,
     known: Mutex<Option<Known>>,
     window: Mutex<Option<Window>>,
     /// End of the re-registration window (µs), 0 when none: the one atomic the admitted path
@@ -164,6 +170,10 @@ impl Recovery {
             autopilot: None,
             revoked_after: None,
             events: None,
+            step: AdmitStep {
+                number: STEPS.fetch_add(1, Ordering::Relaxed) + 1,
+                heard: self.heard.load(Ordering::Acquire),
+            },
         }
     }
 
@@ -204,8 +214,15 @@ impl Recovery {
         }
     }
 
+    /// The answer of the admit call numbered `number` came back.
+    pub fn heard(&self, number: u64) {
+        self.heard.fetch_max(number, Ordering::AcqRel);
+    }
+
     /// Carries everything over a reload.
     pub fn inherit(&self, old: &Recovery) {
+        self.heard
+            .store(old.heard.load(Ordering::Acquire), Ordering::Release);
         *self.known.lock().unwrap_or_else(|e| e.into_inner()) = old.known();
         let taken = old.window.lock().unwrap_or_else(|e| e.into_inner()).take();
         self.until

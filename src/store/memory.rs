@@ -54,6 +54,11 @@ struct RoomData {
     /// Until when the last random draw's claims may be collected (monotonic µs), moved on by a
     /// gap as the claims are: `AdmitReport::random_recent` (admit.lua's 'rand_until').
     random_until: Option<Micros>,
+    /// The number of the last numbered admit step run ([`crate::store::AdmitStep`]), and the
+    /// turns it gave when the caller had heard the step before it (admit.lua's 'step:<id>'
+    /// and 'given:<id>'; the memory store has one caller).
+    step: Option<u64>,
+    given: Vec<VisitorId>,
     /// The operators' changes, newest first.
     history: VecDeque<crate::store::history::Change>,
     next_seq: u64,

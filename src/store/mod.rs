@@ -247,6 +247,22 @@ pub struct AdmitContext {
     pub revoked_after: Option<u64>,
     /// The room's events near now ([`event`]); `None` for a room without events.
     pub events: Option<EventsArg>,
+    /// This call's number and the last one whose answer the caller received.
+    pub step: AdmitStep,
+}
+
+/// An admit call's place among the caller's calls for a room. A call whose answer the caller
+/// never received (late past its timeout, or lost) still ran, and may have given turns the
+/// caller cannot tell its visitors of: while the last call the store ran for the caller is
+/// not one it heard, the store gives no turn, and keeps the claims of the turns that call
+/// gave alive. `number` 0: not numbered (no such check).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct AdmitStep {
+    /// This call's number: larger than any earlier call's of the caller, for any room.
+    pub number: u64,
+    /// The number of the last call of the caller for this room whose answer it received
+    /// (0: none yet).
+    pub heard: u64,
 }
 
 /// A room's figures, for the admin API and metrics.

@@ -344,6 +344,7 @@ impl Store for RedisStore {
         };
         inv.arg(p.queueing.as_str());
         events::admit_args(&mut inv, &p.name, ctx.events.as_ref());
+        inv.arg(ctx.step.number).arg(ctx.step.heard);
         for (vid, place) in &ctx.seen {
             inv.arg(&vid.as_bytes()[..]).arg(place.epoch).arg(place.key);
         }

@@ -158,3 +158,55 @@ pub async fn a_clock_step_back_sweeps_nobody_and_admission_goes_on(h: &dyn Harne
     );
     assert_eq!(st.abandoned_total, 0);
 }
+
+/// An admit step whose answer the caller never received (late past its timeout, or lost) ran
+/// and may have given turns the caller cannot tell its visitors of: the caller's next steps
+/// give no turn, and keep the claims of the turns that step gave, until it hears one again.
+/// Before (found by re-review), each late step gave turns that ran out after claim-ttl
+/// uncollected, and their visitors rejoined behind.
+pub async fn a_step_not_heard_gives_no_turn_and_keeps_the_ones_it_gave(h: &dyn Harness) {
+    use anteroom::store::{AdmitContext, AdmitStep};
+    let s = h.store();
+    let mut p = room("unheard", 1.0, 100);
+    p.claim_ttl = Duration::from_secs(5);
+    occupy(&*s, &p).await;
+    let line = [
+        VisitorId::random(),
+        VisitorId::random(),
+        VisitorId::random(),
+    ];
+    for v in line {
+        assert!(matches!(
+            s.join(&p, v).await.unwrap(),
+            Admission::Waiting { .. }
+        ));
+    }
+    let step = |number, heard| AdmitContext {
+        step: AdmitStep { number, heard },
+        ..AdmitContext::default()
+    };
+    h.advance(Duration::from_secs(1));
+    let first = s.admit_with(&p, &step(1, 0)).await.unwrap();
+    assert_eq!(first.admitted, 1, "the first in line's turn");
+    // Its answer never came: twenty steps over ten seconds (twice claim-ttl) give nobody a
+    // turn, and the turn given stays claimable.
+    for n in 2..=21 {
+        h.advance(Duration::from_millis(500));
+        let r = s.admit_with(&p, &step(n, 0)).await.unwrap();
+        assert_eq!(r.admitted, 0, "step {n}, the caller deaf since step 1");
+    }
+    assert_eq!(
+        s.join(&p, line[0]).await.unwrap(),
+        Admission::Admitted,
+        "the turn given by the step not heard is kept"
+    );
+    // Heard again: turns again, in order.
+    h.advance(Duration::from_secs(1));
+    let r = s.admit_with(&p, &step(22, 21)).await.unwrap();
+    assert_eq!(r.admitted, 1);
+    assert_eq!(s.join(&p, line[1]).await.unwrap(), Admission::Admitted);
+    assert_eq!(waiting_pos(&s.join(&p, line[2]).await.unwrap()), Some(1));
+    // A caller that numbers nothing is not held back.
+    h.advance(Duration::from_secs(1));
+    assert_eq!(s.admit(&p).await.unwrap().admitted, 1);
+}

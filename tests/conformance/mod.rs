@@ -651,6 +651,7 @@ macro_rules! conformance_suite {
             join_limit_counts_new_visitors_not_polls,
             an_outage_abandons_nobody,
             a_clock_step_back_sweeps_nobody_and_admission_goes_on,
+            a_step_not_heard_gives_no_turn_and_keeps_the_ones_it_gave,
             a_consumed_admission_is_not_renewed,
             a_used_visitor_can_be_admitted_again,
             a_confirmed_order_uses_the_admission_up,

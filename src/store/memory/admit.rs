@@ -28,6 +28,24 @@ impl RoomData {
         // A gap before this call costs no claim its deadline, as in admit.lua (found by
         // re-review: the memory store's admit did not forgive it; only its other calls did).
         r.forgive_gap(now, p);
+        // A step whose answer the caller never received gave turns it cannot tell: no turn
+        // now, and those keep their claim from now, until it has heard one (admit.lua).
+        let unheard = ctx.step.number > 0 && r.step.is_some_and(|last| last > ctx.step.heard);
+        if unheard {
+            let keep = now + micros(p.claim_ttl);
+            let mut kept = false;
+            for vid in r.given.clone() {
+                if let Some(&held) = r.active.get(&vid) {
+                    if held > now && held < keep {
+                        r.activate(vid, keep);
+                        kept = true;
+                    }
+                }
+            }
+            if kept {
+                r.random_until = r.random_until.map(|u| u.max(keep));
+            }
+        }
         let expired = r.prune_active(now);
         let live = r.live(now, p.tick, true);
         let at = r.event_now(ctx.events.as_ref(), wall);
@@ -52,7 +70,7 @@ impl RoomData {
         r.refill(now, rate, burst);
         let mut admitted = 0;
         let mut admitted_visitors = Vec::new();
-        if state.enabled && !state.queue_all && !stale && !in_pre && !stale_events {
+        if state.enabled && !state.queue_all && !stale && !in_pre && !stale_events && !unheard {
             let room_left = p
                 .max_active(&state)
                 .saturating_sub(r.active.len() as u64)
@@ -84,6 +102,12 @@ impl RoomData {
             r.tokens -= admitted as f64;
             r.note_admitted(now, admitted);
             r.admitted_total += admitted;
+        }
+        if ctx.step.number > 0 {
+            r.step = Some(ctx.step.number);
+            if !unheard {
+                r.given = admitted_visitors.iter().map(|a| a.vid).collect();
+            }
         }
         let idle = (admitted == 0 && r.waiters.is_empty())
             || !state.enabled
