@@ -261,6 +261,13 @@ impl EventFields {
 }
 
 fn main() -> ExitCode {
+    // `anteroom run` catches SIGHUP from here on, before anything else (the signal's default
+    // action ends a process; the reloader applies one caught meanwhile): found by re-review,
+    // one sent in the first milliseconds, while the arguments were read and the logging set
+    // up, still ended it. Not for the other commands (a demo in a closed terminal ends).
+    if std::env::args_os().skip(1).any(|a| a == "run") {
+        anteroom::reload::catch_early_hangups();
+    }
     let cli = Cli::parse();
     commands::init_logging(cli.log_format);
     match cli.command {

@@ -27,13 +27,17 @@ static EARLY_CATCHER: Mutex<Option<signal_hook_registry::SigId>> = Mutex::new(No
 /// while it started (a config run right after a restart, a test under load) ended it, or,
 /// ignored, would be lost.
 pub fn catch_early_hangups() {
+    let mut catcher = EARLY_CATCHER.lock().unwrap_or_else(|e| e.into_inner());
+    if catcher.is_some() {
+        return;
+    }
     let hup = SignalKind::hangup().as_raw_value();
     // SAFETY: the action only stores to an atomic, which is async-signal-safe.
     let caught = unsafe {
         signal_hook_registry::register(hup, || EARLY_HANGUP.store(true, Ordering::SeqCst))
     };
     match caught {
-        Ok(id) => *EARLY_CATCHER.lock().unwrap_or_else(|e| e.into_inner()) = Some(id),
+        Ok(id) => *catcher = Some(id),
         Err(e) => tracing::warn!(error = %e, "cannot catch SIGHUP while starting"),
     }
 }
