@@ -446,6 +446,13 @@ end
 local idle = (n == 0 and admitted == 0) or h[1] == '0' or h[2] == '1' or stale or in_pre
 if not m_at or idle then
   m_at, m_count = now, total
+  -- An empty line forgets its rate: the next line's ETAs assume the rate in force until its
+  -- own first sample (found by review: an earlier, slower line's rate lingered for the
+  -- next one, and its first visitors were told waits several times too long). A held line
+  -- is the same line, and keeps it.
+  if n == 0 and admitted == 0 then
+    m_rate = 0
+  end
 elseif now - m_at >= 1000000 then
   if n > 0 then
     local dt = (now - m_at) / 1000000

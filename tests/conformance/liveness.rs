@@ -210,3 +210,34 @@ pub async fn a_step_not_heard_gives_no_turn_and_keeps_the_ones_it_gave(h: &dyn H
     h.advance(Duration::from_secs(1));
     assert_eq!(s.admit(&p).await.unwrap().admitted, 1);
 }
+
+/// A line that empties forgets its measured rate: the next line's ETAs assume the rate in
+/// force until it has been measured. Before (found by review), an earlier, slower line's rate
+/// lingered, and the next line's first visitors were told waits several times too long.
+pub async fn an_empty_line_forgets_its_measured_rate(h: &dyn Harness) {
+    let s = h.store();
+    let p = room("remeasure", 2.0, 100);
+    occupy(&*s, &p).await;
+    for _ in 0..8 {
+        s.join(&p, VisitorId::random()).await.unwrap();
+    }
+    let mut measured = 0.0;
+    for _ in 0..40 {
+        h.advance(Duration::from_millis(250));
+        let r = s.admit(&p).await.unwrap();
+        if r.waiting > 0 {
+            measured = r.measured_rate;
+        }
+        if r.waiting == 0 {
+            break;
+        }
+    }
+    assert!(measured > 0.5, "the line's rate was measured: {measured}");
+    h.advance(Duration::from_millis(250));
+    let empty = s.admit(&p).await.unwrap();
+    assert_eq!(empty.waiting, 0);
+    assert_eq!(
+        empty.measured_rate, 0.0,
+        "an empty line has no rate to go by"
+    );
+}

@@ -652,6 +652,7 @@ macro_rules! conformance_suite {
             an_outage_abandons_nobody,
             a_clock_step_back_sweeps_nobody_and_admission_goes_on,
             a_step_not_heard_gives_no_turn_and_keeps_the_ones_it_gave,
+            an_empty_line_forgets_its_measured_rate,
             a_consumed_admission_is_not_renewed,
             a_used_visitor_can_be_admitted_again,
             a_confirmed_order_uses_the_admission_up,

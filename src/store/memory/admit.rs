@@ -114,7 +114,7 @@ impl RoomData {
             || state.queue_all
             || stale
             || in_pre;
-        r.observe_rate(now, idle);
+        r.observe_rate(now, idle, admitted == 0 && r.waiters.is_empty());
         AdmitReport {
             admitted,
             admitted_visitors,

@@ -50,10 +50,14 @@ impl RoomData {
     /// a line formed would otherwise count in the first sample of a sale (a fraction of a
     /// second's admissions over a whole second), and ETAs stay low for ten seconds after. The
     /// first sample seeds the average. lua/admit.lua measures the same way.
-    pub(super) fn observe_rate(&mut self, now: Micros, idle: bool) {
+    pub(super) fn observe_rate(&mut self, now: Micros, idle: bool, empty: bool) {
         if idle {
             self.measured_at = Some(now);
             self.measured_count = self.admitted_total;
+            // An empty line forgets its rate, as in admit.lua.
+            if empty {
+                self.measured_rate = 0.0;
+            }
             return;
         }
         let Some(at) = self.measured_at.map(|at| at.min(now)) else {
