@@ -410,6 +410,60 @@ fn any_string_value_may_come_from_the_environment() {
     }
 }
 
+/// Where a key takes a number, a boolean or a list, `env:NAME` stands in too: the variable's
+/// value is read as TOML (found by review: the brief lets any value come from the environment,
+/// and the rate and the cap are what a deployment most wants from it). A string written in the
+/// file stays a string, and a variable whose value is no number where one is needed is told.
+#[test]
+fn numbers_booleans_and_lists_may_come_from_the_environment() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("env.toml"),
+        "[cookie]\nkeys = \"env:T_KEYS\"\n\n[[upstream]]\nname = \"shop\"\naddr = \"127.0.0.1:9000\"\n\n[[room]]\nname = \"env:T_NAME\"\npaths = \"env:T_PATHS\"\nadmit-per-second = \"env:T_RATE\"\nmax-active = \"env:T_CAP\"\norigin-commands = \"env:T_ON\"\njoin-limit = { per-ip = \"env:T_PER_IP\", per = \"1m\" }\n",
+    )
+    .unwrap();
+    let run = |rate: &str| {
+        let out = Command::new(common::binary())
+            .args(["check", "--config", "env.toml"])
+            .env("T_KEYS", "[\"env-key-0123456789-0123456789-0123456789\"]")
+            // A room named by digits stays a string.
+            .env("T_NAME", "2024")
+            .env("T_PATHS", "[\"/products\", \"/cart\"]")
+            .env("T_RATE", rate)
+            .env("T_CAP", "2000")
+            .env("T_ON", "true")
+            .env("T_PER_IP", "30")
+            .current_dir(dir.path())
+            .output()
+            .unwrap();
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (ok, stdout, stderr) = run("175");
+    assert!(ok, "{stderr}");
+    for shown in ["2024", "/cart", "175", "2000"] {
+        assert!(stdout.contains(shown), "{shown}: {stdout}");
+    }
+    let (ok, _, stderr) = run("fast");
+    assert!(!ok);
+    assert!(
+        stderr.contains("env.toml:11:")
+            && stderr.contains("room[0].admit-per-second")
+            && stderr.contains("fast"),
+        "{stderr}"
+    );
+    // Written in the file as a string, a number is not read into one.
+    let text = std::fs::read_to_string(dir.path().join("env.toml"))
+        .unwrap()
+        .replace("\"env:T_CAP\"", "\"2000\"");
+    std::fs::write(dir.path().join("env.toml"), text).unwrap();
+    let (ok, _, stderr) = run("175");
+    assert!(!ok, "{stderr}");
+}
+
 /// The product contract's own example (BRIEF.md) passes; its `abandon-after = "60s"`, shorter
 /// than two polls of a throttled hidden tab, is told as a warning with where and how to fix it
 /// (it used to be refused, so the contract's example failed `check`). The shipped configs have

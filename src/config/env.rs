@@ -2,25 +2,90 @@
 //! the file is read into its keys, so that every string key takes one (an address, a path, a
 //! host, a method) and not only the secrets that used to resolve it themselves (found by
 //! review: `paths = ["env:SALE_PATH"]` was read as a path that does not start with `/`). An
-//! unset or empty variable is a problem at its key. Numbers and booleans are written inline.
+//! unset or empty variable is a problem at its key. Where the key takes a number, a boolean
+//! or a list, the variable's value is read as TOML ([`retype`]): `admit-per-second =
+//! "env:RATE"` with `RATE=175`, `paths = "env:PATHS"` with `PATHS='["/a", "/b"]'` (found by
+//! review: the brief lets any value be `env:NAME`, and the rate and the cap are what a
+//! deployment most wants from its environment).
 
 use super::build::Problem;
-use super::locate::KeyPath;
+use super::locate::{KeyPath, Seg};
 
 /// Which strings are resolved: those whose key (`room[0].paths[1]`) it accepts.
 pub(super) type Scope<'a> = &'a dyn Fn(&str) -> bool;
 
+/// What [`resolve`] did: the problems (unset, empty), and the keys a variable stood in for.
+#[derive(Debug, Default)]
+pub(super) struct Resolved {
+    pub problems: Vec<Problem>,
+    pub from_env: Vec<KeyPath>,
+}
+
 /// Replaces every `env:NAME` string in `value` (at `key`) within `scope` by the variable's
-/// value, with `get` reading the environment; returns the problems (unset, empty).
+/// value, with `get` reading the environment.
 pub(super) fn resolve(
     value: &mut toml::Value,
     key: &KeyPath,
     get: &dyn Fn(&str) -> Option<String>,
     scope: Scope<'_>,
-) -> Vec<Problem> {
-    let mut problems = Vec::new();
-    walk(value, key, get, scope, &mut problems);
-    problems
+) -> Resolved {
+    let mut out = Resolved::default();
+    walk(value, key, get, scope, &mut out);
+    out
+}
+
+/// After the keys were read with `message` (serde names the string it did not expect: `invalid
+/// type: string "175", expected f64`): a string a variable stood in for (one of `from_env`)
+/// that the message names, and that reads as a TOML number, boolean, list or table, is put
+/// in as that; it leaves `from_env`. Whether one was: the keys are then read again. A string
+/// written in the file is never retyped (`admit-per-second = "175"` stays an error).
+pub(super) fn retype(value: &mut toml::Value, from_env: &mut Vec<KeyPath>, message: &str) -> bool {
+    for i in 0..from_env.len() {
+        let Some(node) = at(value, &from_env[i]) else {
+            continue;
+        };
+        let toml::Value::String(s) = &*node else {
+            continue;
+        };
+        if !message.contains(&format!("string {s:?}")) {
+            continue;
+        }
+        let Some(typed) = as_toml(s) else {
+            continue;
+        };
+        *node = typed;
+        from_env.remove(i);
+        return true;
+    }
+    false
+}
+
+/// The key among `from_env` whose variable's value `message` names.
+pub(super) fn named(
+    value: &mut toml::Value,
+    from_env: &[KeyPath],
+    message: &str,
+) -> Option<KeyPath> {
+    from_env
+        .iter()
+        .find(|k| {
+            matches!(at(value, k), Some(toml::Value::String(s))
+                if message.contains(&format!("string {s:?}")))
+        })
+        .cloned()
+}
+
+/// `text` read as one TOML value other than a string.
+fn as_toml(text: &str) -> Option<toml::Value> {
+    let mut t: toml::Table = toml::from_str(&format!("v = {text}")).ok()?;
+    t.remove("v").filter(|v| !v.is_str())
+}
+
+fn at<'a>(value: &'a mut toml::Value, key: &KeyPath) -> Option<&'a mut toml::Value> {
+    key.0.iter().try_fold(value, |v, seg| match seg {
+        Seg::Key(k) => v.get_mut(k.as_str()),
+        Seg::Index(i) => v.get_mut(*i),
+    })
 }
 
 fn walk(
@@ -28,7 +93,7 @@ fn walk(
     key: &KeyPath,
     get: &dyn Fn(&str) -> Option<String>,
     scope: Scope<'_>,
-    problems: &mut Vec<Problem>,
+    out: &mut Resolved,
 ) {
     match value {
         toml::Value::String(s) => {
@@ -38,8 +103,12 @@ fn walk(
             if !scope(&key.to_string()) {
                 return;
             }
+            let problems = &mut out.problems;
             match get(name) {
-                Some(v) if !v.is_empty() => *s = v,
+                Some(v) if !v.is_empty() => {
+                    *s = v;
+                    out.from_env.push(key.clone());
+                }
                 Some(_) => problems.push(Problem {
                     key: key.clone(),
                     what: format!("environment variable {name} is empty"),
@@ -54,12 +123,12 @@ fn walk(
         }
         toml::Value::Array(items) => {
             for (i, item) in items.iter_mut().enumerate() {
-                walk(item, &key.index(i), get, scope, problems);
+                walk(item, &key.index(i), get, scope, out);
             }
         }
         toml::Value::Table(t) => {
             for (k, v) in t.iter_mut() {
-                walk(v, &key.key(k), get, scope, problems);
+                walk(v, &key.key(k), get, scope, out);
             }
         }
         _ => {}
@@ -89,7 +158,7 @@ rate = 5
             "METHOD" => Some(String::new()),
             _ => None,
         };
-        let problems = resolve(&mut v, &KeyPath::root(), &env, &|_| true);
+        let problems = resolve(&mut v, &KeyPath::root(), &env, &|_| true).problems;
         assert_eq!(v["room"][0]["paths"][1].as_str(), Some("/orders"));
         assert_eq!(
             v["room"][0]["note"].as_str(),
@@ -117,6 +186,7 @@ rate = 5
         let mut w: toml::Value = toml::from_str("[admin]\ntoken = \"env:UNSET\"\n").unwrap();
         assert!(resolve(&mut w, &KeyPath::root(), &env, &|k| k
             .starts_with("listen."))
+        .problems
         .is_empty());
         assert_eq!(w["admin"]["token"].as_str(), Some("env:UNSET"));
     }

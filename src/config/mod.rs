@@ -164,7 +164,10 @@ fn with_builder<T>(
                 Ok(v) => v,
                 Err(e) => return Err(ConfigErrors(vec![serde_error(&located, name, &e)])),
             };
-            let problems = env::resolve(
+            let env::Resolved {
+                problems,
+                mut from_env,
+            } = env::resolve(
                 &mut value,
                 &KeyPath::root(),
                 &|n| std::env::var(n).ok(),
@@ -178,22 +181,35 @@ fn with_builder<T>(
                 errors.sort_by_key(|e| (e.line, e.col));
                 return Err(ConfigErrors(errors));
             }
-            match (value.try_into::<file::FileConfig>(), read) {
+            // A variable where the key takes a number, a boolean or a list: read as TOML.
+            let typed = loop {
+                match value.clone().try_into::<file::FileConfig>() {
+                    Err(e) if env::retype(&mut value, &mut from_env, e.message()) => continue,
+                    typed => break typed,
+                }
+            };
+            match (typed, read) {
                 (Ok(m), _) => m,
-                (Err(_), Err(e)) => {
+                // A problem of the file itself (not at an `env:` string): told where it is.
+                (Err(_), Err(e)) if !e.message().contains("\"env:") => {
                     return Err(ConfigErrors(vec![serde_error(&located, name, &e)]))
                 }
-                (Err(e), Ok(_)) => {
-                    return Err(ConfigErrors(vec![ConfigError {
-                    file: name.to_string(),
-                    line: 1,
-                    col: 1,
-                    key: String::new(),
-                    problem: format!("after env: values were read: {}", e.message().trim()),
-                    fix:
-                        "check the environment variables' values against the keys they stand in for"
-                            .to_string(),
-                }]))
+                (Err(e), _) => {
+                    let fix = "check the environment variable's value against the key it stands in for (a number, a boolean or a list is read as TOML: 175, true, [\"/a\", \"/b\"])";
+                    let problem = format!("after env: values were read: {}", e.message().trim());
+                    // At the key whose variable's value the message names, when one does.
+                    let error = match env::named(&mut value, &from_env, e.message()) {
+                        Some(key) => positioned(&located, name, &key, problem, fix.to_string()),
+                        None => ConfigError {
+                            file: name.to_string(),
+                            line: 1,
+                            col: 1,
+                            key: String::new(),
+                            problem,
+                            fix: fix.to_string(),
+                        },
+                    };
+                    return Err(ConfigErrors(vec![error]));
                 }
             }
         }
