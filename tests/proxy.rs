@@ -147,6 +147,39 @@ async fn the_admission_cookie_opens_the_origin() {
     assert!(attrs.contains("Path=/"));
 }
 
+/// `Accept` sent in several field lines is one list (RFC 9110), and a parameter's name is
+/// read without case (found by review: only the first line was read, and `Q=` was not).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn accept_in_several_lines_and_any_case_chooses_the_answer() {
+    let (_origin, proxy) = setup("").await;
+    let _holder = admitted_visitor(&proxy).await;
+    let kind = |accept: &'static [&'static str]| {
+        let proxy = &proxy;
+        async move {
+            let mut req = client().get(proxy.url("/products/1"));
+            for a in accept {
+                req = req.header("accept", *a);
+            }
+            let resp = req.send().await.unwrap();
+            let ct = resp.headers()["content-type"].to_str().unwrap().to_string();
+            ct.split(';').next().unwrap().to_string()
+        }
+    };
+    assert_eq!(
+        kind(&["text/html;q=0.1", "application/json"]).await,
+        "application/json"
+    );
+    assert_eq!(
+        kind(&["application/json;q=0.1", "text/html"]).await,
+        "text/html"
+    );
+    assert_eq!(
+        kind(&["application/json;Q=0.1, text/html;q=0.5"]).await,
+        "text/html"
+    );
+    assert_eq!(kind(&["application/json"]).await, "application/json");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_queued_visitor_gets_the_waiting_page() {
     let (origin, proxy) = setup("").await;

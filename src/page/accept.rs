@@ -6,8 +6,12 @@ pub fn weighted(header: &str) -> impl Iterator<Item = (String, f32)> + '_ {
     header.split(',').map(|item| {
         let mut parts = item.split(';');
         let value = parts.next().unwrap_or("").trim().to_ascii_lowercase();
+        // A parameter's name is case-insensitive (RFC 9110): `Q=0.1` weighs as `q=0.1`.
         let q = parts
-            .filter_map(|p| p.trim().strip_prefix("q="))
+            .filter_map(|p| {
+                let (name, value) = p.split_once('=')?;
+                name.trim().eq_ignore_ascii_case("q").then_some(value)
+            })
             .find_map(|q| q.trim().parse::<f32>().ok())
             .unwrap_or(1.0);
         (value, q)
@@ -58,5 +62,8 @@ mod tests {
         assert!(!prefers_json(""));
         assert!(prefers_json("text/html;q=0.5, application/json"));
         assert!(!prefers_json("application/json;q=0.1, text/html"));
+        // Found by review: an upper-case parameter name was not read.
+        assert!(!prefers_json("application/json;Q=0.1, text/html;q=0.5"));
+        assert!(!prefers_json("text/html;q=0.5, application/json ; Q = 0.1"));
     }
 }

@@ -63,11 +63,28 @@ pub(super) fn has_vid(req: &RequestHeader, vid: crate::store::VisitorId) -> bool
         == Some(vid)
 }
 
+/// Whether `Accept` prefers JSON, its field lines read as one list (RFC 9110: a client may
+/// send it in several; found by review, only the first was read).
 pub(super) fn wants_json(req: &RequestHeader) -> bool {
-    req.headers
-        .get(http::header::ACCEPT)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(page::prefers_json)
+    let mut lines = req
+        .headers
+        .get_all(http::header::ACCEPT)
+        .iter()
+        .filter_map(|v| v.to_str().ok());
+    let Some(first) = lines.next() else {
+        return false;
+    };
+    match lines.next() {
+        None => page::prefers_json(first),
+        Some(second) => {
+            let mut all = [first, second].join(",");
+            for more in lines {
+                all.push(',');
+                all.push_str(more);
+            }
+            page::prefers_json(&all)
+        }
+    }
 }
 
 /// The room's words for this visitor: the language `Accept-Language` chooses among the room's,
