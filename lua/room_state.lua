@@ -10,8 +10,15 @@
 -- ARGV[5] autopilot switch: '1', '0', '-' (back to the config) or ''
 -- ARGV[6] the change's id, or '' (a read, or a change not recorded)
 -- ARGV[7] who (a token's label)   ARGV[8] from which address   ARGV[9] entries kept
+-- ARGV[10] a re-assertion after a data loss: when (µs) an operator changed the state it
+--          puts back ('st_at' as the caller last saw it; 0 when it saw none). It is applied
+--          only if the room holds no state changed as late or later (an operator's change
+--          since, or a re-assertion of a newer one): else the room's state is answered as it
+--          is. Absent: a read or a change.
+-- An operator's change records when it was made ('st_at', Redis TIME µs).
 -- Reply: { enabled, queue_all, rate override or '', max-active override or '',
---          autopilot switch ('1', '0' or ''), the autopilot's rate if it runs, or '' }
+--          autopilot switch ('1', '0' or ''), the autopilot's rate if it runs, or '',
+--          'st_at' or 0 }
 -- History entry (parsed by src/store/history.rs): JSON
 --   {"id","at_ms","by","client","changes":[{"field","from","to"}]} (null: the configured value)
 
@@ -31,12 +38,26 @@ local function shown(i, v)
 end
 local record = ARGV[6] ~= nil and ARGV[6] ~= ''
 local before = record and redis.call('HMGET', room, unpack(fields)) or {}
-for i = 1, 5 do
-  local v = ARGV[i]
-  if v == '-' then
-    redis.call('HDEL', room, fields[i])
-  elseif v ~= nil and v ~= '' then
-    redis.call('HSET', room, fields[i], v)
+local as_of = tonumber(ARGV[10])
+local apply = true
+if as_of then
+  local held = tonumber(redis.call('HGET', room, 'st_at'))
+  apply = held == nil or held < as_of
+end
+if apply then
+  for i = 1, 5 do
+    local v = ARGV[i]
+    if v == '-' then
+      redis.call('HDEL', room, fields[i])
+    elseif v ~= nil and v ~= '' then
+      redis.call('HSET', room, fields[i], v)
+    end
+  end
+  if as_of then
+    redis.call('HSET', room, 'st_at', string.format('%.0f', as_of))
+  elseif record then
+    local t = redis.call('TIME')
+    redis.call('HSET', room, 'st_at', string.format('%.0f', t[1] * 1000000 + t[2]))
   end
 end
 local h = redis.call('HMGET', room, 'enabled', 'queue_all', 'rate', 'max_active', 'autopilot',
@@ -56,4 +77,4 @@ end
 local running = h[7] == '1' and h[5] ~= '0' and not h[3]
 redis.call('HSET', room, 'ap_on', running and '1' or '0')
 return { h[1] == '0' and 0 or 1, h[2] == '1' and 1 or 0, h[3] or '', h[4] or '', h[5] or '',
-  running and h[6] or '' }
+  running and h[6] or '', tonumber(redis.call('HGET', room, 'st_at')) or 0 }

@@ -147,6 +147,7 @@ impl PatchBody {
             admit_per_second: self.admit_per_second,
             max_active: self.max_active,
             autopilot: self.autopilot,
+            as_of: None,
         })
     }
 }

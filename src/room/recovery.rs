@@ -67,6 +67,7 @@ pub fn reassert(state: &RoomState) -> RoomPatch {
         admit_per_second: Some(state.admit_per_second),
         max_active: Some(state.max_active),
         autopilot: Some(state.autopilot),
+        as_of: Some(state.changed_at),
     }
 }
 
@@ -117,8 +118,14 @@ impl Recovery {
         self.known.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
-    pub fn remember(&self, k: Known) {
-        *self.known.lock().unwrap_or_else(|e| e.into_inner()) = Some(k);
+    /// Remembers what a tick reported, with the newest operator change this instance has
+    /// seen (a tick's state says nothing of when it was changed: [`RoomState::changed_at`]).
+    pub fn remember(&self, mut k: Known) {
+        let mut known = self.known.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(old) = known.as_ref() {
+            k.state.changed_at = k.state.changed_at.max(old.state.changed_at);
+        }
+        *known = Some(k);
     }
 
     /// Notes a state the store answered an operator's change with: the one to re-assert should
@@ -134,7 +141,9 @@ impl Recovery {
             .unwrap_or_else(|e| e.into_inner())
             .as_mut()
         {
+            let seen = k.state.changed_at;
             k.state = state.clone();
+            k.state.changed_at = k.state.changed_at.max(seen);
         }
     }
 
@@ -266,6 +275,7 @@ mod tests {
             autopilot_rate: None,
             event_rate: None,
             event_max_active: None,
+            changed_at: 0,
         };
         let mut fresh = RoomState::default();
         fresh.apply(&reassert(&s));
@@ -276,6 +286,32 @@ mod tests {
         };
         overridden.apply(&reassert(&s));
         assert_eq!(overridden, s, "an override the store gained is removed too");
+    }
+
+    /// The newest operator change seen is kept over the ticks' states (which say nothing of
+    /// it), and a re-assertion carries it.
+    #[test]
+    fn the_newest_change_seen_is_kept_and_reasserted() {
+        let r = Recovery::default();
+        r.remember(known("g"));
+        r.note_state(&RoomState {
+            queue_all: true,
+            changed_at: 42,
+            ..RoomState::default()
+        });
+        r.remember(known("g"));
+        let k = r.known().expect("known");
+        assert_eq!(k.state.changed_at, 42);
+        assert_eq!(reassert(&k.state).as_of, Some(42));
+        r.note_state(&RoomState {
+            changed_at: 7,
+            ..RoomState::default()
+        });
+        assert_eq!(
+            r.known().expect("known").state.changed_at,
+            42,
+            "never older"
+        );
     }
 
     #[test]

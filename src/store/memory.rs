@@ -59,6 +59,9 @@ struct RoomData {
     /// and 'given:<id>'; the memory store has one caller).
     step: Option<u64>,
     given: Vec<VisitorId>,
+    /// When an operator last changed the state (or the re-asserted state was), as in
+    /// room_state.lua's 'st_at' (monotonic µs here; `None`: never).
+    st_at: Option<Micros>,
     /// The operators' changes, newest first.
     history: VecDeque<crate::store::history::Change>,
     next_seq: u64,
@@ -222,6 +225,14 @@ impl RoomData {
                 last_seen,
             },
         );
+    }
+
+    /// The state, with when an operator last changed it.
+    fn state_stamped(&self) -> RoomState {
+        RoomState {
+            changed_at: self.st_at.unwrap_or(0),
+            ..self.state.clone()
+        }
     }
 
     fn activate(&mut self, vid: VisitorId, until: Micros) {
@@ -412,9 +423,18 @@ impl Store for MemoryStore {
         patch: &RoomPatch,
     ) -> Result<RoomState, StoreError> {
         Ok(self.with(p, |r, _| {
-            r.state.apply(patch);
-            r.autopilot_follows_state();
-            r.state.clone()
+            // A re-assertion applies only over no state changed as late or later.
+            let apply = patch
+                .as_of
+                .is_none_or(|as_of| r.st_at.is_none_or(|held| held < as_of));
+            if apply {
+                r.state.apply(patch);
+                if patch.as_of.is_some() {
+                    r.st_at = patch.as_of;
+                }
+                r.autopilot_follows_state();
+            }
+            r.state_stamped()
         }))
     }
 
@@ -432,12 +452,13 @@ impl Store for MemoryStore {
         patch: &RoomPatch,
         by: &history::Actor,
     ) -> Result<RoomState, StoreError> {
-        Ok(self.with(p, |r, _| {
+        Ok(self.with(p, |r, now| {
             let before = r.state.clone();
             r.state.apply(patch);
             r.autopilot_follows_state();
             r.record(by, history::field_changes(patch, &before, &r.state));
-            r.state.clone()
+            r.st_at = Some(now);
+            r.state_stamped()
         }))
     }
 

@@ -127,6 +127,11 @@ pub struct RoomState {
     pub event_rate: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub event_max_active: Option<u64>,
+    /// When (the store's clock, µs) an operator last changed this state, as a `room_state`
+    /// call answered it (0: not known). An instance keeps the newest it has seen, and a
+    /// re-assertion after a data loss carries it ([`RoomPatch::as_of`]).
+    #[serde(default, skip_serializing)]
+    pub changed_at: u64,
 }
 
 impl Default for RoomState {
@@ -140,6 +145,7 @@ impl Default for RoomState {
             autopilot_rate: None,
             event_rate: None,
             event_max_active: None,
+            changed_at: 0,
         }
     }
 }
@@ -154,6 +160,13 @@ pub struct RoomPatch {
     pub max_active: Option<Option<u64>>,
     /// `Some(None)`: back to the config's.
     pub autopilot: Option<Option<bool>>,
+    /// A re-assertion after a data loss of the state an operator changed at this time (the
+    /// store's clock, µs; see [`RoomState::changed_at`]): applied only if the store holds no
+    /// state changed as late or later (an operator's change since, or another instance's
+    /// re-assertion of a newer one), whose state it then answers. Found by re-review: each
+    /// instance re-asserted its own last state whole, so an instance that had not heard of a
+    /// change made through another could undo it, whichever wrote last.
+    pub as_of: Option<u64>,
 }
 
 impl RoomState {

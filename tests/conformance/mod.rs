@@ -15,6 +15,7 @@ pub mod recovery;
 
 pub use recovery::{
     a_loss_noticed_by_a_caller_that_knew_holds_the_line,
+    a_reassertion_keeps_the_newest_change_whoever_writes_last,
     admit_reports_a_generation_and_a_new_one_after_a_wipe,
     an_admit_that_knew_another_generation_admits_nobody, hold_back_applies_to_the_fast_path_too,
     hold_back_keeps_slots_of_max_active_free,
@@ -681,6 +682,7 @@ macro_rules! conformance_suite {
             hold_back_keeps_slots_of_max_active_free,
             hold_back_applies_to_the_fast_path_too,
             a_loss_noticed_by_a_caller_that_knew_holds_the_line,
+            a_reassertion_keeps_the_newest_change_whoever_writes_last,
             the_sampled_line_places_everyone_within_a_batch_or_one_percent,
             the_liveness_batch_keeps_places_and_only_the_named_ones,
             a_place_of_an_emptied_line_names_no_place_in_the_next,

@@ -152,3 +152,59 @@ pub async fn a_loss_noticed_by_a_caller_that_knew_holds_the_line(h: &dyn Harness
         vec![v]
     );
 }
+
+/// After a data loss every instance re-asserts the state it last knew, each with when an
+/// operator last changed it as far as it saw: the newest wins whichever writes first, and an
+/// operator's change made since the loss beats them all. Before (found by re-review), each
+/// instance wrote its own state whole, and one that had not heard of a change made through
+/// another instance undid it when it wrote last.
+pub async fn a_reassertion_keeps_the_newest_change_whoever_writes_last(h: &dyn Harness) {
+    use anteroom::store::history::Actor;
+    use anteroom::store::RoomState;
+    let s = h.store();
+    let by = |id: &str| Actor {
+        id: id.to_string(),
+        by: "oncall".to_string(),
+        client: "10.0.0.7:51234".to_string(),
+    };
+    let reassert = |st: &RoomState| RoomPatch {
+        enabled: Some(st.enabled),
+        queue_all: Some(st.queue_all),
+        admit_per_second: Some(st.admit_per_second),
+        max_active: Some(st.max_active),
+        autopilot: Some(st.autopilot),
+        as_of: Some(st.changed_at),
+    };
+    for (tag, stale_first) in [("newest-a", true), ("newest-b", false)] {
+        let p = room(tag, 10.0, 10);
+        let stale = s.room_state(&p).await.unwrap();
+        let hold = RoomPatch {
+            queue_all: Some(true),
+            ..RoomPatch::default()
+        };
+        let changed = s.change_room_state(&p, &hold, &by(tag)).await.unwrap();
+        assert!(changed.changed_at > stale.changed_at, "{changed:?}");
+        h.wipe();
+        let (first, second) = if stale_first {
+            (&stale, &changed)
+        } else {
+            (&changed, &stale)
+        };
+        s.update_room_state(&p, &reassert(first)).await.unwrap();
+        let last = s.update_room_state(&p, &reassert(second)).await.unwrap();
+        assert!(last.queue_all, "{tag}: the held line stays held: {last:?}");
+        assert!(s.room_state(&p).await.unwrap().queue_all, "{tag}");
+        // An operator's change after the loss: no re-assertion of a state before it undoes it.
+        let release = RoomPatch {
+            queue_all: Some(false),
+            ..RoomPatch::default()
+        };
+        let now = s
+            .change_room_state(&p, &release, &by(&format!("{tag}-2")))
+            .await
+            .unwrap();
+        assert!(!now.queue_all);
+        let refused = s.update_room_state(&p, &reassert(&changed)).await.unwrap();
+        assert!(!refused.queue_all, "{tag}: the store's state is answered");
+    }
+}

@@ -180,6 +180,7 @@ impl FromRedisValue for AdmitReply {
                     .and_then(|a| a.rate),
                 event_rate: None,
                 event_max_active: None,
+                changed_at: 0,
             },
             instances: item(&v, 10)?,
             generation: item(&v, 11)?,

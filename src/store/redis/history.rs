@@ -43,8 +43,17 @@ impl RedisStore {
                 Some(Some(b)) => flag(Some(b)),
             });
         actor_args(&mut inv, by);
+        if let Some(as_of) = patch.as_of {
+            if by.is_none() {
+                // ARGV[7..9] unused without an actor.
+                inv.arg("").arg("").arg("");
+            }
+            inv.arg(as_of);
+        }
         let v: Vec<Value> = self.run("room_state", &p.name, &inv).await?;
-        state_from(&v, 0, "room_state", &p.name)
+        let mut state = state_from(&v, 0, "room_state", &p.name)?;
+        state.changed_at = super::reply::at(&v, 6, "room_state", &p.name)?;
+        Ok(state)
     }
 
     pub(super) async fn clear_call(

@@ -44,6 +44,7 @@ pub(super) fn state_from(
         autopilot_rate: autopilot_rate.parse().ok(),
         event_rate: None,
         event_max_active: None,
+        changed_at: 0,
     })
 }
 
