@@ -449,8 +449,10 @@ if not m_at or idle then
   -- An empty line forgets its rate: the next line's ETAs assume the rate in force until its
   -- own first sample (found by review: an earlier, slower line's rate lingered for the
   -- next one, and its first visitors were told waits several times too long). A held line
-  -- is the same line, and keeps it.
-  if n == 0 and admitted == 0 then
+  -- is the same line, and keeps it; so does a full shop, whose measured rate is how fast
+  -- its sessions end, what the next line moves at (found by re-review: forgotten, a full
+  -- shop's next visitors were told nobody leaves).
+  if n == 0 and admitted == 0 and redis.call('ZCARD', active) < max_active then
     m_rate = 0
   end
 elseif now - m_at >= 1000000 then

@@ -240,4 +240,24 @@ pub async fn an_empty_line_forgets_its_measured_rate(h: &dyn Harness) {
         empty.measured_rate, 0.0,
         "an empty line has no rate to go by"
     );
+
+    // A full shop keeps it: its rate is how fast sessions end, what the next line moves at
+    // (found by re-review: forgotten, a full shop's next visitors were told nobody leaves).
+    let mut p = room("remeasure-full", 100.0, 3);
+    p.claim_ttl = Duration::from_secs(1);
+    for _ in 0..9 {
+        s.join(&p, VisitorId::random()).await.unwrap();
+    }
+    let mut kept = None;
+    for _ in 0..80 {
+        h.advance(Duration::from_millis(250));
+        let r = s.admit(&p).await.unwrap();
+        if r.waiting == 0 && r.admitted == 0 {
+            assert_eq!(r.active, 3, "the shop is still full");
+            kept = Some(r.measured_rate);
+            break;
+        }
+    }
+    let kept = kept.expect("the line emptied while the shop was full");
+    assert!(kept > 0.5, "a full shop keeps its measured rate: {kept}");
 }

@@ -114,7 +114,10 @@ impl RoomData {
             || state.queue_all
             || stale
             || in_pre;
-        r.observe_rate(now, idle, admitted == 0 && r.waiters.is_empty());
+        let forget = admitted == 0
+            && r.waiters.is_empty()
+            && (r.active.len() as u64) < p.max_active(&state);
+        r.observe_rate(now, idle, forget);
         AdmitReport {
             admitted,
             admitted_visitors,

@@ -50,12 +50,12 @@ impl RoomData {
     /// a line formed would otherwise count in the first sample of a sale (a fraction of a
     /// second's admissions over a whole second), and ETAs stay low for ten seconds after. The
     /// first sample seeds the average. lua/admit.lua measures the same way.
-    pub(super) fn observe_rate(&mut self, now: Micros, idle: bool, empty: bool) {
+    pub(super) fn observe_rate(&mut self, now: Micros, idle: bool, forget: bool) {
         if idle {
             self.measured_at = Some(now);
             self.measured_count = self.admitted_total;
-            // An empty line forgets its rate, as in admit.lua.
-            if empty {
+            // An empty line in a shop with room forgets its rate, as in admit.lua.
+            if forget {
                 self.measured_rate = 0.0;
             }
             return;
