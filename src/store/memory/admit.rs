@@ -114,9 +114,8 @@ impl RoomData {
             || state.queue_all
             || stale
             || in_pre;
-        let forget = admitted == 0
-            && r.waiters.is_empty()
-            && (r.active.len() as u64) < p.max_active(&state);
+        let forget =
+            admitted == 0 && r.waiters.is_empty() && (r.active.len() as u64) < p.max_active(&state);
         r.observe_rate(now, idle, forget);
         AdmitReport {
             admitted,
