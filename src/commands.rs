@@ -42,7 +42,7 @@ pub fn check(path: &Path, connect: bool) -> ExitCode {
             }
             out!("{}", summary(&c));
             if !connect {
-                outln!("  (the network was not touched: --connect reaches the store and the upstreams)");
+                outln!("  (nothing was connected to, only host names looked up: --connect reaches the store and the upstreams)");
                 return ExitCode::SUCCESS;
             }
             let reached = crate::probe::reach(&c);

@@ -305,7 +305,7 @@ async fn check_connect_reaches_the_store_and_every_upstream() {
     let path = write(&redis.url());
     let (code, out) = run(&["check", "--config", &path]);
     assert_eq!(code, Some(0), "{out}");
-    assert!(out.contains("the network was not touched"), "{out}");
+    assert!(out.contains("nothing was connected to"), "{out}");
     let (code, out) = run(&["check", "--config", &path, "--connect"]);
     assert_eq!(code, Some(1), "one upstream is down: {out}");
     // The connect report's lines (the summary above names the store too).
@@ -462,6 +462,30 @@ fn numbers_booleans_and_lists_may_come_from_the_environment() {
     std::fs::write(dir.path().join("env.toml"), text).unwrap();
     let (ok, _, stderr) = run("175");
     assert!(!ok, "{stderr}");
+}
+
+/// An upstream whose address does not resolve is one problem, at its address: the rooms and
+/// the default that name it are not told as naming an unknown upstream (found by review).
+#[test]
+fn an_address_that_does_not_resolve_is_one_problem() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("dns.toml"),
+        "[cookie]\nkeys = [\"env-key-0123456789-0123456789-0123456789\"]\n\n[[upstream]]\nname = \"shop\"\naddr = \"nosuchhost.invalid:80\"\n\n[default]\nupstream = \"shop\"\n\n[[room]]\nname = \"sale\"\nupstream = \"shop\"\npaths = [\"/p\"]\nadmit-per-second = 5\nmax-active = 5\n",
+    )
+    .unwrap();
+    let out = Command::new(common::binary())
+        .args(["check", "--config", "dns.toml"])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("dns.toml:6:8: upstream[0].addr"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("unknown upstream"), "{stderr}");
 }
 
 /// The product contract's own example (BRIEF.md) passes; its `abandon-after = "60s"`, shorter

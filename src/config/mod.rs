@@ -218,6 +218,7 @@ fn with_builder<T>(
         problems: Vec::new(),
         warnings: Vec::new(),
         base_dir,
+        broken_upstreams: Vec::new(),
     };
     let built = f(&mut b, mirror);
     if b.problems.is_empty() {
