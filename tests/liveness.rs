@@ -51,6 +51,18 @@ async fn status(proxy: &Proxy, jar: &mut Jar) -> Option<Value> {
     resp.json().await.ok()
 }
 
+const TOKEN: &str = "admin-token-for-tests-0123456789";
+
+/// Holds the line (`queue_all`) or lets it go, through the admin API (`TOKEN`).
+async fn hold(proxy: &Proxy, on: bool) -> reqwest::Result<reqwest::Response> {
+    client()
+        .patch(proxy.admin_url("/rooms/sale"))
+        .bearer_auth(TOKEN)
+        .json(&serde_json::json!({ "queue_all": on }))
+        .send()
+        .await
+}
+
 /// How many waiting visitors the store has counted as abandoned.
 fn abandoned(redis: &RedisServer) -> u64 {
     let reply = raw(redis.port, "HGET {anteroom:sale}:room abandoned").unwrap_or_default();
@@ -210,20 +222,13 @@ async fn a_redis_slower_than_the_timeout_keeps_every_place() {
 /// `claim-ttl`) costs the claim nothing, and the visitor behind does not take the slot.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_turn_that_came_before_a_pause_is_kept() {
-    const TOKEN: &str = "admin-token-for-tests-0123456789";
     let redis = RedisServer::start_with(&["--enable-debug-command", "yes"]);
     let origin = Origin::start().await;
     let conf = config(origin.addr, &redis.url())
         .replace("abandon-after = ", "claim-ttl = \"4s\"\nabandon-after = ")
         + &format!("\n[admin]\ntoken = \"{TOKEN}\"\n");
     let proxy = Proxy::start(&conf);
-    let hold = |on: bool| {
-        client()
-            .patch(proxy.admin_url("/rooms/sale"))
-            .bearer_auth(TOKEN)
-            .json(&serde_json::json!({ "queue_all": on }))
-            .send()
-    };
+    let hold = |on: bool| hold(&proxy, on);
     assert_eq!(hold(true).await.unwrap().status(), 200);
     let (mut turn, mut next) = (Jar::default(), Jar::default());
     assert_eq!(status(&proxy, &mut turn).await.unwrap()["state"], "paused");
@@ -294,7 +299,6 @@ async fn a_turn_that_came_before_a_pause_is_kept() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn turns_given_by_late_admission_steps_are_collected() {
     const VISITORS: usize = 16;
-    const TOKEN: &str = "admin-token-for-tests-0123456789";
     let redis = RedisServer::start();
     // `}:configs` is named by the admit call alone.
     let front = common::redis::Front::start_marking(redis.port, b"}:configs");
@@ -310,13 +314,7 @@ async fn turns_given_by_late_admission_steps_are_collected() {
         .replace("breaker-cooldown = \"500ms\"", "breaker-cooldown = \"1s\"")
         + &format!("\n[admin]\ntoken = \"{TOKEN}\"\n");
     let proxy = Proxy::start(&conf);
-    let hold = |on: bool| {
-        client()
-            .patch(proxy.admin_url("/rooms/sale"))
-            .bearer_auth(TOKEN)
-            .json(&serde_json::json!({ "queue_all": on }))
-            .send()
-    };
+    let hold = |on: bool| hold(&proxy, on);
     assert_eq!(hold(true).await.unwrap().status(), 200);
     let mut line: Vec<Jar> = Vec::new();
     for expected in 1..=VISITORS as u64 {
