@@ -228,12 +228,11 @@ async fn a_turn_that_came_before_a_pause_is_kept() {
         .replace("abandon-after = ", "claim-ttl = \"4s\"\nabandon-after = ")
         + &format!("\n[admin]\ntoken = \"{TOKEN}\"\n");
     let proxy = Proxy::start(&conf);
-    let hold = |on: bool| hold(&proxy, on);
-    assert_eq!(hold(true).await.unwrap().status(), 200);
+    assert_eq!(hold(&proxy, true).await.unwrap().status(), 200);
     let (mut turn, mut next) = (Jar::default(), Jar::default());
     assert_eq!(status(&proxy, &mut turn).await.unwrap()["state"], "paused");
     assert_eq!(status(&proxy, &mut next).await.unwrap()["state"], "paused");
-    assert_eq!(hold(false).await.unwrap().status(), 200);
+    assert_eq!(hold(&proxy, false).await.unwrap().status(), 200);
     // The tick lets the first in: a claim in the store, not collected yet.
     eventually(Duration::from_secs(5), "the first visitor's turn", || {
         let r = raw(redis.port, "ZCARD {anteroom:sale}:active");
@@ -314,8 +313,7 @@ async fn turns_given_by_late_admission_steps_are_collected() {
         .replace("breaker-cooldown = \"500ms\"", "breaker-cooldown = \"1s\"")
         + &format!("\n[admin]\ntoken = \"{TOKEN}\"\n");
     let proxy = Proxy::start(&conf);
-    let hold = |on: bool| hold(&proxy, on);
-    assert_eq!(hold(true).await.unwrap().status(), 200);
+    assert_eq!(hold(&proxy, true).await.unwrap().status(), 200);
     let mut line: Vec<Jar> = Vec::new();
     for expected in 1..=VISITORS as u64 {
         let mut jar = Jar::default();
@@ -326,7 +324,7 @@ async fn turns_given_by_late_admission_steps_are_collected() {
     }
     // The line let go; once a step answered in time has let the first in (the snapshot then
     // shows a line that moves), every admit answer is late.
-    assert_eq!(hold(false).await.unwrap().status(), 200);
+    assert_eq!(hold(&proxy, false).await.unwrap().status(), 200);
     let deadline = Instant::now() + Duration::from_secs(10);
     while status(&proxy, &mut line[0]).await.unwrap()["state"] != "admitted" {
         assert!(
