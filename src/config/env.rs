@@ -40,24 +40,21 @@ pub(super) fn resolve(
 /// in as that; it leaves `from_env`. Whether one was: the keys are then read again. A string
 /// written in the file is never retyped (`admit-per-second = "175"` stays an error).
 pub(super) fn retype(value: &mut toml::Value, from_env: &mut Vec<KeyPath>, message: &str) -> bool {
-    for i in 0..from_env.len() {
-        let Some(node) = at(value, &from_env[i]) else {
-            continue;
-        };
-        let toml::Value::String(s) = &*node else {
-            continue;
-        };
-        if !message.contains(&format!("string {s:?}")) {
-            continue;
-        }
-        let Some(typed) = as_toml(s) else {
-            continue;
-        };
+    let found = from_env
+        .iter()
+        .enumerate()
+        .find_map(|(i, k)| match at(value, k) {
+            Some(toml::Value::String(s)) if names(message, s) => as_toml(s).map(|typed| (i, typed)),
+            _ => None,
+        });
+    let Some((i, typed)) = found else {
+        return false;
+    };
+    if let Some(node) = at(value, &from_env[i]) {
         *node = typed;
-        from_env.remove(i);
-        return true;
     }
-    false
+    from_env.remove(i);
+    true
 }
 
 /// The key among `from_env` whose variable's value `message` names.
@@ -68,11 +65,13 @@ pub(super) fn named(
 ) -> Option<KeyPath> {
     from_env
         .iter()
-        .find(|k| {
-            matches!(at(value, k), Some(toml::Value::String(s))
-                if message.contains(&format!("string {s:?}")))
-        })
+        .find(|k| matches!(at(value, k), Some(toml::Value::String(s)) if names(message, s)))
         .cloned()
+}
+
+/// Whether serde's `message` names the string `s` as the one it did not expect.
+fn names(message: &str, s: &str) -> bool {
+    message.contains(&format!("string {s:?}"))
 }
 
 /// `text` read as one TOML value other than a string.

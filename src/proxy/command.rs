@@ -75,14 +75,10 @@ pub(super) fn on_response(req: &RequestHeader, resp: &mut ResponseHeader, ctx: &
     }
 }
 
-/// The admission of `room` that `req` carries, verified (outside every room, no more than the
-/// cookie is read: no store call).
+/// The admission of `room` that `req` carries, verified as a protected request's is (outside
+/// every room, no more than the cookie is read: no store call).
 fn held(shared: &Shared, req: &RequestHeader, room: usize) -> Option<Holder> {
-    let r = &shared.rooms[room];
-    let now = shared.cookie_secs(room);
-    let v = cookie::find(super::cookie_values(req), &r.cookie_name)
-        .and_then(|v| cookie::verify(&shared.config.cookie.keys, r.name(), v, now))?;
-    (!r.revoked.holds(v.vid, now)).then_some(Holder {
+    super::Proxy::admission(shared, req, room, shared.cookie_secs(room), false).map(|v| Holder {
         vid: v.vid,
         expires: v.expires,
     })

@@ -270,12 +270,9 @@ impl Proxy {
         if let Some(value) = ticket::sign(&shared.config.cookie.keys, r.name(), t) {
             let secure = secure(shared, ctx);
             let life = Self::visitor_cookie_secs(shared, room);
-            let (vid_prefix, ticket_prefix) = (
-                [cookie::VID_COOKIE, "="].concat(),
-                [&r.ticket_cookie, "="].concat(),
-            );
-            ctx.set_cookies
-                .retain(|c| !c.starts_with(&ticket_prefix) && !c.starts_with(&vid_prefix));
+            ctx.set_cookies.retain(|c| {
+                !cookie::sets(c, &r.ticket_cookie) && !cookie::sets(c, cookie::VID_COOKIE)
+            });
             ctx.set_cookies.push(cookie::set_vid(t.vid, life, secure));
             ctx.set_cookies
                 .push(cookie::set_named(&r.ticket_cookie, &value, life, secure));
