@@ -287,6 +287,7 @@ impl Shared {
                 default_upstream: config.origin_of(config.default_upstream),
             },
         );
+        let key_ids: Vec<&str> = config.cookie.keys.iter().map(|k| k.id()).collect();
         let mut rooms: Vec<Room> = config
             .rooms
             .iter()
@@ -296,7 +297,12 @@ impl Shared {
                     .draw_secret
                     .as_ref()
                     .map(|s| Arc::from(s.0.as_slice()));
-                Room::new(r.clone(), core.metrics.room(r.name(), &rules), secret)
+                Room::new(
+                    r.clone(),
+                    core.metrics.room(r.name(), &rules),
+                    secret,
+                    &key_ids,
+                )
             })
             .collect();
         if let Some(old) = previous {

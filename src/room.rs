@@ -202,14 +202,22 @@ pub struct Room {
 /// Every part of [`RoomConfig`] is ordered (no hash maps), so equal settings give equal
 /// digests in every process. The `[draw] secret` counts too: instances with different secrets
 /// would publish different commitments and place registrants by different seeds (found by
-/// review: two instances showed one digest and two draws).
-pub fn config_digest(cfg: &RoomConfig, draw_secret: Option<&[u8]>) -> String {
+/// review: two instances showed one digest and two draws). So do the cookie keys' ids, in
+/// order (the first signs): an instance that signs with a key another cannot verify sends
+/// that one's visitors to the store on every poll and turns them away while the store is
+/// down, so a rotation half done shows (found by review: it showed one digest).
+pub fn config_digest(cfg: &RoomConfig, draw_secret: Option<&[u8]>, key_ids: &[&str]) -> String {
     use sha2::{Digest, Sha256};
     let mut h = Sha256::new();
     h.update(format!("{cfg:?}").as_bytes());
     if let Some(secret) = draw_secret {
         h.update(b"\0draw secret\0");
         h.update(secret);
+    }
+    h.update(b"\0cookie keys\0");
+    for id in key_ids {
+        h.update(id.as_bytes());
+        h.update(b"\0");
     }
     let sum = h.finalize();
     sum[..4].iter().map(|b| format!("{b:02x}")).collect()
@@ -246,6 +254,7 @@ impl Room {
         cfg: RoomConfig,
         metrics: RoomMetrics,
         draw_secret: Option<std::sync::Arc<[u8]>>,
+        key_ids: &[&str],
     ) -> Self {
         let cookie_name = room_cookie_name(cfg.name());
         let ticket_cookie = crate::line::ticket::cookie_name(cfg.name());
@@ -260,7 +269,7 @@ impl Room {
         let gate = cfg
             .origin_cap
             .map(|c| gate::OriginGate::new(c.max_inflight));
-        let digest = config_digest(&cfg, draw_secret.as_deref());
+        let digest = config_digest(&cfg, draw_secret.as_deref(), key_ids);
         let events_secret = draw_secret.clone();
         let events =
             crate::event::live::RoomEvents::new(cfg.name(), cfg.events.clone(), draw_secret);

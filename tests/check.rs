@@ -511,3 +511,108 @@ fn the_contract_example_passes_and_a_short_abandon_after_is_a_warning() {
     let (ok, _, stderr) = check("conf/anteroom.toml");
     assert!(ok && !stderr.contains("warning"), "{stderr}");
 }
+
+/// `check` in `dir` on `file` with extra environment variables: (exit code, stdout, stderr).
+fn check_env(dir: &std::path::Path, file: &str, env: &[(&str, &str)]) -> (i32, String, String) {
+    let out = Command::new(common::binary())
+        .args(["check", "--config", file])
+        .envs(env.iter().copied())
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+const SMALL: &str =
+    "[[upstream]]\nname = \"shop\"\naddr = \"127.0.0.1:9\"\n\n[default]\nupstream = \"shop\"\n";
+
+/// A Redis URL is read by `check` as `run` reads it (found by review: `check` said OK for a
+/// port that is not a number and a database that is not one, and `run` then refused to
+/// start), and a diagnostic never shows its password, also when the URL is misspelt.
+#[test]
+fn a_redis_url_is_read_as_run_reads_it_and_its_password_is_not_shown() {
+    let dir = tempfile::tempdir().unwrap();
+    let write = |url: &str| {
+        std::fs::write(
+            dir.path().join("r.toml"),
+            format!("[cookie]\nkeys = [\"env-key-0123456789-0123456789-0123456789\"]\n\n[store]\nbackend = \"redis\"\nredis-url = \"{url}\"\n\n{SMALL}"),
+        )
+        .unwrap();
+    };
+    for bad in [
+        "redis://:s3cr3t-pw@127.0.0.1:notaport",
+        "redis://:s3cr3t-pw@127.0.0.1:6379/abc",
+        "redis//:s3cr3t-pw@127.0.0.1:6379",
+    ] {
+        write(bad);
+        let (code, out, err) = check_env(dir.path(), "r.toml", &[]);
+        assert_eq!(code, 2, "{bad}: {out}{err}");
+        assert!(err.contains("r.toml:6:13: store.redis-url"), "{bad}: {err}");
+        assert!(!err.contains("s3cr3t"), "the password is shown: {err}");
+        assert!(!out.contains("s3cr3t"), "the password is shown: {out}");
+    }
+    write("redis://:s3cr3t-pw@127.0.0.1:6379/2");
+    let (code, out, err) = check_env(dir.path(), "r.toml", &[]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        !out.contains("s3cr3t") && !err.contains("s3cr3t"),
+        "{out}{err}"
+    );
+}
+
+/// A secret may be read from a file (`file:PATH`, relative to the config's directory), with
+/// the file's last line end not part of it; a missing or empty file is told at the key. A
+/// secret with a stray newline or spaces around it (read through `env:`) is refused: it is
+/// another key, and instances that disagree on it split silently (found by review).
+#[test]
+fn a_secret_may_come_from_a_file_and_a_stray_newline_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let conf = |keys: &str| {
+        std::fs::write(
+            dir.path().join("s.toml"),
+            format!("[cookie]\nkeys = [{keys}]\n\n{SMALL}"),
+        )
+        .unwrap();
+    };
+    std::fs::write(
+        dir.path().join("cookie.key"),
+        "file-key-0123456789-0123456789-0123456789\n",
+    )
+    .unwrap();
+    std::fs::write(dir.path().join("empty.key"), "\n").unwrap();
+    conf("\"file:cookie.key\"");
+    let (code, out, err) = check_env(dir.path(), "s.toml", &[]);
+    assert_eq!(code, 0, "{out}{err}");
+
+    conf("\"file:missing.key\"");
+    let (code, _, err) = check_env(dir.path(), "s.toml", &[]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("s.toml:2:9: cookie.keys[0]"), "{err}");
+    assert!(err.contains("missing.key"), "{err}");
+
+    conf("\"file:empty.key\"");
+    let (code, _, err) = check_env(dir.path(), "s.toml", &[]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("only a line end"), "{err}");
+
+    conf("\"env:K\"");
+    for stray in [
+        "env-key-0123456789-0123456789-0123456789\n",
+        " env-key-0123456789-0123456789-0123456789",
+        "env-key-0123456789-0123456789-0123456789 ",
+    ] {
+        let (code, out, err) = check_env(dir.path(), "s.toml", &[("K", stray)]);
+        assert_eq!(code, 2, "{stray:?}: {out}{err}");
+        assert!(err.contains("cookie.keys[0]"), "{stray:?}: {err}");
+    }
+    let (code, out, err) = check_env(
+        dir.path(),
+        "s.toml",
+        &[("K", "env-key-0123456789-0123456789-0123456789")],
+    );
+    assert_eq!(code, 0, "{out}{err}");
+}

@@ -215,7 +215,7 @@ async fn instances_that_run_different_configurations_are_shown() {
     let second = std::fs::read_to_string(two.config_path()).unwrap();
     let listen = |t: &str| t.lines().take(3).collect::<Vec<_>>().join("\n");
     let same = first.replacen(&listen(&first), &listen(&second), 1);
-    std::fs::write(two.config_path(), same).unwrap();
+    std::fs::write(two.config_path(), &same).unwrap();
     two.signal("HUP");
     let v = eventually(Duration::from_secs(10), "one configuration", || async {
         let v = admin_json(&two, "/rooms/sale", TOKEN).await?;
@@ -238,4 +238,31 @@ async fn instances_that_run_different_configurations_are_shown() {
     })
     .await;
     assert_eq!(v["instance_configs"][&mine], 1, "{v}");
+    // So is a rotation of the cookie keys begun on one instance only: it signs admissions and
+    // tickets the other cannot verify (found by review: both showed one digest). Once every
+    // instance has the new keys, they agree again.
+    async fn differ(p: &Proxy, want: bool) {
+        eventually(Duration::from_secs(10), "configs_differ", || async {
+            let v = admin_json(p, "/rooms/sale", TOKEN).await?;
+            (v["configs_differ"] == want).then_some(v)
+        })
+        .await;
+    }
+    std::fs::write(two.config_path(), &same).unwrap();
+    two.signal("HUP");
+    differ(&one, false).await;
+    let rotate = |text: &str| {
+        let out = text.replace(
+            &format!("keys = [\"{KEY}\"]"),
+            &format!("keys = [\"{OTHER_KEY}\", \"{KEY}\"]"),
+        );
+        assert_ne!(out, text, "the keys line is found");
+        out
+    };
+    std::fs::write(two.config_path(), rotate(&same)).unwrap();
+    two.signal("HUP");
+    differ(&one, true).await;
+    std::fs::write(one.config_path(), rotate(&first)).unwrap();
+    one.signal("HUP");
+    differ(&two, false).await;
 }

@@ -303,3 +303,83 @@ async fn a_reload_does_not_drop_a_room_with_a_line() {
         "{logs}"
     );
 }
+
+/// A GET of `path` with exactly `cookie`; the body (the origin echoes the request line) and
+/// the admission cookie the answer sets, if any.
+async fn with_cookie(proxy: &Proxy, path: &str, cookie: &str) -> (String, Option<String>) {
+    let resp = client()
+        .get(proxy.url(path))
+        .header("accept", "application/json")
+        .header("cookie", cookie)
+        .send()
+        .await
+        .unwrap();
+    let set = set_cookies(&resp)
+        .into_iter()
+        .find(|(k, _, _)| k == "anteroom_sale")
+        .map(|(_, v, _)| v);
+    (resp.text().await.unwrap(), set)
+}
+
+/// A cookie key read from a file (`file:PATH`) is read again on SIGHUP: a key rotated in a
+/// mounted secret takes effect without a restart, where an `env:` value cannot change in a
+/// running process (found by review: the recommended `env:` keys could only rotate by a
+/// restart, which empties the memory store). The file changes, the config text does not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cookie_key_read_from_a_file_is_read_again_on_sighup() {
+    let origin = Origin::start().await;
+    let keys = tempfile::tempdir().unwrap();
+    let file = keys.path().join("cookie.key");
+    std::fs::write(&file, format!("{KEY}\n")).unwrap();
+    let text = config(origin.addr, "\"/products\"", "").replace(
+        &format!("keys = [\"{KEY}\"]"),
+        &format!("keys = [\"file:{}\"]", file.display()),
+    );
+    assert!(text.contains("file:"), "{text}");
+    let mut proxy = Proxy::start_with(&text, &[("ANTEROOM_LOG", "info")], &[]);
+
+    let mut jar = Jar::default();
+    assert_eq!(
+        get_json(&proxy, "/products", &mut jar).await,
+        None,
+        "admitted"
+    );
+    let first = jar
+        .get("anteroom_sale")
+        .expect("admission cookie")
+        .to_string();
+    let (body, _) = with_cookie(&proxy, "/products", &format!("anteroom_sale={first}")).await;
+    assert_eq!(
+        body, "origin GET /products",
+        "the cookie lets its holder in"
+    );
+
+    std::fs::write(&file, format!("{OTHER_KEY}\n")).unwrap();
+    proxy.signal("HUP");
+    eventually(Duration::from_secs(5), "the reload", || async {
+        proxy
+            .stderr()
+            .contains("configuration reloaded")
+            .then_some(())
+    })
+    .await;
+    assert!(proxy.alive());
+    let (body, _) = with_cookie(&proxy, "/products", &format!("anteroom_sale={first}")).await;
+    assert_ne!(
+        body, "origin GET /products",
+        "a cookie signed with the key the file no longer holds lets nobody in"
+    );
+    // The visitor the store knows as admitted is let in again, under the file's new key.
+    let (body, again) = with_cookie(&proxy, "/products", &jar.header()).await;
+    assert_eq!(
+        body, "origin GET /products",
+        "the admitted visitor keeps the place"
+    );
+    let again = again.expect("the admission is signed again");
+    assert_ne!(again, first);
+    let (body, _) = with_cookie(&proxy, "/products", &format!("anteroom_sale={again}")).await;
+    assert_eq!(
+        body, "origin GET /products",
+        "the new key signs and verifies"
+    );
+}

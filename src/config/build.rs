@@ -59,6 +59,9 @@ impl Builder<'_> {
 
     /// Resolves `env:NAME` to the variable's value.
     pub(super) fn string(&mut self, key: &KeyPath, raw: &str) -> Option<String> {
+        if let Some(path) = raw.strip_prefix("file:") {
+            return self.file_value(key, path);
+        }
         match raw.strip_prefix("env:") {
             None => Some(raw.to_string()),
             Some(name) => match std::env::var(name) {
@@ -75,12 +78,79 @@ impl Builder<'_> {
                     self.fail(
                         key.clone(),
                         format!("environment variable {name} is not set"),
-                        format!("export {name}=..., or write the value inline"),
+                        format!(
+                            "export {name}=... before anteroom starts (a running process keeps \
+                             the environment it started with: for a value a reload should \
+                             change, use \"file:PATH\"), or write the value inline"
+                        ),
                     );
                     None
                 }
             },
         }
+    }
+
+    /// A `file:PATH` value: the file's text, read at every load, so a reload (SIGHUP) takes a
+    /// rotated secret, which `env:` cannot give a running process (found by review). One line
+    /// end at the end of the file is not part of the value (a secret written by `echo`, a
+    /// mounted Kubernetes secret). A relative path is read from the config file's directory.
+    fn file_value(&mut self, key: &KeyPath, path: &str) -> Option<String> {
+        use std::io::Read;
+        const MAX: u64 = 64 * 1024;
+        let full = self.base_dir.join(path);
+        let mut text = String::new();
+        let read = std::fs::File::open(&full)
+            .and_then(|f| f.take(MAX + 1).read_to_string(&mut text))
+            .map_err(|e| e.to_string())
+            .and_then(|n| match n as u64 {
+                0 => Err("it is empty".to_string()),
+                n if n > MAX => Err(format!("it is longer than {MAX} bytes")),
+                _ => Ok(()),
+            });
+        if let Err(e) = read {
+            self.fail(
+                key.clone(),
+                format!("file {} cannot be used: {e}", full.display()),
+                "write the value to that file (readable by anteroom), or write it inline",
+            );
+            return None;
+        }
+        let value = text.strip_suffix('\n').unwrap_or(&text);
+        let value = value.strip_suffix('\r').unwrap_or(value);
+        if value.is_empty() {
+            self.fail(
+                key.clone(),
+                format!("file {} holds only a line end", full.display()),
+                "write the value to that file, or write it inline",
+            );
+            return None;
+        }
+        Some(value.to_string())
+    }
+
+    /// A secret (a cookie key, the draw's seed, the origin's secret): a string value whose
+    /// ends are not spaces and which holds no control character. A key read with a stray
+    /// newline is another key, and instances that disagree on it split silently (found by
+    /// review: `check` passed a cookie key with a trailing newline).
+    pub(super) fn secret(&mut self, key: &KeyPath, raw: &str) -> Option<String> {
+        let value = self.string(key, raw)?;
+        if let Some(c) = value.chars().find(|c| c.is_control()) {
+            self.fail(
+                key.clone(),
+                format!("holds the control character {c:?} (a newline read into an environment variable?)"),
+                "remove it; generate a key with: openssl rand -base64 32",
+            );
+            return None;
+        }
+        if value.trim() != value {
+            self.fail(
+                key.clone(),
+                "begins or ends with a space",
+                "remove the spaces; generate a key with: openssl rand -base64 32",
+            );
+            return None;
+        }
+        Some(value)
     }
 
     /// Like [`Self::duration`], but "0s" is allowed.
@@ -323,7 +393,7 @@ impl Builder<'_> {
         let mut keys: Vec<CookieKey> = Vec::new();
         for (i, raw) in c.keys.iter().enumerate() {
             let p = key.key("keys").index(i);
-            let Some(secret) = self.string(&p, raw) else {
+            let Some(secret) = self.secret(&p, raw) else {
                 continue;
             };
             if secret.len() < MIN_COOKIE_KEY_LEN {

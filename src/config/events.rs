@@ -136,7 +136,7 @@ impl Builder<'_> {
         let key = k("draw").key("secret");
         let secret = f
             .and_then(|d| d.secret.as_ref())
-            .and_then(|raw| self.string(&key, raw));
+            .and_then(|raw| self.secret(&key, raw));
         if let Some(s) = &secret {
             if s.len() < MIN_COOKIE_KEY_LEN {
                 self.fail(

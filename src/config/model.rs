@@ -138,9 +138,12 @@ pub enum StoreBackend {
 }
 
 /// A Redis URL without its password, for logs and summaries.
-fn without_secret(url: &str) -> String {
+/// A Redis URL as logs and diagnostics may show it: whatever precedes the host (user and
+/// password) left out, also when the URL is misspelt.
+pub(crate) fn without_secret(url: &str) -> String {
     match (url.split_once("://"), url.rsplit_once('@')) {
         (Some((scheme, _)), Some((_, host))) => format!("{scheme}://{host}"),
+        (None, Some((_, host))) => format!("…@{host}"),
         _ => url.to_string(),
     }
 }

@@ -64,7 +64,7 @@ impl Builder<'_> {
                 return None;
             }
         };
-        let value = self.string(&sp.key("value"), &s.value)?;
+        let value = self.secret(&sp.key("value"), &s.value)?;
         if value.len() < MIN_ORIGIN_SECRET_LEN {
             self.fail(
                 sp.key("value"),

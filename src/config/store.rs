@@ -164,14 +164,23 @@ impl Builder<'_> {
         Some(out)
     }
 
+    /// A Redis URL as the client that `run` starts will read it (its own parser), so a URL that
+    /// passes `check` connects. The URL is told without its password.
     fn redis_url(&mut self, key: &KeyPath, url: &str) {
-        if !(url.starts_with("redis://") || url.starts_with("rediss://")) {
-            self.fail(
-                key.clone(),
-                format!("{url:?} is not a Redis URL"),
-                "write it like \"redis://127.0.0.1:6379\" (or rediss:// for TLS)",
-            );
-        }
+        let shown = super::model::without_secret(url);
+        let problem = if !(url.starts_with("redis://") || url.starts_with("rediss://")) {
+            format!("{shown:?} is not a Redis URL")
+        } else {
+            match ::redis::IntoConnectionInfo::into_connection_info(url) {
+                Ok(_) => return,
+                Err(e) => format!("{shown:?} does not parse as a Redis URL ({e})"),
+            }
+        };
+        self.fail(
+            key.clone(),
+            problem,
+            "write it like \"redis://127.0.0.1:6379\" or \"redis://:PASSWORD@HOST:PORT/DB\" (rediss:// for TLS)",
+        );
     }
 }
 
