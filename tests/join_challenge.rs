@@ -275,3 +275,29 @@ async fn the_status_endpoint_asks_in_json_whatever_accept_says() {
         .unwrap()
         .starts_with("text/html"));
 }
+
+/// A pre-queue holds every newcomer, so a newcomer is asked for the work from its first
+/// moment, before any tick has counted a registration (found by review: until a tick saw one,
+/// registrations were free, and 1,003 identities registered in 0.7 s). The tick is long, so the
+/// last one counted nobody.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_prequeue_asks_its_first_newcomer() {
+    let origin = Origin::start().await;
+    let text = format!(
+        "{}\n[[room.event]]\nname = \"drop\"\nprequeue-from = \"{}\"\nopens-at = \"{}\"\n",
+        config(origin.addr)
+            .replace("max-active = 1", "max-active = 100")
+            .replace("tick = \"50ms\"", "tick = \"10s\""),
+        utc_in(-1),
+        utc_in(600)
+    );
+    assert!(text.contains("[[room.event]]"), "{text}");
+    let proxy = Proxy::start(&text);
+    assert_eq!(waiting(&proxy).await, 0, "nobody registered yet");
+    let mut jar = Jar::default();
+    let (code, s) = status(&proxy, &mut jar, None).await;
+    assert_eq!(s["state"], "challenge", "{code} {s}");
+    let puzzle = s["challenge"].as_str().expect("a puzzle").to_string();
+    let (_, s) = status(&proxy, &mut jar, Some(&solve(&puzzle, 12))).await;
+    assert_eq!(s["state"], "prequeue", "registered by the work: {s}");
+}

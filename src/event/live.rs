@@ -368,6 +368,15 @@ impl RoomEvents {
         }
     }
 
+    /// Whether the room is in a pre-queue now, by this instance's clock or by the store's last
+    /// word: every newcomer waits then, however many the last tick counted.
+    pub fn in_prequeue(&self, local: Micros) -> bool {
+        self.any()
+            && self
+                .view(local)
+                .is_some_and(|v| v.phase == Phase::Prequeue || self.store_says_prequeue(&v.event))
+    }
+
     /// Whether the store said this event is in its pre-queue at the last tick.
     pub fn store_says_prequeue(&self, event: &Event) -> bool {
         self.seen

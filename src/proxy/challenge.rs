@@ -69,7 +69,12 @@ impl Proxy {
             });
             ok
         });
-        match challenge::step(r.live.held_by().is_some(), p.had_vid, solved) {
+        // A pre-queue holds every newcomer, whatever the last tick counted: before, the first
+        // registrations of a pre-queue (until a tick had seen one) were asked no work (found
+        // by review: 1,003 identities registered for free in 0.7 s).
+        let line_forms =
+            r.live.held_by().is_some() || r.events.in_prequeue(shared.clock.now_micros());
+        match challenge::step(line_forms, p.had_vid, solved) {
             Step::Join => Gated::Join(gate),
             Step::Ask => Gated::Ask,
             Step::Strict => {
