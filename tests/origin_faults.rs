@@ -253,3 +253,36 @@ async fn the_origins_own_5xx_gets_our_page_unless_turned_off() {
         "shop internals: stack trace here"
     );
 }
+
+/// An order Pingora refuses after the store took its admission (its own check of the request,
+/// here a `Connection` header naming `Host`, runs after our request filter) never reached the
+/// shop, so the admission is given back, not used up (found by review: every retry got 409
+/// with no order made).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_order_refused_before_it_reaches_the_shop_keeps_its_admission() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let origin = Origin::start().await;
+    let proxy = Proxy::start(&config(origin.addr, ""));
+    let jar = admitted(&proxy).await;
+    let mut s = tokio::net::TcpStream::connect(proxy.addr).await.unwrap();
+    let req = format!(
+        "POST /orders HTTP/1.1\r\nHost: shop.test\r\nCookie: {}\r\nConnection: close, host\r\nContent-Length: 0\r\n\r\n",
+        jar.header()
+    );
+    s.write_all(req.as_bytes()).await.unwrap();
+    let mut answer = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(5), s.read_to_end(&mut answer)).await;
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(answer.starts_with("HTTP/1.1 400"), "{answer}");
+    assert_eq!(origin.count("/orders"), 0, "the shop saw no order");
+
+    let resp = client()
+        .post(proxy.url("/orders"))
+        .header("cookie", jar.header())
+        .body("x")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200, "the admission orders once");
+    assert_eq!(origin.count("/orders"), 1);
+}

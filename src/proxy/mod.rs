@@ -124,6 +124,9 @@ pub struct Ctx {
     /// The request carries a body, which the origin's handler may not read: the connection to
     /// the origin ends with its answer (`method::takes_no_body`).
     last_on_connection: bool,
+    /// The request was handed to the origin: Pingora's own checks of it passed and
+    /// `upstream_request_filter` ran. An order refused before that never reached the shop.
+    handed_over: bool,
 }
 
 /// The proxy.
@@ -174,6 +177,7 @@ impl ProxyHttp for Proxy {
             failure_told: false,
             open_bypass: false,
             last_on_connection: false,
+            handed_over: false,
             tried: Vec::new(),
             holder: None,
         }
@@ -459,6 +463,7 @@ impl ProxyHttp for Proxy {
         upstream_request: &mut RequestHeader,
         ctx: &mut Ctx,
     ) -> Result<()> {
+        ctx.handed_over = true;
         cache_safe::ask_in_full(upstream_request, !ctx.set_cookies.is_empty());
         // The origin's proof that the request came through the line (replacing any copy a
         // client sent: a guess must not reach the origin as if we had sent it).

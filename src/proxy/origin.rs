@@ -147,10 +147,13 @@ pub(super) fn settlement(status: u16) -> Option<Settle> {
 /// How a failure to proxy settles the order. The origin's side (refused, timed out, closed on
 /// us) failed the order: given back. The visitor's side (they closed the connection, stalled,
 /// sent garbage) may well have come after the origin got the whole order, and walking away must
-/// not hand the admission back for another order: used up.
-pub(super) fn failure_settlement(source: &ErrorSource) -> Settle {
+/// not hand the admission back for another order: used up, once the request was handed to the
+/// origin (`handed_over`). Before that the shop never saw it: given back (found by review: a
+/// request Pingora refused after the store took its admission, for a `Connection` header
+/// naming `Host`, used the admission up with no order made).
+pub(super) fn failure_settlement(source: &ErrorSource, handed_over: bool) -> Settle {
     match source {
-        ErrorSource::Downstream => Settle::Confirm,
+        ErrorSource::Downstream if handed_over => Settle::Confirm,
         _ => Settle::GiveBack,
     }
 }
@@ -419,7 +422,12 @@ pub(super) async fn on_failure(
     if *e.esource() != ErrorSource::Downstream {
         note_health(ctx, None);
     }
-    settle(&shared, ctx, failure_settlement(e.esource())).await;
+    settle(
+        &shared,
+        ctx,
+        failure_settlement(e.esource(), ctx.handed_over),
+    )
+    .await;
     if code == 0 {
         return FailToProxy {
             error_code: 0,
@@ -514,10 +522,23 @@ mod tests {
     #[test]
     fn walking_away_from_an_order_does_not_give_it_back() {
         assert_eq!(
-            failure_settlement(&ErrorSource::Downstream),
+            failure_settlement(&ErrorSource::Downstream, true),
             Settle::Confirm
         );
-        assert_eq!(failure_settlement(&ErrorSource::Upstream), Settle::GiveBack);
-        assert_eq!(failure_settlement(&ErrorSource::Internal), Settle::GiveBack);
+        for handed_over in [true, false] {
+            assert_eq!(
+                failure_settlement(&ErrorSource::Upstream, handed_over),
+                Settle::GiveBack
+            );
+            assert_eq!(
+                failure_settlement(&ErrorSource::Internal, handed_over),
+                Settle::GiveBack
+            );
+        }
+        // Refused before it reached the shop: no order was made.
+        assert_eq!(
+            failure_settlement(&ErrorSource::Downstream, false),
+            Settle::GiveBack
+        );
     }
 }
