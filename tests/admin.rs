@@ -327,6 +327,48 @@ async fn a_change_through_one_instance_is_obeyed_by_another() {
         v["queue_all"], true,
         "B reads the state from the store: {v}"
     );
+
+    // The largest cap the API takes comes back from the store as it was given; a larger one
+    // is refused (found by review: the store wrote 9007199254740993 back as 9007199254741000).
+    for (cap, want) in [(9_007_199_254_740_993u64, 422), (1_000_000_000_001, 422)] {
+        let (status, v) = admin(
+            &a,
+            reqwest::Method::PATCH,
+            "/rooms/sale",
+            Some(TOKEN),
+            Some(json!({ "max_active": cap })),
+        )
+        .await;
+        assert_eq!(status, want, "{cap}: {v}");
+    }
+    let cap = 1_000_000_000_000u64;
+    let (status, _) = admin(
+        &a,
+        reqwest::Method::PATCH,
+        "/rooms/sale",
+        Some(TOKEN),
+        Some(json!({ "max_active": cap })),
+    )
+    .await;
+    assert_eq!(status, 200);
+    eventually(Duration::from_secs(2), "B reads the cap", || async {
+        let (_, v) = admin(&b, reqwest::Method::GET, "/rooms/sale", Some(TOKEN), None).await;
+        (v["max_active"] == cap).then_some(())
+    })
+    .await;
+    let (_, v) = admin(
+        &b,
+        reqwest::Method::GET,
+        "/rooms/sale/changes",
+        Some(TOKEN),
+        None,
+    )
+    .await;
+    let text = v.to_string();
+    assert!(
+        text.contains("1000000000000") && !text.contains("e+"),
+        "{text}"
+    );
 }
 
 /// A store that loses its data within a tick of an operator's change: the change is what the

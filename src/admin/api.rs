@@ -138,8 +138,10 @@ impl PatchBody {
                 return Err(format!("admit_per_second {}", crate::config::RATE_RULE));
             }
         }
-        if let Some(Some(0)) = self.max_active {
-            return Err("max_active must be at least 1".into());
+        if let Some(Some(m)) = self.max_active {
+            if !crate::config::valid_max_active(m) {
+                return Err(format!("max_active {}", crate::config::MAX_ACTIVE_RULE));
+            }
         }
         Ok(RoomPatch {
             enabled: self.enabled,

@@ -573,6 +573,18 @@ pub fn valid_rate(v: f64) -> bool {
     v.is_finite() && (MIN_RATE..=MAX_RATE).contains(&v)
 }
 
+/// Whether a `max-active` can be run: at least 1 and at most [`MAX_ACTIVE`]. The store keeps
+/// the cap as a Lua number written back as text with 14 significant digits, so a larger one
+/// came back changed (found by review: 9007199254740993 was recorded as 9007199254741000).
+pub fn valid_max_active(v: u64) -> bool {
+    (1..=MAX_ACTIVE).contains(&v)
+}
+
+/// The highest `max-active` [`valid_max_active`] takes: a million million sessions.
+pub const MAX_ACTIVE: u64 = 1_000_000_000_000;
+/// [`valid_max_active`] in words.
+pub const MAX_ACTIVE_RULE: &str = "must be at least 1 and at most 1000000000000";
+
 /// The lowest rate [`valid_rate`] takes.
 pub const MIN_RATE: f64 = 0.001;
 /// The highest rate [`valid_rate`] takes.

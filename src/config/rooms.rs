@@ -97,6 +97,13 @@ impl Builder<'_> {
                 }
             };
             let max_active = self.positive(&p.key("max-active"), r.max_active, None);
+            if max_active > super::model::MAX_ACTIVE {
+                self.fail(
+                    p.key("max-active"),
+                    format!("{}, not {max_active}", super::model::MAX_ACTIVE_RULE),
+                    "write the number of visitors the shop serves at once, such as 500",
+                );
+            }
             let max_waiting = self.positive(
                 &p.key("max-waiting"),
                 r.max_waiting,

@@ -212,11 +212,13 @@ pub fn check(events: &[Event]) -> Vec<Problem> {
                 );
             }
         }
-        if e.max_active == Some(0) {
+        if e.max_active
+            .is_some_and(|m| !crate::config::valid_max_active(m))
+        {
             fail(
                 i,
                 "max-active",
-                "must be at least 1".into(),
+                crate::config::MAX_ACTIVE_RULE.into(),
                 "write the event's cap, such as 500",
             );
         }

@@ -34,6 +34,12 @@ pub const BROKEN: &[(&str, usize, &str, &str)] = &[
         "40 is outside 8..=26",
     ),
     (
+        "bad_max_active_huge.toml",
+        12,
+        "room[0].max-active",
+        "at most 1000000000000, not 9007199254740993",
+    ),
+    (
         "bad_queueing.toml",
         13,
         "room[0].queueing",
