@@ -296,12 +296,13 @@ async fn a_drawn_sale_from_registration_to_a_checked_draw() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_closing_turns_newcomers_away_and_keeps_the_line() {
     let origin = Origin::start().await;
+    let closes = at(7).replace("+09:00", ".250+09:00");
     let event = format!(
         "[[room.event]]\nname = \"short\"\nprequeue-from = \"{}\"\nopens-at = \"{}\"\ncloses-at = \"{}\"\n",
         at(-1),
         // Room for a start on a loaded machine: both must register before the opening.
         at(4),
-        at(7)
+        closes
     );
     let proxy = Proxy::start(&config(
         origin.addr,
@@ -309,6 +310,14 @@ async fn the_closing_turns_newcomers_away_and_keeps_the_line() {
         "admit-per-second = 10\nmax-active = 1",
         &event,
     ));
+    // A time with a fraction of a second is published with it (found by review: it was cut
+    // to the second, earlier than the sale really closed).
+    let (code, d) = event_doc(&proxy, "").await;
+    assert_eq!(
+        (code, &d["closes_at"]),
+        (200, &Value::from(closes.clone())),
+        "{d}"
+    );
     let mut holder = Jar::default();
     let mut waiter = Jar::default();
     assert_eq!(status(&proxy, &mut holder).await["state"], "prequeue");

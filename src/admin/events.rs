@@ -157,9 +157,9 @@ pub fn shown(s: &Shared, room: usize, e: &Event) -> Value {
     };
     json!({
         "name": e.name,
-        "prequeue_from": time::format(e.prequeue_from, e.utc_offset),
-        "opens_at": time::format(e.opens_at, e.utc_offset),
-        "closes_at": e.closes_at.map(|c| time::format(c, e.utc_offset)),
+        "prequeue_from": time::format_exact(e.prequeue_from, e.utc_offset),
+        "opens_at": time::format_exact(e.opens_at, e.utc_offset),
+        "closes_at": e.closes_at.map(|c| time::format_exact(c, e.utc_offset)),
         "draw": e.draw,
         "after_close": e.after_close.as_str(),
         "admit_per_second": e.admit_per_second,

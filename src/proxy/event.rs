@@ -42,9 +42,9 @@ impl Proxy {
         let seed = if e.draw { r.events.seed(e) } else { None };
         EventStatus {
             name: e.name.clone(),
-            opens_at: time::format(e.opens_at, e.utc_offset),
+            opens_at: time::format_exact(e.opens_at, e.utc_offset),
             opens_in_seconds: e.opens_at.saturating_sub(v.now).div_ceil(1_000_000),
-            closes_at: e.closes_at.map(|c| time::format(c, e.utc_offset)),
+            closes_at: e.closes_at.map(|c| time::format_exact(c, e.utc_offset)),
             phase: v.phase.as_str(),
             draw: e.draw,
             commitment: seed.map(|s| draw::commitment(&s)),

@@ -102,9 +102,9 @@ pub(super) async fn serve(
     let doc = Published {
         room: r.name(),
         event: &e.name,
-        prequeue_from: time::format(e.prequeue_from, e.utc_offset),
-        opens_at: time::format(e.opens_at, e.utc_offset),
-        closes_at: e.closes_at.map(|c| time::format(c, e.utc_offset)),
+        prequeue_from: time::format_exact(e.prequeue_from, e.utc_offset),
+        opens_at: time::format_exact(e.opens_at, e.utc_offset),
+        closes_at: e.closes_at.map(|c| time::format_exact(c, e.utc_offset)),
         phase,
         draw: e.draw,
         commitment: seed
