@@ -547,6 +547,9 @@ fn a_redis_url_is_read_as_run_reads_it_and_its_password_is_not_shown() {
         "redis://:s3cr3t-pw@127.0.0.1:notaport",
         "redis://:s3cr3t-pw@127.0.0.1:6379/abc",
         "redis//:s3cr3t-pw@127.0.0.1:6379",
+        "redis://default:s3cr3t-pw",
+        "redis://:s3cr3t-pw",
+        "redis+unix:///tmp/x.sock?pass=s3cr3t-pw",
     ] {
         write(bad);
         let (code, out, err) = check_env(dir.path(), "r.toml", &[]);
@@ -562,6 +565,16 @@ fn a_redis_url_is_read_as_run_reads_it_and_its_password_is_not_shown() {
         !out.contains("s3cr3t") && !err.contains("s3cr3t"),
         "{out}{err}"
     );
+    // A cluster's nodes are checked as one list too, as `run` checks them.
+    std::fs::write(
+        dir.path().join("c.toml"),
+        format!("[cookie]\nkeys = [\"env-key-0123456789-0123456789-0123456789\"]\n\n[store]\nbackend = \"redis\"\nredis-cluster = [\"redis://:s3cr3t-one@127.0.0.1:7001\", \"redis://:s3cr3t-two@127.0.0.1:7002\"]\n\n{SMALL}"),
+    )
+    .unwrap();
+    let (code, out, err) = check_env(dir.path(), "c.toml", &[]);
+    assert_eq!(code, 2, "{out}{err}");
+    assert!(err.contains("store.redis-cluster"), "{err}");
+    assert!(!err.contains("s3cr3t"), "{err}");
 }
 
 /// A secret may be read from a file (`file:PATH`, relative to the config's directory), with
@@ -593,6 +606,29 @@ fn a_secret_may_come_from_a_file_and_a_stray_newline_is_refused() {
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("s.toml:2:9: cookie.keys[0]"), "{err}");
     assert!(err.contains("missing.key"), "{err}");
+
+    // A FIFO would block the load (and every reload after it) until written to.
+    let fifo = dir.path().join("fifo.key");
+    assert!(Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap()
+        .success());
+    conf("\"file:fifo.key\"");
+    let out = Command::new("timeout")
+        .args([
+            "20",
+            common::binary().to_str().unwrap(),
+            "check",
+            "--config",
+            "s.toml",
+        ])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "124 is a hang: {err}");
+    assert!(err.contains("not a regular file"), "{err}");
 
     conf("\"file:empty.key\"");
     let (code, _, err) = check_env(dir.path(), "s.toml", &[]);

@@ -99,9 +99,22 @@ impl Builder<'_> {
         const MAX: u64 = 64 * 1024;
         let full = self.base_dir.join(path);
         let mut text = String::new();
-        let read = std::fs::File::open(&full)
-            .and_then(|f| f.take(MAX + 1).read_to_string(&mut text))
+        // Only a regular file: a FIFO or a device would block the load, and with it every
+        // later reload, until something wrote to it (found by review).
+        let read = std::fs::metadata(&full)
             .map_err(|e| e.to_string())
+            .and_then(|m| {
+                if m.is_file() {
+                    Ok(())
+                } else {
+                    Err("it is not a regular file".to_string())
+                }
+            })
+            .and_then(|()| {
+                std::fs::File::open(&full)
+                    .and_then(|f| f.take(MAX + 1).read_to_string(&mut text))
+                    .map_err(|e| e.to_string())
+            })
             .and_then(|n| match n as u64 {
                 0 => Err("it is empty".to_string()),
                 n if n > MAX => Err(format!("it is longer than {MAX} bytes")),
