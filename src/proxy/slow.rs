@@ -67,10 +67,13 @@ impl Proxy {
                 session.set_read_timeout(Some(left));
                 Ok(())
             }
-            None => pingora::Error::e_explain(
+            // The visitor's side (found by review: told without a side, it was settled,
+            // answered and counted in the origin's health as the shop's failure).
+            None => Err(pingora::Error::explain(
                 pingora::ErrorType::ReadTimedout,
                 format!("request body not complete within client-timeout ({limit:?})"),
-            ),
+            )
+            .into_down()),
         }
     }
 }
