@@ -301,3 +301,51 @@ async fn a_prequeue_asks_its_first_newcomer() {
     let (_, s) = status(&proxy, &mut jar, Some(&solve(&puzzle, 12))).await;
     assert_eq!(s["state"], "prequeue", "registered by the work: {s}");
 }
+
+/// A queue ticket spares the work only while it may still prove a place: a ticket of the line
+/// from before a pre-queue began does not (found by review: one puzzle solved for a line long
+/// gone registered its identity for free in every later pre-queue). Its holder is known, so
+/// it registers under the stricter limit, like any visitor id without a solution.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_ticket_of_an_earlier_line_spares_no_work_in_a_prequeue() {
+    let origin = Origin::start().await;
+    let proxy = full_room(&origin).await;
+    let mut jars = vec![Jar::default(); 3];
+    for jar in jars.iter_mut() {
+        let (_, asked) = status(&proxy, jar, None).await;
+        let solution = solve(asked["challenge"].as_str().expect("a puzzle"), 12);
+        let (_, placed) = status(&proxy, jar, Some(&solution)).await;
+        assert_eq!(placed["state"], "waiting", "{placed}");
+        assert!(jar.get("anteroom_q.sale").is_some(), "a queue ticket");
+    }
+    let body = serde_json::json!({
+        "name": "drop", "prequeue_from": utc_in(2), "opens_at": utc_in(100)
+    });
+    let (code, text) = admin_call(
+        &proxy,
+        reqwest::Method::POST,
+        "/rooms/sale/events",
+        Some(TOKEN),
+        Some(body),
+    )
+    .await;
+    assert_eq!(code, 201, "{text}");
+    eventually(Duration::from_secs(10), "the pre-queue", || async {
+        let resp = client()
+            .get(proxy.url("/.anteroom/event?room=sale"))
+            .send()
+            .await
+            .ok()?;
+        let d: Value = resp.json().await.ok()?;
+        (d["phase"] == "prequeue").then_some(())
+    })
+    .await;
+    for jar in jars.iter_mut() {
+        status(&proxy, jar, None).await;
+    }
+    assert_eq!(
+        count(&proxy, "strict").await,
+        3,
+        "each old ticket's holder registers under the stricter limit"
+    );
+}

@@ -211,6 +211,18 @@ pub fn decide(
     }
 }
 
+/// Whether a pre-queue's snapshot, taken at wall time `taken` (µs), shows that the store no
+/// longer holds the registration of ticket `t`: an empty line seen surely after the ticket was
+/// given, or another line's epoch. `seen` is in whole seconds, so only a snapshot taken a
+/// second past it was surely taken after the registration (found by a flaky test: the
+/// snapshot's time, also counted in whole seconds, ran up to a second late, so a snapshot from
+/// just before a registration counted as one after it, and through an outage the
+/// registrant's place went blank).
+pub fn registration_lost(s: &Snapshot, taken: crate::clock::Micros, t: &Ticket) -> bool {
+    (s.waiting == 0 && taken > t.seen.saturating_add(1).saturating_mul(1_000_000))
+        || (s.sample.epoch != 0 && s.sample.epoch != t.place.epoch)
+}
+
 /// Most visitors a batch holds (one admit call's worth); the rest wait for the next tick.
 pub const FLUSH_MAX: usize = 20_000;
 /// Most visitors noted and not yet sent; a note past it is refused (the ticket keeps its old
@@ -330,6 +342,28 @@ mod tests {
             predicted: None,
             drawn: false,
         }
+    }
+
+    /// A registration at any instant of second `seen` (the ticket keeps whole seconds): only a
+    /// snapshot taken after that second ends can have been taken after it, and only such a
+    /// snapshot's empty line says the store lost it.
+    #[test]
+    fn only_an_empty_line_seen_surely_after_a_registration_lost_it() {
+        let t = ticket(5, 10, 3);
+        let empty = snap(vec![], 0);
+        for taken in [9_000_000, 10_000_000, 10_400_000, 10_999_999, 11_000_000] {
+            assert!(!registration_lost(&empty, taken, &t), "{taken}");
+        }
+        assert!(registration_lost(&empty, 11_000_001, &t));
+        assert!(!registration_lost(&snap(vec![(5, 1)], 1), 60_000_000, &t));
+        let other_line = Snapshot {
+            sample: LineSample {
+                epoch: 2,
+                points: vec![],
+            },
+            ..snap(vec![], 1)
+        };
+        assert!(registration_lost(&other_line, 9_000_000, &t));
     }
 
     const ABANDON: Duration = Duration::from_secs(300);

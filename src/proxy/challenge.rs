@@ -17,8 +17,37 @@ use crate::store::{JoinGate, VisitorId};
 /// queue ticket that verified, and the status poll's `pow` parameter.
 pub(super) struct Presented<'a> {
     pub had_vid: bool,
-    pub ticket: bool,
+    /// The queue ticket the request carried, verified for its visitor.
+    pub ticket: Option<&'a crate::line::ticket::Ticket>,
     pub solution: Option<&'a str>,
+}
+
+/// Whether a verified queue ticket may still prove a place in line, which spares its holder
+/// the work: given within `abandon-after` (past it the store may have let the place go), in
+/// the line the last snapshot holds (not one cleared since), and, in a pre-queue, since the
+/// pre-queue began. Before (found by review), any ticket that verified did: one puzzle solved
+/// for a line long gone registered its identity for free in every later pre-queue.
+fn holds_place(shared: &Shared, room: usize, t: &crate::line::ticket::Ticket) -> bool {
+    let r = &shared.rooms[room];
+    let now = shared.clock.now_micros();
+    let since = (now / 1_000_000).saturating_sub(t.seen);
+    if since >= r.cfg.params.abandon_after.as_secs() {
+        return false;
+    }
+    if r.line
+        .snapshot()
+        .is_some_and(|s| s.sample.epoch != 0 && s.sample.epoch != t.place.epoch)
+    {
+        return false;
+    }
+    let prequeue_from = r
+        .events
+        .any()
+        .then(|| r.events.view(now))
+        .flatten()
+        .filter(|v| v.phase == crate::event::Phase::Prequeue)
+        .map(|v| v.event.prequeue_from / 1_000_000);
+    prequeue_from.is_none_or(|from| t.seen >= from)
 }
 
 /// What a request without an admission does about the challenge.
@@ -44,7 +73,7 @@ impl Proxy {
             return Gated::Join(gate);
         };
         // A ticket proves a place in line: polls of visitors already in line never need work.
-        if p.ticket {
+        if p.ticket.is_some_and(|t| holds_place(shared, room, t)) {
             return Gated::Join(gate);
         }
         let count = |what: Challenge| {

@@ -78,9 +78,11 @@ impl Proxy {
                 let abandon = r.cfg.params.abandon_after.as_secs().max(4);
                 let since = now.saturating_sub(t.seen);
                 let lost = snapshot.as_deref().is_some_and(|s| {
-                    let taken = now.saturating_sub(s.taken.elapsed().as_secs());
-                    (s.waiting == 0 && taken > t.seen.saturating_add(1))
-                        || (s.sample.epoch != 0 && s.sample.epoch != t.place.epoch)
+                    let taken = shared
+                        .clock
+                        .now_micros()
+                        .saturating_sub(s.taken.elapsed().as_micros() as u64);
+                    crate::line::registration_lost(s, taken, t)
                 });
                 if since >= abandon / 2 || lost {
                     return None;

@@ -323,7 +323,7 @@ impl ProxyHttp for Proxy {
             vid,
             &challenge::Presented {
                 had_vid,
-                ticket: ticket.is_some(),
+                ticket: ticket.as_ref(),
                 solution: None,
             },
             gate(shared, session, room),

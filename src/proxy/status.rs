@@ -95,7 +95,7 @@ pub(super) async fn serve(
             vid,
             &super::challenge::Presented {
                 had_vid,
-                ticket: ticket.is_some(),
+                ticket: ticket.as_ref(),
                 solution: solution.as_deref(),
             },
             super::gate(shared, session, room),
