@@ -208,6 +208,26 @@ async fn rooms_are_shown_changed_and_cleared() {
     .await;
     assert_eq!(v["admit_per_second"], 100.0);
     assert_eq!(v["overrides"]["max_active"], Value::Null);
+    // `null` is the configuration's for the switches too: on, not held.
+    for (body, key, want) in [
+        (
+            json!({"queue_all": true, "enabled": false}),
+            "queue_all",
+            true,
+        ),
+        (json!({"queue_all": null}), "queue_all", false),
+        (json!({"enabled": null}), "enabled", true),
+    ] {
+        let (status, v) = admin(
+            &proxy,
+            reqwest::Method::PATCH,
+            "/rooms/sale",
+            Some(TOKEN),
+            Some(body.clone()),
+        )
+        .await;
+        assert_eq!((status, &v[key]), (200, &Value::from(want)), "{body}: {v}");
+    }
 
     // Bad requests say what is wrong.
     for (body, expected) in [

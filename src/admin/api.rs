@@ -111,8 +111,13 @@ pub(super) fn error(status: StatusCode, message: &str) -> Response<Vec<u8>> {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct PatchBody {
-    enabled: Option<bool>,
-    queue_all: Option<bool>,
+    /// `null` is the configuration's: on (found by review: a `null` was read as "not given",
+    /// answered 200 and changed nothing).
+    #[serde(default, deserialize_with = "present")]
+    enabled: Option<Option<bool>>,
+    /// `null` is the configuration's: not held.
+    #[serde(default, deserialize_with = "present")]
+    queue_all: Option<Option<bool>>,
     #[serde(default, deserialize_with = "present")]
     admit_per_second: Option<Option<f64>>,
     #[serde(default, deserialize_with = "present")]
@@ -144,8 +149,8 @@ impl PatchBody {
             }
         }
         Ok(RoomPatch {
-            enabled: self.enabled,
-            queue_all: self.queue_all,
+            enabled: self.enabled.map(|v| v.unwrap_or(true)),
+            queue_all: self.queue_all.map(|v| v.unwrap_or(false)),
             admit_per_second: self.admit_per_second,
             max_active: self.max_active,
             autopilot: self.autopilot,
