@@ -263,6 +263,15 @@ async fn an_instance_started_while_redis_is_down_admits_nobody() {
         "an instance that never heard from the store knows nothing of the room: {states:?}"
     );
     assert!(states.iter().all(|s| s == "paused"), "{states:?}");
+    // Held by the store's absence: said so, not `null` as for someone not in line.
+    let v = get_json(&proxy, "/.anteroom/status?room=sale", &mut Jar::default())
+        .await
+        .expect("a status");
+    assert_eq!(
+        (&v["state"], &v["held_by"]),
+        (&"paused".into(), &"store".into()),
+        "{v}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -29,7 +29,9 @@ impl Proxy {
             eta_low_seconds: None,
             eta_high_seconds: None,
             retry_after_ms: page::poll_interval(&r.cfg.poll, u64::MAX).as_millis() as u64,
-            held_by: None,
+            // Held by the store's absence, not "not in line" (found by review: a visitor in
+            // line was told `null`, as if they had no place).
+            held_by: Some("store"),
             event: None,
         }
     }
