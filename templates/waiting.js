@@ -106,8 +106,15 @@
       r = fetch(url, { credentials: "same-origin", cache: "no-store", headers: { Accept: "application/json" } });
     } catch (e) { later(wait); return; }
     r.then(function (res) {
-      if (res.status !== 200) throw new Error("status " + res.status);
-      return res.json();
+      if (res.status === 200) return res.json();
+      // Not an answer to show (429 limited, 503 full or busy): still the server's word on when
+      // to ask again, in the JSON or in Retry-After (before, the page kept its last interval).
+      var after = Number(res.headers.get("Retry-After"));
+      if (after > 0) wait = after * 1000;
+      return res.json().then(function (d) {
+        if (d && num(d.retry_after_ms) !== null) wait = d.retry_after_ms;
+        throw new Error("status " + res.status);
+      });
     }).then(function (d) {
       if (!d || typeof d !== "object") throw new Error("bad reply");
       if (num(d.retry_after_ms) !== null) wait = d.retry_after_ms;
