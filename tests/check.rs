@@ -652,3 +652,34 @@ fn a_secret_may_come_from_a_file_and_a_stray_newline_is_refused() {
     );
     assert_eq!(code, 0, "{out}{err}");
 }
+
+/// A `claim-ttl` shorter than a hidden tab's poll is a warning with where and how to fix it: a
+/// visitor whose tab is in the background when the turn comes loses the turn and rejoins at
+/// the back (found by review: 60 s, the old default, equalled the 60 s throttled poll). The
+/// default is long enough.
+#[test]
+fn a_claim_ttl_shorter_than_a_hidden_tabs_poll_is_a_warning() {
+    let dir = tempfile::tempdir().unwrap();
+    let room = |extra: &str| {
+        std::fs::write(
+            dir.path().join("c.toml"),
+            format!("[cookie]\nkeys = [\"env-key-0123456789-0123456789-0123456789\"]\n\n{SMALL}\n[[room]]\nname = \"sale\"\npaths = [\"/p\"]\nadmit-per-second = 5\nmax-active = 5\n{extra}"),
+        )
+        .unwrap();
+    };
+    room("claim-ttl = \"60s\"\n");
+    let (code, _, err) = check_env(dir.path(), "c.toml", &[]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        err.contains(
+            "warning: c.toml:16:13: room[0].claim-ttl: (1m) is shorter than a hidden tab's poll"
+        ) && err.contains("fix: make claim-ttl at least 1m 13s"),
+        "{err}"
+    );
+    room("claim-ttl = \"60s\"\nthrottled-poll = \"10s\"\n");
+    let (code, _, err) = check_env(dir.path(), "c.toml", &[]);
+    assert!(code == 0 && !err.contains("warning"), "{err}");
+    room("");
+    let (code, _, err) = check_env(dir.path(), "c.toml", &[]);
+    assert!(code == 0 && !err.contains("warning"), "the default: {err}");
+}

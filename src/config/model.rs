@@ -28,7 +28,9 @@ pub const DEFAULT_BREAKER_COOLDOWN: Duration = Duration::from_secs(1);
 /// Idle time after which an admitted session ends.
 pub const DEFAULT_SESSION_TTL: Duration = Duration::from_secs(600);
 /// An admitted visitor who does not come back within this gives the slot back.
-pub const DEFAULT_CLAIM_TTL: Duration = Duration::from_secs(60);
+/// Long enough for a hidden tab (one poll a minute, see [`claim_ttl_least`]) to collect its
+/// turn: 60 s, the old default, was not (found by review).
+pub const DEFAULT_CLAIM_TTL: Duration = Duration::from_secs(90);
 /// A waiting visitor who stops polling for this long loses the place. Five minutes, as
 /// Cloudflare keeps a place after the last refresh: long enough for a tab whose timers the
 /// browser throttles while it is hidden (Chrome: once a minute after five minutes hidden) and
@@ -458,6 +460,14 @@ pub enum AbandonTooShort {
     ForPolls(Duration),
     /// Shorter than two polls of a tab the browser throttles while hidden.
     ForHiddenTabs(Duration),
+}
+
+/// The shortest `claim-ttl` in which a hidden tab whose turn has come still polls: its
+/// throttled timer (`throttled-poll`) with the polls' jitter, after the tick that gave the
+/// turn. Shorter, a visitor whose tab is in the background when the turn comes loses it and
+/// rejoins at the back, while one as silent further back keeps their place (`abandon-after`).
+pub fn claim_ttl_least(throttled_poll: Duration, tick: Duration) -> Duration {
+    throttled_poll.mul_f64(1.0 + POLL_JITTER) + tick
 }
 
 /// Checks `abandon-after` against the gaps between one visitor's polls: the slowest tier plus

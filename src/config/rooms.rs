@@ -175,6 +175,22 @@ impl Builder<'_> {
             );
             let slowest = poll.iter().map(|t| t.every).max().unwrap_or_default();
             self.abandon_after(&p, abandon_after, slowest, throttled);
+            let least = claim_ttl_least(throttled, tick);
+            if claim_ttl < least {
+                let f = humantime::format_duration;
+                self.warn(
+                    p.key("claim-ttl"),
+                    format!(
+                        "({}) is shorter than a hidden tab's poll (throttled-poll = {} with its jitter, after a tick): a visitor whose tab is in the background when the turn comes loses it and rejoins at the back",
+                        f(claim_ttl),
+                        f(throttled)
+                    ),
+                    format!(
+                        "make claim-ttl at least {} (the default is 90s), or lower throttled-poll if the visitors are not browsers",
+                        f(Duration::from_secs(least.as_secs_f64().ceil() as u64))
+                    ),
+                );
+            }
             let on_store_error = match r.on_store_error.as_deref() {
                 None | Some("local") => StorePolicy::Local,
                 Some("open") => StorePolicy::Open,
