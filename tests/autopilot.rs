@@ -282,3 +282,107 @@ async fn a_room_without_an_autopilot_cannot_switch_one_on() {
     assert_eq!(status, 422, "{v}");
     assert!(room(&proxy).await["autopilot"].is_null());
 }
+
+/// One admitted visitor's own failing requests say nothing of the shop: each visitor counts
+/// once a second in the health window (found by review: one visitor sending ~45 requests a
+/// second that the shop answered 500 cut the rate from 20 to min-rate in 7 s, nobody else
+/// there). The rate is watched for 4 s while they try.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_visitors_own_failures_do_not_cut_the_rate() {
+    let origin = Origin::start().await;
+    let proxy = Proxy::start(&format!(
+        r#"{base}
+[admin]
+token = "{TOKEN}"
+
+[[room]]
+name = "sale"
+paths = ["/products"]
+admit-per-second = 40
+max-active = 100000
+tick = "100ms"
+autopilot = {{ target-latency = "300ms", max-error-rate = 0.01, min-rate = 2, window = "1s" }}
+"#,
+        base = base_config(origin.addr)
+    ));
+    rate_until(&[&proxy], "a start", Duration::from_secs(10), |r| r > 0.0).await;
+    let start = rate(&proxy).await;
+    let jar = admitted_at_once(&proxy, "sale").await;
+    let until = Instant::now() + Duration::from_secs(4);
+    let mut tasks = Vec::new();
+    for _ in 0..2 {
+        let (url, cookie) = (proxy.url("/products/fail-500"), jar.header());
+        tasks.push(tokio::spawn(async move {
+            let mut sent = 0u32;
+            while Instant::now() < until {
+                let resp = client().get(&url).header("cookie", &cookie).send().await;
+                assert_eq!(resp.map(|r| r.status().as_u16()).ok(), Some(500));
+                sent += 1;
+            }
+            sent
+        }));
+    }
+    let mut sent = 0;
+    for t in tasks {
+        sent += t.await.unwrap();
+    }
+    assert!(sent > 40, "the visitor's requests reached the shop: {sent}");
+    let v = room(&proxy).await;
+    assert!(
+        v["autopilot"]["rate"].as_f64().unwrap() >= start,
+        "from {start}: {v}"
+    );
+}
+
+/// The shop's latency runs from the end of a request's body: a body the visitor uploads
+/// slowly is not the shop's slowness (found by review: 30 trickled uploads read as a p90 of a
+/// second and cut the rate to min-rate, the shop answering at once). The window's p90 is
+/// watched while one upload trickles for over a second.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_upload_is_not_the_shops_latency() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let origin = Origin::start().await;
+    let proxy = Proxy::start(&format!(
+        r#"{base}
+[admin]
+token = "{TOKEN}"
+
+[[room]]
+name = "sale"
+paths = ["/products"]
+admit-per-second = 40
+max-active = 100000
+tick = "100ms"
+autopilot = {{ target-latency = "300ms", max-error-rate = 0.5, min-rate = 2, window = "1s" }}
+"#,
+        base = base_config(origin.addr)
+    ));
+    rate_until(&[&proxy], "a start", Duration::from_secs(10), |r| r > 0.0).await;
+    let jar = admitted_at_once(&proxy, "sale").await;
+    let mut conn = tokio::net::TcpStream::connect(proxy.addr).await.unwrap();
+    let head = format!(
+        "POST /products/upload HTTP/1.1\r\nHost: shop.test\r\nCookie: {}\r\nContent-Length: 8\r\nConnection: close\r\n\r\n",
+        jar.header()
+    );
+    conn.write_all(head.as_bytes()).await.unwrap();
+    for _ in 0..8 {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        conn.write_all(b"x").await.unwrap();
+    }
+    let mut answer = Vec::new();
+    conn.read_to_end(&mut answer).await.unwrap();
+    assert!(
+        String::from_utf8_lossy(&answer).starts_with("HTTP/1.1 200"),
+        "{}",
+        String::from_utf8_lossy(&answer)
+    );
+    // The window with the upload in it: its p90 is the shop's few milliseconds.
+    let p90 = eventually(Duration::from_secs(5), "the upload counted", || async {
+        let v = room(&proxy).await;
+        (v["autopilot"]["origin_requests"].as_u64()? > 0)
+            .then(|| v["autopilot"]["origin_p90_ms"].as_f64())
+            .flatten()
+    })
+    .await;
+    assert!(p90 < 300.0, "p90 {p90} ms");
+}

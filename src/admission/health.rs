@@ -4,6 +4,11 @@
 //! seconds folded from those counters once per tick.
 //!
 //! Rooms on one upstream read the same counters: they share the shop's health signal.
+//!
+//! Each admitted visitor counts once a second at most ([`OriginHealth::vote`]): before (found
+//! by review), every request counted, so one admitted visitor sending many requests owned the
+//! window — their own 5xx answers cut every room on the upstream to its `min-rate`, and their
+//! cheap fast pages raised the rate while orders took five times the target.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -33,12 +38,18 @@ fn bucket_top(i: usize) -> Duration {
     }
 }
 
+/// Visitors' votes: slots by visitor id, each holding the second of its last vote.
+const VOTE_SLOTS: usize = 4096;
+
 /// Counts since the process started (never reset: each reader keeps its own last reading).
 #[derive(Debug)]
 pub struct OriginHealth {
     requests: AtomicU64,
     errors: AtomicU64,
     buckets: [AtomicU64; BUCKETS],
+    /// The second (on the monotonic clock, plus one: 0 is "never") each slot last voted in. Two
+    /// visitors in one slot share its vote: a sample, not a count.
+    votes: Box<[AtomicU64]>,
 }
 
 impl Default for OriginHealth {
@@ -47,6 +58,7 @@ impl Default for OriginHealth {
             requests: AtomicU64::new(0),
             errors: AtomicU64::new(0),
             buckets: std::array::from_fn(|_| AtomicU64::new(0)),
+            votes: (0..VOTE_SLOTS).map(|_| AtomicU64::new(0)).collect(),
         }
     }
 }
@@ -105,6 +117,21 @@ impl Counts {
 }
 
 impl OriginHealth {
+    /// Whether a request of visitor `vid` at monotonic second `second` counts: the first of
+    /// that visitor's (slot's) in each second does. One relaxed load, and a compare-exchange
+    /// once a second per visitor.
+    pub fn vote(&self, vid: &crate::store::VisitorId, second: u64) -> bool {
+        let b = vid.as_bytes();
+        let key = u64::from_le_bytes([b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]]);
+        let slot = &self.votes[(key % VOTE_SLOTS as u64) as usize];
+        let stamp = second.saturating_add(1);
+        let last = slot.load(Ordering::Relaxed);
+        last != stamp
+            && slot
+                .compare_exchange(last, stamp, Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok()
+    }
+
     /// One request of admitted traffic: `latency` to the response header (`None` when there
     /// was none: refused, timed out), and whether it failed (5xx, timeout, connection).
     pub fn record(&self, latency: Option<Duration>, failed: bool) {
@@ -160,6 +187,23 @@ impl HealthWindow {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_visitor_votes_once_a_second() {
+        let h = OriginHealth::default();
+        let (a, b) = (
+            crate::store::VisitorId::random(),
+            crate::store::VisitorId::random(),
+        );
+        assert!(h.vote(&a, 7));
+        assert!(!h.vote(&a, 7), "a second request in the same second");
+        assert!(h.vote(&b, 7) || b.as_bytes()[8..] == a.as_bytes()[8..]);
+        assert!(h.vote(&a, 8), "the next second");
+        assert!(
+            h.vote(&a, 0) && !h.vote(&a, 0),
+            "second 0 is a second like any"
+        );
+    }
 
     fn ms(n: u64) -> Duration {
         Duration::from_millis(n)

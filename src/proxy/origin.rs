@@ -330,17 +330,29 @@ fn note_health(ctx: &mut Ctx, status: Option<u16>) {
     else {
         return;
     };
-    if let Some(h) = ctx
+    let Some(h) = ctx
         .shared
         .origin_health
         .get(ctx.upstream)
         .and_then(Option::as_ref)
-    {
-        match status {
-            Some(s) => h.record(Some(at.elapsed()), s >= 500),
-            None => h.record(None, true),
-        }
+    else {
+        return;
+    };
+    let second = ctx.shared.clock.mono_micros() / 1_000_000;
+    if !ctx.holder.is_some_and(|v| h.vote(&v.vid, second)) {
+        return;
     }
+    match status {
+        Some(s) => h.record(Some(at.elapsed()), shop_failed(s)),
+        None => h.record(None, true),
+    }
+}
+
+/// Whether an answer says the shop is failing: a 5xx, but not 501 or 505, which refuse the
+/// request itself (a method or version the shop does not do): the sender's doing, not the
+/// shop's health (found by review: an admitted visitor's made-up method cut the rate).
+fn shop_failed(status: u16) -> bool {
+    status >= 500 && trouble(status, true) != Trouble::Refused
 }
 
 /// The origin answered 5xx: replace its page with ours (when the upstream's `error-pages` is on).
