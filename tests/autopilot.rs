@@ -386,3 +386,63 @@ autopilot = {{ target-latency = "300ms", max-error-rate = 0.5, min-rate = 2, win
     .await;
     assert!(p90 < 300.0, "p90 {p90} ms");
 }
+
+/// Admitted requests turned away at `max-origin-inflight` are failures in the shop's health
+/// window: the shop takes no more (found by review: the window saw only the few requests that
+/// got in, fast, and the rate rose while most were answered 503). Twelve admitted visitors
+/// ask for a page the shop takes 1.5 s over, one at a time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_turned_away_at_the_origin_cap_cut_the_rate() {
+    let origin = Origin::start().await;
+    let proxy = Proxy::start(&format!(
+        r#"{base}
+[admin]
+token = "{TOKEN}"
+
+[[room]]
+name = "sale"
+paths = ["/slow"]
+admit-per-second = 40
+max-active = 100000
+tick = "100ms"
+max-origin-inflight = 1
+origin-queue-timeout = "200ms"
+autopilot = {{ target-latency = "3s", max-error-rate = 0.2, min-rate = 2, window = "1s" }}
+"#,
+        base = base_config(origin.addr)
+    ));
+    rate_until(&[&proxy], "a start", Duration::from_secs(10), |r| r > 0.0).await;
+    let start = rate(&proxy).await;
+    let mut jars = Vec::new();
+    for _ in 0..12 {
+        // In at the rate's pace: a poll now and then until the turn comes.
+        let mut jar = Jar::default();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let v = get_json(&proxy, "/.anteroom/status?room=sale", &mut jar).await;
+            if v.is_some_and(|v| v["state"] == "admitted") {
+                break;
+            }
+            assert!(Instant::now() < deadline, "admitted within 10 s");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        jars.push(jar);
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut tasks = Vec::new();
+    for jar in jars {
+        let (url, cookie, stop) = (proxy.url("/slow/page"), jar.header(), stop.clone());
+        tasks.push(tokio::spawn(async move {
+            while !stop.load(Ordering::Relaxed) {
+                let _ = client().get(&url).header("cookie", &cookie).send().await;
+            }
+        }));
+    }
+    rate_until(&[&proxy], "a cut", Duration::from_secs(15), |r| r < start).await;
+    stop.store(true, Ordering::Relaxed);
+    let v = room(&proxy).await;
+    assert_eq!(v["autopilot"]["last_change"]["reason"], "errors", "{v}");
+    for t in tasks {
+        t.abort();
+    }
+}

@@ -330,6 +330,15 @@ fn note_health(ctx: &mut Ctx, status: Option<u16>) {
     else {
         return;
     };
+    match status {
+        Some(s) => sample(ctx, Some(at.elapsed()), shop_failed(s)),
+        None => sample(ctx, None, true),
+    }
+}
+
+/// One sample of an admitted request for its upstream's health window, if its visitor has
+/// not voted this second.
+pub(super) fn sample(ctx: &Ctx, latency: Option<Duration>, failed: bool) {
     let Some(h) = ctx
         .shared
         .origin_health
@@ -339,12 +348,8 @@ fn note_health(ctx: &mut Ctx, status: Option<u16>) {
         return;
     };
     let second = ctx.shared.clock.mono_micros() / 1_000_000;
-    if !ctx.holder.is_some_and(|v| h.vote(&v.vid, second)) {
-        return;
-    }
-    match status {
-        Some(s) => h.record(Some(at.elapsed()), shop_failed(s)),
-        None => h.record(None, true),
+    if ctx.holder.is_some_and(|v| h.vote(&v.vid, second)) {
+        h.record(latency, failed);
     }
 }
 

@@ -44,6 +44,12 @@ impl Proxy {
             }
             Err(_) => {
                 r.metrics.origin_timeouts.inc();
+                // A shop at its cap is a shop that takes no more: a failure in its health
+                // window (found by review: with most admitted requests turned away here, the
+                // window saw only the few that got in, fast, and the autopilot raised the rate).
+                if matches!(ctx.outcome, super::Outcome::Admit | super::Outcome::Consume) {
+                    super::origin::sample(ctx, Some(cap.queue_timeout), true);
+                }
                 Self::send_busy(shared, session, ctx, room).await?;
                 Ok(true)
             }
