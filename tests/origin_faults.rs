@@ -286,3 +286,40 @@ async fn an_order_refused_before_it_reaches_the_shop_keeps_its_admission() {
     assert_eq!(resp.status(), 200, "the admission orders once");
     assert_eq!(origin.count("/orders"), 1);
 }
+
+/// An order whose body is cut short (here past `client-timeout`) never reached the shop as an
+/// order it could take: the admission is given back, where an order sent whole and walked
+/// away from is used (integrity's `walking_away_from_an_order_does_not_give_it_back`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_order_cut_short_in_its_body_keeps_its_admission() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let origin = Origin::start().await;
+    let proxy = Proxy::start(&format!(
+        "[server]\nclient-timeout = \"1s\"\n{}",
+        config(origin.addr, "")
+    ));
+    let jar = admitted(&proxy).await;
+    let mut s = tokio::net::TcpStream::connect(proxy.addr).await.unwrap();
+    let req = format!(
+        "POST /orders HTTP/1.1\r\nHost: shop.test\r\nCookie: {}\r\nContent-Length: 100\r\n\r\n",
+        jar.header()
+    );
+    s.write_all(req.as_bytes()).await.unwrap();
+    // A byte every 200 ms: past the 1 s client-timeout long before the 100 bytes.
+    for _ in 0..15 {
+        if s.write_all(b"x").await.is_err() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let mut answer = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(5), s.read_to_end(&mut answer)).await;
+    let resp = client()
+        .post(proxy.url("/orders"))
+        .header("cookie", jar.header())
+        .body("x")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200, "the admission orders once");
+}
