@@ -283,6 +283,15 @@ async fn a_room_without_an_autopilot_cannot_switch_one_on() {
     assert!(room(&proxy).await["autopilot"].is_null());
 }
 
+/// One instance on the memory store, nobody else: a room `sale` on `path` at a ceiling of 40
+/// a second, with `room_extra` (its autopilot, a cap).
+fn alone(origin: std::net::SocketAddr, path: &str, room_extra: &str) -> String {
+    format!(
+        "{base}\n[admin]\ntoken = \"{TOKEN}\"\n\n[[room]]\nname = \"sale\"\npaths = [\"{path}\"]\nadmit-per-second = 40\nmax-active = 100000\ntick = \"100ms\"\n{room_extra}\n",
+        base = base_config(origin)
+    )
+}
+
 /// One admitted visitor's own failing requests say nothing of the shop: each visitor counts
 /// once a second in the health window (found by review: one visitor sending ~45 requests a
 /// second that the shop answered 500 cut the rate from 20 to min-rate in 7 s, nobody else
@@ -290,20 +299,10 @@ async fn a_room_without_an_autopilot_cannot_switch_one_on() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_visitors_own_failures_do_not_cut_the_rate() {
     let origin = Origin::start().await;
-    let proxy = Proxy::start(&format!(
-        r#"{base}
-[admin]
-token = "{TOKEN}"
-
-[[room]]
-name = "sale"
-paths = ["/products"]
-admit-per-second = 40
-max-active = 100000
-tick = "100ms"
-autopilot = {{ target-latency = "300ms", max-error-rate = 0.01, min-rate = 2, window = "1s" }}
-"#,
-        base = base_config(origin.addr)
+    let proxy = Proxy::start(&alone(
+        origin.addr,
+        "/products",
+        "autopilot = { target-latency = \"300ms\", max-error-rate = 0.01, min-rate = 2, window = \"1s\" }",
     ));
     rate_until(&[&proxy], "a start", Duration::from_secs(10), |r| r > 0.0).await;
     let start = rate(&proxy).await;
@@ -342,20 +341,10 @@ autopilot = {{ target-latency = "300ms", max-error-rate = 0.01, min-rate = 2, wi
 async fn a_slow_upload_is_not_the_shops_latency() {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let origin = Origin::start().await;
-    let proxy = Proxy::start(&format!(
-        r#"{base}
-[admin]
-token = "{TOKEN}"
-
-[[room]]
-name = "sale"
-paths = ["/products"]
-admit-per-second = 40
-max-active = 100000
-tick = "100ms"
-autopilot = {{ target-latency = "300ms", max-error-rate = 0.5, min-rate = 2, window = "1s" }}
-"#,
-        base = base_config(origin.addr)
+    let proxy = Proxy::start(&alone(
+        origin.addr,
+        "/products",
+        "autopilot = { target-latency = \"300ms\", max-error-rate = 0.5, min-rate = 2, window = \"1s\" }",
     ));
     rate_until(&[&proxy], "a start", Duration::from_secs(10), |r| r > 0.0).await;
     let jar = admitted_at_once(&proxy, "sale").await;
@@ -394,22 +383,10 @@ autopilot = {{ target-latency = "300ms", max-error-rate = 0.5, min-rate = 2, win
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn requests_turned_away_at_the_origin_cap_cut_the_rate() {
     let origin = Origin::start().await;
-    let proxy = Proxy::start(&format!(
-        r#"{base}
-[admin]
-token = "{TOKEN}"
-
-[[room]]
-name = "sale"
-paths = ["/slow"]
-admit-per-second = 40
-max-active = 100000
-tick = "100ms"
-max-origin-inflight = 1
-origin-queue-timeout = "200ms"
-autopilot = {{ target-latency = "3s", max-error-rate = 0.2, min-rate = 2, window = "1s" }}
-"#,
-        base = base_config(origin.addr)
+    let proxy = Proxy::start(&alone(
+        origin.addr,
+        "/slow",
+        "max-origin-inflight = 1\norigin-queue-timeout = \"200ms\"\nautopilot = { target-latency = \"3s\", max-error-rate = 0.2, min-rate = 2, window = \"1s\" }",
     ));
     rate_until(&[&proxy], "a start", Duration::from_secs(10), |r| r > 0.0).await;
     let start = rate(&proxy).await;
