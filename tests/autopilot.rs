@@ -376,12 +376,14 @@ async fn a_slow_upload_is_not_the_shops_latency() {
     assert!(p90 < 300.0, "p90 {p90} ms");
 }
 
-/// Admitted requests turned away at `max-origin-inflight` are failures in the shop's health
-/// window: the shop takes no more (found by review: the window saw only the few requests that
-/// got in, fast, and the rate rose while most were answered 503). Twelve admitted visitors
-/// ask for a page the shop takes 1.5 s over, one at a time.
+/// Admitted requests turned away at `max-origin-inflight` are not failures in the shop's
+/// health window: the cap is the room's on this instance, and one admitted visitor may hold
+/// all its slots (re-review: a first version that counted them let one visitor with slow
+/// uploads cut every room on the shop to `min-rate`). Twelve admitted visitors ask for a page
+/// the shop takes 1.5 s over (under the 3 s target), one at a time; the rate is watched for
+/// 4 s while most are turned away.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn requests_turned_away_at_the_origin_cap_cut_the_rate() {
+async fn requests_turned_away_at_the_origin_cap_are_not_the_shops_failures() {
     let origin = Origin::start().await;
     let proxy = Proxy::start(&alone(
         origin.addr,
@@ -415,11 +417,77 @@ async fn requests_turned_away_at_the_origin_cap_cut_the_rate() {
             }
         }));
     }
-    rate_until(&[&proxy], "a cut", Duration::from_secs(15), |r| r < start).await;
+    let t0 = Instant::now();
+    while t0.elapsed() < Duration::from_secs(4) {
+        let v = room(&proxy).await;
+        assert!(
+            v["autopilot"]["rate"].as_f64().unwrap() >= start,
+            "from {start}: {v}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
     stop.store(true, Ordering::Relaxed);
-    let v = room(&proxy).await;
-    assert_eq!(v["autopilot"]["last_change"]["reason"], "errors", "{v}");
+    let busy = metric(
+        &proxy,
+        TOKEN,
+        "anteroom_rejected_total",
+        "reason=\"origin_busy\",room=\"sale\"",
+    )
+    .await;
+    assert!(busy > 10, "most were turned away: {busy}");
     for t in tasks {
         t.abort();
     }
+}
+
+/// An informational answer is not the shop's answer: a shop that sends `103 Early Hints` at
+/// once and its page half a second later is half a second slow (found by re-review: the first
+/// answer, a 1xx, was taken as the latency, and a slow shop read as fast).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn early_hints_are_not_the_shops_latency() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let shop = tokio::spawn(async move {
+        while let Ok((mut conn, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let mut head = Vec::new();
+                let mut buf = [0u8; 1024];
+                while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match conn.read(&mut buf).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => head.extend_from_slice(&buf[..n]),
+                    }
+                }
+                let hints = b"HTTP/1.1 103 Early Hints\r\nLink: </a.css>; rel=preload\r\n\r\n";
+                let _ = conn.write_all(hints).await;
+                tokio::time::sleep(Duration::from_millis(500)).await;
+                let page = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok";
+                let _ = conn.write_all(page).await;
+            });
+        }
+    });
+    let proxy = Proxy::start(&alone(
+        addr,
+        "/products",
+        "autopilot = { target-latency = \"2s\", max-error-rate = 0.5, min-rate = 2, window = \"1s\" }",
+    ));
+    rate_until(&[&proxy], "a start", Duration::from_secs(10), |r| r > 0.0).await;
+    let jar = admitted_at_once(&proxy, "sale").await;
+    let resp = client()
+        .get(proxy.url("/products/hint"))
+        .header("cookie", jar.header())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    let p90 = eventually(Duration::from_secs(5), "the page counted", || async {
+        let v = room(&proxy).await;
+        (v["autopilot"]["origin_requests"].as_u64()? > 0)
+            .then(|| v["autopilot"]["origin_p90_ms"].as_f64())
+            .flatten()
+    })
+    .await;
+    assert!(p90 >= 400.0, "p90 {p90} ms");
+    shop.abort();
 }

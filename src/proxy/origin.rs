@@ -320,9 +320,14 @@ async fn settle(shared: &super::held::Held, ctx: &mut Ctx, how: Settle) {
 }
 
 /// An admitted request's answer from the origin (`None`: none came — refused, timed out,
-/// broken) for the autopilot's health window: once per request, at the first answer (a 1xx
-/// counts as the answer's start).
+/// broken) for the autopilot's health window: once per request, at its final answer (or a
+/// 101). An informational answer (`100 Continue`, `103 Early Hints`) is not: the shop sends
+/// it at once, before the work (found by re-review: a shop that sent Early Hints, or clients
+/// that sent `Expect: 100-continue`, read as fast however slow the shop was).
 fn note_health(ctx: &mut Ctx, status: Option<u16>) {
+    if status.is_some_and(|s| s < 200 && s != 101) {
+        return;
+    }
     let admitted = matches!(ctx.outcome, super::Outcome::Admit | super::Outcome::Consume);
     let Some(at) = ctx
         .upstream_at
@@ -339,7 +344,7 @@ fn note_health(ctx: &mut Ctx, status: Option<u16>) {
 
 /// One sample of an admitted request for its upstream's health window, if its visitor has
 /// not voted this second.
-pub(super) fn sample(ctx: &Ctx, latency: Option<Duration>, failed: bool) {
+fn sample(ctx: &Ctx, latency: Option<Duration>, failed: bool) {
     let Some(h) = ctx
         .shared
         .origin_health

@@ -43,13 +43,11 @@ impl Proxy {
                 Ok(false)
             }
             Err(_) => {
+                // Not a failure in the shop's health window: the cap is this room's on this
+                // instance, and one admitted visitor may hold all its slots (slow uploads), so
+                // counted there it let one visitor cut every room on the shop to `min-rate`
+                // (re-review of a first version that counted it).
                 r.metrics.origin_timeouts.inc();
-                // A shop at its cap is a shop that takes no more: a failure in its health
-                // window (found by review: with most admitted requests turned away here, the
-                // window saw only the few that got in, fast, and the autopilot raised the rate).
-                if matches!(ctx.outcome, super::Outcome::Admit | super::Outcome::Consume) {
-                    super::origin::sample(ctx, Some(cap.queue_timeout), true);
-                }
                 Self::send_busy(shared, session, ctx, room).await?;
                 Ok(true)
             }
