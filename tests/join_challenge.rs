@@ -349,3 +349,53 @@ async fn a_ticket_of_an_earlier_line_spares_no_work_in_a_prequeue() {
         "each old ticket's holder registers under the stricter limit"
     );
 }
+
+/// A ticket of a line the store lost (a `FLUSHALL`: the line starts again under another epoch)
+/// still spares its holder the work: they were in line a moment ago, and asking everyone at
+/// once would put them all under the stricter per-address limit (re-review).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_ticket_of_a_line_the_store_lost_spares_the_work() {
+    let redis = common::redis::RedisServer::start();
+    let origin = Origin::start().await;
+    let text = config(origin.addr).replace(
+        "[[room]]",
+        &format!(
+            "[store]\nbackend = \"redis\"\nredis-url = \"{}\"\n\n[[room]]",
+            redis.url()
+        ),
+    );
+    let proxy = Proxy::start(&text);
+    let holder = send(&proxy, "/products", &Jar::default(), false).await;
+    assert_eq!(holder.text().await.unwrap(), "origin GET /products");
+    // Two in line, each by its own work.
+    let mut jars = vec![Jar::default(); 2];
+    for jar in jars.iter_mut() {
+        let asked = eventually(Duration::from_secs(10), "the puzzle", || async {
+            let (_, s) = status(&proxy, &mut jar.clone(), None).await;
+            (s["state"] == "challenge").then_some(s)
+        })
+        .await;
+        let (_, fresh) = status(&proxy, jar, None).await;
+        let puzzle = fresh["challenge"]
+            .as_str()
+            .or(asked["challenge"].as_str())
+            .expect("a puzzle")
+            .to_string();
+        let (_, placed) = status(&proxy, jar, Some(&solve(&puzzle, 12))).await;
+        assert_eq!(placed["state"], "waiting", "{placed}");
+    }
+    common::redis::raw(redis.port, "FLUSHALL").unwrap();
+    // The first comes back: placed again, spared the work.
+    // (Held while the instance re-asserts the room's state after the loss: placed all the same.)
+    let (_, s) = status(&proxy, &mut jars[0], None).await;
+    assert!(s["position"].as_u64().is_some(), "{s}");
+    // Once the instance has seen the line under its new epoch, the second comes back too.
+    eventually(Duration::from_secs(10), "the new line seen", || async {
+        let v = admin_json(&proxy, "/rooms/sale", TOKEN).await?;
+        (v["waiting"].as_u64()? >= 1).then_some(())
+    })
+    .await;
+    let (_, s) = status(&proxy, &mut jars[1], None).await;
+    assert!(s["position"].as_u64().is_some(), "{s}");
+    assert_eq!(count(&proxy, "strict").await, 0, "nobody was asked");
+}

@@ -23,21 +23,17 @@ pub(super) struct Presented<'a> {
 }
 
 /// Whether a verified queue ticket may still prove a place in line, which spares its holder
-/// the work: given within `abandon-after` (past it the store may have let the place go), in
-/// the line the last snapshot holds (not one cleared since), and, in a pre-queue, since the
-/// pre-queue began. Before (found by review), any ticket that verified did: one puzzle solved
-/// for a line long gone registered its identity for free in every later pre-queue.
+/// the work: given within `abandon-after` (past it the store may have let the place go) and,
+/// in a pre-queue, since the pre-queue began. Before (found by review), any ticket that
+/// verified did: one puzzle solved for a line long gone registered its identity for free in
+/// every later pre-queue. A ticket of a line the store lost (another epoch) still does: its
+/// holder was in line a moment ago, and asking the work of everyone at once after a data loss
+/// would put them all under the stricter per-address limit (re-review).
 fn holds_place(shared: &Shared, room: usize, t: &crate::line::ticket::Ticket) -> bool {
     let r = &shared.rooms[room];
     let now = shared.clock.now_micros();
     let since = (now / 1_000_000).saturating_sub(t.seen);
     if since >= r.cfg.params.abandon_after.as_secs() {
-        return false;
-    }
-    if r.line
-        .snapshot()
-        .is_some_and(|s| s.sample.epoch != 0 && s.sample.epoch != t.place.epoch)
-    {
         return false;
     }
     let prequeue_from = r
