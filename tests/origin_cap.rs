@@ -324,7 +324,6 @@ async fn a_trickled_body_holds_the_slot_no_longer_than_client_timeout() {
 /// bodies halved the room's rate).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_body_past_client_timeout_is_the_visitors_side() {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let origin = counting_origin(Duration::from_millis(10), Duration::from_millis(10)).await;
     let proxy = Proxy::start_with(
         &format!(
@@ -335,22 +334,8 @@ async fn a_body_past_client_timeout_is_the_visitors_side() {
         &[],
     );
     let slow = admitted(&proxy).await;
-    let mut conn = tokio::net::TcpStream::connect(proxy.addr).await.unwrap();
-    let head = format!(
-        "POST /products/upload HTTP/1.1\r\nHost: shop.test\r\nCookie: {}\r\nContent-Length: 100\r\n\r\n",
-        slow.header()
-    );
-    conn.write_all(head.as_bytes()).await.unwrap();
     // A byte every 200 ms: past the 1 s client-timeout long before the 100 bytes.
-    for _ in 0..15 {
-        if conn.write_all(b"x").await.is_err() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-    let mut answer = Vec::new();
-    let _ = tokio::time::timeout(Duration::from_secs(5), conn.read_to_end(&mut answer)).await;
-    let answer = String::from_utf8_lossy(&answer);
+    let answer = common::raw::trickled_post(&proxy, "/products/upload", &slow.header()).await;
     assert!(!answer.contains(" 504 "), "{answer}");
     let logs = eventually(Duration::from_secs(5), "the access line", || async {
         let logs = proxy.stderr();

@@ -260,19 +260,14 @@ async fn the_origins_own_5xx_gets_our_page_unless_turned_off() {
 /// with no order made).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_order_refused_before_it_reaches_the_shop_keeps_its_admission() {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let origin = Origin::start().await;
     let proxy = Proxy::start(&config(origin.addr, ""));
     let jar = admitted(&proxy).await;
-    let mut s = tokio::net::TcpStream::connect(proxy.addr).await.unwrap();
     let req = format!(
         "POST /orders HTTP/1.1\r\nHost: shop.test\r\nCookie: {}\r\nConnection: close, host\r\nContent-Length: 0\r\n\r\n",
         jar.header()
     );
-    s.write_all(req.as_bytes()).await.unwrap();
-    let mut answer = Vec::new();
-    let _ = tokio::time::timeout(Duration::from_secs(5), s.read_to_end(&mut answer)).await;
-    let answer = String::from_utf8_lossy(&answer);
+    let answer = common::raw::raw(&proxy, &req).await.head;
     assert!(answer.starts_with("HTTP/1.1 400"), "{answer}");
     assert_eq!(origin.count("/orders"), 0, "the shop saw no order");
 
@@ -292,28 +287,14 @@ async fn an_order_refused_before_it_reaches_the_shop_keeps_its_admission() {
 /// away from is used (integrity's `walking_away_from_an_order_does_not_give_it_back`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_order_cut_short_in_its_body_keeps_its_admission() {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let origin = Origin::start().await;
     let proxy = Proxy::start(&format!(
         "[server]\nclient-timeout = \"1s\"\n{}",
         config(origin.addr, "")
     ));
     let jar = admitted(&proxy).await;
-    let mut s = tokio::net::TcpStream::connect(proxy.addr).await.unwrap();
-    let req = format!(
-        "POST /orders HTTP/1.1\r\nHost: shop.test\r\nCookie: {}\r\nContent-Length: 100\r\n\r\n",
-        jar.header()
-    );
-    s.write_all(req.as_bytes()).await.unwrap();
     // A byte every 200 ms: past the 1 s client-timeout long before the 100 bytes.
-    for _ in 0..15 {
-        if s.write_all(b"x").await.is_err() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-    let mut answer = Vec::new();
-    let _ = tokio::time::timeout(Duration::from_secs(5), s.read_to_end(&mut answer)).await;
+    common::raw::trickled_post(&proxy, "/orders", &jar.header()).await;
     let resp = client()
         .post(proxy.url("/orders"))
         .header("cookie", jar.header())

@@ -368,6 +368,14 @@ impl RoomEvents {
         }
     }
 
+    /// The event whose pre-queue runs now by this instance's clock, if one does.
+    pub fn prequeue_view(&self, local: Micros) -> Option<View> {
+        self.any()
+            .then(|| self.view(local))
+            .flatten()
+            .filter(|v| v.phase == Phase::Prequeue)
+    }
+
     /// Whether the room is in a pre-queue now, by this instance's clock or by the store's last
     /// word: every newcomer waits then, however many the last tick counted.
     pub fn in_prequeue(&self, local: Micros) -> bool {

@@ -38,10 +38,7 @@ fn holds_place(shared: &Shared, room: usize, t: &crate::line::ticket::Ticket) ->
     }
     let prequeue_from = r
         .events
-        .any()
-        .then(|| r.events.view(now))
-        .flatten()
-        .filter(|v| v.phase == crate::event::Phase::Prequeue)
+        .prequeue_view(now)
         .map(|v| v.event.prequeue_from / 1_000_000);
     prequeue_from.is_none_or(|from| t.seen >= from)
 }

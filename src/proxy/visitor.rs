@@ -96,10 +96,7 @@ impl Proxy {
         let now = shared.clock.now_micros();
         let opening = r
             .events
-            .any()
-            .then(|| r.events.view(now))
-            .flatten()
-            .filter(|v| v.phase == crate::event::Phase::Prequeue)
+            .prequeue_view(now)
             .map_or(0, |v| v.event.opens_at.saturating_sub(now) / 1_000_000);
         cookie::VID_MAX_AGE_SECS.saturating_add(opening)
     }

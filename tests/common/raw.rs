@@ -32,6 +32,26 @@ impl Raw {
     }
 }
 
+/// A POST of `path` with `cookie` that declares 100 bytes and sends its body a byte every
+/// 200 ms (15 at most: past a `client-timeout` of 1 s long before the end); the answer read
+/// whole, as text.
+pub async fn trickled_post(proxy: &Proxy, path: &str, cookie: &str) -> String {
+    let mut s = TcpStream::connect(proxy.addr).await.unwrap();
+    let head = format!(
+        "POST {path} HTTP/1.1\r\nHost: shop.test\r\nCookie: {cookie}\r\nContent-Length: 100\r\n\r\n"
+    );
+    s.write_all(head.as_bytes()).await.unwrap();
+    for _ in 0..15 {
+        if s.write_all(b"x").await.is_err() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let mut answer = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(5), s.read_to_end(&mut answer)).await;
+    String::from_utf8_lossy(&answer).into_owned()
+}
+
 /// Sends `request` as it is (it must ask for `Connection: close` or be HTTP/1.0) and reads the
 /// whole answer.
 pub async fn raw(proxy: &Proxy, request: &str) -> Raw {
