@@ -61,5 +61,8 @@
     }
     setTimeout(run, 0);
   }
-  if (dot > 0 && bits > 0) run();
+  // A browser that refuses cookies would join as someone new after every solve, and be asked
+  // again: no work, and the page says why (templates/cookies.js, put before this script).
+  if (anteroomCookiesRefused()) anteroomSayCookiesRefused();
+  else if (dot > 0 && bits > 0) run();
 })();

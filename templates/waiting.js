@@ -1,5 +1,6 @@
 // The built-in waiting page's script (served as /.anteroom/waiting.js, see src/page/assets.rs).
-// The server wraps it as `(function (T, room, url) { THIS })(texts, room, status URL);`: T is the
+// The server wraps it as `(function (T, room, url) { THIS COOKIES })(texts, room, status URL);`
+// (COOKIES is templates/cookies.js): T is the
 // room's words in the page's language, so one file serves every visitor of a room and language
 // and is cached by the browser; the page itself carries only its figures.
 "use strict";
@@ -128,7 +129,10 @@
   remember(pos);
   smooth(num(eta0));
   bar(pos);
-  if (typeof window.fetch !== "function") {
+  if (anteroomCookiesRefused()) {
+    // No polls and no reloads: each would join the line again, at its end.
+    anteroomSayCookiesRefused(T.cookies_required);
+  } else if (typeof window.fetch !== "function") {
     setTimeout(reload, refresh * 1000);
   } else {
     later(wait);

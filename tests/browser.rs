@@ -297,6 +297,58 @@ async fn the_page_on_a_phone_and_in_korean() {
     korean.close().await;
 }
 
+/// A browser that refuses cookies comes back as a new visitor with every request: each of its
+/// page's polls joined the line again at its end (a place nobody holds, which later takes a
+/// turn) and spent its network's join-limit, while the page showed a place that grew. Its
+/// page now says why it cannot wait, and asks nothing more (found by review).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_browser_that_refuses_cookies_is_told_and_takes_no_more_places() {
+    let origin = Origin::start().await;
+    let proxy = Proxy::start(&format!(
+        r#"{base}
+[[room]]
+name = "sale"
+paths = ["/products"]
+admit-per-second = 10
+max-active = 1
+tick = "100ms"
+poll = [ {{ every = "1s" }} ]
+"#,
+        base = base_config(origin.addr)
+    ));
+    let holder = crowd(&proxy).await;
+    let waiting = || async {
+        let mut jar = holder.clone();
+        get_json(&proxy, "/.anteroom/status?room=sale", &mut jar)
+            .await
+            .and_then(|v| v["waiting"].as_u64())
+    };
+    let driver = Driver::start().await;
+    let browser = driver.browser_refusing_cookies(true).await;
+    browser.goto(&proxy.url("/products/3")).await;
+    let text = browser.text().await;
+    assert!(
+        text.contains("refusing cookies"),
+        "the page says why: {text}"
+    );
+    // Its first visit joined (nothing can tell a refusing browser before its second request).
+    eventually(
+        Duration::from_secs(5),
+        "the line to count the visit",
+        || async { (waiting().await == Some(3)).then_some(()) },
+    )
+    .await;
+    browser.screenshot("waiting-cookies-refused.png").await;
+    // Without the check the page polls every second here, and each poll is one more place at
+    // the end. Watched for 3.5 s.
+    tokio::time::sleep(Duration::from_millis(3500)).await;
+    assert_eq!(polls(&browser).await, 0, "the page asked nothing more");
+    assert_eq!(waiting().await, Some(3), "and took no more places");
+    let errors = browser.severe_logs().await;
+    assert!(errors.is_empty(), "console errors: {errors:?}");
+    browser.close().await;
+}
+
 /// How many status polls the page has made (resource timing sees every `fetch`).
 const STATUS_POLLS: &str = "return performance.getEntriesByType('resource').filter(function (e) { return e.name.indexOf('/.anteroom/status') >= 0; }).length";
 

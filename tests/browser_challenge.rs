@@ -155,6 +155,41 @@ async fn without_javascript_the_page_says_why_and_its_refresh_joins_the_line() {
     browser.close().await;
 }
 
+/// A browser that refuses cookies would join as someone new after every solve and be asked
+/// again, for ever: its page does no work and says why (found by review).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_browser_that_refuses_cookies_does_no_work_and_is_told_why() {
+    let origin = Origin::start().await;
+    let proxy = Proxy::start(&config(origin.addr));
+    let _holder = holder(&proxy).await;
+    let driver = Driver::start().await;
+    let browser = driver.browser_refusing_cookies(true).await;
+    browser.goto(&proxy.url("/products/5")).await;
+    let shown = "var e = document.getElementById('cookies-note'); return !!e && !e.hidden";
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while browser.run(shown).await != true {
+        assert!(
+            Instant::now() < deadline,
+            "the page says cookies are refused: {}",
+            browser.text().await
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(browser.text().await.contains("refusing cookies"));
+    browser.screenshot("challenge-cookies-refused.png").await;
+    // What would follow without the check: a solve (well under a second at the default
+    // difficulty), a status poll with it, a reload and a new puzzle. Watched for 3 s.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let tries = browser
+        .run("return document.documentElement.getAttribute('data-solve-tries')")
+        .await;
+    assert_eq!(tries, serde_json::Value::Null, "no work was done");
+    assert_eq!(challenges(&proxy, "solved").await, 0, "nothing was sent");
+    let errors = browser.severe_logs().await;
+    assert!(errors.is_empty(), "console errors: {errors:?}");
+    browser.close().await;
+}
+
 /// What a real browser takes at the default difficulty: the product's solver over fresh
 /// puzzles, each on a page of its own (`bench/join-challenge` runs this and reports).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -17,6 +17,10 @@ use crate::texts::TextSet;
 
 /// The script's constant code (see the file's head for how it is wrapped).
 pub const SCRIPT: &str = include_str!("../../templates/waiting.js");
+/// What every page that polls asks first: whether the browser keeps cookies (put after the
+/// waiting page's script, inside its wrapper; before the challenge's solver; in the countdown's
+/// script).
+pub const COOKIES: &str = include_str!("../../templates/cookies.js");
 /// The built-in page's style.
 pub const STYLE: &str = include_str!("../../templates/waiting.css");
 
@@ -50,7 +54,7 @@ impl Asset {
 /// The script of one room in one language.
 pub fn script(room: &str, status_url: &str, t: &TextSet) -> Asset {
     let body = format!(
-        "(function (T, room, url) {{\n{SCRIPT}}})({}, {}, {});\n",
+        "(function (T, room, url) {{\n{SCRIPT}{COOKIES}}})({}, {}, {});\n",
         js(t),
         js(room),
         js(status_url),

@@ -13,7 +13,10 @@ use crate::texts::TextSet;
 pub(super) const NAME: &str = "challenge.html.tera";
 pub(super) const TEMPLATE: &str = include_str!("../../templates/challenge.html.tera");
 /// The solver, also run by `bench/join-challenge` to measure a real browser.
-pub const SOLVER: &str = include_str!("../../templates/challenge.js");
+pub const SOLVER: &str = concat!(
+    include_str!("../../templates/cookies.js"),
+    include_str!("../../templates/challenge.js")
+);
 
 /// Seconds before a browser without JavaScript reloads (and joins, under the stricter limit).
 pub const NO_SCRIPT_REFRESH_SECS: u64 = 3;

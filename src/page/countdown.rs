@@ -29,6 +29,9 @@ struct EventView<'a> {
     opens_in_ms: u64,
     /// The time to the opening, `[Nd ]HH:MM:SS` (the script counts it down).
     countdown: String,
+    /// Defines `anteroomCookiesRefused()` and `anteroomSayCookiesRefused(text)`
+    /// (`templates/cookies.js`): a page that polls asks it first.
+    cookies_script: &'static str,
 }
 
 /// `secs` as the countdown shows it.
@@ -87,6 +90,7 @@ fn context(
         opens_at_text: readable(&e.opens_at),
         opens_in_ms: e.opens_in_seconds.saturating_mul(1000),
         countdown: countdown_text(e.opens_in_seconds),
+        cookies_script: super::assets::COOKIES,
     };
     let mut ctx = Context::from_serialize(WaitingView::new(status, lang, t))?;
     ctx.extend(Context::from_serialize(&view)?);

@@ -75,10 +75,33 @@ impl Driver {
         languages: &str,
         extra: &[String],
     ) -> Browser {
+        self.browser_prefs(width, height, javascript, languages, extra, &[])
+            .await
+    }
+
+    /// A browser that blocks every site's cookies, as "Block all cookies" in its settings.
+    pub async fn browser_refusing_cookies(&self, javascript: bool) -> Browser {
+        let block = ("profile.default_content_setting_values.cookies", json!(2));
+        self.browser_prefs(1280, 900, javascript, "en-US,en", &[], &[block])
+            .await
+    }
+
+    async fn browser_prefs(
+        &self,
+        width: u32,
+        height: u32,
+        javascript: bool,
+        languages: &str,
+        extra: &[String],
+        more_prefs: &[(&str, Value)],
+    ) -> Browser {
         let profile = self._profiles.path().join(format!("p{}", free_port()));
         let mut prefs = json!({ "intl.accept_languages": languages });
         if !javascript {
             prefs["profile.managed_default_content_settings.javascript"] = json!(2);
+        }
+        for (k, v) in more_prefs {
+            prefs[*k] = v.clone();
         }
         let mut args: Vec<String> = [
             "--headless",
