@@ -9,6 +9,12 @@
 //! by review), every request counted, so one admitted visitor sending many requests owned the
 //! window — their own 5xx answers cut every room on the upstream to its `min-rate`, and their
 //! cheap fast pages raised the rate while orders took five times the target.
+//!
+//! And a window's failures count only when at least [`MIN_FAILING_VISITORS`] visitors failed in
+//! it ([`OriginHealth::failing_visitors`], [`judged`]): before (found by review), one admitted
+//! visitor whose own requests the shop answered 500 (a bad cart, a made-up form) among a few
+//! dozen healthy ones was an error share over `max-error-rate`, and halved the rate window
+//! after window.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -40,6 +46,14 @@ fn bucket_top(i: usize) -> Duration {
 
 /// Visitors' votes: slots by visitor id, each holding the second of its last vote.
 const VOTE_SLOTS: usize = 4096;
+/// The failing votes remembered, to tell how many visitors failed lately: a visitor votes once
+/// a second at most, so one visitor cannot push the others out.
+const FAILED_RING: usize = 64;
+/// The bits of a failing vote's entry that hold its second (the rest: the visitor's).
+const SECOND_BITS: u32 = 24;
+const SECOND_MASK: u64 = (1 << SECOND_BITS) - 1;
+/// Fewer visitors than this failing in a window is their own doing, not the shop failing.
+pub const MIN_FAILING_VISITORS: u64 = 3;
 
 /// Counts since the process started (never reset: each reader keeps its own last reading).
 #[derive(Debug)]
@@ -50,6 +64,10 @@ pub struct OriginHealth {
     /// The second (on the monotonic clock, plus one: 0 is "never") each slot last voted in. Two
     /// visitors in one slot share its vote: a sample, not a count.
     votes: Box<[AtomicU64]>,
+    /// The last failing votes: the visitor's slot key (high bits) and the second plus one
+    /// (low [`SECOND_BITS`]); 0 is empty.
+    failed: [AtomicU64; FAILED_RING],
+    failed_next: AtomicU64,
 }
 
 impl Default for OriginHealth {
@@ -59,6 +77,8 @@ impl Default for OriginHealth {
             errors: AtomicU64::new(0),
             buckets: std::array::from_fn(|_| AtomicU64::new(0)),
             votes: (0..VOTE_SLOTS).map(|_| AtomicU64::new(0)).collect(),
+            failed: std::array::from_fn(|_| AtomicU64::new(0)),
+            failed_next: AtomicU64::new(0),
         }
     }
 }
@@ -121,8 +141,7 @@ impl OriginHealth {
     /// that visitor's (slot's) in each second does. One relaxed load, and a compare-exchange
     /// once a second per visitor.
     pub fn vote(&self, vid: &crate::store::VisitorId, second: u64) -> bool {
-        let b = vid.as_bytes();
-        let key = u64::from_le_bytes([b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]]);
+        let key = vote_key(vid);
         let slot = &self.votes[(key % VOTE_SLOTS as u64) as usize];
         let stamp = second.saturating_add(1);
         let last = slot.load(Ordering::Relaxed);
@@ -144,6 +163,32 @@ impl OriginHealth {
         }
     }
 
+    /// A vote of visitor `vid` at second `second` that failed (after [`Self::record`]).
+    pub fn failed_by(&self, vid: &crate::store::VisitorId, second: u64) {
+        let entry = (vote_key(vid) & !SECOND_MASK) | (second.wrapping_add(1) & SECOND_MASK);
+        let i = self.failed_next.fetch_add(1, Ordering::Relaxed) as usize % FAILED_RING;
+        self.failed[i].store(entry, Ordering::Relaxed);
+    }
+
+    /// How many visitors had a failing vote in the `within` seconds up to `second` (at most
+    /// [`FAILED_RING`]).
+    pub fn failing_visitors(&self, second: u64, within: u64) -> u64 {
+        let now = second.wrapping_add(1) & SECOND_MASK;
+        let mut seen = [0u64; FAILED_RING];
+        let mut n = 0;
+        for slot in &self.failed {
+            let entry = slot.load(Ordering::Relaxed);
+            let age = now.wrapping_sub(entry & SECOND_MASK) & SECOND_MASK;
+            let key = entry & !SECOND_MASK;
+            if entry == 0 || age >= within || seen[..n].contains(&key) {
+                continue;
+            }
+            seen[n] = key;
+            n += 1;
+        }
+        n as u64
+    }
+
     pub fn read(&self) -> Counts {
         Counts {
             requests: self.requests.load(Ordering::Relaxed),
@@ -151,6 +196,20 @@ impl OriginHealth {
             buckets: std::array::from_fn(|i| self.buckets[i].load(Ordering::Relaxed)),
         }
     }
+}
+
+fn vote_key(vid: &crate::store::VisitorId) -> u64 {
+    let b = vid.as_bytes();
+    u64::from_le_bytes([b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]])
+}
+
+/// A window's health as the autopilot judges it: its failures count only when at least
+/// [`MIN_FAILING_VISITORS`] visitors failed in it.
+pub fn judged(mut health: Health, failing_visitors: u64) -> Health {
+    if failing_visitors < MIN_FAILING_VISITORS {
+        health.errors = 0;
+    }
+    health
 }
 
 /// A room's view of its upstream's health over the last window: one slot per tick.
@@ -203,6 +262,45 @@ mod tests {
             h.vote(&a, 0) && !h.vote(&a, 0),
             "second 0 is a second like any"
         );
+    }
+
+    #[test]
+    fn failing_visitors_are_told_apart_within_their_window() {
+        let h = OriginHealth::default();
+        let vids: Vec<_> = (0..4).map(|_| crate::store::VisitorId::random()).collect();
+        assert_eq!(h.failing_visitors(100, 2), 0);
+        // One visitor failing every second is one visitor, however long it goes on.
+        for s in 90..=100 {
+            h.failed_by(&vids[0], s);
+        }
+        assert_eq!(h.failing_visitors(100, 2), 1);
+        h.failed_by(&vids[1], 99);
+        h.failed_by(&vids[2], 97);
+        assert_eq!(h.failing_visitors(100, 2), 2, "the third failed 3 s ago");
+        assert_eq!(h.failing_visitors(100, 4), 3);
+        assert_eq!(h.failing_visitors(103, 2), 0, "all of them long ago");
+        // The second wraps in the entry: ages stay right across it.
+        let wrap = SECOND_MASK - 1;
+        h.failed_by(&vids[3], wrap);
+        assert_eq!(h.failing_visitors(wrap + 1, 2), 1);
+        // A ring full of one visitor's votes still holds another's after it.
+        for s in 200..200 + FAILED_RING as u64 {
+            h.failed_by(&vids[0], s);
+        }
+        h.failed_by(&vids[1], 263);
+        assert_eq!(h.failing_visitors(263, 2), 2);
+    }
+
+    #[test]
+    fn failures_count_from_the_third_visitor() {
+        let health = Health {
+            requests: 40,
+            errors: 8,
+            p90: Duration::from_millis(5),
+        };
+        assert_eq!(judged(health, 2).errors, 0);
+        assert_eq!(judged(health, MIN_FAILING_VISITORS).errors, 8);
+        assert_eq!(judged(health, 2).requests, 40, "the requests still count");
     }
 
     fn ms(n: u64) -> Duration {

@@ -5,7 +5,7 @@
 use std::sync::Mutex;
 
 use super::autopilot::{self, Reason};
-use super::health::HealthWindow;
+use super::health::{judged, HealthWindow};
 use crate::app::Shared;
 use crate::store::autopilot::{AutopilotState, AutopilotTick, Proposal};
 use crate::store::AdmitReport;
@@ -45,9 +45,13 @@ pub fn prepare(shared: &Shared, room: usize) -> Option<AutopilotTick> {
     let p = &r.cfg.params;
     let ceiling = p.admit_per_second;
     let slots = (cfg.window.as_micros() / p.tick.as_micros().max(1)).max(1) as usize;
-    let counts = shared.origin_health.get(r.cfg.upstream)?.as_ref()?.read();
+    let health = shared.origin_health.get(r.cfg.upstream)?.as_ref()?;
+    let second = shared.clock.mono_micros() / 1_000_000;
+    // The window in whole seconds, and the part of a second it starts in.
+    let within = cfg.window.as_secs_f64().ceil() as u64 + 1;
+    let failing = health.failing_visitors(second, within);
     let mut pilot = r.pilot.inner.lock().unwrap_or_else(|e| e.into_inner());
-    let report = pilot.window.tick(counts, slots);
+    let report = judged(pilot.window.tick(health.read(), slots), failing);
     let proposal = pilot
         .last
         .as_ref()

@@ -354,8 +354,12 @@ fn sample(ctx: &Ctx, latency: Option<Duration>, failed: bool) {
         return;
     };
     let second = ctx.shared.clock.mono_micros() / 1_000_000;
-    if ctx.holder.is_some_and(|v| h.vote(&v.vid, second)) {
-        h.record(latency, failed);
+    let Some(v) = ctx.holder.filter(|v| h.vote(&v.vid, second)) else {
+        return;
+    };
+    h.record(latency, failed);
+    if failed {
+        h.failed_by(&v.vid, second);
     }
 }
 
