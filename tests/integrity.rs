@@ -265,6 +265,40 @@ async fn walking_away_from_an_order_does_not_give_it_back() {
     assert_eq!(shop.orders(), 1, "the shop saw one order");
 }
 
+/// An order cut short in its body is used all the same: the shop had its head, and a shop may
+/// act on the head alone (a handler that reads no body) or stop reading at the end of its JSON
+/// (found by review: five orders cut short, each given back, then one sent whole: six orders
+/// on one admission).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cutting_an_order_short_does_not_give_it_back() {
+    use tokio::io::AsyncWriteExt;
+    let shop = Shop::start().await;
+    let proxy = Proxy::start(&config(shop.addr, "", "max-active = 5"));
+    let mut jar = admitted(&proxy).await;
+    let head = format!(
+        "POST /orders HTTP/1.1\r\nHost: shop.test\r\nCookie: {}\r\nContent-Length: 100\r\n\r\nx",
+        jar.header()
+    );
+    let mut s = tokio::net::TcpStream::connect(proxy.addr).await.unwrap();
+    s.write_all(head.as_bytes()).await.unwrap();
+    eventually(
+        Duration::from_secs(5),
+        "the shop to get the order's head",
+        || async { (shop.orders() == 1).then_some(()) },
+    )
+    .await;
+    drop(s);
+    // Past when a give-back would have landed.
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while Instant::now() < deadline {
+        let status = order(&proxy, &mut jar).await;
+        assert_eq!(status, 409, "a second order after cutting the first short");
+        // The visitor's retry pace.
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    assert_eq!(shop.orders(), 1, "the shop saw one order");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_visitor_back_after_the_claim_does_not_pass_a_full_room() {
     // Let in at once, then away for longer than claim-ttl: the slot went to the next visitor,

@@ -146,12 +146,14 @@ pub(super) fn settlement(status: u16) -> Option<Settle> {
 
 /// How a failure to proxy settles the order. The origin's side (refused, timed out, closed on
 /// us) failed the order: given back. The visitor's side (they closed the connection, stalled,
-/// sent garbage) may well have come after the origin got the whole order, and walking away must
-/// not hand the admission back for another order: used up, once the whole request was handed
-/// to the origin (`sent`: its head and its whole body). Before that the shop never had the
-/// order: given back (found by review: a request Pingora refused after the store took its
-/// admission, for a `Connection` header naming `Host`, used the admission up with no order
-/// made; so did a body cut short).
+/// sent garbage) may well have come after the origin acted on the order, and walking away must
+/// not hand the admission back for another order: used up, once the request was handed to the
+/// origin (`sent`: its head is on its way; the body need not be whole — a shop may act on the
+/// head alone, or stop reading at the end of its JSON: found by review, an order cut short in
+/// its body was given back, and one admission placed six orders). Before that the shop never
+/// had the order: given back (found by review: a request Pingora refused after the store took
+/// its admission, for a `Connection` header naming `Host`, used the admission up with no order
+/// made).
 pub(super) fn failure_settlement(source: &ErrorSource, sent: bool) -> Settle {
     match source {
         ErrorSource::Downstream if sent => Settle::Confirm,
@@ -449,10 +451,12 @@ pub(super) async fn on_failure(
     if *e.esource() != ErrorSource::Downstream {
         note_health(ctx, None);
     }
-    // The whole order reached the shop only with its whole body: one cut short (the visitor
-    // gone mid-upload, or past client-timeout) was never an order it could take (re-review).
-    let sent = ctx.handed_over && (ctx.body_complete || session.is_body_empty());
-    settle(&shared, ctx, failure_settlement(e.esource(), sent)).await;
+    settle(
+        &shared,
+        ctx,
+        failure_settlement(e.esource(), ctx.handed_over),
+    )
+    .await;
     if code == 0 {
         return FailToProxy {
             error_code: 0,
