@@ -52,8 +52,15 @@
     root.setAttribute("data-solve-tries", String(c + 1));
     if (s.hasAttribute("data-measure")) return;
     var back = function () { location.replace(location.href.split("#")[0]); };
-    fetch(url + "&pow=" + bucket + "." + c, { headers: { accept: "application/json" }, credentials: "same-origin", cache: "no-store" })
-      .then(back, back);
+    // A browser that refuses cookies would join as someone new, be asked again after the
+    // reload, and solve for ever: the poll (`page=1`) is told so, and the page says why
+    // (templates/cookies.js, put before this script).
+    fetch(url + "&pow=" + bucket + "." + c + "&page=1", { headers: { accept: "application/json" }, credentials: "same-origin", cache: "no-store" })
+      .then(function (r) { return r.json(); })
+      .then(function (d) {
+        if (d && d.state === "cookies_required") anteroomSayCookiesRefused();
+        else back();
+      }, back);
   }
   function run() {
     for (var end = c + 25000; c < end; c++) {
@@ -61,8 +68,5 @@
     }
     setTimeout(run, 0);
   }
-  // A browser that refuses cookies would join as someone new after every solve, and be asked
-  // again: no work, and the page says why (templates/cookies.js, put before this script).
-  if (anteroomCookiesRefused()) anteroomSayCookiesRefused();
-  else if (dot > 0 && bits > 0) run();
+  if (dot > 0 && bits > 0) run();
 })();

@@ -19,6 +19,8 @@
   var first = 0, eta = null, shown = null;
   // One poll at a time; `timer` is the next one, `last` when the latest started.
   var timer = null, busy = false, last = 0;
+  // The browser did not keep our cookie: nothing more is asked (see cookies.js).
+  var refused = false;
 
   function num(v) { return typeof v === "number" && isFinite(v) ? v : null; }
   function set(id, text) { var e = document.getElementById(id); if (e) e.textContent = text; }
@@ -99,12 +101,13 @@
 
   function poll() {
     var r;
-    if (busy) return;
+    if (busy || refused) return;
     clearTimeout(timer);
     busy = true;
     last = Date.now();
     try {
-      r = fetch(url, { credentials: "same-origin", cache: "no-store", headers: { Accept: "application/json" } });
+      // `page=1`: a poll from this page, which set the visitor-id cookie (see cookies.js).
+      r = fetch(url + "&page=1", { credentials: "same-origin", cache: "no-store", headers: { Accept: "application/json" } });
     } catch (e) { later(wait); return; }
     r.then(function (res) {
       if (res.status === 200) return res.json();
@@ -118,6 +121,9 @@
       });
     }).then(function (d) {
       if (!d || typeof d !== "object") throw new Error("bad reply");
+      // The browser did not keep the cookie this page set: no more polls and no reloads,
+      // each would join the line again at its end.
+      if (d.state === "cookies_required") { refused = true; busy = false; anteroomSayCookiesRefused(T.cookies_required); return; }
       if (num(d.retry_after_ms) !== null) wait = d.retry_after_ms;
       // Admitted, or the line changed state: load the original URL again and let the server decide.
       if (d.state === "admitted" || d.state !== state) { reload(); return; }
@@ -129,10 +135,7 @@
   remember(pos);
   smooth(num(eta0));
   bar(pos);
-  if (anteroomCookiesRefused()) {
-    // No polls and no reloads: each would join the line again, at its end.
-    anteroomSayCookiesRefused(T.cookies_required);
-  } else if (typeof window.fetch !== "function") {
+  if (typeof window.fetch !== "function") {
     setTimeout(reload, refresh * 1000);
   } else {
     later(wait);

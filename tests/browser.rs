@@ -300,7 +300,8 @@ async fn the_page_on_a_phone_and_in_korean() {
 /// A browser that refuses cookies comes back as a new visitor with every request: each of its
 /// page's polls joined the line again at its end (a place nobody holds, which later takes a
 /// turn) and spent its network's join-limit, while the page showed a place that grew. Its
-/// page now says why it cannot wait, and asks nothing more (found by review).
+/// page's poll is now told `cookies_required` (it came back without the visitor-id cookie the
+/// page set): the page says why it cannot wait, and asks nothing more (found by review).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_browser_that_refuses_cookies_is_told_and_takes_no_more_places() {
     let origin = Origin::start().await;
@@ -326,23 +327,35 @@ poll = [ {{ every = "1s" }} ]
     let driver = Driver::start().await;
     let browser = driver.browser_refusing_cookies(true).await;
     browser.goto(&proxy.url("/products/3")).await;
+    // Its first visit joined (nothing can tell a refusing browser before its second request);
+    // its first poll (after a second) comes back without the cookie and is told.
+    let shown = "var e = document.getElementById('cookies-note'); return !!e && !e.hidden";
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while browser.run(shown).await != true {
+        assert!(
+            Instant::now() < deadline,
+            "the page says cookies are refused: {}",
+            browser.text().await
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     let text = browser.text().await;
     assert!(
         text.contains("refusing cookies"),
         "the page says why: {text}"
     );
-    // Its first visit joined (nothing can tell a refusing browser before its second request).
-    eventually(
-        Duration::from_secs(5),
-        "the line to count the visit",
-        || async { (waiting().await == Some(3)).then_some(()) },
-    )
-    .await;
+    assert_eq!(
+        waiting().await,
+        Some(3),
+        "the visit joined, the poll did not"
+    );
     browser.screenshot("waiting-cookies-refused.png").await;
-    // Without the check the page polls every second here, and each poll is one more place at
+    let asked = polls(&browser).await;
+    assert_eq!(asked, 1, "told at the first poll");
+    // Without the answer the page polls every second here, and each poll is one more place at
     // the end. Watched for 3.5 s.
     tokio::time::sleep(Duration::from_millis(3500)).await;
-    assert_eq!(polls(&browser).await, 0, "the page asked nothing more");
+    assert_eq!(polls(&browser).await, asked, "the page asked nothing more");
     assert_eq!(waiting().await, Some(3), "and took no more places");
     let errors = browser.severe_logs().await;
     assert!(errors.is_empty(), "console errors: {errors:?}");

@@ -230,6 +230,52 @@ async fn a_queued_visitor_gets_the_waiting_page() {
     );
 }
 
+/// A page's poll (`page=1`) that comes back without the visitor-id cookie its page set is a
+/// browser that refuses cookies: told `cookies_required`, it joins nobody (each such poll was a
+/// new place at the end of the line: found by review). The same poll with the cookie, or
+/// without the mark, joins as before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pages_poll_without_the_cookie_it_was_given_joins_nobody() {
+    let (_origin, proxy) = setup("").await;
+    let holder = admitted_visitor(&proxy).await;
+    let status = "/.anteroom/status?room=sale&page=1";
+    for _ in 0..3 {
+        let resp = get(&proxy, status, &Jar::default(), None).await;
+        assert_eq!(resp.status(), 200);
+        assert!(set_cookies(&resp).is_empty(), "nothing to keep");
+        let v: Value = resp.json().await.unwrap();
+        assert_eq!(v["state"], "cookies_required", "{v}");
+        assert_eq!(v["position"], Value::Null);
+    }
+    // A visitor who keeps the cookie: the mark changes nothing.
+    let mut jar = Jar::default();
+    let first = get(&proxy, "/products/1", &jar, None).await;
+    jar.absorb(&first);
+    let v: Value = get(&proxy, status, &jar, Some("application/json"))
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        (v["state"].as_str(), v["position"].as_u64()),
+        (Some("waiting"), Some(1)),
+        "{v}"
+    );
+    // Without the mark (an API client of the status endpoint), a poll joins as documented.
+    let v: Value = get(&proxy, "/.anteroom/status?room=sale", &Jar::default(), None)
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(v["position"], 2, "{v}");
+    let v: Value = get(&proxy, "/.anteroom/status?room=sale", &holder, None)
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(v["state"], "admitted");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn json_is_served_when_preferred() {
     let (_origin, proxy) = setup("").await;

@@ -17,9 +17,9 @@ use crate::texts::TextSet;
 
 /// The script's constant code (see the file's head for how it is wrapped).
 pub const SCRIPT: &str = include_str!("../../templates/waiting.js");
-/// What every page that polls asks first: whether the browser keeps cookies (put after the
-/// waiting page's script, inside its wrapper; before the challenge's solver; in the countdown's
-/// script).
+/// How every page that polls says the browser refuses cookies, when its poll is told so (put
+/// after the waiting page's script, inside its wrapper; before the challenge's solver; in the
+/// countdown's script).
 pub const COOKIES: &str = include_str!("../../templates/cookies.js");
 /// The built-in page's style.
 pub const STYLE: &str = include_str!("../../templates/waiting.css");

@@ -29,8 +29,8 @@ struct EventView<'a> {
     opens_in_ms: u64,
     /// The time to the opening, `[Nd ]HH:MM:SS` (the script counts it down).
     countdown: String,
-    /// Defines `anteroomCookiesRefused()` and `anteroomSayCookiesRefused(text)`
-    /// (`templates/cookies.js`): a page that polls asks it first.
+    /// Defines `anteroomSayCookiesRefused(text)` (`templates/cookies.js`), for a poll told
+    /// `cookies_required`.
     cookies_script: &'static str,
 }
 

@@ -13,6 +13,10 @@ pub enum State {
     Paused,
     /// Registered in an event's pre-queue: the countdown to the opening.
     Prequeue,
+    /// A page's poll came back without the visitor-id cookie its page set: the browser
+    /// refuses cookies and cannot hold a place (the poll joined nobody).
+    #[serde(rename = "cookies_required")]
+    CookiesRequired,
 }
 
 impl State {
@@ -23,6 +27,7 @@ impl State {
             State::Full => "full",
             State::Paused => "paused",
             State::Prequeue => "prequeue",
+            State::CookiesRequired => "cookies_required",
         }
     }
 }

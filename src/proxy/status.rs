@@ -13,6 +13,20 @@ use super::{Ctx, Outcome, Proxy, Verdict};
 use crate::app::Shared;
 use crate::page::{State, Status};
 
+/// A poll from one of our pages (`page=1`, which their scripts add) that carries neither the
+/// visitor-id cookie nor a queue ticket: the page that sent it set the cookie, so the browser
+/// does not keep it (cookies blocked, a `Secure` cookie on plain HTTP, an extension). Joining
+/// would put a new visitor at the end of the line with every poll (found by review: a place
+/// nobody holds, which later takes a turn, and the network's `join-limit` spent): it is told
+/// `cookies_required` instead, and its page says so. Anyone may send the mark: it only keeps
+/// the poll from joining.
+fn refuses_cookies(req: &pingora::http::RequestHeader, ticket_cookie: &str) -> bool {
+    let from_page = crate::route::query_param(req.uri.query(), "page") == Some("1");
+    from_page
+        && crate::cookie::find(super::cookie_values(req), crate::cookie::VID_COOKIE).is_none()
+        && crate::cookie::find(super::cookie_values(req), ticket_cookie).is_none()
+}
+
 /// The `room` parameter of a query string.
 fn room_param(query: Option<&str>) -> Option<&str> {
     crate::route::query_param(query, "room").filter(|v| !v.is_empty())
@@ -82,6 +96,12 @@ pub(super) async fn serve(
         admitted
     } else if r.cfg.queueing == crate::config::QueueMethod::Reject {
         return Proxy::send_closed(shared, session, ctx, room, true).await;
+    } else if refuses_cookies(req, &r.ticket_cookie) {
+        Status {
+            state: State::CookiesRequired,
+            eta_seconds: None,
+            ..admitted
+        }
     } else {
         let vid = Proxy::visitor(shared, session.req_header(), ctx, room);
         let had_vid = super::has_vid(session.req_header(), vid);
