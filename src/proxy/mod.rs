@@ -198,10 +198,8 @@ impl ProxyHttp for Proxy {
     ) -> Result<()> {
         // The origin's latency runs from the end of the request's body: before (found by
         // review), a body uploaded slowly counted as the shop's slowness and cut the rate.
-        if end_of_stream {
-            if ctx.upstream_at.is_some() {
-                ctx.upstream_at = Some(Instant::now());
-            }
+        if end_of_stream && ctx.upstream_at.is_some() {
+            ctx.upstream_at = Some(Instant::now());
         }
         Self::bound_body(session, end_of_stream, ctx)
     }
