@@ -350,11 +350,13 @@ impl Room {
             .unwrap_or_else(|e| e.into_inner())
             .map(|t| t.elapsed());
         policy::LastKnown {
+            // With the sessions a store that lost its data has not counted again.
             store_active: policy::still_active(
                 self.live.active(),
                 since,
                 self.cfg.params.session_ttl,
-            ),
+            )
+            .saturating_add(self.recovery.held_back(now)),
             heard: self.live.heard(),
             refused: self.live.refused(),
             enabled: self.live.enabled(),

@@ -97,6 +97,17 @@ struct Window {
     cap: usize,
 }
 
+impl Window {
+    fn hold_back(&self, now: Micros) -> u64 {
+        hold_back(
+            self.old_active,
+            self.done.len() as u64,
+            self.until.saturating_sub(now),
+            self.until - self.started,
+        )
+    }
+}
+
 /// Numbers of admit calls, for every room of this process: each larger than any before
 /// ([`crate::store::AdmitStep`]), across reloads too.
 static STEPS: AtomicU64 = AtomicU64::new(0);
@@ -147,6 +158,23 @@ impl Recovery {
         }
     }
 
+    /// The slots held back now for sessions the store forgot ([`hold_back`]); 0 outside a
+    /// window. Every estimate of the slots taken counts them: the admit calls' and the
+    /// `local` policy's (found by review: during an outage soon after a loss, `local` admitted
+    /// into the slots held back, past `max-active`).
+    pub fn held_back(&self, now: Micros) -> u64 {
+        let mut window = self.window.lock().unwrap_or_else(|e| e.into_inner());
+        match window.as_ref() {
+            Some(w) if now < w.until => w.hold_back(now),
+            Some(_) => {
+                *window = None;
+                self.until.store(0, Ordering::Release);
+                0
+            }
+            None => 0,
+        }
+    }
+
     /// What the next admit call is told.
     pub fn context(&self, now: Micros) -> AdmitContext {
         let known_generation = self
@@ -155,21 +183,7 @@ impl Recovery {
             .unwrap_or_else(|e| e.into_inner())
             .as_ref()
             .map(|k| k.generation.clone());
-        let mut window = self.window.lock().unwrap_or_else(|e| e.into_inner());
-        let hold = match window.as_ref() {
-            Some(w) if now < w.until => hold_back(
-                w.old_active,
-                w.done.len() as u64,
-                w.until - now,
-                w.until - w.started,
-            ),
-            Some(_) => {
-                *window = None;
-                self.until.store(0, Ordering::Release);
-                0
-            }
-            None => 0,
-        };
+        let hold = self.held_back(now);
         AdmitContext {
             known_generation,
             hold_back: hold,
@@ -186,13 +200,22 @@ impl Recovery {
         }
     }
 
-    /// Opens the re-registration window for one session-ttl from `now`.
+    /// Opens the re-registration window for one session-ttl from `now`, for `old_active`
+    /// sessions the store counted before it lost them. A loss within an open window carries
+    /// that window's hold-back over (found by review: a second loss soon after the first threw
+    /// away the sessions still held back from the first, which the store had not counted
+    /// again, and `max-active` was passed by them); everyone re-registers again.
     pub fn open_window(&self, now: Micros, session_ttl: Duration, old_active: u64, cap: usize) {
+        let mut window = self.window.lock().unwrap_or_else(|e| e.into_inner());
+        let carried = window
+            .as_ref()
+            .filter(|w| now < w.until)
+            .map_or(0, |w| w.hold_back(now));
         let until = now.saturating_add(micros(session_ttl));
-        *self.window.lock().unwrap_or_else(|e| e.into_inner()) = Some(Window {
+        *window = Some(Window {
             started: now,
             until,
-            old_active,
+            old_active: old_active.saturating_add(carried),
             done: HashSet::new(),
             cap,
         });
@@ -358,5 +381,25 @@ mod tests {
         assert!(!r.claim(c, 11 * S), "the window is over");
         assert_eq!(r.context(11 * S).hold_back, 0);
         assert_eq!(r.until.load(Ordering::Acquire), 0, "closed");
+    }
+
+    #[test]
+    fn a_second_loss_carries_the_first_windows_hold_back() {
+        let r = Recovery::default();
+        r.open_window(0, Duration::from_secs(100), 10, 1024);
+        for _ in 0..3 {
+            assert!(r.claim(VisitorId::random(), S));
+        }
+        assert_eq!(r.held_back(10 * S), 7, "10 known, 3 back");
+        // The store, which counted those 3 again, loses its data again.
+        r.open_window(10 * S, Duration::from_secs(100), 3, 1024);
+        assert_eq!(
+            r.held_back(10 * S),
+            10,
+            "the 3 it counted and the 7 still out"
+        );
+        // After the first window's end, nothing of it is carried.
+        r.open_window(200 * S, Duration::from_secs(100), 2, 1024);
+        assert_eq!(r.held_back(200 * S), 2);
     }
 }
