@@ -11,7 +11,8 @@
 -- (a confirm that uses an admission up takes its visitor out of the line, as consume's does; a
 -- retried one that finds it done leaves a place taken since alone: found by re-review)
 -- Extend (a heartbeat while the order is in flight): a pending consume's deadline moves to
--- now + ARGV[7], its slot held at least as long; a settled one is left alone (3).
+-- now + ARGV[7], its slot held at least as long; a settled one is left alone (3); a marker the
+-- store lost is written again, pending.
 --
 -- ARGV[1] visitor id   ARGV[2] request id   ARGV[3] 'confirm' | 'give_back' | 'extend'
 -- ARGV[4] marker lifetime ms   ARGV[5] session-ttl µs   ARGV[6] clock (prelude `now_us`)
@@ -41,6 +42,21 @@ if how == 'confirm' and (not m or (m.req ~= req and m.kind ~= 'p')) then
     life = math.max(life, math.ceil((held - now) / 1000) + marker_ms - math.floor(session_us / 1000))
   end
   redis.call('SET', marker, 'c ' .. req, 'PX', life)
+  return 1
+end
+if how == 'extend' and not m then
+  -- The store lost the order's marker (its data) while the order is in flight: its instance
+  -- vouches for it, as a cookie does for a session, and writes it again, so that a second order
+  -- of the admission on another instance finds it pending (found by review: Redis restarted
+  -- empty under an order in flight, and another instance took a second one). Its slot counts
+  -- again as well.
+  local deadline = now + tonumber(ARGV[7])
+  local exp = tonumber(redis.call('ZSCORE', active, vid))
+  if (not exp or exp < deadline) and not session_ended(KEYS[4], vid, now) then
+    redis.call('ZADD', active, deadline, vid)
+  end
+  redis.call('SET', marker, pending_marker(req, deadline, 0, live + tonumber(ARGV[7]) + cap),
+    'PX', marker_ms + math.ceil(tonumber(ARGV[7]) / 1000))
   return 1
 end
 if not m or m.req ~= req then

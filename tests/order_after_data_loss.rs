@@ -7,7 +7,7 @@ mod common;
 use std::time::Duration;
 
 use common::redis::RedisServer;
-use common::shop::Shop;
+use common::shop::{Answer, Shop};
 use common::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -79,4 +79,90 @@ max-active = 10
     .await;
     assert_eq!(replay, 409, "and only once");
     assert_eq!(shop.placed(), 1);
+}
+
+/// An order in flight on one instance when Redis restarts empty: its heartbeat writes the
+/// pending marker again as soon as the instance sees the loss, so the kept cookie cannot order a
+/// second time on another instance meanwhile (found by review: the beat found no marker and
+/// stopped, and another instance took a second order while the first was still at the shop).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_order_in_flight_through_a_data_loss_is_not_taken_again() {
+    let mut redis = RedisServer::start();
+    let shop = Shop::start().await;
+    shop.script(&[Answer::Late(Duration::from_secs(4), 200)]);
+    let cfg = format!(
+        r#"{base}
+[store]
+backend = "redis"
+redis-url = "{url}"
+timeout = "500ms"
+
+[[room]]
+name = "sale"
+paths = ["/products", "/orders"]
+consume = ["POST /orders"]
+admit-per-second = 100
+max-active = 10
+tick = "100ms"
+"#,
+        base = base_config(shop.addr),
+        url = redis.url()
+    );
+    let (one, two) = (Proxy::start(&cfg), Proxy::start(&cfg));
+    let mut jar = Jar::default();
+    let resp = client()
+        .get(one.url("/.anteroom/status?room=sale"))
+        .send()
+        .await
+        .unwrap();
+    jar.absorb(&resp);
+    assert!(jar.get("anteroom_sale").is_some());
+    let (url, cookie) = (one.url("/orders"), jar.header());
+    let first = tokio::spawn(async move {
+        let resp = client().post(url).header("cookie", cookie).send().await;
+        resp.map(|r| r.status().as_u16()).ok()
+    });
+    eventually(
+        Duration::from_secs(5),
+        "the shop to get the order",
+        || async { (shop.orders() == 1).then_some(()) },
+    )
+    .await;
+    redis.kill();
+    redis.restart();
+    let url = redis.url();
+    eventually(
+        Duration::from_secs(3),
+        "the marker written again",
+        || async {
+            let mut c = ::redis::Client::open(url.as_str())
+                .ok()?
+                .get_multiplexed_async_connection()
+                .await
+                .ok()?;
+            let keys: Vec<String> = ::redis::cmd("KEYS")
+                .arg("{anteroom:sale}:consumed:*")
+                .query_async(&mut c)
+                .await
+                .ok()?;
+            (!keys.is_empty()).then_some(())
+        },
+    )
+    .await;
+    let second = eventually(Duration::from_secs(5), "the second order answered", || {
+        let (url, cookie) = (two.url("/orders"), jar.header());
+        async move {
+            let resp = client()
+                .post(url)
+                .header("cookie", cookie)
+                .send()
+                .await
+                .ok()?;
+            (resp.status() != 503).then(|| resp.status().as_u16())
+        }
+    })
+    .await;
+    assert_eq!(second, 409, "a second order while the first is at the shop");
+    assert_eq!(first.await.unwrap(), Some(200));
+    assert_eq!(shop.orders(), 1, "the shop saw one order");
 }

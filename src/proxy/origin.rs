@@ -257,8 +257,12 @@ impl Heartbeat {
         let task = tokio::spawn(async move {
             let r = &shared.rooms[t.room];
             loop {
-                // The beat's period, not a wait for a condition.
-                tokio::time::sleep(every).await;
+                // The beat's period, or at once when the store lost its data (the marker with
+                // it: the beat writes it again).
+                tokio::select! {
+                    _ = tokio::time::sleep(every) => {}
+                    _ = r.recovery.lost.notified() => {}
+                }
                 let beat = shared
                     .store_call(
                         "settle",

@@ -122,6 +122,9 @@ pub struct Recovery {
     /// End of the re-registration window (µs), 0 when none: the one atomic the admitted path
     /// reads, so that outside a window it costs nothing.
     until: AtomicU64,
+    /// Woken when a loss is seen: the heartbeats of this instance's orders in flight beat at
+    /// once, writing their markers again before another instance can take a second order.
+    pub lost: tokio::sync::Notify,
 }
 
 impl Recovery {
@@ -211,6 +214,7 @@ impl Recovery {
             .as_ref()
             .filter(|w| now < w.until)
             .map_or(0, |w| w.hold_back(now));
+        self.lost.notify_waiters();
         let until = now.saturating_add(micros(session_ttl));
         *window = Some(Window {
             started: now,

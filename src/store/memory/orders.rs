@@ -196,6 +196,25 @@ impl RoomData {
             return Settled::Done;
         }
         let Some(mark) = mark else {
+            if let Settle::Extend(grace) = how {
+                // A marker the store lost under an order in flight: written again, pending (as
+                // in settle.lua). In memory only a test can lose it; Redis restarted empty can.
+                let deadline = now + micros(grace);
+                let live_deadline = self.live_peek(p, now) + micros(grace) + liveness::cap(p.tick);
+                if !self.session_ended(vid, now) {
+                    let exp = self.active.get(&vid).copied().unwrap_or(0);
+                    self.activate(vid, exp.max(deadline));
+                }
+                let pending = Mark::Pending {
+                    request: request.clone(),
+                    deadline,
+                    held_until: 0,
+                    live_deadline,
+                };
+                self.marks
+                    .set(vid, pending, deadline + Self::marker_life(p));
+                return Settled::Done;
+            }
             return Settled::Gone;
         };
         if mark.request() != request {
