@@ -10,11 +10,14 @@
 //! window — their own 5xx answers cut every room on the upstream to its `min-rate`, and their
 //! cheap fast pages raised the rate while orders took five times the target.
 //!
-//! And a window's failures count only when at least [`MIN_FAILING_VISITORS`] visitors failed in
-//! it ([`OriginHealth::failing_visitors`], [`judged`]): before (found by review), one admitted
-//! visitor whose own requests the shop answered 500 (a bad cart, a made-up form) among a few
-//! dozen healthy ones was an error share over `max-error-rate`, and halved the rate window
-//! after window.
+//! And a window's failures count only when they come from at least [`MIN_FAILING_SOURCES`]
+//! client networks (the addresses `join-limit` counts by), or from every network that voted in
+//! it when fewer did ([`OriginHealth::sources`], [`judged`]): before (found by review), one
+//! admitted visitor whose own requests the shop answered 500 (a bad cart, a made-up form)
+//! among a few dozen healthy ones was an error share over `max-error-rate`, and halved the
+//! rate window after window. Counted by visitor, a client without cookies minted a new visitor
+//! with each request that walked in (re-review): a network is what it cannot mint. A shop
+//! failing for everyone fails for every network that votes.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -46,14 +49,72 @@ fn bucket_top(i: usize) -> Duration {
 
 /// Visitors' votes: slots by visitor id, each holding the second of its last vote.
 const VOTE_SLOTS: usize = 4096;
-/// The failing votes remembered, to tell how many visitors failed lately: a visitor votes once
-/// a second at most, so one visitor cannot push the others out.
-const FAILED_RING: usize = 64;
-/// The bits of a failing vote's entry that hold its second (the rest: the visitor's).
+/// Client networks remembered, each with the second it last voted (or failed) in.
+const RECENT: usize = 16;
+/// The bits of an entry that hold its second (the rest: the network's).
 const SECOND_BITS: u32 = 24;
 const SECOND_MASK: u64 = (1 << SECOND_BITS) - 1;
-/// Fewer visitors than this failing in a window is their own doing, not the shop failing.
-pub const MIN_FAILING_VISITORS: u64 = 3;
+/// Fewer client networks than this failing in a window is their own doing, not the shop
+/// failing, unless no other network voted in it.
+pub const MIN_FAILING_SOURCES: u64 = 3;
+
+/// Distinct keys seen lately, each with the second it was last seen in: a key seen again
+/// refreshes its own entry and a new one takes the oldest, so one key never pushes others out.
+#[derive(Debug, Default)]
+struct Recent {
+    /// The key's high bits and the second plus one (low [`SECOND_BITS`]); 0 is empty.
+    slots: [AtomicU64; RECENT],
+}
+
+impl Recent {
+    fn note(&self, key: u64, second: u64) {
+        let tag = key & !SECOND_MASK;
+        let stamp = second.wrapping_add(1) & SECOND_MASK;
+        let now = stamp;
+        let mut oldest = (0, 0);
+        for (i, slot) in self.slots.iter().enumerate() {
+            let e = slot.load(Ordering::Relaxed);
+            if e != 0 && e & !SECOND_MASK == tag {
+                slot.store(tag | stamp, Ordering::Relaxed);
+                return;
+            }
+            let age = if e == 0 {
+                u64::MAX
+            } else {
+                now.wrapping_sub(e & SECOND_MASK) & SECOND_MASK
+            };
+            if age >= oldest.1 {
+                oldest = (i, age);
+            }
+        }
+        self.slots[oldest.0].store(tag | stamp, Ordering::Relaxed);
+    }
+
+    /// How many keys were seen in the `within` seconds up to `second`.
+    fn distinct(&self, second: u64, within: u64) -> u64 {
+        let now = second.wrapping_add(1) & SECOND_MASK;
+        let mut seen = [0u64; RECENT];
+        let mut n = 0;
+        for slot in &self.slots {
+            let e = slot.load(Ordering::Relaxed);
+            let age = now.wrapping_sub(e & SECOND_MASK) & SECOND_MASK;
+            let tag = e & !SECOND_MASK;
+            if e == 0 || age >= within || seen[..n].contains(&tag) {
+                continue;
+            }
+            seen[n] = tag;
+            n += 1;
+        }
+        n as u64
+    }
+}
+
+/// The client networks of a window's votes: how many voted, how many of them failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Sources {
+    pub voting: u64,
+    pub failing: u64,
+}
 
 /// Counts since the process started (never reset: each reader keeps its own last reading).
 #[derive(Debug)]
@@ -64,10 +125,9 @@ pub struct OriginHealth {
     /// The second (on the monotonic clock, plus one: 0 is "never") each slot last voted in. Two
     /// visitors in one slot share its vote: a sample, not a count.
     votes: Box<[AtomicU64]>,
-    /// The last failing votes: the visitor's slot key (high bits) and the second plus one
-    /// (low [`SECOND_BITS`]); 0 is empty.
-    failed: [AtomicU64; FAILED_RING],
-    failed_next: AtomicU64,
+    /// The client networks that voted lately, and those whose votes failed.
+    voters: Recent,
+    failing: Recent,
 }
 
 impl Default for OriginHealth {
@@ -77,8 +137,8 @@ impl Default for OriginHealth {
             errors: AtomicU64::new(0),
             buckets: std::array::from_fn(|_| AtomicU64::new(0)),
             votes: (0..VOTE_SLOTS).map(|_| AtomicU64::new(0)).collect(),
-            failed: std::array::from_fn(|_| AtomicU64::new(0)),
-            failed_next: AtomicU64::new(0),
+            voters: Recent::default(),
+            failing: Recent::default(),
         }
     }
 }
@@ -163,30 +223,22 @@ impl OriginHealth {
         }
     }
 
-    /// A vote of visitor `vid` at second `second` that failed (after [`Self::record`]).
-    pub fn failed_by(&self, vid: &crate::store::VisitorId, second: u64) {
-        let entry = (vote_key(vid) & !SECOND_MASK) | (second.wrapping_add(1) & SECOND_MASK);
-        let i = self.failed_next.fetch_add(1, Ordering::Relaxed) as usize % FAILED_RING;
-        self.failed[i].store(entry, Ordering::Relaxed);
+    /// The client network (`network`: a hash of the address `join-limit` counts by) of a vote
+    /// at second `second` (after [`Self::record`]), and whether it failed.
+    pub fn voted_from(&self, network: u64, second: u64, failed: bool) {
+        self.voters.note(network, second);
+        if failed {
+            self.failing.note(network, second);
+        }
     }
 
-    /// How many visitors had a failing vote in the `within` seconds up to `second` (at most
-    /// [`FAILED_RING`]).
-    pub fn failing_visitors(&self, second: u64, within: u64) -> u64 {
-        let now = second.wrapping_add(1) & SECOND_MASK;
-        let mut seen = [0u64; FAILED_RING];
-        let mut n = 0;
-        for slot in &self.failed {
-            let entry = slot.load(Ordering::Relaxed);
-            let age = now.wrapping_sub(entry & SECOND_MASK) & SECOND_MASK;
-            let key = entry & !SECOND_MASK;
-            if entry == 0 || age >= within || seen[..n].contains(&key) {
-                continue;
-            }
-            seen[n] = key;
-            n += 1;
+    /// The networks that voted, and failed, in the `within` seconds up to `second` (each
+    /// counted up to [`RECENT`]).
+    pub fn sources(&self, second: u64, within: u64) -> Sources {
+        Sources {
+            voting: self.voters.distinct(second, within),
+            failing: self.failing.distinct(second, within),
         }
-        n as u64
     }
 
     pub fn read(&self) -> Counts {
@@ -203,13 +255,21 @@ fn vote_key(vid: &crate::store::VisitorId) -> u64 {
     u64::from_le_bytes([b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]])
 }
 
-/// A window's health as the autopilot judges it: its failures count only when at least
-/// [`MIN_FAILING_VISITORS`] visitors failed in it.
-pub fn judged(mut health: Health, failing_visitors: u64) -> Health {
-    if failing_visitors < MIN_FAILING_VISITORS {
+/// A window's health as the autopilot judges it: its failures count only when they come from
+/// at least [`MIN_FAILING_SOURCES`] networks, or from every network that voted when fewer did.
+pub fn judged(mut health: Health, sources: Sources) -> Health {
+    if sources.failing < MIN_FAILING_SOURCES.min(sources.voting.max(1)) {
         health.errors = 0;
     }
     health
+}
+
+/// The key a client network is told apart by: a hash of `join-limit`'s key for it.
+pub fn network_key(client: &str) -> u64 {
+    // FNV-1a: stable, and the key is no secret (only told apart from others).
+    client.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    })
 }
 
 /// A room's view of its upstream's health over the last window: one slot per tick.
@@ -265,42 +325,76 @@ mod tests {
     }
 
     #[test]
-    fn failing_visitors_are_told_apart_within_their_window() {
+    fn networks_are_told_apart_within_their_window() {
         let h = OriginHealth::default();
-        let vids: Vec<_> = (0..4).map(|_| crate::store::VisitorId::random()).collect();
-        assert_eq!(h.failing_visitors(100, 2), 0);
-        // One visitor failing every second is one visitor, however long it goes on.
+        let nets: Vec<u64> = ["10.0.0.1", "10.0.0.2", "10.0.0.3", "10.0.0.4"]
+            .iter()
+            .map(|n| network_key(n))
+            .collect();
+        let none = Sources {
+            voting: 0,
+            failing: 0,
+        };
+        assert_eq!(h.sources(100, 2), none);
+        // One network failing every second is one network, however long it goes on.
         for s in 90..=100 {
-            h.failed_by(&vids[0], s);
+            h.voted_from(nets[0], s, true);
         }
-        assert_eq!(h.failing_visitors(100, 2), 1);
-        h.failed_by(&vids[1], 99);
-        h.failed_by(&vids[2], 97);
-        assert_eq!(h.failing_visitors(100, 2), 2, "the third failed 3 s ago");
-        assert_eq!(h.failing_visitors(100, 4), 3);
-        assert_eq!(h.failing_visitors(103, 2), 0, "all of them long ago");
+        h.voted_from(nets[1], 99, true);
+        h.voted_from(nets[2], 97, true);
+        h.voted_from(nets[3], 100, false);
+        let got = h.sources(100, 2);
+        assert_eq!(
+            (got.voting, got.failing),
+            (3, 2),
+            "the third failed 3 s ago"
+        );
+        assert_eq!(h.sources(100, 4).failing, 3);
+        assert_eq!(h.sources(103, 2), none, "all of them long ago");
         // The second wraps in the entry: ages stay right across it.
         let wrap = SECOND_MASK - 1;
-        h.failed_by(&vids[3], wrap);
-        assert_eq!(h.failing_visitors(wrap + 1, 2), 1);
-        // A ring full of one visitor's votes still holds another's after it.
-        for s in 200..200 + FAILED_RING as u64 {
-            h.failed_by(&vids[0], s);
+        h.voted_from(nets[3], wrap, true);
+        assert_eq!(h.sources(wrap + 1, 2).failing, 1);
+        // Many networks: one seen again keeps its entry, new ones take the oldest.
+        for i in 0..(2 * RECENT as u64) {
+            h.voted_from(network_key(&format!("10.1.0.{i}")), 300, true);
         }
-        h.failed_by(&vids[1], 263);
-        assert_eq!(h.failing_visitors(263, 2), 2);
+        h.voted_from(nets[1], 301, true);
+        assert_eq!(h.sources(301, 2).failing, RECENT as u64);
+        for _ in 0..100 {
+            h.voted_from(nets[1], 302, true);
+        }
+        assert_eq!(h.sources(302, 1).failing, 1, "one network, one entry");
     }
 
     #[test]
-    fn failures_count_from_the_third_visitor() {
+    fn failures_count_from_three_networks_or_every_network() {
         let health = Health {
             requests: 40,
             errors: 8,
             p90: Duration::from_millis(5),
         };
-        assert_eq!(judged(health, 2).errors, 0);
-        assert_eq!(judged(health, MIN_FAILING_VISITORS).errors, 8);
-        assert_eq!(judged(health, 2).requests, 40, "the requests still count");
+        let judge = |voting, failing| judged(health, Sources { voting, failing }).errors;
+        assert_eq!(judge(10, 2), 0, "two networks among ten");
+        assert_eq!(judge(10, MIN_FAILING_SOURCES), 8);
+        assert_eq!(judge(2, 2), 8, "every network that voted failed");
+        assert_eq!(
+            judge(1, 1),
+            8,
+            "one network behind everyone (a load balancer)"
+        );
+        assert_eq!(judge(0, 0), 0);
+        assert_eq!(
+            judged(
+                health,
+                Sources {
+                    voting: 9,
+                    failing: 1
+                }
+            )
+            .requests,
+            40
+        );
     }
 
     fn ms(n: u64) -> Duration {

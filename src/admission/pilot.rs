@@ -49,9 +49,9 @@ pub fn prepare(shared: &Shared, room: usize) -> Option<AutopilotTick> {
     let second = shared.clock.mono_micros() / 1_000_000;
     // The window in whole seconds, and the part of a second it starts in.
     let within = cfg.window.as_secs_f64().ceil() as u64 + 1;
-    let failing = health.failing_visitors(second, within);
+    let sources = health.sources(second, within);
     let mut pilot = r.pilot.inner.lock().unwrap_or_else(|e| e.into_inner());
-    let report = judged(pilot.window.tick(health.read(), slots), failing);
+    let report = judged(pilot.window.tick(health.read(), slots), sources);
     let proposal = pilot
         .last
         .as_ref()

@@ -330,7 +330,7 @@ async fn settle(shared: &super::held::Held, ctx: &mut Ctx, how: Settle) {
 /// 101). An informational answer (`100 Continue`, `103 Early Hints`) is not: the shop sends
 /// it at once, before the work (found by re-review: a shop that sent Early Hints, or clients
 /// that sent `Expect: 100-continue`, read as fast however slow the shop was).
-fn note_health(ctx: &mut Ctx, status: Option<u16>) {
+fn note_health(session: &Session, ctx: &mut Ctx, status: Option<u16>) {
     if status.is_some_and(|s| s < 200 && s != 101) {
         return;
     }
@@ -343,14 +343,14 @@ fn note_health(ctx: &mut Ctx, status: Option<u16>) {
         return;
     };
     match status {
-        Some(s) => sample(ctx, Some(at.elapsed()), shop_failed(s)),
-        None => sample(ctx, None, true),
+        Some(s) => sample(session, ctx, Some(at.elapsed()), shop_failed(s)),
+        None => sample(session, ctx, None, true),
     }
 }
 
 /// One sample of an admitted request for its upstream's health window, if its visitor has
 /// not voted this second.
-fn sample(ctx: &Ctx, latency: Option<Duration>, failed: bool) {
+fn sample(session: &Session, ctx: &Ctx, latency: Option<Duration>, failed: bool) {
     let Some(h) = ctx
         .shared
         .origin_health
@@ -360,13 +360,17 @@ fn sample(ctx: &Ctx, latency: Option<Duration>, failed: bool) {
         return;
     };
     let second = ctx.shared.clock.mono_micros() / 1_000_000;
-    let Some(v) = ctx.holder.filter(|v| h.vote(&v.vid, second)) else {
+    if !ctx.holder.is_some_and(|v| h.vote(&v.vid, second)) {
         return;
-    };
-    h.record(latency, failed);
-    if failed {
-        h.failed_by(&v.vid, second);
     }
+    h.record(latency, failed);
+    // The network it came from (once a second per visitor): whose failures they are.
+    let client = super::request::client_key(&ctx.shared, session).unwrap_or_default();
+    h.voted_from(
+        crate::admission::health::network_key(&client),
+        second,
+        failed,
+    );
 }
 
 /// Whether an answer says the shop is failing: a 5xx, but not 501 or 505, which refuse the
@@ -384,7 +388,7 @@ pub(super) async fn on_response(
 ) -> Result<()> {
     let status = resp.status.as_u16();
     super::Proxy::origin_answered(ctx, status);
-    note_health(ctx, Some(status));
+    note_health(session, ctx, Some(status));
     let shared = ctx.shared.clone();
     if let Some(how) = settlement(status) {
         settle(&shared, ctx, how).await;
@@ -453,7 +457,7 @@ pub(super) async fn on_failure(
     };
     let shared = ctx.shared.clone();
     if *e.esource() != ErrorSource::Downstream {
-        note_health(ctx, None);
+        note_health(session, ctx, None);
     }
     settle(
         &shared,
