@@ -10,8 +10,7 @@
 //! - A room last seen switched off lets everyone pass, whatever the policy: nobody queues in a
 //!   room that is off.
 //! - A line last seen held (`queue_all`) stays held under every policy: a store blip before a
-//!   sale must not open the doors early. So does every room on an instance that has never
-//!   heard from the store: it cannot know whether the line is held (`open` included).
+//!   sale must not open the doors early.
 //! - So does a room whose event is past its opening by this instance's clock while the store
 //!   has not said it opened (`unopened`), also on an instance that has never heard from the
 //!   store: the registrants of its pre-queue go first, and only the store lets them in.
@@ -115,11 +114,8 @@ pub fn on_store_error(policy: StorePolicy, failure: Failure, room: &LastKnown) -
     }
     // Unopened holds without a tick heard too: an instance started (or upgraded) during the
     // outage knows the store has not told it of the opening (re-review: under `open` it let
-    // everyone in at an opening the store never recorded). And an instance that never heard
-    // cannot know whether the line is held (`queue_all` is set at run time, in the store):
-    // it holds under every policy (review: under `open`, an instance restarted during an
-    // outage let everyone through a line held before a sale, orders without a cookie too).
-    if room.unopened || !room.heard || room.queue_all {
+    // everyone in at an opening the store never recorded).
+    if room.unopened || (room.heard && room.queue_all) {
         return OnError::Hold;
     }
     match policy {
@@ -302,21 +298,7 @@ mod tests {
             (Local, Down, &tiny_cap, Hold, "a share rounds down to none"),
             (Open, Failed, &ROOM, Pass, "open lets through"),
             (Open, Down, &ROOM, Pass, "open lets through"),
-            (
-                Open,
-                Down,
-                &never_heard,
-                Hold,
-                "open, never heard: the line may be held",
-            ),
-            (
-                Open,
-                Failed,
-                &never_heard,
-                Hold,
-                "open, never heard, one failure",
-            ),
-            (Closed, Down, &never_heard, Hold, "closed, never heard"),
+            (Open, Down, &never_heard, Pass, "open, never heard"),
             (Open, Down, &held, Hold, "open honours a held line"),
             (Open, Failed, &off, Pass, "open, room off"),
             (Closed, Down, &ROOM, Hold, "closed holds"),
