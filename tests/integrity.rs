@@ -299,6 +299,31 @@ async fn cutting_an_order_short_does_not_give_it_back() {
     assert_eq!(shop.orders(), 1, "the shop saw one order");
 }
 
+/// An order whose body stalls past the proxy's `read-timeout` on the shop (3 s here, which
+/// runs out before `client-timeout`) times out on the shop's side while the shop waits for the
+/// rest: the visitor's doing, and the admission is used (found by re-review: it was given back,
+/// and one admission placed four orders).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stalling_an_order_past_the_shops_read_timeout_does_not_give_it_back() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let shop = Shop::start().await;
+    let proxy = Proxy::start(&config(shop.addr, "", "max-active = 5"));
+    let mut jar = admitted(&proxy).await;
+    let head = format!(
+        "POST /orders HTTP/1.1\r\nHost: shop.test\r\nCookie: {}\r\nContent-Length: 100\r\n\r\n{{\"item\":1}}",
+        jar.header()
+    );
+    let mut s = tokio::net::TcpStream::connect(proxy.addr).await.unwrap();
+    s.write_all(head.as_bytes()).await.unwrap();
+    let mut answer = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(10), s.read_to_end(&mut answer)).await;
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(answer.starts_with("HTTP/1.1 504"), "{answer}");
+    assert_eq!(shop.orders(), 1, "the shop had the order's head");
+    assert_eq!(order(&proxy, &mut jar).await, 409, "a second order");
+    assert_eq!(shop.orders(), 1, "the shop saw one order");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_visitor_back_after_the_claim_does_not_pass_a_full_room() {
     // Let in at once, then away for longer than claim-ttl: the slot went to the next visitor,

@@ -127,6 +127,8 @@ pub struct Ctx {
     /// The request was handed to the origin: Pingora's own checks of it passed and
     /// `upstream_request_filter` ran. An order refused before that never reached the shop.
     handed_over: bool,
+    /// The request's body has been read to its end (and so passed on to the origin).
+    body_complete: bool,
 }
 
 /// The proxy.
@@ -178,6 +180,7 @@ impl ProxyHttp for Proxy {
             open_bypass: false,
             last_on_connection: false,
             handed_over: false,
+            body_complete: false,
             tried: Vec::new(),
             holder: None,
         }
@@ -198,8 +201,11 @@ impl ProxyHttp for Proxy {
     ) -> Result<()> {
         // The origin's latency runs from the end of the request's body: before (found by
         // review), a body uploaded slowly counted as the shop's slowness and cut the rate.
-        if end_of_stream && ctx.upstream_at.is_some() {
-            ctx.upstream_at = Some(Instant::now());
+        if end_of_stream {
+            ctx.body_complete = true;
+            if ctx.upstream_at.is_some() {
+                ctx.upstream_at = Some(Instant::now());
+            }
         }
         Self::bound_body(session, end_of_stream, ctx)
     }

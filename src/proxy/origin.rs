@@ -154,9 +154,15 @@ pub(super) fn settlement(status: u16) -> Option<Settle> {
 /// had the order: given back (found by review: a request Pingora refused after the store took
 /// its admission, for a `Connection` header naming `Host`, used the admission up with no order
 /// made).
-pub(super) fn failure_settlement(source: &ErrorSource, sent: bool) -> Settle {
+///
+/// And the shop's side while the body is not whole is the visitor's doing too: the shop had the
+/// head and waited for the rest (found by re-review: a body stalled past the origin's
+/// `read-timeout`, which runs out before `client-timeout`, timed out on the origin's side and
+/// was given back; one admission placed four orders).
+pub(super) fn failure_settlement(source: &ErrorSource, sent: bool, body_whole: bool) -> Settle {
     match source {
         ErrorSource::Downstream if sent => Settle::Confirm,
+        _ if sent && !body_whole => Settle::Confirm,
         _ => Settle::GiveBack,
     }
 }
@@ -459,12 +465,9 @@ pub(super) async fn on_failure(
     if *e.esource() != ErrorSource::Downstream {
         note_health(session, ctx, None);
     }
-    settle(
-        &shared,
-        ctx,
-        failure_settlement(e.esource(), ctx.handed_over),
-    )
-    .await;
+    let whole = ctx.body_complete || session.is_body_empty();
+    let how = failure_settlement(e.esource(), ctx.handed_over, whole);
+    settle(&shared, ctx, how).await;
     if code == 0 {
         return FailToProxy {
             error_code: 0,
@@ -558,24 +561,28 @@ mod tests {
 
     #[test]
     fn walking_away_from_an_order_does_not_give_it_back() {
-        assert_eq!(
-            failure_settlement(&ErrorSource::Downstream, true),
-            Settle::Confirm
-        );
-        for handed_over in [true, false] {
+        use ErrorSource::{Downstream, Internal, Upstream};
+        for whole in [true, false] {
             assert_eq!(
-                failure_settlement(&ErrorSource::Upstream, handed_over),
+                failure_settlement(&Downstream, true, whole),
+                Settle::Confirm
+            );
+            // Refused before it reached the shop: no order was made.
+            assert_eq!(
+                failure_settlement(&Downstream, false, whole),
                 Settle::GiveBack
             );
-            assert_eq!(
-                failure_settlement(&ErrorSource::Internal, handed_over),
-                Settle::GiveBack
-            );
+            for source in [Upstream, Internal] {
+                assert_eq!(failure_settlement(&source, false, whole), Settle::GiveBack);
+            }
         }
-        // Refused before it reached the shop: no order was made.
-        assert_eq!(
-            failure_settlement(&ErrorSource::Downstream, false),
-            Settle::GiveBack
-        );
+        // The shop failed a whole order: given back.
+        for source in [Upstream, Internal] {
+            assert_eq!(failure_settlement(&source, true, true), Settle::GiveBack);
+        }
+        // The shop's side while it waited for the rest of the body: the visitor's doing.
+        for source in [Upstream, Internal] {
+            assert_eq!(failure_settlement(&source, true, false), Settle::Confirm);
+        }
     }
 }
