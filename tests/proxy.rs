@@ -276,6 +276,36 @@ async fn a_pages_poll_without_the_cookie_it_was_given_joins_nobody() {
     assert_eq!(v["state"], "admitted");
 }
 
+/// Every waiting page gives the visitor-id cookie a fresh life: its polls are judged by it, and
+/// one set a day before on an earlier visit ran out on a page that gave no ticket, its visitor
+/// then told `cookies_required` (found by re-review).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiting_page_renews_the_visitor_id_cookie() {
+    let (_origin, proxy) = setup("max-waiting = 1").await;
+    let _holder = admitted_visitor(&proxy).await;
+    let mut first = Jar::default();
+    first.absorb(&get(&proxy, "/products/1", &first, None).await);
+    // The line is full: the page gives no ticket. A visitor back with the id of an earlier
+    // visit gets it again, with a day's life.
+    let vid = "0123456789abcdef0123456789abcdef";
+    let only_vid = Jar(vec![("anteroom_vid".into(), vid.into())]);
+    let resp = get(&proxy, "/products/1", &only_vid, Some("text/html")).await;
+    assert_eq!(resp.status(), 503, "the line is full");
+    let cookies = set_cookies(&resp);
+    let again = cookies.iter().find(|(k, _, _)| k == "anteroom_vid");
+    let (_, value, attrs) = again.expect("the visitor-id cookie again");
+    assert_eq!(value, vid);
+    assert!(attrs.contains("Max-Age=86400"), "{attrs}");
+    assert_eq!(
+        cookies
+            .iter()
+            .filter(|(k, _, _)| k == "anteroom_vid")
+            .count(),
+        1,
+        "once: {cookies:?}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn json_is_served_when_preferred() {
     let (_origin, proxy) = setup("").await;

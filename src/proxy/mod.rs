@@ -346,6 +346,7 @@ impl ProxyHttp for Proxy {
                 return Ok(true);
             }
             challenge::Gated::Ask => {
+                Self::keep_vid(shared, ctx, room, vid);
                 Self::send_challenge(shared, session, ctx, room, vid, false).await?;
                 return Ok(true);
             }
@@ -376,6 +377,7 @@ impl ProxyHttp for Proxy {
                 if Self::refuses_crawler(shared, session, room) {
                     Self::send_crawler(shared, session, ctx, room).await?;
                 } else {
+                    Self::keep_vid(shared, ctx, room, vid);
                     Self::send_wait(shared, session, ctx, room, &status).await?;
                 }
                 Ok(true)

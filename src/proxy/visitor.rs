@@ -88,6 +88,23 @@ impl Proxy {
         vid
     }
 
+    /// A page the visitor keeps polling from gives their visitor-id cookie a fresh life: the
+    /// page's polls are judged by it (`cookies_required`: see `status::refuses_cookies`), and
+    /// one set a day before, on an earlier visit, ran out on a page that gave no ticket (the
+    /// line full, on hold, the challenge: found by re-review).
+    pub(super) fn keep_vid(shared: &Shared, ctx: &mut Ctx, room: usize, vid: VisitorId) {
+        let named = |c: &String| {
+            c.strip_prefix(cookie::VID_COOKIE)
+                .is_some_and(|rest| rest.starts_with('='))
+        };
+        if ctx.set_cookies.iter().any(named) {
+            return;
+        }
+        let life = Self::visitor_cookie_secs(shared, room);
+        ctx.set_cookies
+            .push(cookie::set_vid(vid, life, secure(shared, ctx)));
+    }
+
     /// How long the visitor-id cookie and a queue ticket given now live: a day, and in a
     /// pre-queue a day past its opening (a registrant is never dropped for silence before the
     /// opening, so a browser closed until then must still hold their place).
