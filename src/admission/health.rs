@@ -11,13 +11,16 @@
 //! cheap fast pages raised the rate while orders took five times the target.
 //!
 //! And a window's failures count only when they come from at least [`MIN_FAILING_SOURCES`]
-//! client networks (the addresses `join-limit` counts by), or from every network that voted in
-//! it when fewer did ([`OriginHealth::sources`], [`judged`]): before (found by review), one
-//! admitted visitor whose own requests the shop answered 500 (a bad cart, a made-up form)
-//! among a few dozen healthy ones was an error share over `max-error-rate`, and halved the
-//! rate window after window. Counted by visitor, a client without cookies minted a new visitor
-//! with each request that walked in (re-review): a network is what it cannot mint. A shop
-//! failing for everyone fails for every network that votes.
+//! sources, or from every source that voted in it when fewer did ([`OriginHealth::sources`],
+//! [`judged`]). A source is a visitor from a client network of their own (the address
+//! `join-limit` counts by): the window keeps the (visitor, network) pairs of its votes and
+//! counts a maximum matching of them, so one visitor from many networks, and many visitors from
+//! one network, are one source each. Before (found by review), one admitted visitor whose own
+//! requests the shop answered 500 (a bad cart, a made-up form) among a few dozen healthy ones
+//! was an error share over `max-error-rate`, and halved the rate window after window; counted
+//! by visitor, a client without cookies minted a new visitor with each request that walked in;
+//! counted by network, one admission sent from three addresses in turn was three (re-reviews).
+//! A shop failing for everyone fails for every source that votes.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -49,13 +52,13 @@ fn bucket_top(i: usize) -> Duration {
 
 /// Visitors' votes: slots by visitor id, each holding the second of its last vote.
 const VOTE_SLOTS: usize = 4096;
-/// Client networks remembered, each with the second it last voted (or failed) in.
+/// (Visitor, network) pairs remembered, each with the second it last voted (or failed) in.
 const RECENT: usize = 16;
 /// The bits of an entry that hold its second (the rest: the network's).
 const SECOND_BITS: u32 = 24;
 const SECOND_MASK: u64 = (1 << SECOND_BITS) - 1;
-/// Fewer client networks than this failing in a window is their own doing, not the shop
-/// failing, unless no other network voted in it.
+/// Fewer sources than this failing in a window is their own doing, not the shop failing,
+/// unless no other source voted in it.
 pub const MIN_FAILING_SOURCES: u64 = 3;
 
 /// Distinct keys seen lately, each with the second it was last seen in: a key seen again
@@ -69,6 +72,7 @@ struct Recent {
 impl Recent {
     fn note(&self, key: u64, second: u64) {
         let tag = key & !SECOND_MASK;
+        debug_assert_eq!(key & SECOND_MASK, 0);
         let stamp = second.wrapping_add(1) & SECOND_MASK;
         let now = stamp;
         let mut oldest = (0, 0);
@@ -90,26 +94,86 @@ impl Recent {
         self.slots[oldest.0].store(tag | stamp, Ordering::Relaxed);
     }
 
-    /// How many keys were seen in the `within` seconds up to `second`.
-    fn distinct(&self, second: u64, within: u64) -> u64 {
+    /// The (visitor, network) pairs seen in the `within` seconds up to `second`.
+    fn pairs(&self, second: u64, within: u64) -> Vec<(u64, u64)> {
         let now = second.wrapping_add(1) & SECOND_MASK;
-        let mut seen = [0u64; RECENT];
-        let mut n = 0;
+        let mut out: Vec<(u64, u64)> = Vec::with_capacity(RECENT);
         for slot in &self.slots {
             let e = slot.load(Ordering::Relaxed);
             let age = now.wrapping_sub(e & SECOND_MASK) & SECOND_MASK;
-            let tag = e & !SECOND_MASK;
-            if e == 0 || age >= within || seen[..n].contains(&tag) {
+            let pair = (e >> PAIR_SHIFT, (e >> SECOND_BITS) & PAIR_MASK);
+            if e == 0 || age >= within || out.contains(&pair) {
                 continue;
             }
-            seen[n] = tag;
-            n += 1;
+            out.push(pair);
         }
-        n as u64
+        out
+    }
+
+    /// How many of the visitors seen lately can each be given a network of their own (a
+    /// maximum matching of the pairs seen): one visitor from many networks, or many visitors
+    /// from one network, is one source.
+    fn sources(&self, second: u64, within: u64) -> u64 {
+        matching(&self.pairs(second, within))
     }
 }
 
-/// The client networks of a window's votes: how many voted, how many of them failed.
+/// The bits of a visitor's and of a network's hash in an entry: a pair is the two, above the
+/// second.
+const PAIR_BITS: u32 = 20;
+const PAIR_MASK: u64 = (1 << PAIR_BITS) - 1;
+const PAIR_SHIFT: u32 = SECOND_BITS + PAIR_BITS;
+
+/// An entry's key for visitor `vid` from network `network` (both hashes).
+fn pair_key(vid: u64, network: u64) -> u64 {
+    ((vid & PAIR_MASK) << PAIR_SHIFT) | ((network & PAIR_MASK) << SECOND_BITS)
+}
+
+/// The size of a maximum matching of `pairs` (visitor, network): augmenting paths, for the few
+/// pairs a window keeps.
+fn matching(pairs: &[(u64, u64)]) -> u64 {
+    fn augment(
+        v: u64,
+        pairs: &[(u64, u64)],
+        matched: &mut Vec<(u64, u64)>,
+        seen: &mut Vec<u64>,
+    ) -> bool {
+        for &(_, n) in pairs.iter().filter(|(pv, _)| *pv == v) {
+            if seen.contains(&n) {
+                continue;
+            }
+            seen.push(n);
+            match matched.iter().position(|(mn, _)| *mn == n) {
+                None => {
+                    matched.push((n, v));
+                    return true;
+                }
+                Some(i) => {
+                    let other = matched[i].1;
+                    if augment(other, pairs, matched, seen) {
+                        matched[i].1 = v;
+                        return true;
+                    }
+                }
+            }
+        }
+        false
+    }
+    let mut visitors: Vec<u64> = pairs.iter().map(|(v, _)| *v).collect();
+    visitors.sort_unstable();
+    visitors.dedup();
+    let mut matched = Vec::new();
+    let mut size = 0;
+    for v in visitors {
+        if augment(v, pairs, &mut matched, &mut Vec::new()) {
+            size += 1;
+        }
+    }
+    size
+}
+
+/// The sources of a window's votes (visitors each from a network of their own): how many
+/// voted, how many failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Sources {
     pub voting: u64,
@@ -223,21 +287,29 @@ impl OriginHealth {
         }
     }
 
-    /// The client network (`network`: a hash of the address `join-limit` counts by) of a vote
-    /// at second `second` (after [`Self::record`]), and whether it failed.
-    pub fn voted_from(&self, network: u64, second: u64, failed: bool) {
-        self.voters.note(network, second);
+    /// A vote of visitor `vid` from client network `network` (a hash of the address
+    /// `join-limit` counts by) at second `second` (after [`Self::record`]), and whether it
+    /// failed.
+    pub fn voted_from(
+        &self,
+        vid: &crate::store::VisitorId,
+        network: u64,
+        second: u64,
+        failed: bool,
+    ) {
+        let key = pair_key(vote_key(vid), network);
+        self.voters.note(key, second);
         if failed {
-            self.failing.note(network, second);
+            self.failing.note(key, second);
         }
     }
 
-    /// The networks that voted, and failed, in the `within` seconds up to `second` (each
-    /// counted up to [`RECENT`]).
+    /// The sources that voted, and failed, in the `within` seconds up to `second`: visitors
+    /// each from a network of their own (at most [`RECENT`]).
     pub fn sources(&self, second: u64, within: u64) -> Sources {
         Sources {
-            voting: self.voters.distinct(second, within),
-            failing: self.failing.distinct(second, within),
+            voting: self.voters.sources(second, within),
+            failing: self.failing.sources(second, within),
         }
     }
 
@@ -256,7 +328,7 @@ fn vote_key(vid: &crate::store::VisitorId) -> u64 {
 }
 
 /// A window's health as the autopilot judges it: its failures count only when they come from
-/// at least [`MIN_FAILING_SOURCES`] networks, or from every network that voted when fewer did.
+/// at least [`MIN_FAILING_SOURCES`] sources, or from every source that voted when fewer did.
 pub fn judged(mut health: Health, sources: Sources) -> Health {
     if sources.failing < MIN_FAILING_SOURCES.min(sources.voting.max(1)) {
         health.errors = 0;
@@ -325,8 +397,9 @@ mod tests {
     }
 
     #[test]
-    fn networks_are_told_apart_within_their_window() {
+    fn sources_are_told_apart_within_their_window() {
         let h = OriginHealth::default();
+        let vids: Vec<_> = (0..6).map(|_| crate::store::VisitorId::random()).collect();
         let nets: Vec<u64> = ["10.0.0.1", "10.0.0.2", "10.0.0.3", "10.0.0.4"]
             .iter()
             .map(|n| network_key(n))
@@ -336,13 +409,13 @@ mod tests {
             failing: 0,
         };
         assert_eq!(h.sources(100, 2), none);
-        // One network failing every second is one network, however long it goes on.
+        // One visitor failing every second from one network is one source.
         for s in 90..=100 {
-            h.voted_from(nets[0], s, true);
+            h.voted_from(&vids[0], nets[0], s, true);
         }
-        h.voted_from(nets[1], 99, true);
-        h.voted_from(nets[2], 97, true);
-        h.voted_from(nets[3], 100, false);
+        h.voted_from(&vids[1], nets[1], 99, true);
+        h.voted_from(&vids[2], nets[2], 97, true);
+        h.voted_from(&vids[3], nets[3], 100, false);
         let got = h.sources(100, 2);
         assert_eq!(
             (got.voting, got.failing),
@@ -353,29 +426,56 @@ mod tests {
         assert_eq!(h.sources(103, 2), none, "all of them long ago");
         // The second wraps in the entry: ages stay right across it.
         let wrap = SECOND_MASK - 1;
-        h.voted_from(nets[3], wrap, true);
+        h.voted_from(&vids[3], nets[3], wrap, true);
         assert_eq!(h.sources(wrap + 1, 2).failing, 1);
-        // Many networks: one seen again keeps its entry, new ones take the oldest.
-        for i in 0..(2 * RECENT as u64) {
-            h.voted_from(network_key(&format!("10.1.0.{i}")), 300, true);
-        }
-        h.voted_from(nets[1], 301, true);
-        assert_eq!(h.sources(301, 2).failing, RECENT as u64);
-        for _ in 0..100 {
-            h.voted_from(nets[1], 302, true);
-        }
-        assert_eq!(h.sources(302, 1).failing, 1, "one network, one entry");
     }
 
     #[test]
-    fn failures_count_from_three_networks_or_every_network() {
+    fn one_visitor_from_many_networks_or_many_from_one_is_one_source() {
+        let h = OriginHealth::default();
+        let vid = crate::store::VisitorId::random();
+        for n in 0..5 {
+            h.voted_from(&vid, network_key(&format!("10.0.0.{n}")), 50, true);
+        }
+        assert_eq!(h.sources(50, 2).failing, 1, "one admission, five addresses");
+        let net = network_key("10.0.9.9");
+        for _ in 0..5 {
+            h.voted_from(&crate::store::VisitorId::random(), net, 60, true);
+        }
+        assert_eq!(h.sources(60, 2).failing, 1, "five visitors, one network");
+        // Both at once: the rotating visitor and the many on one network are two.
+        for n in 0..3 {
+            h.voted_from(&vid, network_key(&format!("10.0.0.{n}")), 60, true);
+        }
+        assert_eq!(h.sources(60, 2).failing, 2);
+        // Many pairs: a pair seen again keeps its entry, new ones take the oldest.
+        for i in 0..(2 * RECENT as u64) {
+            let v = crate::store::VisitorId::random();
+            h.voted_from(&v, network_key(&format!("10.1.0.{i}")), 300, true);
+        }
+        assert_eq!(h.sources(300, 2).failing, RECENT as u64);
+    }
+
+    #[test]
+    fn a_matching_is_as_large_as_it_can_be() {
+        // v1 from a and b, v2 from a only: v1 takes b, v2 takes a (a greedy pass that gave v1
+        // network a would find 1).
+        assert_eq!(matching(&[(1, 10), (1, 11), (2, 10)]), 2);
+        assert_eq!(matching(&[(1, 10), (2, 10), (3, 10)]), 1);
+        assert_eq!(matching(&[(1, 10), (1, 11), (1, 12)]), 1);
+        assert_eq!(matching(&[]), 0);
+        assert_eq!(matching(&[(1, 10), (2, 11), (3, 12), (3, 10)]), 3);
+    }
+
+    #[test]
+    fn failures_count_from_three_sources_or_every_source() {
         let health = Health {
             requests: 40,
             errors: 8,
             p90: Duration::from_millis(5),
         };
         let judge = |voting, failing| judged(health, Sources { voting, failing }).errors;
-        assert_eq!(judge(10, 2), 0, "two networks among ten");
+        assert_eq!(judge(10, 2), 0, "two sources among ten");
         assert_eq!(judge(10, MIN_FAILING_SOURCES), 8);
         assert_eq!(judge(2, 2), 8, "every network that voted failed");
         assert_eq!(

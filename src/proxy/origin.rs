@@ -366,17 +366,14 @@ fn sample(session: &Session, ctx: &Ctx, latency: Option<Duration>, failed: bool)
         return;
     };
     let second = ctx.shared.clock.mono_micros() / 1_000_000;
-    if !ctx.holder.is_some_and(|v| h.vote(&v.vid, second)) {
+    let Some(v) = ctx.holder.filter(|v| h.vote(&v.vid, second)) else {
         return;
-    }
+    };
     h.record(latency, failed);
     // The network it came from (once a second per visitor): whose failures they are.
     let client = super::request::client_key(&ctx.shared, session).unwrap_or_default();
-    h.voted_from(
-        crate::admission::health::network_key(&client),
-        second,
-        failed,
-    );
+    let network = crate::admission::health::network_key(&client);
+    h.voted_from(&v.vid, network, second, failed);
 }
 
 /// Whether an answer says the shop is failing: a 5xx, but not 501 or 505, which refuse the
