@@ -8,6 +8,7 @@
 //! the [`LocalBucket`] of the `local` policy; what an instance does when the store lost the
 //! room's data is in [`recovery`].
 
+pub mod abandon_hold;
 pub mod gate;
 mod local;
 pub mod owed;
@@ -175,6 +176,8 @@ pub struct Room {
     pub metrics: RoomMetrics,
     pub local: LocalBucket,
     pub recovery: recovery::Recovery,
+    /// An `abandon-after` a reload lowered, still in force for a while ([`abandon_hold`]).
+    pub abandon_hold: abandon_hold::AbandonHold,
     /// The line as the last tick saw it, and the liveness batch: status polls at the edge.
     pub line: crate::line::RoomLine,
     /// `join-limit` checked on this instance before the store's counter.
@@ -286,6 +289,7 @@ impl Room {
             metrics,
             local: LocalBucket::default(),
             recovery: recovery::Recovery::default(),
+            abandon_hold: abandon_hold::AbandonHold::default(),
             line: crate::line::RoomLine::default(),
             prelimit,
             gate,
@@ -325,6 +329,10 @@ impl Room {
             .refused
             .store(old.live.refused(), Ordering::Relaxed);
         self.recovery.inherit(&old.recovery);
+        let now = crate::clock::Clock::now_micros(&crate::clock::SystemClock);
+        let old_abandon = old.abandon_hold.in_force(old.cfg.params.abandon_after, now);
+        self.abandon_hold
+            .inherit(old_abandon, self.cfg.params.abandon_after, now);
         self.revoked = old.revoked.clone();
         self.owed = old.owed.clone();
         self.events.inherit(
@@ -339,6 +347,20 @@ impl Room {
 
     pub fn name(&self) -> &str {
         self.cfg.name()
+    }
+
+    /// The room's parameters for a store call at `now`: as configured, but with an
+    /// `abandon-after` a reload lowered still held ([`abandon_hold`]).
+    pub fn params_at(&self, now: Micros) -> std::borrow::Cow<'_, crate::store::RoomParams> {
+        let p = &self.cfg.params;
+        let abandon = self.abandon_hold.in_force(p.abandon_after, now);
+        if abandon == p.abandon_after {
+            return std::borrow::Cow::Borrowed(p);
+        }
+        std::borrow::Cow::Owned(crate::store::RoomParams {
+            abandon_after: abandon,
+            ..p.clone()
+        })
     }
 
     /// What the store-error policy decides on: the last tick's knowledge and the local sessions.

@@ -383,3 +383,59 @@ async fn a_cookie_key_read_from_a_file_is_read_again_on_sighup() {
         "the new key signs and verifies"
     );
 }
+
+/// A reload that lowers `abandon-after` keeps the old value in force for as long as it was:
+/// a visitor silent for less than the value they polled under (a throttled tab, or the store's
+/// view of one whose "last seen" is noted once every `abandon-after`/4) keeps the place. Before
+/// (found by review), the shorter value judged them at once: swept, they joined again behind
+/// someone who came after them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lowering_abandon_after_keeps_the_places_of_the_visitors_in_line() {
+    let origin = Origin::start().await;
+    let proxy = Proxy::start_with(
+        &config(
+            origin.addr,
+            "\"/products\"",
+            "tick = \"100ms\"\nabandon-after = \"20s\"\npoll = [ { every = \"1s\" } ]",
+        ),
+        &[("ANTEROOM_LOG", "info")],
+        &[],
+    );
+    let mut holder = Jar::default();
+    let v = get_json(&proxy, "/.anteroom/status?room=sale", &mut holder).await;
+    assert_eq!(v.unwrap()["state"], "admitted");
+    let (mut first, mut second) = (Jar::default(), Jar::default());
+    let v = get_json(&proxy, "/.anteroom/status?room=sale", &mut first).await;
+    assert_eq!(v.unwrap()["position"], 1);
+    let v = get_json(&proxy, "/.anteroom/status?room=sale", &mut second).await;
+    assert_eq!(v.unwrap()["position"], 2);
+    // The first is silent for 5 s (a hidden tab: well within the 20 s they polled under) while
+    // the second keeps polling; meanwhile abandon-after becomes 4 s.
+    let until = std::time::Instant::now() + Duration::from_secs(5);
+    let text = std::fs::read_to_string(proxy.config_path()).unwrap();
+    std::fs::write(
+        proxy.config_path(),
+        text.replace("abandon-after = \"20s\"", "abandon-after = \"4s\""),
+    )
+    .unwrap();
+    proxy.signal("HUP");
+    eventually(Duration::from_secs(5), "the reload", || async {
+        proxy
+            .stderr()
+            .contains("configuration reloaded")
+            .then_some(())
+    })
+    .await;
+    while std::time::Instant::now() < until {
+        get_json(&proxy, "/.anteroom/status?room=sale", &mut second).await;
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    let v = get_json(&proxy, "/.anteroom/status?room=sale", &mut first)
+        .await
+        .unwrap();
+    assert_eq!(
+        (v["state"].as_str(), v["position"].as_u64()),
+        (Some("waiting"), Some(1)),
+        "the first keeps their place: {v}"
+    );
+}

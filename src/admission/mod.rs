@@ -80,7 +80,9 @@ async fn run_room(shared: Arc<Shared>, room: usize) {
             .store_call(
                 "admit",
                 r.name(),
-                shared.store.admit_with(&r.cfg.params, &ctx),
+                shared
+                    .store
+                    .admit_with(&r.params_at(shared.clock.now_micros()), &ctx),
             )
             .await
         {

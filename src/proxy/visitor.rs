@@ -183,7 +183,9 @@ impl Proxy {
             .store_call(
                 "join",
                 r.name(),
-                shared.store.join_with(&r.cfg.params, vid, &join),
+                shared
+                    .store
+                    .join_with(&r.params_at(shared.clock.now_micros()), vid, &join),
             )
             .await;
         let tiers = &r.cfg.poll;
