@@ -9,7 +9,8 @@
 -- ARGV[1] visitor id   ARGV[2] configured rate/s   ARGV[3] configured max-active
 -- ARGV[4] max-waiting   ARGV[5] session-ttl µs   ARGV[6] tick µs   ARGV[7] abandon-after µs
 -- ARGV[8] clock (prelude `now_us`)
--- ARGV[9] new joins allowed per client and window (0: no limit)   ARGV[10] window µs
+-- ARGV[9] new joins allowed per client and window (0: no limit; -1: the caller's own count is
+-- past it, so known visitors only: a newcomer is refused without being counted)   ARGV[10] window µs
 -- ARGV[11] claim-ttl µs (how long a fast-path entry holds its slot until the visitor is back)
 -- ARGV[12] the store generation the caller's last admit saw ('' if none): another one (or none,
 --          the room's data lost in an empty restart) means the caller's admission loop has not
@@ -128,6 +129,10 @@ end
 -- A newcomer counted against the client's limit: the reply that refuses them, or nil.
 local function limited()
   local limit = tonumber(ARGV[9])
+  if limit < 0 then
+    -- Past the limit on the calling instance already: a newcomer is refused, uncounted.
+    return { 6, 0, 0, '1000', 0 }
+  end
   if limit > 0 then
     local joins = redis.call('INCR', KEYS[4])
     if joins == 1 then

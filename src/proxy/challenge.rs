@@ -105,6 +105,7 @@ impl Proxy {
                     client: crate::room::prelimit::no_script_client(&client),
                     limit: c.no_script_per_ip,
                     per: c.no_script_per,
+                    known_only: false,
                 }))
             }
         }

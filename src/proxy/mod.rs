@@ -351,7 +351,7 @@ impl ProxyHttp for Proxy {
                 return Ok(true);
             }
         };
-        match Self::enter(shared, ctx, room, vid, gate, ticket).await {
+        match Self::enter(shared, ctx, room, vid, gate, ticket, had_vid).await {
             Verdict::Pass { admitted } => {
                 // Let through without an admission (room off, or the `open` store policy).
                 ctx.outcome = if admitted {

@@ -125,7 +125,7 @@ pub(super) async fn serve(
                 return Proxy::send_challenge(shared, session, ctx, room, vid, true).await;
             }
         };
-        match Proxy::enter(shared, ctx, room, vid, gate, ticket).await {
+        match Proxy::enter(shared, ctx, room, vid, gate, ticket, had_vid).await {
             Verdict::Pass { .. } => admitted,
             Verdict::Wait(s) => s,
             Verdict::Limited { retry_after } => {

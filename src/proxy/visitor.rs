@@ -158,6 +158,7 @@ impl Proxy {
         vid: VisitorId,
         gate: Option<JoinGate>,
         ticket: Option<Ticket>,
+        had_vid: bool,
     ) -> Verdict {
         if let Some(v) = ticket
             .as_ref()
@@ -167,13 +168,19 @@ impl Proxy {
         }
         let r = &shared.rooms[room];
         // Without a ticket this is a store join that join-limit may count: past the limit on
-        // this instance alone, it is refused here, without a store call.
-        if let Some(retry_after) = gate
-            .as_ref()
-            .filter(|_| ticket.is_none())
-            .and_then(|g| r.prelimit.check(g))
-        {
-            return Verdict::Limited { retry_after };
+        // this instance alone, a newcomer is refused here, without a store call. One that came
+        // with a visitor id of its own may be in line, which only the store knows: it asks,
+        // and the store answers a known visitor as ever and refuses a newcomer uncounted (found
+        // by review: a visitor in line polling without its ticket was told 429 by a flood from
+        // its network's newcomers, and lost the place for silence).
+        let mut gate = gate;
+        if let Some(g) = gate.as_mut().filter(|_| ticket.is_none()) {
+            if let Some(retry_after) = r.prelimit.check(g) {
+                if !had_vid {
+                    return Verdict::Limited { retry_after };
+                }
+                g.known_only = true;
+            }
         }
         // A room with events passes them (the store decides the one in force by its clock), and
         // the visitor's place in each draw that has not opened.

@@ -3,7 +3,10 @@
 //! on each instance, not one call per request.
 //!
 //! The store's counter (`INCR`) stays the judge of the limit across instances; this limiter
-//! only refuses what the store would refuse anyway on this instance alone. Its quota is the
+//! only refuses what the store would refuse anyway on this instance alone. A request past it
+//! with a visitor id of its own may be a place in line, which only the store knows: it asks
+//! with a join for known visitors only ([`crate::store::JoinGate::known_only`]), which refuses
+//! a newcomer without counting it. Its quota is the
 //! whole per-client limit (a GCRA bucket of `per-ip` refilled over `per`): that is N times an
 //! instance's share behind a load balancer that spreads a client over N instances, and never
 //! stricter than the store's fixed window for a client whose requests all land on one
@@ -162,6 +165,7 @@ mod tests {
             client: client.to_string(),
             limit: 0,
             per: Duration::from_secs(60),
+            known_only: false,
         }
     }
 

@@ -175,6 +175,9 @@ pub struct JoinGate {
     pub client: String,
     pub limit: u32,
     pub per: Duration,
+    /// Past the limit on the calling instance already: a visitor the store knows (in line, or
+    /// admitted) is answered as ever, a newcomer refused without being counted.
+    pub known_only: bool,
 }
 
 /// What one `admit` step did.

@@ -295,7 +295,8 @@ impl Store for RedisStore {
             .arg(micros(p.tick))
             .arg(micros(p.abandon_after))
             .arg(self.clock_arg())
-            .arg(gate.map(|g| g.limit).unwrap_or(0))
+            // -1: past the limit on this instance already (known visitors only).
+            .arg(gate.map_or(0, |g| if g.known_only { -1 } else { i64::from(g.limit) }))
             .arg(gate.map(|g| micros(g.per)).unwrap_or(0))
             .arg(micros(p.claim_ttl))
             .arg(self.generation_seen(&p.name).unwrap_or_default())

@@ -593,6 +593,7 @@ pub async fn join_limit_counts_new_visitors_not_polls(h: &dyn Harness) {
         client: c.to_string(),
         limit: 3,
         per: Duration::from_secs(60),
+        known_only: false,
     };
     let a = gate("192.0.2.1");
     let mut first = Vec::new();
@@ -625,6 +626,25 @@ pub async fn join_limit_counts_new_visitors_not_polls(h: &dyn Harness) {
     )
     .is_some());
     assert_eq!(s.stats(&p).await.unwrap().waiting, 4);
+    // Past the limit on the calling instance (known visitors only): a visitor in line is
+    // answered with the place, a newcomer refused and not counted (another client's budget,
+    // 1 used of 3, is whole after it).
+    let known = JoinGate {
+        known_only: true,
+        ..gate("192.0.2.2")
+    };
+    assert_eq!(
+        waiting_pos(&s.join_from(&p, first[1], Some(&known)).await.unwrap()),
+        Some(2)
+    );
+    let refused = s.join_from(&p, VisitorId::random(), Some(&known)).await;
+    assert!(matches!(refused.unwrap(), Admission::Limited { .. }));
+    for _ in 0..2 {
+        let b = gate("192.0.2.2");
+        let v = VisitorId::random();
+        assert!(waiting_pos(&s.join_from(&p, v, Some(&b)).await.unwrap()).is_some());
+    }
+    assert_eq!(s.stats(&p).await.unwrap().waiting, 6);
 }
 
 /// Runs every case against a fresh harness from `make`.

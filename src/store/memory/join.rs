@@ -52,6 +52,13 @@ impl RoomData {
             return Admission::Ended;
         }
         if let Some(g) = ctx.gate {
+            // Past the limit on the caller already: a newcomer is refused, uncounted (as in
+            // join.lua).
+            if g.known_only {
+                return Admission::Limited {
+                    retry_after: Duration::from_secs(1),
+                };
+            }
             if let Some(retry_after) = r.count_join(g, now) {
                 return Admission::Limited { retry_after };
             }

@@ -16,6 +16,11 @@ impl RoomData {
     ) -> Admission {
         let was_in_line = self.remove_waiter(vid).is_some();
         if !was_in_line {
+            if gate.is_some_and(|g| g.known_only) {
+                return Admission::Limited {
+                    retry_after: std::time::Duration::from_secs(1),
+                };
+            }
             if let Some(retry_after) = gate.and_then(|g| self.count_join(g, now)) {
                 return Admission::Limited { retry_after };
             }
