@@ -330,9 +330,12 @@ impl Room {
             .store(old.live.refused(), Ordering::Relaxed);
         self.recovery.inherit(&old.recovery);
         let now = crate::clock::Clock::now_micros(&crate::clock::SystemClock);
-        let old_abandon = old.abandon_hold.in_force(old.cfg.params.abandon_after, now);
-        self.abandon_hold
-            .inherit(old_abandon, self.cfg.params.abandon_after, now);
+        self.abandon_hold.inherit(
+            &old.abandon_hold,
+            old.cfg.params.abandon_after,
+            self.cfg.params.abandon_after,
+            now,
+        );
         self.revoked = old.revoked.clone();
         self.owed = old.owed.clone();
         self.events.inherit(

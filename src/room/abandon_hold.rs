@@ -32,15 +32,25 @@ impl AbandonHold {
         configured.max(Duration::from_micros(self.held.load(Ordering::Acquire)))
     }
 
-    /// At a reload from a room that judged by `old` (in force at `now`, held or configured) to
-    /// one configured with `new`: a shorter value waits for the old one to run once more.
-    pub fn inherit(&self, old: Duration, new: Duration, now: Micros) {
-        if new >= old {
-            return;
+    /// At a reload from a room configured with `old` (and `from`, its hold) to one configured
+    /// with `new`: a shorter value waits for the old one to run once more; a hold already
+    /// running is carried over as it was, not renewed (found by re-review: every later reload
+    /// renewed it, and a lowered value never took effect).
+    pub fn inherit(&self, from: &AbandonHold, old: Duration, new: Duration, now: Micros) {
+        let (mut held, mut until) = (0, 0);
+        let from_until = from.until.load(Ordering::Acquire);
+        if from_until != 0 && now < from_until {
+            held = from.held.load(Ordering::Acquire);
+            until = from_until;
         }
-        self.held.store(micros(old), Ordering::Release);
-        self.until
-            .store(now.saturating_add(micros(old)), Ordering::Release);
+        if new < old {
+            held = held.max(micros(old));
+            until = until.max(now.saturating_add(micros(old)));
+        }
+        if held > micros(new) {
+            self.held.store(held, Ordering::Release);
+            self.until.store(until, Ordering::Release);
+        }
     }
 }
 
@@ -55,18 +65,37 @@ mod tests {
         let (old, new) = (Duration::from_secs(120), Duration::from_secs(20));
         let h = AbandonHold::default();
         assert_eq!(h.in_force(new, 0), new, "nothing held");
-        h.inherit(old, new, 100 * S);
+        h.inherit(&AbandonHold::default(), old, new, 100 * S);
         assert_eq!(h.in_force(new, 100 * S), old);
         assert_eq!(h.in_force(new, 219 * S), old);
         assert_eq!(h.in_force(new, 220 * S), new, "the old value has run");
         // A longer value is in force at once, and holds nothing.
         let longer = AbandonHold::default();
-        longer.inherit(new, old, 100 * S);
+        longer.inherit(&AbandonHold::default(), new, old, 100 * S);
         assert_eq!(longer.in_force(old, 100 * S), old);
         // Configured longer than what is held: the configured one.
         assert_eq!(
             h.in_force(Duration::from_secs(300), 150 * S),
             Duration::from_secs(300)
         );
+    }
+
+    #[test]
+    fn a_later_reload_carries_the_hold_over_without_renewing_it() {
+        let (old, new) = (Duration::from_secs(120), Duration::from_secs(20));
+        let first = AbandonHold::default();
+        first.inherit(&AbandonHold::default(), old, new, 100 * S);
+        // An unrelated reload at 200 s (20 s configured before and after).
+        let second = AbandonHold::default();
+        second.inherit(&first, new, new, 200 * S);
+        assert_eq!(second.in_force(new, 219 * S), old);
+        assert_eq!(second.in_force(new, 220 * S), new, "not renewed");
+        // Lowered again during the hold: the longer of the two holds, each to its own end.
+        let (sixty, ten) = (Duration::from_secs(60), Duration::from_secs(10));
+        let third = AbandonHold::default();
+        third.inherit(&first, sixty, ten, 150 * S);
+        assert_eq!(third.in_force(ten, 209 * S), old);
+        assert_eq!(third.in_force(ten, 219 * S), old);
+        assert_eq!(third.in_force(ten, 220 * S), ten, "both ended");
     }
 }

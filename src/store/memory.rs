@@ -51,6 +51,12 @@ struct Waiter {
 
 #[derive(Debug, Default)]
 struct RoomData {
+    /// The `abandon-after` of the last join or admit (µs; 0: none yet): the other calls carry the
+    /// room's configured value, where join and admit carry the one in force (a reload that
+    /// lowered it holds the old one for a while: `crate::room::abandon_hold`). Those calls
+    /// judge silence by the longer of the two (found by re-review: a stats or touch call swept
+    /// by the lowered value at once).
+    abandon_in_force: Micros,
     /// Until when the last random draw's claims may be collected (monotonic µs), moved on by a
     /// gap as the claims are: `AdmitReport::random_recent` (admit.lua's 'rand_until').
     random_until: Option<Micros>,
@@ -341,7 +347,13 @@ impl MemoryStore {
             guard.live_now = r.value;
             r.value
         };
-        guard.prune_abandoned(live, micros(p.abandon_after));
+        let abandon = if steps {
+            guard.abandon_in_force = micros(p.abandon_after);
+            guard.abandon_in_force
+        } else {
+            micros(p.abandon_after).max(guard.abandon_in_force)
+        };
+        guard.prune_abandoned(live, abandon);
         f(&mut guard, now)
     }
 

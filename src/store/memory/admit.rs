@@ -62,6 +62,7 @@ impl RoomData {
         r.state.event_rate = event_state.event_rate;
         r.state.event_max_active = event_state.event_max_active;
         r.mark_seen_batch(&ctx.seen, in_pre);
+        r.abandon_in_force = micros(p.abandon_after);
         let abandoned = r.prune_abandoned(live, micros(p.abandon_after));
         let autopilot = r.steer(ctx.autopilot.as_ref(), now);
         let state = r.state.clone();
