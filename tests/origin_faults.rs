@@ -311,3 +311,35 @@ async fn an_order_stalled_past_client_timeout_uses_its_admission() {
         "the second order never reached the shop"
     );
 }
+
+/// A shop that never reads the order (it accepts no connection: the kernel's backlog does the
+/// handshake): a large body cannot be written to it, and the failure is the shop's, not the
+/// visitor's, whose admission comes back (found by re-review: a first rule took any failure
+/// with the body not whole for the visitor's doing, and used an honest buyer's admission up).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_order_the_shop_never_read_keeps_its_admission() {
+    let origin = Origin::start().await;
+    let stuck = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let stuck_addr = stuck.local_addr().unwrap();
+    let text = config(origin.addr, "write-timeout = \"500ms\"");
+    let proxy = Proxy::start(&text);
+    let jar = admitted(&proxy).await;
+    drop(proxy);
+    // The same admission (the same cookie key) on an instance whose shop is stuck.
+    let stuck_proxy =
+        Proxy::start(&text.replace(&origin.addr.to_string(), &stuck_addr.to_string()));
+    let body = vec![b'x'; 8 * 1024 * 1024];
+    let order = |body: Vec<u8>| {
+        client()
+            .post(stuck_proxy.url("/orders"))
+            .header("cookie", jar.header())
+            .body(body)
+            .send()
+    };
+    let first = order(body.clone()).await.map(|r| r.status().as_u16());
+    assert!(matches!(first, Ok(502..=504) | Err(_)), "{first:?}");
+    // Given back: the next order is tried again, not refused as used.
+    let second = order(b"x".to_vec()).await.unwrap().status().as_u16();
+    assert_ne!(second, 409, "the admission came back");
+    drop(stuck);
+}

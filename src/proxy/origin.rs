@@ -155,14 +155,25 @@ pub(super) fn settlement(status: u16) -> Option<Settle> {
 /// its admission, for a `Connection` header naming `Host`, used the admission up with no order
 /// made).
 ///
-/// And the shop's side while the body is not whole is the visitor's doing too: the shop had the
-/// head and waited for the rest (found by re-review: a body stalled past the origin's
-/// `read-timeout`, which runs out before `client-timeout`, timed out on the origin's side and
-/// was given back; one admission placed four orders).
-pub(super) fn failure_settlement(source: &ErrorSource, sent: bool, body_whole: bool) -> Settle {
+/// And a read on the shop's side that failed while the body was not whole is the visitor's
+/// doing too: the shop had the head and waited for the rest (found by re-review: a body stalled
+/// past the origin's `read-timeout`, which runs out before `client-timeout`, timed out on the
+/// origin's side and was given back; one admission placed four orders). A write to the shop
+/// that failed is the shop's: it did not read what the visitor sent (found by re-review: a
+/// stuck shop that never read a large body used an honest buyer's admission up).
+pub(super) fn failure_settlement(
+    source: &ErrorSource,
+    etype: &ErrorType,
+    sent: bool,
+    body_whole: bool,
+) -> Settle {
+    let waited_for_the_visitor = matches!(
+        etype,
+        ErrorType::ReadTimedout | ErrorType::ReadError | ErrorType::ConnectionClosed
+    );
     match source {
         ErrorSource::Downstream if sent => Settle::Confirm,
-        _ if sent && !body_whole => Settle::Confirm,
+        ErrorSource::Upstream if sent && !body_whole && waited_for_the_visitor => Settle::Confirm,
         _ => Settle::GiveBack,
     }
 }
@@ -463,7 +474,7 @@ pub(super) async fn on_failure(
         note_health(session, ctx, None);
     }
     let whole = ctx.body_complete || session.is_body_empty();
-    let how = failure_settlement(e.esource(), ctx.handed_over, whole);
+    let how = failure_settlement(e.esource(), e.etype(), ctx.handed_over, whole);
     settle(&shared, ctx, how).await;
     if code == 0 {
         return FailToProxy {
@@ -559,27 +570,54 @@ mod tests {
     #[test]
     fn walking_away_from_an_order_does_not_give_it_back() {
         use ErrorSource::{Downstream, Internal, Upstream};
+        use ErrorType::{ConnectTimedout, ConnectionClosed, ReadError, ReadTimedout};
+        use ErrorType::{WriteError, WriteTimedout};
+        let all = [
+            ReadTimedout,
+            ReadError,
+            ConnectionClosed,
+            WriteTimedout,
+            WriteError,
+            ConnectTimedout,
+        ];
         for whole in [true, false] {
-            assert_eq!(
-                failure_settlement(&Downstream, true, whole),
-                Settle::Confirm
-            );
-            // Refused before it reached the shop: no order was made.
-            assert_eq!(
-                failure_settlement(&Downstream, false, whole),
-                Settle::GiveBack
-            );
-            for source in [Upstream, Internal] {
-                assert_eq!(failure_settlement(&source, false, whole), Settle::GiveBack);
+            for t in &all {
+                assert_eq!(
+                    failure_settlement(&Downstream, t, true, whole),
+                    Settle::Confirm
+                );
+                // Refused before it reached the shop: no order was made.
+                assert_eq!(
+                    failure_settlement(&Downstream, t, false, whole),
+                    Settle::GiveBack
+                );
+                for source in [Upstream, Internal] {
+                    assert_eq!(
+                        failure_settlement(&source, t, false, whole),
+                        Settle::GiveBack
+                    );
+                    // The shop failed a whole order: given back.
+                    assert_eq!(failure_settlement(&source, t, true, true), Settle::GiveBack);
+                }
             }
         }
-        // The shop failed a whole order: given back.
-        for source in [Upstream, Internal] {
-            assert_eq!(failure_settlement(&source, true, true), Settle::GiveBack);
+        // The shop waited for the rest of the body (its read failed): the visitor's doing.
+        for t in [ReadTimedout, ReadError, ConnectionClosed] {
+            assert_eq!(
+                failure_settlement(&Upstream, &t, true, false),
+                Settle::Confirm
+            );
         }
-        // The shop's side while it waited for the rest of the body: the visitor's doing.
-        for source in [Upstream, Internal] {
-            assert_eq!(failure_settlement(&source, true, false), Settle::Confirm);
+        // The shop did not read what was sent (a write to it failed): the shop's.
+        for t in [WriteTimedout, WriteError] {
+            assert_eq!(
+                failure_settlement(&Upstream, &t, true, false),
+                Settle::GiveBack
+            );
         }
+        assert_eq!(
+            failure_settlement(&Internal, &ReadTimedout, true, false),
+            Settle::GiveBack
+        );
     }
 }
