@@ -23,6 +23,7 @@
 -- cap: the grace period runs on it too, see pending_left)   ARGV[10] the vouching cookie's
 -- expiry (unix s, the store's clock as the proxy read it; 0 or absent: not known): a cookie
 -- expired by this clock vouches for nothing, and the marker lives past it by the margin
+-- ARGV[11] the store generation the caller last saw ('' if none): see the wait below
 -- Reply: { code, ms }  code 1 won, 0 used (or never admitted), 2 busy: another order of this
 --   admission is pending, ms until its deadline
 
@@ -54,6 +55,20 @@ if not held then
   if ARGV[6] ~= '1' or (m and m.kind == 'c') or session_ended(KEYS[4], vid, now)
     or (expires_s > 0 and expires_s * 1000000 <= now) then
     return { 0, 0 }
+  end
+  -- The store lost its data since the caller last saw it (another generation, or none), or
+  -- its generation is younger than three ticks: an order of this admission may be in flight on
+  -- an instance whose tick has not yet seen the loss, and whose heartbeat then writes its
+  -- marker again. The cookie waits a moment, as for an order pending (found by re-review: a
+  -- second order won 30 ms after a FLUSHALL, the first still at the shop).
+  local known = ARGV[11] or ''
+  if known ~= '' then
+    local gen = redis.call('HGET', KEYS[3], 'gen')
+    local born = tonumber(string.match(gen or '', '^(%d+)-'))
+    local quiet = 3 * tonumber(ARGV[9])
+    if gen ~= known or not born or now - born < quiet then
+      return { 2, math.max(1, math.ceil(quiet / 1000)) }
+    end
   end
   held = now
 end

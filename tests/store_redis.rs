@@ -173,6 +173,7 @@ async fn a_room_in_another_key_layout_is_refused_loudly() {
         vouched: true,
         cookie_life: Duration::from_secs(600),
         cookie_expires: 0,
+        generation: None,
     };
     refused(store.consume(&p, v, &order).await.unwrap_err());
     let how = anteroom::store::Settle::Confirm;
@@ -228,6 +229,7 @@ async fn a_used_marker_lives_as_long_as_every_cookie_of_the_admission() {
         vouched: true,
         cookie_life: Duration::from_secs(99),
         cookie_expires: 0,
+        generation: None,
     };
     assert_eq!(store.consume(&p, v, &o).await.unwrap(), Consumed::Won);
     let done = store.settle(&p, v, &o.request, Settle::Confirm).await;
@@ -255,6 +257,7 @@ async fn a_heartbeat_keeps_the_markers_life() {
         vouched: true,
         cookie_life: Duration::from_secs(3600),
         cookie_expires: 0,
+        generation: None,
     };
     assert_eq!(store.consume(&p, v, &o).await.unwrap(), Consumed::Won);
     let beat = store
@@ -336,6 +339,7 @@ async fn a_pending_marker_reads_as_pending_to_the_version_before() {
         vouched: true,
         cookie_life: Duration::from_secs(600),
         cookie_expires: 0,
+        generation: None,
     };
     assert_eq!(store.consume(&p, v, &o).await.unwrap(), Consumed::Won);
     let mut conn = common::redis::connect(&server.url()).await;

@@ -420,6 +420,7 @@ impl Proxy {
             vouched: true,
             cookie_life: std::time::Duration::from_secs(cookie_expires.saturating_sub(cookie_now)),
             cookie_expires,
+            generation: r.recovery.known().map(|k| k.generation),
         };
         let call = || {
             shared.store_call(

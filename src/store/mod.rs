@@ -398,6 +398,7 @@ pub trait Store: Send + Sync + 'static {
             vouched: false,
             cookie_life: Duration::ZERO,
             cookie_expires: 0,
+            generation: None,
         };
         if self.consume(room, vid, &order).await? != Consumed::Won {
             return Ok(false);

@@ -80,6 +80,13 @@ pub struct Order {
     /// behind, let a consumed admission order again once its marker was gone: found by
     /// re-review).
     pub cookie_expires: u64,
+    /// The store generation this instance last saw (`None`: none yet). A store that lost its
+    /// data since, or whose generation is younger than a few ticks, has an order of this
+    /// admission in flight on another instance not yet written again (that instance's
+    /// heartbeat does it once its tick sees the loss): a consume vouched by a cookie alone
+    /// waits meanwhile (found by re-review: a second order won 30 ms after a FLUSHALL, the
+    /// first still at the shop).
+    pub generation: Option<String>,
 }
 
 impl Order {

@@ -34,6 +34,7 @@ fn order() -> Order {
         vouched: true,
         cookie_life: TTL,
         cookie_expires: 0,
+        generation: None,
     }
 }
 

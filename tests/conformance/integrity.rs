@@ -21,6 +21,7 @@ pub(crate) fn order() -> Order {
         vouched: true,
         cookie_life: Duration::from_secs(600),
         cookie_expires: 0,
+        generation: None,
     }
 }
 
@@ -266,6 +267,7 @@ pub async fn a_heartbeat_does_not_shorten_the_marker(h: &dyn Harness) {
     let o = Order {
         cookie_life: Duration::from_secs(3600),
         cookie_expires: 0,
+        generation: None,
         ..order()
     };
     assert_eq!(s.consume(&p, v, &o).await.unwrap(), Consumed::Won);
@@ -279,6 +281,7 @@ pub async fn a_heartbeat_does_not_shorten_the_marker(h: &dyn Harness) {
     let replay = Order {
         cookie_life: Duration::from_secs(2900),
         cookie_expires: 0,
+        generation: None,
         ..order()
     };
     assert_eq!(
@@ -373,6 +376,7 @@ pub async fn a_cookie_expired_by_the_stores_clock_vouches_for_nothing(h: &dyn Ha
     h.wipe();
     let expired = Order {
         cookie_expires: h.wall_secs() - 1,
+        generation: None,
         ..order()
     };
     assert_eq!(s.consume(&p, v, &expired).await.unwrap(), Consumed::Used);
@@ -383,6 +387,7 @@ pub async fn a_cookie_expired_by_the_stores_clock_vouches_for_nothing(h: &dyn Ha
     );
     let valid = Order {
         cookie_expires: h.wall_secs() + 900,
+        generation: None,
         cookie_life: Duration::from_secs(1),
         ..order()
     };
@@ -524,6 +529,7 @@ pub async fn a_marker_outlives_the_cookie_that_ordered(h: &dyn Harness) {
     let o = Order {
         cookie_life: Duration::from_secs(900),
         cookie_expires: 0,
+        generation: None,
         ..order()
     };
     assert_eq!(s.consume(&p, v, &o).await.unwrap(), Consumed::Won);
@@ -535,6 +541,7 @@ pub async fn a_marker_outlives_the_cookie_that_ordered(h: &dyn Harness) {
     let replay = Order {
         cookie_life: Duration::from_secs(300),
         cookie_expires: 0,
+        generation: None,
         ..order()
     };
     assert_eq!(s.consume(&p, v, &replay).await.unwrap(), Consumed::Used);
@@ -555,6 +562,7 @@ pub async fn a_marker_outlives_every_cookie_of_the_admission(h: &dyn Harness) {
     let o = Order {
         cookie_life: Duration::from_secs(99),
         cookie_expires: 0,
+        generation: None,
         ..order()
     };
     assert_eq!(s.consume(&p, v, &o).await.unwrap(), Consumed::Won);
@@ -565,6 +573,7 @@ pub async fn a_marker_outlives_every_cookie_of_the_admission(h: &dyn Harness) {
     let replay = Order {
         cookie_life: Duration::from_secs(19),
         cookie_expires: 0,
+        generation: None,
         ..order()
     };
     assert_eq!(

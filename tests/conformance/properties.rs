@@ -143,6 +143,7 @@ async fn run(
                     vouched: local[n],
                     cookie_life: p.session_ttl,
                     cookie_expires: 0,
+                    generation: None,
                 };
                 if store.consume(&p, ids[n], &order).await.unwrap() == Consumed::Won {
                     let how = Settle::Confirm;

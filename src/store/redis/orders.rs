@@ -56,7 +56,8 @@ impl RedisStore {
             .arg(self.clock_arg())
             .arg(u64::try_from(MARKER_MARGIN.as_millis()).unwrap_or(u64::MAX))
             .arg(micros(p.tick))
-            .arg(order.cookie_expires);
+            .arg(order.cookie_expires)
+            .arg(order.generation.as_deref().unwrap_or(""));
         let (code, ms): (i64, u64) = self.run("consume", &p.name, &inv).await?;
         match code {
             1 => Ok(Consumed::Won),
