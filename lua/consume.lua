@@ -23,7 +23,8 @@
 -- cap: the grace period runs on it too, see pending_left)   ARGV[10] the vouching cookie's
 -- expiry (unix s, the store's clock as the proxy read it; 0 or absent: not known): a cookie
 -- expired by this clock vouches for nothing, and the marker lives past it by the margin
--- ARGV[11] the store generation the caller last saw ('' if none): see the wait below
+-- ARGV[11] the store generation the caller last saw ('' if none)   ARGV[12] how long after a
+-- generation is born the wait below lasts (µs; at least three ticks): see it
 -- Reply: { code, ms }  code 1 won, 0 used (or never admitted), 2 busy: another order of this
 --   admission is pending, ms until its deadline
 
@@ -57,15 +58,17 @@ if not held then
     return { 0, 0 }
   end
   -- The store lost its data since the caller last saw it (another generation, or none), or
-  -- its generation is younger than three ticks: an order of this admission may be in flight on
-  -- an instance whose tick has not yet seen the loss, and whose heartbeat then writes its
-  -- marker again. The cookie waits a moment, as for an order pending (found by re-review: a
-  -- second order won 30 ms after a FLUSHALL, the first still at the shop).
+  -- its generation is younger than ARGV[12] (every instance's breaker cooldown, a call's
+  -- timeout and two ticks: found by re-review, three ticks were shorter than a cooling
+  -- breaker): an order of this admission may be in flight on an instance that has not yet
+  -- seen the loss, and whose heartbeat then writes its marker again. The cookie waits, as for
+  -- an order pending (found by re-review: a second order won 30 ms after a FLUSHALL, the first
+  -- still at the shop).
   local known = ARGV[11] or ''
   if known ~= '' then
     local gen = redis.call('HGET', KEYS[3], 'gen')
     local born = tonumber(string.match(gen or '', '^(%d+)-'))
-    local quiet = 3 * tonumber(ARGV[9])
+    local quiet = math.max(3 * tonumber(ARGV[9]), tonumber(ARGV[12]) or 0)
     if gen ~= known or not born or now - born < quiet then
       return { 2, math.max(1, math.ceil(quiet / 1000)) }
     end

@@ -13,6 +13,8 @@
 -- KEYS[4] waiting ZSET   KEYS[5] ended ZSET (end_sessions)
 -- ARGV[1] visitor id   ARGV[2] session-ttl µs   ARGV[3] configured max-active   ARGV[4] clock (prelude `now_us`)
 -- ARGV[5] marker lifetime ms   ARGV[6] tick µs   ARGV[7] claim-ttl µs (for a gap, see the prelude)
+-- ARGV[8] the store generation the caller last saw ('' if none)   ARGV[9] µs: a session the
+-- store does not hold is not taken back while its generation is another, or younger than this
 -- Reply: 1 when the session is held (now extended), 0 when it is not renewed
 
 local active, room, marker = KEYS[1], KEYS[2], KEYS[3]
@@ -28,6 +30,16 @@ if m and (m.kind == 'p' or (m.kind == 'c' and not held)) then
   return 0
 end
 -- The cap in force: an operator's, an event's (as the last admit saw it), the configured.
+if not held and (ARGV[8] or '') ~= '' then
+  -- The store lost its data lately: an order of this admission may be in flight on an instance
+  -- that has not seen the loss yet; taken back now, the session would let a second order win
+  -- (found by re-review). As consume waits, so does the renewal.
+  local gen = redis.call('HGET', room, 'gen')
+  local born = tonumber(string.match(gen or '', '^(%d+)-'))
+  if gen ~= ARGV[8] or not born or now - born < tonumber(ARGV[9]) then
+    return 0
+  end
+end
 local caps = redis.call('HMGET', room, 'max_active', 'ev_max')
 local max_active = tonumber(caps[1]) or tonumber(caps[2]) or tonumber(ARGV[3])
 if held or (not session_ended(KEYS[5], vid, now) and redis.call('ZCARD', active) < max_active) then

@@ -28,14 +28,16 @@ impl Proxy {
         // Admitted here by the `local` policy while the store was away: the store has not
         // counted this session yet.
         let local = r.local.unregistered(vid);
-        if !local && (due || !r.recovery.claim(vid, now)) {
+        // Not while the loss is young: an order of this admission may be in flight on an
+        // instance that has not seen it yet (see `Proxy::seen_generation`).
+        let seen = Self::seen_generation(shared, room);
+        let quiet = seen.as_ref().map_or(std::time::Duration::ZERO, |s| s.quiet);
+        if !local && (due || !r.recovery.claim(vid, now, quiet)) {
             // The renewal's own touch re-registers a session that is due anyway.
             return Self::refresh(shared, ctx, room, vid, expires).await;
         }
-        match shared
-            .store_call("touch", r.name(), shared.store.touch(&r.cfg.params, vid))
-            .await
-        {
+        let touch = shared.store.touch_seen(&r.cfg.params, vid, seen.as_ref());
+        match shared.store_call("touch", r.name(), touch).await {
             // `false`: max-active is reached. The cookie stays valid until it runs out; the
             // visitor is not asked again (one call per visitor, not per request).
             Ok(held) => {

@@ -105,6 +105,23 @@ impl Proxy {
             .push(cookie::set_vid(vid, life, secure(shared, ctx)));
     }
 
+    /// The store generation this instance last saw, and how long a session the store does not
+    /// hold waits after a new one is born before a cookie alone brings it back (consume,
+    /// touch): long enough for every instance to see the loss (its breaker cooling down, a
+    /// call timing out, two ticks) and its heartbeats to write their orders' markers again.
+    pub(super) fn seen_generation(
+        shared: &Shared,
+        room: usize,
+    ) -> Option<crate::store::SeenGeneration> {
+        let r = &shared.rooms[room];
+        let s = &shared.config.store;
+        let quiet = s.breaker_cooldown + s.timeout + r.cfg.params.tick * 2;
+        r.recovery.known().map(|k| crate::store::SeenGeneration {
+            id: k.generation,
+            quiet,
+        })
+    }
+
     /// How long the visitor-id cookie and a queue ticket given now live: a day, and in a
     /// pre-queue a day past its opening (a registrant is never dropped for silence before the
     /// opening, so a browser closed until then must still hold their place).
@@ -420,7 +437,7 @@ impl Proxy {
             vouched: true,
             cookie_life: std::time::Duration::from_secs(cookie_expires.saturating_sub(cookie_now)),
             cookie_expires,
-            generation: r.recovery.known().map(|k| k.generation),
+            generation: Self::seen_generation(shared, room),
         };
         let call = || {
             shared.store_call(
@@ -542,10 +559,9 @@ impl Proxy {
         if expires.saturating_sub(shared.cookie_secs(room)) >= ttl / 2 {
             return;
         }
-        match shared
-            .store_call("touch", r.name(), shared.store.touch(&r.cfg.params, vid))
-            .await
-        {
+        let seen = Self::seen_generation(shared, room);
+        let touch = shared.store.touch_seen(&r.cfg.params, vid, seen.as_ref());
+        match shared.store_call("touch", r.name(), touch).await {
             Ok(true) => Self::grant(shared, ctx, room, vid),
             Ok(false) => {}
             Err(e) => shared.warn_store_error(&e),

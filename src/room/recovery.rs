@@ -226,13 +226,17 @@ impl Recovery {
         self.until.store(until, Ordering::Release);
     }
 
-    /// `true` once per visitor during a window: this request should re-register the session.
-    pub fn claim(&self, vid: VisitorId, now: Micros) -> bool {
+    /// `true` once per visitor during a window, from `quiet` after its start: this request
+    /// should re-register the session. Not before: an order of this admission may be in flight
+    /// on an instance that has not seen the loss yet, and a session taken back meanwhile let a
+    /// second order win (found by re-review).
+    pub fn claim(&self, vid: VisitorId, now: Micros, quiet: Duration) -> bool {
         if now >= self.until.load(Ordering::Acquire) {
             return false;
         }
         let mut window = self.window.lock().unwrap_or_else(|e| e.into_inner());
         match window.as_mut() {
+            Some(w) if now < w.started.saturating_add(micros(quiet)) => false,
             Some(w) if now < w.until && w.done.len() < w.cap => w.done.insert(vid),
             _ => false,
         }
@@ -373,16 +377,19 @@ mod tests {
             VisitorId::random(),
             VisitorId::random(),
         );
-        assert!(!r.claim(a, S), "no window, no claim");
+        assert!(!r.claim(a, S, Duration::ZERO), "no window, no claim");
         r.open_window(S, Duration::from_secs(10), 5, 2);
-        assert!(r.claim(a, S));
-        assert!(!r.claim(a, 2 * S), "once");
+        assert!(r.claim(a, S, Duration::ZERO));
+        assert!(!r.claim(a, 2 * S, Duration::ZERO), "once");
         r.release(a);
-        assert!(r.claim(a, 2 * S), "again after a failed touch");
-        assert!(r.claim(b, 2 * S));
-        assert!(!r.claim(c, 2 * S), "the set is full");
+        assert!(
+            r.claim(a, 2 * S, Duration::ZERO),
+            "again after a failed touch"
+        );
+        assert!(r.claim(b, 2 * S, Duration::ZERO));
+        assert!(!r.claim(c, 2 * S, Duration::ZERO), "the set is full");
         assert_eq!(r.context(2 * S).hold_back, 3, "5 known, 2 back");
-        assert!(!r.claim(c, 11 * S), "the window is over");
+        assert!(!r.claim(c, 11 * S, Duration::ZERO), "the window is over");
         assert_eq!(r.context(11 * S).hold_back, 0);
         assert_eq!(r.until.load(Ordering::Acquire), 0, "closed");
     }
@@ -392,7 +399,7 @@ mod tests {
         let r = Recovery::default();
         r.open_window(0, Duration::from_secs(100), 10, 1024);
         for _ in 0..3 {
-            assert!(r.claim(VisitorId::random(), S));
+            assert!(r.claim(VisitorId::random(), S, Duration::ZERO));
         }
         assert_eq!(r.held_back(10 * S), 7, "10 known, 3 back");
         // The store, which counted those 3 again, loses its data again.

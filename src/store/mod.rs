@@ -51,7 +51,7 @@ pub mod sentinel;
 pub use event::{Draw, EventSeen, EventsArg, JoinContext};
 pub use finish::{Command, Ending, Revocation, Revocations};
 pub use line::{LineSample, Place};
-pub use order::{Consumed, Order, RequestId, Settle, Settled};
+pub use order::{Consumed, Order, RequestId, SeenGeneration, Settle, Settled};
 pub use room::{Queueing, RoomParams, RoomPatch, RoomState};
 
 use std::fmt;
@@ -368,6 +368,21 @@ pub trait Store: Send + Sync + 'static {
     /// used (a consumed marker) or an order of it is pending: renewal never brings back an
     /// admission that bought an order. A pending consume past its deadline is given back first.
     async fn touch(&self, room: &RoomParams, vid: VisitorId) -> Result<bool, StoreError>;
+
+    /// [`Store::touch`] by an instance that last saw the store's generation `seen`: a session
+    /// the store does not hold is not taken back while the store's generation is another, or
+    /// younger than `seen.quiet` (the wait of [`Store::consume`] after a data loss: found by
+    /// re-review, a GET's renewal brought the session back and a second order won at once). A
+    /// store that cannot lose its data alone (memory) renews as `touch` does.
+    async fn touch_seen(
+        &self,
+        room: &RoomParams,
+        vid: VisitorId,
+        seen: Option<&SeenGeneration>,
+    ) -> Result<bool, StoreError> {
+        let _ = seen;
+        self.touch(room, vid).await
+    }
 
     /// Takes an admission for an order. Of concurrent calls for one visitor exactly one wins;
     /// a call re-sent with the same request id wins again. The admission stays pending until

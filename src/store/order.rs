@@ -59,6 +59,15 @@ impl std::fmt::Debug for RequestId {
     }
 }
 
+/// The store generation a caller last saw, and how long after a new one is born a session
+/// the store does not hold is not taken back on a cookie's word (the time every instance takes
+/// to see a loss: its breaker's cooldown, a store call's timeout and two ticks).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SeenGeneration {
+    pub id: String,
+    pub quiet: Duration,
+}
+
 /// What `consume` needs to know about the order.
 #[derive(Debug, Clone)]
 pub struct Order {
@@ -86,7 +95,7 @@ pub struct Order {
     /// heartbeat does it once its tick sees the loss): a consume vouched by a cookie alone
     /// waits meanwhile (found by re-review: a second order won 30 ms after a FLUSHALL, the
     /// first still at the shop).
-    pub generation: Option<String>,
+    pub generation: Option<SeenGeneration>,
 }
 
 impl Order {

@@ -363,7 +363,16 @@ impl Store for RedisStore {
     }
 
     async fn touch(&self, p: &RoomParams, vid: VisitorId) -> Result<bool, StoreError> {
-        self.touch_call(p, vid).await
+        self.touch_call(p, vid, None).await
+    }
+
+    async fn touch_seen(
+        &self,
+        p: &RoomParams,
+        vid: VisitorId,
+        seen: Option<&crate::store::SeenGeneration>,
+    ) -> Result<bool, StoreError> {
+        self.touch_call(p, vid, seen).await
     }
 
     async fn consume(

@@ -15,6 +15,7 @@ impl RedisStore {
         &self,
         p: &RoomParams,
         vid: VisitorId,
+        seen: Option<&crate::store::SeenGeneration>,
     ) -> Result<bool, StoreError> {
         let k = Keys::of(&p.name);
         let mut inv = self.scripts.touch.prepare_invoke();
@@ -29,7 +30,9 @@ impl RedisStore {
             .arg(self.clock_arg())
             .arg(marker_ms(p))
             .arg(micros(p.tick))
-            .arg(micros(p.claim_ttl));
+            .arg(micros(p.claim_ttl))
+            .arg(seen.map_or("", |g| g.id.as_str()))
+            .arg(seen.map_or(0, |g| micros(g.quiet)));
         let held: i64 = self.run("touch", &p.name, &inv).await?;
         Ok(held == 1)
     }
@@ -57,7 +60,8 @@ impl RedisStore {
             .arg(u64::try_from(MARKER_MARGIN.as_millis()).unwrap_or(u64::MAX))
             .arg(micros(p.tick))
             .arg(order.cookie_expires)
-            .arg(order.generation.as_deref().unwrap_or(""));
+            .arg(order.generation.as_ref().map_or("", |g| g.id.as_str()))
+            .arg(order.generation.as_ref().map_or(0, |g| micros(g.quiet)));
         let (code, ms): (i64, u64) = self.run("consume", &p.name, &inv).await?;
         match code {
             1 => Ok(Consumed::Won),
