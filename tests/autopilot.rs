@@ -62,6 +62,21 @@ async fn rate(proxy: &Proxy) -> f64 {
         .unwrap_or(0.0)
 }
 
+/// A visitor of `sale` let in at the rate's pace: a status poll now and then until the turn
+/// comes (within 10 s).
+async fn admitted_in_turn(proxy: &Proxy) -> Jar {
+    let mut jar = Jar::default();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let v = get_json(proxy, "/.anteroom/status?room=sale", &mut jar).await;
+        if v.is_some_and(|v| v["state"] == "admitted") {
+            return jar;
+        }
+        assert!(Instant::now() < deadline, "admitted within 10 s");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 /// Waits until `check` holds for the autopilot's rate on both instances.
 async fn rate_until(proxies: &[&Proxy], what: &str, limit: Duration, check: impl Fn(f64) -> bool) {
     eventually(limit, what, || async {
@@ -382,16 +397,7 @@ async fn failures_from_one_or_two_sources_do_not_cut_the_rate_and_three_do() {
     let mut visitors = Vec::new();
     for i in 0..11 {
         // In at the rate in force (the first at once, the rest after a short wait in line).
-        let mut jar = Jar::default();
-        let deadline = Instant::now() + Duration::from_secs(10);
-        loop {
-            let v = get_json(&proxy, "/.anteroom/status?room=sale", &mut jar).await;
-            if v.is_some_and(|v| v["state"] == "admitted") {
-                break;
-            }
-            assert!(Instant::now() < deadline, "admitted in time");
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+        let jar = admitted_in_turn(&proxy).await;
         // Six healthy networks; three failing visitors on 10.0.9.1, one from three networks in
         // turn; then one on 10.0.9.3.
         let network = match i {
@@ -492,16 +498,7 @@ async fn requests_turned_away_at_the_origin_cap_are_not_the_shops_failures() {
     let mut jars = Vec::new();
     for _ in 0..12 {
         // In at the rate's pace: a poll now and then until the turn comes.
-        let mut jar = Jar::default();
-        let deadline = Instant::now() + Duration::from_secs(10);
-        loop {
-            let v = get_json(&proxy, "/.anteroom/status?room=sale", &mut jar).await;
-            if v.is_some_and(|v| v["state"] == "admitted") {
-                break;
-            }
-            assert!(Instant::now() < deadline, "admitted within 10 s");
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        let jar = admitted_in_turn(&proxy).await;
         jars.push(jar);
     }
     let stop = Arc::new(AtomicBool::new(false));

@@ -329,16 +329,7 @@ poll = [ {{ every = "1s" }} ]
     browser.goto(&proxy.url("/products/3")).await;
     // Its first visit joined (nothing can tell a refusing browser before its second request);
     // its first poll (after a second) comes back without the cookie and is told.
-    let shown = "var e = document.getElementById('cookies-note'); return !!e && !e.hidden";
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while browser.run(shown).await != true {
-        assert!(
-            Instant::now() < deadline,
-            "the page says cookies are refused: {}",
-            browser.text().await
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    browser.cookies_note_shown().await;
     let text = browser.text().await;
     assert!(
         text.contains("refusing cookies"),

@@ -166,16 +166,7 @@ async fn a_browser_that_refuses_cookies_solves_once_and_is_told_why() {
     let driver = Driver::start().await;
     let browser = driver.browser_refusing_cookies(true).await;
     browser.goto(&proxy.url("/products/5")).await;
-    let shown = "var e = document.getElementById('cookies-note'); return !!e && !e.hidden";
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while browser.run(shown).await != true {
-        assert!(
-            Instant::now() < deadline,
-            "the page says cookies are refused: {}",
-            browser.text().await
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    browser.cookies_note_shown().await;
     assert!(browser.text().await.contains("refusing cookies"));
     browser.screenshot("challenge-cookies-refused.png").await;
     assert_eq!(

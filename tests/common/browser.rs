@@ -181,6 +181,20 @@ impl Browser {
         .await
     }
 
+    /// Waits (10 s at most) until the page shows its note that the browser refuses cookies.
+    pub async fn cookies_note_shown(&self) {
+        let shown = "var e = document.getElementById('cookies-note'); return !!e && !e.hidden";
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while self.run(shown).await != true {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the page says cookies are refused: {}",
+                self.text().await
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
     pub async fn text(&self) -> String {
         self.run("return document.body ? document.body.innerText : ''")
             .await
