@@ -64,14 +64,9 @@ if not held then
   -- seen the loss, and whose heartbeat then writes its marker again. The cookie waits, as for
   -- an order pending (found by re-review: a second order won 30 ms after a FLUSHALL, the first
   -- still at the shop).
-  local known = ARGV[11] or ''
-  if known ~= '' then
-    local gen = redis.call('HGET', KEYS[3], 'gen')
-    local born = tonumber(string.match(gen or '', '^(%d+)-'))
-    local quiet = math.max(3 * tonumber(ARGV[9]), tonumber(ARGV[12]) or 0)
-    if gen ~= known or not born or now - born < quiet then
-      return { 2, math.max(1, math.ceil(quiet / 1000)) }
-    end
+  local quiet = math.max(3 * tonumber(ARGV[9]), tonumber(ARGV[12]) or 0)
+  if loss_too_recent(KEYS[3], ARGV[11], quiet, now) then
+    return { 2, math.max(1, math.ceil(quiet / 1000)) }
   end
   held = now
 end

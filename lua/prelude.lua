@@ -331,6 +331,20 @@ end
 -- The liveness clock now, read without storing it (consume, settle, touch), with the key
 -- layout check (one read of the room hash for both), and the clock's cap: the most one call
 -- after a pause adds to it, which a pending order's grace period is given on top.
+-- Whether the store lost its data too lately for a session it does not hold to be taken back
+-- on a cookie's word (consume, touch): its generation is not `known`, the one the caller last
+-- saw, or is younger than `quiet` µs (every instance's time to see the loss, after which their
+-- heartbeats have written their orders' markers again). `known` '' (the caller never saw one):
+-- not judged.
+local function loss_too_recent(room, known, quiet, now)
+  if (known or '') == '' then
+    return false
+  end
+  local gen = redis.call('HGET', room, 'gen')
+  local born = tonumber(string.match(gen or '', '^(%d+)-'))
+  return gen ~= known or not born or now - born < quiet
+end
+
 local function read_live(room, now, tick_us)
   local layout, live, live_at = unpack(redis.call('HMGET', room, 'layout', 'live', 'live_at'))
   check_layout(room, layout)

@@ -30,15 +30,11 @@ if m and (m.kind == 'p' or (m.kind == 'c' and not held)) then
   return 0
 end
 -- The cap in force: an operator's, an event's (as the last admit saw it), the configured.
-if not held and (ARGV[8] or '') ~= '' then
-  -- The store lost its data lately: an order of this admission may be in flight on an instance
-  -- that has not seen the loss yet; taken back now, the session would let a second order win
-  -- (found by re-review). As consume waits, so does the renewal.
-  local gen = redis.call('HGET', room, 'gen')
-  local born = tonumber(string.match(gen or '', '^(%d+)-'))
-  if gen ~= ARGV[8] or not born or now - born < tonumber(ARGV[9]) then
-    return 0
-  end
+-- The store lost its data lately: an order of this admission may be in flight on an instance
+-- that has not seen the loss yet; taken back now, the session would let a second order win
+-- (found by re-review). As consume waits, so does the renewal.
+if not held and loss_too_recent(room, ARGV[8], tonumber(ARGV[9]) or 0, now) then
+  return 0
 end
 local caps = redis.call('HMGET', room, 'max_active', 'ev_max')
 local max_active = tonumber(caps[1]) or tonumber(caps[2]) or tonumber(ARGV[3])
