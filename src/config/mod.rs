@@ -24,6 +24,7 @@ mod template;
 mod tls;
 mod upstream_pool;
 mod upstream_tls;
+mod values;
 
 use std::fmt;
 use std::path::Path;

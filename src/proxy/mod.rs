@@ -14,6 +14,7 @@ mod asset;
 mod cache_safe;
 mod challenge;
 mod command;
+mod consume;
 mod edge;
 mod event;
 pub mod held;

@@ -1,26 +1,18 @@
 //! The visitor's side of a protected request: who they are, one store call to place or admit
-//! them, and the answers anteroom writes itself (waiting, limited, already used).
+//! them, and the answers anteroom writes itself (waiting, limited). Orders are in
+//! [`super::consume`].
 
 use pingora::http::RequestHeader;
-use pingora::proxy::Session;
-use pingora::Result;
 
 use super::origin::Taken;
-use super::respond::Refusal;
-use super::{cookie_values, secure, Ctx, Outcome, Proxy, Verdict};
+use super::{cookie_values, secure, Ctx, Proxy, Verdict};
 use crate::app::Shared;
-use crate::config::StorePolicy;
 use crate::cookie;
 use crate::line::Ticket;
-use crate::metrics::Reject;
 use crate::page::{self, State, Status};
-use crate::room::owed::Owing;
 use crate::room::policy::{self, Failure, OnError};
 use crate::room::LocalAdmit;
-use crate::store::order::grace_for;
-use crate::store::{
-    Admission, Consumed, JoinGate, Order, RequestId, Settle, StoreError, VisitorId,
-};
+use crate::store::{Admission, JoinGate, RequestId, VisitorId};
 
 impl Proxy {
     /// The admission the request's cookie carries for `room` at `now` (unix seconds): signed,
@@ -394,152 +386,6 @@ impl Proxy {
                 }
             }
         }
-    }
-
-    /// How long an order of the room may take at its origin before it is given back (from the
-    /// upstream's timeouts).
-    fn order_grace(shared: &Shared, room: usize) -> std::time::Duration {
-        let up = &shared.config.upstreams[shared.rooms[room].cfg.upstream];
-        grace_for(up.connect_timeout, up.write_timeout, up.read_timeout)
-    }
-
-    /// An order goes on to the origin: the admission is used up, so its cookie is cleared with
-    /// the origin's response (also when the store never saw the order: a kept cookie must not
-    /// order again), and the order is kept pending by a heartbeat until the answer settles it.
-    fn order_goes_on(shared: &Shared, ctx: &mut Ctx, room: usize, taken: Taken) {
-        let r = &shared.rooms[room];
-        ctx.set_cookies.retain(|c| !cookie::sets(c, &r.cookie_name));
-        ctx.set_cookies
-            .push(cookie::clear_admission(r.name(), secure(shared, ctx)));
-        ctx.outcome = Outcome::Consume;
-        ctx.heartbeat = Some(super::origin::Heartbeat::start(ctx.shared.arc(), &taken));
-        ctx.consumed = Some(taken);
-    }
-
-    /// A consume route: exactly one request per admission reaches the origin. The admission is
-    /// taken as pending, keyed by this request's id; the origin's answer settles it
-    /// ([`super::origin`]). A call whose reply is lost is asked again with the same id before the
-    /// visitor is told anything, so a consume that did go through is found, not lost.
-    /// `cookie_expires`: the expiry of the admission cookie that vouches for the order, on the
-    /// store's clock as this instance reads it at `cookie_now`.
-    pub(super) async fn consume(
-        shared: &Shared,
-        session: &mut Session,
-        ctx: &mut Ctx,
-        room: usize,
-        vid: VisitorId,
-        (cookie_expires, cookie_now): (u64, u64),
-    ) -> Result<bool> {
-        let r = &shared.rooms[room];
-        let order = Order {
-            request: RequestId::random(),
-            grace: Self::order_grace(shared, room),
-            vouched: true,
-            cookie_life: std::time::Duration::from_secs(cookie_expires.saturating_sub(cookie_now)),
-            cookie_expires,
-            generation: Self::seen_generation(shared, room),
-        };
-        let call = || {
-            shared.store_call(
-                "consume",
-                r.name(),
-                shared.store.consume(&r.cfg.params, vid, &order),
-            )
-        };
-        // An order of this admission went through here and the store has not heard yet: it is
-        // used, whatever the store would say now. One still in flight here is pending.
-        let mut won = match r.owed.holds(vid) {
-            Some(Owing::Confirm) => Ok(Consumed::Used),
-            // In flight here: what the store answers while it has the order pending (and what
-            // it must be told, were it away past the grace period).
-            Some(Owing::InFlight) => Ok(Consumed::Busy {
-                retry_after: order.grace / 3,
-            }),
-            None => call().await,
-        };
-        // Whether some attempt may have reached the store (a call the breaker stopped did not).
-        let mut reached = !matches!(won, Err(StoreError::BreakerOpen { .. }));
-        if let Err(e) = &won {
-            shared.warn_store_error(e);
-            won = call().await;
-            reached |= !matches!(won, Err(StoreError::BreakerOpen { .. }));
-        }
-        let taken = Taken {
-            room,
-            vid,
-            request: order.request.clone(),
-            grace: order.grace,
-        };
-        let (status, title, message, retry) = match won {
-            Ok(Consumed::Won) => {
-                Self::order_goes_on(shared, ctx, room, taken);
-                return Ok(false);
-            }
-            Ok(Consumed::Used) => (
-                409,
-                "Already used",
-                "This admission has already been used, for example in another tab. Join the line again to continue.",
-                None,
-            ),
-            Ok(Consumed::Busy { retry_after }) => (
-                409,
-                "Your order is on its way",
-                "An order with this admission is being placed, for example in another tab. If it fails, the admission comes back: try again in a moment.",
-                Some(retry_after.as_secs().clamp(1, 60)),
-            ),
-            Err(e) => {
-                shared.warn_store_error(&e);
-                // `open` lets an order through unconfirmed, as it lets newcomers in — but not
-                // through a line last seen held: there the answer is the same as a newcomer's.
-                let open = r.cfg.on_store_error == StorePolicy::Open
-                    && policy::on_store_error(
-                        StorePolicy::Open,
-                        Failure::of(&e),
-                        &r.last_known(shared.clock.now_micros()),
-                    ) == OnError::Pass;
-                if open {
-                    // Through without a consume the store saw: the origin's answer settles it
-                    // like any other (a confirm the store has no marker for uses it up).
-                    Self::order_goes_on(shared, ctx, room, taken);
-                    return Ok(false);
-                }
-                // Whatever the store did with it, this order is not going to the origin: a
-                // consume that went through unseen is given back, not left to its deadline. A
-                // consume the breaker stopped never reached the store: nothing to give back
-                // (and no task per request while the store is down).
-                if reached {
-                    super::origin::settle_later(ctx.shared.arc(), taken, Settle::GiveBack);
-                }
-                (
-                    503,
-                    "Please try again",
-                    "We could not confirm your place just now. Nothing was lost: try again in a few seconds.",
-                    Some(5),
-                )
-            }
-        };
-        // Not going to the origin: its slot goes to the next in line, not to this reply.
-        ctx.origin_slot = None;
-        let refusal = Refusal {
-            status,
-            state: match (status, retry) {
-                (409, None) => "consumed",
-                (409, Some(_)) => "pending",
-                _ => "retry",
-            },
-            title,
-            message,
-            retry_secs: retry,
-            reject: if status == 409 {
-                Reject::Consumed
-            } else {
-                Reject::Store
-            },
-            lang: "en",
-            always_json: false,
-        };
-        Self::send_refusal(shared, session, ctx, room, &refusal).await?;
-        Ok(true)
     }
 
     /// Sliding expiry: past half its life the admission is renewed, if the store agrees (not for

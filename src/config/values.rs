@@ -1,0 +1,234 @@
+//! The readers of single values for [`Builder`]: `env:NAME` and `file:PATH`, secrets,
+//! durations, addresses, CIDR lists and positive numbers. Each one that fails tells the key,
+//! what is wrong and the fix, and answers a value the build can go on with.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use super::build::Builder;
+use super::locate::KeyPath;
+
+impl Builder<'_> {
+    /// Resolves `env:NAME` to the variable's value.
+    pub(super) fn string(&mut self, key: &KeyPath, raw: &str) -> Option<String> {
+        if let Some(path) = raw.strip_prefix("file:") {
+            return self.file_value(key, path);
+        }
+        match raw.strip_prefix("env:") {
+            None => Some(raw.to_string()),
+            Some(name) => match std::env::var(name) {
+                Ok(v) if !v.is_empty() => Some(v),
+                Ok(_) => {
+                    self.fail(
+                        key.clone(),
+                        format!("environment variable {name} is empty"),
+                        format!("set {name} to a value, or write the value inline"),
+                    );
+                    None
+                }
+                Err(_) => {
+                    self.fail(
+                        key.clone(),
+                        format!("environment variable {name} is not set"),
+                        format!(
+                            "export {name}=... before anteroom starts (a running process keeps \
+                             the environment it started with: for a value a reload should \
+                             change, use \"file:PATH\"), or write the value inline"
+                        ),
+                    );
+                    None
+                }
+            },
+        }
+    }
+
+    /// A `file:PATH` value: the file's text, read at every load, so a reload (SIGHUP) takes a
+    /// rotated secret, which `env:` cannot give a running process (found by review). One line
+    /// end at the end of the file is not part of the value (a secret written by `echo`, a
+    /// mounted Kubernetes secret). A relative path is read from the config file's directory.
+    fn file_value(&mut self, key: &KeyPath, path: &str) -> Option<String> {
+        use std::io::Read;
+        const MAX: u64 = 64 * 1024;
+        let full = self.base_dir.join(path);
+        let mut text = String::new();
+        // Only a regular file: a FIFO or a device would block the load, and with it every
+        // later reload, until something wrote to it (found by review).
+        let read = std::fs::metadata(&full)
+            .map_err(|e| e.to_string())
+            .and_then(|m| {
+                if m.is_file() {
+                    Ok(())
+                } else {
+                    Err("it is not a regular file".to_string())
+                }
+            })
+            .and_then(|()| {
+                std::fs::File::open(&full)
+                    .and_then(|f| f.take(MAX + 1).read_to_string(&mut text))
+                    .map_err(|e| e.to_string())
+            })
+            .and_then(|n| match n as u64 {
+                0 => Err("it is empty".to_string()),
+                n if n > MAX => Err(format!("it is longer than {MAX} bytes")),
+                _ => Ok(()),
+            });
+        if let Err(e) = read {
+            self.fail(
+                key.clone(),
+                format!("file {} cannot be used: {e}", full.display()),
+                "write the value to that file (readable by anteroom), or write it inline",
+            );
+            return None;
+        }
+        let value = text.strip_suffix('\n').unwrap_or(&text);
+        let value = value.strip_suffix('\r').unwrap_or(value);
+        if value.is_empty() {
+            self.fail(
+                key.clone(),
+                format!("file {} holds only a line end", full.display()),
+                "write the value to that file, or write it inline",
+            );
+            return None;
+        }
+        Some(value.to_string())
+    }
+
+    /// A secret (a cookie key, the draw's seed, the origin's secret): a string value whose
+    /// ends are not spaces and which holds no control character. A key read with a stray
+    /// newline is another key, and instances that disagree on it split silently (found by
+    /// review: `check` passed a cookie key with a trailing newline).
+    pub(super) fn secret(&mut self, key: &KeyPath, raw: &str) -> Option<String> {
+        let value = self.string(key, raw)?;
+        if let Some(c) = value.chars().find(|c| c.is_control()) {
+            self.fail(
+                key.clone(),
+                format!("holds the control character {c:?} (a newline read into an environment variable?)"),
+                "remove it; generate a key with: openssl rand -base64 32",
+            );
+            return None;
+        }
+        if value.trim() != value {
+            self.fail(
+                key.clone(),
+                "begins or ends with a space",
+                "remove the spaces; generate a key with: openssl rand -base64 32",
+            );
+            return None;
+        }
+        Some(value)
+    }
+
+    /// Like [`Self::duration`], but "0s" is allowed.
+    pub(super) fn duration_or_zero(
+        &mut self,
+        key: &KeyPath,
+        raw: Option<&str>,
+        default: Duration,
+    ) -> Duration {
+        match raw.map(str::trim) {
+            Some("0" | "0s" | "0ms") => Duration::ZERO,
+            other => self.duration(key, other, default),
+        }
+    }
+
+    pub(super) fn duration(
+        &mut self,
+        key: &KeyPath,
+        raw: Option<&str>,
+        default: Duration,
+    ) -> Duration {
+        let Some(raw) = raw else { return default };
+        let Some(text) = self.string(key, raw) else {
+            return default;
+        };
+        match humantime::parse_duration(text.trim()) {
+            Ok(d) if !d.is_zero() => d,
+            Ok(_) => {
+                self.fail(
+                    key.clone(),
+                    "must be longer than zero",
+                    "write a positive duration such as \"250ms\", \"60s\" or \"10m\"",
+                );
+                default
+            }
+            Err(e) => {
+                self.fail(
+                    key.clone(),
+                    format!("{text:?} is not a duration ({e})"),
+                    "write a duration such as \"250ms\", \"60s\" or \"10m\"",
+                );
+                default
+            }
+        }
+    }
+
+    pub(super) fn socket(&mut self, key: &KeyPath, raw: Option<&str>, default: &str) -> SocketAddr {
+        let fallback: SocketAddr = default
+            .parse()
+            .unwrap_or(SocketAddr::from(([127, 0, 0, 1], 0)));
+        let text = match raw {
+            None => return fallback,
+            Some(raw) => match self.string(key, raw) {
+                Some(t) => t,
+                None => return fallback,
+            },
+        };
+        match text.parse::<SocketAddr>() {
+            Ok(a) => a,
+            Err(_) => {
+                self.fail(
+                    key.clone(),
+                    format!("{text:?} is not an IP address with a port"),
+                    "write it like \"127.0.0.1:8080\" or \"[::]:8080\"",
+                );
+                fallback
+            }
+        }
+    }
+
+    /// `10.0.0.0/8`, `2001:db8::/32`, or a single address.
+    pub(super) fn cidrs(&mut self, key: &KeyPath, raw: &[String]) -> Vec<ipnet::IpNet> {
+        let mut out = Vec::new();
+        for (i, r) in raw.iter().enumerate() {
+            let Some(text) = self.string(&key.index(i), r) else {
+                continue;
+            };
+            let parsed = text
+                .parse::<ipnet::IpNet>()
+                .or_else(|_| text.parse::<std::net::IpAddr>().map(ipnet::IpNet::from));
+            match parsed {
+                Ok(n) => out.push(n),
+                Err(_) => self.fail(
+                    key.index(i),
+                    format!("{text:?} is not an address or CIDR range"),
+                    "write it like \"10.0.0.0/8\", \"192.0.2.10\" or \"2001:db8::/32\"",
+                ),
+            }
+        }
+        out
+    }
+
+    pub(super) fn positive(
+        &mut self,
+        key: &KeyPath,
+        raw: Option<i64>,
+        default: Option<u64>,
+    ) -> u64 {
+        match (raw, default) {
+            (Some(v), _) if v >= 1 => v as u64,
+            (Some(v), _) => {
+                self.fail(
+                    key.clone(),
+                    format!("must be at least 1, not {v}"),
+                    "write a positive whole number",
+                );
+                default.unwrap_or(1)
+            }
+            (None, Some(d)) => d,
+            (None, None) => {
+                self.fail(key.clone(), "is required", "add it to this [[room]]");
+                1
+            }
+        }
+    }
+}
