@@ -15,6 +15,7 @@ mod cache_safe;
 mod challenge;
 mod command;
 mod consume;
+mod ctx;
 mod edge;
 mod event;
 pub mod held;
@@ -34,8 +35,6 @@ pub(crate) mod target;
 mod visitor;
 mod wait;
 
-use std::sync::Arc;
-
 use async_trait::async_trait;
 use bytes::Bytes;
 use pingora::http::{RequestHeader, ResponseHeader};
@@ -47,90 +46,10 @@ use std::time::Instant;
 
 use crate::app::Current;
 use crate::cookie;
-use crate::metrics::Reject;
 use crate::page::Status;
 use crate::route::Routing;
+pub use ctx::{Ctx, Outcome};
 use request::{client_key, cookie_values, gate, has_vid, peer_ip, secure, wants_json};
-
-/// How a request ended, for logs and metrics (the discriminant indexes
-/// [`crate::metrics::OUTCOMES`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Outcome {
-    /// Outside every room (or the room is switched off): straight to the origin.
-    Pass = 0,
-    /// Carried a valid admission, or was admitted by this request.
-    Admit = 1,
-    /// Got the waiting page or JSON.
-    Wait = 2,
-    /// A consume route that won the admission.
-    Consume = 3,
-    /// Refused: already consumed, line full, bad request under `/.anteroom/`.
-    Reject = 4,
-    /// Answered by `/.anteroom/status`.
-    Status = 5,
-    /// Let past the line by one of the room's `bypass` rules.
-    Bypass = 6,
-    /// The waiting page's script or style (`/.anteroom/waiting.js`, `.css`).
-    Asset = 7,
-    /// Plain HTTP sent to HTTPS (`redirect-http`).
-    Redirect = 8,
-}
-
-impl Outcome {
-    pub fn as_str(self) -> &'static str {
-        crate::metrics::OUTCOMES[self as usize]
-    }
-}
-
-/// Per-request state.
-pub struct Ctx {
-    upstream: usize,
-    room: Option<usize>,
-    /// `Set-Cookie` values to add to whatever response the visitor gets.
-    set_cookies: Vec<String>,
-    pub outcome: Outcome,
-    reject: Option<Reject>,
-    started: Instant,
-    /// A trusted proxy says the visitor came over HTTPS.
-    https: bool,
-    /// The admission this request took for an order, pending until the origin's answer
-    /// settles it (`origin`).
-    consumed: Option<origin::Taken>,
-    /// The request is on one of its room's consume routes (an order), taken or let through.
-    order: bool,
-    /// Keeps that order's pending consume from coming back while the request is in flight;
-    /// stops when settled or when the request ends (dropped with the context).
-    heartbeat: Option<origin::Heartbeat>,
-    /// Our error page, replacing the origin's own 5xx body.
-    replace_body: Option<Bytes>,
-    /// The peer is a trusted proxy: its forwarding headers are believed and kept.
-    trusted_peer: bool,
-    /// The configuration this request started under (a reload does not change it midway),
-    /// through this worker thread's hold on it ([`held`]).
-    shared: Arc<held::Held>,
-    /// A slot under the room's `max-origin-inflight`, held until the request ends.
-    origin_slot: Option<crate::room::gate::Slot>,
-    /// When the origin was asked (before connecting): its latency, for the autopilot.
-    upstream_at: Option<Instant>,
-    /// Origin servers this request could not connect to (another is tried).
-    tried: peer::Tried,
-    /// `fail_to_proxy` said what went wrong (our `origin failed` line, or the access line for
-    /// the visitor's side): Pingora's own error line would repeat it.
-    failure_told: bool,
-    /// The admission this request carried or was given: what an origin command ends.
-    holder: Option<command::Holder>,
-    /// Let past the line by a `path` bypass rule: a page open to everyone, whose caching the
-    /// shop decides (a `header` or `client` rule lets one party past a guarded page).
-    open_bypass: bool,
-    /// The request carries a body, which the origin's handler may not read: the connection to
-    /// the origin ends with its answer (`method::takes_no_body`).
-    last_on_connection: bool,
-    /// The request was handed to the origin: Pingora's own checks of it passed and
-    /// `upstream_request_filter` ran. An order refused before that never reached the shop.
-    handed_over: bool,
-    /// The request's body has been read to its end (and so passed on to the origin).
-    body_complete: bool,
-}
 
 /// The proxy.
 pub struct Proxy {
@@ -160,31 +79,7 @@ impl ProxyHttp for Proxy {
     type CTX = Ctx;
 
     fn new_ctx(&self) -> Ctx {
-        let shared = held::hold(&self.current);
-        Ctx {
-            upstream: shared.config.default_upstream,
-            room: None,
-            set_cookies: Vec::new(),
-            outcome: Outcome::Pass,
-            reject: None,
-            started: Instant::now(),
-            https: false,
-            consumed: None,
-            order: false,
-            heartbeat: None,
-            replace_body: None,
-            trusted_peer: false,
-            shared,
-            origin_slot: None,
-            upstream_at: None,
-            failure_told: false,
-            open_bypass: false,
-            last_on_connection: false,
-            handed_over: false,
-            body_complete: false,
-            tried: Vec::new(),
-            holder: None,
-        }
+        Ctx::new(held::hold(&self.current))
     }
 
     /// Bounds for slow and oversized clients, before anything else looks at the request.

@@ -1,0 +1,119 @@
+//! A request's state through Pingora's phases ([`Ctx`]) and how it ended ([`Outcome`]).
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use bytes::Bytes;
+
+use super::{command, held, origin, peer};
+use crate::metrics::Reject;
+
+/// How a request ended, for logs and metrics (the discriminant indexes
+/// [`crate::metrics::OUTCOMES`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// Outside every room (or the room is switched off): straight to the origin.
+    Pass = 0,
+    /// Carried a valid admission, or was admitted by this request.
+    Admit = 1,
+    /// Got the waiting page or JSON.
+    Wait = 2,
+    /// A consume route that won the admission.
+    Consume = 3,
+    /// Refused: already consumed, line full, bad request under `/.anteroom/`.
+    Reject = 4,
+    /// Answered by `/.anteroom/status`.
+    Status = 5,
+    /// Let past the line by one of the room's `bypass` rules.
+    Bypass = 6,
+    /// The waiting page's script or style (`/.anteroom/waiting.js`, `.css`).
+    Asset = 7,
+    /// Plain HTTP sent to HTTPS (`redirect-http`).
+    Redirect = 8,
+}
+
+impl Outcome {
+    pub fn as_str(self) -> &'static str {
+        crate::metrics::OUTCOMES[self as usize]
+    }
+}
+
+/// Per-request state.
+pub struct Ctx {
+    pub(super) upstream: usize,
+    pub(super) room: Option<usize>,
+    /// `Set-Cookie` values to add to whatever response the visitor gets.
+    pub(super) set_cookies: Vec<String>,
+    pub outcome: Outcome,
+    pub(super) reject: Option<Reject>,
+    pub(super) started: Instant,
+    /// A trusted proxy says the visitor came over HTTPS.
+    pub(super) https: bool,
+    /// The admission this request took for an order, pending until the origin's answer
+    /// settles it (`origin`).
+    pub(super) consumed: Option<origin::Taken>,
+    /// The request is on one of its room's consume routes (an order), taken or let through.
+    pub(super) order: bool,
+    /// Keeps that order's pending consume from coming back while the request is in flight;
+    /// stops when settled or when the request ends (dropped with the context).
+    pub(super) heartbeat: Option<origin::Heartbeat>,
+    /// Our error page, replacing the origin's own 5xx body.
+    pub(super) replace_body: Option<Bytes>,
+    /// The peer is a trusted proxy: its forwarding headers are believed and kept.
+    pub(super) trusted_peer: bool,
+    /// The configuration this request started under (a reload does not change it midway),
+    /// through this worker thread's hold on it ([`held`]).
+    pub(super) shared: Arc<held::Held>,
+    /// A slot under the room's `max-origin-inflight`, held until the request ends.
+    pub(super) origin_slot: Option<crate::room::gate::Slot>,
+    /// When the origin was asked (before connecting): its latency, for the autopilot.
+    pub(super) upstream_at: Option<Instant>,
+    /// Origin servers this request could not connect to (another is tried).
+    pub(super) tried: peer::Tried,
+    /// `fail_to_proxy` said what went wrong (our `origin failed` line, or the access line for
+    /// the visitor's side): Pingora's own error line would repeat it.
+    pub(super) failure_told: bool,
+    /// The admission this request carried or was given: what an origin command ends.
+    pub(super) holder: Option<command::Holder>,
+    /// Let past the line by a `path` bypass rule: a page open to everyone, whose caching the
+    /// shop decides (a `header` or `client` rule lets one party past a guarded page).
+    pub(super) open_bypass: bool,
+    /// The request carries a body, which the origin's handler may not read: the connection to
+    /// the origin ends with its answer (`method::takes_no_body`).
+    pub(super) last_on_connection: bool,
+    /// The request was handed to the origin: Pingora's own checks of it passed and
+    /// `upstream_request_filter` ran. An order refused before that never reached the shop.
+    pub(super) handed_over: bool,
+    /// The request's body has been read to its end (and so passed on to the origin).
+    pub(super) body_complete: bool,
+}
+
+impl Ctx {
+    /// A request's state before any phase ran, under the configuration `shared` holds.
+    pub(super) fn new(shared: Arc<held::Held>) -> Self {
+        Ctx {
+            upstream: shared.config.default_upstream,
+            room: None,
+            set_cookies: Vec::new(),
+            outcome: Outcome::Pass,
+            reject: None,
+            started: Instant::now(),
+            https: false,
+            consumed: None,
+            order: false,
+            heartbeat: None,
+            replace_body: None,
+            trusted_peer: false,
+            shared,
+            origin_slot: None,
+            upstream_at: None,
+            failure_told: false,
+            open_bypass: false,
+            last_on_connection: false,
+            handed_over: false,
+            body_complete: false,
+            tried: Vec::new(),
+            holder: None,
+        }
+    }
+}
