@@ -237,24 +237,25 @@ impl EventFields {
         if let Some(v) = &self.after_close {
             put("after_close", v.as_str().into());
         }
-        let number = |v: &str| {
-            if none(v, "default") {
-                serde_json::Value::Null
-            } else {
-                v.parse::<f64>()
-                    .map_or_else(|_| v.into(), serde_json::Value::from)
-            }
+        // `null` means "back to the configured value": only `default` says it. A value that
+        // does not read as a finite number (or, for max-active, a whole one) is sent as the
+        // text given, which the API refuses with the field's name (found by review: `inf`
+        // was encoded as null and removed the override, `2.9` was cut to 2).
+        let number = |v: &str| match v.parse::<f64>() {
+            _ if none(v, "default") => serde_json::Value::Null,
+            Ok(n) if n.is_finite() => n.into(),
+            _ => v.into(),
+        };
+        let whole = |v: &str| match v.parse::<u64>() {
+            _ if none(v, "default") => serde_json::Value::Null,
+            Ok(n) => n.into(),
+            Err(_) => v.into(),
         };
         if let Some(v) = &self.admit_per_second {
             put("admit_per_second", number(v));
         }
         if let Some(v) = &self.max_active {
-            put(
-                "max_active",
-                number(v)
-                    .as_f64()
-                    .map_or_else(|| number(v), |f| (f as u64).into()),
-            );
+            put("max_active", whole(v));
         }
         serde_json::Value::Object(b)
     }

@@ -229,8 +229,21 @@ async fn rooms_are_shown_changed_and_cleared() {
         assert_eq!((status, &v[key]), (200, &Value::from(want)), "{body}: {v}");
     }
 
-    // Bad requests say what is wrong.
+    // Bad requests say what is wrong, and change nothing. An array is not read as the fields
+    // in order (found by review: `[null, true, 7.5, 3]` held the line and set the rate).
+    let before = admin(
+        &proxy,
+        reqwest::Method::GET,
+        "/rooms/sale",
+        Some(TOKEN),
+        None,
+    )
+    .await
+    .1;
     for (body, expected) in [
+        (json!([null, true, 7.5, 3]), 400),
+        (json!([false]), 400),
+        (json!([]), 400),
         (json!({"admit_per_second": 0}), 422),
         (json!({"admit_per_second": 1e-300}), 422),
         (json!({"max_active": 0}), 422),
@@ -247,6 +260,18 @@ async fn rooms_are_shown_changed_and_cleared() {
         .await;
         assert_eq!(status, expected, "{body}: {v}");
         assert!(v["error"].as_str().is_some());
+    }
+    let after = admin(
+        &proxy,
+        reqwest::Method::GET,
+        "/rooms/sale",
+        Some(TOKEN),
+        None,
+    )
+    .await
+    .1;
+    for key in ["enabled", "queue_all", "admit_per_second", "overrides"] {
+        assert_eq!(before[key], after[key], "{key}: {before} then {after}");
     }
     assert_eq!(
         admin(
@@ -593,6 +618,21 @@ async fn the_operator_cli_drives_the_admin_api() {
     );
     let (_, out, _) = cli(&["rooms"]);
     assert!(out.contains("held"), "{out}");
+    // A rate that is not a finite number is refused: encoded, it would be `null`, which means
+    // "back to the configured rate" (found by review: `1e400` removed the pin, exit 0).
+    for bad in ["1e400", "inf", "-inf", "NaN", "infinity"] {
+        let (ok, _, err) = cli(&["room", "sale", "set", &format!("admit_per_second={bad}")]);
+        assert!(!ok && err.contains("a number"), "{bad}: {err}");
+    }
+    let (_, v) = admin(
+        &proxy,
+        reqwest::Method::GET,
+        "/rooms/sale",
+        Some(TOKEN),
+        None,
+    )
+    .await;
+    assert_eq!(v["overrides"]["admit_per_second"], 12.0, "{v}");
     let (ok, _, err) = cli(&["room", "sale", "set", "speed=9"]);
     assert!(!ok && err.contains("unknown key"), "{err}");
     let (ok, _, err) = cli(&["room", "nope"]);

@@ -150,6 +150,29 @@ async fn an_operator_signs_in_watches_the_line_and_pauses_it() {
         (v["overrides"]["admit_per_second"] == 5.0).then_some(())
     })
     .await;
+    // A rate that is not finite is refused on the page: JSON has no Infinity, and the
+    // `null` it would become puts the configured rate back (found by review).
+    for bad in ["Infinity", "1e400"] {
+        b.run(&format!(
+            "document.querySelector('[data-room=\"sale\"] [aria-label=\"admit per second\"]').value = '{bad}'; return true;"
+        ))
+        .await;
+        click(&b, "rate").await;
+        eventually(
+            Duration::from_secs(5),
+            "the page refuses the rate",
+            || async { b.text().await.contains("give a rate above 0").then_some(()) },
+        )
+        .await;
+        let hidden = b
+            .run("return document.querySelector('[data-room=\"sale\"] .confirm').hidden")
+            .await;
+        assert_eq!(hidden, Value::Bool(true), "{bad}: no confirmation asked");
+    }
+    assert_eq!(
+        admin_json(&proxy, "/rooms/sale", OPERATE).await.unwrap()["overrides"]["admit_per_second"],
+        5.0
+    );
     click(&b, "empty").await;
     click(&b, "confirm").await;
     eventually(Duration::from_secs(10), "the line emptied", || async {

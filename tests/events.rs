@@ -431,6 +431,42 @@ async fn operators_add_change_and_cancel_events_at_run_time() {
         .unwrap();
     assert!(out.status.success());
     assert!(String::from_utf8_lossy(&out.stdout).contains("\"flash\""));
+    // A value that is not a finite number (or not a whole one for max-active) is refused, never
+    // sent as `null`, which would put the config's value back (found by review: `inf` removed
+    // the event's rate, `2.9` was stored as 2).
+    let event_cli = |flag: &str, value: &str| {
+        std::process::Command::new(binary())
+            .args([
+                "room", "sale", "event", "change", "flash", flag, value, "--admin",
+            ])
+            .arg(format!("http://{}", proxy.admin))
+            .args(["--token", TOKEN])
+            .output()
+            .unwrap()
+    };
+    assert!(event_cli("--admit-per-second", "7").status.success());
+    assert!(event_cli("--max-active", "3").status.success());
+    for (flag, value) in [
+        ("--admit-per-second", "inf"),
+        ("--admit-per-second", "1e400"),
+        ("--admit-per-second", "NaN"),
+        ("--max-active", "1e400"),
+        ("--max-active", "2.9"),
+    ] {
+        let out = event_cli(flag, value);
+        assert!(!out.status.success(), "{flag} {value}");
+    }
+    let list = admin_json(&proxy, "/rooms/sale/events", TOKEN)
+        .await
+        .unwrap();
+    assert_eq!(
+        (
+            &list["events"][0]["admit_per_second"],
+            &list["events"][0]["max_active"]
+        ),
+        (&serde_json::json!(7.0), &serde_json::json!(3)),
+        "{list}"
+    );
     // Cancelled: the room behaves as configured again.
     let (code, body) = call(reqwest::Method::DELETE, "/rooms/sale/events/flash", None).await;
     assert_eq!(code, 200, "{body}");
@@ -447,8 +483,8 @@ async fn operators_add_change_and_cancel_events_at_run_time() {
         .collect();
     assert_eq!(
         fields,
-        ["event flash", "event flash", "event flash"],
-        "{changes}"
+        ["event flash"; 5],
+        "the PATCH, the two changes by the CLI and the cancel; the refused ones are not kept: {changes}"
     );
 }
 

@@ -102,6 +102,16 @@ pub(super) fn json_reply(status: StatusCode, v: &Value) -> Response<Vec<u8>> {
     reply(status, "application/json", body)
 }
 
+/// A request body that must be one JSON object. A derived `Deserialize` also reads an array,
+/// its items taken as the fields in order (found by review: `[null,true,7.5,3]` held the
+/// line and set the rate), so the body is read as a value first and only an object goes on.
+pub(super) fn json_object<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, String> {
+    match serde_json::from_slice::<Value>(body).map_err(|e| e.to_string())? {
+        v @ Value::Object(_) => serde_json::from_value(v).map_err(|e| e.to_string()),
+        _ => Err("the body is not a JSON object".to_string()),
+    }
+}
+
 pub(super) fn error(status: StatusCode, message: &str) -> Response<Vec<u8>> {
     json_reply(status, &json!({ "error": message }))
 }
@@ -205,7 +215,7 @@ impl AdminApp {
             Ok(b) => b,
             Err(resp) => return resp,
         };
-        let patch = match serde_json::from_slice::<PatchBody>(&body) {
+        let patch = match json_object::<PatchBody>(&body) {
             Ok(b) => match b.check() {
                 Ok(p) => p,
                 Err(msg) => return error(StatusCode::UNPROCESSABLE_ENTITY, &msg),
@@ -214,7 +224,7 @@ impl AdminApp {
                 return error(
                     StatusCode::BAD_REQUEST,
                     &format!(
-                    "{e}; send JSON with any of enabled, queue_all, admit_per_second, max_active"
+                    "{e}; send a JSON object with any of enabled, queue_all, admit_per_second, max_active, autopilot"
                 ),
                 )
             }
@@ -298,7 +308,12 @@ impl AdminApp {
     async fn route(&self, session: &mut ServerSession) -> Response<Vec<u8>> {
         let snapshot = self.current.load_full();
         let s = &*snapshot;
-        let method = session.req_header().method.clone();
+        // HEAD is GET without the body (Pingora leaves the body out): a probe or an uptime
+        // monitor sending HEAD gets what GET gets, and a read token may send it.
+        let method = match &session.req_header().method {
+            m if m == Method::HEAD => Method::GET,
+            m => m.clone(),
+        };
         let path = session.req_header().uri.path().to_string();
         match (&method, path.as_str()) {
             (&Method::GET, "/") => return super::dashboard::page(),

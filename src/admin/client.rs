@@ -135,9 +135,12 @@ pub fn patch_body(pairs: &[String]) -> Result<Value, String> {
                 None => return Err(format!("{key}={v}: use true, false or default")),
             },
             "admit_per_second" | "max_active" if v == "default" => Value::Null,
-            "admit_per_second" => json!(v
-                .parse::<f64>()
-                .map_err(|_| format!("{key}={v}: a number, or default"))?),
+            // A number that is not finite would be encoded as null, which means "back to the
+            // configured rate" (found by review: `1e400` removed an operator's pin).
+            "admit_per_second" => match v.parse::<f64>() {
+                Ok(n) if n.is_finite() => json!(n),
+                _ => return Err(format!("{key}={v}: a number, or default")),
+            },
             "max_active" => json!(v
                 .parse::<u64>()
                 .map_err(|_| format!("{key}={v}: a whole number, or default"))?),

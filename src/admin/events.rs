@@ -210,11 +210,11 @@ pub async fn change(
             Ok(b) => b,
             Err(resp) => return resp,
         };
-        match serde_json::from_slice::<EventBody>(&raw) {
+        match super::api::json_object::<EventBody>(&raw) {
             Ok(b) => b,
             Err(e) => return error(
                 StatusCode::BAD_REQUEST,
-                &format!("{e}; send JSON with name, opens_at and any of prequeue_from, closes_at, draw, after_close, admit_per_second, max_active"),
+                &format!("{e}; send a JSON object with name, opens_at and any of prequeue_from, closes_at, draw, after_close, admit_per_second, max_active"),
             ),
         }
     };
