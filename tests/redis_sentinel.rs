@@ -118,6 +118,11 @@ enum Failure {
     Killed,
     Frozen,
     SwitchedOver,
+    /// The first sentinel of the list freezes, then the primary is killed: the two others
+    /// promote the replica, and the proxy must find it through them (found by review: the
+    /// sentinels' answers were taken in the list's order, and the frozen first one held every
+    /// lookup until the store's timeout, for as long as it stayed frozen).
+    KilledWithTheFirstSentinelFrozen,
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -133,6 +138,11 @@ async fn the_proxy_follows_a_failover_when_the_primary_freezes() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_proxy_follows_a_switchover_to_the_replica() {
     sale_through_a_failover(Failure::SwitchedOver).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_proxy_follows_a_failover_while_the_first_sentinel_is_frozen() {
+    sale_through_a_failover(Failure::KilledWithTheFirstSentinelFrozen).await;
 }
 
 async fn sale_through_a_failover(how: Failure) {
@@ -250,6 +260,10 @@ async fn sale_through_a_failover(how: Failure) {
         Failure::Killed => setup.primary.kill(),
         Failure::Frozen => setup.freeze_primary(),
         Failure::SwitchedOver => setup.switch_over(),
+        Failure::KilledWithTheFirstSentinelFrozen => {
+            setup.sentinels[0].freeze();
+            setup.primary.kill();
+        }
     }
     let killed = Instant::now();
 

@@ -7,7 +7,12 @@
 //! abandoned mid-flight (the caller's store timeout fired, as it does against a frozen or
 //! unreachable host) — forgets the connection; the next call asks the sentinels again
 //! (`SENTINEL MASTERS`, then `ROLE` on the node they name, as the Sentinel client
-//! specification asks). A call that failed that way is sent once more on the new primary:
+//! specification asks). Every sentinel is asked at once, each on its own connection, and the
+//! first to name a node that says it is the primary wins ([`find`]): a sentinel that hangs
+//! (frozen, or its host gone without a reset), or one that names a frozen node, delays nobody
+//! (found by review: asked through redis-rs's lookup, whose answers are taken in the list's
+//! order, a frozen first sentinel held every instance on its `on-store-error` policy for as
+//! long as it stayed frozen). A call that failed that way is sent once more on the new primary:
 //! every script is safe to repeat, and a `READONLY` script wrote nothing.
 //!
 //! A primary can also be replaced while it still answers: `SENTINEL FAILOVER`, or a primary
@@ -55,7 +60,8 @@ pub struct SentinelConn {
 }
 
 struct Lookup {
-    client: SentinelClient,
+    /// One client per sentinel, each keeping its own connection to it.
+    clients: Vec<SentinelClient>,
     /// Counts primaries found, so that a failure forgets only the connection it was seen on.
     generation: u64,
     /// When the last lookup failed and why.
@@ -139,13 +145,22 @@ impl SentinelConn {
     /// Checks the URLs; asks the sentinels on first use.
     pub fn new(urls: &[String], master: &str, timeout: Duration) -> RedisResult<Self> {
         let (sentinels, node) = parse(urls)?;
-        let client =
-            SentinelClient::build(sentinels, master, Some(node), SentinelServerType::Master)?;
+        let clients = sentinels
+            .into_iter()
+            .map(|s| {
+                SentinelClient::build(
+                    vec![s],
+                    master,
+                    Some(node.clone()),
+                    SentinelServerType::Master,
+                )
+            })
+            .collect::<RedisResult<_>>()?;
         Ok(Self {
             master: master.to_string(),
             timeout,
             lookup: tokio::sync::Mutex::new(Lookup {
-                client,
+                clients,
                 generation: 0,
                 failed: None,
             }),
@@ -208,7 +223,7 @@ impl SentinelConn {
                 )));
             }
         }
-        let found = match lookup.client.async_get_client().await {
+        let found = match find(&mut lookup.clients).await {
             Ok(node) => self.open(&mut lookup, &node).await,
             Err(e) => Err(e),
         };
@@ -271,7 +286,7 @@ impl SentinelConn {
         let Some(current) = self.current() else {
             return;
         };
-        let Ok(node) = lookup.client.async_get_client().await else {
+        let Ok(node) = find(&mut lookup.clients).await else {
             return;
         };
         if node.get_connection_info().addr().to_string() == current.addr {
@@ -306,6 +321,36 @@ impl SentinelConn {
         }
         current
     }
+}
+
+/// Asks every sentinel at once and answers the first node one of them names that says it is
+/// the primary (each client checks `ROLE`), in the order the answers come, not the list's.
+/// The lookups still running are dropped: redis-rs keeps a sentinel's connection only once it
+/// answered. When none finds a primary, an error about a node a sentinel named says more than
+/// "not found" and is the one returned.
+async fn find(clients: &mut [SentinelClient]) -> RedisResult<::redis::Client> {
+    use futures_util::stream::{FuturesUnordered, StreamExt};
+    let mut asks: FuturesUnordered<_> = clients
+        .iter_mut()
+        .map(SentinelClient::async_get_client)
+        .collect();
+    let mut failed: Option<RedisError> = None;
+    while let Some(answer) = asks.next().await {
+        match answer {
+            Ok(node) => return Ok(node),
+            Err(e) => {
+                let said_less = failed
+                    .as_ref()
+                    .is_none_or(|f| f.kind() == ErrorKind::MasterNameNotFoundBySentinel);
+                if said_less {
+                    failed = Some(e);
+                }
+            }
+        }
+    }
+    Err(failed.unwrap_or_else(|| {
+        RedisError::from((ErrorKind::InvalidClientConfig, "no sentinel address"))
+    }))
 }
 
 #[cfg(test)]

@@ -16,6 +16,8 @@ pub const MASTER: &str = "anteroom-primary";
 pub struct SentinelProcess {
     child: Child,
     pub port: u16,
+    /// Stopped by [`Self::freeze`]: not asked anything more (a question would hang).
+    frozen: std::sync::atomic::AtomicBool,
     _dir: tempfile::TempDir,
 }
 
@@ -52,6 +54,7 @@ impl SentinelProcess {
                     return Self {
                         child,
                         port,
+                        frozen: Default::default(),
                         _dir: dir,
                     };
                 }
@@ -72,7 +75,22 @@ impl SentinelProcess {
         format!("redis://127.0.0.1:{}", self.port)
     }
 
+    /// Stops this sentinel with SIGSTOP: it accepts connections (the kernel does) and answers
+    /// nothing, as a frozen one or one on a host gone without a reset. (Drop's SIGKILL ends it.)
+    pub fn freeze(&self) {
+        let ok = Command::new("kill")
+            .args(["-STOP", &self.child.id().to_string()])
+            .status()
+            .is_ok_and(|s| s.success());
+        assert!(ok, "kill -STOP the sentinel on {}", self.port);
+        self.frozen
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+
     fn connection(&self) -> Option<::redis::Connection> {
+        if self.frozen.load(std::sync::atomic::Ordering::Relaxed) {
+            return None;
+        }
         ::redis::Client::open(self.url())
             .ok()?
             .get_connection_with_timeout(Duration::from_millis(500))
