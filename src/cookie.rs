@@ -162,11 +162,36 @@ fn five_parts(value: &str) -> Option<[&str; 5]> {
 /// own cookie in Latin-1 does not hide ours. The pairs are found with `memchr` (what a split
 /// on `;` gives, by a property test): this runs on every request in a room.
 pub fn find<'a>(headers: impl IntoIterator<Item = &'a [u8]>, name: &str) -> Option<&'a str> {
+    values(headers, name).next()
+}
+
+/// How many values of one cookie name [`find_map`] tries: a request may carry a few (below),
+/// and each may cost a MAC; a header full of them costs no more than this many.
+pub const VALUES_TRIED: usize = 4;
+
+/// The first of the first [`VALUES_TRIED`] values of cookie `name` that `check` accepts, in
+/// the order sent. A browser sends every cookie whose domain and path match the request, so
+/// one of the same name set by a sibling site for the parent domain, or for a longer path
+/// (sent first), comes beside ours: taking only the first value let such a cookie hide a valid
+/// admission and send its holder back to the line (found by review).
+pub fn find_map<'a, T>(
+    headers: impl IntoIterator<Item = &'a [u8]>,
+    name: &str,
+    check: impl FnMut(&'a str) -> Option<T>,
+) -> Option<T> {
+    values(headers, name).take(VALUES_TRIED).find_map(check)
+}
+
+/// The values of cookie `name`, in the order sent (see [`find`]).
+pub fn values<'a, 'n, H: IntoIterator<Item = &'a [u8]>>(
+    headers: H,
+    name: &'n str,
+) -> impl Iterator<Item = &'a str> + use<'a, 'n, H> {
     headers
         .into_iter()
         .flat_map(pairs)
         .filter_map(|pair| std::str::from_utf8(pair).ok())
-        .find_map(|pair| {
+        .filter_map(move |pair| {
             let v = pair.trim_start().strip_prefix(name)?.strip_prefix('=')?;
             Some(v.trim_end())
         })
@@ -349,6 +374,20 @@ mod tests {
         }
 
         #[test]
+        fn find_map_answers_the_first_value_the_check_takes_of_the_first_few(
+            hs in prop::collection::vec(header(), 0..3),
+            name in prop_oneof![Just("a"), Just("anteroom_vid"), Just("anteroom_a")],
+            wanted in prop_oneof![Just(""), Just("1"), Just("x.y")],
+        ) {
+            let refs: Vec<&[u8]> = hs.iter().map(Vec::as_slice).collect();
+            let all: Vec<&str> = values(refs.iter().copied(), name).collect();
+            prop_assert_eq!(all.first().copied(), find(refs.iter().copied(), name));
+            let taken = find_map(refs.iter().copied(), name, |v| (v == wanted).then_some(v));
+            let expected = all.iter().take(VALUES_TRIED).find(|v| **v == wanted).copied();
+            prop_assert_eq!(taken, expected);
+        }
+
+        #[test]
         fn stripping_leaves_none_of_ours_and_all_of_the_rest(
             hs in prop::collection::vec(header(), 0..3),
             latin1 in any::<bool>(),
@@ -441,6 +480,19 @@ mod tests {
         assert_eq!(find([h], "anteroom_vid"), Some("abc"));
         assert_eq!(find([h], "anteroom_sale"), Some("x.y"));
         assert_eq!(find([h], "anteroom_s"), None);
+        // A value the check refuses does not hide a later one of the same name; a fifth is
+        // not tried.
+        let tossed: &[u8] = b"anteroom_sale=bad; theme=x; anteroom_sale=good";
+        assert_eq!(
+            find_map([tossed], "anteroom_sale", |v| (v == "good").then_some(v)),
+            Some("good")
+        );
+        let many: &[u8] = b"c=1; c=2; c=3; c=4; c=5";
+        assert_eq!(
+            find_map([many], "c", |v| (v == "4").then_some(v)),
+            Some("4")
+        );
+        assert_eq!(find_map([many], "c", |v| (v == "5").then_some(v)), None);
         assert_eq!(without_ours(h).as_deref(), Some(&b"a=1; b=2"[..]));
         assert_eq!(without_ours(b"a=1"), None);
         assert_eq!(without_ours(b"anteroom_vid=1").as_deref(), Some(&b""[..]));

@@ -493,6 +493,81 @@ async fn bad_cookies_are_no_cookies() {
     );
 }
 
+/// A browser sends every cookie whose domain and path match: one of our names set by a sibling
+/// site for the parent domain, or for a longer path (sent first), comes beside ours. It hides
+/// neither the admission nor the visitor's place (found by review: the first value of a name
+/// was the only one read, and a bad one sent the admitted visitor back to the line).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cookie_tossed_in_beside_ours_hides_neither_admission_nor_place() {
+    let (origin, proxy) = setup("").await;
+    let holder = admitted_visitor(&proxy).await;
+    let admission = holder.get("anteroom_sale").unwrap().to_string();
+    // Without the visitor-id cookie: the store, which knows the holder by it, is no help.
+    for tossed in ["bogus", "1.x.y.z.w", &admission[..admission.len() - 2]] {
+        let header = format!("anteroom_sale={tossed}; anteroom_sale={admission}");
+        let resp = client()
+            .get(proxy.url("/products/1"))
+            .header("cookie", header)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), 200, "{tossed}");
+        assert_eq!(
+            resp.text().await.unwrap(),
+            "origin GET /products/1",
+            "{tossed}"
+        );
+    }
+    // The cookies are split over two header lines too (HTTP/2 sends them so).
+    let resp = client()
+        .get(proxy.url("/products/2"))
+        .header("cookie", "anteroom_sale=bogus")
+        .header("cookie", format!("theme=dark; anteroom_sale={admission}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.text().await.unwrap(), "origin GET /products/2");
+
+    // A visitor in line: a second visitor id sent before theirs does not move them.
+    let mut jar = Jar::default();
+    let resp = get(&proxy, "/products", &jar, Some("application/json")).await;
+    jar.absorb(&resp);
+    let v: Value = resp.json().await.unwrap();
+    assert_eq!(v["state"], "waiting", "{v}");
+    let (place, waiting) = (v["position"].clone(), v["waiting"].clone());
+    let ticket = jar
+        .get("anteroom_q.sale")
+        .expect("a queue ticket")
+        .to_string();
+    let mine = jar.get("anteroom_vid").unwrap().to_string();
+    let other = VisitorId::random().to_string();
+    for (header, what) in [
+        (
+            format!("anteroom_vid={other}; anteroom_vid={mine}; anteroom_q.sale={ticket}"),
+            "another id first",
+        ),
+        (
+            format!("anteroom_q.sale=x; anteroom_vid={mine}; anteroom_q.sale={ticket}"),
+            "a bad ticket first",
+        ),
+    ] {
+        let resp = client()
+            .get(proxy.url("/products"))
+            .header("cookie", &header)
+            .header("accept", "application/json")
+            .send()
+            .await
+            .unwrap();
+        let v: Value = resp.json().await.unwrap();
+        assert_eq!(
+            (&v["state"], &v["position"], &v["waiting"]),
+            (&Value::from("waiting"), &place, &waiting),
+            "{what}: {v}"
+        );
+    }
+    drop(origin);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_large_body_reaches_the_origin_intact_for_an_admitted_visitor() {
     let (origin, proxy) = setup("").await;

@@ -23,8 +23,9 @@ impl Proxy {
         vid: VisitorId,
     ) -> Option<Ticket> {
         let r = &shared.rooms[room];
-        let value = cookie::find(cookie_values(req), &r.ticket_cookie)?;
-        ticket::verify(&shared.config.cookie.keys, r.name(), value).filter(|t| t.vid == vid)
+        cookie::find_map(cookie_values(req), &r.ticket_cookie, |value| {
+            ticket::verify(&shared.config.cookie.keys, r.name(), value).filter(|t| t.vid == vid)
+        })
     }
 
     /// The answer from the snapshot, when the ticket allows one (`None`: ask the store).

@@ -60,8 +60,10 @@ pub(super) fn gate(shared: &Shared, session: &Session, room: usize) -> Option<Jo
 
 /// The request carried `vid` (not one made for it just now, nor one that replaced a revoked id).
 pub(super) fn has_vid(req: &RequestHeader, vid: crate::store::VisitorId) -> bool {
-    cookie::find(cookie_values(req), cookie::VID_COOKIE).and_then(crate::store::VisitorId::parse)
-        == Some(vid)
+    cookie::find_map(cookie_values(req), cookie::VID_COOKIE, |v| {
+        (crate::store::VisitorId::parse(v) == Some(vid)).then_some(())
+    })
+    .is_some()
 }
 
 /// Whether `Accept` prefers JSON, its field lines read as one list (RFC 9110: a client may

@@ -26,8 +26,9 @@ impl Proxy {
         order: bool,
     ) -> Option<cookie::Verified> {
         let r = &shared.rooms[room];
-        let v = cookie::find(cookie_values(req), &r.cookie_name)
-            .and_then(|v| cookie::verify(&shared.config.cookie.keys, r.name(), v, now))?;
+        let v = cookie::find_map(cookie_values(req), &r.cookie_name, |v| {
+            cookie::verify(&shared.config.cookie.keys, r.name(), v, now)
+        })?;
         if r.cfg.origin_commands && r.revoked.holds(v.vid, now) {
             return None;
         }
@@ -63,17 +64,31 @@ impl Proxy {
         let r = &shared.rooms[room];
         let revoked =
             |v: &VisitorId| r.cfg.origin_commands && r.revoked.holds(*v, shared.cookie_secs(room));
-        if let Some(vid) = cookie::find(cookie_values(req), cookie::VID_COOKIE)
-            .and_then(VisitorId::parse)
-            .filter(|v| !revoked(v))
-        {
-            return vid;
-        }
-        let vid = cookie::find(cookie_values(req), &r.ticket_cookie)
-            .and_then(|v| crate::line::ticket::verify(&shared.config.cookie.keys, r.name(), v))
+        let from_ticket = || {
+            cookie::find_map(cookie_values(req), &r.ticket_cookie, |v| {
+                crate::line::ticket::verify(&shared.config.cookie.keys, r.name(), v)
+            })
             .map(|t| t.vid)
             .filter(|v| !revoked(v))
-            .unwrap_or_else(VisitorId::random);
+        };
+        let mut ids = cookie::values(cookie_values(req), cookie::VID_COOKIE)
+            .take(cookie::VALUES_TRIED)
+            .filter_map(VisitorId::parse)
+            .filter(|v| !revoked(v));
+        if let Some(first) = ids.next() {
+            // Several ids (one tossed in by a sibling site, sent first for its longer path):
+            // the one the signed ticket names is theirs; the ticket is verified only then.
+            let mut others = ids.peekable();
+            if others.peek().is_none() {
+                return first;
+            }
+            let named = from_ticket();
+            return match named {
+                Some(t) if t == first || others.any(|v| v == t) => t,
+                _ => first,
+            };
+        }
+        let vid = from_ticket().unwrap_or_else(VisitorId::random);
         let life = Self::visitor_cookie_secs(shared, room);
         ctx.set_cookies
             .push(cookie::set_vid(vid, life, secure(shared, ctx)));
