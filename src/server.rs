@@ -222,6 +222,7 @@ pub fn build(config: Config, upgrade: bool) -> Result<Built, StartError> {
     let config_sock = config.server.upgrade_sock.clone();
     let http = config.listen.http.to_string();
     let https = config.listen.https.map(|a| a.to_string());
+    let client_timeout = config.server.client_timeout;
     let core = Arc::new(Core::new(&config, store, clock).map_err(StartError::Pages)?);
     let shared = Shared::new(core, config, None).map_err(StartError::Pages)?;
     let current: Current = Arc::new(ArcSwap::from_pointee(shared));
@@ -240,6 +241,14 @@ pub fn build(config: Config, upgrade: bool) -> Result<Built, StartError> {
         Proxy::new(current.clone()),
         "anteroom proxy",
     );
+    // An HTTP/2 connection with no stream open closes after `client-timeout`, as an idle
+    // HTTP/1.1 one does (Pingora's keepalive setting does nothing for HTTP/2: found by review,
+    // such a connection stayed open for good). Read at start: a reload does not change it.
+    if let Some(app) = proxy.app_logic_mut() {
+        let mut options = pingora::apps::HttpServerOptions::default();
+        options.h2_idle_timeout = Some(client_timeout);
+        app.server_options = Some(options);
+    }
     proxy.add_listener(ListenerConfig::tcp(&http).l4_buffer(buffers()));
     if let Some(https) = &https {
         let tls = crate::edge::tls::settings(current.load().core.tls.clone())

@@ -318,7 +318,8 @@ async fn stalling_an_order_past_the_shops_read_timeout_does_not_give_it_back() {
     let mut answer = Vec::new();
     let _ = tokio::time::timeout(Duration::from_secs(10), s.read_to_end(&mut answer)).await;
     let answer = String::from_utf8_lossy(&answer);
-    assert!(answer.starts_with("HTTP/1.1 504"), "{answer}");
+    // The visitor's side: no page of the shop's failure (the connection closes).
+    assert!(answer.is_empty(), "{answer}");
     assert_eq!(shop.orders(), 1, "the shop had the order's head");
     assert_eq!(order(&proxy, &mut jar).await, 409, "a second order");
     assert_eq!(shop.orders(), 1, "the shop saw one order");

@@ -65,7 +65,7 @@ pub struct Ctx {
     /// through this worker thread's hold on it ([`held`]).
     pub(super) shared: Arc<held::Held>,
     /// A slot under the room's `max-origin-inflight`, held until the request ends.
-    pub(super) origin_slot: Option<crate::room::gate::Slot>,
+    pub(super) origin_slot: Option<super::origin_slot::Held>,
     /// When the origin was asked (before connecting): its latency, for the autopilot.
     pub(super) upstream_at: Option<Instant>,
     /// Origin servers this request could not connect to (another is tried).

@@ -99,6 +99,7 @@ impl ProxyHttp for Proxy {
         // review), a body uploaded slowly counted as the shop's slowness and cut the rate.
         if end_of_stream {
             ctx.body_complete = true;
+            Self::body_whole(ctx);
             if ctx.upstream_at.is_some() {
                 ctx.upstream_at = Some(Instant::now());
             }

@@ -470,10 +470,16 @@ pub(super) async fn on_failure(
         _ => 502,
     };
     let shared = ctx.shared.clone();
-    if *e.esource() != ErrorSource::Downstream {
+    let whole = ctx.body_complete || session.is_body_empty();
+    // An origin that timed out waiting while the request's body was still coming was waiting
+    // for the visitor: the visitor's side, as a body cut at `client-timeout` is (no page, no
+    // "origin failed", no sample of the shop's health). Found by review: over HTTP/2, where
+    // Pingora cuts no stalled body, it ended as the shop's 504 and failure.
+    let waited_for_visitor = *e.etype() == ErrorType::ReadTimedout && !whole;
+    let code = if waited_for_visitor { 0 } else { code };
+    if *e.esource() != ErrorSource::Downstream && !waited_for_visitor {
         note_health(session, ctx, None);
     }
-    let whole = ctx.body_complete || session.is_body_empty();
     let how = failure_settlement(e.esource(), e.etype(), ctx.handed_over, whole);
     settle(&shared, ctx, how).await;
     if code == 0 {

@@ -5,6 +5,15 @@
 //! (a cookie renewed on the way is still set). Every forwarded request of a capped room takes a
 //! slot, the room switched off or not; one whose connection switches protocols (101) gives it
 //! back with the answer.
+//!
+//! Over HTTP/2 Pingora has no read timeout on a request body (`set_read_timeout` does nothing
+//! there), so a stalled body is not cut at `client-timeout` as it is over HTTP/1.1: it runs
+//! until the origin's `read-timeout`. Its slot is watched instead ([`Held::Watched`]): given
+//! back when the body is not whole within `client-timeout` of the request's start (found by
+//! review: one admitted visitor stalling a body on each of a connection's streams shut a capped
+//! room with 503s for everyone).
+
+use std::time::Instant;
 
 use pingora::proxy::Session;
 use pingora::Result;
@@ -39,7 +48,13 @@ impl Proxy {
         // would otherwise pin a slot for its whole life.
         match gate.enter(cap.queue_timeout).await {
             Ok(slot) => {
-                ctx.origin_slot = Some(slot);
+                let h2_body = session.is_http2() && !session.is_body_empty();
+                ctx.origin_slot = Some(if h2_body {
+                    let deadline = ctx.started + shared.config.server.client_timeout;
+                    Held::Watched(Watch::start(slot, deadline, r.name().to_string()))
+                } else {
+                    Held::Plain(slot)
+                });
                 Ok(false)
             }
             Err(_) => {
@@ -62,6 +77,15 @@ impl Proxy {
         }
     }
 
+    /// The request's body is whole: a watched slot stays with the request until it ends.
+    pub(super) fn body_whole(ctx: &mut Ctx) {
+        if let Some(Held::Watched(w)) = &mut ctx.origin_slot {
+            if let Some(done) = w.done.take() {
+                let _ = done.send(());
+            }
+        }
+    }
+
     async fn send_busy(
         shared: &Shared,
         session: &mut Session,
@@ -79,5 +103,52 @@ impl Proxy {
             always_json: false,
         };
         Self::send_refusal(shared, session, ctx, room, &refusal).await
+    }
+}
+
+/// A slot of the room's gate this request holds; given back when dropped.
+pub(super) enum Held {
+    Plain(#[allow(dead_code)] crate::room::gate::Slot),
+    /// An HTTP/2 request whose body is still coming: the slot is in a watch.
+    Watched(Watch),
+}
+
+/// Holds a slot for a request whose body is still coming, and gives it back at `deadline`
+/// unless told first that the body is whole (then it keeps it until dropped). Dropping it
+/// (the request ended, or a 101) gives the slot back at once.
+pub(super) struct Watch {
+    task: tokio::task::JoinHandle<()>,
+    done: Option<tokio::sync::oneshot::Sender<()>>,
+}
+
+impl Watch {
+    fn start(slot: crate::room::gate::Slot, deadline: Instant, room: String) -> Self {
+        let (done, whole) = tokio::sync::oneshot::channel::<()>();
+        let task = tokio::spawn(async move {
+            let late = tokio::select! {
+                _ = tokio::time::sleep_until(deadline.into()) => true,
+                said = whole => said.is_err(),
+            };
+            if late {
+                drop(slot);
+                tracing::debug!(
+                    room,
+                    "an HTTP/2 request body not whole within client-timeout: its origin slot is given back"
+                );
+                return;
+            }
+            let _kept = slot;
+            std::future::pending::<()>().await;
+        });
+        Self {
+            task,
+            done: Some(done),
+        }
+    }
+}
+
+impl Drop for Watch {
+    fn drop(&mut self) {
+        self.task.abort();
     }
 }
