@@ -5,7 +5,7 @@ use super::build::{k, Builder};
 use super::file::RoomFile;
 use super::locate::KeyPath;
 use super::model::{ConsumeRoute, RoomConfig};
-use super::rooms::not_plain;
+use super::room_parts::not_plain;
 use crate::route::{path_covers, path_covers_folded};
 
 impl Builder<'_> {

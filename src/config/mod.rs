@@ -17,6 +17,7 @@ pub mod model;
 mod origin_lock;
 mod origins;
 mod queueing;
+mod room_parts;
 mod rooms;
 mod rules;
 mod store;

@@ -49,7 +49,7 @@ impl Builder<'_> {
             None => DEFAULT_CLOSED_STATUS,
             // Like `waiting-status` (found by review: 204 and 304 passed, and their answers,
             // sent with the page's length and no body, wedged the connection).
-            Some(s) if super::rooms::carries_a_page(s) => s as u16,
+            Some(s) if super::room_parts::carries_a_page(s) => s as u16,
             Some(s) => {
                 self.fail(
                     p.key("closed-status"),
