@@ -1,0 +1,104 @@
+//! What an `admit` step is told by its caller ([`AdmitContext`], [`AdmitStep`]) and what it
+//! answers ([`AdmitReport`]), on every store backend.
+
+use std::time::Duration;
+
+use super::{
+    autopilot, EventSeen, EventsArg, LineSample, Place, Revocations, RoomState, VisitorId,
+};
+
+/// A visitor moved from waiting to active by an `admit` step.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AdmittedVisitor {
+    pub vid: VisitorId,
+    /// Time from joining the line to this admission.
+    pub waited: Duration,
+}
+
+/// What one `admit` step did.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AdmitReport {
+    pub admitted: u64,
+    /// Who was admitted, front of the line first.
+    pub admitted_visitors: Vec<AdmittedVisitor>,
+    pub abandoned: u64,
+    pub expired: u64,
+    pub waiting: u64,
+    pub active: u64,
+    /// Measured admissions per second (smoothed).
+    pub measured_rate: f64,
+    pub state: RoomState,
+    /// Proxy instances that ran the admission loop for this room lately (1 for memory).
+    pub instances: u64,
+    /// The store generation: an opaque id kept in the room's data and created by `admit` when
+    /// there is none. A different one than last time means the store lost the room's data (a
+    /// Redis restarted without persistence, a failover that dropped writes).
+    pub generation: String,
+    /// This call created `generation` (a new room, or a store that forgot it).
+    pub new_generation: bool,
+    /// The line after this step, sampled (see [`super::line`]): what answers status polls at the edge.
+    pub line: LineSample,
+    /// The autopilot, when the call carried one ([`AdmitContext::autopilot`]).
+    pub autopilot: Option<autopilot::AutopilotState>,
+    /// Admissions revoked since [`AdmitContext::revoked_after`] (empty when it was `None`).
+    pub revoked: Revocations,
+    /// The event in force, when the call carried events ([`AdmitContext::events`]).
+    pub event: Option<EventSeen>,
+    /// The version of the room's runtime event changes ([`super::Store::runtime_events`]): another
+    /// than the caller built its schedule from means it should read them again.
+    pub events_version: u64,
+    /// The store's clock at the call (Unix µs): what event times are decided by.
+    pub store_now: crate::clock::Micros,
+    /// A random draw let someone in within the last claim-ttl (and two ticks), whatever this
+    /// caller's method: the line's order then says nothing of who was let in, and a status
+    /// poll asks the store (an instance still on `fifo` beside one on `random`, or a room just
+    /// switched from `random`: found by review, a visitor drawn lost the turn).
+    pub random_recent: bool,
+}
+
+/// What the caller of `admit` knows, from its own earlier ticks.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct AdmitContext {
+    /// The generation this instance saw last. When the store holds another one, the call
+    /// admits nobody: the room's runtime state was lost and must be re-asserted first. When the
+    /// store holds none (this call makes it), the call also holds the line (`queue_all`) until
+    /// the caller has re-asserted the state, so that no newcomer walks in meanwhile.
+    pub known_generation: Option<String>,
+    /// Slots of max-active to keep free: sessions the store forgot that are probably still
+    /// browsing and not yet re-registered. Join's fast path honours the latest one too.
+    pub hold_back: u64,
+    /// Visitors polled through queue tickets since the last call, with the place each ticket
+    /// names: each one still at that place in line is marked seen now (as a join would).
+    pub seen: Vec<(VisitorId, Place)>,
+    /// A digest of the room's configuration on this instance (see
+    /// [`crate::room::config_digest`]), kept beside the instance's heartbeat so that the
+    /// admin API can tell when instances run different configurations.
+    pub config: String,
+    /// A digest of the room's events as this instance runs them (see
+    /// [`crate::room::events_digest`]): while live instances disagree on it, the store takes
+    /// no event step and admits nobody in the room ('' tells nothing: a caller before this).
+    pub events_config: String,
+    /// The room has an autopilot: this instance's report and proposal.
+    pub autopilot: Option<autopilot::AutopilotTick>,
+    /// The room takes origin commands: hand back the revocations numbered after this one
+    /// ([`super::finish`]); `None` reads none (no cost for rooms without them).
+    pub revoked_after: Option<u64>,
+    /// The room's events near now ([`super::event`]); `None` for a room without events.
+    pub events: Option<EventsArg>,
+    /// This call's number and the last one whose answer the caller received.
+    pub step: AdmitStep,
+}
+
+/// An admit call's place among the caller's calls for a room. A call whose answer the caller
+/// never received (late past its timeout, or lost) still ran, and may have given turns the
+/// caller cannot tell its visitors of: while the last call the store ran for the caller is
+/// not one it heard, the store gives no turn, and keeps the claims of the turns that call
+/// gave alive. `number` 0: not numbered (no such check).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct AdmitStep {
+    /// This call's number: larger than any earlier call's of the caller, for any room.
+    pub number: u64,
+    /// The number of the last call of the caller for this room whose answer it received
+    /// (0: none yet).
+    pub heard: u64,
+}
