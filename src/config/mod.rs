@@ -1,6 +1,6 @@
 //! Operator configuration: one TOML file, read in two stages.
 //!
-//! [`file`] mirrors the file with serde (unknown keys rejected), [`build`] validates it into the
+//! [`mod@file`] mirrors the file with serde (unknown keys rejected), [`build`] validates it into the
 //! typed [`model::Config`], and [`locate`] gives every complaint a `file:line:col`. Bad config
 //! fails at boot, never under traffic.
 

@@ -7,7 +7,7 @@
 //!   already returns: the place at sampled ranks of the line, the count, the state and the rate
 //!   (no extra round trip).
 //! - A poll with a ticket is answered from the snapshot ([`decide`]): the rank interpolated
-//!   between sampled ranks ([`estimate`]), never above what the visitor was last shown. When the
+//!   between sampled ranks ([`mod@estimate`]), never above what the visitor was last shown. When the
 //!   ticket's place is within what may have been admitted since the snapshot
 //!   ([`Snapshot::may_have_gone`]: a batch or a few at the front), in another epoch, or the
 //!   visitor was away for half of `abandon-after`, the store decides as before (one real

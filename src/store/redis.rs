@@ -15,7 +15,7 @@
 //! the order's request id, so a call whose reply was lost and that is sent again still wins,
 //! while any other request for the same admission loses.
 //!
-//! Every call is bounded by the store timeout in [`crate::app::Shared::store_call`]; the
+//! Every call is bounded by the store timeout in [`crate::app::Core::store_call`]; the
 //! connection itself is made lazily on first use (inside the caller's runtime) and re-made
 //! by redis-rs after a failure.
 

@@ -34,7 +34,7 @@ pub enum Queueing {
     Random,
     /// A dry run: nobody queues, everyone is let in as a newcomer to an empty room would be,
     /// and each one the line would have held (no token, no slot of max-active, the line held)
-    /// is counted ([`RoomStats::would_have_queued`]).
+    /// is counted ([`super::RoomStats::would_have_queued`]).
     Passthrough,
     /// Nobody queues and nobody in a line left from before is let in (newcomers get the room's
     /// "closed" answer from the proxy, before any store call); admitted sessions run on. Before
