@@ -181,7 +181,7 @@ fn frozen_changes(
     old: &Shared,
     new: &config::Config,
     path: &std::path::Path,
-    lines: &[(u64, bool)],
+    lines: &[Line],
 ) -> Vec<config::ConfigError> {
     use config::locate::{KeyPath, Located};
     let text = std::fs::read_to_string(path).unwrap_or_default();
@@ -250,7 +250,36 @@ fn frozen_changes(
     // name) while people wait in its line, or while its line is held: they would lose their
     // place (their polls answered 404), and its paths would open past the hold (found by
     // review: a renamed room's newcomers walked in while the old line stayed held in Redis).
-    for (o, &(waiting, held)) in gone(old, new).zip(lines) {
+    for (o, line) in gone(old, new).zip(lines) {
+        let &Line {
+            waiting,
+            held,
+            active,
+        } = line;
+        // Admitted visitors of a room whose paths another room of the new file covers (a
+        // rename) would meet that room's line: their cookies are signed for the old name
+        // (found by review: a rename with nobody waiting sent every admitted visitor back to
+        // the line, and their turns came due to 404s). A room simply removed opens its paths
+        // to them instead, which costs them nothing.
+        if let Some(covering) = new
+            .rooms
+            .iter()
+            .find(|n| covers(n, o))
+            .filter(|_| active > 0)
+        {
+            out.push(error(
+                KeyPath::root().key("room"),
+                format!(
+                    "room {:?} is gone from the file while {active} admitted visitors hold its sessions, and room {:?} covers its paths: they would be sent back to a line, their admissions signed for the old name",
+                    o.name(),
+                    covering.name()
+                ),
+                format!(
+                    "keep room {0:?} under its name until its sessions have ended (`anteroom room {0}` shows `active`; a session lasts session-ttl), then rename it",
+                    o.name()
+                ),
+            ));
+        }
         if waiting == 0 && !held {
             continue;
         }
@@ -274,25 +303,52 @@ fn frozen_changes(
     out
 }
 
-/// The line of each room [`gone`] from `new`, in its order: how many wait in it and whether it
-/// is held, as the store says now, or as the last tick saw it when the store does not answer
-/// (found by review: by the last tick's counts alone, a line that formed within the last tick
-/// was not seen).
-async fn lines_of_gone_rooms(old: &Shared, new: &config::Config) -> Vec<(u64, bool)> {
+/// A room's line and sessions as a reload judges a room gone from the file.
+struct Line {
+    waiting: u64,
+    held: bool,
+    /// Admitted sessions and turns given (`max-active`'s count).
+    active: u64,
+}
+
+/// The line of each room [`gone`] from `new`, in its order: how many wait in it, whether it
+/// is held and how many sessions it has, as the store says now, or as the last tick saw it
+/// when the store does not answer (found by review: by the last tick's counts alone, a line
+/// that formed within the last tick was not seen).
+async fn lines_of_gone_rooms(old: &Shared, new: &config::Config) -> Vec<Line> {
     let mut out = Vec::new();
     for o in gone(old, new) {
         let now = old
             .store_call("stats", o.name(), old.store.stats(&o.cfg.params))
             .await;
         out.push(match now {
-            Ok(st) => (st.waiting, st.state.queue_all),
+            Ok(st) => Line {
+                waiting: st.waiting,
+                held: st.state.queue_all,
+                active: st.active,
+            },
             Err(e) => {
                 old.warn_store_error(&e);
-                (o.live.waiting(), o.live.queue_all())
+                Line {
+                    waiting: o.live.waiting(),
+                    held: o.live.queue_all(),
+                    active: o.live.active(),
+                }
             }
         });
     }
     out
+}
+
+/// Whether room `new` of the new file covers a path of the old room `old`: one of their path
+/// prefixes is a prefix of the other (hosts are not compared: a request may name either).
+fn covers(new: &config::RoomConfig, old: &crate::room::Room) -> bool {
+    new.paths.iter().any(|n| {
+        old.cfg
+            .paths
+            .iter()
+            .any(|o| n.starts_with(o.as_str()) || o.starts_with(n.as_str()))
+    })
 }
 
 /// The rooms of the running configuration that `new` has no room of the same name for.

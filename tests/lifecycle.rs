@@ -245,8 +245,11 @@ async fn a_reload_does_not_drop_a_room_with_a_line() {
             origin.addr,
             "\"/products\"",
             // Ticks far apart: the line forms after the first, and the reload comes before
-            // the next (what the store says counts, not what the last tick saw).
-            &format!("tick = \"10s\"\n[admin]\ntoken = \"{TOKEN}\""),
+            // the next (what the store says counts, not what the last tick saw). Sessions
+            // short: the rename waits for the admitted visitor's to end.
+            &format!(
+                "tick = \"10s\"\nsession-ttl = \"3s\"\nclaim-ttl = \"3s\"\n[admin]\ntoken = \"{TOKEN}\""
+            ),
         ),
         &[("ANTEROOM_LOG", "info")],
         &[],
@@ -281,8 +284,9 @@ async fn a_reload_does_not_drop_a_room_with_a_line() {
         "a newcomer still queues"
     );
 
-    // Once nobody waits (the line emptied), the rename goes through, and is named. (The same
-    // process: one just started may not listen for SIGHUP yet, and the signal's default ends it.)
+    // Nobody waits (the line emptied), but the admitted visitor's session lasts: the renamed
+    // room covers its paths, and their admission is signed for the old name, so the rename is
+    // refused (found by review: it sent every admitted visitor back to the line).
     let (code, body) = admin_call(
         &proxy,
         reqwest::Method::DELETE,
@@ -293,8 +297,27 @@ async fn a_reload_does_not_drop_a_room_with_a_line() {
     .await;
     assert_eq!(code, 200, "{body}");
     proxy.signal("HUP");
-    let logs = eventually(Duration::from_secs(5), "the reload in the log", || async {
+    eventually(Duration::from_secs(5), "the second refusal", || async {
+        proxy
+            .stderr()
+            .contains("admitted visitors hold its sessions")
+            .then_some(())
+    })
+    .await;
+    assert!(!proxy.stderr().contains("configuration reloaded"));
+    assert_eq!(
+        with_cookie(&proxy, "/products", &holder.header()).await.0,
+        "origin GET /products",
+        "the admitted visitor still goes in"
+    );
+    // Once their session has ended, the rename goes through, and is named. (The same
+    // process: one just started may not listen for SIGHUP yet, and the signal's default ends it.)
+    let logs = eventually(Duration::from_secs(15), "the reload in the log", || async {
         let logs = proxy.stderr();
+        if !logs.contains("configuration reloaded") {
+            proxy.signal("HUP");
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
         logs.contains("configuration reloaded").then_some(logs)
     })
     .await;
