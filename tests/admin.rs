@@ -261,6 +261,21 @@ async fn rooms_are_shown_changed_and_cleared() {
         assert_eq!(status, expected, "{body}: {v}");
         assert!(v["error"].as_str().is_some());
     }
+    // A repeated key is refused, not read as its last value (re-review: a trailing `null`
+    // removed the pin the same body set).
+    for raw in [
+        r#"{"admit_per_second": 7, "admit_per_second": null}"#,
+        r#" {"enabled": false, "enabled": null}"#,
+    ] {
+        let resp = client()
+            .patch(proxy.admin_url("/rooms/sale"))
+            .bearer_auth(TOKEN)
+            .body(raw)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status().as_u16(), 400, "{raw}");
+    }
     let after = admin(
         &proxy,
         reqwest::Method::GET,
