@@ -413,3 +413,66 @@ key = "{key}"
     .await;
     assert!(!logs.contains("origin failed"), "{logs}");
 }
+
+/// An HTTP/2 request whose whole body came while it waited for its origin slot longer than
+/// `client-timeout` keeps the slot once it has it: the watch counts from the slot's coming
+/// (found by re-review: counted from the request's start, the slot was given back at once and
+/// a third request went to the origin beside it, past the cap).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_that_waited_for_its_slot_keeps_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let origin = Origin::start().await;
+    origin.set_delay(2500);
+    let (proxy, port, ca) = https_proxy_with(
+        dir.path(),
+        &origin,
+        "[server]\nclient-timeout = \"1s\"\n[admin]\ntoken = \"admin-token-for-tests-0123456789\"",
+        "max-origin-inflight = 1\norigin-queue-timeout = \"20s\"",
+    )
+    .await;
+    let cookie = admission(&proxy).await;
+    let inflight = |n: u8| {
+        let proxy = &proxy;
+        async move {
+            let m = metrics_text(proxy, "admin-token-for-tests-0123456789").await;
+            m.contains(&format!("anteroom_origin_inflight{{room=\"sale\"}} {n}"))
+        }
+    };
+    let first = {
+        let req = client()
+            .get(proxy.url("/products/first"))
+            .header("host", "shop.test")
+            .header("cookie", &cookie);
+        tokio::spawn(async move { req.send().await.map(|r| r.status().as_u16()) })
+    };
+    eventually(
+        std::time::Duration::from_secs(5),
+        "the first holds the slot",
+        || async { inflight(1).await.then_some(()) },
+    )
+    .await;
+    // The order, whole, on HTTP/2: it waits about 2.5 s for the slot (past client-timeout).
+    let (mut h2c, _conn) = h2_connect(port, &ca).await;
+    let req = http::Request::builder()
+        .method("POST")
+        .uri(format!("https://shop.test:{port}/products/second"))
+        .header("cookie", &cookie)
+        .header("content-length", "2")
+        .body(())
+        .unwrap();
+    let (second, mut body) = h2c.send_request(req, false).unwrap();
+    body.send_data(bytes::Bytes::from_static(b"ok"), true)
+        .unwrap();
+    assert_eq!(first.await.unwrap().unwrap(), 200);
+    // Now the second is at the origin for 2.5 s, holding the slot all along.
+    for _ in 0..3 {
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        assert!(
+            inflight(1).await,
+            "the slot given back while its request is at the origin"
+        );
+    }
+    let second = second.await.unwrap();
+    assert_eq!(second.status(), 200);
+    drop(proxy);
+}

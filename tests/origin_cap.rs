@@ -318,6 +318,35 @@ async fn a_trickled_body_holds_the_slot_no_longer_than_client_timeout() {
     trickle.abort();
 }
 
+/// An upload that waited for its slot longer than `client-timeout` has its whole
+/// `client-timeout` once the slot comes: nothing read its body while it waited (found by
+/// re-review: counted from the request's start, its first piece failed it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upload_that_waited_for_its_slot_is_not_timed_out_for_the_wait() {
+    let origin = counting_origin(Duration::from_millis(10), Duration::from_millis(3000)).await;
+    let proxy = Proxy::start(&format!(
+        "[server]\nclient-timeout = \"1s\"\n{}",
+        config(origin.addr, 1, "20s")
+    ));
+    let holder = admitted(&proxy).await;
+    let uploader = admitted(&proxy).await;
+    let hold = send(&proxy, reqwest::Method::GET, "/hold", &holder, 0, false);
+    eventually(Duration::from_secs(5), "the slot taken", || async {
+        (origin.counts.now.load(Ordering::SeqCst) == 1).then_some(())
+    })
+    .await;
+    // 512 KiB sent at once: read in many pieces, the first of them after the 3 s wait.
+    let resp = client()
+        .post(proxy.url("/products/upload"))
+        .header("cookie", uploader.header())
+        .body(vec![b'x'; 512 * 1024])
+        .send()
+        .await;
+    let status = resp.map(|r| r.status().as_u16()).unwrap_or(0);
+    assert_eq!(status, 200, "the upload after its wait in the gate");
+    assert_eq!(hold.await.unwrap().status(), 200);
+}
+
 /// A body not complete within `client-timeout` is the visitor's slowness, not the shop's: no
 /// 504 page, no "origin failed", no failure in the origin's health that the autopilot reads
 /// (found by review: the timeout was told as the origin's, so one admitted visitor trickling

@@ -47,6 +47,11 @@ pub struct Ctx {
     pub outcome: Outcome,
     pub(super) reject: Option<Reject>,
     pub(super) started: Instant,
+    /// When the request's body may start to be read: its start, or when its origin slot came
+    /// (nothing reads the body while it waits for one). `client-timeout` bounds the body from
+    /// here (found by re-review: counted from the start, an upload that waited in the gate
+    /// longer failed at its first piece, and over HTTP/2 gave its slot back at once).
+    pub(super) body_from: Instant,
     /// A trusted proxy says the visitor came over HTTPS.
     pub(super) https: bool,
     /// The admission this request took for an order, pending until the origin's answer
@@ -98,6 +103,7 @@ impl Ctx {
             outcome: Outcome::Pass,
             reject: None,
             started: Instant::now(),
+            body_from: Instant::now(),
             https: false,
             consumed: None,
             order: false,

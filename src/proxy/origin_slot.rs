@@ -9,7 +9,7 @@
 //! Over HTTP/2 Pingora has no read timeout on a request body (`set_read_timeout` does nothing
 //! there), so a stalled body is not cut at `client-timeout` as it is over HTTP/1.1: it runs
 //! until the origin's `read-timeout`. Its slot is watched instead ([`Held::Watched`]): given
-//! back when the body is not whole within `client-timeout` of the request's start (found by
+//! back when the body is not whole within `client-timeout` of the slot's coming (found by
 //! review: one admitted visitor stalling a body on each of a connection's streams shut a capped
 //! room with 503s for everyone).
 
@@ -48,9 +48,10 @@ impl Proxy {
         // would otherwise pin a slot for its whole life.
         match gate.enter(cap.queue_timeout).await {
             Ok(slot) => {
+                ctx.body_from = Instant::now();
                 let h2_body = session.is_http2() && !session.is_body_empty();
                 ctx.origin_slot = Some(if h2_body {
-                    let deadline = ctx.started + shared.config.server.client_timeout;
+                    let deadline = ctx.body_from + shared.config.server.client_timeout;
                     Held::Watched(Watch::start(slot, deadline, r.name().to_string()))
                 } else {
                     Held::Plain(slot)

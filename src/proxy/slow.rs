@@ -6,7 +6,8 @@
 //! the connection itself: the request holds its slot of `max-origin-inflight` while the body
 //! streams to the origin, so one admitted visitor trickling two bodies shut a room capped at 2
 //! with 503s for everyone (found by review). The body must now be complete within
-//! `client-timeout` of the request's start: after each piece the read timeout is what is left.
+//! `client-timeout` of the request's start (or of its origin slot's coming, when it waited for
+//! one: nothing reads the body meanwhile): after each piece the read timeout is what is left.
 //! (A request header has no such total bound: Pingora reads it before any filter runs;
 //! docs/SECURITY.md says so.)
 
@@ -62,7 +63,7 @@ impl Proxy {
             return Ok(());
         }
         let limit = ctx.shared.config.server.client_timeout;
-        match body_time_left(ctx.started.elapsed(), limit) {
+        match body_time_left(ctx.body_from.elapsed(), limit) {
             Some(left) => {
                 session.set_read_timeout(Some(left));
                 Ok(())
