@@ -284,6 +284,54 @@ async fn host_spellings_of_a_protected_host() {
     assert!(r.reached_origin(), "{r:?}");
 }
 
+/// A room for any host on a shorter prefix (here the whole site) does not open a host-bound
+/// room's paths to other hosts, its consume route included (found by review: with `/` for any
+/// host beside the sale on shop.test, `Host: evil.test` or none met the cheap room and placed
+/// orders past the sale's line).
+#[tokio::test]
+async fn a_site_wide_room_does_not_open_a_host_bound_rooms_paths_to_other_hosts() {
+    let origin = Origin::start().await;
+    let proxy = Proxy::start(&format!(
+        r#"{sale}
+[[room]]
+name = "site"
+upstream = "shop"
+paths = ["/"]
+admit-per-second = 100
+max-active = 1000
+{base}"#,
+        sale = room("\"shop.test\"", "", 1),
+        base = base_config(origin.addr)
+    ));
+    occupy(&proxy, "shop.test").await;
+    for host in ["evil.test", "127.0.0.1", "shop.test.evil.test"] {
+        assert_held(
+            &proxy,
+            &origin,
+            &get("/products/1", host, ""),
+            &format!("Host: {host}"),
+        )
+        .await;
+        assert_held(
+            &proxy,
+            &origin,
+            &format!("POST /orders HTTP/1.1\r\nHost: {host}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"),
+            &format!("an order with Host: {host}"),
+        )
+        .await;
+    }
+    assert_held(
+        &proxy,
+        &origin,
+        "GET /products/1 HTTP/1.0\r\n\r\n",
+        "HTTP/1.0 without Host",
+    )
+    .await;
+    // The rest of the site is the cheap room's, for any host.
+    let r = raw(&proxy, &get("/about", "evil.test", "")).await;
+    assert!(r.reached_origin(), "{r:?}");
+}
+
 #[tokio::test]
 async fn other_hosts_room_and_pass() {
     let origin = Origin::start().await;

@@ -152,12 +152,11 @@ impl Router {
         }
     }
 
-    /// The room for one host and one reading of the path.
-    fn lookup(&self, host: &str, r: &Reading<'_>) -> Option<usize> {
+    /// The entry for one host and one reading of the path.
+    fn lookup(&self, host: &str, r: &Reading<'_>) -> Option<&Entry> {
         self.entries
             .iter()
             .find(|e| e.covers(r) && e.host.matches(host))
-            .map(|e| e.room)
     }
 
     /// The room for a host and an already normalised path (exact case).
@@ -189,19 +188,45 @@ impl Router {
         }
     }
 
+    /// A reading a room for any host matched (entry `found`), under a longer prefix that a
+    /// host-bound room on the same upstream protects (its host is not the request's, or the
+    /// lookup would have found it first): the request names another host for a path that room
+    /// protects, as when no room matched, and `other-hosts` decides. `None`: no such claim.
+    ///
+    /// Found by review: with a room on `/` for any host beside a host-bound room on `/sale`, a
+    /// request for `/sale/...` with another `Host` (or none) met the cheap room and went to the
+    /// shop, which served it as its own `/sale`: past the host-bound room's line and its
+    /// consume route.
+    fn bound_over(&self, found: &Entry, r: &Reading<'_>) -> Option<Verdict> {
+        if !self.host_bound || self.other_hosts == OtherHosts::Pass {
+            return None;
+        }
+        let upstream = self.upstreams.get(found.room);
+        let bound = self.entries.iter().find(|e| {
+            e.host.is_bound()
+                && e.prefix.len() > found.prefix.len()
+                && self.upstreams.get(e.room) == upstream
+                && e.covers(r)
+        })?;
+        Some(match self.other_hosts {
+            OtherHosts::Room => Verdict::Room(bound.room),
+            _ => Verdict::UnknownHost,
+        })
+    }
+
     /// The verdict for one reading of the path over every reading of the host.
     fn verdict(&self, hosts: &[&str], r: &Reading<'_>) -> Result<Verdict, &'static str> {
-        let mut found: Option<usize> = None;
+        let mut found: Option<&Entry> = None;
         for h in hosts {
-            if let Some(room) = self.lookup(h, r) {
-                if found.is_some_and(|f| f != room) {
+            if let Some(e) = self.lookup(h, r) {
+                if found.is_some_and(|f| f.room != e.room) {
                     return Err("the request's host names disagree about the site");
                 }
-                found = Some(room);
+                found = Some(e);
             }
         }
         Ok(match found {
-            Some(room) => Verdict::Room(room),
+            Some(e) => self.bound_over(e, r).unwrap_or(Verdict::Room(e.room)),
             None => self.other_host(r),
         })
     }
@@ -280,220 +305,4 @@ fn is_reserved(r: &Reading<'_>) -> bool {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn router(policy: Policy) -> Router {
-        let any = [HostPattern::Any];
-        let shop = [HostPattern::parse("shop.test").unwrap()];
-        let all = ["/".to_string()];
-        let orders = ["/orders".to_string()];
-        let products = ["/products".to_string()];
-        Router::new(
-            [
-                RoomRoutes {
-                    hosts: &any,
-                    paths: &all,
-                    upstream: 1,
-                },
-                RoomRoutes {
-                    hosts: &shop,
-                    paths: &orders,
-                    upstream: 1,
-                },
-                RoomRoutes {
-                    hosts: &any,
-                    paths: &products,
-                    upstream: 0,
-                },
-            ],
-            policy,
-        )
-    }
-
-    fn decide(r: &Router, host: &str, path: &str) -> Routing {
-        let hosts: Vec<&str> = normalize_host(host).into_iter().collect();
-        r.decide(&hosts, &Readings::of(path))
-    }
-
-    #[test]
-    fn longest_prefix_and_exact_host_win() {
-        let r = router(Policy::default());
-        assert_eq!(r.route("shop.test", "/orders/1"), Some(1));
-        assert_eq!(r.route("other.test", "/orders/1"), Some(0));
-        assert_eq!(r.route("shop.test", "/products"), Some(2));
-        assert_eq!(decide(&r, "SHOP.test.:8080", "/orders/1"), Routing::Room(1));
-    }
-
-    #[test]
-    fn additive_readings_add_a_room_and_never_make_a_spelling_ambiguous() {
-        let any = [HostPattern::Any];
-        let products = ["/products".to_string()];
-        let orders = ["/orders".to_string()];
-        for matching in [PathMatching::Strict, PathMatching::Lenient] {
-            let r = Router::new(
-                [
-                    RoomRoutes {
-                        hosts: &any,
-                        paths: &products,
-                        upstream: 0,
-                    },
-                    RoomRoutes {
-                        hosts: &any,
-                        paths: &orders,
-                        upstream: 0,
-                    },
-                ],
-                Policy {
-                    matching,
-                    ..Policy::default()
-                },
-            );
-            let d = |p: &str| r.decide(&["shop.test"], &Readings::of(p));
-            // Outside by the standard reading, inside by a kept-dots or path-info one.
-            for p in [
-                "/products/..",
-                "/products/1%2F..%2F..%2Fx",
-                "/index.php/products",
-            ] {
-                assert_eq!(d(p), Routing::Room(0), "{p} ({matching:?})");
-            }
-            // Inside by the standard reading, outside by an additive one: not ambiguous.
-            assert_eq!(d("/x/../products/1"), Routing::Room(0), "{matching:?}");
-            // Two rooms are still two rooms.
-            assert!(matches!(d("/orders/../products"), Routing::Refuse(_)));
-            assert_eq!(d("/index.php/about"), Routing::Outside);
-            assert_eq!(d("/about/../contact"), Routing::Outside);
-        }
-    }
-
-    #[test]
-    fn any_reading_in_a_room_puts_the_request_there() {
-        let any = [HostPattern::Any];
-        let products = ["/products".to_string()];
-        let one = |upstream| RoomRoutes {
-            hosts: &any,
-            paths: &products,
-            upstream,
-        };
-        let r = Router::new(
-            [one(0)],
-            Policy {
-                matching: PathMatching::Lenient,
-                ..Policy::default()
-            },
-        );
-        for p in [
-            "/x/..;/products/1",
-            "/PRODUCTS/1",
-            "/products\\1",
-            "/products%5C1",
-            "/products%00",
-            "/Products./1",
-        ] {
-            assert_eq!(decide(&r, "shop.test", p), Routing::Room(0), "{p}");
-            assert_eq!(decide(&r, "shop.test", "/products;x/1"), Routing::Room(0));
-            // With a catch-all room beside it, the plain reading is in that one: two rooms.
-            let strict = router(Policy::default());
-            assert!(
-                matches!(decide(&strict, "shop.test", p), Routing::Refuse(_)),
-                "{p}"
-            );
-        }
-    }
-
-    #[test]
-    fn strict_refuses_readings_that_disagree() {
-        let r = router(Policy::default());
-        assert!(matches!(
-            decide(&r, "shop.test", "/PRODUCTS/1"),
-            Routing::Refuse(_)
-        ));
-        assert!(matches!(
-            decide(&r, "shop.test", "/x/..;/products/1"),
-            Routing::Refuse(_)
-        ));
-        // A Tomcat session id on a room's own path is no ambiguity: `;` ends the name.
-        assert_eq!(
-            decide(&r, "shop.test", "/products;jsessionid=1"),
-            Routing::Room(2)
-        );
-        // A reading under /orders (room 1) and one under / (room 0): two rooms, refused in both modes.
-        assert!(matches!(
-            decide(&r, "shop.test", "/x/..;/orders"),
-            Routing::Refuse(_)
-        ));
-        assert_eq!(decide(&r, "shop.test", "/products/1"), Routing::Room(2));
-        assert_eq!(decide(&r, "shop.test", "/About"), Routing::Room(0));
-    }
-
-    #[test]
-    fn an_upper_case_prefix_holds_its_lower_case_spelling() {
-        let any = [HostPattern::Any];
-        let products = ["/Products".to_string()];
-        let r = Router::new(
-            [RoomRoutes {
-                hosts: &any,
-                paths: &products,
-                upstream: 0,
-            }],
-            Policy::default(),
-        );
-        for p in ["/products/1", "/Products/1", "/PRODUCTS", "/products.json"] {
-            assert_eq!(decide(&r, "shop.test", p), Routing::Room(0), "{p}");
-        }
-    }
-
-    #[test]
-    fn the_reserved_prefix_in_any_reading_is_never_forwarded() {
-        let r = router(Policy::default());
-        assert!(matches!(
-            decide(&r, "x", "/.ANTEROOM/status"),
-            Routing::Reserved(_)
-        ));
-        assert!(matches!(
-            decide(&r, "x", "/.anteroom;x/status"),
-            Routing::Reserved(_)
-        ));
-    }
-
-    #[test]
-    fn other_hosts_on_a_protected_upstream() {
-        let shop = [HostPattern::parse("shop.test").unwrap()];
-        let products = ["/products".to_string()];
-        let make = |other_hosts| {
-            Router::new(
-                [RoomRoutes {
-                    hosts: &shop,
-                    paths: &products,
-                    upstream: 0,
-                }],
-                Policy {
-                    other_hosts,
-                    ..Policy::default()
-                },
-            )
-        };
-        let refuse = make(OtherHosts::Refuse);
-        assert!(matches!(
-            decide(&refuse, "evil.test", "/products/1"),
-            Routing::Refuse(_)
-        ));
-        assert!(matches!(
-            refuse.decide(&[], &Readings::of("/products/1")),
-            Routing::Refuse(_)
-        ));
-        assert_eq!(decide(&refuse, "evil.test", "/about"), Routing::Outside);
-        assert_eq!(
-            decide(&refuse, "shop.test.", "/products/1"),
-            Routing::Room(0)
-        );
-        let room = make(OtherHosts::Room);
-        assert_eq!(
-            room.decide(&[], &Readings::of("/products/1")),
-            Routing::Room(0)
-        );
-        let pass = make(OtherHosts::Pass);
-        assert_eq!(decide(&pass, "evil.test", "/products/1"), Routing::Outside);
-    }
-}
+mod tests;
