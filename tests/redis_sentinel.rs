@@ -405,6 +405,59 @@ async fn sale_through_a_failover(how: Failure) {
     assert_eq!(errors, 0, "every status poll got an answer");
 }
 
+/// A sentinel that names an old primary (cut off with it, or lagging) beside three that name
+/// the current one does not move the proxy: the primary of the highest configuration epoch is
+/// the one (found by re-review: taking the fastest answer, the proxy moved between the two
+/// every second and wrote the room to both).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stale_sentinel_does_not_move_the_proxy() {
+    let setup = tokio::task::block_in_place(|| SentinelSetup::start(1000));
+    // A switchover: the current primary's epoch is now above the stale sentinel's.
+    setup.switch_over();
+    tokio::task::block_in_place(|| {
+        common::sentinel::wait_for(Duration::from_secs(30), "the switchover", || {
+            setup.replica_promoted()
+        })
+    });
+    // The stale one names a standalone node that says it is a primary (epoch 0).
+    let old = common::redis::RedisServer::start();
+    let stale = common::sentinel::SentinelProcess::start(old.port, 60_000, "");
+    let mut urls = setup.urls();
+    urls.insert(0, stale.url());
+    let origin = Origin::start().await;
+    let proxy = Proxy::start_with(
+        &config(origin.addr, &urls),
+        &[("ANTEROOM_LOG", "info")],
+        &[],
+    );
+    let c = client();
+    let base = proxy.url("");
+    let mut jar = Jar::default();
+    // Several of the proxy's once-a-second checks of the primary, with store calls meanwhile.
+    let until = Instant::now() + Duration::from_secs(4);
+    while Instant::now() < until {
+        assert!(status(&c, &base, &mut jar).await.is_some());
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let logs = proxy.stderr();
+    assert!(!logs.contains("moving to it"), "{logs}");
+    let mut on_old = ::redis::Client::open(old.url())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let keys: Vec<String> = ::redis::cmd("KEYS")
+        .arg("*anteroom*")
+        .query_async(&mut on_old)
+        .await
+        .unwrap();
+    assert!(
+        keys.is_empty(),
+        "the room written to the stale primary: {keys:?}"
+    );
+    drop(stale);
+}
+
 /// A node demoted to a replica refuses a write script with `READONLY`: that reply must send the
 /// store back to the sentinels, not count as an ordinary script error.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -6,20 +6,18 @@
 //! refused, the node answers `READONLY` (it was demoted to a replica), or the call was
 //! abandoned mid-flight (the caller's store timeout fired, as it does against a frozen or
 //! unreachable host) — forgets the connection; the next call asks the sentinels again
-//! (`SENTINEL MASTERS`, then `ROLE` on the node they name, as the Sentinel client
-//! specification asks). Every sentinel is asked at once, each on its own connection, and the
-//! first to name a node that says it is the primary wins ([`find`]): a sentinel that hangs
-//! (frozen, or its host gone without a reset), or one that names a frozen node, delays nobody
-//! (found by review: asked through redis-rs's lookup, whose answers are taken in the list's
-//! order, a frozen first sentinel held every instance on its `on-store-error` policy for as
-//! long as it stayed frozen). A call that failed that way is sent once more on the new primary:
+//! (`SENTINEL MASTER`, then `ROLE` on the node they name, as the Sentinel client
+//! specification asks): all at once, the primary of the highest configuration epoch chosen
+//! ([`lookup`]), so that neither a frozen sentinel nor a stale one decides. A call that failed
+//! that way is sent once more on the new primary:
 //! every script is safe to repeat, and a `READONLY` script wrote nothing.
 //!
 //! A primary can also be replaced while it still answers: `SENTINEL FAILOVER`, or a primary
 //! cut off from the sentinels, keeps accepting writes until the sentinels convert it to a
 //! replica (some seconds later), and whatever it accepted meanwhile is discarded. So at most
 //! every [`VERIFY_EVERY`] a call also asks the sentinels, in the background, whom they name,
-//! and moves to the new primary when it is another node.
+//! and moves to the new primary when it is another node of a higher epoch (a lower one is a
+//! stale sentinel's answer).
 //!
 //! Lookups are serialised (one at a time, the rest wait for its answer), and a failed lookup
 //! is not repeated for [`LOOKUP_BACKOFF`]: between the primary's death and the promotion the
@@ -38,11 +36,13 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use ::redis::aio::MultiplexedConnection;
-use ::redis::sentinel::{SentinelClient, SentinelNodeConnectionInfo, SentinelServerType};
 use ::redis::{
-    AsyncConnectionConfig, ConnectionAddr, ConnectionInfo, ErrorKind, FromRedisValue,
-    IntoConnectionInfo, RedisError, RedisResult, ScriptInvocation, ServerErrorKind, TlsMode,
+    AsyncConnectionConfig, ConnectionInfo, ErrorKind, FromRedisValue, IntoConnectionInfo,
+    RedisError, RedisResult, ScriptInvocation, ServerErrorKind,
 };
+
+mod lookup;
+use lookup::{Named, Sentinel};
 
 /// How long a failed lookup answers for the sentinels before they are asked again.
 pub const LOOKUP_BACKOFF: Duration = Duration::from_millis(100);
@@ -60,8 +60,9 @@ pub struct SentinelConn {
 }
 
 struct Lookup {
-    /// One client per sentinel, each keeping its own connection to it.
-    clients: Vec<SentinelClient>,
+    sentinels: Vec<Sentinel>,
+    /// The first sentinel URL's details (credentials, database, TLS): the primary's.
+    node: ConnectionInfo,
     /// Counts primaries found, so that a failure forgets only the connection it was seen on.
     generation: u64,
     /// When the last lookup failed and why.
@@ -74,6 +75,8 @@ struct Primary {
     conn: MultiplexedConnection,
     /// `host:port`, to compare with what the sentinels name.
     addr: String,
+    /// The configuration epoch it was named primary in: only a higher one replaces it.
+    epoch: u64,
     /// When the sentinels were last asked about it.
     verified: Instant,
 }
@@ -110,27 +113,18 @@ impl Drop for InFlight<'_> {
 }
 
 /// The sentinels' addresses (database 0, whatever the URL says) and what the primary is
-/// connected with (the URL's credentials, database and TLS).
-fn parse(urls: &[String]) -> RedisResult<(Vec<ConnectionInfo>, SentinelNodeConnectionInfo)> {
+/// connected with (the first URL's credentials, database and TLS).
+fn parse(urls: &[String]) -> RedisResult<(Vec<ConnectionInfo>, ConnectionInfo)> {
     let infos: Vec<ConnectionInfo> = urls
         .iter()
         .map(|u| u.as_str().into_connection_info())
         .collect::<RedisResult<_>>()?;
-    let Some(first) = infos.first() else {
+    let Some(node) = infos.first().cloned() else {
         return Err(RedisError::from((
             ErrorKind::InvalidClientConfig,
             "no sentinel address",
         )));
     };
-    let mut node = SentinelNodeConnectionInfo::default()
-        .set_redis_connection_info(first.redis_settings().clone());
-    if let ConnectionAddr::TcpTls { insecure, .. } = first.addr() {
-        node = node.set_tls_mode(if *insecure {
-            TlsMode::Insecure
-        } else {
-            TlsMode::Secure
-        });
-    }
     let sentinels = infos
         .into_iter()
         .map(|i| {
@@ -145,22 +139,12 @@ impl SentinelConn {
     /// Checks the URLs; asks the sentinels on first use.
     pub fn new(urls: &[String], master: &str, timeout: Duration) -> RedisResult<Self> {
         let (sentinels, node) = parse(urls)?;
-        let clients = sentinels
-            .into_iter()
-            .map(|s| {
-                SentinelClient::build(
-                    vec![s],
-                    master,
-                    Some(node.clone()),
-                    SentinelServerType::Master,
-                )
-            })
-            .collect::<RedisResult<_>>()?;
         Ok(Self {
             master: master.to_string(),
             timeout,
             lookup: tokio::sync::Mutex::new(Lookup {
-                clients,
+                sentinels: sentinels.into_iter().map(Sentinel::new).collect(),
+                node,
                 generation: 0,
                 failed: None,
             }),
@@ -223,25 +207,53 @@ impl SentinelConn {
                 )));
             }
         }
-        let found = match find(&mut lookup.clients).await {
-            Ok(node) => self.open(&mut lookup, &node).await,
-            Err(e) => Err(e),
-        };
-        if let Err(e) = &found {
-            lookup.failed = Some((Instant::now(), e.to_string()));
+        let (named, mut failed) = self.ask(&mut lookup).await;
+        for n in lookup::ranked(&named) {
+            match self.open(&mut lookup, &n).await {
+                Ok(p) => return Ok(p),
+                Err(e) => failed = Some(e),
+            }
         }
-        found
+        let e = failed.unwrap_or_else(|| {
+            RedisError::from((
+                ErrorKind::MasterNameNotFoundBySentinel,
+                "no sentinel names a primary that is up",
+            ))
+        });
+        lookup.failed = Some((Instant::now(), e.to_string()));
+        Err(e)
     }
 
-    /// Connects to `node` and makes it the primary in use.
-    async fn open(&self, lookup: &mut Lookup, node: &::redis::Client) -> RedisResult<Primary> {
+    /// Every sentinel's answer, within half the store's timeout (the rest is the call's).
+    async fn ask(&self, lookup: &mut Lookup) -> (Vec<Named>, Option<RedisError>) {
+        lookup::ask_all(
+            &mut lookup.sentinels,
+            &self.master,
+            self.timeout,
+            self.timeout / 2,
+        )
+        .await
+    }
+
+    /// Connects to the node `named`, checks that it says it is the primary (`ROLE`) and makes
+    /// it the primary in use.
+    async fn open(&self, lookup: &mut Lookup, named: &Named) -> RedisResult<Primary> {
         let config = AsyncConnectionConfig::new()
             .set_connection_timeout(Some(self.timeout))
             .set_response_timeout(Some(self.timeout));
-        let conn = node
+        let info = lookup::node_info(&lookup.node, &named.host, named.port);
+        let mut conn = ::redis::Client::open(info)?
             .get_multiplexed_async_connection_with_config(&config)
             .await?;
-        let addr = node.get_connection_info().addr().to_string();
+        let role: ::redis::Value = ::redis::cmd("ROLE").query_async(&mut conn).await?;
+        if !lookup::says_primary(&role) {
+            return Err(RedisError::from((
+                ErrorKind::MasterNameNotFoundBySentinel,
+                "the node the sentinels name does not say it is the primary",
+                named.addr(),
+            )));
+        }
+        let addr = named.addr();
         tracing::info!(
             master = %self.master,
             primary = %addr,
@@ -253,6 +265,7 @@ impl SentinelConn {
             generation: lookup.generation,
             conn,
             addr,
+            epoch: named.epoch,
             verified: Instant::now(),
         };
         *self.slot() = Some(p.clone());
@@ -286,19 +299,23 @@ impl SentinelConn {
         let Some(current) = self.current() else {
             return;
         };
-        let Ok(node) = find(&mut lookup.clients).await else {
+        let (named, _) = self.ask(&mut lookup).await;
+        let Some(best) = lookup::ranked(&named).into_iter().next() else {
             return;
         };
-        if node.get_connection_info().addr().to_string() == current.addr {
+        // Another node of an epoch no higher than the one in use is a stale sentinel's answer
+        // (re-review: taken, instances moved between two primaries every second).
+        if best.addr() == current.addr || best.epoch <= current.epoch {
             return;
         }
         tracing::warn!(
             master = %self.master,
             old = %current.addr,
-            new = %node.get_connection_info().addr(),
+            new = %best.addr(),
+            epoch = best.epoch,
             "the sentinels name another Redis primary; moving to it"
         );
-        if self.open(&mut lookup, &node).await.is_err() {
+        if self.open(&mut lookup, &best).await.is_err() {
             self.forget(current.generation);
         }
     }
@@ -323,36 +340,6 @@ impl SentinelConn {
     }
 }
 
-/// Asks every sentinel at once and answers the first node one of them names that says it is
-/// the primary (each client checks `ROLE`), in the order the answers come, not the list's.
-/// The lookups still running are dropped: redis-rs keeps a sentinel's connection only once it
-/// answered. When none finds a primary, an error about a node a sentinel named says more than
-/// "not found" and is the one returned.
-async fn find(clients: &mut [SentinelClient]) -> RedisResult<::redis::Client> {
-    use futures_util::stream::{FuturesUnordered, StreamExt};
-    let mut asks: FuturesUnordered<_> = clients
-        .iter_mut()
-        .map(SentinelClient::async_get_client)
-        .collect();
-    let mut failed: Option<RedisError> = None;
-    while let Some(answer) = asks.next().await {
-        match answer {
-            Ok(node) => return Ok(node),
-            Err(e) => {
-                let said_less = failed
-                    .as_ref()
-                    .is_none_or(|f| f.kind() == ErrorKind::MasterNameNotFoundBySentinel);
-                if said_less {
-                    failed = Some(e);
-                }
-            }
-        }
-    }
-    Err(failed.unwrap_or_else(|| {
-        RedisError::from((ErrorKind::InvalidClientConfig, "no sentinel address"))
-    }))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -369,15 +356,21 @@ mod tests {
             assert_eq!(s.redis_settings().db(), 0, "sentinels have no databases");
             assert_eq!(s.redis_settings().password(), Some("secret"));
         }
-        let text = format!("{node:?}");
-        assert!(text.contains("Secure"), "{text}");
-        assert!(text.contains("db: 3"), "{text}");
+        assert!(matches!(
+            node.addr(),
+            ::redis::ConnectionAddr::TcpTls {
+                insecure: false,
+                ..
+            }
+        ));
+        assert_eq!(node.redis_settings().db(), 3);
+        assert_eq!(node.redis_settings().password(), Some("secret"));
     }
 
     #[test]
     fn plain_urls_stay_plain() {
         let (_, node) = parse(&["redis://127.0.0.1:26379".to_string()]).unwrap();
-        assert!(format!("{node:?}").contains("tls_mode: None"));
+        assert!(matches!(node.addr(), ::redis::ConnectionAddr::Tcp(..)));
     }
 
     #[test]

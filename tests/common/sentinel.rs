@@ -22,7 +22,7 @@ pub struct SentinelProcess {
 }
 
 impl SentinelProcess {
-    fn start(primary: u16, down_after_ms: u64, extra: &str) -> Self {
+    pub fn start(primary: u16, down_after_ms: u64, extra: &str) -> Self {
         for _ in 0..10 {
             let port = free_port();
             let dir = tempfile::tempdir().unwrap();
