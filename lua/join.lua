@@ -177,7 +177,11 @@ local function enter(walks_in, tokens, recent, newcomer)
   return { 5, 0, 0, '0', 1 }
 end
 
-if ARGV[13] == 'passthrough' then
+-- A dry run lets everyone in, but not past a hold (the operator's pause, a store that lost its
+-- data) nor through an event: those queue as in a line (found by review: a paused passthrough
+-- room let everyone in, and one reloaded to passthrough in a pre-queue let its registrants in
+-- before the opening).
+if ARGV[13] == 'passthrough' and not held and not ev then
   local exp = tonumber(redis.call('ZSCORE', active, vid))
   if exp and exp > now then
     redis.call('ZADD', active, now + tonumber(ARGV[5]), vid)

@@ -215,6 +215,36 @@ fn frozen_changes(
         let before = o.events.schedule();
         let (after, _) =
             crate::event::schedule::Schedule::build(&r.events, &runtime.events, runtime.version);
+        // A room that keeps no line has no events (`check` refuses them in the file, the admin
+        // API at run time): nor may a reload make one such while a runtime event is still to
+        // come or running (found by review: switched to passthrough in a pre-queue, the room
+        // let its registrants in before the opening).
+        if matches!(
+            r.queueing,
+            config::QueueMethod::Reject | config::QueueMethod::Passthrough
+        ) {
+            let running = after
+                .events
+                .iter()
+                .filter(|e| e.closes_at.is_none_or(|c| c > now))
+                .map(|e| format!("{:?}", e.name))
+                .collect::<Vec<_>>();
+            if !running.is_empty() {
+                out.push(error(
+                    KeyPath::root().key("room").index(i).key("queueing"),
+                    format!(
+                        "room {:?} has events not yet closed ({}): queueing = {:?} keeps no line for them",
+                        r.name(),
+                        running.join(", "),
+                        r.queueing.as_str()
+                    ),
+                    format!(
+                        "keep queueing = \"fifo\" until they have closed, or cancel them first (`anteroom room {} event cancel NAME`)",
+                        r.name()
+                    ),
+                ));
+            }
+        }
         for e in before.events.iter().filter(|e| now >= e.prequeue_from) {
             let room = KeyPath::root().key("room").index(i);
             let at = |field: &str| match r.events.iter().position(|x| x.name == e.name) {

@@ -361,6 +361,54 @@ async fn the_closing_turns_newcomers_away_and_keeps_the_line() {
     .await;
 }
 
+/// A reload may not make a room keep no line (`passthrough`, `reject`) while a runtime event
+/// is still to come or running: `check` refuses such events in the file, the admin API at run
+/// time (found by review: switched to passthrough in a pre-queue, the room let its
+/// registrants and newcomers in before the opening).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reload_keeps_a_line_for_a_runtime_event() {
+    let origin = Origin::start().await;
+    let proxy = Proxy::start_with(
+        &config(origin.addr, "", "admit-per-second = 10\nmax-active = 5", ""),
+        &[("ANTEROOM_LOG", "info")],
+        &[],
+    );
+    let (code, body) = admin_call(
+        &proxy,
+        reqwest::Method::POST,
+        "/rooms/sale/events",
+        Some(TOKEN),
+        Some(serde_json::json!({ "name": "drop", "opens_at": at(120) })),
+    )
+    .await;
+    assert_eq!(code, 201, "{body}");
+    let mut jar = Jar::default();
+    eventually(Duration::from_secs(5), "the pre-queue", || {
+        let proxy = &proxy;
+        let mut jar = jar.clone();
+        async move { (get_json(proxy, STATUS, &mut jar).await?["state"] == "prequeue").then_some(()) }
+    })
+    .await;
+    let text = std::fs::read_to_string(proxy.config_path()).unwrap();
+    for method in ["passthrough", "reject"] {
+        let switched = text.replace(
+            "claim-ttl = \"60s\"",
+            &format!("claim-ttl = \"60s\"\nqueueing = \"{method}\""),
+        );
+        std::fs::write(proxy.config_path(), &switched).unwrap();
+        proxy.signal("HUP");
+        eventually(Duration::from_secs(5), "the refusal", || async {
+            let logs = proxy.stderr();
+            logs.contains(&format!("queueing = \\\"{method}\\\" keeps no line"))
+                .then_some(())
+        })
+        .await;
+    }
+    assert!(!proxy.stderr().contains("configuration reloaded"));
+    let s = get_json(&proxy, STATUS, &mut jar).await.unwrap();
+    assert_eq!(s["state"], "prequeue", "{s}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn operators_add_change_and_cancel_events_at_run_time() {
     let origin = Origin::start().await;

@@ -113,6 +113,43 @@ async fn admit_all(
     order
 }
 
+/// A room that lets everyone in (`passthrough`) lets nobody past the operator's hold, nor
+/// through an event (a reload that switched a room with one, or an instance rolled out before
+/// the others): those wait as in a line (found by review: a paused dry run let everyone in,
+/// and a pre-queue's registrants walked in before the opening).
+pub async fn a_passthrough_room_lets_nobody_past_a_hold_or_through_an_event(h: &dyn Harness) {
+    let s = h.store();
+    let mut p = room("dry-held", 100.0, 1000);
+    p.queueing = anteroom::store::Queueing::Passthrough;
+    let hold = |on| RoomPatch {
+        queue_all: Some(on),
+        ..Default::default()
+    };
+    s.update_room_state(&p, &hold(true)).await.unwrap();
+    let v = VisitorId::random();
+    let a = s.join(&p, v).await.unwrap();
+    assert!(
+        !matches!(a, Admission::Entered | Admission::Admitted),
+        "past the hold: {a:?}"
+    );
+    let st = s.stats(&p).await.unwrap();
+    assert_eq!((st.waiting, st.active), (1, 0), "{st:?}");
+    // Released: the visitor who waited goes in with their next poll.
+    s.update_room_state(&p, &hold(false)).await.unwrap();
+    assert_eq!(s.join(&p, v).await.unwrap(), Admission::Entered);
+
+    let mut p = room("dry-event", 100.0, 1000);
+    p.queueing = anteroom::store::Queueing::Passthrough;
+    let ev = EventsArg::of(&[event(h, "drop", 30, false)]);
+    let w = VisitorId::random();
+    let a = join(&*s, &p, &ev, w).await;
+    assert!(
+        matches!(a, Admission::Registered { .. }),
+        "a pre-queue registers: {a:?}"
+    );
+    assert_eq!(s.stats(&p).await.unwrap().active, 0, "nobody let in");
+}
+
 pub async fn a_prequeue_registers_and_admits_nobody_until_the_opening(h: &dyn Harness) {
     let s = h.store();
     let p = room("prequeue", 100.0, 1000);

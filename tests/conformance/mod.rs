@@ -723,6 +723,7 @@ macro_rules! conformance_suite {
             passthrough_lets_everyone_in_and_counts_who_would_have_queued,
             a_line_that_never_empties_stays_in_order_past_its_offsets_time_range,
             a_prequeue_registers_and_admits_nobody_until_the_opening,
+            a_passthrough_room_lets_nobody_past_a_hold_or_through_an_event,
             a_draw_places_registrants_by_their_keys_ahead_of_later_arrivals,
             registrations_outlast_abandon_after_and_are_silent_from_the_opening,
             after_the_closing_newcomers_are_turned_away_and_the_line_is_kept_or_released,

@@ -37,7 +37,8 @@ impl RoomData {
             r.active.remove(&vid);
             r.expiries.remove(&(exp, vid));
         }
-        if p.queueing == Queueing::Passthrough {
+        // Not past a hold or through an event (as in join.lua).
+        if p.queueing == Queueing::Passthrough && !state.queue_all && at.event.is_none() {
             return r.pass_through(p, &state, vid, ctx.gate, now);
         }
         let waiting = r.waiters.len() as u64;
