@@ -45,6 +45,20 @@ pub struct Core {
     first_answer: std::sync::atomic::AtomicU8,
     /// The HTTPS listener's certificates by SNI, swapped on reload.
     pub tls: Arc<crate::edge::tls::Resolver>,
+    /// The last reload's outcome, for `/readyz`: a refused one leaves the old configuration
+    /// running, which the process otherwise looks the same with (found by review: a deploy
+    /// that sent SIGHUP and checked `/readyz` could not tell).
+    last_reload: Mutex<Option<ReloadOutcome>>,
+}
+
+/// How the last reload ended.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct ReloadOutcome {
+    /// When (Unix ms, the system clock).
+    pub at_ms: u64,
+    pub applied: bool,
+    /// Why it was refused (the first problems), when it was.
+    pub error: Option<String>,
 }
 
 /// One loaded configuration with its derived state.
@@ -94,7 +108,37 @@ impl Core {
             store_name: s.backend.to_string(),
             first_answer: std::sync::atomic::AtomicU8::new(0),
             tls: Arc::new(crate::edge::tls::Resolver::new(&config.tls)),
+            last_reload: Mutex::new(None),
         })
+    }
+
+    /// Notes how a reload ended (`Err`: refused, and why).
+    pub fn note_reload(&self, result: &Result<usize, String>) {
+        let applied = result.is_ok();
+        self.metrics
+            .config_reloads
+            .with_label_values(&[if applied { "applied" } else { "refused" }])
+            .inc();
+        let error = result.as_ref().err().map(|e| {
+            const KEEP: usize = 1000;
+            match e.char_indices().nth(KEEP) {
+                Some((i, _)) => format!("{}…", &e[..i]),
+                None => e.clone(),
+            }
+        });
+        let at_ms = crate::clock::Clock::now_micros(&crate::clock::SystemClock) / 1000;
+        *self.last_reload.lock().unwrap_or_else(|e| e.into_inner()) = Some(ReloadOutcome {
+            at_ms,
+            applied,
+            error,
+        });
+    }
+
+    pub fn last_reload(&self) -> Option<ReloadOutcome> {
+        self.last_reload
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     pub fn last_store_error(&self) -> Option<String> {

@@ -69,8 +69,15 @@ impl Reloader {
         }
     }
 
-    /// Loads the file and swaps it in; returns why not when it cannot.
+    /// Loads the file and swaps it in; returns why not when it cannot. The outcome is noted
+    /// for `/readyz` and the metrics.
     pub async fn reload(&self) -> Result<usize, String> {
+        let result = self.try_reload().await;
+        self.current.load().core.note_reload(&result);
+        result
+    }
+
+    async fn try_reload(&self) -> Result<usize, String> {
         let mut new = match config::load(&self.path) {
             Ok(c) => c,
             Err(errors) => {

@@ -278,6 +278,20 @@ async fn a_reload_does_not_drop_a_room_with_a_line() {
     );
     let v = get_json(&proxy, "/.anteroom/status?room=sale", &mut waiting).await;
     assert_eq!(v.unwrap()["position"], 1, "the place is kept");
+    // The refusal is told where a deploy looks, not only in the log (found by review).
+    let ready = admin_json(&proxy, "/readyz", TOKEN).await.unwrap();
+    assert_eq!(ready["last_reload"]["applied"], false, "{ready}");
+    assert!(
+        ready["last_reload"]["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("gone from the file")),
+        "{ready}"
+    );
+    let text = metrics_text(&proxy, TOKEN).await;
+    assert!(
+        text.contains("anteroom_config_reloads_total{result=\"refused\"} 1"),
+        "{text}"
+    );
     assert_eq!(
         state(&c, &proxy, "/products").await,
         "waiting",
@@ -325,6 +339,9 @@ async fn a_reload_does_not_drop_a_room_with_a_line() {
         logs.contains("removed=[\"sale\"]") && logs.contains("added=[\"sale2\"]"),
         "{logs}"
     );
+    let ready = admin_json(&proxy, "/readyz", TOKEN).await.unwrap();
+    assert_eq!(ready["last_reload"]["applied"], true, "{ready}");
+    assert!(ready["last_reload"]["error"].is_null(), "{ready}");
 }
 
 /// A GET of `path` with exactly `cookie`; the body (the origin echoes the request line) and

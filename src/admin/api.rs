@@ -338,6 +338,7 @@ impl AdminApp {
                         "store": s.store.backend(),
                         "breaker": s.breaker.state(s.clock.mono_micros()).as_str(),
                         "last_error": if healthy { None } else { s.last_store_error() },
+                        "last_reload": s.last_reload(),
                     }),
                 );
             }

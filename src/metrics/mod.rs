@@ -137,6 +137,8 @@ pub struct Metrics {
     duration: Vec<Arc<Spread>>,
     store_errors: IntCounterVec,
     pub breaker_open: IntGauge,
+    /// Reloads by outcome (`applied`, `refused`).
+    pub config_reloads: IntCounterVec,
     /// Per upstream and server of an upstream with `addrs` or a health check: 1 while it is
     /// in rotation, 0 while its health check fails.
     pub origin_server_up: IntGaugeVec,
@@ -351,6 +353,20 @@ impl Metrics {
             )?,
         )?;
 
+        let config_reloads = register(
+            &r,
+            IntCounterVec::new(
+                Opts::new(
+                    "anteroom_config_reloads_total",
+                    "Reloads (SIGHUP) by outcome: applied, or refused (the running configuration stays).",
+                ),
+                &["result"],
+            )?,
+        )?;
+        for result in ["applied", "refused"] {
+            config_reloads.with_label_values(&[result]);
+        }
+
         let origin_server_up = register(
             &r,
             IntGaugeVec::new(
@@ -412,6 +428,7 @@ impl Metrics {
             origin_error_share,
             store_errors,
             breaker_open,
+            config_reloads,
             origin_server_up,
             registry: r,
         })
