@@ -96,14 +96,15 @@ pub struct Ctx {
 impl Ctx {
     /// A request's state before any phase ran, under the configuration `shared` holds.
     pub(super) fn new(shared: Arc<held::Held>) -> Self {
+        let now = Instant::now();
         Ctx {
             upstream: shared.config.default_upstream,
             room: None,
             set_cookies: Vec::new(),
             outcome: Outcome::Pass,
             reject: None,
-            started: Instant::now(),
-            body_from: Instant::now(),
+            started: now,
+            body_from: now,
             https: false,
             consumed: None,
             order: false,
