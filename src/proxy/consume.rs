@@ -5,8 +5,8 @@
 use pingora::proxy::Session;
 use pingora::Result;
 
-use super::origin::Taken;
 use super::respond::Refusal;
+use super::settle::Taken;
 use super::{secure, Ctx, Outcome, Proxy};
 use crate::app::Shared;
 use crate::config::StorePolicy;
@@ -34,7 +34,7 @@ impl Proxy {
         ctx.set_cookies
             .push(cookie::clear_admission(r.name(), secure(shared, ctx)));
         ctx.outcome = Outcome::Consume;
-        ctx.heartbeat = Some(super::origin::Heartbeat::start(ctx.shared.arc(), &taken));
+        ctx.heartbeat = Some(super::settle::Heartbeat::start(ctx.shared.arc(), &taken));
         ctx.consumed = Some(taken);
     }
 
@@ -130,7 +130,7 @@ impl Proxy {
                 // consume the breaker stopped never reached the store: nothing to give back
                 // (and no task per request while the store is down).
                 if reached {
-                    super::origin::settle_later(ctx.shared.arc(), taken, Settle::GiveBack);
+                    super::settle::settle_later(ctx.shared.arc(), taken, Settle::GiveBack);
                 }
                 (
                     503,

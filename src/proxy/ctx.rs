@@ -5,7 +5,7 @@ use std::time::Instant;
 
 use bytes::Bytes;
 
-use super::{command, held, origin, peer};
+use super::{command, held, peer, settle};
 use crate::metrics::Reject;
 
 /// How a request ended, for logs and metrics (the discriminant indexes
@@ -56,12 +56,12 @@ pub struct Ctx {
     pub(super) https: bool,
     /// The admission this request took for an order, pending until the origin's answer
     /// settles it (`origin`).
-    pub(super) consumed: Option<origin::Taken>,
+    pub(super) consumed: Option<settle::Taken>,
     /// The request is on one of its room's consume routes (an order), taken or let through.
     pub(super) order: bool,
     /// Keeps that order's pending consume from coming back while the request is in flight;
     /// stops when settled or when the request ends (dropped with the context).
-    pub(super) heartbeat: Option<origin::Heartbeat>,
+    pub(super) heartbeat: Option<settle::Heartbeat>,
     /// Our error page, replacing the origin's own 5xx body.
     pub(super) replace_body: Option<Bytes>,
     /// The peer is a trusted proxy: its forwarding headers are believed and kept.

@@ -29,6 +29,7 @@ mod request;
 mod reregister;
 mod respond;
 mod scheme;
+mod settle;
 mod slow;
 mod status;
 pub(crate) mod target;

@@ -4,7 +4,7 @@
 
 use pingora::http::RequestHeader;
 
-use super::origin::Taken;
+use super::settle::Taken;
 use super::{cookie_values, secure, Ctx, Proxy, Verdict};
 use crate::app::Shared;
 use crate::cookie;
