@@ -378,14 +378,20 @@ async fn lines_of_gone_rooms(old: &Shared, new: &config::Config) -> Vec<Line> {
 }
 
 /// Whether room `new` of the new file covers a path of the old room `old`: one of their path
-/// prefixes is a prefix of the other (hosts are not compared: a request may name either).
+/// prefixes covers the other as routing matches them, on a segment boundary and without
+/// regard to case (a request's readings include its case-folded one; re-review: compared as
+/// plain strings, `/Sale` for `/sale` let a rename through and `/sales` refused a removal).
+/// Hosts are not compared: a request may name either.
 fn covers(new: &config::RoomConfig, old: &crate::room::Room) -> bool {
-    new.paths.iter().any(|n| {
-        old.cfg
-            .paths
-            .iter()
-            .any(|o| n.starts_with(o.as_str()) || o.starts_with(n.as_str()))
-    })
+    new.paths
+        .iter()
+        .any(|n| old.cfg.paths.iter().any(|o| overlap(n, o)))
+}
+
+/// Whether two path prefixes share paths, as routing reads them.
+fn overlap(a: &str, b: &str) -> bool {
+    use crate::route::path::path_covers_folded;
+    path_covers_folded(a, b) || path_covers_folded(b, a)
 }
 
 /// The rooms of the running configuration that `new` has no room of the same name for.
@@ -445,6 +451,27 @@ impl BackgroundService for Reloader {
                     }
                 }
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::overlap;
+
+    #[test]
+    fn prefixes_overlap_as_routing_reads_them() {
+        for (a, b) in [
+            ("/sale", "/sale"),
+            ("/sale", "/Sale"),
+            ("/SALE/vip", "/sale"),
+            ("/", "/sale"),
+            ("/sale", "/sale/x"),
+        ] {
+            assert!(overlap(a, b) && overlap(b, a), "{a} {b}");
+        }
+        for (a, b) in [("/sale", "/sales"), ("/sa", "/sale"), ("/about", "/sale")] {
+            assert!(!overlap(a, b) && !overlap(b, a), "{a} {b}");
         }
     }
 }
