@@ -7,17 +7,16 @@
 //! abandoned mid-flight (the caller's store timeout fired, as it does against a frozen or
 //! unreachable host) — forgets the connection; the next call asks the sentinels again
 //! (`SENTINEL MASTER`, then `ROLE` on the node they name, as the Sentinel client
-//! specification asks): all at once, the primary of the highest configuration epoch chosen
-//! ([`lookup`]), so that neither a frozen sentinel nor a stale one decides. A call that failed
-//! that way is sent once more on the new primary:
+//! specification asks): all at once, and only a node a majority of the listed sentinels names
+//! is used ([`lookup`]), so that neither a frozen sentinel nor a stale one decides. A call that
+//! failed that way is sent once more on the new primary:
 //! every script is safe to repeat, and a `READONLY` script wrote nothing.
 //!
 //! A primary can also be replaced while it still answers: `SENTINEL FAILOVER`, or a primary
 //! cut off from the sentinels, keeps accepting writes until the sentinels convert it to a
 //! replica (some seconds later), and whatever it accepted meanwhile is discarded. So at most
 //! every [`VERIFY_EVERY`] a call also asks the sentinels, in the background, whom they name,
-//! and moves to the new primary when it is another node of a higher epoch (a lower one is a
-//! stale sentinel's answer).
+//! and moves to the new primary when a majority of them names another node.
 //!
 //! Lookups are serialised (one at a time, the rest wait for its answer), and a failed lookup
 //! is not repeated for [`LOOKUP_BACKOFF`]: between the primary's death and the promotion the
@@ -75,8 +74,6 @@ struct Primary {
     conn: MultiplexedConnection,
     /// `host:port`, to compare with what the sentinels name.
     addr: String,
-    /// The configuration epoch it was named primary in: only a higher one replaces it.
-    epoch: u64,
     /// When the sentinels were last asked about it.
     verified: Instant,
 }
@@ -207,21 +204,23 @@ impl SentinelConn {
                 )));
             }
         }
-        let (named, mut failed) = self.ask(&mut lookup).await;
-        for n in lookup::ranked(&named) {
-            match self.open(&mut lookup, &n).await {
-                Ok(p) => return Ok(p),
-                Err(e) => failed = Some(e),
-            }
+        let (named, failed) = self.ask(&mut lookup).await;
+        let listed = lookup.sentinels.len();
+        // Only the node a majority names; none other is tried when it fails (re-review: a node
+        // a stale sentinel alone named was taken when the majority's failed).
+        let found = match lookup::agreed(&named, listed) {
+            Some(n) => self.open(&mut lookup, &n).await,
+            None => Err(failed.unwrap_or_else(|| {
+                RedisError::from((
+                    ErrorKind::MasterNameNotFoundBySentinel,
+                    "no primary that a majority of the sentinels names",
+                ))
+            })),
+        };
+        if let Err(e) = &found {
+            lookup.failed = Some((Instant::now(), e.to_string()));
         }
-        let e = failed.unwrap_or_else(|| {
-            RedisError::from((
-                ErrorKind::MasterNameNotFoundBySentinel,
-                "no sentinel names a primary that is up",
-            ))
-        });
-        lookup.failed = Some((Instant::now(), e.to_string()));
-        Err(e)
+        found
     }
 
     /// Every sentinel's answer, within half the store's timeout (the rest is the call's).
@@ -265,7 +264,6 @@ impl SentinelConn {
             generation: lookup.generation,
             conn,
             addr,
-            epoch: named.epoch,
             verified: Instant::now(),
         };
         *self.slot() = Some(p.clone());
@@ -300,12 +298,10 @@ impl SentinelConn {
             return;
         };
         let (named, _) = self.ask(&mut lookup).await;
-        let Some(best) = lookup::ranked(&named).into_iter().next() else {
+        let Some(best) = lookup::agreed(&named, lookup.sentinels.len()) else {
             return;
         };
-        // Another node of an epoch no higher than the one in use is a stale sentinel's answer
-        // (re-review: taken, instances moved between two primaries every second).
-        if best.addr() == current.addr || best.epoch <= current.epoch {
+        if best.addr() == current.addr {
             return;
         }
         tracing::warn!(

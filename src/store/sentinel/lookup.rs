@@ -1,16 +1,18 @@
 //! Asking the sentinels whom they name as the primary, and choosing among their answers.
 //!
 //! Every sentinel is asked at once (`SENTINEL MASTER name`), each on a connection of its own
-//! kept between lookups; the answers are collected until a majority of the listed sentinels
-//! has answered, or the window is up. Among the primaries named, the one of the highest
-//! `config-epoch` is chosen: the epoch a failover moves forward, so a sentinel that lags or is
-//! cut off with an old primary names a lower one.
+//! kept between lookups, and the answers are collected until a majority of the listed
+//! sentinels names one node, or every one has answered, or the window is up. Only a node a
+//! majority names is used: Sentinel's own rule for a failover, so that a sentinel that lags or
+//! is cut off with an old primary, or one frozen, decides nothing. Without such a majority
+//! there is no primary, and the store's `on-store-error` policy applies.
 //!
-//! Found by review, twice: asked through redis-rs's lookup, whose answers are taken in the
-//! list's order, a frozen first sentinel held every lookup until the store's timeout (a
-//! failover was never followed while it stayed frozen); and then, taking the fastest answer,
-//! a stale sentinel beside three current ones moved every instance between the old and the new
-//! primary every second, writing to both.
+//! Found by review, three times: asked through redis-rs's lookup, whose answers are taken in
+//! the list's order, a frozen first sentinel held every lookup until the store's timeout;
+//! taking the fastest answer, a stale sentinel moved every instance between the old and the
+//! new primary every second; and choosing by epoch among the first answers, a stale sentinel
+//! at the same epoch won half the lookups, and one naming an old primary alone was taken when
+//! the others named none.
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -102,12 +104,17 @@ pub(super) fn named(reply: &HashMap<String, String>, master: &str) -> Option<Nam
     })
 }
 
-/// The primaries named, best first: the highest epoch first, then the one more sentinels name;
-/// each address once, with the highest epoch any sentinel gave it.
-pub(super) fn ranked(answers: &[Named]) -> Vec<Named> {
-    let mut best: Vec<(Named, usize)> = Vec::new();
+/// How many of `listed` sentinels make a majority.
+pub(super) fn majority(listed: usize) -> usize {
+    listed / 2 + 1
+}
+
+/// The node a majority of the `listed` sentinels names, if one does (at the highest epoch any
+/// of them gave it).
+pub(super) fn agreed(answers: &[Named], listed: usize) -> Option<Named> {
+    let mut counted: Vec<(Named, usize)> = Vec::new();
     for a in answers {
-        match best
+        match counted
             .iter_mut()
             .find(|(b, _)| b.host == a.host && b.port == a.port)
         {
@@ -115,16 +122,18 @@ pub(super) fn ranked(answers: &[Named]) -> Vec<Named> {
                 b.epoch = b.epoch.max(a.epoch);
                 *n += 1;
             }
-            None => best.push((a.clone(), 1)),
+            None => counted.push((a.clone(), 1)),
         }
     }
-    best.sort_by(|(a, n), (b, m)| b.epoch.cmp(&a.epoch).then(m.cmp(n)));
-    best.into_iter().map(|(b, _)| b).collect()
+    counted
+        .into_iter()
+        .find(|(_, n)| *n >= majority(listed))
+        .map(|(b, _)| b)
 }
 
-/// Asks every sentinel at once; the primaries named by those that answered once a majority of
-/// all has, or when `window` is up (a frozen sentinel then only costs the window), and the
-/// last error met (for a lookup that found nothing).
+/// Asks every sentinel at once; what they named once a majority agrees on one node, or every
+/// one has answered, or `window` is up (a frozen sentinel then costs the window at most), and
+/// the last error met (for a lookup that found no primary).
 pub(super) async fn ask_all(
     sentinels: &mut [Sentinel],
     master: &str,
@@ -132,21 +141,18 @@ pub(super) async fn ask_all(
     window: Duration,
 ) -> (Vec<Named>, Option<::redis::RedisError>) {
     use futures_util::stream::{FuturesUnordered, StreamExt};
-    let majority = sentinels.len() / 2 + 1;
+    let listed = sentinels.len();
     let mut asks: FuturesUnordered<_> = sentinels
         .iter_mut()
         .map(|s| s.ask(master, timeout))
         .collect();
     let deadline = tokio::time::Instant::now() + window;
-    let (mut named, mut answered, mut failed) = (Vec::new(), 0, None);
-    while answered < majority {
+    let (mut named, mut failed) = (Vec::new(), None);
+    while agreed(&named, listed).is_none() {
         tokio::select! {
             next = asks.next() => match next {
                 None => break,
-                Some(Ok(n)) => {
-                    answered += 1;
-                    named.extend(n);
-                }
+                Some(Ok(n)) => named.extend(n),
                 Some(Err(e)) => failed = Some(e),
             },
             _ = tokio::time::sleep_until(deadline) => break,
@@ -232,23 +238,29 @@ mod tests {
     }
 
     #[test]
-    fn the_highest_epoch_wins_whoever_answered_first() {
+    fn only_a_node_a_majority_of_the_listed_sentinels_names_is_used() {
         let at = |port, epoch| Named {
             host: "127.0.0.1".into(),
             port,
             epoch,
         };
-        // A stale sentinel first, three current ones after it.
-        let answers = [at(1, 0), at(2, 1), at(2, 1), at(2, 1)];
-        assert_eq!(ranked(&answers)[0], at(2, 1));
-        // In any order.
-        let answers = [at(2, 1), at(1, 0)];
-        assert_eq!(ranked(&answers)[0], at(2, 1));
-        // On equal epochs, the one more sentinels name.
-        let answers = [at(1, 3), at(2, 3), at(2, 3)];
-        assert_eq!(ranked(&answers)[0], at(2, 3));
-        assert_eq!(ranked(&answers).len(), 2);
-        assert!(ranked(&[]).is_empty());
+        // A stale sentinel beside two current ones, whichever answered first.
+        assert_eq!(agreed(&[at(1, 0), at(2, 0), at(2, 0)], 3), Some(at(2, 0)));
+        assert_eq!(agreed(&[at(2, 0), at(1, 0), at(2, 0)], 3), Some(at(2, 0)));
+        // The first two answers disagree: no choice yet (the third decides).
+        assert_eq!(agreed(&[at(1, 0), at(2, 0)], 3), None);
+        // The stale one alone (the others name nothing: their primary is down): none, even at
+        // a higher epoch.
+        assert_eq!(agreed(&[at(1, 5)], 3), None);
+        // Four listed: three must agree.
+        assert_eq!(agreed(&[at(2, 1), at(2, 1), at(1, 0)], 4), None);
+        assert_eq!(
+            agreed(&[at(2, 1), at(2, 1), at(2, 1), at(1, 0)], 4),
+            Some(at(2, 1))
+        );
+        // One listed: its answer.
+        assert_eq!(agreed(&[at(7, 0)], 1), Some(at(7, 0)));
+        assert_eq!(agreed(&[], 3), None);
     }
 
     #[test]
