@@ -98,6 +98,9 @@ impl ProxyHttp for Proxy {
     ) -> Result<()> {
         // The origin's latency runs from the end of the request's body: before (found by
         // review), a body uploaded slowly counted as the shop's slowness and cut the rate.
+        if Self::slot_lapsed(ctx) {
+            return Err(Self::body_too_late(ctx));
+        }
         if end_of_stream {
             ctx.body_complete = true;
             Self::body_whole(ctx);

@@ -13,6 +13,8 @@
 //! review: one admitted visitor stalling a body on each of a connection's streams shut a capped
 //! room with 503s for everyone).
 
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::Instant;
 
 use pingora::proxy::Session;
@@ -78,6 +80,13 @@ impl Proxy {
         }
     }
 
+    /// Whether this request's watched slot was given back (its body not whole in time): the
+    /// request must not go on to the origin, whose cap it no longer counts in (re-review: a
+    /// body finished after that reached the origin beside the slot's next holder).
+    pub(super) fn slot_lapsed(ctx: &Ctx) -> bool {
+        matches!(&ctx.origin_slot, Some(Held::Watched(w)) if w.lapsed.load(Ordering::Acquire))
+    }
+
     /// The request's body is whole: a watched slot stays with the request until it ends.
     pub(super) fn body_whole(ctx: &mut Ctx) {
         if let Some(Held::Watched(w)) = &mut ctx.origin_slot {
@@ -120,17 +129,22 @@ pub(super) enum Held {
 pub(super) struct Watch {
     task: tokio::task::JoinHandle<()>,
     done: Option<tokio::sync::oneshot::Sender<()>>,
+    /// Set when the slot was given back.
+    lapsed: Arc<AtomicBool>,
 }
 
 impl Watch {
     fn start(slot: crate::room::gate::Slot, deadline: Instant, room: String) -> Self {
         let (done, whole) = tokio::sync::oneshot::channel::<()>();
+        let lapsed = Arc::new(AtomicBool::new(false));
+        let flag = lapsed.clone();
         let task = tokio::spawn(async move {
             let late = tokio::select! {
                 _ = tokio::time::sleep_until(deadline.into()) => true,
                 said = whole => said.is_err(),
             };
             if late {
+                flag.store(true, Ordering::Release);
                 drop(slot);
                 tracing::debug!(
                     room,
@@ -144,6 +158,7 @@ impl Watch {
         Self {
             task,
             done: Some(done),
+            lapsed,
         }
     }
 }

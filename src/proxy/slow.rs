@@ -68,14 +68,20 @@ impl Proxy {
                 session.set_read_timeout(Some(left));
                 Ok(())
             }
-            // The visitor's side (found by review: told without a side, it was settled,
-            // answered and counted in the origin's health as the shop's failure).
-            None => Err(pingora::Error::explain(
-                pingora::ErrorType::ReadTimedout,
-                format!("request body not complete within client-timeout ({limit:?})"),
-            )
-            .into_down()),
+            None => Err(Self::body_too_late(ctx)),
         }
+    }
+
+    /// A body not whole within `client-timeout`: the visitor's side (found by review: told
+    /// without a side, it was settled, answered and counted in the origin's health as the
+    /// shop's failure).
+    pub(super) fn body_too_late(ctx: &Ctx) -> Box<pingora::Error> {
+        let limit = ctx.shared.config.server.client_timeout;
+        pingora::Error::explain(
+            pingora::ErrorType::ReadTimedout,
+            format!("request body not complete within client-timeout ({limit:?})"),
+        )
+        .into_down()
     }
 }
 
