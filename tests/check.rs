@@ -533,6 +533,34 @@ const SMALL: &str =
 /// A Redis URL is read by `check` as `run` reads it (found by review: `check` said OK for a
 /// port that is not a number and a database that is not one, and `run` then refused to
 /// start), and a diagnostic never shows its password, also when the URL is misspelt.
+/// A secret written in the wrong shape is not shown in the problem: serde's message quotes the
+/// value, and `check`, the log and `/readyz` (after a refused reload) show the problem (found
+/// by review: a cookie key written as a string, a Redis URL as a string where a list goes, a
+/// token as a number).
+#[test]
+fn a_value_of_the_wrong_type_is_not_shown() {
+    let dir = tempfile::tempdir().unwrap();
+    for (body, key) in [
+        ("[cookie]\nkeys = \"s3cr3t-key-0123456789-0123456789-01\"\n", "cookie.keys"),
+        (
+            "[cookie]\nkeys = [\"env-key-0123456789-0123456789-0123456789\"]\n[store]\nbackend = \"redis\"\nredis-sentinel = \"redis://:s3cr3t-pw@127.0.0.1:26379\"\nsentinel-master = \"m\"\n",
+            "store.redis-sentinel",
+        ),
+        (
+            "[cookie]\nkeys = [\"env-key-0123456789-0123456789-0123456789\"]\n[admin]\ntoken = 0x5EC12E7\n",
+            "admin.token",
+        ),
+    ] {
+        std::fs::write(dir.path().join("w.toml"), format!("{body}\n{SMALL}")).unwrap();
+        let (code, out, err) = check_env(dir.path(), "w.toml", &[]);
+        assert_eq!(code, 2, "{out}{err}");
+        assert!(err.contains(key) && err.contains("invalid type"), "{err}");
+        for secret in ["s3cr3t", "99357415", "5EC12E7"] {
+            assert!(!err.contains(secret) && !out.contains(secret), "{secret} shown: {err}");
+        }
+    }
+}
+
 #[test]
 fn a_redis_url_is_read_as_run_reads_it_and_its_password_is_not_shown() {
     let dir = tempfile::tempdir().unwrap();

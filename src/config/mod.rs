@@ -256,6 +256,36 @@ fn positioned(
     }
 }
 
+/// A type or value error told without the value: the file's value may be a secret in the
+/// wrong shape (a cookie key as a string where a list is expected, a Redis URL with its
+/// password), and the problem is logged, printed by `check` and shown by `/readyz` after a
+/// refused reload (found by review). `invalid type: string "…", expected a sequence` becomes
+/// `invalid type: string, expected a sequence`; an unknown variant keeps no name either.
+fn without_value(message: &str) -> String {
+    for head in ["invalid type: ", "invalid value: "] {
+        if let Some(rest) = message.strip_prefix(head) {
+            let Some(at) = rest.rfind(", expected ") else {
+                return format!("{}(value not shown)", head);
+            };
+            let unexpected = &rest[..at];
+            let kind = unexpected
+                .split(['`', '"', '\''])
+                .next()
+                .unwrap_or("")
+                .trim();
+            let kind = if kind.is_empty() { "a value" } else { kind };
+            return format!("{head}{kind}{}", &rest[at..]);
+        }
+    }
+    if let Some(rest) = message.strip_prefix("unknown variant ") {
+        return match rest.rfind(", expected ") {
+            Some(at) => format!("unknown variant{}", &rest[at..]),
+            None => "unknown variant".to_string(),
+        };
+    }
+    message.to_string()
+}
+
 fn serde_error(located: &Located, name: &str, e: &toml::de::Error) -> ConfigError {
     let span = e.span();
     let (line, col) = span
@@ -267,7 +297,7 @@ fn serde_error(located: &Located, name: &str, e: &toml::de::Error) -> ConfigErro
         .and_then(|s| located.path_at(s.start))
         .map(|p| p.to_string())
         .unwrap_or_default();
-    let message = e.message().trim().to_string();
+    let message = without_value(e.message().trim());
     let fix = if message.starts_with("unknown field") {
         "check the spelling against conf/anteroom.toml (keys are kebab-case)"
     } else if message.starts_with("missing field") {
