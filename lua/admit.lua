@@ -535,15 +535,16 @@ local reply = { admitted, abandoned, expired, n, redis.call('ZCARD', active), to
 for i = 1, #points do
   reply[#reply + 1] = points[i]
 end
--- The revocations numbered after the caller's last (all of them when the log numbers lower
--- than that: it was lost and numbers again), oldest first, at most MAX_REVOKED.
+-- The revocations numbered after the caller's last (all of them when its number is not of this
+-- log: the log numbers lower than that, or the caller knew another generation — the log was
+-- lost and numbers again), oldest first, at most MAX_REVOKED.
 local revoked = {}
 local revoked_last = 0
 if ARGV[22] ~= '' then
   trim_revoked(KEYS[7], now)
   local after = tonumber(ARGV[22]) or 0
   local seq = tonumber(redis.call('HGET', room, 'revoke_seq')) or 0
-  if after > seq then
+  if after > seq or stale then
     after = 0
   end
   revoked_last = after

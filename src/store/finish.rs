@@ -133,11 +133,13 @@ pub struct Revocations {
     pub last: u64,
 }
 
-/// Where the next read starts: after `after`, or from the start when the store's sequence is
-/// behind it (the store lost its data and numbers again from 1: a caller that kept its old
-/// number would miss every new entry). Both backends follow this rule.
-pub fn read_from(after: u64, store_last: u64) -> u64 {
-    if after > store_last {
+/// Where the next read starts: after `after`, or from the start when the caller's number is
+/// not of this log: the store's sequence is behind it, or the caller knew another store
+/// generation (`stale`: the store lost its data and numbers again from 1; re-review: once the
+/// new numbers caught up with the caller's old one, the entries up to it were skipped for
+/// good). Both backends follow this rule.
+pub fn read_from(after: u64, store_last: u64, stale: bool) -> u64 {
+    if stale || after > store_last {
         0
     } else {
         after
@@ -180,9 +182,14 @@ mod tests {
 
     #[test]
     fn a_store_that_numbers_again_is_read_from_the_start() {
-        assert_eq!(read_from(0, 0), 0);
-        assert_eq!(read_from(5, 9), 5);
-        assert_eq!(read_from(9, 9), 9);
-        assert_eq!(read_from(12, 3), 0, "the store lost its data");
+        assert_eq!(read_from(0, 0, false), 0);
+        assert_eq!(read_from(5, 9, false), 5);
+        assert_eq!(read_from(9, 9, false), 9);
+        assert_eq!(read_from(12, 3, false), 0, "the store lost its data");
+        assert_eq!(
+            read_from(2, 3, true),
+            0,
+            "lost, and numbered past the caller's old number since"
+        );
     }
 }

@@ -172,6 +172,39 @@ pub async fn a_store_that_lost_its_revocations_is_read_from_the_start(h: &dyn Ha
     assert!(after.last < before.last);
 }
 
+/// A caller that knew the store's earlier generation reads the revocation log from the start,
+/// also once the new numbers have caught up with its old one (found by review: an instance
+/// away during a data loss came back with its old number 1, the new log already at 2, and
+/// never learned the new revocation numbered 1).
+pub async fn a_caller_of_an_earlier_generation_reads_the_revocations_from_the_start(
+    h: &dyn Harness,
+) {
+    let s = h.store();
+    let p = room("regen", 100.0, 5);
+    let v = occupy(&*s, &p).await;
+    s.finish(&p, v, &ending(h, Command::Revoke)).await.unwrap();
+    let known = s.admit_with(&p, &AdmitContext::default()).await.unwrap();
+    let old_last = revoked_after(&*s, &p, Some(0)).await.last;
+    assert_eq!(old_last, 1);
+    h.wipe();
+    // (A generation is named by its time: the new one is made later.)
+    h.advance(Duration::from_secs(1));
+    // Two revocations after the loss: numbered 1 and 2 in the new log.
+    let (b, c) = (VisitorId::random(), VisitorId::random());
+    for v in [b, c] {
+        s.finish(&p, v, &ending(h, Command::Revoke)).await.unwrap();
+    }
+    let ctx = AdmitContext {
+        known_generation: Some(known.generation.clone()),
+        revoked_after: Some(old_last),
+        ..Default::default()
+    };
+    let r = s.admit_with(&p, &ctx).await.unwrap();
+    let vids: Vec<VisitorId> = r.revoked.list.iter().map(|x| x.vid).collect();
+    assert_eq!(vids, vec![b, c], "{:?}", r.revoked);
+    assert_eq!(r.revoked.last, 2);
+}
+
 /// A session the store holds longer than the cookie the command came with (renewed through an
 /// instance with a longer `session-ttl`, whose cookie lives as long) stays ended that long too:
 /// the marker and the revocation last past its deadline here. Before, they lasted only as long

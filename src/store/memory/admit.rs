@@ -132,7 +132,7 @@ impl RoomData {
             new_generation,
             line: r.sample(burst as u64),
             autopilot,
-            revoked: r.revoked.after(ctx.revoked_after, wall / 1_000_000),
+            revoked: r.revoked.after(ctx.revoked_after, stale, wall / 1_000_000),
             event: r.event_seen(&at, wall),
             events_version: r.events_version(),
             store_now: wall,

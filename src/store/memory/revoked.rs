@@ -43,12 +43,12 @@ impl Log {
 
     /// The entries numbered after `after` (see [`finish::read_from`]), at most
     /// [`finish::MAX_PER_TICK`].
-    pub(super) fn after(&mut self, after: Option<u64>, wall_secs: u64) -> Revocations {
+    pub(super) fn after(&mut self, after: Option<u64>, stale: bool, wall_secs: u64) -> Revocations {
         let Some(after) = after else {
             return Revocations::default();
         };
         self.trim(wall_secs);
-        let from = finish::read_from(after, self.last);
+        let from = finish::read_from(after, self.last, stale);
         let list: Vec<(u64, Revocation)> = self
             .entries
             .iter()
@@ -120,24 +120,26 @@ mod tests {
     #[test]
     fn the_log_is_read_after_a_number_and_trimmed_when_expired() {
         let mut log = Log::default();
-        assert_eq!(log.after(None, 0), Revocations::default());
+        assert_eq!(log.after(None, false, 0), Revocations::default());
         log.add(r(1, 100), 0);
         log.add(r(2, 500), 0);
-        let all = log.after(Some(0), 0);
+        let all = log.after(Some(0), false, 0);
         assert_eq!((all.list.len(), all.last), (2, 2));
-        let rest = log.after(Some(1), 0);
+        let rest = log.after(Some(1), false, 0);
         assert_eq!((rest.list.as_slice(), rest.last), (&[r(2, 500)][..], 2));
-        assert_eq!(log.after(Some(2), 0).list, vec![]);
+        assert_eq!(log.after(Some(2), false, 0).list, vec![]);
         // A retry is numbered again and kept once.
         log.add(r(1, 100), 0);
-        assert_eq!(log.after(Some(2), 0).list, vec![r(1, 100)]);
-        assert_eq!(log.after(Some(0), 0).list.len(), 2);
+        assert_eq!(log.after(Some(2), false, 0).list, vec![r(1, 100)]);
+        assert_eq!(log.after(Some(0), false, 0).list.len(), 2);
         // Past its until (and the margin), the oldest goes.
         let later = 500 + finish::TRIM_MARGIN.as_secs() + 1;
-        assert_eq!(log.after(Some(0), later).list, vec![]);
+        assert_eq!(log.after(Some(0), false, later).list, vec![]);
         // A caller ahead of the log (it lost its data) reads from the start.
         log.add(r(3, later + 10), later);
-        let reset = log.after(Some(99), later);
+        let reset = log.after(Some(99), false, later);
         assert_eq!((reset.list, reset.last), (vec![r(3, later + 10)], 4));
+        // A caller of another generation reads from the start, behind the log or not.
+        assert_eq!(log.after(Some(4), true, later).list, vec![r(3, later + 10)]);
     }
 }
