@@ -72,10 +72,18 @@ async fn serve(mut stream: TcpStream, orders: Arc<AtomicUsize>) {
             orders.fetch_add(1, Ordering::SeqCst);
         }
         if head.to_ascii_lowercase().contains("\r\nupgrade: websocket") {
+            let command = if first.contains("command-revoke") {
+                "Anteroom-Command: revoke\r\n"
+            } else {
+                ""
+            };
             let _ = stream
                 .write_all(
-                    b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n\
-                      Connection: Upgrade\r\n\r\n",
+                    format!(
+                        "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n\
+                         {command}Connection: Upgrade\r\n\r\n"
+                    )
+                    .as_bytes(),
                 )
                 .await;
             let mut sink = [0u8; 1024];
@@ -153,6 +161,74 @@ async fn order(proxy: &Proxy, jar: &Jar, method: reqwest::Method, path: &str) ->
         .unwrap()
         .status()
         .as_u16()
+}
+
+/// A 101 is the origin's final answer: a command on it is obeyed and counted (found by review:
+/// it was removed, neither obeyed nor counted).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_command_on_a_101_is_obeyed() {
+    let origin = raw_origin().await;
+    let proxy = Proxy::start(&config_with(
+        origin.addr,
+        "origin-commands = true\n\n[admin]\ntoken = \"admin-token-for-tests-0123456789\"",
+    ));
+    let jar = admitted(&proxy).await;
+    let mut tunnel = TcpStream::connect(proxy.addr).await.unwrap();
+    let request = format!(
+        "GET /products/command-revoke HTTP/1.1\r\nHost: shop.test\r\nCookie: {}\r\n\
+         Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\
+         Sec-WebSocket-Version: 13\r\n\r\n",
+        jar.header()
+    );
+    tunnel.write_all(request.as_bytes()).await.unwrap();
+    let mut head = Vec::new();
+    let mut chunk = [0u8; 1024];
+    while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+        let n = tokio::time::timeout(Duration::from_secs(10), tunnel.read(&mut chunk))
+            .await
+            .expect("the 101 comes")
+            .unwrap();
+        assert!(n > 0, "the proxy closed before answering");
+        head.extend_from_slice(&chunk[..n]);
+    }
+    let head = String::from_utf8_lossy(&head).to_ascii_lowercase();
+    assert!(head.starts_with("http/1.1 101"), "{head}");
+    assert!(!head.contains("anteroom-command"), "{head}");
+    drop(tunnel);
+    eventually(
+        Duration::from_secs(5),
+        "the revoke obeyed and counted",
+        || async {
+            let m = metrics_text(&proxy, "admin-token-for-tests-0123456789").await;
+            m.lines()
+                .any(|l| {
+                    l.starts_with("anteroom_origin_commands_total")
+                        && l.contains("command=\"revoke\"")
+                        && l.ends_with(" 1")
+                })
+                .then_some(())
+        },
+    )
+    .await;
+    // The revoked admission is refused: its holder is given a new visitor id.
+    let resp = client()
+        .get(proxy.url("/products/after"))
+        .header("cookie", jar.header())
+        .send()
+        .await
+        .unwrap();
+    let ids: Vec<String> = set_cookies(&resp)
+        .into_iter()
+        .filter(|(k, _, _)| k == "anteroom_vid")
+        .map(|(_, v, _)| v)
+        .collect();
+    assert!(
+        !ids.is_empty()
+            && ids
+                .iter()
+                .all(|v| Some(v.as_str()) != jar.get("anteroom_vid")),
+        "a new visitor id: {ids:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -191,6 +191,24 @@ async fn the_shops_word_settles_an_order_even_when_it_failed() {
     assert_eq!(origin.count("/orders"), 1);
 }
 
+/// A request let past the line (a bypass rule) that carries an admission is answered for it:
+/// the shop's command ends the admission it came with (found by review: it was counted
+/// `unadmitted` and the admission kept).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_command_on_a_bypassed_request_ends_the_admission_it_carried() {
+    let origin = Origin::start().await;
+    let proxy = Proxy::start(&config(origin.addr, "", ON));
+    let a = admitted(&proxy).await;
+    let resp = send(&proxy, "GET", "/products/feed/command-revoke", &a).await;
+    assert_eq!(resp.status(), 200);
+    assert!(resp.headers().get("anteroom-command").is_none());
+    assert!(cleared(&resp), "the admission cookie cleared");
+    eventually(Duration::from_secs(5), "counted as a revoke", || async {
+        counted(&proxy, "revoke").await.then_some(())
+    })
+    .await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unknown_words_and_commands_without_an_admission_do_nothing() {
     let origin = Origin::start().await;

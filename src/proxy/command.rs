@@ -48,7 +48,12 @@ pub(super) fn on_response(req: &RequestHeader, resp: &mut ResponseHeader, ctx: &
     }
     let shared = ctx.shared.clone();
     let rooms: Vec<(usize, Option<Holder>)> = match ctx.room {
-        Some(room) if shared.rooms[room].cfg.origin_commands => vec![(room, ctx.holder)],
+        // The admission the request carried or was given; on a request let past without one
+        // (a bypass rule, a room switched off) the cookie it came with (found by review: a
+        // command there was counted `unadmitted` and the admission it carried kept).
+        Some(room) if shared.rooms[room].cfg.origin_commands => {
+            vec![(room, ctx.holder.or_else(|| held(&shared, req, room)))]
+        }
         Some(_) => return,
         None => {
             if !shared.rooms.iter().any(|r| r.cfg.origin_commands) {
@@ -66,8 +71,9 @@ pub(super) fn on_response(req: &RequestHeader, resp: &mut ResponseHeader, ctx: &
     let (command, unknown) =
         finish::commanded(resp.headers.get_all(&HEADER).iter().map(|v| v.as_bytes()));
     resp.remove_header(&HEADER);
-    // A 1xx is not the answer: a command rides on the final one.
-    if resp.status.is_informational() {
+    // A 1xx is not the answer: a command rides on the final one, which a 101 is (the
+    // connection is the protocol's from then on; found by review: it was dropped uncounted).
+    if resp.status.is_informational() && resp.status != http::StatusCode::SWITCHING_PROTOCOLS {
         return;
     }
     for (room, holder) in rooms {
@@ -106,7 +112,7 @@ fn obey(
         return;
     };
     let Some(holder) = holder else {
-        // A bypassed request, a room switched off, the `open` policy: no admission to end.
+        // No valid admission came with the request: nothing to end.
         count(OriginCommand::Unadmitted);
         return;
     };
