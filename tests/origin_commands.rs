@@ -209,6 +209,30 @@ async fn a_command_on_a_bypassed_request_ends_the_admission_it_carried() {
     .await;
 }
 
+/// A visitor who closes the connection before the origin has answered does not take the
+/// command on that answer away: the answer is awaited (found by review: Pingora ended the
+/// origin's side with the visitor's, and the `complete` never came).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_command_comes_through_when_the_visitor_left_before_the_answer() {
+    use tokio::io::AsyncWriteExt;
+    let origin = Origin::start().await;
+    let proxy = Proxy::start(&config(origin.addr, "", ON));
+    let a = admitted(&proxy).await;
+    origin.set_delay(500);
+    let mut s = tokio::net::TcpStream::connect(proxy.addr).await.unwrap();
+    let request = format!(
+        "GET /products/command-complete HTTP/1.1\r\nHost: shop.test\r\nCookie: {}\r\n\r\n",
+        a.header()
+    );
+    s.write_all(request.as_bytes()).await.unwrap();
+    s.shutdown().await.unwrap();
+    drop(s);
+    eventually(Duration::from_secs(5), "the complete counted", || async {
+        counted(&proxy, "complete").await.then_some(())
+    })
+    .await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unknown_words_and_commands_without_an_admission_do_nothing() {
     let origin = Origin::start().await;

@@ -81,6 +81,25 @@ pub(super) fn on_response(req: &RequestHeader, resp: &mut ResponseHeader, ctx: &
     }
 }
 
+/// Where the origin's answer may carry a command (a room that takes them, or a page outside
+/// every room on the upstream of one), the origin's answer is awaited also when the visitor
+/// closes their side first (HTTP/1.1; a TCP FIN: a reset still ends it): the command rides on
+/// that answer, and Pingora otherwise ends the origin's side with the visitor's (found by
+/// review: a tab closed while the shop confirmed the order lost its `complete`, and a visitor
+/// who closed before the answer escaped a `revoke`).
+pub(super) fn await_answer(session: &mut pingora::proxy::Session, ctx: &Ctx) {
+    let rooms = &ctx.shared.rooms;
+    let commands = match ctx.room {
+        Some(room) => rooms[room].cfg.origin_commands,
+        None => rooms
+            .iter()
+            .any(|r| r.cfg.origin_commands && r.cfg.upstream == ctx.upstream),
+    };
+    if commands {
+        session.set_abort_on_close(false);
+    }
+}
+
 /// The admission of `room` that `req` carries, verified as a protected request's is (outside
 /// every room, no more than the cookie is read: no store call).
 fn held(shared: &Shared, req: &RequestHeader, room: usize) -> Option<Holder> {

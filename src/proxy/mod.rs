@@ -373,11 +373,12 @@ impl ProxyHttp for Proxy {
 
     async fn upstream_request_filter(
         &self,
-        _session: &mut Session,
+        session: &mut Session,
         upstream_request: &mut RequestHeader,
         ctx: &mut Ctx,
     ) -> Result<()> {
         ctx.handed_over = true;
+        command::await_answer(session, ctx);
         cache_safe::ask_in_full(upstream_request, !ctx.set_cookies.is_empty());
         // The origin's proof that the request came through the line (replacing any copy a
         // client sent: a guess must not reach the origin as if we had sent it).
