@@ -188,10 +188,11 @@ impl Router {
         }
     }
 
-    /// A reading a room for any host matched (entry `found`), under a longer prefix that a
-    /// host-bound room on the same upstream protects (its host is not the request's, or the
-    /// lookup would have found it first): the request names another host for a path that room
-    /// protects, as when no room matched, and `other-hosts` decides. `None`: no such claim.
+    /// A reading a room matched for the request's host (entry `found`: a room for any host, or
+    /// one bound to this host) under a shorter prefix than a host-bound room of another host
+    /// on the same upstream protects (its host is not the request's, or the lookup would have
+    /// found it first): the request names another host for a path that room protects, as when
+    /// no room matched, and `other-hosts` decides. `None`: no such claim.
     ///
     /// Found by review: with a room on `/` for any host beside a host-bound room on `/sale`, a
     /// request for `/sale/...` with another `Host` (or none) met the cheap room and went to the
