@@ -550,11 +550,29 @@ fn a_value_of_the_wrong_type_is_not_shown() {
             "[cookie]\nkeys = [\"env-key-0123456789-0123456789-0123456789\"]\n[admin]\ntoken = 0x5EC12E7\n",
             "admin.token",
         ),
+        // Through an `env:` value (re-review: the path after the variables are read quoted it).
+        (
+            "[cookie]\nkeys = \"env:SECRET_KEY\"\n",
+            "cookie.keys",
+        ),
+        // A literal in the file, read after an `env:` list elsewhere was.
+        (
+            "[cookie]\nkeys = [\"env-key-0123456789-0123456789-0123456789\"]\n[store]\nbackend = \"redis\"\nredis-sentinel = \"redis://:s3cr3t-pw@127.0.0.1:26379\"\nsentinel-master = \"m\"\n[[room]]\nname = \"r\"\npaths = \"env:LISTOK\"\nadmit-per-second = 1\nmax-active = 1\n",
+            "",
+        ),
     ] {
         std::fs::write(dir.path().join("w.toml"), format!("{body}\n{SMALL}")).unwrap();
-        let (code, out, err) = check_env(dir.path(), "w.toml", &[]);
+        let (code, out, err) = check_env(
+            dir.path(),
+            "w.toml",
+            &[
+                ("LISTOK", "[\"/a\"]"),
+                ("SECRET_KEY", "s3cr3t-key-env-0123456789-0123456789"),
+            ],
+        );
         assert_eq!(code, 2, "{out}{err}");
         assert!(err.contains(key) && err.contains("invalid type"), "{err}");
+        assert!(!err.contains("s3cr3t") && !out.contains("s3cr3t"), "{err}");
         for secret in ["s3cr3t", "99357415", "5EC12E7"] {
             assert!(!err.contains(secret) && !out.contains(secret), "{secret} shown: {err}");
         }

@@ -198,7 +198,12 @@ fn with_builder<T>(
                 }
                 (Err(e), _) => {
                     let fix = "check the environment variable's value against the key it stands in for (a number, a boolean or a list is read as TOML: 175, true, [\"/a\", \"/b\"])";
-                    let problem = format!("after env: values were read: {}", e.message().trim());
+                    // Without the value, as on the file's own path (re-review: the
+                    // variable's value, a cookie key or a URL with its password, was shown).
+                    let problem = format!(
+                        "after env: values were read: {}",
+                        without_value(e.message().trim())
+                    );
                     // At the key whose variable's value the message names, when one does.
                     let error = match env::named(&mut value, &from_env, e.message()) {
                         Some(key) => positioned(&located, name, &key, problem, fix.to_string()),
