@@ -293,6 +293,35 @@ async fn a_registrant_keeps_seeing_their_place_through_an_outage() {
         },
     )
     .await;
+    // The store's count comes from a call of its own: two more of the instance's ticks after
+    // it, and its own snapshot holds them (a CI run under load began the outage between).
+    let c = ::redis::Client::open(redis.url())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    // When the instance last ticked (its score in the room's instances, the store's µs).
+    let ticked_at = || {
+        let mut c = c.clone();
+        async move {
+            let scores: Vec<(String, f64)> = ::redis::cmd("ZRANGE")
+                .arg("{anteroom:sale}:instances")
+                .arg(0)
+                .arg(-1)
+                .arg("WITHSCORES")
+                .query_async(&mut c)
+                .await
+                .ok()?;
+            scores.into_iter().map(|(_, s)| s).reduce(f64::max)
+        }
+    };
+    let mut last = eventually(Duration::from_secs(10), "a tick", &ticked_at).await;
+    for _ in 0..2 {
+        last = eventually(Duration::from_secs(10), "a later tick", || async {
+            ticked_at().await.filter(|t| *t > last)
+        })
+        .await;
+    }
     let before = get_json(&proxy, STATUS, &mut jars[2]).await.unwrap();
     assert_eq!(before["position"], 3, "{before}");
     redis.signal(true);
