@@ -61,6 +61,22 @@ pub struct ReloadOutcome {
     pub error: Option<String>,
 }
 
+/// The routing table of a configuration.
+pub fn router_of(config: &Config) -> Router {
+    Router::new(
+        config.rooms.iter().map(|r| RoomRoutes {
+            hosts: &r.hosts,
+            paths: &r.paths,
+            upstream: config.origin_of(r.upstream),
+        }),
+        Policy {
+            matching: config.listen.path_matching,
+            other_hosts: config.listen.other_hosts,
+            default_upstream: config.origin_of(config.default_upstream),
+        },
+    )
+}
+
 /// One loaded configuration with its derived state.
 pub struct Shared {
     pub core: Arc<Core>,
@@ -319,18 +335,7 @@ impl Shared {
     /// over the last known runtime state of rooms that keep their name.
     pub fn new(core: Arc<Core>, config: Config, previous: Option<&Shared>) -> Result<Self, String> {
         let pages = Pages::load(&config)?;
-        let router = Router::new(
-            config.rooms.iter().map(|r| RoomRoutes {
-                hosts: &r.hosts,
-                paths: &r.paths,
-                upstream: config.origin_of(r.upstream),
-            }),
-            Policy {
-                matching: config.listen.path_matching,
-                other_hosts: config.listen.other_hosts,
-                default_upstream: config.origin_of(config.default_upstream),
-            },
-        );
+        let router = router_of(&config);
         let key_ids: Vec<&str> = config.cookie.keys.iter().map(|k| k.id()).collect();
         let mut rooms: Vec<Room> = config
             .rooms
