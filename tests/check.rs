@@ -579,6 +579,38 @@ fn a_value_of_the_wrong_type_is_not_shown() {
     }
 }
 
+/// Over HTTP/2 a stalled body gives its origin slot back at `client-timeout` but stays at the
+/// origin until `read-timeout`: with the latter the longer, `check` warns that the cap can be
+/// passed (found by review).
+#[test]
+fn a_read_timeout_above_client_timeout_beside_a_cap_is_a_warning_over_https() {
+    let dir = tempfile::tempdir().unwrap();
+    let ca = common::tls::TestCa::new(dir.path());
+    let (cert, key) = ca.issue("shop", &["DNS:shop.test"]);
+    let file = |read_timeout: &str| {
+        format!(
+            "[listen]\nhttps = \"127.0.0.1:8443\"\n[cookie]\nkeys = [\"env-key-0123456789-0123456789-0123456789\"]\n\
+             [[tls]]\nhosts = [\"shop.test\"]\ncert = \"{}\"\nkey = \"{}\"\n\
+             [[upstream]]\nname = \"shop\"\naddr = \"127.0.0.1:9\"\nread-timeout = \"{read_timeout}\"\n\
+             [default]\nupstream = \"shop\"\n\
+             [[room]]\nname = \"sale\"\npaths = [\"/sale\"]\nadmit-per-second = 1\nmax-active = 1\nmax-origin-inflight = 2\n",
+            cert.display(),
+            key.display()
+        )
+    };
+    std::fs::write(dir.path().join("long.toml"), file("90s")).unwrap();
+    let (code, out, err) = check_env(dir.path(), "long.toml", &[]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        err.contains("room[0].max-origin-inflight") && err.contains("past this cap"),
+        "{err}"
+    );
+    std::fs::write(dir.path().join("short.toml"), file("30s")).unwrap();
+    let (code, out, err) = check_env(dir.path(), "short.toml", &[]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(!err.contains("past this cap"), "{err}");
+}
+
 #[test]
 fn a_redis_url_is_read_as_run_reads_it_and_its_password_is_not_shown() {
     let dir = tempfile::tempdir().unwrap();

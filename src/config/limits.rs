@@ -219,3 +219,38 @@ pub(super) fn share_upstream_caps(rooms: &mut [RoomConfig], upstreams: &[Upstrea
         }
     }
 }
+
+impl Builder<'_> {
+    /// Over HTTP/2 (anteroom's HTTPS listener) Pingora cuts no stalled request body: such a
+    /// request gives its origin slot back at `client-timeout` but stays open at the origin
+    /// until the upstream's `read-timeout`. With `read-timeout` the longer, a visitor stalling
+    /// bodies keeps origin connections open past `max-origin-inflight` (found by review).
+    pub(super) fn warn_stalls_past_the_cap(
+        &mut self,
+        rooms: &[RoomConfig],
+        upstreams: &[Upstream],
+        server: &ServerSettings,
+        https: bool,
+    ) {
+        if !https {
+            return;
+        }
+        for (i, r) in rooms.iter().enumerate() {
+            let Some(u) = upstreams.get(r.upstream) else {
+                continue;
+            };
+            if r.origin_cap.is_some() && u.read_timeout > server.client_timeout {
+                self.warn(
+                    super::build::k("room").index(i).key("max-origin-inflight"),
+                    format!(
+                        "upstream {:?} has read-timeout {} above client-timeout {}: an HTTP/2 request that stalls its body gives its slot back at client-timeout but stays open at the origin until read-timeout, past this cap",
+                        u.name,
+                        humantime::format_duration(u.read_timeout),
+                        humantime::format_duration(server.client_timeout)
+                    ),
+                    "keep the upstream's read-timeout at or below [server] client-timeout (the defaults are 30s and 60s)",
+                );
+            }
+        }
+    }
+}
