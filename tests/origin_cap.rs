@@ -347,6 +347,81 @@ async fn an_upload_that_waited_for_its_slot_is_not_timed_out_for_the_wait() {
     assert_eq!(hold.await.unwrap().status(), 200);
 }
 
+/// An origin that reads a large upload slowly: a receive buffer of 16 KiB, one read every
+/// 10 ms (about 1.6 MB/s); answers 200 once the `Content-Length` has been read.
+async fn slow_reading_origin() -> (SocketAddr, tokio::task::JoinHandle<()>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.set_recv_buffer_size(16 * 1024).unwrap();
+    socket.bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    let listener = socket.listen(16).unwrap();
+    let addr = listener.local_addr().unwrap();
+    let task = tokio::spawn(async move {
+        while let Ok((mut s, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let mut buf = vec![0u8; 64 * 1024];
+                let mut seen = Vec::new();
+                let (head_end, len) = loop {
+                    let n = s.read(&mut buf).await.unwrap_or(0);
+                    if n == 0 {
+                        return;
+                    }
+                    seen.extend_from_slice(&buf[..n]);
+                    if let Some(i) = seen.windows(4).position(|w| w == b"\r\n\r\n") {
+                        let head = String::from_utf8_lossy(&seen[..i]).to_ascii_lowercase();
+                        let len = head
+                            .lines()
+                            .find_map(|l| l.strip_prefix("content-length:"))
+                            .and_then(|v| v.trim().parse::<usize>().ok())
+                            .unwrap_or(0);
+                        break (i + 4, len);
+                    }
+                };
+                let mut got = seen.len() - head_end;
+                while got < len {
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                    let n = s.read(&mut buf).await.unwrap_or(0);
+                    if n == 0 {
+                        return;
+                    }
+                    got += n;
+                }
+                let _ = s
+                    .write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+                    .await;
+            });
+        }
+    });
+    (addr, task)
+}
+
+/// An upload the origin reads slowly goes on past `client-timeout` as long as it moves: the
+/// proxy reads the visitor no faster than the origin takes it, and each KiB received earns a
+/// second (found by re-review: cut at `client-timeout` and told as the visitor's).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upload_the_origin_reads_slowly_is_not_cut() {
+    let (addr, task) = slow_reading_origin().await;
+    let proxy = Proxy::start(&format!(
+        "[server]\nclient-timeout = \"1s\"\n{}",
+        config(addr, 1, "20s")
+    ));
+    let jar = admitted(&proxy).await;
+    let started = std::time::Instant::now();
+    let resp = client()
+        .post(proxy.url("/products/upload"))
+        .header("cookie", jar.header())
+        .body(vec![b'x'; 12 * 1024 * 1024])
+        .send()
+        .await;
+    let status = resp.map(|r| r.status().as_u16()).unwrap_or(0);
+    assert_eq!(status, 200, "after {:?}", started.elapsed());
+    assert!(
+        started.elapsed() > Duration::from_secs(1),
+        "the origin took longer than client-timeout to read it"
+    );
+    task.abort();
+}
+
 /// A body not complete within `client-timeout` is the visitor's slowness, not the shop's: no
 /// 504 page, no "origin failed", no failure in the origin's health that the autopilot reads
 /// (found by review: the timeout was told as the origin's, so one admitted visitor trickling

@@ -92,10 +92,14 @@ impl ProxyHttp for Proxy {
     async fn request_body_filter(
         &self,
         session: &mut Session,
-        _body: &mut Option<Bytes>,
+        body: &mut Option<Bytes>,
         end_of_stream: bool,
         ctx: &mut Ctx,
     ) -> Result<()> {
+        if let Some(b) = body {
+            ctx.body_bytes = ctx.body_bytes.saturating_add(b.len() as u64);
+            Self::body_moved(ctx);
+        }
         // The origin's latency runs from the end of the request's body: before (found by
         // review), a body uploaded slowly counted as the shop's slowness and cut the rate.
         if Self::slot_lapsed(ctx) {

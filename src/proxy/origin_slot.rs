@@ -13,9 +13,9 @@
 //! review: one admitted visitor stalling a body on each of a connection's streams shut a capped
 //! room with 503s for everyone).
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use pingora::proxy::Session;
 use pingora::Result;
@@ -53,8 +53,13 @@ impl Proxy {
                 ctx.body_from = Instant::now();
                 let h2_body = session.is_http2() && !session.is_body_empty();
                 ctx.origin_slot = Some(if h2_body {
-                    let deadline = ctx.body_from + shared.config.server.client_timeout;
-                    Held::Watched(Watch::start(slot, deadline, r.name().to_string()))
+                    let limit = shared.config.server.client_timeout;
+                    Held::Watched(Watch::start(
+                        slot,
+                        ctx.body_from,
+                        limit,
+                        r.name().to_string(),
+                    ))
                 } else {
                     Held::Plain(slot)
                 });
@@ -85,6 +90,14 @@ impl Proxy {
     /// body finished after that reached the origin beside the slot's next holder).
     pub(super) fn slot_lapsed(ctx: &Ctx) -> bool {
         matches!(&ctx.origin_slot, Some(Held::Watched(w)) if w.lapsed.load(Ordering::Acquire))
+    }
+
+    /// More of the body came: a watched slot's deadline moves with what it earned
+    /// ([`super::slow::body_limit`]).
+    pub(super) fn body_moved(ctx: &Ctx) {
+        if let Some(Held::Watched(w)) = &ctx.origin_slot {
+            w.received.store(ctx.body_bytes, Ordering::Release);
+        }
     }
 
     /// The request's body is whole: a watched slot stays with the request until it ends.
@@ -131,17 +144,30 @@ pub(super) struct Watch {
     done: Option<tokio::sync::oneshot::Sender<()>>,
     /// Set when the slot was given back.
     lapsed: Arc<AtomicBool>,
+    /// The body's bytes read so far, which move the deadline.
+    received: Arc<AtomicU64>,
 }
 
 impl Watch {
-    fn start(slot: crate::room::gate::Slot, deadline: Instant, room: String) -> Self {
-        let (done, whole) = tokio::sync::oneshot::channel::<()>();
+    fn start(slot: crate::room::gate::Slot, from: Instant, limit: Duration, room: String) -> Self {
+        let (done, mut whole) = tokio::sync::oneshot::channel::<()>();
         let lapsed = Arc::new(AtomicBool::new(false));
-        let flag = lapsed.clone();
+        let received = Arc::new(AtomicU64::new(0));
+        let (flag, moved) = (lapsed.clone(), received.clone());
         let task = tokio::spawn(async move {
-            let late = tokio::select! {
-                _ = tokio::time::sleep_until(deadline.into()) => true,
-                said = whole => said.is_err(),
+            let late = loop {
+                let deadline = from + super::slow::body_limit(limit, moved.load(Ordering::Acquire));
+                tokio::select! {
+                    _ = tokio::time::sleep_until(deadline.into()) => {
+                        // The body may have earned more time meanwhile.
+                        let now_due =
+                            from + super::slow::body_limit(limit, moved.load(Ordering::Acquire));
+                        if Instant::now() >= now_due {
+                            break true;
+                        }
+                    }
+                    said = &mut whole => break said.is_err(),
+                }
             };
             if late {
                 flag.store(true, Ordering::Release);
@@ -159,6 +185,7 @@ impl Watch {
             task,
             done: Some(done),
             lapsed,
+            received,
         }
     }
 }
