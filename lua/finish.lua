@@ -41,7 +41,12 @@ redis.call('SET', marker, 'c ' .. req, 'PX', math.max(life_ms, redis.call('PTTL'
 local until_txt = string.format('%.0f', until_s)
 if how == 'revoke' then
   trim_revoked(KEYS[5], now)
-  local seq = redis.call('HINCRBY', room, 'revoke_seq', 1)
-  redis.call('ZADD', KEYS[5], seq, vid .. ' ' .. until_txt)
+  -- Numbered by the store's clock (µs), above the last: a store restored from an older copy
+  -- (a snapshot, a failover that lost writes) numbers after anything it handed out before,
+  -- where a count would hand the same numbers out again, and an instance that had read them
+  -- would skip the new entries for good (found by review).
+  local seq = math.max(now, (tonumber(redis.call('HGET', room, 'revoke_seq')) or 0) + 1)
+  redis.call('HSET', room, 'revoke_seq', string.format('%.0f', seq))
+  redis.call('ZADD', KEYS[5], string.format('%.0f', seq), vid .. ' ' .. until_txt)
 end
 return until_txt

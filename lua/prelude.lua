@@ -20,7 +20,8 @@
 --   {anteroom:R}:consumed:<visitor hex>  STRING  the last order of this admission (see
 --                                read_marker); lives session-ttl + a margin after the consume
 --   {anteroom:R}:revoked   ZSET  member = visitor id (16 bytes) .. ' ' .. until (unix s), score =
---                                its number in the room's revocation log (room hash 'revoke_seq');
+--                                its number in the room's revocation log: the store's clock in µs,
+--                                above the last (room hash 'revoke_seq');
 --                                trimmed once until is past (finish.lua, src/store/finish.rs)
 --   {anteroom:R}:events    HASH  event name -> JSON of its runtime definition (change_event.lua,
 --                                src/event/schedule.rs); room hash 'ev_ver' counts the changes

@@ -166,7 +166,7 @@ impl Store for MemoryStore {
         vid: VisitorId,
         ending: &Ending,
     ) -> Result<u64, StoreError> {
-        let wall = self.clock.now_secs();
+        let wall = self.clock.now_micros();
         Ok(self.with(p, |r, now| r.finish_admission(vid, ending, now, wall)))
     }
 

@@ -185,7 +185,7 @@ pub async fn a_caller_of_an_earlier_generation_reads_the_revocations_from_the_st
     s.finish(&p, v, &ending(h, Command::Revoke)).await.unwrap();
     let known = s.admit_with(&p, &AdmitContext::default()).await.unwrap();
     let old_last = revoked_after(&*s, &p, Some(0)).await.last;
-    assert_eq!(old_last, 1);
+    assert!(old_last > 0);
     h.wipe();
     // (A generation is named by its time: the new one is made later.)
     h.advance(Duration::from_secs(1));
@@ -202,7 +202,33 @@ pub async fn a_caller_of_an_earlier_generation_reads_the_revocations_from_the_st
     let r = s.admit_with(&p, &ctx).await.unwrap();
     let vids: Vec<VisitorId> = r.revoked.list.iter().map(|x| x.vid).collect();
     assert_eq!(vids, vec![b, c], "{:?}", r.revoked);
-    assert_eq!(r.revoked.last, 2);
+}
+
+/// The log is numbered by the store's clock (µs), above its last number: a store restored from
+/// an older copy (a snapshot, a failover that lost writes) keeps its generation but forgets its
+/// count, and a count would hand the numbers an instance had read out again, which it would
+/// skip for good (found by review). By the clock, a later revocation is numbered above them.
+pub async fn revocations_are_numbered_by_the_store_clock(h: &dyn Harness) {
+    let s = h.store();
+    let p = room("clocked", 100.0, 5);
+    let first = VisitorId::random();
+    s.finish(&p, first, &ending(h, Command::Revoke))
+        .await
+        .unwrap();
+    let seen = revoked_after(&*s, &p, Some(0)).await.last;
+    h.advance(Duration::from_secs(5));
+    let later = VisitorId::random();
+    s.finish(&p, later, &ending(h, Command::Revoke))
+        .await
+        .unwrap();
+    let r = revoked_after(&*s, &p, Some(seen)).await;
+    let vids: Vec<VisitorId> = r.list.iter().map(|x| x.vid).collect();
+    assert_eq!(vids, vec![later]);
+    assert!(
+        r.last >= seen + 5_000_000,
+        "numbered by the clock: {seen} then {}",
+        r.last
+    );
 }
 
 /// A session the store holds longer than the cookie the command came with (renewed through an

@@ -717,6 +717,7 @@ macro_rules! conformance_suite {
             revocations_expire_with_their_cookies,
             a_store_that_lost_its_revocations_is_read_from_the_start,
             a_caller_of_an_earlier_generation_reads_the_revocations_from_the_start,
+            revocations_are_numbered_by_the_store_clock,
             an_ending_outlasts_a_session_renewed_for_longer_elsewhere,
             random_admits_anyone_in_line_at_the_rate_each_once,
             a_random_draw_is_told_to_every_caller_until_its_claims_run_out,
