@@ -611,6 +611,38 @@ fn a_read_timeout_above_client_timeout_beside_a_cap_is_a_warning_over_https() {
     assert!(!err.contains("past this cap"), "{err}");
 }
 
+/// Only a node a majority of the listed sentinels names is used: a sentinel listed twice is
+/// refused (it would count twice: found by review), and two listed are a warning (one down
+/// leaves no majority).
+#[test]
+fn sentinels_are_listed_once_and_two_are_a_warning() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = |list: &str| {
+        format!(
+            "[cookie]\nkeys = [\"env-key-0123456789-0123456789-0123456789\"]\n[store]\nbackend = \"redis\"\nredis-sentinel = [{list}]\nsentinel-master = \"m\"\n\n{SMALL}"
+        )
+    };
+    std::fs::write(
+        dir.path().join("dup.toml"),
+        file("\"redis://127.0.0.1:26379\", \"redis://:pw@127.0.0.1:26379\", \"redis://127.0.0.1:26380\""),
+    )
+    .unwrap();
+    let (code, out, err) = check_env(dir.path(), "dup.toml", &[]);
+    assert_eq!(code, 2, "{out}{err}");
+    assert!(
+        err.contains("store.redis-sentinel[1]") && err.contains("a second time"),
+        "{err}"
+    );
+    std::fs::write(
+        dir.path().join("two.toml"),
+        file("\"redis://127.0.0.1:26379\", \"redis://127.0.0.1:26380\""),
+    )
+    .unwrap();
+    let (code, out, err) = check_env(dir.path(), "two.toml", &[]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(err.contains("no majority"), "{err}");
+}
+
 #[test]
 fn a_redis_url_is_read_as_run_reads_it_and_its_password_is_not_shown() {
     let dir = tempfile::tempdir().unwrap();

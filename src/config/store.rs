@@ -99,6 +99,9 @@ impl Builder<'_> {
         }
         if let Some(urls) = &s.redis_sentinel {
             let urls = self.url_list(key, "redis-sentinel", urls, "26379");
+            if let Some(list) = &urls {
+                self.sentinel_count(key, list);
+            }
             let master = match &s.sentinel_master {
                 None => {
                     self.fail(
@@ -139,6 +142,35 @@ impl Builder<'_> {
     }
 
     /// A non-empty list of Redis URLs under `[store] NAME`.
+    /// Only a node a majority of the listed sentinels names is used: a sentinel listed twice
+    /// would count twice (found by review: with one of three listed twice, a stale sentinel
+    /// made the majority alone), and with two listed one down leaves no majority.
+    fn sentinel_count(&mut self, key: &KeyPath, urls: &[String]) {
+        use ::redis::IntoConnectionInfo;
+        let mut seen: Vec<String> = Vec::new();
+        for (i, u) in urls.iter().enumerate() {
+            let Ok(info) = u.as_str().into_connection_info() else {
+                continue;
+            };
+            let addr = info.addr().to_string().to_ascii_lowercase();
+            if seen.contains(&addr) {
+                self.fail(
+                    key.key("redis-sentinel").index(i),
+                    format!("lists the sentinel at {addr} a second time"),
+                    "list each sentinel once: only a node a majority of the listed sentinels names is used",
+                );
+            }
+            seen.push(addr);
+        }
+        if urls.len() == 2 {
+            self.warn(
+                key.key("redis-sentinel"),
+                "lists two sentinels: with one of them down there is no majority, and the store is out of reach",
+                "list three or more (or one): only a node a majority of the listed sentinels names is used",
+            );
+        }
+    }
+
     fn url_list(
         &mut self,
         key: &KeyPath,

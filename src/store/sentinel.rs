@@ -210,12 +210,24 @@ impl SentinelConn {
         // a stale sentinel alone named was taken when the majority's failed).
         let found = match lookup::agreed(&named, listed) {
             Some(n) => self.open(&mut lookup, &n).await,
-            None => Err(failed.unwrap_or_else(|| {
-                RedisError::from((
+            // Told with the tally (re-review: the last connection error alone hid that a
+            // sentinel did name a primary, and why it was not used).
+            None => {
+                let names: Vec<String> = named.iter().map(Named::addr).collect();
+                Err(RedisError::from((
                     ErrorKind::MasterNameNotFoundBySentinel,
-                    "no primary that a majority of the sentinels names",
-                ))
-            })),
+                    "no primary that a majority of the listed sentinels names",
+                    format!(
+                        "{} of {listed} named one ({}; {} needed){}",
+                        named.len(),
+                        names.join(", "),
+                        lookup::majority(listed),
+                        failed
+                            .map(|e| format!("; a sentinel failed: {e}"))
+                            .unwrap_or_default()
+                    ),
+                )))
+            }
         };
         if let Err(e) = &found {
             lookup.failed = Some((Instant::now(), e.to_string()));
