@@ -35,29 +35,7 @@ async fn h2_send(
     req: http::Request<()>,
     body: Option<&'static [u8]>,
 ) -> (u16, Vec<String>) {
-    let mut roots = rustls::RootCertStore::empty();
-    for c in CertificateDer::pem_file_iter(ca).unwrap() {
-        roots.add(c.unwrap()).unwrap();
-    }
-    let mut config = rustls::ClientConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()
-    .unwrap()
-    .with_root_certificates(roots)
-    .with_no_client_auth();
-    config.alpn_protocols = vec![b"h2".to_vec()];
-    let tcp = tokio::net::TcpStream::connect(SocketAddr::from(([127, 0, 0, 1], port)))
-        .await
-        .unwrap();
-    let tls = tokio_rustls::TlsConnector::from(Arc::new(config))
-        .connect(ServerName::try_from("shop.test").unwrap(), tcp)
-        .await
-        .unwrap();
-    assert_eq!(tls.get_ref().1.alpn_protocol(), Some(&b"h2"[..]));
-    let (client, conn) = h2::client::handshake(tls).await.unwrap();
-    tokio::spawn(conn);
-    let mut client = client.ready().await.unwrap();
+    let (mut client, _conn) = h2_connect(port, ca).await;
     let (resp, mut stream) = client.send_request(req, body.is_none()).unwrap();
     if let Some(b) = body {
         stream
@@ -252,6 +230,7 @@ async fn h2_connect(
         .connect(ServerName::try_from("shop.test").unwrap(), tcp)
         .await
         .unwrap();
+    assert_eq!(tls.get_ref().1.alpn_protocol(), Some(&b"h2"[..]));
     let (client, conn) = h2::client::handshake(tls).await.unwrap();
     (client.ready().await.unwrap(), tokio::spawn(conn))
 }

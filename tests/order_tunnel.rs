@@ -163,6 +163,21 @@ async fn order(proxy: &Proxy, jar: &Jar, method: reqwest::Method, path: &str) ->
         .as_u16()
 }
 
+/// The head of the proxy's answer on a raw connection (the 101, before the tunnel).
+async fn read_head(tunnel: &mut TcpStream) -> String {
+    let mut head = Vec::new();
+    let mut chunk = [0u8; 1024];
+    while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+        let n = tokio::time::timeout(Duration::from_secs(10), tunnel.read(&mut chunk))
+            .await
+            .expect("the 101 comes")
+            .unwrap();
+        assert!(n > 0, "the proxy closed before answering");
+        head.extend_from_slice(&chunk[..n]);
+    }
+    String::from_utf8_lossy(&head).to_string()
+}
+
 /// A 101 is the origin's final answer: a command on it is obeyed and counted (found by review:
 /// it was removed, neither obeyed nor counted).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -181,17 +196,7 @@ async fn a_command_on_a_101_is_obeyed() {
         jar.header()
     );
     tunnel.write_all(request.as_bytes()).await.unwrap();
-    let mut head = Vec::new();
-    let mut chunk = [0u8; 1024];
-    while !head.windows(4).any(|w| w == b"\r\n\r\n") {
-        let n = tokio::time::timeout(Duration::from_secs(10), tunnel.read(&mut chunk))
-            .await
-            .expect("the 101 comes")
-            .unwrap();
-        assert!(n > 0, "the proxy closed before answering");
-        head.extend_from_slice(&chunk[..n]);
-    }
-    let head = String::from_utf8_lossy(&head).to_ascii_lowercase();
+    let head = read_head(&mut tunnel).await.to_ascii_lowercase();
     assert!(head.starts_with("http/1.1 101"), "{head}");
     assert!(!head.contains("anteroom-command"), "{head}");
     drop(tunnel);
@@ -245,17 +250,7 @@ async fn an_order_answered_with_101_used_the_admission_whatever_the_tunnel_does(
         jar.header()
     );
     tunnel.write_all(request.as_bytes()).await.unwrap();
-    let mut head = Vec::new();
-    let mut chunk = [0u8; 1024];
-    while !head.windows(4).any(|w| w == b"\r\n\r\n") {
-        let n = tokio::time::timeout(Duration::from_secs(10), tunnel.read(&mut chunk))
-            .await
-            .expect("the 101 comes")
-            .unwrap();
-        assert!(n > 0, "the proxy closed before answering");
-        head.extend_from_slice(&chunk[..n]);
-    }
-    let head = String::from_utf8_lossy(&head).to_string();
+    let head = read_head(&mut tunnel).await;
     assert!(head.starts_with("HTTP/1.1 101"), "{head}");
     assert_eq!(origin.orders.load(Ordering::SeqCst), 1);
 
