@@ -270,6 +270,16 @@ fn stalled_post(
     (resp, body)
 }
 
+/// The admin token the capped rooms' tests configure.
+const ADMIN: &str = "admin-token-for-tests-0123456789";
+
+/// `Some(())` when the room's origin gate holds `n` slots (its metric, read when scraped).
+async fn inflight(proxy: &Proxy, n: u8) -> Option<()> {
+    let m = metrics_text(proxy, ADMIN).await;
+    m.contains(&format!("anteroom_origin_inflight{{room=\"sale\"}} {n}"))
+        .then_some(())
+}
+
 /// Over HTTP/2 Pingora cuts no stalled request body (it sets no read timeout there), so the
 /// room's origin slot of such a request is given back at `client-timeout`; and a connection
 /// with no stream open closes after it, as over HTTP/1.1 (found by review: one admitted visitor
@@ -290,14 +300,10 @@ async fn a_stalled_body_gives_its_origin_slot_back_and_an_idle_connection_closes
 
     let (mut h2c, _conn) = h2_connect(port, &ca).await;
     let (_stalled, _body) = stalled_post(&mut h2c, port, "/products/upload", &cookie);
-    let inflight = "anteroom_origin_inflight{room=\"sale\"} 1";
     eventually(
         std::time::Duration::from_secs(5),
         "the stalled request holds the slot",
-        || async {
-            let m = metrics_text(&proxy, "admin-token-for-tests-0123456789").await;
-            m.contains(inflight).then_some(())
-        },
+        || inflight(&proxy, 1),
     )
     .await;
     // Another admitted request waits for the slot: it comes at the stalled body's
@@ -410,13 +416,6 @@ async fn a_request_that_waited_for_its_slot_keeps_it() {
     )
     .await;
     let cookie = admission(&proxy).await;
-    let inflight = |n: u8| {
-        let proxy = &proxy;
-        async move {
-            let m = metrics_text(proxy, "admin-token-for-tests-0123456789").await;
-            m.contains(&format!("anteroom_origin_inflight{{room=\"sale\"}} {n}"))
-        }
-    };
     let first = {
         let req = client()
             .get(proxy.url("/products/first"))
@@ -427,7 +426,7 @@ async fn a_request_that_waited_for_its_slot_keeps_it() {
     eventually(
         std::time::Duration::from_secs(5),
         "the first holds the slot",
-        || async { inflight(1).await.then_some(()) },
+        || inflight(&proxy, 1),
     )
     .await;
     // The order, whole, on HTTP/2: it waits about 2.5 s for the slot (past client-timeout).
@@ -447,7 +446,7 @@ async fn a_request_that_waited_for_its_slot_keeps_it() {
     for _ in 0..3 {
         tokio::time::sleep(std::time::Duration::from_millis(300)).await;
         assert!(
-            inflight(1).await,
+            inflight(&proxy, 1).await.is_some(),
             "the slot given back while its request is at the origin"
         );
     }
@@ -470,24 +469,16 @@ async fn a_body_finished_after_its_slot_was_given_back_does_not_reach_the_origin
     )
     .await;
     let cookie = admission(&proxy).await;
-    let inflight = |n: u8| {
-        let proxy = &proxy;
-        async move {
-            let m = metrics_text(proxy, "admin-token-for-tests-0123456789").await;
-            m.contains(&format!("anteroom_origin_inflight{{room=\"sale\"}} {n}"))
-                .then_some(())
-        }
-    };
     let (mut h2c, _conn) = h2_connect(port, &ca).await;
     let (resp, mut body) = stalled_post(&mut h2c, port, "/products/late", &cookie);
     eventually(std::time::Duration::from_secs(5), "the slot taken", || {
-        inflight(1)
+        inflight(&proxy, 1)
     })
     .await;
     eventually(
         std::time::Duration::from_secs(5),
         "the slot given back",
-        || inflight(0),
+        || inflight(&proxy, 0),
     )
     .await;
     // The rest of the body, after the slot went.
