@@ -23,14 +23,27 @@ use common::*;
 
 const TOKEN: &str = "admin-token-for-tests-0123456789";
 
-/// An origin that takes `pace` per request (`/hold` takes `hold`) and counts how many it
-/// serves at once, and in which order they came (by `x-seq`).
-#[derive(Default)]
+/// An origin that takes `pace` per request (`/hold` takes `hold`; `/products/gated` answers
+/// only when the test opens its gate, one request per permit) and counts how many it serves
+/// at once, and in which order they came (by `x-seq`).
 struct Counts {
     now: AtomicUsize,
     most: AtomicUsize,
     orders: AtomicUsize,
     order_of_arrival: Mutex<Vec<String>>,
+    gate: tokio::sync::Semaphore,
+}
+
+impl Default for Counts {
+    fn default() -> Self {
+        Counts {
+            now: AtomicUsize::new(0),
+            most: AtomicUsize::new(0),
+            orders: AtomicUsize::new(0),
+            order_of_arrival: Mutex::default(),
+            gate: tokio::sync::Semaphore::const_new(0),
+        }
+    }
 }
 
 struct CountingOrigin {
@@ -71,7 +84,13 @@ async fn counting_origin(pace: Duration, hold: Duration) -> CountingOrigin {
                         } else {
                             pace
                         };
+                        let gated = req.uri().path().starts_with("/products/gated");
                         let _ = req.into_body().collect().await;
+                        if gated {
+                            if let Ok(permit) = c.gate.acquire().await {
+                                permit.forget();
+                            }
+                        }
                         tokio::time::sleep(wait).await;
                         c.now.fetch_sub(1, Ordering::SeqCst);
                         Ok::<_, Infallible>(Response::new(Full::new(Bytes::from_static(
@@ -160,13 +179,16 @@ async fn the_origin_never_sees_more_than_the_cap_and_waiters_go_in_order() {
         jars.push(admitted(&proxy).await);
     }
     // Three take the slots; the other nine line up one after the other: each is at the origin
-    // or in line before the next is sent, so the order they came in is known.
+    // or in line before the next is sent, so the order they came in is known. The origin
+    // answers only when the gate lets one through, so slots come free one at a time and the
+    // order the origin sees is the order the proxy gave the slots (two slots freed together
+    // would race to the origin).
     let mut sent = Vec::new();
     for (i, jar) in jars.iter().enumerate() {
         sent.push(send(
             &proxy,
             reqwest::Method::GET,
-            "/products",
+            "/products/gated",
             jar,
             i,
             false,
@@ -183,6 +205,22 @@ async fn the_origin_never_sees_more_than_the_cap_and_waiters_go_in_order() {
         )
         .await;
     }
+    let arrived = || origin.counts.order_of_arrival.lock().unwrap().len();
+    assert_eq!(arrived(), 3, "three at the origin, nine waiting");
+    for next in 4..=12 {
+        origin.counts.gate.add_permits(1);
+        eventually(
+            Duration::from_secs(5),
+            "the next in line at the origin",
+            || {
+                let n = arrived();
+                async move { (n >= next).then_some(()) }
+            },
+        )
+        .await;
+        assert_eq!(arrived(), next, "one slot freed lets one in");
+    }
+    origin.counts.gate.add_permits(3);
     for s in sent {
         let resp = s.await.unwrap();
         assert_eq!(resp.status(), 200);
