@@ -44,6 +44,10 @@ pub struct Ctx {
     pub(super) room: Option<usize>,
     /// `Set-Cookie` values to add to whatever response the visitor gets.
     pub(super) set_cookies: Vec<String>,
+    /// The id the request's visitor-id cookie carries (one the room did not revoke): the
+    /// cookie is given again with it, not with the room's own id when its ticket names
+    /// another (see `identity`), since the other rooms know the visitor by it.
+    pub(super) kept_vid: Option<crate::store::VisitorId>,
     pub outcome: Outcome,
     pub(super) reject: Option<Reject>,
     pub(super) started: Instant,
@@ -103,6 +107,7 @@ impl Ctx {
             upstream: shared.config.default_upstream,
             room: None,
             set_cookies: Vec::new(),
+            kept_vid: None,
             outcome: Outcome::Pass,
             reject: None,
             started: now,

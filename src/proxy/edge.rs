@@ -4,9 +4,7 @@
 //! The ticket also carries the first wait the visitor was told, measured against the wait they
 //! had when they are admitted (see [`crate::line::accuracy`]).
 
-use pingora::http::RequestHeader;
-
-use super::{cookie_values, secure, Ctx, Proxy, Verdict};
+use super::{secure, Ctx, Proxy, Verdict};
 use crate::app::Shared;
 use crate::cookie;
 use crate::event::Phase;
@@ -15,19 +13,6 @@ use crate::line::{self, forecast, Edge, Ticket};
 use crate::store::{Admission, VisitorId};
 
 impl Proxy {
-    /// The visitor's queue ticket for this room: only one that verifies and names them.
-    pub(super) fn ticket(
-        shared: &Shared,
-        req: &RequestHeader,
-        room: usize,
-        vid: VisitorId,
-    ) -> Option<Ticket> {
-        let r = &shared.rooms[room];
-        cookie::find_map(cookie_values(req), &r.ticket_cookie, |value| {
-            ticket::verify(&shared.config.cookie.keys, r.name(), value).filter(|t| t.vid == vid)
-        })
-    }
-
     /// The answer from the snapshot, when the ticket allows one (`None`: ask the store).
     pub(super) fn answer_at_edge(
         shared: &Shared,
@@ -276,7 +261,8 @@ impl Proxy {
             ctx.set_cookies.retain(|c| {
                 !cookie::sets(c, &r.ticket_cookie) && !cookie::sets(c, cookie::VID_COOKIE)
             });
-            ctx.set_cookies.push(cookie::set_vid(t.vid, life, secure));
+            let kept = ctx.kept_vid.unwrap_or(t.vid);
+            ctx.set_cookies.push(cookie::set_vid(kept, life, secure));
             ctx.set_cookies
                 .push(cookie::set_named(&r.ticket_cookie, &value, life, secure));
         }

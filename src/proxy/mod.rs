@@ -19,6 +19,7 @@ mod ctx;
 mod edge;
 mod event;
 pub mod held;
+mod identity;
 mod method;
 mod origin;
 mod origin_slot;
@@ -50,7 +51,7 @@ use crate::cookie;
 use crate::page::Status;
 use crate::route::Routing;
 pub use ctx::{Ctx, Outcome};
-use request::{client_key, cookie_values, gate, has_vid, peer_ip, secure, wants_json};
+use request::{client_key, cookie_values, gate, peer_ip, secure, wants_json};
 
 /// The proxy.
 pub struct Proxy {
@@ -229,9 +230,11 @@ impl ProxyHttp for Proxy {
             Self::send_closed(shared, session, ctx, room, false).await?;
             return Ok(true);
         }
-        let vid = Self::visitor(shared, session.req_header(), ctx, room);
-        let had_vid = has_vid(session.req_header(), vid);
-        let ticket = Self::ticket(shared, session.req_header(), room, vid);
+        let identity::Visitor {
+            vid,
+            ticket,
+            had_vid,
+        } = Self::visitor(shared, session.req_header(), ctx, room);
         let gate = match Self::challenge_gate(
             shared,
             session,

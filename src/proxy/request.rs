@@ -7,7 +7,6 @@ use pingora::proxy::Session;
 
 use super::Ctx;
 use crate::app::Shared;
-use crate::cookie;
 use crate::page;
 use crate::store::JoinGate;
 
@@ -56,14 +55,6 @@ pub(super) fn gate(shared: &Shared, session: &Session, room: usize) -> Option<Jo
         per: limit.per,
         known_only: false,
     })
-}
-
-/// The request carried `vid` (not one made for it just now, nor one that replaced a revoked id).
-pub(super) fn has_vid(req: &RequestHeader, vid: crate::store::VisitorId) -> bool {
-    cookie::find_map(cookie_values(req), cookie::VID_COOKIE, |v| {
-        (crate::store::VisitorId::parse(v) == Some(vid)).then_some(())
-    })
-    .is_some()
 }
 
 /// Whether `Accept` prefers JSON, its field lines read as one list (RFC 9110: a client may

@@ -103,9 +103,12 @@ pub(super) async fn serve(
             ..admitted
         }
     } else {
-        let vid = Proxy::visitor(shared, session.req_header(), ctx, room);
-        let had_vid = super::has_vid(session.req_header(), vid);
-        let ticket = Proxy::ticket(shared, session.req_header(), room, vid);
+        let super::identity::Visitor {
+            vid,
+            ticket,
+            had_vid,
+            ..
+        } = Proxy::visitor(shared, session.req_header(), ctx, room);
         let solution =
             crate::route::query_param(session.req_header().uri.query(), "pow").map(str::to_owned);
         let gate = match Proxy::challenge_gate(

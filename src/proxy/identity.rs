@@ -1,0 +1,173 @@
+//! Whose place a waiting request speaks for: the visitor-id cookie (`anteroom_vid`, one for
+//! every room) and the room's signed queue ticket, which names the id the visitor holds their
+//! place in this room with.
+//!
+//! The ticket decides when the two disagree. The id cookie is shared by all rooms and changes
+//! under a room's feet: a `revoke` in another room gives the visitor a new id (found by
+//! review: a visitor fourth in one room's line, revoked in another, was put at the back of the
+//! first, their old place left to be swept for silence). The ticket is signed and cannot be
+//! forged; a sibling site tossing in a ticket of its own beside ours (sent first, for a longer
+//! path) does not move a visitor whose id cookie another ticket names.
+
+use pingora::http::RequestHeader;
+
+use super::{cookie_values, secure, Ctx, Proxy};
+use crate::app::Shared;
+use crate::cookie;
+use crate::line::Ticket;
+use crate::store::VisitorId;
+
+/// Who a waiting request is, in one room.
+pub(super) struct Visitor {
+    /// The id the visitor is placed with in this room.
+    pub vid: VisitorId,
+    /// Their queue ticket for this room, naming `vid`.
+    pub ticket: Option<Ticket>,
+    /// The request carried `vid` in a visitor-id cookie.
+    pub had_vid: bool,
+}
+
+/// The choice, from the ids the request's visitor-id cookies carry and the ids its verified
+/// tickets for the room name, each in the order sent, those the room revoked left out: a
+/// ticket naming one of the ids; else the first ticket (the id cookie was replaced since);
+/// else the first id. `Some(i)`: the place is ticket `i`'s.
+pub(super) fn whose(
+    ids: &[VisitorId],
+    tickets: &[VisitorId],
+) -> Option<(VisitorId, Option<usize>)> {
+    if let Some(i) = tickets.iter().position(|t| ids.contains(t)) {
+        return Some((tickets[i], Some(i)));
+    }
+    if let Some(t) = tickets.first() {
+        return Some((*t, Some(0)));
+    }
+    ids.first().map(|v| (*v, None))
+}
+
+impl Proxy {
+    /// The visitor's id and ticket in `room` ([`whose`]); without either, a new id (and its
+    /// cookie). An id whose admission in `room` the origin revoked is left out, and its ticket
+    /// with it: its next admission must be a new one, not one its old cookies are refused with.
+    ///
+    /// The ticket is the visitor's place: a browser that kept it and lost the id cookie (which
+    /// lived a day, and was never given again: found by review, a registrant more than a day
+    /// before the opening got a new id, a new place and a new registration ticket) keeps it,
+    /// and the id cookie is given again.
+    pub(super) fn visitor(
+        shared: &Shared,
+        req: &RequestHeader,
+        ctx: &mut Ctx,
+        room: usize,
+    ) -> Visitor {
+        let r = &shared.rooms[room];
+        let revoked =
+            |v: &VisitorId| r.cfg.origin_commands && r.revoked.holds(*v, shared.cookie_secs(room));
+        let ids: Vec<VisitorId> = cookie::values(cookie_values(req), cookie::VID_COOKIE)
+            .take(cookie::VALUES_TRIED)
+            .filter_map(VisitorId::parse)
+            .filter(|v| !revoked(v))
+            .collect();
+        let mut tickets: Vec<Ticket> = cookie::values(cookie_values(req), &r.ticket_cookie)
+            .take(cookie::VALUES_TRIED)
+            .filter_map(|v| crate::line::ticket::verify(&shared.config.cookie.keys, r.name(), v))
+            .filter(|t| !revoked(&t.vid))
+            .collect();
+        let named: Vec<VisitorId> = tickets.iter().map(|t| t.vid).collect();
+        let Some((vid, from)) = whose(&ids, &named) else {
+            let vid = VisitorId::random();
+            Self::give_vid(shared, ctx, room, vid);
+            return Visitor {
+                vid,
+                ticket: None,
+                had_vid: false,
+            };
+        };
+        let ticket = from.map(|i| tickets.swap_remove(i));
+        if ids.is_empty() {
+            Self::give_vid(shared, ctx, room, vid);
+        }
+        // The id cookie is given again with the id it carries, what the other rooms know the
+        // visitor by (the page's refresh of its life, a new ticket), not this room's.
+        ctx.kept_vid = ids.first().copied();
+        Visitor {
+            vid,
+            ticket,
+            had_vid: ids.contains(&vid),
+        }
+    }
+
+    fn give_vid(shared: &Shared, ctx: &mut Ctx, room: usize, vid: VisitorId) {
+        let life = Self::visitor_cookie_secs(shared, room);
+        ctx.set_cookies
+            .push(cookie::set_vid(vid, life, secure(shared, ctx)));
+    }
+
+    /// A page the visitor keeps polling from gives their visitor-id cookie a fresh life, with
+    /// the id it carries (`Ctx::kept_vid`; else `vid`): the page's polls are judged by it
+    /// (`cookies_required`: see `status::refuses_cookies`), and one set a day before, on an
+    /// earlier visit, ran out on a page that gave no ticket (the line full, on hold, the
+    /// challenge: found by re-review).
+    pub(super) fn keep_vid(shared: &Shared, ctx: &mut Ctx, room: usize, vid: VisitorId) {
+        let named = |c: &String| {
+            c.strip_prefix(cookie::VID_COOKIE)
+                .is_some_and(|rest| rest.starts_with('='))
+        };
+        if ctx.set_cookies.iter().any(named) {
+            return;
+        }
+        Self::give_vid(shared, ctx, room, ctx.kept_vid.unwrap_or(vid));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn id(n: u8) -> VisitorId {
+        VisitorId::from_bytes([n; 16])
+    }
+
+    #[test]
+    fn the_ticket_decides_whose_place_a_request_is() {
+        let (a, b, x) = (id(1), id(2), id(9));
+        // One id, its ticket: theirs.
+        assert_eq!(whose(&[a], &[a]), Some((a, Some(0))));
+        // The id cookie replaced (a revoke in another room): the place stays the ticket's.
+        assert_eq!(whose(&[b], &[a]), Some((a, Some(0))));
+        // A ticket tossed in first by a sibling site: the one naming the id cookie wins.
+        assert_eq!(whose(&[a], &[x, a]), Some((a, Some(1))));
+        // An id tossed in first: the one the ticket names wins.
+        assert_eq!(whose(&[x, a], &[a]), Some((a, Some(0))));
+        // No ticket: the first id; nothing: nobody yet.
+        assert_eq!(whose(&[a, b], &[]), Some((a, None)));
+        assert_eq!(whose(&[], &[]), None);
+        assert_eq!(whose(&[], &[b]), Some((b, Some(0))));
+    }
+
+    proptest! {
+        /// Whatever is tossed in beside them, a visitor whose id cookie a ticket names keeps
+        /// that place; and the choice is always one the request carried.
+        #[test]
+        fn a_ticket_naming_the_id_cookie_is_never_passed_over(
+            ids in proptest::collection::vec(0u8..6, 0..4),
+            tickets in proptest::collection::vec(0u8..6, 0..4),
+        ) {
+            let ids: Vec<VisitorId> = ids.into_iter().map(id).collect();
+            let tickets: Vec<VisitorId> = tickets.into_iter().map(id).collect();
+            let chosen = whose(&ids, &tickets);
+            match chosen {
+                None => prop_assert!(ids.is_empty() && tickets.is_empty()),
+                Some((v, Some(i))) => {
+                    prop_assert_eq!(tickets[i], v);
+                    let named = tickets.iter().any(|t| ids.contains(t));
+                    prop_assert_eq!(ids.contains(&v), named);
+                }
+                Some((v, None)) => {
+                    prop_assert!(tickets.is_empty());
+                    prop_assert_eq!(Some(&v), ids.first());
+                }
+            }
+        }
+    }
+}
