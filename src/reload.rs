@@ -17,6 +17,9 @@ use tokio::sync::Notify;
 use crate::app::{Current, Shared};
 use crate::config;
 
+mod takeover;
+use takeover::{takeovers, Takeover};
+
 /// A SIGHUP caught before the reloader listened.
 static EARLY_HANGUP: AtomicBool = AtomicBool::new(false);
 /// The early catcher, removed once the reloader listens.
@@ -293,26 +296,36 @@ fn frozen_changes(
     // a path moved to another room, a room nested inside) would meet that room's line: their
     // cookies are signed for the old room (found by review: a rename with nobody waiting sent
     // every admitted visitor back to the line, and their turns came due to 404s; re-review: so
-    // did a path moved between two rooms that keep their names). A room simply removed opens
-    // its paths to them instead, which costs them nothing.
+    // did a path moved between two rooms that keep their names); so would the visitors waiting
+    // in a room that keeps its name, at their turn (found by re-review). A room simply removed
+    // opens its paths to its admitted visitors instead, which costs them nothing.
     for t in taken {
-        let key = match new.rooms.iter().position(|r| r.name() == t.room) {
-            Some(i) => KeyPath::root().key("room").index(i).key("paths"),
-            None => KeyPath::root().key("room"),
+        // Where the file gives them away: the taking room's paths (a room nested inside, a
+        // path moved to it), else the room itself.
+        let at = |name: &str| new.rooms.iter().position(|r| r.name() == name);
+        let key = match (at(&t.by), at(&t.room)) {
+            (Some(i), _) | (None, Some(i)) => KeyPath::root().key("room").index(i).key("paths"),
+            (None, None) => KeyPath::root().key("room"),
+        };
+        let who = match (t.active, t.waiting) {
+            (a, 0) => format!("{a} admitted visitors hold its sessions"),
+            (0, w) => format!("{w} visitors wait in its line"),
+            (a, w) => format!("{a} admitted visitors hold its sessions and {w} wait in its line"),
         };
         out.push(error(
             key,
             format!(
-                "room {:?} {} while {} admitted visitors hold its sessions, and room {:?} would take its paths ({}): they would be sent back to a line, their admissions signed for the old room",
-                t.room,
-                if t.gone { "is gone from the file" } else { "changes" },
-                t.active,
+                "room {:?} would take {} from room {:?}{} while {who}: they would meet room {:?}'s line, their admissions and places being room {:?}'s",
                 t.by,
-                t.at
+                t.at,
+                t.room,
+                if t.gone { ", which is gone from the file," } else { "" },
+                t.by,
+                t.room
             ),
             format!(
-                "keep room {0:?}'s paths as they are until its sessions have ended (`anteroom room {0}` shows `active`; a session lasts session-ttl), then move them",
-                t.room
+                "leave {1} with room {0:?} until its sessions have ended and its line is empty (`anteroom room {0}` shows `active` and `waiting`; a session lasts session-ttl), then move it",
+                t.room, t.at
             ),
         ));
     }
@@ -374,117 +387,6 @@ async fn lines_of_gone_rooms(old: &Shared, new: &config::Config) -> Vec<Line> {
     out
 }
 
-/// A room of the running configuration whose admitted visitors would meet another room of the
-/// new file on some of its paths.
-struct Takeover {
-    room: String,
-    by: String,
-    /// Where: a host (or `*`) and a path.
-    at: String,
-    gone: bool,
-    active: u64,
-}
-
-/// Every room of the running configuration that has admitted sessions and some of whose paths
-/// the new file's routing gives to another room, for the hosts its visitors come with.
-async fn takeovers(old: &Shared, new: &config::Config) -> Vec<Takeover> {
-    let router = crate::app::router_of(new);
-    let claims: Vec<Claims> = new.rooms.iter().map(Claims::of).collect();
-    let mut out = Vec::new();
-    for o in old.rooms.iter() {
-        let Some((by, at)) = taken_from(&Claims::of(&o.cfg), &router, &claims) else {
-            continue;
-        };
-        let active = match old
-            .store_call("stats", o.name(), old.store.stats(&o.cfg.params))
-            .await
-        {
-            Ok(st) => st.active,
-            Err(e) => {
-                old.warn_store_error(&e);
-                o.live.active()
-            }
-        };
-        if active > 0 {
-            out.push(Takeover {
-                room: o.name().to_string(),
-                by,
-                at,
-                gone: !new.rooms.iter().any(|r| r.name() == o.name()),
-                active,
-            });
-        }
-    }
-    out
-}
-
-/// A room's name, hosts and paths.
-struct Claims<'a> {
-    name: &'a str,
-    hosts: &'a [crate::route::HostPattern],
-    paths: &'a [String],
-}
-
-impl<'a> Claims<'a> {
-    fn of(r: &'a config::RoomConfig) -> Self {
-        Self {
-            name: r.name(),
-            hosts: &r.hosts,
-            paths: &r.paths,
-        }
-    }
-}
-
-/// Which room of the new file (`router` is its routing, over `new` in order) a visitor of `o`
-/// would meet instead of `o` on one of `o`'s paths (or a path a new room nests inside one),
-/// for one of the hosts `o` answers: its name and where. `None`: `o` keeps them, or they open.
-fn taken_from(
-    o: &Claims,
-    router: &crate::route::Router,
-    new: &[Claims],
-) -> Option<(String, String)> {
-    use crate::route::path::path_covers_folded;
-    use crate::route::HostPattern;
-    // The hosts to ask for: each of `o`'s own, and each the new file names that one of them
-    // takes in (a room bound to it would take those visitors).
-    let mut hosts: Vec<String> = Vec::new();
-    let mut add = |h: String| {
-        if o.hosts.iter().any(|p| p.matches(&h)) && !hosts.contains(&h) {
-            hosts.push(h);
-        }
-    };
-    for p in o
-        .hosts
-        .iter()
-        .chain(new.iter().flat_map(|r| r.hosts.iter()))
-    {
-        match p {
-            HostPattern::Any => add(String::new()),
-            HostPattern::Exact(h) => add(h.clone()),
-            HostPattern::Suffix(s) => add(format!("anteroom-probe{s}")),
-        }
-    }
-    let nested = new
-        .iter()
-        .flat_map(|r| r.paths.iter())
-        .filter(|n| o.paths.iter().any(|p| path_covers_folded(p, n)));
-    let points: Vec<&String> = o.paths.iter().chain(nested).collect();
-    for h in &hosts {
-        for p in &points {
-            // As a request is routed: every reading of the path (case-folded too).
-            let routing = router.decide(&[h.as_str()], &crate::route::path::Readings::of(p));
-            if let crate::route::Routing::Room(i) = routing {
-                let by = new.get(i)?.name;
-                if by != o.name {
-                    let host = if h.is_empty() { "*" } else { h.as_str() };
-                    return Some((by.to_string(), format!("{host}{p}")));
-                }
-            }
-        }
-    }
-    None
-}
-
 /// The rooms of the running configuration that `new` has no room of the same name for.
 fn gone<'a>(
     old: &'a Shared,
@@ -543,105 +445,5 @@ impl BackgroundService for Reloader {
                 }
             }
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::{taken_from, Claims};
-    use crate::route::{HostPattern, Policy, RoomRoutes, Router};
-
-    type Room = (&'static str, Vec<HostPattern>, Vec<String>);
-
-    fn room(name: &'static str, hosts: &[&str], paths: &[&str]) -> Room {
-        let hosts = if hosts.is_empty() {
-            vec![HostPattern::Any]
-        } else {
-            hosts
-                .iter()
-                .map(|h| HostPattern::parse(h).unwrap())
-                .collect()
-        };
-        (name, hosts, paths.iter().map(|p| p.to_string()).collect())
-    }
-
-    /// Who takes `old`'s paths in the file `new`.
-    fn taken(old: &Room, new: &[Room]) -> Option<String> {
-        let router = Router::new(
-            new.iter().map(|(_, h, p)| RoomRoutes {
-                hosts: h,
-                paths: p,
-                upstream: 0,
-            }),
-            Policy::default(),
-        );
-        let claims: Vec<Claims> = new
-            .iter()
-            .map(|(n, h, p)| Claims {
-                name: n,
-                hosts: h,
-                paths: p,
-            })
-            .collect();
-        let o = Claims {
-            name: old.0,
-            hosts: &old.1,
-            paths: &old.2,
-        };
-        taken_from(&o, &router, &claims).map(|(by, _)| by)
-    }
-
-    #[test]
-    fn a_rooms_paths_are_taken_as_routing_gives_them() {
-        let sale = room("sale", &[], &["/sale"]);
-        let shop = room("shop", &[], &["/shop"]);
-        let some = |s: &str| Some(s.to_string());
-        // Kept as it was, or removed with nothing on its paths.
-        assert_eq!(taken(&sale, &[sale.clone(), shop.clone()]), None);
-        assert_eq!(taken(&sale, std::slice::from_ref(&shop)), None);
-        // Renamed, in any case.
-        assert_eq!(
-            taken(&sale, &[room("sale2", &[], &["/sale"])]),
-            some("sale2")
-        );
-        assert_eq!(
-            taken(&sale, &[room("sale2", &[], &["/Sale"])]),
-            some("sale2")
-        );
-        assert_eq!(
-            taken(
-                &room("sale", &[], &["/Sale"]),
-                &[room("sale2", &[], &["/sale"])]
-            ),
-            some("sale2")
-        );
-        // A prefix that only starts alike takes nothing.
-        assert_eq!(taken(&sale, &[room("sales", &[], &["/sales"])]), None);
-        assert_eq!(taken(&sale, &[room("sa", &[], &["/sa"])]), None);
-        // A path moved to a room that keeps its name, a room nested inside, a site-wide room.
-        let moved = [
-            room("sale", &[], &["/sale-old"]),
-            room("shop", &[], &["/shop", "/sale"]),
-        ];
-        assert_eq!(taken(&sale, &moved), some("shop"));
-        assert_eq!(
-            taken(&sale, &[sale.clone(), room("vip", &[], &["/sale/vip"])]),
-            some("vip")
-        );
-        assert_eq!(taken(&sale, &[room("site", &[], &["/"])]), some("site"));
-        // Another host's room: the room's own visitors never meet it.
-        let bound = room("sale", &["a.example"], &["/sale"]);
-        assert_eq!(
-            taken(&bound, &[room("shop", &["b.example"], &["/shop", "/sale"])]),
-            None
-        );
-        // A room for every host: its visitors with that host meet a room bound to it.
-        assert_eq!(
-            taken(
-                &sale,
-                &[sale.clone(), room("vip", &["shop.test"], &["/sale/x"])]
-            ),
-            some("vip")
-        );
     }
 }

@@ -482,3 +482,69 @@ async fn lowering_abandon_after_keeps_the_places_of_the_visitors_in_line() {
         "the first keeps their place: {v}"
     );
 }
+
+/// The outcome of the next reload: SIGHUP, then `/readyz`'s `last_reload` once it is not
+/// `before`'s.
+async fn reload(proxy: &Proxy, before: &Value) -> Value {
+    proxy.signal("HUP");
+    eventually(Duration::from_secs(5), "the reload's outcome", || async {
+        let ready = admin_json(proxy, "/readyz", TOKEN).await?;
+        let last = ready["last_reload"].clone();
+        (!last.is_null() && last != *before).then_some(last)
+    })
+    .await
+}
+
+/// Paths are judged by who had them (found by re-review): with a room nested in a site-wide
+/// one, the same file reloaded while the site-wide room has admitted visitors applies (it was
+/// refused, the nested room counted as taking the site-wide room's paths, so nothing could be
+/// reloaded under traffic); a path moved from a room that keeps its name while people wait in
+/// its line is refused (it applied, and at their turn they met the other room's line).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reload_judges_paths_by_the_room_that_had_them() {
+    let origin = Origin::start().await;
+    let vip = "[[room]]\nname = \"vip\"\npaths = [\"/vip\"]\nadmit-per-second = 100\n\
+               max-active = 10\n";
+    let proxy = Proxy::start(&config(
+        origin.addr,
+        "\"/\"",
+        &format!("{vip}\n[admin]\ntoken = \"{TOKEN}\""),
+    ));
+    let c = client();
+    assert_eq!(
+        state(&c, &proxy, "/products").await,
+        "origin GET /products",
+        "admitted in the site-wide room"
+    );
+    let last = reload(&proxy, &Value::Null).await;
+    assert_eq!(last["applied"], true, "the same file: {last}");
+
+    let (code, body) = admin_call(
+        &proxy,
+        reqwest::Method::PATCH,
+        "/rooms/vip",
+        Some(TOKEN),
+        Some(serde_json::json!({ "queue_all": true })),
+    )
+    .await;
+    assert_eq!(code, 200, "{body}");
+    let mut waiting = Jar::default();
+    let v = get_json(&proxy, "/.anteroom/status?room=vip", &mut waiting).await;
+    assert_eq!(v.unwrap()["position"], 1);
+    let text = std::fs::read_to_string(proxy.config_path()).unwrap();
+    std::fs::write(
+        proxy.config_path(),
+        text.replace("paths = [\"/vip\"]", "paths = [\"/vip-old\"]"),
+    )
+    .unwrap();
+    let last = reload(&proxy, &last).await;
+    assert_eq!(last["applied"], false, "{last}");
+    assert!(
+        last["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("wait in its line") && e.contains("from room \"vip\"")),
+        "{last}"
+    );
+    let v = get_json(&proxy, "/.anteroom/status?room=vip", &mut waiting).await;
+    assert_eq!(v.unwrap()["position"], 1, "the place is kept");
+}

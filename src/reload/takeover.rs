@@ -1,0 +1,313 @@
+//! Which rooms of the running configuration a reload would hand to another room: where the
+//! running routing sends a request to room `o` and the new file's routing to a room of another
+//! name, while `o` has admitted sessions or a line. Their cookies and places are `o`'s (signed
+//! for its name, kept under it in the store): they would meet the other room's line.
+//!
+//! Judged by comparing the two routings at probe points, not by reading the new file alone:
+//! the first version asked only the new file, so a room already nested in a site-wide one
+//! counted as taking the site-wide room's paths, and an unchanged file was refused while the
+//! site-wide room had visitors (found by re-review). The hosts probed are every host either
+//! file names and one neither names, since `other-hosts = "room"` gives a host-bound room the
+//! requests of hosts no room names (found by re-review: such visitors were moved to a room
+//! bound to their host, and the reload applied).
+
+use crate::app::Shared;
+use crate::config;
+use crate::route::{path_covers_folded, HostPattern, Readings, Router, Routing};
+
+/// A host no room names, as `other-hosts` judges one.
+const UNKNOWN_HOST: &str = "anteroom-probe.invalid";
+
+/// A room of the running configuration whose visitors would meet another room of the new
+/// file on some of its paths.
+pub(super) struct Takeover {
+    pub room: String,
+    pub by: String,
+    /// Where: a host (or `*`) and a path.
+    pub at: String,
+    pub gone: bool,
+    pub active: u64,
+    /// Waiting in its line (for a room that stays in the file; a gone room's line is judged
+    /// apart).
+    pub waiting: u64,
+}
+
+/// Every room of the running configuration that has admitted sessions or a line, and some of
+/// whose requests the new file's routing gives to another room.
+pub(super) async fn takeovers(old: &Shared, new: &config::Config) -> Vec<Takeover> {
+    let router = crate::app::router_of(new);
+    let before_rooms: Vec<Claims> = old.rooms.iter().map(|o| Claims::of(&o.cfg)).collect();
+    let after_rooms: Vec<Claims> = new.rooms.iter().map(Claims::of).collect();
+    let before = Routes {
+        router: &old.router,
+        rooms: &before_rooms,
+    };
+    let after = Routes {
+        router: &router,
+        rooms: &after_rooms,
+    };
+    let mut out = Vec::new();
+    for (i, o) in old.rooms.iter().enumerate() {
+        let Some((by, at)) = taken_from(i, &before, &after) else {
+            continue;
+        };
+        let (active, waiting) = match old
+            .store_call("stats", o.name(), old.store.stats(&o.cfg.params))
+            .await
+        {
+            Ok(st) => (st.active, st.waiting),
+            Err(e) => {
+                old.warn_store_error(&e);
+                (o.live.active(), o.live.waiting())
+            }
+        };
+        let gone = !new.rooms.iter().any(|r| r.name() == o.name());
+        let waiting = if gone { 0 } else { waiting };
+        if active > 0 || waiting > 0 {
+            out.push(Takeover {
+                room: o.name().to_string(),
+                by,
+                at,
+                gone,
+                active,
+                waiting,
+            });
+        }
+    }
+    out
+}
+
+/// A room's name, hosts and paths.
+pub(super) struct Claims<'a> {
+    pub name: &'a str,
+    pub hosts: &'a [HostPattern],
+    pub paths: &'a [String],
+}
+
+impl<'a> Claims<'a> {
+    fn of(r: &'a config::RoomConfig) -> Self {
+        Self {
+            name: r.name(),
+            hosts: &r.hosts,
+            paths: &r.paths,
+        }
+    }
+}
+
+/// One file's routing and its rooms, in the router's order.
+pub(super) struct Routes<'a> {
+    pub router: &'a Router,
+    pub rooms: &'a [Claims<'a>],
+}
+
+/// Where the new routing (`after`) gives a request the running one (`before`) gives room `o`
+/// to a room of another name: that room's name, and where (host, or `*` for none, and path).
+/// The points asked: every host either file names (and one neither names, and none) with each
+/// of `o`'s paths and each path of either file one of them covers.
+pub(super) fn taken_from(o: usize, before: &Routes, after: &Routes) -> Option<(String, String)> {
+    let own = before.rooms.get(o)?;
+    let all = || before.rooms.iter().chain(after.rooms.iter());
+    let mut hosts: Vec<String> = vec![String::new(), UNKNOWN_HOST.to_string()];
+    for p in all().flat_map(|r| r.hosts.iter()) {
+        let h = match p {
+            HostPattern::Any => continue,
+            HostPattern::Exact(h) => h.clone(),
+            HostPattern::Suffix(s) => format!("anteroom-probe{s}"),
+        };
+        if !hosts.contains(&h) {
+            hosts.push(h);
+        }
+    }
+    let nested = all()
+        .flat_map(|r| r.paths.iter())
+        .filter(|n| own.paths.iter().any(|p| path_covers_folded(p, n)));
+    let points: Vec<&String> = own.paths.iter().chain(nested).collect();
+    for h in &hosts {
+        for p in &points {
+            // As a request is routed: every reading of the path (case-folded too).
+            let readings = Readings::of(p);
+            if before.router.decide(&[h.as_str()], &readings) != Routing::Room(o) {
+                continue;
+            }
+            if let Routing::Room(i) = after.router.decide(&[h.as_str()], &readings) {
+                let by = after.rooms.get(i)?.name;
+                if by != own.name {
+                    let host = if h.is_empty() { "*" } else { h.as_str() };
+                    return Some((by.to_string(), format!("{host}{p}")));
+                }
+            }
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{taken_from, Claims, Routes};
+    use crate::route::{HostPattern, OtherHosts, Policy, RoomRoutes, Router};
+
+    type Room = (&'static str, Vec<HostPattern>, Vec<String>);
+
+    fn room(name: &'static str, hosts: &[&str], paths: &[&str]) -> Room {
+        let hosts = if hosts.is_empty() {
+            vec![HostPattern::Any]
+        } else {
+            hosts
+                .iter()
+                .map(|h| HostPattern::parse(h).unwrap())
+                .collect()
+        };
+        (name, hosts, paths.iter().map(|p| p.to_string()).collect())
+    }
+
+    fn router(file: &[Room], other_hosts: OtherHosts) -> Router {
+        Router::new(
+            file.iter().map(|(_, h, p)| RoomRoutes {
+                hosts: h,
+                paths: p,
+                upstream: 0,
+            }),
+            Policy {
+                other_hosts,
+                ..Policy::default()
+            },
+        )
+    }
+
+    fn claims(file: &[Room]) -> Vec<Claims<'_>> {
+        file.iter()
+            .map(|(n, h, p)| Claims {
+                name: n,
+                hosts: h,
+                paths: p,
+            })
+            .collect()
+    }
+
+    /// Who takes room `name`'s requests of the file `old` in the file `new`.
+    fn taken_with(old: &[Room], name: &str, new: &[Room], other: OtherHosts) -> Option<String> {
+        let (ro, rn) = (router(old, other), router(new, other));
+        let (co, cn) = (claims(old), claims(new));
+        let before = Routes {
+            router: &ro,
+            rooms: &co,
+        };
+        let after = Routes {
+            router: &rn,
+            rooms: &cn,
+        };
+        let o = old.iter().position(|r| r.0 == name).unwrap();
+        taken_from(o, &before, &after).map(|(by, _)| by)
+    }
+
+    fn taken(old: &[Room], name: &str, new: &[Room]) -> Option<String> {
+        taken_with(old, name, new, OtherHosts::default())
+    }
+
+    #[test]
+    fn a_rooms_paths_are_taken_as_routing_gives_them() {
+        let sale = room("sale", &[], &["/sale"]);
+        let shop = room("shop", &[], &["/shop"]);
+        let both = [sale.clone(), shop.clone()];
+        let some = |s: &str| Some(s.to_string());
+        // Kept as it was, or removed with nothing on its paths.
+        assert_eq!(taken(&both, "sale", &both), None);
+        assert_eq!(taken(&both, "sale", std::slice::from_ref(&shop)), None);
+        // Renamed, in any case.
+        let one = std::slice::from_ref(&sale);
+        assert_eq!(
+            taken(one, "sale", &[room("sale2", &[], &["/sale"])]),
+            some("sale2")
+        );
+        assert_eq!(
+            taken(one, "sale", &[room("sale2", &[], &["/Sale"])]),
+            some("sale2")
+        );
+        assert_eq!(
+            taken(
+                &[room("sale", &[], &["/Sale"])],
+                "sale",
+                &[room("sale2", &[], &["/sale"])]
+            ),
+            some("sale2")
+        );
+        // A prefix that only starts alike takes nothing.
+        assert_eq!(taken(one, "sale", &[room("sales", &[], &["/sales"])]), None);
+        assert_eq!(taken(one, "sale", &[room("sa", &[], &["/sa"])]), None);
+        // A path moved to a room that keeps its name, a room nested inside, a site-wide room.
+        let moved = [
+            room("sale", &[], &["/sale-old"]),
+            room("shop", &[], &["/shop", "/sale"]),
+        ];
+        assert_eq!(taken(&both, "sale", &moved), some("shop"));
+        assert_eq!(
+            taken(
+                one,
+                "sale",
+                &[sale.clone(), room("vip", &[], &["/sale/vip"])]
+            ),
+            some("vip")
+        );
+        assert_eq!(
+            taken(one, "sale", &[room("site", &[], &["/"])]),
+            some("site")
+        );
+        // Another host's room: the room's own visitors never meet it.
+        let bound = [room("sale", &["a.example"], &["/sale"])];
+        assert_eq!(
+            taken(
+                &bound,
+                "sale",
+                &[room("shop", &["b.example"], &["/shop", "/sale"])]
+            ),
+            None
+        );
+        // A room for every host: its visitors with that host meet a room bound to it.
+        assert_eq!(
+            taken(
+                one,
+                "sale",
+                &[sale.clone(), room("vip", &["shop.test"], &["/sale/x"])]
+            ),
+            some("vip")
+        );
+    }
+
+    /// Re-review: a room nested in a site-wide one already, in both files, takes nothing from
+    /// it; the same file reloaded is no takeover, nor is a nested room removed.
+    #[test]
+    fn what_a_room_already_had_is_not_taken() {
+        let file = [room("shop", &[], &["/"]), room("sale", &[], &["/sale"])];
+        assert_eq!(taken(&file, "shop", &file), None);
+        assert_eq!(taken(&file, "sale", &file), None);
+        let bound = [
+            room("shop", &[], &["/"]),
+            room("sale", &["b.example"], &["/sale"]),
+        ];
+        assert_eq!(taken(&bound, "shop", &bound), None);
+        assert_eq!(taken(&bound, "sale", &bound), None);
+        // The nested room removed: its paths go back to the site-wide room, taking nothing
+        // from it; the site-wide room removed, the nested one keeps what it had.
+        assert_eq!(taken(&file, "sale", &file[..1]), Some("shop".into()));
+        assert_eq!(taken(&file, "shop", &file[..1]), None);
+        assert_eq!(taken(&file, "sale", &file[1..]), None);
+    }
+
+    /// Re-review: with `other-hosts = "room"`, a host-bound room has the requests of hosts no
+    /// room names; a room bound to one of them takes those.
+    #[test]
+    fn the_hosts_a_room_was_given_by_other_hosts_are_its_own() {
+        let old = [room("sale", &["a.example"], &["/sale"])];
+        let new = [
+            room("sale", &["a.example"], &["/sale"]),
+            room("bsale", &["b.example"], &["/sale"]),
+        ];
+        assert_eq!(
+            taken_with(&old, "sale", &new, OtherHosts::Room),
+            Some("bsale".into())
+        );
+        // Refused or passed before: nobody of `sale`'s was on b.example.
+        assert_eq!(taken_with(&old, "sale", &new, OtherHosts::Refuse), None);
+        assert_eq!(taken_with(&old, "sale", &new, OtherHosts::Pass), None);
+    }
+}
