@@ -582,6 +582,53 @@ fn a_value_of_the_wrong_type_is_not_shown() {
     }
 }
 
+/// A secret read through `env:` or `file:` into a key that takes something else (a Redis URL
+/// as a duration, a token as a role, a cookie key as an address) is not quoted back by the
+/// key's problem (found by re-review: each key's own check quoted the value it refused).
+#[test]
+fn a_value_read_from_the_environment_or_a_file_is_not_shown() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("secret.txt"),
+        "redis://:s3cr3t-pw@127.0.0.1:6379\n",
+    )
+    .unwrap();
+    let keys = "[cookie]\nkeys = [\"env-key-0123456789-0123456789-0123456789\"]\n";
+    let room = |extra: &str| {
+        format!("[[room]]\nname = \"r\"\npaths = [\"/r\"]\nadmit-per-second = 1\nmax-active = 1\n{extra}")
+    };
+    for (body, key) in [
+        (format!("{keys}[store]\ntimeout = \"env:RURL\"\n{SMALL}"), "store.timeout"),
+        (format!("{keys}{SMALL}{}", room("session-ttl = \"file:secret.txt\"\n")), "room[0].session-ttl"),
+        (format!("{keys}{SMALL}{}", room("hosts = [\"env:RURL\"]\n")), "room[0].hosts[0]"),
+        (format!("{keys}{SMALL}{}", room("consume = [\"env:RURL\"]\n")), "room[0].consume[0]"),
+        (
+            format!("{keys}[admin]\ntokens = [{{ label = \"a\", value = \"admin-token-0123456789-0123456789\", role = \"env:TOKEN\" }}]\n{SMALL}"),
+            "admin.tokens[0].role",
+        ),
+        (
+            format!("{keys}[[upstream]]\nname = \"shop\"\naddr = \"env:RURL\"\n\n[default]\nupstream = \"shop\"\n"),
+            "upstream[0].addr",
+        ),
+    ] {
+        std::fs::write(dir.path().join("w.toml"), &body).unwrap();
+        let (code, out, err) = check_env(
+            dir.path(),
+            "w.toml",
+            &[
+                ("RURL", "redis://:s3cr3t-pw@127.0.0.1:6379"),
+                ("TOKEN", "s3cr3t-admin-token-0123456789-0123"),
+            ],
+        );
+        assert_eq!(code, 2, "{body}: {out}{err}");
+        assert!(err.contains(key), "{key}: {err}");
+        assert!(
+            !err.contains("s3cr3t") && !out.contains("s3cr3t"),
+            "{key} shown: {err}"
+        );
+    }
+}
+
 /// Over HTTP/2 a stalled body gives its origin slot back at `client-timeout` but stays at the
 /// origin until `read-timeout`: with the latter the longer, `check` warns that the cap can be
 /// passed (found by review).

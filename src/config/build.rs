@@ -33,6 +33,10 @@ pub(super) struct Builder<'a> {
     /// one is no second problem (found by review: an address that did not resolve was
     /// followed by "unknown upstream" at every room that named it).
     pub broken_upstreams: Vec<String>,
+    /// The values read from the environment or from a file (`env:`, `file:`): a secret in the
+    /// wrong place (a Redis URL as a duration, a token as a role) is never quoted back by a
+    /// key's problem, which `check`, the log and `/readyz` show (found by re-review).
+    pub hidden: Vec<String>,
 }
 
 pub(super) fn k(path: &str) -> KeyPath {

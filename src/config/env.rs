@@ -19,6 +19,8 @@ pub(super) type Scope<'a> = &'a dyn Fn(&str) -> bool;
 pub(super) struct Resolved {
     pub problems: Vec<Problem>,
     pub from_env: Vec<KeyPath>,
+    /// The variables' values put in (kept out of every message: see [`super::scrub`]).
+    pub values: Vec<String>,
 }
 
 /// Replaces every `env:NAME` string in `value` (at `key`) within `scope` by the variable's
@@ -105,6 +107,7 @@ fn walk(
             let problems = &mut out.problems;
             match get(name) {
                 Some(v) if !v.is_empty() => {
+                    out.values.push(v.clone());
                     *s = v;
                     out.from_env.push(key.clone());
                 }

@@ -136,6 +136,10 @@ pub fn parse(text: &str, name: &str, base_dir: &Path) -> Result<Config, ConfigEr
     let mut config = with_builder(text, name, base_dir, &|_| true, |b, mirror| {
         let c = b.config(mirror, name);
         warnings = std::mem::take(&mut b.warnings);
+        for p in &mut warnings {
+            p.what = scrub(&b.hidden, &p.what);
+            p.fix = scrub(&b.hidden, &p.fix);
+        }
         c
     })?;
     let located = Located::new(text);
@@ -157,6 +161,7 @@ fn with_builder<T>(
 ) -> Result<T, ConfigErrors> {
     let located = Located::new(text);
     let read: Result<file::FileConfig, _> = toml::from_str(text);
+    let mut hidden = Vec::new();
     let mirror = match read {
         Ok(m) if !text.contains("env:") => m,
         // Every `env:NAME` string resolved first ([`env`]); a problem of the file itself is
@@ -169,12 +174,14 @@ fn with_builder<T>(
             let env::Resolved {
                 problems,
                 mut from_env,
+                values,
             } = env::resolve(
                 &mut value,
                 &KeyPath::root(),
                 &|n| std::env::var(n).ok(),
                 scope,
             );
+            hidden = values;
             if !problems.is_empty() {
                 let mut errors: Vec<ConfigError> = problems
                     .into_iter()
@@ -226,8 +233,14 @@ fn with_builder<T>(
         warnings: Vec::new(),
         base_dir,
         broken_upstreams: Vec::new(),
+        hidden,
     };
     let built = f(&mut b, mirror);
+    let hidden = std::mem::take(&mut b.hidden);
+    for p in b.problems.iter_mut() {
+        p.what = scrub(&hidden, &p.what);
+        p.fix = scrub(&hidden, &p.fix);
+    }
     if b.problems.is_empty() {
         Ok(built)
     } else {
@@ -238,6 +251,32 @@ fn with_builder<T>(
                 .collect(),
         ))
     }
+}
+
+/// `text` without any of the `hidden` values (read from the environment or a file), as
+/// written or as `{:?}` quotes them: each is told as `(a value read from env: or file:)`.
+/// Values under four characters are left (a rate of `5` would hide every 5), and the longest
+/// go first (one value inside another).
+fn scrub(hidden: &[String], text: &str) -> String {
+    const SHOWN: &str = "(a value read from env: or file:)";
+    let mut values: Vec<String> = hidden
+        .iter()
+        .filter(|v| v.chars().count() >= 4)
+        .flat_map(|v| {
+            let quoted = format!("{v:?}");
+            let inner = quoted[1..quoted.len() - 1].to_string();
+            [v.clone(), inner]
+        })
+        .collect();
+    values.sort_by_key(|v| std::cmp::Reverse(v.len()));
+    values.dedup();
+    let mut out = text.to_string();
+    for v in &values {
+        if out.contains(v.as_str()) {
+            out = out.replace(v.as_str(), SHOWN);
+        }
+    }
+    out
 }
 
 fn positioned(
@@ -319,5 +358,28 @@ fn serde_error(located: &Located, name: &str, e: &toml::de::Error) -> ConfigErro
         key,
         problem: message,
         fix: fix.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::scrub;
+
+    #[test]
+    fn values_read_from_outside_are_not_told() {
+        let hidden = vec![
+            "redis://:pw@h:1".to_string(),
+            "pw\"x".to_string(),
+            "175".to_string(),
+        ];
+        assert_eq!(
+            scrub(&hidden, "\"redis://:pw@h:1\" is not a duration"),
+            "\"(a value read from env: or file:)\" is not a duration"
+        );
+        // As `{:?}` quotes it, and a short value left as it is.
+        assert_eq!(
+            scrub(&hidden, "\"pw\\\"x\" is not a role; 175 is fine"),
+            "\"(a value read from env: or file:)\" is not a role; 175 is fine"
+        );
     }
 }

@@ -17,7 +17,10 @@ impl Builder<'_> {
         match raw.strip_prefix("env:") {
             None => Some(raw.to_string()),
             Some(name) => match std::env::var(name) {
-                Ok(v) if !v.is_empty() => Some(v),
+                Ok(v) if !v.is_empty() => {
+                    self.hidden.push(v.clone());
+                    Some(v)
+                }
                 Ok(_) => {
                     self.fail(
                         key.clone(),
@@ -90,6 +93,7 @@ impl Builder<'_> {
             );
             return None;
         }
+        self.hidden.push(value.to_string());
         Some(value.to_string())
     }
 
