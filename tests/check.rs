@@ -467,6 +467,42 @@ fn numbers_booleans_and_lists_may_come_from_the_environment() {
     assert!(!ok, "{stderr}");
 }
 
+/// A variable's value read as TOML and then refused by its key (a float for a count, a number
+/// for a boolean, a number in a list of paths) is told at that key, not at 1:1 without one
+/// (found by re-review).
+#[test]
+fn a_value_read_as_toml_and_refused_is_told_at_its_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = |room: &str| {
+        format!("[cookie]\nkeys = [\"env-key-0123456789-0123456789-0123456789\"]\n{SMALL}\n[[room]]\nname = \"r\"\nadmit-per-second = 1\n{room}")
+    };
+    for (room, var, value, key) in [
+        (
+            "paths = [\"/r\"]\nmax-active = \"env:V\"\n",
+            "V",
+            "1e3",
+            "w.toml:14:14: room[0].max-active",
+        ),
+        (
+            "paths = [\"/r\"]\nmax-active = 1\norigin-commands = \"env:V\"\n",
+            "V",
+            "1",
+            "w.toml:15:19: room[0].origin-commands",
+        ),
+        (
+            "paths = \"env:V\"\nmax-active = 1\n",
+            "V",
+            "[\"/sale\", 5]",
+            "room[0].paths",
+        ),
+    ] {
+        std::fs::write(dir.path().join("w.toml"), file(room)).unwrap();
+        let (code, out, err) = check_env(dir.path(), "w.toml", &[(var, value)]);
+        assert_eq!(code, 2, "{out}{err}");
+        assert!(err.contains(key) && !err.contains(":1:1:"), "{key}: {err}");
+    }
+}
+
 /// An upstream whose address does not resolve is one problem, at its address: the rooms and
 /// the default that name it are not told as naming an unknown upstream (found by review).
 #[test]

@@ -211,8 +211,13 @@ fn with_builder<T>(
                         "after env: values were read: {}",
                         without_value(e.message().trim())
                     );
-                    // At the key whose variable's value the message names, when one does.
-                    let error = match env::named(&mut value, &from_env, e.message()) {
+                    // At the key whose variable's value the message names, when one does;
+                    // else where the values as read, written out as TOML and read again, have
+                    // it (re-review: a value read as a number or list, then refused, was told
+                    // at 1:1 without a key).
+                    let key = env::named(&mut value, &from_env, e.message())
+                        .or_else(|| key_in_resolved(&value));
+                    let error = match key {
                         Some(key) => positioned(&located, name, &key, problem, fix.to_string()),
                         None => ConfigError {
                             file: name.to_string(),
@@ -277,6 +282,14 @@ fn scrub(hidden: &[String], text: &str) -> String {
         }
     }
     out
+}
+
+/// The key the file's values (with `env:` values put in) fail at: they are written out as TOML
+/// and read again, where an error has a position.
+fn key_in_resolved(value: &toml::Value) -> Option<KeyPath> {
+    let text = toml::to_string(value).ok()?;
+    let e = toml::from_str::<file::FileConfig>(&text).err()?;
+    Located::new(&text).path_at(e.span()?.start)
 }
 
 fn positioned(
