@@ -356,6 +356,50 @@ async fn a_trickled_body_holds_the_slot_no_longer_than_client_timeout() {
     trickle.abort();
 }
 
+/// Time a body earns by moving is not banked: 200 KiB sent at once, then a byte every 400 ms,
+/// holds the slot no longer than `client-timeout` past the burst (found by re-review: the
+/// burst bought 200 s, in which the drip held the slot and the room answered 503).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_burst_buys_no_time_for_a_trickle_after_it() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let origin = counting_origin(Duration::from_millis(10), Duration::from_millis(10)).await;
+    let proxy = Proxy::start(&format!(
+        "[server]\nclient-timeout = \"2s\"\n{}",
+        config(origin.addr, 1, "20s")
+    ));
+    let slow = admitted(&proxy).await;
+    let other = admitted(&proxy).await;
+    let mut conn = tokio::net::TcpStream::connect(proxy.addr).await.unwrap();
+    let burst = 200 * 1024;
+    let head = format!(
+        "POST /products/upload HTTP/1.1\r\nHost: shop.test\r\nCookie: {}\r\nContent-Length: {}\r\n\r\n",
+        slow.header(),
+        burst + 100
+    );
+    conn.write_all(head.as_bytes()).await.unwrap();
+    conn.write_all(&vec![b'x'; burst]).await.unwrap();
+    let trickle = tokio::spawn(async move {
+        for _ in 0..75 {
+            if conn.write_all(b"x").await.is_err() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(400)).await;
+        }
+        let mut rest = Vec::new();
+        let _ = tokio::time::timeout(Duration::from_secs(5), conn.read_to_end(&mut rest)).await;
+    });
+    eventually(Duration::from_secs(5), "the slot taken", || async {
+        (origin.counts.now.load(Ordering::SeqCst) == 1).then_some(())
+    })
+    .await;
+    // Before the 20 s origin-queue-timeout, while the trickle goes on for 30 s.
+    let resp = send(&proxy, reqwest::Method::GET, "/products", &other, 1, false)
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200, "the next visitor goes in");
+    trickle.abort();
+}
+
 /// An upload that waited for its slot longer than `client-timeout` has its whole
 /// `client-timeout` once the slot comes: nothing read its body while it waited (found by
 /// re-review: counted from the request's start, its first piece failed it).

@@ -222,9 +222,10 @@ pub(super) fn share_upstream_caps(rooms: &mut [RoomConfig], upstreams: &[Upstrea
 
 impl Builder<'_> {
     /// Over HTTP/2 (anteroom's HTTPS listener) Pingora cuts no stalled request body: such a
-    /// request gives its origin slot back at `client-timeout` but stays open at the origin
-    /// until the upstream's `read-timeout`. With `read-timeout` the longer, a visitor stalling
-    /// bodies keeps origin connections open past `max-origin-inflight` (found by review).
+    /// request stays open at the origin until the upstream's `read-timeout` past its last
+    /// piece, and holds its origin slot as long (the cap counts it). With `read-timeout` the
+    /// longer, a visitor stalling bodies holds the room's slots longer than over HTTP/1.1,
+    /// where `client-timeout` cuts them (found by review).
     pub(super) fn warn_stalls_past_the_cap(
         &mut self,
         rooms: &[RoomConfig],
@@ -243,7 +244,7 @@ impl Builder<'_> {
                 self.warn(
                     super::build::k("room").index(i).key("max-origin-inflight"),
                     format!(
-                        "upstream {:?} has read-timeout {} above client-timeout {}: an HTTP/2 request that stalls its body gives its slot back at client-timeout but stays open at the origin until read-timeout, past this cap",
+                        "upstream {:?} has read-timeout {} above client-timeout {}: an HTTP/2 request that stalls its body holds its slot of this cap until read-timeout past its last piece (over HTTP/1.1 it is cut at client-timeout)",
                         u.name,
                         humantime::format_duration(u.read_timeout),
                         humantime::format_duration(server.client_timeout)

@@ -56,8 +56,8 @@ pub struct Ctx {
     /// here (found by re-review: counted from the start, an upload that waited in the gate
     /// longer failed at its first piece, and over HTTP/2 gave its slot back at once).
     pub(super) body_from: Instant,
-    /// Bytes of the request's body read so far (each KiB earns it time: `slow::body_limit`).
-    pub(super) body_bytes: u64,
+    /// When the body is due, from `body_from` (`slow::body_due`).
+    pub(super) body_due: std::time::Duration,
     /// A trusted proxy says the visitor came over HTTPS.
     pub(super) https: bool,
     /// The admission this request took for an order, pending until the origin's answer
@@ -112,7 +112,7 @@ impl Ctx {
             reject: None,
             started: now,
             body_from: now,
-            body_bytes: 0,
+            body_due: shared.config.server.client_timeout,
             https: false,
             consumed: None,
             order: false,

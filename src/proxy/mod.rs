@@ -98,7 +98,9 @@ impl ProxyHttp for Proxy {
         ctx: &mut Ctx,
     ) -> Result<()> {
         if let Some(b) = body {
-            ctx.body_bytes = ctx.body_bytes.saturating_add(b.len() as u64);
+            let client_timeout = ctx.shared.config.server.client_timeout;
+            let elapsed = ctx.body_from.elapsed();
+            ctx.body_due = slow::body_due(ctx.body_due, elapsed, b.len() as u64, client_timeout);
             Self::body_moved(ctx);
         }
         // The origin's latency runs from the end of the request's body: before (found by
@@ -107,8 +109,10 @@ impl ProxyHttp for Proxy {
             return Err(Self::body_too_late(ctx));
         }
         if end_of_stream {
+            if !Self::body_whole(ctx) {
+                return Err(Self::body_too_late(ctx));
+            }
             ctx.body_complete = true;
-            Self::body_whole(ctx);
             if ctx.upstream_at.is_some() {
                 ctx.upstream_at = Some(Instant::now());
             }

@@ -8,12 +8,13 @@
 //!
 //! Over HTTP/2 Pingora has no read timeout on a request body (`set_read_timeout` does nothing
 //! there), so a stalled body is not cut at `client-timeout` as it is over HTTP/1.1: it runs
-//! until the origin's `read-timeout`. Its slot is watched instead ([`Held::Watched`]): given
-//! back when the body is not whole within `client-timeout` of the slot's coming (found by
-//! review: one admitted visitor stalling a body on each of a connection's streams shut a capped
-//! room with 503s for everyone).
+//! until the origin's `read-timeout` past its last piece, holding its slot: the origin has the
+//! request open until then, and the cap counts it (a first version gave the slot back at
+//! `client-timeout`, and the origin saw twice the cap: found by re-review). Its body is
+//! watched ([`Held::Watched`]): not whole by its deadline, the request fails at its next piece
+//! or its end, as over HTTP/1.1.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -51,13 +52,13 @@ impl Proxy {
         match gate.enter(cap.queue_timeout).await {
             Ok(slot) => {
                 ctx.body_from = Instant::now();
+                ctx.body_due = shared.config.server.client_timeout;
                 let h2_body = session.is_http2() && !session.is_body_empty();
                 ctx.origin_slot = Some(if h2_body {
-                    let limit = shared.config.server.client_timeout;
                     Held::Watched(Watch::start(
                         slot,
                         ctx.body_from,
-                        limit,
+                        ctx.body_due,
                         r.name().to_string(),
                     ))
                 } else {
@@ -85,28 +86,37 @@ impl Proxy {
         }
     }
 
-    /// Whether this request's watched slot was given back (its body not whole in time): the
-    /// request must not go on to the origin, whose cap it no longer counts in (re-review: a
-    /// body finished after that reached the origin beside the slot's next holder).
+    /// Whether this request's watched body was not whole in time: the request must not go
+    /// on to the origin (re-review: a body finished after its deadline reached the origin).
     pub(super) fn slot_lapsed(ctx: &Ctx) -> bool {
-        matches!(&ctx.origin_slot, Some(Held::Watched(w)) if w.lapsed.load(Ordering::Acquire))
+        matches!(&ctx.origin_slot, Some(Held::Watched(w)) if w.state.load(Ordering::Acquire) == LAPSED)
     }
 
-    /// More of the body came: a watched slot's deadline moves with what it earned
-    /// ([`super::slow::body_limit`]).
+    /// More of the body came: a watched body's deadline moves to `ctx.body_due`.
     pub(super) fn body_moved(ctx: &Ctx) {
         if let Some(Held::Watched(w)) = &ctx.origin_slot {
-            w.received.store(ctx.body_bytes, Ordering::Release);
+            w.due.store(micros(ctx.body_due), Ordering::Release);
         }
     }
 
-    /// The request's body is whole: a watched slot stays with the request until it ends.
-    pub(super) fn body_whole(ctx: &mut Ctx) {
-        if let Some(Held::Watched(w)) = &mut ctx.origin_slot {
-            if let Some(done) = w.done.take() {
-                let _ = done.send(());
-            }
+    /// The request's body is whole. `false`: its watch found it late first, and the request
+    /// fails.
+    pub(super) fn body_whole(ctx: &mut Ctx) -> bool {
+        let Some(Held::Watched(w)) = &mut ctx.origin_slot else {
+            return true;
+        };
+        let whole =
+            match w
+                .state
+                .compare_exchange(WATCHING, WHOLE, Ordering::AcqRel, Ordering::Acquire)
+            {
+                Ok(_) => true,
+                Err(now) => now == WHOLE,
+            };
+        if let Some(done) = w.done.take() {
+            let _ = done.send(());
         }
+        whole
     }
 
     async fn send_busy(
@@ -132,60 +142,76 @@ impl Proxy {
 /// A slot of the room's gate this request holds; given back when dropped.
 pub(super) enum Held {
     Plain(#[allow(dead_code)] crate::room::gate::Slot),
-    /// An HTTP/2 request whose body is still coming: the slot is in a watch.
+    /// An HTTP/2 request whose body is still coming: the slot with a watch on the body.
     Watched(Watch),
 }
 
-/// Holds a slot for a request whose body is still coming, and gives it back at `deadline`
-/// unless told first that the body is whole (then it keeps it until dropped). Dropping it
-/// (the request ended, or a 101) gives the slot back at once.
+/// The body of a watched request.
+const WATCHING: u8 = 0;
+/// Whole in time: the request goes on to the origin.
+const WHOLE: u8 = 1;
+/// Not whole in time: the request fails at the body's next piece or end.
+const LAPSED: u8 = 2;
+
+/// A slot held by a request whose body is still coming over HTTP/2, where Pingora cuts no
+/// stalled body, and a timer that marks the request lapsed when its body is not whole by its
+/// deadline ([`super::slow::body_due`]). The body's next piece or its end then fails the
+/// request; whole or lapsed is decided once, by whichever comes first (found by re-review: a
+/// timer that fired as the last piece came could let a whole body go on without its slot).
+///
+/// The slot is held until the request ends (dropped): a stalled stream stays open at the
+/// origin until the upstream's `read-timeout` past its last piece, and a slot given back at
+/// the lapse let the origin see more than the cap (found by re-review: twice the cap, kept up
+/// by new streams of the same visitor).
 pub(super) struct Watch {
+    _slot: crate::room::gate::Slot,
     task: tokio::task::JoinHandle<()>,
     done: Option<tokio::sync::oneshot::Sender<()>>,
-    /// Set when the slot was given back.
-    lapsed: Arc<AtomicBool>,
-    /// The body's bytes read so far, which move the deadline.
-    received: Arc<AtomicU64>,
+    state: Arc<AtomicU8>,
+    /// When the body is due, in microseconds from `body_from`: moved by each piece.
+    due: Arc<AtomicU64>,
+}
+
+fn micros(d: Duration) -> u64 {
+    u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
 }
 
 impl Watch {
-    fn start(slot: crate::room::gate::Slot, from: Instant, limit: Duration, room: String) -> Self {
+    fn start(slot: crate::room::gate::Slot, from: Instant, due: Duration, room: String) -> Self {
         let (done, mut whole) = tokio::sync::oneshot::channel::<()>();
-        let lapsed = Arc::new(AtomicBool::new(false));
-        let received = Arc::new(AtomicU64::new(0));
-        let (flag, moved) = (lapsed.clone(), received.clone());
+        let state = Arc::new(AtomicU8::new(WATCHING));
+        let due = Arc::new(AtomicU64::new(micros(due)));
+        let (flag, moved) = (state.clone(), due.clone());
         let task = tokio::spawn(async move {
-            let late = loop {
-                let deadline = from + super::slow::body_limit(limit, moved.load(Ordering::Acquire));
+            let due_at = || from + Duration::from_micros(moved.load(Ordering::Acquire));
+            loop {
                 tokio::select! {
-                    _ = tokio::time::sleep_until(deadline.into()) => {
+                    _ = tokio::time::sleep_until(due_at().into()) => {
                         // The body may have earned more time meanwhile.
-                        let now_due =
-                            from + super::slow::body_limit(limit, moved.load(Ordering::Acquire));
-                        if Instant::now() >= now_due {
-                            break true;
+                        if Instant::now() < due_at() {
+                            continue;
                         }
+                        let lapsed = flag
+                            .compare_exchange(WATCHING, LAPSED, Ordering::AcqRel, Ordering::Acquire)
+                            .is_ok();
+                        if lapsed {
+                            tracing::debug!(
+                                room,
+                                "an HTTP/2 request body not whole in time: the request fails at its next piece"
+                            );
+                        }
+                        return;
                     }
-                    said = &mut whole => break said.is_err(),
+                    _ = &mut whole => return,
                 }
-            };
-            if late {
-                flag.store(true, Ordering::Release);
-                drop(slot);
-                tracing::debug!(
-                    room,
-                    "an HTTP/2 request body not whole within client-timeout: its origin slot is given back"
-                );
-                return;
             }
-            let _kept = slot;
-            std::future::pending::<()>().await;
         });
         Self {
+            _slot: slot,
             task,
             done: Some(done),
-            lapsed,
-            received,
+            state,
+            due,
         }
     }
 }
