@@ -17,6 +17,7 @@ pub mod prelimit;
 pub mod recovery;
 pub mod revoked;
 pub mod series;
+pub mod share;
 
 pub use local::{LocalAdmit, LocalBucket};
 

@@ -400,6 +400,67 @@ async fn a_burst_buys_no_time_for_a_trickle_after_it() {
     trickle.abort();
 }
 
+/// Uploads moving at a steady 2 KiB/s on several connections with one admission: they hold
+/// at most a quarter of the cap (one of 2 here), and the others' requests go in (found by
+/// re-review: one cookie held every slot for as long as it liked, and the room answered 503).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_visitors_uploads_hold_no_more_than_their_share_of_the_slots() {
+    use tokio::io::AsyncWriteExt;
+    let origin = counting_origin(Duration::from_millis(10), Duration::from_millis(10)).await;
+    let proxy = Proxy::start(&format!(
+        "[server]\nclient-timeout = \"2s\"\n{}",
+        config(origin.addr, 2, "2s")
+    ));
+    let slow = admitted(&proxy).await;
+    let other = admitted(&proxy).await;
+    let upload = |n: usize| {
+        let head = format!(
+            "POST /products/upload{n} HTTP/1.1\r\nHost: shop.test\r\nCookie: {}\r\nContent-Length: 1000000\r\n\r\n",
+            slow.header()
+        );
+        let addr = proxy.addr;
+        tokio::spawn(async move {
+            let mut conn = tokio::net::TcpStream::connect(addr).await.unwrap();
+            conn.write_all(head.as_bytes()).await.unwrap();
+            for _ in 0..120 {
+                if conn.write_all(&[b'x'; 512]).await.is_err() {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(250)).await;
+            }
+        })
+    };
+    let first = upload(1);
+    eventually(
+        Duration::from_secs(5),
+        "the first upload at the origin",
+        || async { (origin.counts.now.load(Ordering::SeqCst) == 1).then_some(()) },
+    )
+    .await;
+    let second = upload(2);
+    // The second waits for the first's body (or is told to come back): never at the origin
+    // beside it, and the slot it would take is the next visitor's.
+    for _ in 0..6 {
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        assert_eq!(
+            origin.counts.now.load(Ordering::SeqCst),
+            1,
+            "a second upload of the same admission at the origin"
+        );
+    }
+    let resp = send(&proxy, reqwest::Method::GET, "/products", &other, 1, false)
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200, "the next visitor goes in");
+    assert_eq!(origin.counts.most.load(Ordering::SeqCst), 2);
+    assert!(
+        origin.counts.order_of_arrival.lock().unwrap().len() <= 1,
+        "only the other visitor's request has a sequence number"
+    );
+    first.abort();
+    second.abort();
+}
+
 /// An upload that waited for its slot longer than `client-timeout` has its whole
 /// `client-timeout` once the slot comes: nothing read its body while it waited (found by
 /// re-review: counted from the request's start, its first piece failed it).

@@ -58,6 +58,8 @@ pub struct Ctx {
     pub(super) body_from: Instant,
     /// When the body is due, from `body_from` (`slow::body_due`).
     pub(super) body_due: std::time::Duration,
+    /// A place in the visitor's share of the room's origin slots while the body comes.
+    pub(super) uploading: Option<Box<crate::room::share::Uploading>>,
     /// A trusted proxy says the visitor came over HTTPS.
     pub(super) https: bool,
     /// The admission this request took for an order, pending until the origin's answer
@@ -113,6 +115,7 @@ impl Ctx {
             started: now,
             body_from: now,
             body_due: shared.config.server.client_timeout,
+            uploading: None,
             https: false,
             consumed: None,
             order: false,

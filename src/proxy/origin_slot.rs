@@ -25,6 +25,7 @@ use super::respond::Refusal;
 use super::{Ctx, Proxy};
 use crate::app::Shared;
 use crate::metrics::Reject;
+use crate::room::share::Sharer;
 
 /// What a visitor who waited in vain is asked to wait before trying again: 1–3 s at random,
 /// so that a crowd turned away together does not come back together.
@@ -45,11 +46,31 @@ impl Proxy {
         let (Some(gate), Some(cap)) = (&r.gate, r.cfg.origin_cap) else {
             return Ok(false);
         };
+        let asked = Instant::now();
+        // A request whose body is still to come counts in its visitor's share first.
+        if !session.is_body_empty() {
+            let sharer = match &ctx.holder {
+                Some(h) => Some(Sharer::Visitor(h.vid)),
+                None => super::client_key(shared, session).map(Sharer::Client),
+            };
+            if let Some(sharer) = sharer {
+                let share = crate::room::share::share_of(cap.max_inflight);
+                match gate.shares.enter(sharer, share, cap.queue_timeout).await {
+                    Some(place) => ctx.uploading = Some(Box::new(place)),
+                    None => {
+                        r.metrics.origin_timeouts.inc();
+                        Self::send_busy(shared, session, ctx, room).await?;
+                        return Ok(true);
+                    }
+                }
+            }
+        }
+        let left = cap.queue_timeout.saturating_sub(asked.elapsed());
         // Every request waits its turn, an `Upgrade` too (the header alone proves nothing: an
         // origin that ignores it answers an ordinary request). A connection that really switches
         // protocols gives its slot back with the 101 ([`Proxy::origin_answered`]): a WebSocket
         // would otherwise pin a slot for its whole life.
-        match gate.enter(cap.queue_timeout).await {
+        match gate.enter(left).await {
             Ok(slot) => {
                 ctx.body_from = Instant::now();
                 ctx.body_due = shared.config.server.client_timeout;
@@ -99,9 +120,10 @@ impl Proxy {
         }
     }
 
-    /// The request's body is whole. `false`: its watch found it late first, and the request
-    /// fails.
+    /// The request's body is whole (its place in its visitor's share is given back). `false`:
+    /// its watch found it late first, and the request fails.
     pub(super) fn body_whole(ctx: &mut Ctx) -> bool {
+        ctx.uploading = None;
         let Some(Held::Watched(w)) = &mut ctx.origin_slot else {
             return true;
         };

@@ -25,6 +25,8 @@ pub struct OriginGate {
     owed: AtomicUsize,
     queued: AtomicI64,
     timed_out: AtomicU64,
+    /// Each visitor's share of the slots while their request bodies come.
+    pub shares: Arc<super::share::Shares>,
 }
 
 /// A slot held: released (or retired, after the cap was lowered) when dropped.
@@ -66,6 +68,7 @@ impl OriginGate {
             owed: AtomicUsize::new(0),
             queued: AtomicI64::new(0),
             timed_out: AtomicU64::new(0),
+            shares: Arc::default(),
         })
     }
 
