@@ -541,10 +541,15 @@ end
 local revoked = {}
 local revoked_last = 0
 if ARGV[22] ~= '' then
-  trim_revoked(KEYS[7], now)
+  trim_revoked(KEYS[7], room, now)
   local after = tonumber(ARGV[22]) or 0
   local seq = tonumber(redis.call('HGET', room, 'revoke_seq')) or 0
-  if after > seq or stale then
+  local trimmed = tonumber(redis.call('HGET', room, 'revoke_trimmed')) or 0
+  local after_txt = string.format('%.0f', after)
+  local present = after == 0 or
+    #redis.call('ZRANGEBYSCORE', KEYS[7], after_txt, after_txt, 'LIMIT', 0, 1) > 0
+  -- As finish::read_from: from the start when the caller's number is not of this log.
+  if after > seq or stale or (after > trimmed and not present) then
     after = 0
   end
   revoked_last = after

@@ -40,7 +40,7 @@ redis.call('ZREM', KEYS[4], vid)
 redis.call('SET', marker, 'c ' .. req, 'PX', math.max(life_ms, redis.call('PTTL', marker)))
 local until_txt = string.format('%.0f', until_s)
 if how == 'revoke' then
-  trim_revoked(KEYS[5], now)
+  trim_revoked(KEYS[5], room, now)
   -- Numbered by the store's clock (µs), above the last: a store restored from an older copy
   -- (a snapshot, a failover that lost writes) numbers after anything it handed out before,
   -- where a count would hand the same numbers out again, and an instance that had read them

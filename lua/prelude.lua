@@ -22,7 +22,8 @@
 --   {anteroom:R}:revoked   ZSET  member = visitor id (16 bytes) .. ' ' .. until (unix s), score =
 --                                its number in the room's revocation log: the store's clock in µs,
 --                                above the last (room hash 'revoke_seq');
---                                trimmed once until is past (finish.lua, src/store/finish.rs)
+--                                trimmed once until is past, the highest number trimmed in
+--                                room hash 'revoke_trimmed' (finish.lua, src/store/finish.rs)
 --   {anteroom:R}:events    HASH  event name -> JSON of its runtime definition (change_event.lua,
 --                                src/event/schedule.rs); room hash 'ev_ver' counts the changes
 --   {anteroom:R}:drawn:<event id>  ZSET  member = registration ticket (16 bytes), score = draw key:
@@ -403,10 +404,12 @@ local REVOKED_MARGIN_S = 60
 
 -- Drops entries from the oldest while their cookies have expired (bounded per call; a newer
 -- entry that expired earlier goes when it reaches the front: nothing reads past its until).
-local function trim_revoked(key, now)
+-- The highest number trimmed is kept in the room hash (`revoke_trimmed`): a caller whose last
+-- entry is gone and not trimmed reads the log from the start (finish::read_from).
+local function trim_revoked(key, room, now)
   local now_s = math.floor(now / 1000000)
   for _ = 1, 64 do
-    local e = redis.call('ZRANGE', key, 0, 0)
+    local e = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
     if #e == 0 then
       return
     end
@@ -415,6 +418,10 @@ local function trim_revoked(key, now)
       return
     end
     redis.call('ZREM', key, e[1])
+    local n = tonumber(e[2]) or 0
+    if n > (tonumber(redis.call('HGET', room, 'revoke_trimmed')) or 0) then
+      redis.call('HSET', room, 'revoke_trimmed', string.format('%.0f', n))
+    end
   end
 end
 

@@ -134,12 +134,17 @@ pub struct Revocations {
 }
 
 /// Where the next read starts: after `after`, or from the start when the caller's number is
-/// not of this log: the store's sequence is behind it, or the caller knew another store
-/// generation (`stale`: the store lost its data and numbers again from 1; re-review: once the
-/// new numbers caught up with the caller's old one, the entries up to it were skipped for
-/// good). Both backends follow this rule.
-pub fn read_from(after: u64, store_last: u64, stale: bool) -> u64 {
-    if stale || after > store_last {
+/// not of this log: the store's sequence is behind it, the caller knew another store
+/// generation (`stale`: the store lost its data; re-review: once the new numbers caught up
+/// with the caller's old one, the entries up to it were skipped for good), or the entry the
+/// caller read last is not in the log (`present`) and was not trimmed (numbers up to
+/// `trimmed` were): the log lost writes and kept its generation (a failover to a replica
+/// behind, whose clock was behind too, numbered new entries below the caller's; re-review).
+/// A retried revoke renumbers its entry, which reads the log again from the start: harmless.
+/// Both backends follow this rule.
+pub fn read_from(after: u64, store_last: u64, stale: bool, present: bool, trimmed: u64) -> u64 {
+    let lost = after > 0 && !present && after > trimmed;
+    if stale || after > store_last || lost {
         0
     } else {
         after
@@ -152,6 +157,19 @@ mod tests {
 
     fn words(vs: &[&str]) -> (Option<Command>, u32) {
         commanded(vs.iter().map(|v| v.as_bytes()))
+    }
+
+    #[test]
+    fn a_caller_reads_from_the_start_when_its_number_is_not_of_this_log() {
+        assert_eq!(read_from(0, 0, false, false, 0), 0);
+        assert_eq!(read_from(5, 9, false, true, 0), 5);
+        // Ahead of the log, of another generation.
+        assert_eq!(read_from(10, 9, false, true, 0), 0);
+        assert_eq!(read_from(5, 9, true, true, 0), 0);
+        // Its last entry gone: trimmed, or lost.
+        assert_eq!(read_from(5, 9, false, false, 5), 5);
+        assert_eq!(read_from(5, 9, false, false, 7), 5);
+        assert_eq!(read_from(5, 9, false, false, 4), 0);
     }
 
     #[test]
@@ -182,12 +200,16 @@ mod tests {
 
     #[test]
     fn a_store_that_numbers_again_is_read_from_the_start() {
-        assert_eq!(read_from(0, 0, false), 0);
-        assert_eq!(read_from(5, 9, false), 5);
-        assert_eq!(read_from(9, 9, false), 9);
-        assert_eq!(read_from(12, 3, false), 0, "the store lost its data");
+        assert_eq!(read_from(0, 0, false, true, 0), 0);
+        assert_eq!(read_from(5, 9, false, true, 0), 5);
+        assert_eq!(read_from(9, 9, false, true, 0), 9);
         assert_eq!(
-            read_from(2, 3, true),
+            read_from(12, 3, false, true, 0),
+            0,
+            "the store lost its data"
+        );
+        assert_eq!(
+            read_from(2, 3, true, true, 0),
             0,
             "lost, and numbered past the caller's old number since"
         );

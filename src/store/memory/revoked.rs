@@ -17,6 +17,8 @@ use crate::store::VisitorId;
 pub(super) struct Log {
     entries: VecDeque<(u64, Revocation)>,
     last: u64,
+    /// The highest number trimmed (the Redis room hash's `revoke_trimmed`).
+    trimmed: u64,
 }
 
 impl Log {
@@ -38,7 +40,9 @@ impl Log {
             .front()
             .is_some_and(|(_, r)| r.until.saturating_add(margin) < wall_secs)
         {
-            self.entries.pop_front();
+            if let Some((n, _)) = self.entries.pop_front() {
+                self.trimmed = self.trimmed.max(n);
+            }
         }
     }
 
@@ -49,7 +53,8 @@ impl Log {
             return Revocations::default();
         };
         self.trim(wall_secs);
-        let from = finish::read_from(after, self.last, stale);
+        let present = self.entries.iter().any(|(n, _)| *n == after);
+        let from = finish::read_from(after, self.last, stale, present, self.trimmed);
         let list: Vec<(u64, Revocation)> = self
             .entries
             .iter()
@@ -150,5 +155,30 @@ mod tests {
         assert_eq!(reset.list.len(), 2);
         // A caller of another generation reads from the start, behind the log or not.
         assert_eq!(log.after(Some(at), true, later).list.len(), 2);
+    }
+
+    /// A log that lost writes and kept its generation (a failover to a replica behind, whose
+    /// clock is behind too): the entry a caller read last is gone without a trim, and the
+    /// caller reads from the start, also once the new numbers passed its own (re-review).
+    #[test]
+    fn a_caller_whose_last_entry_was_lost_reads_from_the_start() {
+        let mut log = Log::default();
+        log.add(r(1, 10_000), 100);
+        log.add(r(2, 10_000), 200);
+        let seen = log.after(Some(0), false, 0).last;
+        assert_eq!(seen, 200);
+        // The second write lost; the next is numbered on a clock behind, the one after it
+        // past the caller's number.
+        log.entries.pop_back();
+        log.last = 100;
+        log.add(r(3, 10_000), 150);
+        log.add(r(4, 10_000), 300);
+        let got = log.after(Some(seen), false, 0);
+        assert_eq!(got.list, vec![r(1, 10_000), r(3, 10_000), r(4, 10_000)]);
+        // A trimmed last entry is not a loss.
+        let mut log = Log::default();
+        log.add(r(1, 10), 100);
+        log.add(r(2, 10_000), 200);
+        assert_eq!(log.after(Some(100), false, 1_000).list, vec![r(2, 10_000)]);
     }
 }
