@@ -558,6 +558,12 @@ async fn a_cookie_tossed_in_beside_ours_hides_neither_admission_nor_place() {
             .send()
             .await
             .unwrap();
+        // The id cookie given again is theirs, never the one tossed in.
+        let given = set_cookies(&resp)
+            .into_iter()
+            .find(|(k, _, _)| k == "anteroom_vid")
+            .map(|(_, v, _)| v);
+        assert!(given.is_none_or(|g| g == mine), "{what}: another id set");
         let v: Value = resp.json().await.unwrap();
         assert_eq!(
             (&v["state"], &v["position"], &v["waiting"]),

@@ -86,13 +86,19 @@ impl Proxy {
         if ids.is_empty() {
             Self::give_vid(shared, ctx, room, vid);
         }
-        // The id cookie is given again with the id it carries, what the other rooms know the
-        // visitor by (the page's refresh of its life, a new ticket), not this room's.
-        ctx.kept_vid = ids.first().copied();
+        // The id cookie is given again (the page's refresh of its life, a new ticket) with
+        // this room's id when it carries it (beside one tossed in first by a sibling site),
+        // else with the one it carries: what the other rooms know the visitor by.
+        let had_vid = ids.contains(&vid);
+        ctx.kept_vid = if had_vid {
+            Some(vid)
+        } else {
+            ids.first().copied()
+        };
         Visitor {
             vid,
             ticket,
-            had_vid: ids.contains(&vid),
+            had_vid,
         }
     }
 
