@@ -7,7 +7,9 @@
 //! review: a visitor fourth in one room's line, revoked in another, was put at the back of the
 //! first, their old place left to be swept for silence). The ticket is signed and cannot be
 //! forged; a sibling site tossing in a ticket of its own beside ours (sent first, for a longer
-//! path) does not move a visitor whose id cookie another ticket names.
+//! path) does not move a visitor whose id cookie another ticket names, and, when none does,
+//! the ticket with the earliest place counts, so a tossed one can only move them forward
+//! (re-review: the first sent counted, and a tossed ticket moved them back).
 
 use pingora::http::RequestHeader;
 
@@ -15,6 +17,7 @@ use super::{cookie_values, secure, Ctx, Proxy};
 use crate::app::Shared;
 use crate::cookie;
 use crate::line::Ticket;
+use crate::store::line::Place;
 use crate::store::VisitorId;
 
 /// Who a waiting request is, in one room.
@@ -27,19 +30,24 @@ pub(super) struct Visitor {
     pub had_vid: bool,
 }
 
-/// The choice, from the ids the request's visitor-id cookies carry and the ids its verified
-/// tickets for the room name, each in the order sent, those the room revoked left out: a
-/// ticket naming one of the ids; else the first ticket (the id cookie was replaced since);
-/// else the first id. `Some(i)`: the place is ticket `i`'s.
+/// The choice, from the ids the request's visitor-id cookies carry and the ids and places its
+/// verified tickets for the room name, each in the order sent, those the room revoked left
+/// out: a ticket naming one of the ids; else the ticket with the earliest place (the id
+/// cookie was replaced since), of the newest line; else the first id. `Some(i)`: the place
+/// is ticket `i`'s.
 pub(super) fn whose(
     ids: &[VisitorId],
-    tickets: &[VisitorId],
+    tickets: &[(VisitorId, Place)],
 ) -> Option<(VisitorId, Option<usize>)> {
-    if let Some(i) = tickets.iter().position(|t| ids.contains(t)) {
-        return Some((tickets[i], Some(i)));
+    if let Some(i) = tickets.iter().position(|(t, _)| ids.contains(t)) {
+        return Some((tickets[i].0, Some(i)));
     }
-    if let Some(t) = tickets.first() {
-        return Some((*t, Some(0)));
+    let earliest = tickets
+        .iter()
+        .enumerate()
+        .min_by_key(|(_, (_, p))| (std::cmp::Reverse(p.epoch), p.key));
+    if let Some((i, (t, _))) = earliest {
+        return Some((*t, Some(i)));
     }
     ids.first().map(|v| (*v, None))
 }
@@ -72,7 +80,7 @@ impl Proxy {
             .filter_map(|v| crate::line::ticket::verify(&shared.config.cookie.keys, r.name(), v))
             .filter(|t| !revoked(&t.vid))
             .collect();
-        let named: Vec<VisitorId> = tickets.iter().map(|t| t.vid).collect();
+        let named: Vec<(VisitorId, Place)> = tickets.iter().map(|t| (t.vid, t.place)).collect();
         let Some((vid, from)) = whose(&ids, &named) else {
             let vid = VisitorId::random();
             Self::give_vid(shared, ctx, room, vid);
@@ -134,21 +142,34 @@ mod tests {
         VisitorId::from_bytes([n; 16])
     }
 
+    /// A ticket naming visitor `n` at place key `n` of epoch 1.
+    fn t(n: u8) -> (VisitorId, Place) {
+        (
+            id(n),
+            Place {
+                epoch: 1,
+                key: n.into(),
+            },
+        )
+    }
+
     #[test]
     fn the_ticket_decides_whose_place_a_request_is() {
         let (a, b, x) = (id(1), id(2), id(9));
         // One id, its ticket: theirs.
-        assert_eq!(whose(&[a], &[a]), Some((a, Some(0))));
+        assert_eq!(whose(&[a], &[t(1)]), Some((a, Some(0))));
         // The id cookie replaced (a revoke in another room): the place stays the ticket's.
-        assert_eq!(whose(&[b], &[a]), Some((a, Some(0))));
+        assert_eq!(whose(&[b], &[t(1)]), Some((a, Some(0))));
         // A ticket tossed in first by a sibling site: the one naming the id cookie wins.
-        assert_eq!(whose(&[a], &[x, a]), Some((a, Some(1))));
+        assert_eq!(whose(&[a], &[t(9), t(1)]), Some((a, Some(1))));
+        // ... and, the id cookie replaced, the earlier place (re-review).
+        assert_eq!(whose(&[b], &[t(9), t(1)]), Some((a, Some(1))));
         // An id tossed in first: the one the ticket names wins.
-        assert_eq!(whose(&[x, a], &[a]), Some((a, Some(0))));
+        assert_eq!(whose(&[x, a], &[t(1)]), Some((a, Some(0))));
         // No ticket: the first id; nothing: nobody yet.
         assert_eq!(whose(&[a, b], &[]), Some((a, None)));
         assert_eq!(whose(&[], &[]), None);
-        assert_eq!(whose(&[], &[b]), Some((b, Some(0))));
+        assert_eq!(whose(&[], &[t(2)]), Some((b, Some(0))));
     }
 
     proptest! {
@@ -160,14 +181,18 @@ mod tests {
             tickets in proptest::collection::vec(0u8..6, 0..4),
         ) {
             let ids: Vec<VisitorId> = ids.into_iter().map(id).collect();
-            let tickets: Vec<VisitorId> = tickets.into_iter().map(id).collect();
+            let tickets: Vec<(VisitorId, Place)> = tickets.into_iter().map(t).collect();
             let chosen = whose(&ids, &tickets);
             match chosen {
                 None => prop_assert!(ids.is_empty() && tickets.is_empty()),
                 Some((v, Some(i))) => {
-                    prop_assert_eq!(tickets[i], v);
-                    let named = tickets.iter().any(|t| ids.contains(t));
+                    prop_assert_eq!(tickets[i].0, v);
+                    let named = tickets.iter().any(|(t, _)| ids.contains(t));
                     prop_assert_eq!(ids.contains(&v), named);
+                    // Named by no id: no ticket has an earlier place.
+                    if !named {
+                        prop_assert!(tickets.iter().all(|(_, p)| p.key >= tickets[i].1.key));
+                    }
                 }
                 Some((v, None)) => {
                     prop_assert!(tickets.is_empty());
