@@ -646,6 +646,12 @@ fn a_value_read_from_the_environment_or_a_file_is_not_shown() {
             format!("{keys}[[upstream]]\nname = \"shop\"\naddr = \"env:RURL\"\n\n[default]\nupstream = \"shop\"\n"),
             "upstream[0].addr",
         ),
+        // Inside a list or a table read as TOML (re-review).
+        (
+            format!("{keys}[admin]\ntokens = \"env:TOKS\"\n{SMALL}"),
+            "admin.tokens[0].role",
+        ),
+        (format!("{keys}{SMALL}[[room]]\nname = \"r\"\npaths = \"env:PATHS\"\nadmit-per-second = 1\nmax-active = 1\n"), "room[0].paths[1]"),
     ] {
         std::fs::write(dir.path().join("w.toml"), &body).unwrap();
         let (code, out, err) = check_env(
@@ -654,6 +660,11 @@ fn a_value_read_from_the_environment_or_a_file_is_not_shown() {
             &[
                 ("RURL", "redis://:s3cr3t-pw@127.0.0.1:6379"),
                 ("TOKEN", "s3cr3t-admin-token-0123456789-0123"),
+                (
+                    "TOKS",
+                    "[{label=\"on\", role=\"s3cr3t-token-ABCDEFGH\", value=\"read-only-token-xyz12345\"}]",
+                ),
+                ("PATHS", "[\"/products\", \"s3cr3t-path\"]"),
             ],
         );
         assert_eq!(code, 2, "{body}: {out}{err}");
@@ -663,6 +674,23 @@ fn a_value_read_from_the_environment_or_a_file_is_not_shown() {
             "{key} shown: {err}"
         );
     }
+}
+
+/// A value read from the environment is hidden in its own key's problems only: a host written
+/// in the file that contains it, and the words and numbers of other messages, are told as
+/// written (found by re-review: `UP=shop` hid "shop" in every message).
+#[test]
+fn a_value_from_the_environment_hides_nothing_of_other_keys() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("w.toml"),
+        "[cookie]\nkeys = [\"env-key-0123456789-0123456789-0123456789\"]\n[[upstream]]\nname = \"env:UP\"\naddr = \"127.0.0.1:9\"\n\n[default]\nupstream = \"shop\"\n[[room]]\nname = \"r\"\nhosts = [\"shop.example.com!\"]\npaths = [\"/r\"]\nadmit-per-second = 0\nmax-active = \"env:MAX\"\n",
+    )
+    .unwrap();
+    let (code, out, err) = check_env(dir.path(), "w.toml", &[("UP", "shop"), ("MAX", "1000")]);
+    assert_eq!(code, 2, "{out}{err}");
+    assert!(err.contains("\"shop.example.com!\""), "{err}");
+    assert!(!err.contains("(a value read from env: or file:)"), "{err}");
 }
 
 /// Over HTTP/2 a stalled body gives its origin slot back at `client-timeout` but stays at the

@@ -36,7 +36,7 @@ pub(super) struct Builder<'a> {
     /// The values read from the environment or from a file (`env:`, `file:`): a secret in the
     /// wrong place (a Redis URL as a duration, a token as a role) is never quoted back by a
     /// key's problem, which `check`, the log and `/readyz` show (found by re-review).
-    pub hidden: Vec<String>,
+    pub hidden: Vec<(KeyPath, String)>,
 }
 
 pub(super) fn k(path: &str) -> KeyPath {

@@ -19,8 +19,6 @@ pub(super) type Scope<'a> = &'a dyn Fn(&str) -> bool;
 pub(super) struct Resolved {
     pub problems: Vec<Problem>,
     pub from_env: Vec<KeyPath>,
-    /// The variables' values put in (kept out of every message: see [`super::scrub`]).
-    pub values: Vec<String>,
 }
 
 /// Replaces every `env:NAME` string in `value` (at `key`) within `scope` by the variable's
@@ -82,6 +80,34 @@ fn as_toml(text: &str) -> Option<toml::Value> {
     t.remove("v").filter(|v| !v.is_str())
 }
 
+/// The strings at and under `keys` in `value`, each with its key: what the variables put in,
+/// read as TOML or not (kept out of every problem at those keys: see [`super::scrub`]).
+pub(super) fn leaves(value: &mut toml::Value, keys: &[KeyPath]) -> Vec<(KeyPath, String)> {
+    fn collect(v: &toml::Value, key: &KeyPath, out: &mut Vec<(KeyPath, String)>) {
+        match v {
+            toml::Value::String(s) => out.push((key.clone(), s.clone())),
+            toml::Value::Array(items) => {
+                for (i, item) in items.iter().enumerate() {
+                    collect(item, &key.index(i), out);
+                }
+            }
+            toml::Value::Table(t) => {
+                for (k, item) in t {
+                    collect(item, &key.key(k), out);
+                }
+            }
+            _ => {}
+        }
+    }
+    let mut out = Vec::new();
+    for k in keys {
+        if let Some(v) = at(value, k) {
+            collect(v, k, &mut out);
+        }
+    }
+    out
+}
+
 fn at<'a>(value: &'a mut toml::Value, key: &KeyPath) -> Option<&'a mut toml::Value> {
     key.0.iter().try_fold(value, |v, seg| match seg {
         Seg::Key(k) => v.get_mut(k.as_str()),
@@ -107,7 +133,6 @@ fn walk(
             let problems = &mut out.problems;
             match get(name) {
                 Some(v) if !v.is_empty() => {
-                    out.values.push(v.clone());
                     *s = v;
                     out.from_env.push(key.clone());
                 }

@@ -137,8 +137,7 @@ pub fn parse(text: &str, name: &str, base_dir: &Path) -> Result<Config, ConfigEr
         let c = b.config(mirror, name);
         warnings = std::mem::take(&mut b.warnings);
         for p in &mut warnings {
-            p.what = scrub(&b.hidden, &p.what);
-            p.fix = scrub(&b.hidden, &p.fix);
+            scrub(&b.hidden, p);
         }
         c
     })?;
@@ -174,14 +173,13 @@ fn with_builder<T>(
             let env::Resolved {
                 problems,
                 mut from_env,
-                values,
             } = env::resolve(
                 &mut value,
                 &KeyPath::root(),
                 &|n| std::env::var(n).ok(),
                 scope,
             );
-            hidden = values;
+            let read_from_env = from_env.clone();
             if !problems.is_empty() {
                 let mut errors: Vec<ConfigError> = problems
                     .into_iter()
@@ -197,6 +195,7 @@ fn with_builder<T>(
                     typed => break typed,
                 }
             };
+            hidden = env::leaves(&mut value, &read_from_env);
             match (typed, read) {
                 (Ok(m), _) => m,
                 // A problem of the file itself (not at an `env:` string): told where it is.
@@ -243,8 +242,7 @@ fn with_builder<T>(
     let built = f(&mut b, mirror);
     let hidden = std::mem::take(&mut b.hidden);
     for p in b.problems.iter_mut() {
-        p.what = scrub(&hidden, &p.what);
-        p.fix = scrub(&hidden, &p.fix);
+        scrub(&hidden, p);
     }
     if b.problems.is_empty() {
         Ok(built)
@@ -258,30 +256,48 @@ fn with_builder<T>(
     }
 }
 
-/// `text` without any of the `hidden` values (read from the environment or a file), as
-/// written or as `{:?}` quotes them: each is told as `(a value read from env: or file:)`.
-/// Values under four characters are left (a rate of `5` would hide every 5), and the longest
-/// go first (one value inside another).
-fn scrub(hidden: &[String], text: &str) -> String {
+/// A problem without the `hidden` values (read from the environment or a file) of its key,
+/// the keys under it and the key it is under, as written or as `{:?}` quotes them: each is
+/// told as `(a value read from env: or file:)`. Scoped by key, not by text: a value is not
+/// looked for in another key's problem (re-review: a variable's value `shop` hid the word in
+/// every message, a host written in the file too), and every string a variable put in is
+/// known, also one inside a list or table read as TOML (re-review: a token put in as a role
+/// inside `tokens = "env:TOKS"` was quoted). Values under four characters are hidden only
+/// where quoted (a rate of `5` would hide every 5), and the longest go first.
+fn scrub(hidden: &[(KeyPath, String)], p: &mut build::Problem) {
     const SHOWN: &str = "(a value read from env: or file:)";
-    let mut values: Vec<String> = hidden
+    let key = p.key.to_string();
+    let related = |k: &KeyPath| {
+        let k = k.to_string();
+        let under = |a: &str, b: &str| {
+            a.strip_prefix(b)
+                .is_some_and(|rest| rest.is_empty() || rest.starts_with(['.', '[']))
+        };
+        under(&key, &k) || under(&k, &key)
+    };
+    let mut forms: Vec<(String, String)> = hidden
         .iter()
-        .filter(|v| v.chars().count() >= 4)
-        .flat_map(|v| {
+        .filter(|(k, v)| !v.is_empty() && related(k))
+        .flat_map(|(_, v)| {
             let quoted = format!("{v:?}");
-            let inner = quoted[1..quoted.len() - 1].to_string();
-            [v.clone(), inner]
+            let mut forms = vec![(quoted, format!("\"{SHOWN}\""))];
+            if v.chars().count() >= 4 {
+                forms.push((v.clone(), SHOWN.to_string()));
+                let inner = forms[0].0[1..forms[0].0.len() - 1].to_string();
+                forms.push((inner, SHOWN.to_string()));
+            }
+            forms
         })
         .collect();
-    values.sort_by_key(|v| std::cmp::Reverse(v.len()));
-    values.dedup();
-    let mut out = text.to_string();
-    for v in &values {
-        if out.contains(v.as_str()) {
-            out = out.replace(v.as_str(), SHOWN);
+    forms.sort_by_key(|(v, _)| std::cmp::Reverse(v.len()));
+    forms.dedup();
+    for (v, shown) in &forms {
+        for text in [&mut p.what, &mut p.fix] {
+            if text.contains(v.as_str()) {
+                *text = text.replace(v.as_str(), shown);
+            }
         }
     }
-    out
 }
 
 /// The key the file's values (with `env:` values put in) fail at: they are written out as TOML
@@ -379,20 +395,41 @@ mod tests {
     use super::scrub;
 
     #[test]
-    fn values_read_from_outside_are_not_told() {
+    fn values_read_from_outside_are_not_told_at_their_keys() {
+        use super::build::Problem;
+        use super::locate::KeyPath;
+        let at = |k: &str| KeyPath::root().key(k);
         let hidden = vec![
-            "redis://:pw@h:1".to_string(),
-            "pw\"x".to_string(),
-            "175".to_string(),
+            (at("timeout"), "redis://:pw@h:1".to_string()),
+            (at("role"), "pw\"x".to_string()),
+            (at("rate"), "175".to_string()),
         ];
+        let told = |key: &str, what: &str| {
+            let mut p = Problem {
+                key: at(key),
+                what: what.to_string(),
+                fix: String::new(),
+            };
+            super::scrub(&hidden, &mut p);
+            p.what
+        };
         assert_eq!(
-            scrub(&hidden, "\"redis://:pw@h:1\" is not a duration"),
+            told("timeout", "\"redis://:pw@h:1\" is not a duration"),
             "\"(a value read from env: or file:)\" is not a duration"
         );
-        // As `{:?}` quotes it, and a short value left as it is.
+        // As `{:?}` quotes it; a short value only where quoted.
         assert_eq!(
-            scrub(&hidden, "\"pw\\\"x\" is not a role; 175 is fine"),
-            "\"(a value read from env: or file:)\" is not a role; 175 is fine"
+            told("role", "\"pw\\\"x\" is not a role"),
+            "\"(a value read from env: or file:)\" is not a role"
+        );
+        assert_eq!(
+            told("rate", "\"175\" is not a number; at most 1750"),
+            "\"(a value read from env: or file:)\" is not a number; at most 1750"
+        );
+        // Another key's problem keeps its words.
+        assert_eq!(
+            told("hosts", "\"redis://:pw@h:1\" is not a host"),
+            "\"redis://:pw@h:1\" is not a host"
         );
     }
 }

@@ -18,7 +18,7 @@ impl Builder<'_> {
             None => Some(raw.to_string()),
             Some(name) => match std::env::var(name) {
                 Ok(v) if !v.is_empty() => {
-                    self.hidden.push(v.clone());
+                    self.hidden.push((key.clone(), v.clone()));
                     Some(v)
                 }
                 Ok(_) => {
@@ -93,7 +93,7 @@ impl Builder<'_> {
             );
             return None;
         }
-        self.hidden.push(value.to_string());
+        self.hidden.push((key.clone(), value.to_string()));
         Some(value.to_string())
     }
 
