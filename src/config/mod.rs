@@ -392,7 +392,6 @@ fn serde_error(located: &Located, name: &str, e: &toml::de::Error) -> ConfigErro
 
 #[cfg(test)]
 mod tests {
-    use super::scrub;
 
     #[test]
     fn values_read_from_outside_are_not_told_at_their_keys() {
