@@ -226,6 +226,18 @@ async fn h2_connect(
     h2::client::SendRequest<bytes::Bytes>,
     tokio::task::JoinHandle<Result<(), h2::Error>>,
 ) {
+    h2_connect_with(port, ca, h2::client::Builder::new()).await
+}
+
+/// [`h2_connect`] with the client's settings.
+async fn h2_connect_with(
+    port: u16,
+    ca: &std::path::Path,
+    builder: h2::client::Builder,
+) -> (
+    h2::client::SendRequest<bytes::Bytes>,
+    tokio::task::JoinHandle<Result<(), h2::Error>>,
+) {
     let mut roots = rustls::RootCertStore::empty();
     for c in CertificateDer::pem_file_iter(ca).unwrap() {
         roots.add(c.unwrap()).unwrap();
@@ -246,7 +258,7 @@ async fn h2_connect(
         .await
         .unwrap();
     assert_eq!(tls.get_ref().1.alpn_protocol(), Some(&b"h2"[..]));
-    let (client, conn) = h2::client::handshake(tls).await.unwrap();
+    let (client, conn) = builder.handshake(tls).await.unwrap();
     (client.ready().await.unwrap(), tokio::spawn(conn))
 }
 
@@ -534,4 +546,50 @@ async fn a_body_finished_after_its_deadline_does_not_reach_the_origin() {
         origin.requests()
     );
     drop(proxy);
+}
+
+/// A client that never opens its flow-control window (it reads nothing of the answers) holds
+/// no origin slot once the origin has sent its whole answer: the origin is done (found by
+/// re-review: one admission's streams held every slot of a capped room while the origin sat
+/// idle, each for a client-timeout).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_reads_nothing_holds_no_slot_once_the_origin_is_done() {
+    let dir = tempfile::tempdir().unwrap();
+    let origin = Origin::start().await;
+    let (proxy, port, ca) = https_proxy_with(
+        dir.path(),
+        &origin,
+        "[server]\nclient-timeout = \"30s\"\n[admin]\ntoken = \"admin-token-for-tests-0123456789\"",
+        "max-origin-inflight = 1\norigin-queue-timeout = \"5s\"",
+    )
+    .await;
+    let cookie = admission(&proxy).await;
+    let mut builder = h2::client::Builder::new();
+    builder.initial_window_size(0);
+    let (mut h2c, _conn) = h2_connect_with(port, &ca, builder).await;
+    let mut held = Vec::new();
+    for i in 0..3 {
+        let req = http::Request::builder()
+            .uri(format!("https://shop.test:{port}/products/{i}"))
+            .header("cookie", &cookie)
+            .body(())
+            .unwrap();
+        held.push(h2c.send_request(req, true).unwrap().0);
+    }
+    eventually(
+        std::time::Duration::from_secs(5),
+        "the three at the origin",
+        || async { (origin.count("/products/") >= 3).then_some(()) },
+    )
+    .await;
+    // Their answers are stuck at the visitor's side; the slot is the next visitor's.
+    let resp = client()
+        .get(proxy.url("/products/next"))
+        .header("host", "shop.test")
+        .header("cookie", &cookie)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    drop(held);
 }

@@ -355,6 +355,20 @@ impl ProxyHttp for Proxy {
         origin::on_response(session, upstream_response, ctx).await
     }
 
+    /// The origin's answer is whole: its part is over (see `origin_done`).
+    fn upstream_response_body_filter(
+        &self,
+        _session: &mut Session,
+        _body: &mut Option<Bytes>,
+        end_of_stream: bool,
+        ctx: &mut Ctx,
+    ) -> Result<Option<std::time::Duration>> {
+        if end_of_stream {
+            Self::origin_done(ctx);
+        }
+        Ok(None)
+    }
+
     fn response_body_filter(
         &self,
         _session: &mut Session,

@@ -107,6 +107,16 @@ impl Proxy {
         }
     }
 
+    /// The origin has sent its whole answer: the slot is free for the next in line, whatever
+    /// the visitor's side still takes (found by re-review: an HTTP/2 client that never opened
+    /// its flow-control window held one slot per stream while the origin sat idle, and one
+    /// admission shut a capped room). An answer the origin streams to a visitor who reads it
+    /// slowly keeps its slot: the origin is busy with it.
+    pub(super) fn origin_done(ctx: &mut Ctx) {
+        ctx.origin_slot = None;
+        ctx.uploading = None;
+    }
+
     /// Whether this request's watched body was not whole in time: the request must not go
     /// on to the origin (re-review: a body finished after its deadline reached the origin).
     pub(super) fn slot_lapsed(ctx: &Ctx) -> bool {
