@@ -277,7 +277,11 @@ async fn admission(proxy: &Proxy) -> String {
     jar.header()
 }
 
-/// A POST whose body stops after two of its ten bytes, on a stream left open.
+/// The length a stalled POST declares: over what is read whole before the origin slot
+/// (64 KiB), so that it streams to the origin and holds its slot.
+const STALLED_LEN: usize = 100_000;
+
+/// A POST whose body stops after two of its [`STALLED_LEN`] bytes, on a stream left open.
 fn stalled_post(
     client: &mut h2::client::SendRequest<bytes::Bytes>,
     port: u16,
@@ -288,7 +292,7 @@ fn stalled_post(
         .method("POST")
         .uri(format!("https://shop.test:{port}{path}"))
         .header("cookie", cookie)
-        .header("content-length", "10")
+        .header("content-length", STALLED_LEN.to_string())
         .body(())
         .unwrap();
     let (resp, mut body) = client.send_request(req, false).unwrap();
@@ -529,7 +533,7 @@ async fn a_body_finished_after_its_deadline_does_not_reach_the_origin() {
     )
     .await;
     // The rest of the body, after the deadline.
-    let _ = body.send_data(bytes::Bytes::from_static(b"cdefghij"), true);
+    let _ = body.send_data(bytes::Bytes::from(vec![b'c'; STALLED_LEN - 2]), true);
     let status = match tokio::time::timeout(std::time::Duration::from_secs(10), resp).await {
         Ok(Ok(r)) => r.status().as_u16(),
         Ok(Err(_)) => 0,
@@ -541,7 +545,7 @@ async fn a_body_finished_after_its_deadline_does_not_reach_the_origin() {
         origin
             .requests()
             .iter()
-            .all(|r| r.uri != "/products/late" || r.body.len() < 10),
+            .all(|r| r.uri != "/products/late" || r.body.len() < STALLED_LEN),
         "{:?}",
         origin.requests()
     );

@@ -329,11 +329,12 @@ async fn a_trickled_body_holds_the_slot_no_longer_than_client_timeout() {
     let other = admitted(&proxy).await;
     let mut conn = tokio::net::TcpStream::connect(proxy.addr).await.unwrap();
     let head = format!(
-        "POST /products/upload HTTP/1.1\r\nHost: shop.test\r\nCookie: {}\r\nContent-Length: 100\r\n\r\n",
+        "POST /products/upload HTTP/1.1\r\nHost: shop.test\r\nCookie: {}\r\nContent-Length: 100000\r\n\r\n",
         slow.header()
     );
     conn.write_all(head.as_bytes()).await.unwrap();
-    // A byte every 400 ms (under the 2 s read timeout) for up to 30 s.
+    // Over what is read whole first (64 KiB): it streams, holding the slot. A byte every
+    // 400 ms (under the 2 s read timeout) for up to 30 s.
     let trickle = tokio::spawn(async move {
         for _ in 0..75 {
             if conn.write_all(b"x").await.is_err() {
@@ -459,6 +460,94 @@ async fn one_visitors_uploads_hold_no_more_than_their_share_of_the_slots() {
     );
     first.abort();
     second.abort();
+}
+
+/// A small body is read whole before its slot is asked for: trickled, it never reaches the
+/// origin meanwhile and holds no slot, and the same visitor's form posted during their own
+/// large upload goes in at once (found by re-review: the form waited behind the upload in the
+/// visitor's share and got a 503).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_small_body_is_read_whole_before_it_takes_a_slot() {
+    use tokio::io::AsyncWriteExt;
+    let origin = counting_origin(Duration::from_millis(10), Duration::from_millis(10)).await;
+    let proxy = Proxy::start(&format!(
+        "[server]\nclient-timeout = \"5s\"\n{}",
+        config(origin.addr, 1, "2s")
+    ));
+    let slow = admitted(&proxy).await;
+    let other = admitted(&proxy).await;
+    let trickle = |path: &'static str, len: usize, piece: usize, every: u64| {
+        let head = format!(
+            "POST {path} HTTP/1.1\r\nHost: shop.test\r\nCookie: {}\r\nContent-Length: {len}\r\n\r\n",
+            slow.header()
+        );
+        let addr = proxy.addr;
+        tokio::spawn(async move {
+            let mut conn = tokio::net::TcpStream::connect(addr).await.unwrap();
+            conn.write_all(head.as_bytes()).await.unwrap();
+            for _ in 0..(len / piece) {
+                if conn.write_all(&vec![b'x'; piece]).await.is_err() {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(every)).await;
+            }
+        })
+    };
+    // 2,000 bytes at 10 a second: at the proxy, not at the origin.
+    let small = trickle("/products/form", 2_000, 10, 100);
+    for _ in 0..4 {
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        assert_eq!(
+            origin.counts.now.load(Ordering::SeqCst),
+            0,
+            "a small body at the origin"
+        );
+    }
+    let resp = send(&proxy, reqwest::Method::GET, "/products", &other, 1, false)
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200, "the next visitor goes in");
+    small.abort();
+
+    // A large upload of their own streams (the room's one slot, at 2 KiB/s); their form
+    // waits for the slot, not behind the upload in their share.
+    let proxy = Proxy::start(&format!(
+        "[server]\nclient-timeout = \"5s\"\n{}",
+        config(origin.addr, 4, "2s")
+    ));
+    let me = admitted(&proxy).await;
+    let head = format!(
+        "POST /products/big HTTP/1.1\r\nHost: shop.test\r\nCookie: {}\r\nContent-Length: 1000000\r\n\r\n",
+        me.header()
+    );
+    let big = tokio::spawn({
+        let addr = proxy.addr;
+        async move {
+            let mut conn = tokio::net::TcpStream::connect(addr).await.unwrap();
+            conn.write_all(head.as_bytes()).await.unwrap();
+            for _ in 0..60 {
+                if conn.write_all(&[b'x'; 512]).await.is_err() {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(250)).await;
+            }
+        }
+    });
+    eventually(
+        Duration::from_secs(5),
+        "the upload at the origin",
+        || async { (origin.counts.now.load(Ordering::SeqCst) == 1).then_some(()) },
+    )
+    .await;
+    let form = client()
+        .post(proxy.url("/products/form"))
+        .header("cookie", me.header())
+        .body(vec![b'f'; 20])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(form.status(), 200, "their form beside their upload");
+    big.abort();
 }
 
 /// An upload that waited for its slot longer than `client-timeout` has its whole

@@ -99,6 +99,8 @@ pub struct Ctx {
     pub(super) handed_over: bool,
     /// The request's body has been read to its end (and so passed on to the origin).
     pub(super) body_complete: bool,
+    /// The body was read whole before the origin slot (`prefetch`).
+    pub(super) body_buffered: bool,
 }
 
 impl Ctx {
@@ -130,6 +132,7 @@ impl Ctx {
             last_on_connection: false,
             handed_over: false,
             body_complete: false,
+            body_buffered: false,
             tried: Vec::new(),
             holder: None,
         }

@@ -24,6 +24,7 @@ mod method;
 mod origin;
 mod origin_slot;
 mod peer;
+mod prefetch;
 mod published;
 mod refuse;
 mod request;
@@ -421,6 +422,10 @@ impl ProxyHttp for Proxy {
         }
         if ctx.last_on_connection {
             upstream_request.insert_header(http::header::CONNECTION, "close")?;
+        }
+        // A body read whole first goes with the head: nothing to wait for.
+        if ctx.body_buffered {
+            upstream_request.remove_header(&http::header::EXPECT);
         }
         // Most requests outside every room carry none of our cookies and one `Cookie` line at
         // most: look before allocating anything. Several lines (HTTP/2 sends each cookie as

@@ -46,15 +46,17 @@ impl Proxy {
         let (Some(gate), Some(cap)) = (&r.gate, r.cfg.origin_cap) else {
             return Ok(false);
         };
+        // A small body is read whole first, holding nothing; a request whose body is still to
+        // come counts in its visitor's share first.
+        let buffered = Self::prefetch_body(session, ctx).await?;
         let asked = Instant::now();
-        // A request whose body is still to come counts in its visitor's share first.
-        if !session.is_body_empty() {
+        if !buffered && !session.is_body_empty() {
             let sharer = match &ctx.holder {
                 Some(h) => Some(Sharer::Visitor(h.vid)),
                 None => super::client_key(shared, session).map(Sharer::Client),
             };
             if let Some(sharer) = sharer {
-                let share = crate::room::share::share_of(cap.max_inflight);
+                let share = || crate::room::share::share_of(gate.limit());
                 match gate.shares.enter(sharer, share, cap.queue_timeout).await {
                     Some(place) => ctx.uploading = Some(Box::new(place)),
                     None => {

@@ -1,10 +1,12 @@
 //! One visitor's share of a room's origin slots while their request bodies are coming: a
-//! request with a body holds a slot of `max-origin-inflight` for as long as the body moves (at
-//! 1 KiB/s or more), so one admitted visitor uploading slowly on many connections or streams
-//! held every slot and shut the room with 503s for everyone (found by re-review). A visitor's
-//! requests whose bodies are still coming hold at most [`share_of`] the cap at once; another
-//! waits for one of theirs to be whole, within `origin-queue-timeout` as for a slot. Once a
-//! body is whole its request is an ordinary one in flight.
+//! request with a body longer than what is read whole first ([`crate::proxy`]'s prefetch)
+//! holds a slot of `max-origin-inflight` for as long as the body moves (at 1 KiB/s or more),
+//! so one admitted visitor uploading slowly on many connections or streams held every slot
+//! and shut the room with 503s for everyone (found by re-review). A visitor's requests whose
+//! bodies are still coming hold at most [`share_of`] the cap at once, the cap as it is now (a
+//! reload that lowers it lowers every share at once: re-review); another waits for one of
+//! theirs to be whole, within `origin-queue-timeout` as for a slot. Once a body is whole its
+//! request is an ordinary one in flight.
 //!
 //! A visitor is their admission's id, or, let through without one (the room off), their
 //! network as the join limit reads it. Per instance, as the cap.
@@ -13,7 +15,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::sync::Notify;
 
 use crate::store::VisitorId;
 
@@ -30,50 +32,72 @@ pub fn share_of(cap: usize) -> usize {
     (cap / 4).max(1)
 }
 
+/// One visitor's places held and waited for.
+#[derive(Debug, Default)]
+struct Held {
+    held: usize,
+    waiting: usize,
+    freed: Arc<Notify>,
+}
+
 /// The shares in use in one room's gate.
 #[derive(Debug, Default)]
 pub struct Shares {
-    held: Mutex<HashMap<Sharer, Arc<Semaphore>>>,
+    held: Mutex<HashMap<Sharer, Held>>,
 }
 
 /// A place in a visitor's share: given back when dropped (the body whole, or the request over).
 #[derive(Debug)]
 pub struct Uploading {
-    permit: Option<OwnedSemaphorePermit>,
     sharer: Sharer,
     shares: Arc<Shares>,
 }
 
 impl Shares {
-    /// A place in `sharer`'s share of `share`, waited for up to `timeout`; `None` when none
-    /// came. Cancel-safe: a request dropped while waiting leaves no trace.
+    /// A place in `sharer`'s share (`share()`: its size now), waited for up to `timeout`;
+    /// `None` when none came. Cancel-safe: a request dropped while waiting leaves no trace.
     pub async fn enter(
         self: &Arc<Self>,
         sharer: Sharer,
-        share: usize,
+        share: impl Fn() -> usize,
         timeout: Duration,
     ) -> Option<Uploading> {
-        let permit = {
-            let theirs = self
+        let deadline = tokio::time::Instant::now() + timeout;
+        let mut waiting = Waiting(None);
+        loop {
+            let freed = {
+                let mut all = self.lock();
+                let theirs = all.entry(sharer.clone()).or_default();
+                if theirs.held < share().max(1) {
+                    theirs.held += 1;
+                    drop(all);
+                    drop(waiting);
+                    return Some(Uploading {
+                        sharer,
+                        shares: self.clone(),
+                    });
+                }
+                if waiting.0.is_none() {
+                    theirs.waiting += 1;
+                    waiting = Waiting(Some((self.clone(), sharer.clone())));
+                }
+                theirs.freed.clone()
+            };
+            let notified = freed.notified();
+            tokio::pin!(notified);
+            // Registered before the place is looked at again: a place freed meanwhile wakes it.
+            notified.as_mut().enable();
+            if self
                 .lock()
-                .entry(sharer.clone())
-                .or_insert_with(|| Arc::new(Semaphore::new(share.max(1))))
-                .clone();
-            match theirs.clone().try_acquire_owned() {
-                Ok(p) => Some(p),
-                Err(_) => tokio::time::timeout(timeout, theirs.acquire_owned())
-                    .await
-                    .ok()
-                    .and_then(Result::ok),
+                .get(&sharer)
+                .is_some_and(|t| t.held < share().max(1))
+            {
+                continue;
             }
-        };
-        // Made before anything can fail, so that its drop tidies up in every case.
-        let place = Uploading {
-            permit,
-            sharer,
-            shares: self.clone(),
-        };
-        place.permit.is_some().then_some(place)
+            if tokio::time::timeout_at(deadline, notified).await.is_err() {
+                return None;
+            }
+        }
     }
 
     /// Visitors with a place held or waited for now.
@@ -81,30 +105,51 @@ impl Shares {
         self.lock().len()
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Sharer, Arc<Semaphore>>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Sharer, Held>> {
         self.held.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Forgets `sharer`'s share when nothing holds or waits for it: every place and every
-    /// waiter holds the semaphore, and a new one is only had under the lock.
-    fn tidy(&self, sharer: &Sharer) {
-        let mut held = self.lock();
-        if held.get(sharer).is_some_and(|s| Arc::strong_count(s) == 1) {
-            held.remove(sharer);
+    /// Forgets `sharer` when nothing holds or waits for a place of theirs.
+    fn tidy(all: &mut HashMap<Sharer, Held>, sharer: &Sharer) {
+        if all
+            .get(sharer)
+            .is_some_and(|t| t.held == 0 && t.waiting == 0)
+        {
+            all.remove(sharer);
+        }
+    }
+}
+
+/// Counts a request among its visitor's waiters while it waits (also when dropped midway).
+struct Waiting(Option<(Arc<Shares>, Sharer)>);
+
+impl Drop for Waiting {
+    fn drop(&mut self) {
+        if let Some((shares, sharer)) = self.0.take() {
+            let mut all = shares.lock();
+            if let Some(t) = all.get_mut(&sharer) {
+                t.waiting = t.waiting.saturating_sub(1);
+            }
+            Shares::tidy(&mut all, &sharer);
         }
     }
 }
 
 impl Drop for Uploading {
     fn drop(&mut self) {
-        drop(self.permit.take());
-        self.shares.tidy(&self.sharer);
+        let mut all = self.shares.lock();
+        if let Some(t) = all.get_mut(&self.sharer) {
+            t.held = t.held.saturating_sub(1);
+            t.freed.notify_waiters();
+        }
+        Shares::tidy(&mut all, &self.sharer);
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
 
     #[test]
     fn a_visitor_has_a_quarter_of_the_cap_and_at_least_one_slot() {
@@ -120,24 +165,55 @@ mod tests {
         let me = Sharer::Visitor(VisitorId::from_bytes([1; 16]));
         let other = Sharer::Client("10.0.0.0/24".into());
         let short = Duration::from_millis(50);
-        let first = shares.enter(me.clone(), 1, short).await;
+        let one = || 1;
+        let first = shares.enter(me.clone(), one, short).await;
         assert!(first.is_some());
         assert!(
-            shares.enter(me.clone(), 1, short).await.is_none(),
+            shares.enter(me.clone(), one, short).await.is_none(),
             "over the share"
         );
         assert!(
-            shares.enter(other.clone(), 1, short).await.is_some(),
+            shares.enter(other.clone(), one, short).await.is_some(),
             "another's own"
         );
         // Given back: the next of the same visitor's goes on, and a finished share is forgotten.
         let waiter = tokio::spawn({
             let (shares, me) = (shares.clone(), me.clone());
-            async move { shares.enter(me, 1, Duration::from_secs(5)).await.is_some() }
+            async move {
+                shares
+                    .enter(me, || 1, Duration::from_secs(5))
+                    .await
+                    .is_some()
+            }
         });
         tokio::task::yield_now().await;
         drop(first);
         assert!(waiter.await.unwrap());
         assert_eq!(shares.sharers(), 0, "nothing left behind");
+    }
+
+    /// Re-review: a share is the cap's as it is now, also for a visitor who held places
+    /// under a larger one.
+    #[tokio::test]
+    async fn a_lowered_cap_lowers_a_share_already_in_use() {
+        let shares = Arc::new(Shares::default());
+        let me = Sharer::Visitor(VisitorId::from_bytes([2; 16]));
+        let size = Arc::new(AtomicUsize::new(3));
+        let share = || size.load(Ordering::SeqCst);
+        let short = Duration::from_millis(50);
+        let mut held = Vec::new();
+        for _ in 0..2 {
+            held.push(shares.enter(me.clone(), share, short).await.unwrap());
+        }
+        size.store(1, Ordering::SeqCst);
+        assert!(shares.enter(me.clone(), share, short).await.is_none());
+        held.pop();
+        assert!(
+            shares.enter(me.clone(), share, short).await.is_none(),
+            "still one held"
+        );
+        held.pop();
+        assert!(shares.enter(me.clone(), share, short).await.is_some());
+        assert_eq!(shares.sharers(), 0);
     }
 }
