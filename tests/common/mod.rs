@@ -9,6 +9,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 pub mod browser;
+pub mod capped;
 pub mod origin;
 pub mod raw;
 pub mod redis;
