@@ -541,7 +541,20 @@ async fn a_cookie_tossed_in_beside_ours_hides_neither_admission_nor_place() {
         .to_string();
     let mine = jar.get("anteroom_vid").unwrap().to_string();
     let other = VisitorId::random().to_string();
+    // Someone behind them, whose id and ticket a sibling site tosses in first.
+    let mut behind = Jar::default();
+    let resp = get(&proxy, "/products", &behind, Some("application/json")).await;
+    behind.absorb(&resp);
+    let waiting = resp.json::<Value>().await.unwrap()["waiting"].clone();
+    let (their_id, their_ticket) = (
+        behind.get("anteroom_vid").unwrap().to_string(),
+        behind.get("anteroom_q.sale").unwrap().to_string(),
+    );
     for (header, what) in [
+        (
+            format!("anteroom_vid={their_id}; anteroom_q.sale={their_ticket}; anteroom_vid={mine}; anteroom_q.sale={ticket}"),
+            "a later visitor's id and ticket first",
+        ),
         (
             format!("anteroom_vid={other}; anteroom_vid={mine}; anteroom_q.sale={ticket}"),
             "another id first",
