@@ -303,7 +303,8 @@ fn frozen_changes(
         // Where the file gives them away: the taking room's paths (a room nested inside, a
         // path moved to it), else the room itself.
         let at = |name: &str| new.rooms.iter().position(|r| r.name() == name);
-        let key = match (at(&t.by), at(&t.room)) {
+        let by = t.by.as_deref().and_then(at);
+        let key = match (by, at(&t.room)) {
             (Some(i), _) | (None, Some(i)) => KeyPath::root().key("room").index(i).key("paths"),
             (None, None) => KeyPath::root().key("room"),
         };
@@ -312,17 +313,24 @@ fn frozen_changes(
             (0, w) => format!("{w} visitors wait in its line"),
             (a, w) => format!("{a} admitted visitors hold its sessions and {w} wait in its line"),
         };
+        let gone = if t.gone {
+            ", which is gone from the file,"
+        } else {
+            ""
+        };
+        let problem = match &t.by {
+            Some(by) => format!(
+                "room {by:?} would take {} from room {:?}{gone} while {who}: they would meet room {by:?}'s line, their admissions and places being room {:?}'s",
+                t.at, t.room, t.room
+            ),
+            None => format!(
+                "{} of room {:?}{gone} would be refused (its readings would fall in two rooms) while {who}",
+                t.at, t.room
+            ),
+        };
         out.push(error(
             key,
-            format!(
-                "room {:?} would take {} from room {:?}{} while {who}: they would meet room {:?}'s line, their admissions and places being room {:?}'s",
-                t.by,
-                t.at,
-                t.room,
-                if t.gone { ", which is gone from the file," } else { "" },
-                t.by,
-                t.room
-            ),
+            problem,
             format!(
                 "leave {1} with room {0:?} until its sessions have ended and its line is empty (`anteroom room {0}` shows `active` and `waiting`; a session lasts session-ttl), then move it",
                 t.room, t.at

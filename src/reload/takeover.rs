@@ -13,7 +13,7 @@
 
 use crate::app::Shared;
 use crate::config;
-use crate::route::{path_covers_folded, HostPattern, Readings, Router, Routing};
+use crate::route::{path_covers_folded, HostPattern, Readings, Router, Routing, TWO_ROOMS};
 
 /// A host no room names, as `other-hosts` judges one.
 const UNKNOWN_HOST: &str = "anteroom-probe.invalid";
@@ -22,7 +22,8 @@ const UNKNOWN_HOST: &str = "anteroom-probe.invalid";
 /// file on some of its paths.
 pub(super) struct Takeover {
     pub room: String,
-    pub by: String,
+    /// The room that would take them; `None`: they would be refused.
+    pub by: Option<String>,
     /// Where: a host (or `*`) and a path.
     pub at: String,
     pub gone: bool,
@@ -101,10 +102,15 @@ pub(super) struct Routes<'a> {
 }
 
 /// Where the new routing (`after`) gives a request the running one (`before`) gives room `o`
-/// to a room of another name: that room's name, and where (host, or `*` for none, and path).
+/// to a room of another name, or refuses it: that room's name (`None`: refused), and where
+/// (host, or `*` for none, and path).
 /// The points asked: every host either file names (and one neither names, and none) with each
 /// of `o`'s paths and each path of either file one of them covers.
-pub(super) fn taken_from(o: usize, before: &Routes, after: &Routes) -> Option<(String, String)> {
+pub(super) fn taken_from(
+    o: usize,
+    before: &Routes,
+    after: &Routes,
+) -> Option<(Option<String>, String)> {
     let own = before.rooms.get(o)?;
     let all = || before.rooms.iter().chain(after.rooms.iter());
     let mut hosts: Vec<String> = vec![String::new(), UNKNOWN_HOST.to_string()];
@@ -121,17 +127,19 @@ pub(super) fn taken_from(o: usize, before: &Routes, after: &Routes) -> Option<(S
     let nested = all()
         .flat_map(|r| r.paths.iter())
         .filter(|n| own.paths.iter().any(|p| path_covers_folded(p, n)));
-    // Each as written and in lower case: a path the file spells with capitals is one the
-    // strict routing refuses as written (its readings disagree), while requests in lower case
-    // meet the room (re-review: `/SALE/vip` nested in `/sale` took its visitors unseen).
+    // Each as written, in lower case and in upper case: a path the file spells with capitals
+    // is one the strict routing refuses as written (its readings disagree), while requests in
+    // lower case meet the room (re-review: `/SALE/vip` nested in `/sale` took its visitors
+    // unseen); under lenient matching a request in capitals can fall in two rooms.
     let mut points: Vec<String> = Vec::new();
     for p in own.paths.iter().chain(nested) {
-        for form in [p.clone(), p.to_ascii_lowercase()] {
+        for form in [p.clone(), p.to_ascii_lowercase(), p.to_ascii_uppercase()] {
             if !points.contains(&form) {
                 points.push(form);
             }
         }
     }
+    let mut refused = None;
     for h in &hosts {
         for p in &points {
             // As a request is routed: every reading of the path (case-folded too).
@@ -139,22 +147,32 @@ pub(super) fn taken_from(o: usize, before: &Routes, after: &Routes) -> Option<(S
             if before.router.decide(&[h.as_str()], &readings) != Routing::Room(o) {
                 continue;
             }
-            if let Routing::Room(i) = after.router.decide(&[h.as_str()], &readings) {
-                let by = after.rooms.get(i)?.name;
-                if by != own.name {
-                    let host = if h.is_empty() { "*" } else { h.as_str() };
-                    return Some((by.to_string(), format!("{host}{p}")));
+            let host = if h.is_empty() { "*" } else { h.as_str() };
+            match after.router.decide(&[h.as_str()], &readings) {
+                Routing::Room(i) => {
+                    let by = after.rooms.get(i)?.name;
+                    if by != own.name {
+                        return Some((Some(by.to_string()), format!("{host}{p}")));
+                    }
                 }
+                // Refused now because its readings fall in two rooms: the room's visitors lose
+                // the page (re-review: a site-wide room added under lenient matching). Another
+                // refusal (a spelling the narrowed room makes ambiguous, a host the file no
+                // longer serves) is what the new file asks for, as a path given to nobody.
+                Routing::Refuse(why) if why == TWO_ROOMS && refused.is_none() => {
+                    refused = Some(format!("{host}{p}"))
+                }
+                _ => {}
             }
         }
     }
-    None
+    refused.map(|at| (None, at))
 }
 
 #[cfg(test)]
 mod tests_support {
     use super::{taken_from, Claims, Routes};
-    use crate::route::{HostPattern, OtherHosts, Policy, RoomRoutes, Router};
+    use crate::route::{HostPattern, OtherHosts, PathMatching, Policy, RoomRoutes, Router};
 
     pub type Room = (&'static str, Vec<HostPattern>, Vec<String>);
 
@@ -170,7 +188,7 @@ mod tests_support {
         (name, hosts, paths.iter().map(|p| p.to_string()).collect())
     }
 
-    pub fn router(file: &[Room], other_hosts: OtherHosts) -> Router {
+    pub fn router(file: &[Room], other_hosts: OtherHosts, matching: PathMatching) -> Router {
         Router::new(
             file.iter().map(|(_, h, p)| RoomRoutes {
                 hosts: h,
@@ -179,6 +197,7 @@ mod tests_support {
             }),
             Policy {
                 other_hosts,
+                matching,
                 ..Policy::default()
             },
         )
@@ -195,8 +214,14 @@ mod tests_support {
     }
 
     /// Who takes room `name`'s requests of the file `old` in the file `new`.
-    pub fn taken_with(old: &[Room], name: &str, new: &[Room], other: OtherHosts) -> Option<String> {
-        let (ro, rn) = (router(old, other), router(new, other));
+    pub fn taken_with(
+        old: &[Room],
+        name: &str,
+        new: &[Room],
+        other: OtherHosts,
+        matching: PathMatching,
+    ) -> Option<String> {
+        let (ro, rn) = (router(old, other, matching), router(new, other, matching));
         let (co, cn) = (claims(old), claims(new));
         let before = Routes {
             router: &ro,
@@ -207,18 +232,18 @@ mod tests_support {
             rooms: &cn,
         };
         let o = old.iter().position(|r| r.0 == name).unwrap();
-        taken_from(o, &before, &after).map(|(by, _)| by)
+        taken_from(o, &before, &after).map(|(by, _)| by.unwrap_or_else(|| "(refused)".into()))
     }
 
     pub fn taken(old: &[Room], name: &str, new: &[Room]) -> Option<String> {
-        taken_with(old, name, new, OtherHosts::default())
+        taken_with(old, name, new, OtherHosts::default(), PathMatching::Strict)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::tests_support::*;
-    use crate::route::OtherHosts;
+    use crate::route::{OtherHosts, PathMatching};
 
     #[test]
     fn a_rooms_paths_are_taken_as_routing_gives_them() {
@@ -309,6 +334,24 @@ mod tests {
         assert_eq!(taken(&file, "sale", &file[1..]), None);
     }
 
+    /// Re-review: under lenient matching a site-wide room added makes a request in capitals
+    /// fall in two rooms, and refused.
+    #[test]
+    fn a_request_refused_after_the_reload_is_taken() {
+        let old = [room("sale", &[], &["/sale"])];
+        let new = [room("sale", &[], &["/sale"]), room("site", &[], &["/"])];
+        assert_eq!(
+            taken_with(
+                &old,
+                "sale",
+                &new,
+                OtherHosts::Refuse,
+                PathMatching::Lenient
+            ),
+            Some("(refused)".into())
+        );
+    }
+
     /// Re-review: a nested room written with capitals takes the lower-case requests too.
     #[test]
     fn a_nested_room_in_capitals_is_a_takeover() {
@@ -330,19 +373,25 @@ mod tests {
             room("bsale", &["b.example"], &["/sale"]),
         ];
         assert_eq!(
-            taken_with(&old, "sale", &new, OtherHosts::Room),
+            taken_with(&old, "sale", &new, OtherHosts::Room, PathMatching::Strict),
             Some("bsale".into())
         );
         // Refused or passed before: nobody of `sale`'s was on b.example.
-        assert_eq!(taken_with(&old, "sale", &new, OtherHosts::Refuse), None);
-        assert_eq!(taken_with(&old, "sale", &new, OtherHosts::Pass), None);
+        assert_eq!(
+            taken_with(&old, "sale", &new, OtherHosts::Refuse, PathMatching::Strict),
+            None
+        );
+        assert_eq!(
+            taken_with(&old, "sale", &new, OtherHosts::Pass, PathMatching::Strict),
+            None
+        );
     }
 }
 
 #[cfg(test)]
 mod properties {
     use super::tests_support::*;
-    use crate::route::{OtherHosts, Readings, Routing};
+    use crate::route::{OtherHosts, PathMatching, Readings, Routing};
     use proptest::prelude::*;
 
     const PATHS: [&str; 7] = ["/", "/s", "/S", "/s/v", "/S/v", "/s/V", "/t"];
@@ -382,12 +431,14 @@ mod properties {
             old in file(),
             new in file(),
             other in 0..3usize,
+            lenient in proptest::bool::ANY,
         ) {
             let (Some(old), Some(new)) = (rooms(&old), rooms(&new)) else {
                 return Ok(());
             };
             let other = [OtherHosts::Refuse, OtherHosts::Room, OtherHosts::Pass][other];
-            let (ro, rn) = (router(&old, other), router(&new, other));
+            let matching = if lenient { PathMatching::Lenient } else { PathMatching::Strict };
+            let (ro, rn) = (router(&old, other, matching), router(&new, other, matching));
             let requests: Vec<String> = PATHS
                 .iter()
                 .flat_map(|p| {
@@ -400,12 +451,15 @@ mod properties {
                     requests.iter().any(|r| {
                         let readings = Readings::of(r);
                         ro.decide(&[h], &readings) == Routing::Room(o)
-                            && matches!(rn.decide(&[h], &readings),
-                                Routing::Room(j) if new[j].0 != *name)
+                            && match rn.decide(&[h], &readings) {
+                                Routing::Room(j) => new[j].0 != *name,
+                                Routing::Refuse(why) => why == crate::route::TWO_ROOMS,
+                                _ => false,
+                            }
                     })
                 });
-                let found = taken_with(&old, name, &new, other).is_some();
-                prop_assert!(!truth || found, "{name}: {old:?} -> {new:?} ({other:?})");
+                let found = taken_with(&old, name, &new, other, matching).is_some();
+                prop_assert!(!truth || found, "{name}: {old:?} -> {new:?} ({other:?}, {matching:?})");
             }
         }
     }

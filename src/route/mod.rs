@@ -265,9 +265,7 @@ impl Router {
             match v {
                 Verdict::Room(i) => {
                     if room.is_some_and(|j| j != i) {
-                        return Routing::Refuse(
-                            "this address can be read as two different protected areas",
-                        );
+                        return Routing::Refuse(TWO_ROOMS);
                     }
                     room = Some(i);
                 }
@@ -288,6 +286,9 @@ impl Router {
         room.map_or(Routing::Outside, Routing::Room)
     }
 }
+
+/// Why a request whose readings fall in two rooms is refused.
+pub const TWO_ROOMS: &str = "this address can be read as two different protected areas";
 
 /// A query parameter's raw value (the first `name=`); `/.anteroom/` endpoints read theirs so.
 pub fn query_param<'q>(query: Option<&'q str>, name: &str) -> Option<&'q str> {
