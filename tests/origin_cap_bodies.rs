@@ -254,3 +254,70 @@ async fn a_body_past_client_timeout_is_the_visitors_side() {
     .await;
     assert!(!logs.contains("origin failed"), "{logs}");
 }
+
+/// An origin that answers every request at once, after its head, and goes on reading its body
+/// (an early 202 or 401, nginx's lingering close): how many heads it has had.
+async fn early_answering_origin() -> (SocketAddr, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let heads = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let seen = heads.clone();
+    tokio::spawn(async move {
+        while let Ok((mut conn, _)) = listener.accept().await {
+            let seen = seen.clone();
+            tokio::spawn(async move {
+                let mut buf = vec![0u8; 16 * 1024];
+                let mut head = Vec::new();
+                while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match conn.read(&mut buf).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => head.extend_from_slice(&buf[..n]),
+                    }
+                }
+                seen.fetch_add(1, Ordering::SeqCst);
+                let _ = conn
+                    .write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nearly")
+                    .await;
+                while let Ok(n) = conn.read(&mut buf).await {
+                    if n == 0 {
+                        break;
+                    }
+                }
+            });
+        }
+    });
+    (addr, heads)
+}
+
+/// An origin that answers before the body's end goes on reading it: the request keeps its
+/// slot until its body is whole too (found by re-review: the slot and the visitor's share were
+/// given back with the answer, and one visitor had six uploads at an origin capped at 2).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_answered_before_its_body_ends_keeps_its_slot() {
+    let (addr, heads) = early_answering_origin().await;
+    let proxy = Proxy::start(&format!(
+        "[server]\nclient-timeout = \"5s\"\n{}",
+        config(addr, 2, "2s")
+    ));
+    let me = admitted(&proxy).await;
+    let upload = Upload::paced(
+        "/products/early",
+        1_000_000,
+        512,
+        Duration::from_millis(250),
+    )
+    .send(&proxy, &me);
+    eventually(Duration::from_secs(5), "the head at the origin", || async {
+        (heads.load(Ordering::SeqCst) == 1).then_some(())
+    })
+    .await;
+    // The answer has long come back; the body still goes on.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(
+        room_metric(&proxy, "anteroom_origin_inflight{room=\"sale\"}").await,
+        1,
+        "the slot of a request whose body the origin still reads"
+    );
+    upload.abort();
+}

@@ -101,6 +101,8 @@ pub struct Ctx {
     pub(super) body_complete: bool,
     /// The body was read whole before the origin slot (`prefetch`).
     pub(super) body_buffered: bool,
+    /// The origin's answer has come whole.
+    pub(super) answer_whole: bool,
 }
 
 impl Ctx {
@@ -133,6 +135,7 @@ impl Ctx {
             handed_over: false,
             body_complete: false,
             body_buffered: false,
+            answer_whole: false,
             tried: Vec::new(),
             holder: None,
         }

@@ -114,6 +114,9 @@ impl ProxyHttp for Proxy {
                 return Err(Self::body_too_late(ctx));
             }
             ctx.body_complete = true;
+            if ctx.answer_whole {
+                Self::origin_done(ctx);
+            }
             if ctx.upstream_at.is_some() {
                 ctx.upstream_at = Some(Instant::now());
             }
@@ -356,16 +359,18 @@ impl ProxyHttp for Proxy {
         origin::on_response(session, upstream_response, ctx).await
     }
 
-    /// The origin's answer is whole: its part is over (see `origin_done`).
+    /// The origin's answer is whole: with the request's body, its part is over (see
+    /// `origin_done`).
     fn upstream_response_body_filter(
         &self,
-        _session: &mut Session,
+        session: &mut Session,
         _body: &mut Option<Bytes>,
         end_of_stream: bool,
         ctx: &mut Ctx,
     ) -> Result<Option<std::time::Duration>> {
         if end_of_stream {
-            Self::origin_done(ctx);
+            let body_done = ctx.body_complete || session.is_body_empty();
+            Self::origin_answered_whole(ctx, body_done);
         }
         Ok(None)
     }

@@ -119,6 +119,21 @@ impl Proxy {
         ctx.uploading = None;
     }
 
+    /// The origin's answer is whole: the exchange is over when the request's body is too
+    /// (found by re-review: an origin that answers before the body's end goes on reading it,
+    /// and a slot given back at the answer let one visitor open any number of such requests).
+    pub(super) fn origin_answered_whole(ctx: &mut Ctx, body_done: bool) {
+        ctx.answer_whole = true;
+        if body_done {
+            Self::origin_done(ctx);
+        } else if let Some(Held::Watched(w)) = &ctx.origin_slot {
+            w.answered.store(true, Ordering::SeqCst);
+            if w.state.load(Ordering::SeqCst) == LAPSED {
+                give_back(&w.slot);
+            }
+        }
+    }
+
     /// Whether this request's watched body was not whole in time: the request must not go
     /// on to the origin (re-review: a body finished after its deadline reached the origin).
     pub(super) fn slot_lapsed(ctx: &Ctx) -> bool {
@@ -196,9 +211,12 @@ const LAPSED: u8 = 2;
 /// The slot is held until the request ends (dropped): a stalled stream stays open at the
 /// origin until the upstream's `read-timeout` past its last piece, and a slot given back at
 /// the lapse let the origin see more than the cap (found by re-review: twice the cap, kept up
-/// by new streams of the same visitor).
+/// by new streams of the same visitor). Once the origin has also answered whole, nothing on
+/// its side ends a stalled stream (Pingora only writes to it then): a late body there gives
+/// its slot back, lapsed and answered in either order.
 pub(super) struct Watch {
-    _slot: crate::room::gate::Slot,
+    slot: Arc<std::sync::Mutex<Option<crate::room::gate::Slot>>>,
+    answered: Arc<std::sync::atomic::AtomicBool>,
     task: tokio::task::JoinHandle<()>,
     done: Option<tokio::sync::oneshot::Sender<()>>,
     state: Arc<AtomicU8>,
@@ -216,6 +234,9 @@ impl Watch {
         let state = Arc::new(AtomicU8::new(WATCHING));
         let due = Arc::new(AtomicU64::new(micros(due)));
         let (flag, moved) = (state.clone(), due.clone());
+        let slot = Arc::new(std::sync::Mutex::new(Some(slot)));
+        let answered = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (held, told) = (slot.clone(), answered.clone());
         let task = tokio::spawn(async move {
             let due_at = || from + Duration::from_micros(moved.load(Ordering::Acquire));
             loop {
@@ -226,13 +247,16 @@ impl Watch {
                             continue;
                         }
                         let lapsed = flag
-                            .compare_exchange(WATCHING, LAPSED, Ordering::AcqRel, Ordering::Acquire)
+                            .compare_exchange(WATCHING, LAPSED, Ordering::SeqCst, Ordering::SeqCst)
                             .is_ok();
                         if lapsed {
                             tracing::debug!(
                                 room,
                                 "an HTTP/2 request body not whole in time: the request fails at its next piece"
                             );
+                            if told.load(Ordering::SeqCst) {
+                                give_back(&held);
+                            }
                         }
                         return;
                     }
@@ -241,13 +265,19 @@ impl Watch {
             }
         });
         Self {
-            _slot: slot,
+            slot,
+            answered,
             task,
             done: Some(done),
             state,
             due,
         }
     }
+}
+
+/// Gives a watched slot back (once).
+fn give_back(slot: &std::sync::Mutex<Option<crate::room::gate::Slot>>) {
+    drop(slot.lock().unwrap_or_else(|e| e.into_inner()).take());
 }
 
 impl Drop for Watch {

@@ -103,6 +103,7 @@ impl OriginGate {
     pub fn resize(&self, limit: usize) {
         let limit = limit.clamp(1, Semaphore::MAX_PERMITS);
         let old = self.limit.swap(limit, Ordering::AcqRel);
+        self.shares.resized();
         if limit > old {
             let mut more = limit - old;
             // First cancel retirements still owed.

@@ -44,6 +44,9 @@ struct Held {
 #[derive(Debug, Default)]
 pub struct Shares {
     held: Mutex<HashMap<Sharer, Held>>,
+    /// Woken when the cap changes (a reload): waiters look at their share again (re-review:
+    /// a raised cap let newcomers in and left waiters waiting).
+    resized: Notify,
 }
 
 /// A place in a visitor's share: given back when dropped (the body whole, or the request over).
@@ -84,9 +87,12 @@ impl Shares {
                 theirs.freed.clone()
             };
             let notified = freed.notified();
-            tokio::pin!(notified);
-            // Registered before the place is looked at again: a place freed meanwhile wakes it.
+            let resized = self.resized.notified();
+            tokio::pin!(notified, resized);
+            // Registered before the place is looked at again: a place freed meanwhile, or a
+            // cap changed, wakes it.
             notified.as_mut().enable();
+            resized.as_mut().enable();
             if self
                 .lock()
                 .get(&sharer)
@@ -94,10 +100,21 @@ impl Shares {
             {
                 continue;
             }
-            if tokio::time::timeout_at(deadline, notified).await.is_err() {
+            let woken = async {
+                tokio::select! {
+                    _ = &mut notified => {}
+                    _ = &mut resized => {}
+                }
+            };
+            if tokio::time::timeout_at(deadline, woken).await.is_err() {
                 return None;
             }
         }
+    }
+
+    /// The cap changed: every waiter looks at their share again.
+    pub fn resized(&self) {
+        self.resized.notify_waiters();
     }
 
     /// Visitors with a place held or waited for now.
@@ -215,5 +232,37 @@ mod tests {
         held.pop();
         assert!(shares.enter(me.clone(), share, short).await.is_some());
         assert_eq!(shares.sharers(), 0);
+    }
+
+    /// Re-review: a raised cap wakes a visitor waiting for their share at once.
+    #[tokio::test]
+    async fn a_raised_cap_wakes_a_waiter() {
+        let shares = Arc::new(Shares::default());
+        let me = Sharer::Visitor(VisitorId::from_bytes([3; 16]));
+        let size = Arc::new(AtomicUsize::new(1));
+        let share = || size.load(Ordering::SeqCst);
+        let held = shares
+            .enter(me.clone(), share, Duration::from_millis(50))
+            .await
+            .unwrap();
+        let waiter = tokio::spawn({
+            let (shares, me, size) = (shares.clone(), me.clone(), size.clone());
+            async move {
+                let share = || size.load(Ordering::SeqCst);
+                shares
+                    .enter(me, share, Duration::from_secs(30))
+                    .await
+                    .is_some()
+            }
+        });
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        size.store(2, Ordering::SeqCst);
+        shares.resized();
+        let woke = tokio::time::timeout(Duration::from_secs(5), waiter).await;
+        assert!(
+            woke.is_ok_and(|r| r.unwrap()),
+            "still waiting beside a place held"
+        );
+        drop(held);
     }
 }
