@@ -115,6 +115,17 @@ async fn https_proxy_env(
     room: &str,
     env: &[(&str, &str)],
 ) -> (Proxy, u16, std::path::PathBuf) {
+    https_proxy_at(dir, origin.addr, server, room, env).await
+}
+
+/// [`https_proxy_env`] in front of an origin at `origin`.
+async fn https_proxy_at(
+    dir: &std::path::Path,
+    origin: SocketAddr,
+    server: &str,
+    room: &str,
+    env: &[(&str, &str)],
+) -> (Proxy, u16, std::path::PathBuf) {
     let ca = TestCa::new(dir);
     let (cert, key) = ca.issue("shop", &["DNS:shop.test"]);
     let port = free_port();
@@ -138,7 +149,7 @@ key = "{}"
 "#,
             cert.display(),
             key.display(),
-            base = base_config(origin.addr)
+            base = base_config(origin)
         ),
         env,
         &[],
@@ -596,4 +607,34 @@ async fn a_client_that_reads_nothing_holds_no_slot_once_the_origin_is_done() {
         .unwrap();
     assert_eq!(resp.status(), 200);
     drop(held);
+}
+
+/// After the origin's whole answer, nothing on its side ends a stalled HTTP/2 body (Pingora
+/// only writes to it then): past the body's deadline the slot is given back (found by
+/// re-review: held for as long as the stream stayed open).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stalled_body_after_a_whole_answer_gives_its_slot_back_at_its_deadline() {
+    let dir = tempfile::tempdir().unwrap();
+    let (addr, heads) = common::capped::early_answering_origin().await;
+    let (proxy, port, ca) = https_proxy_at(
+        dir.path(),
+        addr,
+        "[server]\nclient-timeout = \"1s\"\n[admin]\ntoken = \"admin-token-for-tests-0123456789\"",
+        "max-origin-inflight = 1\norigin-queue-timeout = \"20s\"",
+        &[],
+    )
+    .await;
+    let cookie = admission(&proxy).await;
+    let (mut h2c, _conn) = h2_connect(port, &ca).await;
+    let (resp, _body) = stalled_post(&mut h2c, port, "/products/early", &cookie);
+    let answer = tokio::time::timeout(std::time::Duration::from_secs(10), resp).await;
+    assert!(answer.is_ok_and(|r| r.is_ok()), "the early answer");
+    assert_eq!(heads.load(std::sync::atomic::Ordering::SeqCst), 1);
+    eventually(
+        std::time::Duration::from_secs(10),
+        "the slot given back past the deadline",
+        || inflight(&proxy, 0),
+    )
+    .await;
+    drop(proxy);
 }

@@ -255,41 +255,6 @@ async fn a_body_past_client_timeout_is_the_visitors_side() {
     assert!(!logs.contains("origin failed"), "{logs}");
 }
 
-/// An origin that answers every request at once, after its head, and goes on reading its body
-/// (an early 202 or 401, nginx's lingering close): how many heads it has had.
-async fn early_answering_origin() -> (SocketAddr, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let heads = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    let seen = heads.clone();
-    tokio::spawn(async move {
-        while let Ok((mut conn, _)) = listener.accept().await {
-            let seen = seen.clone();
-            tokio::spawn(async move {
-                let mut buf = vec![0u8; 16 * 1024];
-                let mut head = Vec::new();
-                while !head.windows(4).any(|w| w == b"\r\n\r\n") {
-                    match conn.read(&mut buf).await {
-                        Ok(0) | Err(_) => return,
-                        Ok(n) => head.extend_from_slice(&buf[..n]),
-                    }
-                }
-                seen.fetch_add(1, Ordering::SeqCst);
-                let _ = conn
-                    .write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nearly")
-                    .await;
-                while let Ok(n) = conn.read(&mut buf).await {
-                    if n == 0 {
-                        break;
-                    }
-                }
-            });
-        }
-    });
-    (addr, heads)
-}
-
 /// An origin that answers before the body's end goes on reading it: the request keeps its
 /// slot until its body is whole too (found by re-review: the slot and the visitor's share were
 /// given back with the answer, and one visitor had six uploads at an origin capped at 2).
