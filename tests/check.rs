@@ -638,6 +638,8 @@ fn a_value_read_from_the_environment_or_a_file_is_not_shown() {
         (format!("{keys}{SMALL}{}", room("session-ttl = \"file:secret.txt\"\n")), "room[0].session-ttl"),
         (format!("{keys}{SMALL}{}", room("hosts = [\"env:RURL\"]\n")), "room[0].hosts[0]"),
         (format!("{keys}{SMALL}{}", room("consume = [\"env:RURL\"]\n")), "room[0].consume[0]"),
+        // A piece of a value the key splits (re-review).
+        (format!("{keys}{SMALL}{}", room("consume = [\"env:ROUTE\"]\n")), "room[0].consume[0]"),
         (
             format!("{keys}[admin]\ntokens = [{{ label = \"a\", value = \"admin-token-0123456789-0123456789\", role = \"env:TOKEN\" }}]\n{SMALL}"),
             "admin.tokens[0].role",
@@ -665,6 +667,7 @@ fn a_value_read_from_the_environment_or_a_file_is_not_shown() {
                     "[{label=\"on\", role=\"s3cr3t-token-ABCDEFGH\", value=\"read-only-token-xyz12345\"}]",
                 ),
                 ("PATHS", "[\"/products\", \"s3cr3t-path\"]"),
+                ("ROUTE", "POST redis://:s3cr3t-pw@127.0.0.1:6379"),
             ],
         );
         assert_eq!(code, 2, "{body}: {out}{err}");

@@ -286,6 +286,16 @@ fn scrub(hidden: &[(KeyPath, String)], p: &mut build::Problem) {
                 let inner = forms[0].0[1..forms[0].0.len() - 1].to_string();
                 forms.push((inner, SHOWN.to_string()));
             }
+            // The pieces a key splits its value into (`consume = "POST …"`), long enough
+            // not to be a common word (re-review).
+            for piece in v
+                .split_whitespace()
+                .filter(|p| p.len() >= 8 && p.len() < v.len())
+            {
+                let quoted = format!("{piece:?}");
+                forms.push((quoted, format!("\"{SHOWN}\"")));
+                forms.push((piece.to_string(), SHOWN.to_string()));
+            }
             forms
         })
         .collect();
