@@ -356,6 +356,13 @@ impl ProxyHttp for Proxy {
         ctx: &mut Ctx,
     ) -> Result<()> {
         command::on_response(session.req_header(), upstream_response, ctx);
+        // An answer its head ends (no body follows) is whole here: Pingora calls no body
+        // filter for it (found by re-review: an early 204 to a stalled HTTP/2 upload never
+        // gave its slot back).
+        if origin_slot::head_ends_answer(session.req_header(), upstream_response) {
+            let body_done = ctx.body_complete || session.is_body_empty();
+            Self::origin_answered_whole(ctx, body_done);
+        }
         origin::on_response(session, upstream_response, ctx).await
     }
 

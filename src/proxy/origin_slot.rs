@@ -188,6 +188,26 @@ impl Proxy {
     }
 }
 
+/// Whether an origin's answer ends with its head: a final status with no body (204, 304, an
+/// answer to `HEAD`, `Content-Length: 0`). A 1xx is not the answer.
+pub(super) fn head_ends_answer(
+    req: &pingora::http::RequestHeader,
+    resp: &pingora::http::ResponseHeader,
+) -> bool {
+    let status = resp.status.as_u16();
+    if (100..200).contains(&status) {
+        return false;
+    }
+    let empty = || {
+        !resp.headers.contains_key(http::header::TRANSFER_ENCODING)
+            && resp
+                .headers
+                .get(http::header::CONTENT_LENGTH)
+                .is_some_and(|v| v.as_bytes().trim_ascii() == b"0")
+    };
+    req.method == http::Method::HEAD || status == 204 || status == 304 || empty()
+}
+
 /// A slot of the room's gate this request holds; given back when dropped.
 pub(super) enum Held {
     Plain(#[allow(dead_code)] crate::room::gate::Slot),
@@ -283,5 +303,33 @@ fn give_back(slot: &std::sync::Mutex<Option<crate::room::gate::Slot>>) {
 impl Drop for Watch {
     fn drop(&mut self) {
         self.task.abort();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::head_ends_answer;
+    use pingora::http::{RequestHeader, ResponseHeader};
+
+    fn answer(status: u16, length: Option<&str>) -> ResponseHeader {
+        let mut r = ResponseHeader::build(status, None).unwrap();
+        if let Some(l) = length {
+            r.insert_header("content-length", l).unwrap();
+        }
+        r
+    }
+
+    #[test]
+    fn an_answer_without_a_body_is_whole_with_its_head() {
+        let post = RequestHeader::build("POST", b"/up", None).unwrap();
+        let head = RequestHeader::build("HEAD", b"/up", None).unwrap();
+        assert!(head_ends_answer(&post, &answer(204, None)));
+        assert!(head_ends_answer(&post, &answer(304, None)));
+        assert!(head_ends_answer(&post, &answer(401, Some("0"))));
+        assert!(head_ends_answer(&head, &answer(200, Some("512"))));
+        assert!(!head_ends_answer(&post, &answer(200, Some("5"))));
+        assert!(!head_ends_answer(&post, &answer(200, None)));
+        assert!(!head_ends_answer(&post, &answer(100, None)));
+        assert!(!head_ends_answer(&post, &answer(101, None)));
     }
 }

@@ -247,9 +247,14 @@ pub async fn early_answering_origin() -> (SocketAddr, std::sync::Arc<std::sync::
                     }
                 }
                 seen.fetch_add(1, Ordering::SeqCst);
-                let _ = conn
-                    .write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nearly")
-                    .await;
+                // `empty` in the target: an answer without a body.
+                let line = head.split(|b| *b == b'\n').next().unwrap_or_default();
+                let answer: &[u8] = if line.windows(5).any(|w| w == b"empty") {
+                    b"HTTP/1.1 204 No Content\r\n\r\n"
+                } else {
+                    b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nearly"
+                };
+                let _ = conn.write_all(answer).await;
                 while let Ok(n) = conn.read(&mut buf).await {
                     if n == 0 {
                         break;
