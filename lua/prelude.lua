@@ -209,9 +209,11 @@ end
 -- clock a step ahead of what it stored, and TIME may step back before the next admit stores.
 local AHEAD_SLOTS = 64
 
--- Seconds of the liveness clock since the visitor behind this score last polled (one-second
--- granularity); for a registration (slot 0), since the opening (`open_live`, nil during a
--- pre-queue: nobody registered is silent before the opening).
+-- Whole seconds of the liveness clock the visitor behind this score has surely been silent:
+-- slots crossed since their last poll, less one, for the poll may have come at the end of its
+-- slot (found by review: counting the slots crossed swept a visitor who polled every 9.3 s
+-- with abandon-after 10 s). For a registration (slot 0), since the opening (`open_live`, nil
+-- during a pre-queue: nobody registered is silent before the opening).
 local function silent_secs(score, live, open_live)
   local _, slot = decode(score)
   if slot == 0 then
@@ -224,7 +226,7 @@ local function silent_secs(score, live, open_live)
   if d > SLOTS - AHEAD_SLOTS then
     return 0
   end
-  return d
+  return math.max(0, d - 1)
 end
 
 local function burst_of(rate, tick_us)

@@ -85,6 +85,30 @@ pub async fn an_outage_abandons_nobody(h: &dyn Harness) {
     );
 }
 
+/// Polls 9.5 s apart with `abandon-after` 10 s: never silent for it, so never swept, wherever
+/// in its second of the clock a poll lands (found by review: Redis counted the one-second
+/// slots crossed, and a visitor polling every 9.3 s lost the place to the one behind them).
+/// Two such steps put one poll in the second half of a second, whatever the clock's fraction.
+pub async fn polling_just_within_abandon_after_keeps_the_place(h: &dyn Harness) {
+    let s = h.store();
+    let mut p = room("within", 100.0, 1);
+    p.abandon_after = Duration::from_secs(10);
+    let _first = occupy(&*s, &p).await;
+    let vs: Vec<VisitorId> = (0..3).map(|_| VisitorId::random()).collect();
+    for v in &vs {
+        s.join(&p, *v).await.unwrap();
+    }
+    // The liveness clock runs with the admission loop's ticks (100 ms here).
+    for step in 1..=4 {
+        for _ in 0..95 {
+            h.advance(Duration::from_millis(100));
+            let r = s.admit(&p).await.unwrap();
+            assert_eq!(r.abandoned, 0, "step {step}: the sweep");
+        }
+        poll_all_in_order(&*s, &p, &vs, &format!("step {step}")).await;
+    }
+}
+
 pub async fn a_clock_step_back_sweeps_nobody_and_admission_goes_on(h: &dyn Harness) {
     let s = h.store();
     // 20/s with a 100 ms tick: 2 per tick.

@@ -671,6 +671,7 @@ macro_rules! conformance_suite {
             the_measured_rate_counts_only_time_with_a_line,
             join_limit_counts_new_visitors_not_polls,
             an_outage_abandons_nobody,
+            polling_just_within_abandon_after_keeps_the_place,
             a_clock_step_back_sweeps_nobody_and_admission_goes_on,
             a_step_not_heard_gives_no_turn_and_keeps_the_ones_it_gave,
             an_empty_line_forgets_its_measured_rate,
