@@ -87,7 +87,8 @@ fn property_router(matching: PathMatching) -> Router {
 /// case), a C server (NUL ends it), Spring with `trimTokens` (a segment's ends up to U+0020
 /// trimmed), an old WSGI server (`//host/path`), each after decoding
 /// unreserved characters once and resolving dot segments; and origins that route the path
-/// as sent (dot segments kept), also behind a PHP front controller (`/index.php/path`).
+/// as sent (dot segments kept), also behind a front controller (`/index.php/path`,
+/// `/app.fcgi/path`).
 fn origin_readings(path: &str) -> Vec<String> {
     let decode = |s: &str| -> String {
         let mut out = String::new();
@@ -223,14 +224,22 @@ fn origin_readings(path: &str) -> Vec<String> {
             .collect::<Vec<_>>()
             .join("/"),
     ));
-    // A PHP front controller (Symfony, Laravel, Apache's PATH_INFO): what follows the first
-    // segment that names a `.php` script, resolved or as sent; also behind IIS.
+    // A front controller (Symfony, Laravel, Apache's PATH_INFO, Flask behind FastCGI, ASP.NET):
+    // what follows a segment that names a script, resolved or as sent; also behind IIS. Any
+    // of the first four such segments (a directory may carry a script's name).
+    const SCRIPTS: [&str; 21] = [
+        "php", "php3", "php4", "php5", "php7", "php8", "phtml", "cgi", "fcgi", "wsgi", "pl", "py",
+        "rb", "asp", "aspx", "ashx", "asmx", "dll", "exe", "jsp", "cfm",
+    ];
+    let names_script = |seg: &str| {
+        seg.rsplit_once('.').is_some_and(|(name, ext)| {
+            !name.is_empty() && SCRIPTS.iter().any(|e| ext.eq_ignore_ascii_case(e))
+        })
+    };
     for whole in [d.as_str(), iis.as_str()] {
         let segs: Vec<&str> = whole.split('/').collect();
-        if let Some(i) = segs
-            .iter()
-            .position(|x| x.len() > 4 && x.to_ascii_lowercase().ends_with(".php"))
-        {
+        let scripts = (0..segs.len()).filter(|&i| names_script(segs[i])).take(4);
+        for i in scripts {
             if i + 1 < segs.len() {
                 let info = format!("/{}", segs[i + 1..].join("/"));
                 out.push(resolve(&info));

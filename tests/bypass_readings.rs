@@ -39,6 +39,9 @@ const AS_SENT: &[&str] = &[
     "/shop/App.PHP/products",
     "/index%2ephp/products",
     "/index.php/products/..",
+    "/app.fcgi/orders",
+    "/cgi-bin/shop.cgi/products/1",
+    "/Default.aspx/orders",
     "/orders%09",
     "/%20products/1",
     "/products%0A;x",
@@ -192,6 +195,7 @@ async fn methods_as_frameworks_make_them_use_the_admission() {
     consumed_as(&proxy, "HEAD /claim", "", "", "GET /claim").await;
     // A PHP front controller's path info, and kept dot segments, are the order too.
     consumed_as(&proxy, "POST /index.php/orders", "", "", "POST /orders").await;
+    consumed_as(&proxy, "POST /app.fcgi/orders", "", "", "POST /orders").await;
     consumed_as(
         &proxy,
         "POST /orders/7%2F..%2F..%2Fx",

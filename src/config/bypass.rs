@@ -54,11 +54,11 @@ impl Builder<'_> {
                     );
                     continue;
                 }
-                // The path as read by a PHP front controller too: at run time the rule
+                // The path as read by a front controller too: at run time the rule
                 // `/index.php/p` exempts the requests Symfony reads as `/p` (found by review:
                 // it let the room `/p` and its orders past the line).
                 let readings: Vec<&str> = std::iter::once(path.as_str())
-                    .chain(crate::route::path::path_info(path))
+                    .chain(crate::route::path::path_infos(path))
                     .collect();
                 let covers = |other: &str| {
                     readings

@@ -15,7 +15,7 @@
 use std::borrow::Cow;
 
 use super::spelling::{applicable, apply, keep_dots, trim_segments, COMBINED};
-pub use super::spelling::{path_info, transforms, Transform};
+pub use super::spelling::{path_info, path_infos, transforms, Transform};
 
 /// Whether the prefix `prefix` covers `path` on a boundary: `/cart` covers `/cart`, `/cart/`
 /// and `/cart/1`, and also `/cart.json` and `/cart;jsessionid=1` — Rails and Spring route a
@@ -120,8 +120,8 @@ pub struct Reading<'a> {
     /// most origins and `/index.php/checkout` is a link a PHP shop prints, so neither is
     /// refused for what the other readings say.
     pub additive: bool,
-    /// Made by [`Transform::Script`]: a PHP script's path info (a bypass prefix is read the
-    /// same way before it is compared with it).
+    /// Made by [`Transform::Script`]: a script's path info (a bypass prefix is read the same
+    /// way before it is compared with it).
     pub script: bool,
 }
 
@@ -199,12 +199,10 @@ impl<'a> Readings<'a> {
                 continue;
             }
             let read = normalize_path(&apply(raw, set)).into_owned();
-            if let Some(info) = path_info(&read) {
-                scripts.push(info.to_string());
-            }
+            scripts.extend(path_infos(&read).map(str::to_string));
             out.add_both(read, 0);
         }
-        // A PHP script's path info as these origins read the path: PHP behind IIS reads
+        // A script's path info as these origins read the path: PHP behind IIS reads
         // `/index.php\products` and `/index%u002ephp/orders` as the script and `/products`,
         // `/orders` (found by review).
         for info in scripts {
@@ -219,7 +217,7 @@ impl<'a> Readings<'a> {
                 kept.push(keep_dots(&apply(raw, Transform::Windows as u8)));
             }
             for kept in kept {
-                if let Some(info) = path_info(&kept) {
+                for info in path_infos(&kept) {
                     // The path info as sent, and resolved on its own
                     // (`/a/index.php/../products` is `/products` after the script, though
                     // `/a/products` before it).
@@ -233,8 +231,9 @@ impl<'a> Readings<'a> {
                 out.add_both(kept, Transform::Dots as u8);
             }
         }
-        if let Some(info) = path_info(out.standard()) {
-            out.add_both(info.to_string(), Transform::Script as u8);
+        let infos: Vec<String> = path_infos(out.standard()).map(str::to_string).collect();
+        for info in infos {
+            out.add_both(info, Transform::Script as u8);
         }
         if flags & Transform::Trim as u8 != 0 {
             let trimmed = normalize_path(&trim_segments(raw)).into_owned();
@@ -441,6 +440,27 @@ mod tests {
         assert_eq!(path_info("/index.php/"), Some("/"));
         assert_eq!(path_info("/index.php"), None);
         assert_eq!(path_info("/.php/x"), None, "a name, not only an extension");
+        // Front controllers other than PHP's (found by review: `.fcgi` was not read).
+        for (raw, info) in [
+            ("/app.fcgi/orders", "/orders"),
+            ("/cgi-bin/shop.CGI/orders/1", "/orders/1"),
+            ("/app.wsgi/orders", "/orders"),
+            ("/Default.aspx/orders", "/orders"),
+            ("/scripts/shop.dll/orders", "/orders"),
+        ] {
+            additive(raw, info);
+        }
+        // Every script in the path is read: a directory may carry a script's name.
+        let infos: Vec<&str> = path_infos("/dir.cgi/index.php/orders").collect();
+        assert_eq!(infos, ["/index.php/orders", "/orders"]);
+        additive("/dir.cgi/index.php/orders", "/orders");
+        assert_eq!(
+            path_infos("/a.php/b.php/c.php/d.php/e.php/x").count(),
+            super::super::spelling::SCRIPTS_READ
+        );
+        for raw in ["/app.js/x", "/a.pyc/x", "/x.aspxx/y", "/orders.json"] {
+            assert_eq!(path_info(raw), None, "{raw}");
+        }
         // A path read the same way by every origin stays one borrowed reading.
         assert_eq!(Readings::of("/products/a.png").len(), 1);
     }

@@ -26,10 +26,10 @@ pub enum Transform {
     /// `/products` to a catch-all or `/products/{id}` route there. A reading of its own, not
     /// combined with the transforms above, and additive ([`super::path::Reading::additive`]).
     Dots = 16,
-    /// A PHP front controller's path info: `/index.php/products` is `/products` to Symfony
-    /// and Laravel behind nginx's documented `try_files`, and to Apache's `PATH_INFO`. The
-    /// path after the first segment that ends in `.php` (any case), with or without `Dots`;
-    /// additive.
+    /// A front controller's path info: `/index.php/products` is `/products` to Symfony and
+    /// Laravel behind nginx's documented `try_files`, and to Apache's `PATH_INFO`;
+    /// `/app.fcgi/orders` is `/orders` to Flask behind FastCGI. The path after a segment that
+    /// names a script ([`path_infos`]), with or without `Dots`; additive.
     Script = 32,
     /// Java's `String.trim` of every segment: Spring's `AntPathMatcher` with `trimTokens` (its
     /// default before 4.3, CVE-2016-5007) reads `/orders%09` and `/%20orders` as `/orders`.
@@ -313,19 +313,53 @@ pub(super) fn keep_dots(raw: &str) -> String {
     out
 }
 
-/// A PHP front controller's path info ([`Transform::Script`]): what follows the first segment
-/// that ends in `.php` (any case), when a `/` follows it.
-pub fn path_info(path: &str) -> Option<&str> {
+/// Extensions of scripts that take a path info after their name: PHP's, CGI and FastCGI
+/// (Flask's documented `yourapplication.fcgi/hello`, Apache's `RewriteRule ^(.*)$ app.fcgi/$1`),
+/// WSGI, Perl, Python and Ruby CGI, ASP and ASP.NET handlers, IIS's ISAPI and CGI
+/// executables, JSP and ColdFusion (found by review: `/app.fcgi/orders` reached a shop behind
+/// FastCGI outside every room, where only `.php` was read).
+const SCRIPT_EXTENSIONS: &[&[u8]] = &[
+    b"php", b"php3", b"php4", b"php5", b"php7", b"php8", b"phtml", b"cgi", b"fcgi", b"wsgi", b"pl",
+    b"py", b"rb", b"asp", b"aspx", b"ashx", b"asmx", b"dll", b"exe", b"jsp", b"cfm",
+];
+
+/// At most this many scripts are read in one path (each adds readings).
+pub(super) const SCRIPTS_READ: usize = 4;
+
+/// Whether a path segment names a script ([`SCRIPT_EXTENSIONS`], any case): a name, then the
+/// extension.
+fn is_script(seg: &[u8]) -> bool {
+    match memchr::memrchr(b'.', seg) {
+        Some(dot) if dot > 0 => SCRIPT_EXTENSIONS
+            .iter()
+            .any(|e| seg[dot + 1..].eq_ignore_ascii_case(e)),
+        _ => false,
+    }
+}
+
+/// A front controller's path info ([`Transform::Script`]): what follows a segment that names
+/// a script ([`SCRIPT_EXTENSIONS`]), when a `/` follows it — for each such segment, the first
+/// first (a directory may carry a script's name: Apache reads the first that is a file), at
+/// most [`SCRIPTS_READ`].
+pub fn path_infos(path: &str) -> impl Iterator<Item = &str> {
     let b = path.as_bytes();
     let mut from = 0;
-    while let Some(i) = memchr::memmem::find(&b[from..], b"/").map(|i| i + from) {
-        let seg = &b[from..i];
-        if seg.len() > 4 && seg[seg.len() - 4..].eq_ignore_ascii_case(b".php") {
-            return Some(&path[i..]);
+    std::iter::from_fn(move || {
+        while let Some(i) = memchr::memchr(b'/', &b[from..]).map(|i| i + from) {
+            let seg = &b[from..i];
+            from = i + 1;
+            if is_script(seg) {
+                return Some(&path[i..]);
+            }
         }
-        from = i + 1;
-    }
-    None
+        None
+    })
+    .take(SCRIPTS_READ)
+}
+
+/// The path info after the first segment that names a script ([`path_infos`]).
+pub fn path_info(path: &str) -> Option<&str> {
+    path_infos(path).next()
 }
 
 /// The transforms, for documentation and tests.

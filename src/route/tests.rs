@@ -74,6 +74,10 @@ fn additive_readings_add_a_room_and_never_make_a_spelling_ambiguous() {
             "/products/..",
             "/products/1%2F..%2F..%2Fx",
             "/index.php/products",
+            "/app.fcgi/products",
+            "/index.CGI/products/1",
+            "/Default.aspx/products",
+            "/dir.cgi/index.php/products",
         ] {
             assert_eq!(d(p), Routing::Room(0), "{p} ({matching:?})");
         }
