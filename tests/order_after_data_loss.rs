@@ -166,3 +166,88 @@ tick = "100ms"
     assert_eq!(first.await.unwrap(), Some(200));
     assert_eq!(shop.orders(), 1, "the shop saw one order");
 }
+
+/// An order the shop answered while Redis was down: its confirm is owed and retried with
+/// backoff. When Redis then comes back empty, the confirm must land before another instance
+/// lets a consume vouched by the cookie alone win: the retry wakes at once when its instance
+/// sees the loss (found by review: it slept its 2 s backoff past the wait every instance gives
+/// a loss, and the other instance took a second order of the admission, five times in five).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_order_answered_during_an_outage_is_not_taken_again_after_an_empty_restart() {
+    let mut redis = RedisServer::start();
+    let shop = Shop::start().await;
+    shop.script(&[Answer::Late(Duration::from_secs(3), 200)]);
+    let cfg = format!(
+        r#"{base}
+[store]
+backend = "redis"
+redis-url = "{url}"
+timeout = "300ms"
+breaker-cooldown = "300ms"
+
+[[room]]
+name = "sale"
+paths = ["/products", "/orders"]
+consume = ["POST /orders"]
+admit-per-second = 100
+max-active = 10
+tick = "100ms"
+"#,
+        base = base_config(shop.addr),
+        url = redis.url()
+    );
+    let (one, two) = (Proxy::start(&cfg), Proxy::start(&cfg));
+    let mut jar = Jar::default();
+    let resp = client()
+        .get(one.url("/.anteroom/status?room=sale"))
+        .send()
+        .await
+        .unwrap();
+    jar.absorb(&resp);
+    assert!(jar.get("anteroom_sale").is_some());
+    let sent = std::time::Instant::now();
+    let (url, cookie) = (one.url("/orders"), jar.header());
+    let first = tokio::spawn(async move {
+        let resp = client().post(url).header("cookie", cookie).send().await;
+        resp.map(|r| r.status().as_u16()).ok()
+    });
+    eventually(
+        Duration::from_secs(5),
+        "the shop to get the order",
+        || async { (shop.orders() == 1).then_some(()) },
+    )
+    .await;
+    redis.kill();
+    assert_eq!(first.await.unwrap(), Some(200), "the shop's answer");
+    // The outage goes on for a while after the answer (the confirm's retries back off to
+    // their longest pause, 2 s), then Redis comes back empty between two of them. The loss's
+    // wait (breaker-cooldown + timeout + two ticks: 0.8 s here) is shorter than the pause:
+    // without the wake, the other instance's consume won at 8.0, 8.5 and 9.0 s.
+    tokio::time::sleep(Duration::from_millis(8_500).saturating_sub(sent.elapsed())).await;
+    redis.restart();
+    // The kept cookie orders through the other instance, over and over, until the confirm
+    // has landed (a 409 that is not "come back later") or for 8 s.
+    let mut answers = std::collections::BTreeMap::new();
+    let until = std::time::Instant::now() + Duration::from_secs(8);
+    while std::time::Instant::now() < until {
+        let resp = client()
+            .post(two.url("/orders"))
+            .header("cookie", jar.header())
+            .send()
+            .await;
+        let (code, busy) = resp
+            .map(|r| (r.status().as_u16(), r.headers().contains_key("retry-after")))
+            .unwrap_or((0, false));
+        *answers.entry((code, busy)).or_insert(0u32) += 1;
+        if code == 200 || (code == 409 && !busy) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(
+        !answers.keys().any(|(code, _)| *code == 200),
+        "a second order went through: {answers:?}"
+    );
+    assert!(answers.contains_key(&(409, false)), "used: {answers:?}");
+    assert_eq!(shop.orders(), 1, "the shop saw one order");
+}

@@ -122,7 +122,15 @@ pub(super) fn settle_later(shared: Arc<Shared>, t: Taken, how: Settle) {
         let until = Instant::now() + t.grace;
         let mut pause = Duration::from_millis(100);
         let mut told = false;
-        while !settle_once(&shared, &t, how).await {
+        let lost = &shared.rooms[t.room].recovery.lost;
+        loop {
+            // Listening before the attempt: a loss seen while it runs wakes the next one.
+            let woken = lost.notified();
+            tokio::pin!(woken);
+            woken.as_mut().enable();
+            if settle_once(&shared, &t, how).await {
+                break;
+            }
             if Instant::now() + pause > until && !told {
                 told = true;
                 if owed.is_none() {
@@ -138,9 +146,15 @@ pub(super) fn settle_later(shared: Arc<Shared>, t: Taken, how: Settle) {
                     "could not confirm an order within its grace period; still trying, and refusing another order of that admission here"
                 );
             }
-            // Backoff between attempts, not a wait for a condition.
-            tokio::time::sleep(pause).await;
-            pause = (pause * 2).min(Duration::from_secs(2));
+            // Backoff between attempts, or at once when the store lost its data: a confirm
+            // must land within the wait every instance gives a loss before a consume vouched by
+            // a cookie alone may win (found by review: a confirm owed through an outage slept
+            // its 2 s backoff past that wait after an empty restart, and another instance took
+            // a second order of the admission).
+            tokio::select! {
+                _ = tokio::time::sleep(pause) => pause = (pause * 2).min(Duration::from_secs(2)),
+                _ = woken => pause = Duration::from_millis(100),
+            }
         }
         if let Some(o) = owed {
             o.paid(t.vid, &t.request);
@@ -172,13 +186,18 @@ impl Heartbeat {
         let every = (t.grace / 3).max(Duration::from_secs(1));
         let task = tokio::spawn(async move {
             let r = &shared.rooms[t.room];
+            let mut woken = Box::pin(r.recovery.lost.notified());
+            woken.as_mut().enable();
             loop {
                 // The beat's period, or at once when the store lost its data (the marker with
                 // it: the beat writes it again).
                 tokio::select! {
                     _ = tokio::time::sleep(every) => {}
-                    _ = r.recovery.lost.notified() => {}
+                    _ = &mut woken => {}
                 }
+                // Listening before the beat: a loss seen while it runs wakes the next one.
+                woken = Box::pin(r.recovery.lost.notified());
+                woken.as_mut().enable();
                 let beat = shared
                     .store_call(
                         "settle",
