@@ -28,6 +28,59 @@ pub(super) struct Visitor {
     pub ticket: Option<Ticket>,
     /// The request carried `vid` in a visitor-id cookie.
     pub had_vid: bool,
+    /// The other identities the request may speak for, in the order the store is asked about
+    /// them ([`candidates`]): when there are any, a place `vid`'s ticket names may be gone (a
+    /// stale ticket tossed in by a sibling site), and the first the store knows decides.
+    pub others: Vec<Candidate>,
+    /// With `others`: who joins as a newcomer when the store knows none of them.
+    pub newcomer: Candidate,
+}
+
+/// One identity a request may speak for.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(super) struct Candidate {
+    pub vid: VisitorId,
+    pub ticket: Option<Ticket>,
+    /// The request carried `vid` in a visitor-id cookie.
+    pub had_vid: bool,
+}
+
+/// At most this many of a request's identities are asked about in turn.
+const ASKED: usize = 4;
+
+/// Every identity a request may speak for, in the order the store is asked about them when
+/// there are several: the tickets by place (the earliest first, of the newest line; one per
+/// id), then the ids of id cookies no ticket names; at most [`ASKED`]. The first is
+/// [`whose`]'s choice. (Found by review: the earliest place counted alone, and a ticket of a
+/// place long swept, tossed in by a sibling site, put the visitor at the back of the line as
+/// its id, their own place left to be swept.)
+pub(super) fn candidates(
+    ids: &[VisitorId],
+    tickets: &[(VisitorId, Place)],
+) -> Vec<(VisitorId, Option<usize>)> {
+    let mut order: Vec<usize> = (0..tickets.len()).collect();
+    order.sort_by_key(|&i| (std::cmp::Reverse(tickets[i].1.epoch), tickets[i].1.key));
+    let mut out: Vec<(VisitorId, Option<usize>)> = Vec::new();
+    for (v, i) in order
+        .into_iter()
+        .map(|i| (tickets[i].0, Some(i)))
+        .chain(ids.iter().map(|v| (*v, None)))
+    {
+        if out.len() < ASKED && !out.iter().any(|(o, _)| *o == v) {
+            out.push((v, i));
+        }
+    }
+    out
+}
+
+/// The id a newcomer joins with when the store knows none of a request's identities: an id
+/// cookie a ticket names, else the first id cookie, else the first ticket's id.
+fn newcomer_id(ids: &[VisitorId], tickets: &[(VisitorId, Place)]) -> Option<VisitorId> {
+    ids.iter()
+        .find(|v| tickets.iter().any(|(t, _)| t == *v))
+        .or(ids.first())
+        .or(tickets.first().map(|(t, _)| t))
+        .copied()
 }
 
 /// The choice, from the ids the request's visitor-id cookies carry and the ids and places its
@@ -86,7 +139,28 @@ impl Proxy {
                 vid,
                 ticket: None,
                 had_vid: false,
+                others: Vec::new(),
+                newcomer: Candidate {
+                    vid,
+                    ticket: None,
+                    had_vid: false,
+                },
             };
+        };
+        let others: Vec<Candidate> = candidates(&ids, &named)
+            .into_iter()
+            .skip(1)
+            .map(|(v, i)| Candidate {
+                vid: v,
+                ticket: i.map(|i| tickets[i]),
+                had_vid: ids.contains(&v),
+            })
+            .collect();
+        let newcomer = newcomer_id(&ids, &named).unwrap_or(vid);
+        let newcomer = Candidate {
+            vid: newcomer,
+            ticket: None,
+            had_vid: ids.contains(&newcomer),
         };
         let ticket = from.map(|i| tickets.swap_remove(i));
         if ids.is_empty() {
@@ -105,6 +179,8 @@ impl Proxy {
             vid,
             ticket,
             had_vid,
+            others,
+            newcomer,
         }
     }
 
@@ -171,7 +247,75 @@ mod tests {
         assert_eq!(whose(&[], &[t(2)]), Some((b, Some(0))));
     }
 
+    #[test]
+    fn every_identity_a_request_carries_is_asked_about_in_order() {
+        let (a, b, x) = (id(1), id(2), id(9));
+        // One ticket and the id it names: one identity (answered at the edge).
+        assert_eq!(candidates(&[a], &[t(1)]), vec![(a, Some(0))]);
+        assert_eq!(candidates(&[], &[t(1)]), vec![(a, Some(0))]);
+        // A stale ticket tossed in first: asked about first, then the visitor's own.
+        assert_eq!(
+            candidates(&[b], &[t(2), t(1)]),
+            vec![(a, Some(1)), (b, Some(0))]
+        );
+        // An id no ticket names comes after the tickets (a place without its ticket).
+        assert_eq!(candidates(&[x], &[t(1)]), vec![(a, Some(0)), (x, None)]);
+        // Two tickets of one id: its earliest place, once.
+        let later = (
+            a,
+            Place {
+                epoch: 1,
+                key: 7u8.into(),
+            },
+        );
+        assert_eq!(candidates(&[a], &[later, t(1)]), vec![(a, Some(1))]);
+        // A newer line's ticket first.
+        let newer = (
+            b,
+            Place {
+                epoch: 2,
+                key: 50u8.into(),
+            },
+        );
+        assert_eq!(
+            candidates(&[], &[t(1), newer]),
+            vec![(b, Some(1)), (a, Some(0))]
+        );
+        // A newcomer joins as an id cookie a ticket names, else the first id cookie.
+        assert_eq!(newcomer_id(&[x, b], &[t(1), t(2)]), Some(b));
+        assert_eq!(newcomer_id(&[x, b], &[t(1)]), Some(x));
+        assert_eq!(newcomer_id(&[], &[t(1)]), Some(a));
+        assert_eq!(newcomer_id(&[], &[]), None);
+    }
+
     proptest! {
+        /// The identities asked about: [`whose`]'s choice first, each once, every ticket's id
+        /// before any id cookie's alone, by place, at most [`ASKED`]; and every one the request
+        /// carried while there is room.
+        #[test]
+        fn the_identities_asked_about_start_with_the_choice(
+            ids in proptest::collection::vec(0u8..8, 0..4),
+            tickets in proptest::collection::vec(0u8..8, 0..4),
+        ) {
+            let ids: Vec<VisitorId> = ids.into_iter().map(id).collect();
+            let tickets: Vec<(VisitorId, Place)> = tickets.into_iter().map(t).collect();
+            let c = candidates(&ids, &tickets);
+            prop_assert_eq!(c.first().copied(), whose(&ids, &tickets));
+            prop_assert!(c.len() <= ASKED);
+            for (i, (v, _)) in c.iter().enumerate() {
+                prop_assert!(!c[..i].iter().any(|(o, _)| o == v));
+            }
+            let keys: Vec<u64> = c.iter().filter_map(|(_, i)| i.map(|i| tickets[i].1.key)).collect();
+            prop_assert!(keys.windows(2).all(|w| w[0] <= w[1]));
+            let first_alone = c.iter().position(|(_, i)| i.is_none()).unwrap_or(c.len());
+            prop_assert!(c[first_alone..].iter().all(|(_, i)| i.is_none()));
+            let mut all: Vec<VisitorId> = tickets.iter().map(|(v, _)| *v).chain(ids.iter().copied()).collect();
+            all.dedup();
+            if c.len() < ASKED {
+                prop_assert!(all.iter().all(|v| c.iter().any(|(o, _)| o == v)));
+            }
+        }
+
         /// Whatever is tossed in beside them, a visitor is placed no later than their own
         /// ticket; and the choice is always one the request carried.
         #[test]

@@ -20,6 +20,7 @@ mod edge;
 mod event;
 pub mod held;
 mod identity;
+mod joined;
 mod method;
 mod origin;
 mod origin_slot;
@@ -238,19 +239,16 @@ impl ProxyHttp for Proxy {
             Self::send_closed(shared, session, ctx, room, false).await?;
             return Ok(true);
         }
-        let identity::Visitor {
-            vid,
-            ticket,
-            had_vid,
-        } = Self::visitor(shared, session.req_header(), ctx, room);
+        let mut who = Self::visitor(shared, session.req_header(), ctx, room);
+        let vid = who.vid;
         let gate = match Self::challenge_gate(
             shared,
             session,
             room,
             vid,
             &challenge::Presented {
-                had_vid,
-                ticket: ticket.as_ref(),
+                had_vid: who.had_vid,
+                ticket: who.ticket.as_ref(),
                 solution: None,
             },
             gate(shared, session, room),
@@ -267,7 +265,9 @@ impl ProxyHttp for Proxy {
                 return Ok(true);
             }
         };
-        match Self::enter(shared, ctx, room, vid, gate, ticket, had_vid).await {
+        let verdict = Self::enter(shared, ctx, room, &mut who, gate).await;
+        let vid = who.vid;
+        match verdict {
             Verdict::Pass { admitted } => {
                 // Let through without an admission (room off, or the `open` store policy).
                 ctx.outcome = if admitted {

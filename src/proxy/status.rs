@@ -103,12 +103,8 @@ pub(super) async fn serve(
             ..admitted
         }
     } else {
-        let super::identity::Visitor {
-            vid,
-            ticket,
-            had_vid,
-            ..
-        } = Proxy::visitor(shared, session.req_header(), ctx, room);
+        let mut who = Proxy::visitor(shared, session.req_header(), ctx, room);
+        let vid = who.vid;
         let solution =
             crate::route::query_param(session.req_header().uri.query(), "pow").map(str::to_owned);
         let gate = match Proxy::challenge_gate(
@@ -117,8 +113,8 @@ pub(super) async fn serve(
             room,
             vid,
             &super::challenge::Presented {
-                had_vid,
-                ticket: ticket.as_ref(),
+                had_vid: who.had_vid,
+                ticket: who.ticket.as_ref(),
                 solution: solution.as_deref(),
             },
             super::gate(shared, session, room),
@@ -128,7 +124,7 @@ pub(super) async fn serve(
                 return Proxy::send_challenge(shared, session, ctx, room, vid, true).await;
             }
         };
-        match Proxy::enter(shared, ctx, room, vid, gate, ticket, had_vid).await {
+        match Proxy::enter(shared, ctx, room, &mut who, gate).await {
             Verdict::Pass { .. } => admitted,
             Verdict::Wait(s) => s,
             Verdict::Limited { retry_after } => {

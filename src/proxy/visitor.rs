@@ -4,15 +4,11 @@
 
 use pingora::http::RequestHeader;
 
-use super::settle::Taken;
+use super::identity::{Candidate, Visitor};
 use super::{cookie_values, secure, Ctx, Proxy, Verdict};
 use crate::app::Shared;
 use crate::cookie;
-use crate::line::Ticket;
-use crate::page::{self, State, Status};
-use crate::room::policy::{self, Failure, OnError};
-use crate::room::LocalAdmit;
-use crate::store::{Admission, JoinGate, RequestId, VisitorId};
+use crate::store::{Admission, JoinGate, VisitorId};
 
 impl Proxy {
     /// The admission the request's cookie carries for `room` at `now` (unix seconds): signed,
@@ -88,7 +84,7 @@ impl Proxy {
     /// `claim-ttl` until the visitor is back, and its cookie lives as long (see
     /// [`crate::store::RoomParams::fast_path_cookie_life`]); it is renewed to `session-ttl` by
     /// the first request that carries it, through the sliding renewal (one store call).
-    fn grant_for(
+    pub(super) fn grant_for(
         shared: &Shared,
         ctx: &mut Ctx,
         room: usize,
@@ -109,16 +105,22 @@ impl Proxy {
     }
 
     /// Places the visitor or lets them in: from the line's snapshot when their queue ticket
-    /// allows (no store call), else one store call.
+    /// allows (no store call), else one store call. A request that may speak for several
+    /// identities asks the store about each in turn ([`Self::enter_known`]); `who` is left
+    /// naming the one it was placed as.
     pub(super) async fn enter(
         shared: &Shared,
         ctx: &mut Ctx,
         room: usize,
-        vid: VisitorId,
+        who: &mut Visitor,
         gate: Option<JoinGate>,
-        ticket: Option<Ticket>,
-        had_vid: bool,
     ) -> Verdict {
+        if !who.others.is_empty() {
+            if let Some(v) = Self::enter_known(shared, ctx, room, who, gate.as_ref()).await {
+                return v;
+            }
+        }
+        let (vid, ticket, had_vid) = (who.vid, who.ticket, who.had_vid);
         if let Some(v) = ticket
             .as_ref()
             .and_then(|t| Self::answer_at_edge(shared, ctx, room, t))
@@ -154,187 +156,69 @@ impl Proxy {
                     .join_with(&r.params_at(shared.clock.now_micros()), vid, &join),
             )
             .await;
-        let tiers = &r.cfg.poll;
-        let name = r.name().to_string();
-        {
-            let m = &r.metrics;
-            match &joined {
-                Ok(Admission::Entered) => {
-                    m.joined.inc();
-                    m.admitted.inc();
-                }
-                Ok(
-                    Admission::Waiting { joined: true, .. }
-                    | Admission::Paused { joined: true, .. }
-                    | Admission::Registered { joined: true, .. },
-                ) => m.joined.inc(),
-                _ => {}
+        Self::answer_join(shared, ctx, room, vid, ticket, joined)
+    }
+
+    /// Asks the store about each identity the request may speak for, in turn, as a visitor it
+    /// knows only (a newcomer is refused, uncounted): the first it knows decides, and `who`
+    /// names it. `None` when it knows none: `who` is then the newcomer, to join as one.
+    async fn enter_known(
+        shared: &Shared,
+        ctx: &mut Ctx,
+        room: usize,
+        who: &mut Visitor,
+        gate: Option<&JoinGate>,
+    ) -> Option<Verdict> {
+        let r = &shared.rooms[room];
+        let known_only = JoinGate {
+            client: gate.map_or_else(|| "-".to_string(), |g| g.client.clone()),
+            limit: 0,
+            per: std::time::Duration::ZERO,
+            known_only: true,
+        };
+        let first = Candidate {
+            vid: who.vid,
+            ticket: who.ticket,
+            had_vid: who.had_vid,
+        };
+        let others = std::mem::take(&mut who.others);
+        for c in std::iter::once(first).chain(others) {
+            let now = shared.clock.now_micros();
+            let events = r.events.for_join(c.vid, now);
+            let join = events.context(Some(&known_only));
+            let joined = shared
+                .store_call(
+                    "join",
+                    r.name(),
+                    shared.store.join_with(&r.params_at(now), c.vid, &join),
+                )
+                .await;
+            // Not known (a newcomer would be refused, or told the line is closed to newcomers,
+            // or placed by events this instance has not read): the next.
+            if matches!(
+                joined,
+                Ok(Admission::Limited { .. } | Admission::Ended | Admission::Unplaced { .. })
+            ) {
+                continue;
             }
+            Self::speak_as(ctx, who, c);
+            return Some(Self::answer_join(
+                shared, ctx, room, c.vid, c.ticket, joined,
+            ));
         }
-        let shown = joined
-            .as_ref()
-            .ok()
-            .and_then(|a| Self::ticket_after_join(shared, ctx, room, vid, ticket.as_ref(), a));
-        match joined {
-            Ok(Admission::Admitted) => {
-                Self::note_eta(shared, room, ticket.as_ref());
-                Self::grant(shared, ctx, room, vid);
-                Verdict::Pass { admitted: true }
-            }
-            Ok(Admission::Entered) => {
-                let p = &r.cfg.params;
-                Self::grant_for(shared, ctx, room, vid, p.fast_path_cookie_life());
-                Verdict::Pass { admitted: true }
-            }
-            Ok(Admission::Open) => Verdict::Pass { admitted: false },
-            Ok(Admission::Waiting {
-                position,
-                waiting,
-                eta_rate,
-                ..
-            }) => Verdict::Wait(Self::in_line_with_event(
-                shared,
-                room,
-                vid,
-                ticket.as_ref(),
-                Self::in_line_status(
-                    shared,
-                    room,
-                    shown.unwrap_or(position),
-                    waiting,
-                    eta_rate,
-                    false,
-                ),
-            )),
-            Ok(Admission::Paused {
-                position, waiting, ..
-            }) => Verdict::Wait(Self::in_line_with_event(
-                shared,
-                room,
-                vid,
-                ticket.as_ref(),
-                Self::in_line_status(shared, room, shown.unwrap_or(position), waiting, 0.0, true),
-            )),
-            Ok(Admission::Limited { retry_after }) => Verdict::Limited { retry_after },
-            Ok(Admission::Registered {
-                position,
-                waiting,
-                drawn,
-                ..
-            }) => Verdict::Wait(match r.events.view(shared.clock.now_micros()) {
-                Some(v) => {
-                    Self::prequeue_status(shared, room, &v, vid, shown.or(position), waiting, drawn)
-                }
-                // The store knew of a pre-queue this instance's schedule no longer has (changed
-                // a moment ago): on hold until the next tick says more.
-                None => {
-                    Self::in_line_status(shared, room, position.unwrap_or(1), waiting, 0.0, true)
-                }
-            }),
-            Ok(Admission::Ended) => Verdict::Ended,
-            // Not placed by events this instance has not read yet (changed a moment ago): on
-            // hold, back within a tick or two.
-            Ok(Admission::Unplaced { waiting }) => Verdict::Wait(Status {
-                waiting,
-                retry_after_ms: page::poll_interval(tiers, 1).as_millis() as u64,
-                ..Self::on_hold(shared, room)
-            }),
-            Ok(Admission::Full { waiting }) => Verdict::Wait(Status {
-                room: name,
-                state: State::Full,
-                position: None,
-                waiting,
-                eta_seconds: None,
-                eta_low_seconds: None,
-                eta_high_seconds: None,
-                retry_after_ms: page::poll_interval(tiers, u64::MAX).as_millis() as u64,
-                held_by: None,
-                event: None,
-            }),
-            Err(e) => {
-                shared.warn_store_error(&e);
-                // An event decides first: a pre-queue lets nobody in whatever the policy (the
-                // sale is not open; nor is it at an opening the store has not recorded yet:
-                // `policy`), and after the closing a newcomer is told it ended.
-                if let Some(v) = r.events.view(shared.clock.now_micros()) {
-                    let drawn = ticket.as_ref().is_some_and(|t| t.drawn);
-                    match v.phase {
-                        crate::event::Phase::Prequeue => {
-                            return Verdict::Wait(Self::prequeue_status(
-                                shared,
-                                room,
-                                &v,
-                                vid,
-                                None,
-                                r.live.waiting(),
-                                drawn || v.event.draw,
-                            ));
-                        }
-                        // The closing by the events this instance has read from the store: one
-                        // that has not heard from it since it started may lack a change made at
-                        // run time (a closing postponed, an event cancelled), and holds instead
-                        // (re-review: it told a line the store still held that the sale ended).
-                        crate::event::Phase::Closed if !r.live.heard() => {
-                            return Verdict::Wait(Self::on_hold(shared, room));
-                        }
-                        // A line the closing releases is over for those in it too (before, a
-                        // ticket holder fell through to the policy: review).
-                        crate::event::Phase::Closed
-                            if ticket.is_none()
-                                || v.event.after_close == crate::event::AfterClose::Release =>
-                        {
-                            return Verdict::Ended
-                        }
-                        _ => {}
-                    }
-                }
-                let p = &r.cfg.params;
-                let now = shared.clock.now_micros();
-                let decision = policy::on_store_error(
-                    r.cfg.on_store_error,
-                    Failure::of(&e),
-                    &r.last_known(now),
-                );
-                let local = |share| LocalAdmit {
-                    vid,
-                    rate: r.live.rate_in_force().unwrap_or(p.admit_per_second),
-                    instances: r.live.instances(),
-                    tick: p.tick,
-                    share,
-                    now,
-                    session_ttl: p.session_ttl,
-                };
-                match decision {
-                    OnError::Pass => {
-                        // An order let through: the origin's answer settles it once the store
-                        // is back, as an admitted visitor's unseen order (a confirm the store
-                        // never saw uses the visitor's admission up and takes them out of the
-                        // line: a visitor in line who ordered here kept the place, and their
-                        // turn bought a second order; found by re-review).
-                        if ctx.order {
-                            let taken = Taken {
-                                room,
-                                vid,
-                                request: RequestId::random(),
-                                grace: Self::order_grace(shared, room),
-                            };
-                            Self::order_goes_on(shared, ctx, room, taken);
-                        }
-                        Verdict::Pass { admitted: false }
-                    }
-                    // This instance's share of the rate and of max-active, from an in-process
-                    // bucket: the line's order is suspended while the store is away, the shop's
-                    // load is not.
-                    OnError::Local { share } if r.local.try_admit(&local(share)) => {
-                        r.metrics.admitted.inc();
-                        Self::grant(shared, ctx, room, vid);
-                        Verdict::Pass { admitted: true }
-                    }
-                    OnError::Local { .. } | OnError::Hold => {
-                        Verdict::Wait(Self::on_hold(shared, room))
-                    }
-                }
-            }
+        let newcomer = who.newcomer;
+        Self::speak_as(ctx, who, newcomer);
+        None
+    }
+
+    /// The request speaks for `c` from now on; its id cookie is given again with `c`'s id
+    /// when the request carried it.
+    fn speak_as(ctx: &mut Ctx, who: &mut Visitor, c: Candidate) {
+        who.vid = c.vid;
+        who.ticket = c.ticket;
+        who.had_vid = c.had_vid;
+        if c.had_vid {
+            ctx.kept_vid = Some(c.vid);
         }
     }
 

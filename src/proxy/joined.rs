@@ -1,0 +1,209 @@
+//! What a visitor is told once the store answered their join: the place in line, the turn, a
+//! limit, the end of a sale, or what the room's `on-store-error` policy decides when the store
+//! could not answer.
+
+use super::settle::Taken;
+use super::{Ctx, Proxy, Verdict};
+use crate::app::Shared;
+use crate::line::Ticket;
+use crate::page::{self, State, Status};
+use crate::room::policy::{self, Failure, OnError};
+use crate::room::LocalAdmit;
+use crate::store::{Admission, RequestId, StoreError, VisitorId};
+
+impl Proxy {
+    /// The answer to the store's reply to `vid`'s join (`ticket`: the one the request carried
+    /// for that id).
+    pub(super) fn answer_join(
+        shared: &Shared,
+        ctx: &mut Ctx,
+        room: usize,
+        vid: VisitorId,
+        ticket: Option<Ticket>,
+        joined: Result<Admission, StoreError>,
+    ) -> Verdict {
+        let r = &shared.rooms[room];
+        let tiers = &r.cfg.poll;
+        let name = r.name().to_string();
+        {
+            let m = &r.metrics;
+            match &joined {
+                Ok(Admission::Entered) => {
+                    m.joined.inc();
+                    m.admitted.inc();
+                }
+                Ok(
+                    Admission::Waiting { joined: true, .. }
+                    | Admission::Paused { joined: true, .. }
+                    | Admission::Registered { joined: true, .. },
+                ) => m.joined.inc(),
+                _ => {}
+            }
+        }
+        let shown = joined
+            .as_ref()
+            .ok()
+            .and_then(|a| Self::ticket_after_join(shared, ctx, room, vid, ticket.as_ref(), a));
+        match joined {
+            Ok(Admission::Admitted) => {
+                Self::note_eta(shared, room, ticket.as_ref());
+                Self::grant(shared, ctx, room, vid);
+                Verdict::Pass { admitted: true }
+            }
+            Ok(Admission::Entered) => {
+                let p = &r.cfg.params;
+                Self::grant_for(shared, ctx, room, vid, p.fast_path_cookie_life());
+                Verdict::Pass { admitted: true }
+            }
+            Ok(Admission::Open) => Verdict::Pass { admitted: false },
+            Ok(Admission::Waiting {
+                position,
+                waiting,
+                eta_rate,
+                ..
+            }) => Verdict::Wait(Self::in_line_with_event(
+                shared,
+                room,
+                vid,
+                ticket.as_ref(),
+                Self::in_line_status(
+                    shared,
+                    room,
+                    shown.unwrap_or(position),
+                    waiting,
+                    eta_rate,
+                    false,
+                ),
+            )),
+            Ok(Admission::Paused {
+                position, waiting, ..
+            }) => Verdict::Wait(Self::in_line_with_event(
+                shared,
+                room,
+                vid,
+                ticket.as_ref(),
+                Self::in_line_status(shared, room, shown.unwrap_or(position), waiting, 0.0, true),
+            )),
+            Ok(Admission::Limited { retry_after }) => Verdict::Limited { retry_after },
+            Ok(Admission::Registered {
+                position,
+                waiting,
+                drawn,
+                ..
+            }) => Verdict::Wait(match r.events.view(shared.clock.now_micros()) {
+                Some(v) => {
+                    Self::prequeue_status(shared, room, &v, vid, shown.or(position), waiting, drawn)
+                }
+                // The store knew of a pre-queue this instance's schedule no longer has (changed
+                // a moment ago): on hold until the next tick says more.
+                None => {
+                    Self::in_line_status(shared, room, position.unwrap_or(1), waiting, 0.0, true)
+                }
+            }),
+            Ok(Admission::Ended) => Verdict::Ended,
+            // Not placed by events this instance has not read yet (changed a moment ago): on
+            // hold, back within a tick or two.
+            Ok(Admission::Unplaced { waiting }) => Verdict::Wait(Status {
+                waiting,
+                retry_after_ms: page::poll_interval(tiers, 1).as_millis() as u64,
+                ..Self::on_hold(shared, room)
+            }),
+            Ok(Admission::Full { waiting }) => Verdict::Wait(Status {
+                room: name,
+                state: State::Full,
+                position: None,
+                waiting,
+                eta_seconds: None,
+                eta_low_seconds: None,
+                eta_high_seconds: None,
+                retry_after_ms: page::poll_interval(tiers, u64::MAX).as_millis() as u64,
+                held_by: None,
+                event: None,
+            }),
+            Err(e) => {
+                shared.warn_store_error(&e);
+                // An event decides first: a pre-queue lets nobody in whatever the policy (the
+                // sale is not open; nor is it at an opening the store has not recorded yet:
+                // `policy`), and after the closing a newcomer is told it ended.
+                if let Some(v) = r.events.view(shared.clock.now_micros()) {
+                    let drawn = ticket.as_ref().is_some_and(|t| t.drawn);
+                    match v.phase {
+                        crate::event::Phase::Prequeue => {
+                            return Verdict::Wait(Self::prequeue_status(
+                                shared,
+                                room,
+                                &v,
+                                vid,
+                                None,
+                                r.live.waiting(),
+                                drawn || v.event.draw,
+                            ));
+                        }
+                        // The closing by the events this instance has read from the store: one
+                        // that has not heard from it since it started may lack a change made at
+                        // run time (a closing postponed, an event cancelled), and holds instead
+                        // (re-review: it told a line the store still held that the sale ended).
+                        crate::event::Phase::Closed if !r.live.heard() => {
+                            return Verdict::Wait(Self::on_hold(shared, room));
+                        }
+                        // A line the closing releases is over for those in it too (before, a
+                        // ticket holder fell through to the policy: review).
+                        crate::event::Phase::Closed
+                            if ticket.is_none()
+                                || v.event.after_close == crate::event::AfterClose::Release =>
+                        {
+                            return Verdict::Ended
+                        }
+                        _ => {}
+                    }
+                }
+                let p = &r.cfg.params;
+                let now = shared.clock.now_micros();
+                let decision = policy::on_store_error(
+                    r.cfg.on_store_error,
+                    Failure::of(&e),
+                    &r.last_known(now),
+                );
+                let local = |share| LocalAdmit {
+                    vid,
+                    rate: r.live.rate_in_force().unwrap_or(p.admit_per_second),
+                    instances: r.live.instances(),
+                    tick: p.tick,
+                    share,
+                    now,
+                    session_ttl: p.session_ttl,
+                };
+                match decision {
+                    OnError::Pass => {
+                        // An order let through: the origin's answer settles it once the store
+                        // is back, as an admitted visitor's unseen order (a confirm the store
+                        // never saw uses the visitor's admission up and takes them out of the
+                        // line: a visitor in line who ordered here kept the place, and their
+                        // turn bought a second order; found by re-review).
+                        if ctx.order {
+                            let taken = Taken {
+                                room,
+                                vid,
+                                request: RequestId::random(),
+                                grace: Self::order_grace(shared, room),
+                            };
+                            Self::order_goes_on(shared, ctx, room, taken);
+                        }
+                        Verdict::Pass { admitted: false }
+                    }
+                    // This instance's share of the rate and of max-active, from an in-process
+                    // bucket: the line's order is suspended while the store is away, the shop's
+                    // load is not.
+                    OnError::Local { share } if r.local.try_admit(&local(share)) => {
+                        r.metrics.admitted.inc();
+                        Self::grant(shared, ctx, room, vid);
+                        Verdict::Pass { admitted: true }
+                    }
+                    OnError::Local { .. } | OnError::Hold => {
+                        Verdict::Wait(Self::on_hold(shared, room))
+                    }
+                }
+            }
+        }
+    }
+}
