@@ -458,3 +458,59 @@ async fn a_held_line_stays_held_while_newcomers_flood_an_empty_restart() {
     assert!(asked > 20, "the flood ran: {asked}");
     assert_eq!(admitted, 0, "nobody walked through the held line");
 }
+
+/// Forgotten sessions whose first request after the loss is their order: the consume counts
+/// each again, and once the orders end their slots are neither held back nor taken, so the line
+/// moves on (found by review: the instance never heard of them, held back both for half a
+/// session's life, and nobody was admitted for minutes).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sessions_that_come_back_through_their_orders_are_held_back_no_longer() {
+    let mut redis = RedisServer::start();
+    let url = redis.url();
+    let origin = Origin::start().await;
+    let room_cfg = "admit-per-second = 50\nmax-active = 2\ntick = \"100ms\"\nsession-ttl = \"10m\"\nconsume = [\"POST /products/order\"]";
+    let proxy = Proxy::start(&config(origin.addr, &url, room_cfg));
+    a_tick_after(&url, 0).await;
+    let mut buyers = vec![Jar::default(), Jar::default()];
+    for jar in buyers.iter_mut() {
+        let (admitted, state) = visit(&proxy, jar, "/products").await;
+        assert!(admitted, "{state}");
+    }
+    a_tick_after(&url, redis_now(&url).await).await;
+    redis.kill();
+    redis.restart();
+    eventually(Duration::from_secs(10), "slots held back", || async {
+        (held_back(&url).await == Some(2)).then_some(())
+    })
+    .await;
+    // Each buyer's first request after the loss is the order (503 while the store comes
+    // back, 409 with Retry-After while the loss is young).
+    for jar in &buyers {
+        let cookie = jar.header();
+        let code = eventually(Duration::from_secs(10), "the order placed", || {
+            let (url, cookie) = (proxy.url("/products/order"), cookie.clone());
+            async move {
+                let resp = client()
+                    .post(url)
+                    .header("cookie", cookie)
+                    .send()
+                    .await
+                    .ok()?;
+                let busy = resp.headers().contains_key("retry-after");
+                match resp.status().as_u16() {
+                    503 => None,
+                    409 if busy => None,
+                    code => Some(code),
+                }
+            }
+        })
+        .await;
+        assert_eq!(code, 200);
+    }
+    eventually(Duration::from_secs(5), "nothing held back", || async {
+        (held_back(&url).await == Some(0)).then_some(())
+    })
+    .await;
+    let (admitted, state) = visit(&proxy, &mut Jar::default(), "/products").await;
+    assert!(admitted, "the next visitor: {state}");
+}

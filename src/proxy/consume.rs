@@ -94,6 +94,8 @@ impl Proxy {
         };
         let (status, title, message, retry) = match won {
             Ok(Consumed::Won) => {
+                // A session the store had forgotten is counted again by the consume.
+                r.recovery.counted(vid, shared.clock.now_micros());
                 Self::order_goes_on(shared, ctx, room, taken);
                 return Ok(false);
             }

@@ -242,6 +242,23 @@ impl Recovery {
         }
     }
 
+    /// The store counted `vid`'s session again by other means than this instance's touch: an
+    /// order vouched by its cookie (consume.lua takes a session it does not know back). Its
+    /// slot is held back no longer (found by review: two forgotten sessions whose first request
+    /// after the loss was their order stayed held back after the orders ended, and the line
+    /// stood still for minutes).
+    pub fn counted(&self, vid: VisitorId, now: Micros) {
+        if now >= self.until.load(Ordering::Acquire) {
+            return;
+        }
+        let mut window = self.window.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(w) = window.as_mut() {
+            if now < w.until && w.done.len() < w.cap {
+                w.done.insert(vid);
+            }
+        }
+    }
+
     /// The re-registration failed (the store did not answer): a later request tries again.
     pub fn release(&self, vid: VisitorId) {
         if let Some(w) = self
@@ -392,6 +409,20 @@ mod tests {
         assert!(!r.claim(c, 11 * S, Duration::ZERO), "the window is over");
         assert_eq!(r.context(11 * S).hold_back, 0);
         assert_eq!(r.until.load(Ordering::Acquire), 0, "closed");
+    }
+
+    #[test]
+    fn a_session_an_order_counted_again_is_held_back_no_longer() {
+        let r = Recovery::default();
+        let (a, b) = (VisitorId::random(), VisitorId::random());
+        r.counted(a, S);
+        r.open_window(S, Duration::from_secs(600), 2, 1024);
+        assert_eq!(r.held_back(2 * S), 2);
+        // Both forgotten sessions' first requests are their orders, within the loss's wait.
+        r.counted(a, 2 * S);
+        r.counted(b, 2 * S);
+        assert_eq!(r.held_back(2 * S), 0, "both counted again by their orders");
+        assert!(!r.claim(a, 3 * S, Duration::ZERO), "and not touched again");
     }
 
     #[test]
