@@ -399,3 +399,49 @@ async fn a_ticket_of_a_line_the_store_lost_spares_the_work() {
     assert!(s["position"].as_u64().is_some(), "{s}");
     assert_eq!(count(&proxy, "strict").await, 0, "nobody was asked");
 }
+
+/// A solved puzzle and a ticket of a place since swept, sent by many clients each with an id
+/// cookie of its own: the work was for the ticket's id, and all of them join as that id, in
+/// one place (found by re-review: when a request's tickets named no place the store held, it
+/// joined as its id cookie, and one solution bought twenty places).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_solution_with_a_stale_ticket_buys_one_place() {
+    let origin = Origin::start().await;
+    let cfg = config(origin.addr).replace(
+        "join-challenge",
+        "abandon-after = \"3s\"\nthrottled-poll = \"1s\"\npoll = [ { every = \"1s\" } ]\njoin-challenge",
+    );
+    let proxy = Proxy::start(&cfg);
+    let resp = send(&proxy, "/products", &Jar::default(), false).await;
+    assert_eq!(resp.text().await.unwrap(), "origin GET /products");
+    let mut jar = Jar::default();
+    let asked = eventually(Duration::from_secs(10), "a puzzle", || {
+        let proxy = &proxy;
+        async move {
+            let (_, s) = status(proxy, &mut Jar::default(), None).await;
+            (s["state"] == "challenge").then_some(())
+        }
+    });
+    asked.await;
+    let (_, s) = status(&proxy, &mut jar, None).await;
+    let solution = solve(s["challenge"].as_str().expect("a puzzle"), 12);
+    let (_, placed) = status(&proxy, &mut jar, Some(&solution)).await;
+    assert_eq!(placed["state"], "waiting", "{placed}");
+    let ticket = jar.get("anteroom_q.sale").unwrap().to_string();
+    // Silent: swept.
+    eventually(Duration::from_secs(20), "the place swept", || {
+        let proxy = &proxy;
+        async move { (waiting(proxy).await == 0).then_some(()) }
+    })
+    .await;
+    for _ in 0..5 {
+        let mut bot = Jar::default();
+        bot.set("anteroom_q.sale", &ticket);
+        bot.set(
+            "anteroom_vid",
+            &anteroom::store::VisitorId::random().to_string(),
+        );
+        status(&proxy, &mut bot, Some(&solution)).await;
+    }
+    assert!(waiting(&proxy).await <= 1, "one solution, one place");
+}

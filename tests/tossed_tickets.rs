@@ -112,4 +112,28 @@ async fn stale_ticket_tossed_in(store: &str) {
         (&Value::from(1), &Value::from(2)),
         "{v}"
     );
+    // The swept visitor comes back with their id alone and joins at the back: the stale
+    // ticket's id is in line again, at another place, which is not the ticket's (found by
+    // re-review: the id counted, and the visitor was moved to its new place, behind).
+    let theirs = format!("anteroom_vid={}", gone.get("anteroom_vid").unwrap());
+    let v = poll(&proxy, &theirs, None).await;
+    assert_eq!(
+        (&v["position"], &v["waiting"]),
+        (&Value::from(3), &Value::from(3)),
+        "{v}"
+    );
+    let ticket = me.get("anteroom_q.sale").unwrap().to_string();
+    let header = format!("anteroom_q.sale={stale}; anteroom_vid={mine}; anteroom_q.sale={ticket}");
+    let v = poll(&proxy, &header, Some(&mut me)).await;
+    assert_eq!(
+        (&v["position"], &v["waiting"]),
+        (&Value::from(2), &Value::from(3)),
+        "the stale ticket's id in line again: {v}"
+    );
+    let v = poll(&proxy, &me.header(), None).await;
+    assert_eq!(
+        (&v["position"], &v["waiting"]),
+        (&Value::from(2), &Value::from(3)),
+        "{v}"
+    );
 }

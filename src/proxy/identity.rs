@@ -28,12 +28,11 @@ pub(super) struct Visitor {
     pub ticket: Option<Ticket>,
     /// The request carried `vid` in a visitor-id cookie.
     pub had_vid: bool,
-    /// The other identities the request may speak for, in the order the store is asked about
-    /// them ([`candidates`]): when there are any, a place `vid`'s ticket names may be gone (a
-    /// stale ticket tossed in by a sibling site), and the first the store knows decides.
+    /// The other identities the request's tickets name, in the order the store is asked about
+    /// them ([`candidates`]): when there are any, the place `vid`'s ticket names may be gone (a
+    /// stale ticket tossed in by a sibling site), and the first whose place the store still
+    /// holds decides.
     pub others: Vec<Candidate>,
-    /// With `others`: who joins as a newcomer when the store knows none of them.
-    pub newcomer: Candidate,
 }
 
 /// One identity a request may speak for.
@@ -45,42 +44,27 @@ pub(super) struct Candidate {
     pub had_vid: bool,
 }
 
-/// At most this many of a request's identities are asked about in turn.
-const ASKED: usize = 4;
+/// At most this many of a request's tickets are asked about in turn (with the join that may
+/// follow, four store calls for one request at most).
+const ASKED: usize = 3;
 
-/// Every identity a request may speak for, in the order the store is asked about them when
-/// there are several: the tickets by place (the earliest first, of the newest line; one per
-/// id), then the ids of id cookies no ticket names; at most [`ASKED`]. The first is
-/// [`whose`]'s choice. (Found by review: the earliest place counted alone, and a ticket of a
-/// place long swept, tossed in by a sibling site, put the visitor at the back of the line as
-/// its id, their own place left to be swept.)
-pub(super) fn candidates(
-    ids: &[VisitorId],
-    tickets: &[(VisitorId, Place)],
-) -> Vec<(VisitorId, Option<usize>)> {
+/// The tickets a request carries, in the order the store is asked about them when they name
+/// several ids: by place (the earliest first, of the newest line), one per id, at most
+/// [`ASKED`]. The first is [`whose`]'s choice. Id cookies are not asked about: a tossed one
+/// would give the visitor a sibling site's id. (Found by review: the earliest place counted
+/// alone, and a ticket of a place long swept, tossed in by a sibling site, put the visitor at
+/// the back of the line as its id, their own place left to be swept.)
+pub(super) fn candidates(tickets: &[(VisitorId, Place)]) -> Vec<(VisitorId, usize)> {
     let mut order: Vec<usize> = (0..tickets.len()).collect();
     order.sort_by_key(|&i| (std::cmp::Reverse(tickets[i].1.epoch), tickets[i].1.key));
-    let mut out: Vec<(VisitorId, Option<usize>)> = Vec::new();
-    for (v, i) in order
-        .into_iter()
-        .map(|i| (tickets[i].0, Some(i)))
-        .chain(ids.iter().map(|v| (*v, None)))
-    {
+    let mut out: Vec<(VisitorId, usize)> = Vec::new();
+    for i in order {
+        let v = tickets[i].0;
         if out.len() < ASKED && !out.iter().any(|(o, _)| *o == v) {
             out.push((v, i));
         }
     }
     out
-}
-
-/// The id a newcomer joins with when the store knows none of a request's identities: an id
-/// cookie a ticket names, else the first id cookie, else the first ticket's id.
-fn newcomer_id(ids: &[VisitorId], tickets: &[(VisitorId, Place)]) -> Option<VisitorId> {
-    ids.iter()
-        .find(|v| tickets.iter().any(|(t, _)| t == *v))
-        .or(ids.first())
-        .or(tickets.first().map(|(t, _)| t))
-        .copied()
 }
 
 /// The choice, from the ids the request's visitor-id cookies carry and the ids and places its
@@ -140,28 +124,17 @@ impl Proxy {
                 ticket: None,
                 had_vid: false,
                 others: Vec::new(),
-                newcomer: Candidate {
-                    vid,
-                    ticket: None,
-                    had_vid: false,
-                },
             };
         };
-        let others: Vec<Candidate> = candidates(&ids, &named)
+        let others: Vec<Candidate> = candidates(&named)
             .into_iter()
             .skip(1)
             .map(|(v, i)| Candidate {
                 vid: v,
-                ticket: i.map(|i| tickets[i]),
+                ticket: Some(tickets[i]),
                 had_vid: ids.contains(&v),
             })
             .collect();
-        let newcomer = newcomer_id(&ids, &named).unwrap_or(vid);
-        let newcomer = Candidate {
-            vid: newcomer,
-            ticket: None,
-            had_vid: ids.contains(&newcomer),
-        };
         let ticket = from.map(|i| tickets.swap_remove(i));
         if ids.is_empty() {
             Self::give_vid(shared, ctx, room, vid);
@@ -180,7 +153,6 @@ impl Proxy {
             ticket,
             had_vid,
             others,
-            newcomer,
         }
     }
 
@@ -248,18 +220,12 @@ mod tests {
     }
 
     #[test]
-    fn every_identity_a_request_carries_is_asked_about_in_order() {
-        let (a, b, x) = (id(1), id(2), id(9));
-        // One ticket and the id it names: one identity (answered at the edge).
-        assert_eq!(candidates(&[a], &[t(1)]), vec![(a, Some(0))]);
-        assert_eq!(candidates(&[], &[t(1)]), vec![(a, Some(0))]);
+    fn every_ticket_a_request_carries_is_asked_about_in_order() {
+        let (a, b) = (id(1), id(2));
+        // One ticket: one identity (answered at the edge).
+        assert_eq!(candidates(&[t(1)]), vec![(a, 0)]);
         // A stale ticket tossed in first: asked about first, then the visitor's own.
-        assert_eq!(
-            candidates(&[b], &[t(2), t(1)]),
-            vec![(a, Some(1)), (b, Some(0))]
-        );
-        // An id no ticket names comes after the tickets (a place without its ticket).
-        assert_eq!(candidates(&[x], &[t(1)]), vec![(a, Some(0)), (x, None)]);
+        assert_eq!(candidates(&[t(2), t(1)]), vec![(a, 1), (b, 0)]);
         // Two tickets of one id: its earliest place, once.
         let later = (
             a,
@@ -268,7 +234,7 @@ mod tests {
                 key: 7u8.into(),
             },
         );
-        assert_eq!(candidates(&[a], &[later, t(1)]), vec![(a, Some(1))]);
+        assert_eq!(candidates(&[later, t(1)]), vec![(a, 1)]);
         // A newer line's ticket first.
         let newer = (
             b,
@@ -277,42 +243,34 @@ mod tests {
                 key: 50u8.into(),
             },
         );
-        assert_eq!(
-            candidates(&[], &[t(1), newer]),
-            vec![(b, Some(1)), (a, Some(0))]
-        );
-        // A newcomer joins as an id cookie a ticket names, else the first id cookie.
-        assert_eq!(newcomer_id(&[x, b], &[t(1), t(2)]), Some(b));
-        assert_eq!(newcomer_id(&[x, b], &[t(1)]), Some(x));
-        assert_eq!(newcomer_id(&[], &[t(1)]), Some(a));
-        assert_eq!(newcomer_id(&[], &[]), None);
+        assert_eq!(candidates(&[t(1), newer]), vec![(b, 1), (a, 0)]);
+        // At most three.
+        assert_eq!(candidates(&[t(4), t(3), t(2), t(1)]).len(), ASKED);
     }
 
     proptest! {
-        /// The identities asked about: [`whose`]'s choice first, each once, every ticket's id
-        /// before any id cookie's alone, by place, at most [`ASKED`]; and every one the request
-        /// carried while there is room.
+        /// The tickets asked about: [`whose`]'s choice first, each id once, by place, at most
+        /// [`ASKED`]; and every id a ticket names while there is room.
         #[test]
-        fn the_identities_asked_about_start_with_the_choice(
+        fn the_tickets_asked_about_start_with_the_choice(
             ids in proptest::collection::vec(0u8..8, 0..4),
-            tickets in proptest::collection::vec(0u8..8, 0..4),
+            tickets in proptest::collection::vec(0u8..8, 0..5),
         ) {
             let ids: Vec<VisitorId> = ids.into_iter().map(id).collect();
             let tickets: Vec<(VisitorId, Place)> = tickets.into_iter().map(t).collect();
-            let c = candidates(&ids, &tickets);
-            prop_assert_eq!(c.first().copied(), whose(&ids, &tickets));
+            let c = candidates(&tickets);
+            prop_assert_eq!(
+                c.first().map(|(v, i)| (*v, Some(*i))),
+                whose(&ids, &tickets).filter(|(_, i)| i.is_some())
+            );
             prop_assert!(c.len() <= ASKED);
             for (i, (v, _)) in c.iter().enumerate() {
                 prop_assert!(!c[..i].iter().any(|(o, _)| o == v));
             }
-            let keys: Vec<u64> = c.iter().filter_map(|(_, i)| i.map(|i| tickets[i].1.key)).collect();
+            let keys: Vec<u64> = c.iter().map(|(_, i)| tickets[*i].1.key).collect();
             prop_assert!(keys.windows(2).all(|w| w[0] <= w[1]));
-            let first_alone = c.iter().position(|(_, i)| i.is_none()).unwrap_or(c.len());
-            prop_assert!(c[first_alone..].iter().all(|(_, i)| i.is_none()));
-            let mut all: Vec<VisitorId> = tickets.iter().map(|(v, _)| *v).chain(ids.iter().copied()).collect();
-            all.dedup();
             if c.len() < ASKED {
-                prop_assert!(all.iter().all(|v| c.iter().any(|(o, _)| o == v)));
+                prop_assert!(tickets.iter().all(|(v, _)| c.iter().any(|(o, _)| o == v)));
             }
         }
 

@@ -159,9 +159,12 @@ impl Proxy {
         Self::answer_join(shared, ctx, room, vid, ticket, joined)
     }
 
-    /// Asks the store about each identity the request may speak for, in turn, as a visitor it
-    /// knows only (a newcomer is refused, uncounted): the first it knows decides, and `who`
-    /// names it. `None` when it knows none: `who` is then the newcomer, to join as one.
+    /// Asks the store about each identity the request's tickets name, in turn, as a visitor it
+    /// knows only (a newcomer is refused, uncounted): the first whose place the store still
+    /// holds where its ticket says decides, and `who` names it. `None` when none does: `who` is
+    /// then the first of them without its ticket, to join as ever (the id the join challenge
+    /// was judged for: found by re-review, another id joining let one solved puzzle buy any
+    /// number of places).
     async fn enter_known(
         shared: &Shared,
         ctx: &mut Ctx,
@@ -193,12 +196,7 @@ impl Proxy {
                     shared.store.join_with(&r.params_at(now), c.vid, &join),
                 )
                 .await;
-            // Not known (a newcomer would be refused, or told the line is closed to newcomers,
-            // or placed by events this instance has not read): the next.
-            if matches!(
-                joined,
-                Ok(Admission::Limited { .. } | Admission::Ended | Admission::Unplaced { .. })
-            ) {
+            if !holds_ticket_place(&joined, c.ticket.as_ref()) {
                 continue;
             }
             Self::speak_as(ctx, who, c);
@@ -206,8 +204,14 @@ impl Proxy {
                 shared, ctx, room, c.vid, c.ticket, joined,
             ));
         }
-        let newcomer = who.newcomer;
-        Self::speak_as(ctx, who, newcomer);
+        Self::speak_as(
+            ctx,
+            who,
+            Candidate {
+                ticket: None,
+                ..first
+            },
+        );
         None
     }
 
@@ -246,5 +250,26 @@ impl Proxy {
             Ok(false) => {}
             Err(e) => shared.warn_store_error(&e),
         }
+    }
+}
+
+/// Whether a known-only join's answer speaks for the place `ticket` names: the store knew the
+/// visitor, and, in line, at that place (found by re-review: a stale ticket whose id had
+/// joined again later was taken for its new place, and moved the visitor back). An answer
+/// that is no place (admitted, a store error, the room off) speaks for the visitor.
+fn holds_ticket_place(
+    joined: &Result<Admission, crate::store::StoreError>,
+    ticket: Option<&crate::line::Ticket>,
+) -> bool {
+    match joined {
+        // Not known: a newcomer would be refused, told the line is closed to newcomers, or
+        // placed by events this instance has not read.
+        Ok(Admission::Limited { .. } | Admission::Ended | Admission::Unplaced { .. }) => false,
+        Ok(
+            Admission::Waiting { place, .. }
+            | Admission::Paused { place, .. }
+            | Admission::Registered { place, .. },
+        ) => ticket.is_none_or(|t| t.place == *place),
+        _ => true,
     }
 }
