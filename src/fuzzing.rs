@@ -226,19 +226,22 @@ fn origin_readings(path: &str) -> Vec<String> {
     ));
     // A front controller (Symfony, Laravel, Apache's PATH_INFO, Flask behind FastCGI, ASP.NET):
     // what follows a segment that names a script, resolved or as sent; also behind IIS. Any
-    // of the first four such segments (a directory may carry a script's name).
-    const SCRIPTS: [&str; 21] = [
-        "php", "php3", "php4", "php5", "php7", "php8", "phtml", "cgi", "fcgi", "wsgi", "pl", "py",
-        "rb", "asp", "aspx", "ashx", "asmx", "dll", "exe", "jsp", "cfm",
+    // of the first three such segments (a directory may carry a script's name) and the last
+    // (nginx's greedy `fastcgi_split_path_info`).
+    const SCRIPTS: [&str; 17] = [
+        "php", "php3", "php4", "php5", "php7", "php8", "phtml", "cgi", "fcgi", "wsgi", "asp",
+        "aspx", "ashx", "asmx", "dll", "jsp", "cfm",
     ];
     let names_script = |seg: &str| {
-        seg.rsplit_once('.').is_some_and(|(name, ext)| {
-            !name.is_empty() && SCRIPTS.iter().any(|e| ext.eq_ignore_ascii_case(e))
-        })
+        seg.rsplit_once('.')
+            .is_some_and(|(_, ext)| SCRIPTS.iter().any(|e| ext.eq_ignore_ascii_case(e)))
     };
     for whole in [d.as_str(), iis.as_str()] {
         let segs: Vec<&str> = whole.split('/').collect();
-        let scripts = (0..segs.len()).filter(|&i| names_script(segs[i])).take(4);
+        let all: Vec<usize> = (0..segs.len().saturating_sub(1))
+            .filter(|&i| names_script(segs[i]))
+            .collect();
+        let scripts = all.iter().take(3).chain(all.last()).copied();
         for i in scripts {
             if i + 1 < segs.len() {
                 let info = format!("/{}", segs[i + 1..].join("/"));

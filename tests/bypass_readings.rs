@@ -42,6 +42,8 @@ const AS_SENT: &[&str] = &[
     "/app.fcgi/orders",
     "/cgi-bin/shop.cgi/products/1",
     "/Default.aspx/orders",
+    "/a.fcgi/b.fcgi/c.fcgi/d.fcgi/app.fcgi/orders",
+    "/.fcgi/orders",
     "/orders%09",
     "/%20products/1",
     "/products%0A;x",

@@ -42,14 +42,22 @@ pub fn matching(
 /// Tomcat's parameters) — right for what a room protects, too wide for what a rule exempts
 /// (`/feed.xml` must not exempt `/feed.xml.php`).
 ///
-/// A PHP script's path info is compared with the prefix read the same way: the rule
-/// `/index.php/health` exempts `/index.php/health`, which Symfony reads as `/health`.
+/// A script's path info is compared with the prefix read the same way: the rule
+/// `/index.php/health` exempts `/index.php/health`, which Symfony reads as `/health` — with
+/// each of the prefix's path infos, as the request has one reading for each of its own
+/// (re-review: the rule `/dir.cgi/index.php/health` exempted nothing).
 fn strictly_under(prefix: &str, reading: &Reading<'_>) -> bool {
-    let prefix = if reading.script {
-        super::path::path_info(prefix).unwrap_or(prefix)
-    } else {
-        prefix
-    };
+    if reading.script {
+        let mut infos = super::path::path_infos(prefix).peekable();
+        if infos.peek().is_some() {
+            return infos.any(|info| starts_on_boundary(info, reading));
+        }
+    }
+    starts_on_boundary(prefix, reading)
+}
+
+/// `reading` begins with `prefix`, up to a segment's end.
+fn starts_on_boundary(prefix: &str, reading: &Reading<'_>) -> bool {
     let (p, s) = (prefix.as_bytes(), reading.path.as_bytes());
     let starts = s.len() >= p.len()
         && if reading.folded {
@@ -220,6 +228,14 @@ mod tests {
         // Another script's path info, or dots that leave the rule: not exempt.
         assert_eq!(m("/other.php/../index.php/health/../../products"), None);
         assert_eq!(m("/index.php/health/.."), None);
+        // A rule through two scripts exempts its own path (re-review: it exempted nothing),
+        // and nothing whose path is not under it.
+        let rules = [BypassRule::Path("/dir.cgi/index.php/health".to_string())];
+        let m = |p: &str| matching(&rules, &Readings::of(p), None, &none);
+        assert_eq!(m("/dir.cgi/index.php/health"), Some(0));
+        assert_eq!(m("/index.php/health"), None);
+        assert_eq!(m("/x.php/health"), None);
+        assert_eq!(m("/dir.cgi/index.php/health/a.php/orders"), None);
         let rules = [BypassRule::Path("/health".to_string())];
         let m = |p: &str| matching(&rules, &Readings::of(p), None, &none);
         assert_eq!(m("/health/..%2F..%2Fproducts"), None);

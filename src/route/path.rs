@@ -439,7 +439,7 @@ mod tests {
         }
         assert_eq!(path_info("/index.php/"), Some("/"));
         assert_eq!(path_info("/index.php"), None);
-        assert_eq!(path_info("/.php/x"), None, "a name, not only an extension");
+        assert_eq!(path_info("/.php/x"), Some("/x"), "an extension alone too");
         // Front controllers other than PHP's (found by review: `.fcgi` was not read).
         for (raw, info) in [
             ("/app.fcgi/orders", "/orders"),
@@ -454,11 +454,29 @@ mod tests {
         let infos: Vec<&str> = path_infos("/dir.cgi/index.php/orders").collect();
         assert_eq!(infos, ["/index.php/orders", "/orders"]);
         additive("/dir.cgi/index.php/orders", "/orders");
+        // The first scripts and the last (nginx's greedy split: re-review).
+        let infos: Vec<&str> = path_infos("/a.php/b.php/c.php/d.php/e.fcgi/x").collect();
         assert_eq!(
-            path_infos("/a.php/b.php/c.php/d.php/e.php/x").count(),
-            super::super::spelling::SCRIPTS_READ
+            infos,
+            [
+                "/b.php/c.php/d.php/e.fcgi/x",
+                "/c.php/d.php/e.fcgi/x",
+                "/d.php/e.fcgi/x",
+                "/x"
+            ]
         );
-        for raw in ["/app.js/x", "/a.pyc/x", "/x.aspxx/y", "/orders.json"] {
+        additive("/a.fcgi/b.fcgi/c.fcgi/d.fcgi/app.fcgi/orders", "/orders");
+        // A script's extension alone is a script to nginx's split.
+        additive("/.fcgi/orders", "/orders");
+        for raw in [
+            "/app.js/x",
+            "/a.pyc/x",
+            "/x.aspxx/y",
+            "/orders.json",
+            "/files/setup.exe/download",
+            "/docs/setup.py/x",
+            "/brands/shop.pl/sale",
+        ] {
             assert_eq!(path_info(raw), None, "{raw}");
         }
         // A path read the same way by every origin stays one borrowed reading.

@@ -315,46 +315,50 @@ pub(super) fn keep_dots(raw: &str) -> String {
 
 /// Extensions of scripts that take a path info after their name: PHP's, CGI and FastCGI
 /// (Flask's documented `yourapplication.fcgi/hello`, Apache's `RewriteRule ^(.*)$ app.fcgi/$1`),
-/// WSGI, Perl, Python and Ruby CGI, ASP and ASP.NET handlers, IIS's ISAPI and CGI
-/// executables, JSP and ColdFusion (found by review: `/app.fcgi/orders` reached a shop behind
-/// FastCGI outside every room, where only `.php` was read).
+/// WSGI, ASP and ASP.NET handlers, IIS's ISAPI extensions, JSP and ColdFusion (found by review:
+/// `/app.fcgi/orders` reached a shop behind FastCGI outside every room, where only `.php` was
+/// read). Not `.exe`, `.py`, `.pl` or `.rb`: far more often a download or a domain than a
+/// front controller (re-review: `/files/setup.exe/download` was refused as two rooms).
 const SCRIPT_EXTENSIONS: &[&[u8]] = &[
-    b"php", b"php3", b"php4", b"php5", b"php7", b"php8", b"phtml", b"cgi", b"fcgi", b"wsgi", b"pl",
-    b"py", b"rb", b"asp", b"aspx", b"ashx", b"asmx", b"dll", b"exe", b"jsp", b"cfm",
+    b"php", b"php3", b"php4", b"php5", b"php7", b"php8", b"phtml", b"cgi", b"fcgi", b"wsgi",
+    b"asp", b"aspx", b"ashx", b"asmx", b"dll", b"jsp", b"cfm",
 ];
 
-/// At most this many scripts are read in one path (each adds readings).
+/// At most this many scripts are read in one path (each adds readings): the first ones and
+/// the last.
 pub(super) const SCRIPTS_READ: usize = 4;
 
-/// Whether a path segment names a script ([`SCRIPT_EXTENSIONS`], any case): a name, then the
-/// extension.
+/// Whether a path segment names a script ([`SCRIPT_EXTENSIONS`], any case), with or without
+/// a name before the extension (nginx's `fastcgi_split_path_info ^(.+\.php)(/.+)$` splits
+/// `/.php/orders` too: re-review).
 fn is_script(seg: &[u8]) -> bool {
-    match memchr::memrchr(b'.', seg) {
-        Some(dot) if dot > 0 => SCRIPT_EXTENSIONS
+    memchr::memrchr(b'.', seg).is_some_and(|dot| {
+        SCRIPT_EXTENSIONS
             .iter()
-            .any(|e| seg[dot + 1..].eq_ignore_ascii_case(e)),
-        _ => false,
-    }
+            .any(|e| seg[dot + 1..].eq_ignore_ascii_case(e))
+    })
 }
 
 /// A front controller's path info ([`Transform::Script`]): what follows a segment that names
-/// a script ([`SCRIPT_EXTENSIONS`]), when a `/` follows it — for each such segment, the first
-/// first (a directory may carry a script's name: Apache reads the first that is a file), at
-/// most [`SCRIPTS_READ`].
+/// a script ([`SCRIPT_EXTENSIONS`]), when a `/` follows it — for the first such segments
+/// (Apache reads the first that is a file, and a directory may carry a script's name) and for
+/// the last (nginx's documented `fastcgi_split_path_info` is greedy: re-review, a fifth script
+/// segment walked around the room), [`SCRIPTS_READ`] at most, in the path's order.
 pub fn path_infos(path: &str) -> impl Iterator<Item = &str> {
     let b = path.as_bytes();
+    let mut ends: Vec<usize> = Vec::new();
     let mut from = 0;
-    std::iter::from_fn(move || {
-        while let Some(i) = memchr::memchr(b'/', &b[from..]).map(|i| i + from) {
-            let seg = &b[from..i];
-            from = i + 1;
-            if is_script(seg) {
-                return Some(&path[i..]);
+    while let Some(i) = memchr::memchr(b'/', &b[from..]).map(|i| i + from) {
+        if is_script(&b[from..i]) {
+            if ends.len() == SCRIPTS_READ {
+                ends[SCRIPTS_READ - 1] = i;
+            } else {
+                ends.push(i);
             }
         }
-        None
-    })
-    .take(SCRIPTS_READ)
+        from = i + 1;
+    }
+    ends.into_iter().map(move |i| &path[i..])
 }
 
 /// The path info after the first segment that names a script ([`path_infos`]).
