@@ -124,7 +124,10 @@ pub struct Recovery {
     until: AtomicU64,
     /// Woken when a loss is seen: the heartbeats of this instance's orders in flight beat at
     /// once, writing their markers again before another instance can take a second order.
-    pub lost: tokio::sync::Notify,
+    /// Shared with the rooms of the configurations before and after a reload: the orders a
+    /// reload left in flight wait on the one they started with (found by re-review: after a
+    /// SIGHUP, a loss woke none of them, and another instance took a second order).
+    pub lost: std::sync::Arc<tokio::sync::Notify>,
 }
 
 impl Recovery {
@@ -277,7 +280,8 @@ impl Recovery {
     }
 
     /// Carries everything over a reload.
-    pub fn inherit(&self, old: &Recovery) {
+    pub fn inherit(&mut self, old: &Recovery) {
+        self.lost = old.lost.clone();
         self.heard
             .store(old.heard.load(Ordering::Acquire), Ordering::Release);
         *self.known.lock().unwrap_or_else(|e| e.into_inner()) = old.known();
