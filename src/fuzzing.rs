@@ -247,6 +247,11 @@ fn origin_readings(path: &str) -> Vec<String> {
                 let info = format!("/{}", segs[i + 1..].join("/"));
                 out.push(resolve(&info));
                 out.push(literal(&info));
+                // nginx's split ends with PCRE's `$`, which matches before a final newline.
+                if let Some(cut) = info.strip_suffix('\n') {
+                    out.push(resolve(cut));
+                    out.push(literal(cut));
+                }
             }
         }
     }

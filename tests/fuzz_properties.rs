@@ -32,7 +32,7 @@ proptest! {
             "products", "PRODUCTS", "Products.", "products ", "orders", "ORDERS", "orders;x", "x", "..", ".", "..;", "..;x",
             "%2e%2e", "%2E%2e;", "products;jsessionid=1", "products%3Bx", "%70roducts", "products%00", "orders%00.css",
             "products\\1", "x%5C..%5Cproducts", "x\\..", "", "%00", "a%20", "products%20", "products%2e",
-            "1%2F..%2F..%2Fx", "x%2f..", "index.php", "App.PHP", "index%2ephp", "a.phpx", "app.fcgi", "Default.ASPX", "x.cgi", "app.js", ".fcgi", "a.php", "setup.exe",
+            "1%2F..%2F..%2Fx", "x%2f..", "index.php", "App.PHP", "index%2ephp", "a.phpx", "app.fcgi", "Default.ASPX", "x.cgi", "app.js", ".fcgi", "a.php", "setup.exe", "orders%0A", "products%0a",
             "orders%09", "%20products", "%0a", "products%0D;x", "%09..", "products\t",
             "%u002fproducts", "%u002e%u002e", "x%U005C..", "%u0070roducts", "orders%u002e", "%u00",
             "..%u003b", "products%u003bx", "orders%u0000.css", "index%u002ephp", "index.php\\orders",

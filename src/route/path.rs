@@ -236,14 +236,23 @@ impl<'a> Readings<'a> {
             out.add_both(info, Transform::Script as u8);
         }
         if flags & Transform::Trim as u8 != 0 {
-            let trimmed = normalize_path(&trim_segments(raw)).into_owned();
-            out.add_both(trimmed, Transform::Trim as u8);
+            let mut trimmed = vec![normalize_path(&trim_segments(raw)).into_owned()];
             // Spring behind IIS trims the path IIS read: what its `%uXXXX` names too
             // (`/%u0020orders`), after its own `\` and trailing dots.
             if flags & Transform::Windows as u8 != 0 {
                 let iis = apply(raw, Transform::Windows as u8);
-                let trimmed = normalize_path(&trim_segments(&iis)).into_owned();
-                out.add_both(trimmed, Transform::Trim as u8);
+                trimmed.push(normalize_path(&trim_segments(&iis)).into_owned());
+            }
+            for t in trimmed {
+                // A script's path info with a segment's whitespace at its end: nginx's
+                // `fastcgi_split_path_info` ends with PCRE's `$`, which matches before a final
+                // newline, so `/index.php/orders%0A` is `/orders` to the app (found by
+                // re-review: an order went through without an admission).
+                let infos: Vec<String> = path_infos(&t).map(str::to_string).collect();
+                for info in infos {
+                    out.add_both(info, Transform::Trim as u8 | Transform::Script as u8);
+                }
+                out.add_both(t, Transform::Trim as u8);
             }
         }
         out
@@ -468,6 +477,9 @@ mod tests {
         additive("/a.fcgi/b.fcgi/c.fcgi/d.fcgi/app.fcgi/orders", "/orders");
         // A script's extension alone is a script to nginx's split.
         additive("/.fcgi/orders", "/orders");
+        // A newline at the end of a script's path info (PCRE's `$` before it: re-review).
+        additive("/index.php/orders%0A", "/orders");
+        additive("/a.php/b.php/c.php/d.php/e.fcgi/orders%0a", "/orders");
         for raw in [
             "/app.js/x",
             "/a.pyc/x",
