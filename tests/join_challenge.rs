@@ -445,3 +445,75 @@ async fn one_solution_with_a_stale_ticket_buys_one_place() {
     }
     assert!(waiting(&proxy).await <= 1, "one solution, one place");
 }
+
+/// A visitor in line whose requests carry a stale ticket tossed in first (a sibling site's) is
+/// never asked for work: the store is asked which ticket it holds before the challenge is
+/// judged (found by re-review: it was judged for the stale ticket, every poll was asked for
+/// work, and a visitor without JavaScript lost the place).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stale_ticket_tossed_in_asks_a_visitor_in_line_for_no_work() {
+    let origin = Origin::start().await;
+    let cfg = config(origin.addr).replace(
+        "join-challenge",
+        "abandon-after = \"3s\"\nthrottled-poll = \"1s\"\npoll = [ { every = \"1s\" } ]\njoin-challenge",
+    );
+    let proxy = Proxy::start(&cfg);
+    let resp = send(&proxy, "/products", &Jar::default(), false).await;
+    assert_eq!(resp.text().await.unwrap(), "origin GET /products");
+    eventually(Duration::from_secs(10), "a puzzle", || {
+        let proxy = &proxy;
+        async move {
+            let (_, s) = status(proxy, &mut Jar::default(), None).await;
+            (s["state"] == "challenge").then_some(())
+        }
+    })
+    .await;
+    let mut placed = Vec::new();
+    for _ in 0..2 {
+        let mut jar = Jar::default();
+        let (_, s) = status(&proxy, &mut jar, None).await;
+        let solution = solve(s["challenge"].as_str().expect("a puzzle"), 12);
+        let (_, s) = status(&proxy, &mut jar, Some(&solution)).await;
+        assert_eq!(s["state"], "waiting", "{s}");
+        placed.push(jar);
+    }
+    let stale = placed[0].get("anteroom_q.sale").unwrap().to_string();
+    let mut me = placed.pop().unwrap();
+    eventually(Duration::from_secs(20), "the first swept", || {
+        let jar = me.clone();
+        let proxy = &proxy;
+        async move {
+            let (_, s) = status(proxy, &mut jar.clone(), None).await;
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            (s["position"] == 1 && s["waiting"] == 1).then_some(())
+        }
+    })
+    .await;
+    let mut tossed = Jar::default();
+    tossed.set("anteroom_q.sale", &stale);
+    let header = format!("{}; {}", tossed.header(), me.header());
+    let resp = client()
+        .get(proxy.url("/.anteroom/status?room=sale"))
+        .header("cookie", &header)
+        .header("accept", "application/json")
+        .send()
+        .await
+        .unwrap();
+    me.absorb(&resp);
+    let s: Value = resp.json().await.unwrap();
+    assert_eq!(
+        (&s["state"], &s["position"]),
+        (&Value::from("waiting"), &Value::from(1)),
+        "{s}"
+    );
+    let html = client()
+        .get(proxy.url("/products/1"))
+        .header("cookie", &header)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(!html.contains("data-challenge"), "the page asked for work");
+}

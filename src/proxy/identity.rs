@@ -44,9 +44,19 @@ pub(super) struct Candidate {
     pub had_vid: bool,
 }
 
-/// At most this many of a request's tickets are asked about in turn (with the join that may
-/// follow, four store calls for one request at most).
-const ASKED: usize = 3;
+/// The place a ticket is ordered by among a request's tickets: its own, but a drawn one's key
+/// counts for nothing (sealed until the opening; see `Proxy::visitor`).
+fn ordered_by(t: &Ticket) -> Place {
+    Place {
+        key: if t.drawn { 0 } else { t.place.key },
+        ..t.place
+    }
+}
+
+/// At most this many of a request's tickets are asked about in turn: every one it may carry
+/// (re-review: with three, a fourth, the visitor's own, went unasked behind three stale ones).
+/// With the join that may follow, five store calls for one poll at most.
+const ASKED: usize = cookie::VALUES_TRIED;
 
 /// The tickets a request carries, in the order the store is asked about them when they name
 /// several ids: by place (the earliest first, of the newest line), one per id, at most
@@ -115,7 +125,12 @@ impl Proxy {
             .filter_map(|v| crate::line::ticket::verify(&shared.config.cookie.keys, r.name(), v))
             .filter(|t| !revoked(&t.vid))
             .collect();
-        let named: Vec<(VisitorId, Place)> = tickets.iter().map(|t| (t.vid, t.place)).collect();
+        // A drawn place is ordered by nothing of its draw: its key is sealed until the opening,
+        // and which of two tickets a request was placed by would tell which drew the earlier
+        // place (found by re-review: pairs of tickets sent together sorted six registrants in
+        // the draw's order before the opening).
+        let named: Vec<(VisitorId, Place)> =
+            tickets.iter().map(|t| (t.vid, ordered_by(t))).collect();
         let Some((vid, from)) = whose(&ids, &named) else {
             let vid = VisitorId::random();
             Self::give_vid(shared, ctx, room, vid);
@@ -220,6 +235,29 @@ mod tests {
     }
 
     #[test]
+    fn a_drawn_place_orders_nothing() {
+        let ticket = |key: u64, drawn: bool| Ticket {
+            vid: id(1),
+            place: Place { epoch: 3, key },
+            seen: 0,
+            shown: 1,
+            predicted: None,
+            drawn,
+        };
+        // Two drawn tickets: sent in either order, the first sent counts (the draw says
+        // nothing); undrawn ones by place.
+        for (a, b) in [(5, 9), (9, 5)] {
+            let named = [
+                (id(1), ordered_by(&ticket(a, true))),
+                (id(2), ordered_by(&ticket(b, true))),
+            ];
+            assert_eq!(whose(&[], &named), Some((id(1), Some(0))));
+        }
+        assert_eq!(ordered_by(&ticket(9, false)).key, 9);
+        assert_eq!(ordered_by(&ticket(9, true)).epoch, 3);
+    }
+
+    #[test]
     fn every_ticket_a_request_carries_is_asked_about_in_order() {
         let (a, b) = (id(1), id(2));
         // One ticket: one identity (answered at the edge).
@@ -244,8 +282,9 @@ mod tests {
             },
         );
         assert_eq!(candidates(&[t(1), newer]), vec![(b, 1), (a, 0)]);
-        // At most three.
+        // All four a request may carry.
         assert_eq!(candidates(&[t(4), t(3), t(2), t(1)]).len(), ASKED);
+        assert_eq!(candidates(&[t(5), t(4), t(3), t(2), t(1)]).len(), ASKED);
     }
 
     proptest! {

@@ -240,32 +240,38 @@ impl ProxyHttp for Proxy {
             return Ok(true);
         }
         let mut who = Self::visitor(shared, session.req_header(), ctx, room);
-        let vid = who.vid;
-        let gate = match Self::challenge_gate(
-            shared,
-            session,
-            room,
-            vid,
-            &challenge::Presented {
-                had_vid: who.had_vid,
-                ticket: who.ticket.as_ref(),
-                solution: None,
-            },
-            gate(shared, session, room),
-        ) {
-            challenge::Gated::Join(gate) => gate,
-            // A crawler is refused as where it would wait: no page of ours gets indexed.
-            challenge::Gated::Ask if Self::refuses_crawler(shared, session, room) => {
-                Self::send_crawler(shared, session, ctx, room).await?;
-                return Ok(true);
-            }
-            challenge::Gated::Ask => {
-                Self::keep_vid(shared, ctx, room, vid);
-                Self::send_challenge(shared, session, ctx, room, vid, false).await?;
-                return Ok(true);
+        let verdict = match Self::enter_held(shared, session, ctx, room, &mut who).await {
+            Some(v) => v,
+            None => {
+                let vid = who.vid;
+                let gate = match Self::challenge_gate(
+                    shared,
+                    session,
+                    room,
+                    vid,
+                    &challenge::Presented {
+                        had_vid: who.had_vid,
+                        ticket: who.ticket.as_ref(),
+                        solution: None,
+                    },
+                    gate(shared, session, room),
+                ) {
+                    challenge::Gated::Join(gate) => gate,
+                    // A crawler is refused as where it would wait: no page of ours gets
+                    // indexed.
+                    challenge::Gated::Ask if Self::refuses_crawler(shared, session, room) => {
+                        Self::send_crawler(shared, session, ctx, room).await?;
+                        return Ok(true);
+                    }
+                    challenge::Gated::Ask => {
+                        Self::keep_vid(shared, ctx, room, vid);
+                        Self::send_challenge(shared, session, ctx, room, vid, false).await?;
+                        return Ok(true);
+                    }
+                };
+                Self::enter(shared, ctx, room, &mut who, gate).await
             }
         };
-        let verdict = Self::enter(shared, ctx, room, &mut who, gate).await;
         let vid = who.vid;
         match verdict {
             Verdict::Pass { admitted } => {

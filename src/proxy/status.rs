@@ -104,27 +104,33 @@ pub(super) async fn serve(
         }
     } else {
         let mut who = Proxy::visitor(shared, session.req_header(), ctx, room);
-        let vid = who.vid;
-        let solution =
-            crate::route::query_param(session.req_header().uri.query(), "pow").map(str::to_owned);
-        let gate = match Proxy::challenge_gate(
-            shared,
-            session,
-            room,
-            vid,
-            &super::challenge::Presented {
-                had_vid: who.had_vid,
-                ticket: who.ticket.as_ref(),
-                solution: solution.as_deref(),
-            },
-            super::gate(shared, session, room),
-        ) {
-            super::challenge::Gated::Join(gate) => gate,
-            super::challenge::Gated::Ask => {
-                return Proxy::send_challenge(shared, session, ctx, room, vid, true).await;
+        let verdict = match Proxy::enter_held(shared, session, ctx, room, &mut who).await {
+            Some(v) => v,
+            None => {
+                let vid = who.vid;
+                let solution = crate::route::query_param(session.req_header().uri.query(), "pow")
+                    .map(str::to_owned);
+                let gate = match Proxy::challenge_gate(
+                    shared,
+                    session,
+                    room,
+                    vid,
+                    &super::challenge::Presented {
+                        had_vid: who.had_vid,
+                        ticket: who.ticket.as_ref(),
+                        solution: solution.as_deref(),
+                    },
+                    super::gate(shared, session, room),
+                ) {
+                    super::challenge::Gated::Join(gate) => gate,
+                    super::challenge::Gated::Ask => {
+                        return Proxy::send_challenge(shared, session, ctx, room, vid, true).await;
+                    }
+                };
+                Proxy::enter(shared, ctx, room, &mut who, gate).await
             }
         };
-        match Proxy::enter(shared, ctx, room, &mut who, gate).await {
+        match verdict {
             Verdict::Pass { .. } => admitted,
             Verdict::Wait(s) => s,
             Verdict::Limited { retry_after } => {

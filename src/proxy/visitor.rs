@@ -159,6 +159,25 @@ impl Proxy {
         Self::answer_join(shared, ctx, room, vid, ticket, joined)
     }
 
+    /// Before the join challenge: a request whose tickets name several ids asks the store which
+    /// it holds, for a visitor in line never needs the work (found by re-review: the challenge
+    /// was judged for the earliest ticket, a stale one tossed in, and a visitor in line was
+    /// asked for work on every poll, and without JavaScript lost the place). `None`: the
+    /// challenge and the join as ever, for `who` as [`Self::enter_known`] leaves it.
+    pub(super) async fn enter_held(
+        shared: &Shared,
+        session: &pingora::proxy::Session,
+        ctx: &mut Ctx,
+        room: usize,
+        who: &mut Visitor,
+    ) -> Option<Verdict> {
+        if who.others.is_empty() {
+            return None;
+        }
+        let gate = super::gate(shared, session, room);
+        Self::enter_known(shared, ctx, room, who, gate.as_ref()).await
+    }
+
     /// Asks the store about each identity the request's tickets name, in turn, as a visitor it
     /// knows only (a newcomer is refused, uncounted): the first whose place the store still
     /// holds where its ticket says decides, and `who` names it. `None` when none does: `who` is
