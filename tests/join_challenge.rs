@@ -79,7 +79,20 @@ async fn count(proxy: &Proxy, result: &str) -> u64 {
 
 /// The proxy with its only slot taken, once its admission loop has seen it (a line forms).
 async fn full_room(origin: &Origin) -> Proxy {
-    let proxy = Proxy::start(&config(origin.addr));
+    full_room_with(&config(origin.addr)).await
+}
+
+/// The same room, sweeping a silent visitor after 3 s.
+async fn full_room_sweeping_fast(origin: &Origin) -> Proxy {
+    let cfg = config(origin.addr).replace(
+        "join-challenge",
+        "abandon-after = \"3s\"\nthrottled-poll = \"1s\"\npoll = [ { every = \"1s\" } ]\njoin-challenge",
+    );
+    full_room_with(&cfg).await
+}
+
+async fn full_room_with(cfg: &str) -> Proxy {
+    let proxy = Proxy::start(cfg);
     let resp = send(&proxy, "/products", &Jar::default(), false).await;
     assert_eq!(
         resp.text().await.unwrap(),
@@ -407,22 +420,8 @@ async fn a_ticket_of_a_line_the_store_lost_spares_the_work() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_solution_with_a_stale_ticket_buys_one_place() {
     let origin = Origin::start().await;
-    let cfg = config(origin.addr).replace(
-        "join-challenge",
-        "abandon-after = \"3s\"\nthrottled-poll = \"1s\"\npoll = [ { every = \"1s\" } ]\njoin-challenge",
-    );
-    let proxy = Proxy::start(&cfg);
-    let resp = send(&proxy, "/products", &Jar::default(), false).await;
-    assert_eq!(resp.text().await.unwrap(), "origin GET /products");
+    let proxy = full_room_sweeping_fast(&origin).await;
     let mut jar = Jar::default();
-    let asked = eventually(Duration::from_secs(10), "a puzzle", || {
-        let proxy = &proxy;
-        async move {
-            let (_, s) = status(proxy, &mut Jar::default(), None).await;
-            (s["state"] == "challenge").then_some(())
-        }
-    });
-    asked.await;
     let (_, s) = status(&proxy, &mut jar, None).await;
     let solution = solve(s["challenge"].as_str().expect("a puzzle"), 12);
     let (_, placed) = status(&proxy, &mut jar, Some(&solution)).await;
@@ -453,21 +452,7 @@ async fn one_solution_with_a_stale_ticket_buys_one_place() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stale_ticket_tossed_in_asks_a_visitor_in_line_for_no_work() {
     let origin = Origin::start().await;
-    let cfg = config(origin.addr).replace(
-        "join-challenge",
-        "abandon-after = \"3s\"\nthrottled-poll = \"1s\"\npoll = [ { every = \"1s\" } ]\njoin-challenge",
-    );
-    let proxy = Proxy::start(&cfg);
-    let resp = send(&proxy, "/products", &Jar::default(), false).await;
-    assert_eq!(resp.text().await.unwrap(), "origin GET /products");
-    eventually(Duration::from_secs(10), "a puzzle", || {
-        let proxy = &proxy;
-        async move {
-            let (_, s) = status(proxy, &mut Jar::default(), None).await;
-            (s["state"] == "challenge").then_some(())
-        }
-    })
-    .await;
+    let proxy = full_room_sweeping_fast(&origin).await;
     let mut placed = Vec::new();
     for _ in 0..2 {
         let mut jar = Jar::default();

@@ -97,44 +97,9 @@ async fn an_order_in_flight_through_a_data_loss_is_not_taken_again() {
     let mut redis = RedisServer::start();
     let shop = Shop::start().await;
     shop.script(&[Answer::Late(Duration::from_secs(4), 200)]);
-    let cfg = format!(
-        r#"{base}
-[store]
-backend = "redis"
-redis-url = "{url}"
-timeout = "500ms"
-
-[[room]]
-name = "sale"
-paths = ["/products", "/orders"]
-consume = ["POST /orders"]
-admit-per-second = 100
-max-active = 10
-tick = "100ms"
-"#,
-        base = base_config(shop.addr),
-        url = redis.url()
-    );
+    let cfg = two_instances(&shop, &redis, "timeout = \"500ms\"");
     let (one, two) = (Proxy::start(&cfg), Proxy::start(&cfg));
-    let mut jar = Jar::default();
-    let resp = client()
-        .get(one.url("/.anteroom/status?room=sale"))
-        .send()
-        .await
-        .unwrap();
-    jar.absorb(&resp);
-    assert!(jar.get("anteroom_sale").is_some());
-    let (url, cookie) = (one.url("/orders"), jar.header());
-    let first = tokio::spawn(async move {
-        let resp = client().post(url).header("cookie", cookie).send().await;
-        resp.map(|r| r.status().as_u16()).ok()
-    });
-    eventually(
-        Duration::from_secs(5),
-        "the shop to get the order",
-        || async { (shop.orders() == 1).then_some(()) },
-    )
-    .await;
+    let (jar, first) = an_order_at_the_shop(&one, &shop).await;
     redis.kill();
     redis.restart();
     // The buyer sends the order again through the other instance, over and over, while the
@@ -190,48 +155,16 @@ async fn answered_during_an_outage(reload: bool) {
     let mut redis = RedisServer::start();
     let shop = Shop::start().await;
     shop.script(&[Answer::Late(Duration::from_secs(3), 200)]);
-    let cfg = format!(
-        r#"{base}
-[store]
-backend = "redis"
-redis-url = "{url}"
-timeout = "300ms"
-breaker-cooldown = "300ms"
-
-[[room]]
-name = "sale"
-paths = ["/products", "/orders"]
-consume = ["POST /orders"]
-admit-per-second = 100
-max-active = 10
-tick = "100ms"
-"#,
-        base = base_config(shop.addr),
-        url = redis.url()
+    let cfg = two_instances(
+        &shop,
+        &redis,
+        "timeout = \"300ms\"\nbreaker-cooldown = \"300ms\"",
     );
     // The first instance logs at info, where a reload says it was applied.
     let one = Proxy::start_with(&cfg, &[("ANTEROOM_LOG", "info")], &[]);
     let two = Proxy::start(&cfg);
-    let mut jar = Jar::default();
-    let resp = client()
-        .get(one.url("/.anteroom/status?room=sale"))
-        .send()
-        .await
-        .unwrap();
-    jar.absorb(&resp);
-    assert!(jar.get("anteroom_sale").is_some());
     let sent = std::time::Instant::now();
-    let (url, cookie) = (one.url("/orders"), jar.header());
-    let first = tokio::spawn(async move {
-        let resp = client().post(url).header("cookie", cookie).send().await;
-        resp.map(|r| r.status().as_u16()).ok()
-    });
-    eventually(
-        Duration::from_secs(5),
-        "the shop to get the order",
-        || async { (shop.orders() == 1).then_some(()) },
-    )
-    .await;
+    let (jar, first) = an_order_at_the_shop(&one, &shop).await;
     redis.kill();
     assert_eq!(first.await.unwrap(), Some(200), "the shop's answer");
     if reload {
@@ -274,4 +207,54 @@ tick = "100ms"
     );
     assert!(answers.contains_key(&(409, false)), "used: {answers:?}");
     assert_eq!(shop.orders(), 1, "the shop saw one order");
+}
+
+/// A room with orders on Redis for two instances, with these `[store]` timings.
+fn two_instances(shop: &Shop, redis: &RedisServer, timings: &str) -> String {
+    format!(
+        r#"{base}
+[store]
+backend = "redis"
+redis-url = "{url}"
+{timings}
+
+[[room]]
+name = "sale"
+paths = ["/products", "/orders"]
+consume = ["POST /orders"]
+admit-per-second = 100
+max-active = 10
+tick = "100ms"
+"#,
+        base = base_config(shop.addr),
+        url = redis.url()
+    )
+}
+
+/// A visitor admitted through `one`, and their order sent through it, once the shop has it:
+/// the visitor's cookies, and the order's answer to come.
+async fn an_order_at_the_shop(
+    one: &Proxy,
+    shop: &Shop,
+) -> (Jar, tokio::task::JoinHandle<Option<u16>>) {
+    let mut jar = Jar::default();
+    let resp = client()
+        .get(one.url("/.anteroom/status?room=sale"))
+        .send()
+        .await
+        .unwrap();
+    jar.absorb(&resp);
+    assert!(jar.get("anteroom_sale").is_some());
+    let (url, cookie) = (one.url("/orders"), jar.header());
+    let first = tokio::spawn(async move {
+        let resp = client().post(url).header("cookie", cookie).send().await;
+        resp.map(|r| r.status().as_u16()).ok()
+    });
+    eventually(
+        Duration::from_secs(5),
+        "the shop to get the order",
+        || async { (shop.orders() == 1).then_some(()) },
+    )
+    .await;
+    (jar, first)
 }

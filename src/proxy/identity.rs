@@ -141,15 +141,20 @@ impl Proxy {
                 others: Vec::new(),
             };
         };
-        let others: Vec<Candidate> = candidates(&named)
-            .into_iter()
-            .skip(1)
-            .map(|(v, i)| Candidate {
-                vid: v,
-                ticket: Some(tickets[i]),
-                had_vid: ids.contains(&v),
-            })
-            .collect();
+        // One ticket (every browser of ours): nothing to ask about, nothing allocated.
+        let others: Vec<Candidate> = if named.len() < 2 {
+            Vec::new()
+        } else {
+            candidates(&named)
+                .into_iter()
+                .skip(1)
+                .map(|(v, i)| Candidate {
+                    vid: v,
+                    ticket: Some(tickets[i]),
+                    had_vid: ids.contains(&v),
+                })
+                .collect()
+        };
         let ticket = from.map(|i| tickets.swap_remove(i));
         if ids.is_empty() {
             Self::give_vid(shared, ctx, room, vid);
