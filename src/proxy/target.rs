@@ -98,8 +98,12 @@ pub fn hosts(req: &RequestHeader, trusted_peer: bool) -> Result<Hosts<'_>, &'sta
             None => named = Some(h),
         }
     }
-    if let Some(h) = named {
-        out.push(h)?;
+    // No host named: the origin reads none, and serves its default site, whatever a trusted
+    // proxy claims beside (an empty reading, which only a room for any host matches).
+    match named {
+        Some(h) => out.push(h)?,
+        None if trusted_peer => out.push("")?,
+        None => {}
     }
     if trusted_peer {
         // `X-Forwarded-Server` is left out: Apache's mod_proxy puts its own server name there,

@@ -167,17 +167,22 @@ impl Router {
             .map(|e| e.room)
     }
 
-    /// A reading that no host matched: is it a path that a host-bound room protects on the
-    /// upstream this request would go to?
-    fn other_host(&self, r: &Reading<'_>) -> Verdict {
+    /// A reading that no host matched: is it a path that a host-bound room (other than
+    /// `besides`, the room another reading of the host found) protects on the upstream this
+    /// request would go to (the default one, or `besides`'s)?
+    fn other_host(&self, r: &Reading<'_>, besides: Option<usize>) -> Verdict {
         if !self.host_bound || self.other_hosts == OtherHosts::Pass {
             return Verdict::Outside;
         }
+        let upstream = match besides {
+            Some(room) => self.upstreams.get(room),
+            None => Some(&self.default_upstream),
+        };
         let Some(room) = self
             .entries
             .iter()
-            .filter(|e| e.host.is_bound())
-            .find(|e| e.covers(r) && self.upstreams.get(e.room) == Some(&self.default_upstream))
+            .filter(|e| e.host.is_bound() && Some(e.room) != besides)
+            .find(|e| e.covers(r) && self.upstreams.get(e.room) == upstream)
             .map(|e| e.room)
         else {
             return Verdict::Outside;
@@ -216,19 +221,38 @@ impl Router {
     }
 
     /// The verdict for one reading of the path over every reading of the host.
+    ///
+    /// A host reading that names no room beside one that does is read as the origin may read
+    /// it: as another host, which `other-hosts` decides for every host-bound room but the one
+    /// found (found by review: behind a trusted proxy, `Host: 127.0.0.1` with `X-Host:
+    /// other.test` went to the cheap room's line and reached the shop's default site, the
+    /// guarded one, at its protected path).
     fn verdict(&self, hosts: &[&str], r: &Reading<'_>) -> Result<Verdict, &'static str> {
         let mut found: Option<&Entry> = None;
+        let mut unnamed = false;
         for h in hosts {
-            if let Some(e) = self.lookup(h, r) {
-                if found.is_some_and(|f| f.room != e.room) {
-                    return Err("the request's host names disagree about the site");
+            match self.lookup(h, r) {
+                Some(e) => {
+                    if found.is_some_and(|f| f.room != e.room) {
+                        return Err(HOSTS_DISAGREE);
+                    }
+                    found = Some(e);
                 }
-                found = Some(e);
+                None => unnamed = true,
             }
         }
-        Ok(match found {
-            Some(e) => self.bound_over(e, r).unwrap_or(Verdict::Room(e.room)),
-            None => self.other_host(r),
+        let Some(e) = found else {
+            return Ok(self.other_host(r, None));
+        };
+        let v = self.bound_over(e, r).unwrap_or(Verdict::Room(e.room));
+        if !unnamed {
+            return Ok(v);
+        }
+        Ok(match self.other_host(r, Some(e.room)) {
+            Verdict::Outside => v,
+            Verdict::Room(i) if v == Verdict::Room(i) => v,
+            Verdict::Room(_) => return Err(HOSTS_DISAGREE),
+            Verdict::UnknownHost => Verdict::UnknownHost,
         })
     }
 
@@ -286,6 +310,9 @@ impl Router {
         room.map_or(Routing::Outside, Routing::Room)
     }
 }
+
+/// Why a request whose host readings name two rooms is refused.
+const HOSTS_DISAGREE: &str = "the request's host names disagree about the site";
 
 /// Why a request whose readings fall in two rooms is refused.
 pub const TWO_ROOMS: &str = "this address can be read as two different protected areas";

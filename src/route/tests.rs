@@ -332,3 +332,135 @@ proptest::proptest! {
         }
     }
 }
+
+/// A host reading that names no room beside one that names a room is read as another host
+/// (found by review: behind a trusted proxy, `Host: 127.0.0.1` with `X-Host: other.test` went
+/// to other.test's line and reached the shop's default site at shop.test's `/checkout`).
+#[test]
+fn a_host_reading_that_names_no_room_is_another_host_beside_one_that_does() {
+    let shop = [HostPattern::parse("shop.test").unwrap()];
+    let other = [HostPattern::parse("other.test").unwrap()];
+    let checkout = ["/checkout".to_string()];
+    let make = |other_hosts, other_upstream| {
+        Router::new(
+            [
+                RoomRoutes {
+                    hosts: &shop,
+                    paths: &checkout,
+                    upstream: 0,
+                },
+                RoomRoutes {
+                    hosts: &other,
+                    paths: &checkout,
+                    upstream: other_upstream,
+                },
+            ],
+            Policy {
+                other_hosts,
+                ..Policy::default()
+            },
+        )
+    };
+    let refuse = make(OtherHosts::Refuse, 0);
+    let d = |r: &Router, hosts: &[&str]| r.decide(hosts, &Readings::of("/checkout/1"));
+    for hosts in [
+        &["127.0.0.1", "other.test"][..],
+        &["other.test", "www.shop.test"],
+        &["", "other.test"],
+    ] {
+        assert!(matches!(d(&refuse, hosts), Routing::Refuse(_)), "{hosts:?}");
+    }
+    assert!(matches!(
+        d(&make(OtherHosts::Room, 0), &["127.0.0.1", "other.test"]),
+        Routing::Refuse(_)
+    ));
+    // A proxy that names itself in `Host`: its default site may be either room's.
+    assert!(matches!(
+        d(&refuse, &["lb.internal", "shop.test"]),
+        Routing::Refuse(_)
+    ));
+    // In front of the only room that protects the path on its origin, it is that room's.
+    let apart = make(OtherHosts::Refuse, 1);
+    assert_eq!(d(&apart, &["lb.internal", "shop.test"]), Routing::Room(0));
+    assert_eq!(d(&refuse, &["shop.test"]), Routing::Room(0));
+    assert_eq!(
+        refuse.decide(&["lb.internal", "other.test"], &Readings::of("/about")),
+        Routing::Outside
+    );
+    // other.test's origin has no shop of its own to serve.
+    assert_eq!(d(&apart, &["127.0.0.1", "other.test"]), Routing::Room(1));
+    assert_eq!(
+        d(&make(OtherHosts::Pass, 0), &["127.0.0.1", "other.test"]),
+        Routing::Room(1)
+    );
+}
+
+proptest::proptest! {
+    /// Whatever the rooms and the request's host readings (with `other-hosts = "refuse"`), a
+    /// request given a room is given the room of the site every reading names, or a reading
+    /// names no site and no other host-bound room protects the path on that room's upstream
+    /// (the origin's default site is the room's or unguarded); one let outside names no
+    /// room's site and reaches no host-bound room's path on the default upstream.
+    #[test]
+    fn every_host_reading_is_guarded_by_the_room_given(
+        rooms in proptest::collection::vec(
+            (0usize..3, proptest::sample::select(vec!["/", "/sale", "/sale/vip"]), 0usize..2),
+            1..5,
+        ),
+        hosts in proptest::collection::vec(
+            proptest::sample::select(vec!["shop.test", "vip.test", "evil.test", ""]),
+            1..4,
+        ),
+        path in proptest::sample::select(vec!["/sale/vip/1", "/sale/1", "/about"]),
+    ) {
+        let pool = [
+            HostPattern::Any,
+            HostPattern::parse("shop.test").unwrap(),
+            HostPattern::parse("vip.test").unwrap(),
+        ];
+        let patterns: Vec<[HostPattern; 1]> =
+            rooms.iter().map(|(h, _, _)| [pool[*h].clone()]).collect();
+        let paths: Vec<[String; 1]> = rooms.iter().map(|(_, p, _)| [p.to_string()]).collect();
+        let r = Router::new(
+            rooms.iter().enumerate().map(|(i, (_, _, up))| RoomRoutes {
+                hosts: &patterns[i],
+                paths: &paths[i],
+                upstream: *up,
+            }),
+            Policy::default(),
+        );
+        let covers = |i: usize| path_covers(&paths[i][0], path);
+        let names_a_site = |h: &str| (0..rooms.len()).any(|i| pool[rooms[i].0].matches(h) && covers(i));
+        let guards_elsewhere = |upstream: usize, besides: Option<usize>| {
+            (0..rooms.len()).find(|&i| {
+                pool[rooms[i].0].is_bound()
+                    && r.upstreams[i] == upstream
+                    && Some(i) != besides
+                    && covers(i)
+            })
+        };
+        let given = r.decide(&hosts, &Readings::of(path));
+        match given {
+            Routing::Room(x) => {
+                for h in &hosts {
+                    if names_a_site(h) {
+                        continue;
+                    }
+                    let z = guards_elsewhere(r.upstreams[x], Some(x));
+                    proptest::prop_assert!(
+                        z.is_none(),
+                        "{hosts:?}{path} given room {x}: {h:?} may read room {z:?}'s site"
+                    );
+                }
+            }
+            Routing::Outside => {
+                for h in &hosts {
+                    proptest::prop_assert!(!names_a_site(h), "{hosts:?}{path} outside");
+                }
+                let z = guards_elsewhere(r.default_upstream, None);
+                proptest::prop_assert!(z.is_none(), "{hosts:?}{path} outside past room {z:?}");
+            }
+            _ => {}
+        }
+    }
+}
