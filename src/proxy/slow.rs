@@ -54,7 +54,13 @@ impl Proxy {
     pub(super) fn bound_client(session: &mut Session, ctx: &mut Ctx) -> Result<()> {
         let s = &ctx.shared.config.server;
         let secs = s.client_timeout.as_secs().max(1);
-        session.set_keepalive(Some(secs));
+        // Only a connection the client keeps open: Pingora leaves an HTTP/1.0 request without
+        // `Connection: keep-alive` unkept, and setting a timeout on it kept it open, so a
+        // client reading to the close waited `client-timeout` for every answer (found while
+        // testing host readings).
+        if session.get_keepalive().is_some() {
+            session.set_keepalive(Some(secs));
+        }
         session.set_read_timeout(Some(s.client_timeout));
         session.set_write_timeout(Some(s.client_timeout));
         let req = session.req_header();
