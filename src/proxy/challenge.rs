@@ -29,7 +29,7 @@ pub(super) struct Presented<'a> {
 /// every later pre-queue. A ticket of a line the store lost (another epoch) still does: its
 /// holder was in line a moment ago, and asking the work of everyone at once after a data loss
 /// would put them all under the stricter per-address limit (re-review).
-fn holds_place(shared: &Shared, room: usize, t: &crate::line::ticket::Ticket) -> bool {
+pub(super) fn holds_place(shared: &Shared, room: usize, t: &crate::line::ticket::Ticket) -> bool {
     let r = &shared.rooms[room];
     let now = shared.clock.now_micros();
     let since = (now / 1_000_000).saturating_sub(t.seen);

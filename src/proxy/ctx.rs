@@ -48,6 +48,9 @@ pub struct Ctx {
     /// cookie is given again with it, not with the room's own id when its ticket names
     /// another (see `identity`), since the other rooms know the visitor by it.
     pub(super) kept_vid: Option<crate::store::VisitorId>,
+    /// The answer sets no ticket or id cookie of the room: the request holds several places
+    /// of a sealed draw, and which is the visitor's own cannot be told (`Proxy::enter_known`).
+    pub(super) hold_identity: bool,
     pub outcome: Outcome,
     pub(super) reject: Option<Reject>,
     pub(super) started: Instant,
@@ -114,6 +117,7 @@ impl Ctx {
             room: None,
             set_cookies: Vec::new(),
             kept_vid: None,
+            hold_identity: false,
             outcome: Outcome::Pass,
             reject: None,
             started: now,

@@ -254,6 +254,9 @@ impl Proxy {
     /// Gives the ticket, and the visitor-id cookie again beside it: both live as long
     /// ([`Proxy::visitor_cookie_secs`]) and are renewed together as the visitor polls.
     fn give_ticket(shared: &Shared, ctx: &mut Ctx, room: usize, t: &Ticket) {
+        if ctx.hold_identity {
+            return;
+        }
         let r = &shared.rooms[room];
         if let Some(value) = ticket::sign(&shared.config.cookie.keys, r.name(), t) {
             let secure = secure(shared, ctx);

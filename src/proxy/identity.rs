@@ -28,6 +28,11 @@ pub(super) struct Visitor {
     pub ticket: Option<Ticket>,
     /// The request carried `vid` in a visitor-id cookie.
     pub had_vid: bool,
+    /// `ticket` is a draw's place, sealed (see [`Candidate::sealed`]).
+    pub sealed: bool,
+    /// The ticket the join challenge is judged by (`challenge::holds_place`): `ticket`, or,
+    /// when the store held none of the request's tickets, the one that named `vid`.
+    pub vouched: Option<Ticket>,
     /// The other identities the request's tickets name, in the order the store is asked about
     /// them ([`candidates`]): when there are any, the place `vid`'s ticket names may be gone (a
     /// stale ticket tossed in by a sibling site), and the first whose place the store still
@@ -42,13 +47,24 @@ pub(super) struct Candidate {
     pub ticket: Option<Ticket>,
     /// The request carried `vid` in a visitor-id cookie.
     pub had_vid: bool,
+    /// Its ticket is a draw's place, sealed: the draw has not been revealed.
+    pub sealed: bool,
 }
 
-/// The place a ticket is ordered by among a request's tickets: its own, but a drawn one's key
-/// counts for nothing (sealed until the opening; see `Proxy::visitor`).
-fn ordered_by(t: &Ticket) -> Place {
+/// The place a ticket is ordered by among a request's tickets: its own, but a drawn one's key,
+/// while the draw is `sealed` (until its opening: see `Proxy::visitor`), orders it after every
+/// place of its line that is not drawn (those who waited before the pre-queue began are ahead
+/// of its draw), and among drawn ones by nothing. Once the draw is revealed, its key orders it
+/// as the store does (found by re-review: drawn keys counted for nothing after the opening as
+/// well, and a registrant's ticket tossed in first moved a visitor at the head of the line to
+/// its place, or a visitor who waited before the pre-queue behind the draw).
+fn ordered_by(t: &Ticket, sealed: bool) -> Place {
     Place {
-        key: if t.drawn { 0 } else { t.place.key },
+        key: if t.drawn && sealed {
+            u64::MAX
+        } else {
+            t.place.key
+        },
         ..t.place
     }
 }
@@ -125,12 +141,18 @@ impl Proxy {
             .filter_map(|v| crate::line::ticket::verify(&shared.config.cookie.keys, r.name(), v))
             .filter(|t| !revoked(&t.vid))
             .collect();
-        // A drawn place is ordered by nothing of its draw: its key is sealed until the opening,
-        // and which of two tickets a request was placed by would tell which drew the earlier
-        // place (found by re-review: pairs of tickets sent together sorted six registrants in
-        // the draw's order before the opening).
-        let named: Vec<(VisitorId, Place)> =
-            tickets.iter().map(|t| (t.vid, ordered_by(t))).collect();
+        // A drawn place is ordered by nothing of its draw until the draw is revealed: its key
+        // is sealed until then, and which of two tickets a request was placed by would tell
+        // which drew the earlier place (found by re-review: pairs of tickets sent together
+        // sorted six registrants in the draw's order before the opening). After, by its key.
+        let sealed = tickets.iter().any(|t| t.drawn)
+            && r.events
+                .view(shared.clock.now_micros())
+                .is_some_and(|v| !v.revealed);
+        let named: Vec<(VisitorId, Place)> = tickets
+            .iter()
+            .map(|t| (t.vid, ordered_by(t, sealed)))
+            .collect();
         let Some((vid, from)) = whose(&ids, &named) else {
             let vid = VisitorId::random();
             Self::give_vid(shared, ctx, room, vid);
@@ -138,6 +160,8 @@ impl Proxy {
                 vid,
                 ticket: None,
                 had_vid: false,
+                sealed: false,
+                vouched: None,
                 others: Vec::new(),
             };
         };
@@ -152,6 +176,7 @@ impl Proxy {
                     vid: v,
                     ticket: Some(tickets[i]),
                     had_vid: ids.contains(&v),
+                    sealed: sealed && tickets[i].drawn,
                 })
                 .collect()
         };
@@ -172,11 +197,16 @@ impl Proxy {
             vid,
             ticket,
             had_vid,
+            sealed: sealed && ticket.is_some_and(|t| t.drawn),
+            vouched: ticket,
             others,
         }
     }
 
     fn give_vid(shared: &Shared, ctx: &mut Ctx, room: usize, vid: VisitorId) {
+        if ctx.hold_identity {
+            return;
+        }
         let life = Self::visitor_cookie_secs(shared, room);
         ctx.set_cookies
             .push(cookie::set_vid(vid, life, secure(shared, ctx)));
@@ -240,7 +270,7 @@ mod tests {
     }
 
     #[test]
-    fn a_drawn_place_orders_nothing() {
+    fn a_sealed_draw_orders_nothing_and_a_revealed_one_its_place() {
         let ticket = |key: u64, drawn: bool| Ticket {
             vid: id(1),
             place: Place { epoch: 3, key },
@@ -249,17 +279,35 @@ mod tests {
             predicted: None,
             drawn,
         };
-        // Two drawn tickets: sent in either order, the first sent counts (the draw says
-        // nothing); undrawn ones by place.
+        // Two sealed drawn tickets: sent in either order, the first sent counts (the draw says
+        // nothing); revealed, the earlier place.
         for (a, b) in [(5, 9), (9, 5)] {
-            let named = [
-                (id(1), ordered_by(&ticket(a, true))),
-                (id(2), ordered_by(&ticket(b, true))),
-            ];
-            assert_eq!(whose(&[], &named), Some((id(1), Some(0))));
+            let named = |sealed| {
+                [
+                    (id(1), ordered_by(&ticket(a, true), sealed)),
+                    (id(2), ordered_by(&ticket(b, true), sealed)),
+                ]
+            };
+            assert_eq!(whose(&[], &named(true)), Some((id(1), Some(0))));
+            let earlier = if a < b { 0 } else { 1 };
+            assert_eq!(
+                whose(&[], &named(false)),
+                Some((id(earlier as u8 + 1), Some(earlier)))
+            );
         }
-        assert_eq!(ordered_by(&ticket(9, false)).key, 9);
-        assert_eq!(ordered_by(&ticket(9, true)).epoch, 3);
+        // A place from before the pre-queue (not drawn) goes before a sealed draw, whatever
+        // its key; once revealed, the keys order them as the store does.
+        for sealed in [true, false] {
+            let named = [
+                (id(1), ordered_by(&ticket(2, true), sealed)),
+                (id(2), ordered_by(&ticket(7, false), sealed)),
+            ];
+            let first = if sealed { id(2) } else { id(1) };
+            assert_eq!(whose(&[], &named).map(|w| w.0), Some(first));
+            assert_eq!(candidates(&named)[0].0, first);
+        }
+        assert_eq!(ordered_by(&ticket(9, false), true).key, 9);
+        assert_eq!(ordered_by(&ticket(9, true), true).epoch, 3);
     }
 
     #[test]

@@ -251,7 +251,7 @@ impl ProxyHttp for Proxy {
                     vid,
                     &challenge::Presented {
                         had_vid: who.had_vid,
-                        ticket: who.ticket.as_ref(),
+                        ticket: who.vouched.as_ref(),
                         solution: None,
                     },
                     gate(shared, session, room),

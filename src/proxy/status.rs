@@ -117,7 +117,7 @@ pub(super) async fn serve(
                     vid,
                     &super::challenge::Presented {
                         had_vid: who.had_vid,
-                        ticket: who.ticket.as_ref(),
+                        ticket: who.vouched.as_ref(),
                         solution: solution.as_deref(),
                     },
                     super::gate(shared, session, room),

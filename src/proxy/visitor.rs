@@ -180,10 +180,22 @@ impl Proxy {
 
     /// Asks the store about each identity the request's tickets name, in turn, as a visitor it
     /// knows only (a newcomer is refused, uncounted): the first whose place the store still
-    /// holds where its ticket says decides, and `who` names it. `None` when none does: `who` is
-    /// then the first of them without its ticket, to join as ever (the id the join challenge
-    /// was judged for: found by re-review, another id joining let one solved puzzle buy any
-    /// number of places).
+    /// holds where its ticket says decides, and `who` names it. `None` when none does, or the
+    /// store does not answer: `who` is then one of them without its ticket, to join as ever
+    /// (the id the join challenge is judged for: found by re-review, another id joining let
+    /// one solved puzzle buy any number of places) — the first whose ticket spares the work
+    /// (`challenge::holds_place`), else the first.
+    ///
+    /// The store is not asked on after an error: the challenge comes first, then the room's
+    /// `on-store-error` policy (found by re-review: two old tickets during an outage were let
+    /// in by the `local` policy with no work asked).
+    ///
+    /// A place of a sealed draw (before its opening) says nothing of which place is earlier:
+    /// the other sealed ones the request carries are asked about too, so every one held stays
+    /// held until the draw is revealed and orders them, and when more than one is, the answer
+    /// sets no ticket or id cookie that would replace the visitor's own with another
+    /// (`Ctx::hold_identity`; found by re-review: a registrant's ticket tossed in first took
+    /// the visitor's place, and their own was swept).
     async fn enter_known(
         shared: &Shared,
         ctx: &mut Ctx,
@@ -202,9 +214,16 @@ impl Proxy {
             vid: who.vid,
             ticket: who.ticket,
             had_vid: who.had_vid,
+            sealed: who.sealed,
         };
         let others = std::mem::take(&mut who.others);
-        for c in std::iter::once(first).chain(others) {
+        let all = || std::iter::once(first).chain(others.iter().copied());
+        let mut held: Option<(Candidate, Result<Admission, crate::store::StoreError>)> = None;
+        let mut sealed_held = 0;
+        for c in all() {
+            if held.is_some() && !c.sealed {
+                continue;
+            }
             let now = shared.clock.now_micros();
             let events = r.events.for_join(c.vid, now);
             let join = events.context(Some(&known_only));
@@ -215,23 +234,55 @@ impl Proxy {
                     shared.store.join_with(&r.params_at(now), c.vid, &join),
                 )
                 .await;
+            if joined.is_err() {
+                break;
+            }
             if !holds_ticket_place(&joined, c.ticket.as_ref()) {
                 continue;
+            }
+            if held.is_none() && !(c.sealed && is_a_place(&joined)) {
+                Self::speak_as(ctx, who, c);
+                return Some(Self::answer_join(
+                    shared, ctx, room, c.vid, c.ticket, joined,
+                ));
+            }
+            sealed_held += 1;
+            held.get_or_insert((c, joined));
+        }
+        if let Some((c, joined)) = held {
+            if sealed_held > 1 {
+                Self::hold_identity(shared, ctx, room);
             }
             Self::speak_as(ctx, who, c);
             return Some(Self::answer_join(
                 shared, ctx, room, c.vid, c.ticket, joined,
             ));
         }
+        let spared = all()
+            .find(|c| {
+                c.ticket
+                    .is_some_and(|t| super::challenge::holds_place(shared, room, &t))
+            })
+            .unwrap_or(first);
         Self::speak_as(
             ctx,
             who,
             Candidate {
                 ticket: None,
-                ..first
+                sealed: false,
+                ..spared
             },
         );
+        who.vouched = spared.ticket;
         None
+    }
+
+    /// This answer sets no ticket or id cookie of the room (see [`Self::enter_known`]).
+    fn hold_identity(shared: &Shared, ctx: &mut Ctx, room: usize) {
+        let r = &shared.rooms[room];
+        ctx.hold_identity = true;
+        ctx.set_cookies
+            .retain(|c| !cookie::sets(c, &r.ticket_cookie) && !cookie::sets(c, cookie::VID_COOKIE));
     }
 
     /// The request speaks for `c` from now on; its id cookie is given again with `c`'s id
@@ -240,6 +291,8 @@ impl Proxy {
         who.vid = c.vid;
         who.ticket = c.ticket;
         who.had_vid = c.had_vid;
+        who.sealed = c.sealed;
+        who.vouched = c.ticket;
         if c.had_vid {
             ctx.kept_vid = Some(c.vid);
         }
@@ -275,7 +328,7 @@ impl Proxy {
 /// Whether a known-only join's answer speaks for the place `ticket` names: the store knew the
 /// visitor, and, in line, at that place (found by re-review: a stale ticket whose id had
 /// joined again later was taken for its new place, and moved the visitor back). An answer
-/// that is no place (admitted, a store error, the room off) speaks for the visitor.
+/// that is no place (admitted, the room off) speaks for the visitor; a store error for nobody.
 fn holds_ticket_place(
     joined: &Result<Admission, crate::store::StoreError>,
     ticket: Option<&crate::line::Ticket>,
@@ -283,7 +336,9 @@ fn holds_ticket_place(
     match joined {
         // Not known: a newcomer would be refused, told the line is closed to newcomers, or
         // placed by events this instance has not read.
-        Ok(Admission::Limited { .. } | Admission::Ended | Admission::Unplaced { .. }) => false,
+        Ok(Admission::Limited { .. } | Admission::Ended | Admission::Unplaced { .. }) | Err(_) => {
+            false
+        }
         Ok(
             Admission::Waiting { place, .. }
             | Admission::Paused { place, .. }
@@ -291,4 +346,12 @@ fn holds_ticket_place(
         ) => ticket.is_none_or(|t| t.place == *place),
         _ => true,
     }
+}
+
+/// Whether a join's answer is a place in line (not an admission).
+fn is_a_place(joined: &Result<Admission, crate::store::StoreError>) -> bool {
+    matches!(
+        joined,
+        Ok(Admission::Waiting { .. } | Admission::Paused { .. } | Admission::Registered { .. })
+    )
 }

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 pub mod browser;
 pub mod capped;
+pub mod challenge;
 pub mod origin;
 pub mod raw;
 pub mod redis;
