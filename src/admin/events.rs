@@ -15,11 +15,10 @@
 //! An event's `template` and `texts` are the config file's only (a file on the instances).
 
 use http::{Response, StatusCode};
-use pingora::protocols::http::ServerSession;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use super::api::{error, json_reply, read_body, Caller};
+use super::api::{error, json_reply, Caller};
 use crate::app::Shared;
 use crate::config::QueueMethod;
 use crate::event::schedule::{self, Runtime};
@@ -196,7 +195,7 @@ pub async fn list(s: &Shared, room: usize) -> Response<Vec<u8>> {
 /// `POST` (`name` = `None`), `PATCH` or `DELETE` (`body` = `None`) of one event.
 pub async fn change(
     s: &Shared,
-    session: &mut ServerSession,
+    raw: &[u8],
     room: usize,
     name: Option<&str>,
     cancel: bool,
@@ -206,11 +205,7 @@ pub async fn change(
     let body = if cancel {
         EventBody::default()
     } else {
-        let raw = match read_body(session).await {
-            Ok(b) => b,
-            Err(resp) => return resp,
-        };
-        match super::api::json_object::<EventBody>(&raw) {
+        match super::api::json_object::<EventBody>(raw) {
             Ok(b) => b,
             Err(e) => return error(
                 StatusCode::BAD_REQUEST,
@@ -350,7 +345,9 @@ pub async fn change(
                 );
             }
             Ok(EventChange::Conflict(now)) => conflict = Some(now.version),
-            Err(e) => return error(StatusCode::SERVICE_UNAVAILABLE, &e.to_string()),
+            Err(e) => {
+                return super::api::change_unsure(&e, r.name(), "an event change", who);
+            }
         }
     }
     error(
