@@ -343,3 +343,45 @@ async fn an_order_the_shop_never_read_keeps_its_admission() {
     assert_ne!(second, 409, "the admission came back");
     drop(stuck);
 }
+
+/// An origin whose answer's head cannot be read: a `502` page, and the log tells the failure
+/// without the raw head Pingora quotes (its `Set-Cookie` values are visitors' sessions).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreadable_answer_from_the_origin_is_logged_without_its_head() {
+    const SESSION: &str = "shop-session-secret-0123456789";
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        loop {
+            let Ok((mut s, _)) = listener.accept().await else {
+                return;
+            };
+            tokio::spawn(async move {
+                use tokio::io::{AsyncReadExt, AsyncWriteExt};
+                let mut buf = [0u8; 4096];
+                let _ = s.read(&mut buf).await;
+                let head = format!(
+                    "HTTP/1.1 200 OK\r\nSet-Cookie: session={SESSION}\r\nX-Bad: a\x01b\r\nContent-Length: 2\r\n\r\nok"
+                );
+                let _ = s.write_all(head.as_bytes()).await;
+            });
+        }
+    });
+    let proxy = Proxy::start(&config(addr, ""));
+    let resp = client()
+        .get(proxy.url("/about"))
+        .header("accept", "application/json")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 502);
+    let log = eventually(Duration::from_secs(10), "the failure logged", || {
+        let proxy = &proxy;
+        async move {
+            let log = proxy.stderr();
+            log.contains("origin failed").then_some(log)
+        }
+    })
+    .await;
+    assert!(!log.contains(SESSION), "{log}");
+}
