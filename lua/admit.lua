@@ -61,6 +61,7 @@
 --          the event in force or '', its phase ('pre', 'open', 'closed') or '', its draw's
 --          registrations, when it opened (µs) or '', the version of the runtime events ('ev_ver'),
 --          a random draw let someone in within claim-ttl and two ticks (1/0),
+--          the longest tick an instance runs the room with lately (µs),
 --          line epoch, count of the numbers that follow (2 per point),
 --          rank1, offset1, rank2, offset2, ...   (the line sampled: src/store/line.rs)
 --          the last revocation number handed back, count of the numbers that follow (2 per
@@ -72,6 +73,10 @@ check_layout(room)
 redis.call('HSETNX', room, 'layout', LAYOUT)
 local now = now_us(ARGV[6])
 local abandon_us = abandon_after(room, tonumber(ARGV[5]), now, tonumber(ARGV[9]))
+-- The longest tick an instance runs the room with lately: after a data loss, the wait before a
+-- cookie alone vouches for an order must let the slowest instance see the loss (see consume).
+local tick_hi = longest_lately(room, 'tk_hi', 'tk_hi_until', tonumber(ARGV[4]), now,
+  tonumber(ARGV[9]))
 local h = redis.call('HMGET', room, 'enabled', 'queue_all', 'rate', 'max_active',
   'tokens', 'refilled', 'epoch', 'm_rate', 'm_at', 'm_count', 'admitted', 'sweep', 'recent')
 local rate = tonumber(h[3]) or tonumber(ARGV[1])
@@ -530,7 +535,7 @@ local reply = { admitted, abandoned, expired, n, redis.call('ZCARD', active), to
   ev and ev.id or '', phase or '',
   (ev and ev.draw) and redis.call('ZCARD', KEYS[8 + ev.i]) or 0,
   (ev and es[3] == ev.id) and es[4] or '', tonumber(es[10]) or 0,
-  random_recent and 1 or 0,
+  random_recent and 1 or 0, string.format('%.0f', tick_hi),
   #points > 0 and line_epoch or 0, #points }
 for i = 1, #points do
   reply[#reply + 1] = points[i]

@@ -12,7 +12,8 @@
 --                                the TIME at which a store pause last lengthened the
 --                                claims it had cut short (forgive_gap); 'ab_hi' and
 --                                'ab_hi_until', the longest abandon-after of the instances
---                                (abandon_after); per instance, 'step:<id>' (the number of
+--                                (abandon_after); 'tk_hi' and 'tk_hi_until', their longest
+--                                tick (admit.lua); per instance, 'step:<id>' (the number of
 --                                its last admit step run) and 'given:<id>' (the turns that
 --                                step gave, msgpack: see admit.lua), gone with the instance
 --   {anteroom:R}:ended     ZSET  member = visitor id, score = deadline of a session a pre-queue
@@ -179,23 +180,19 @@ local function forgive_gap(room, active, now, cap, claim_us, live_at, forgave_at
   redis.call('HSET', room, 'forgave_at', string.format('%.0f', now))
 end
 
--- The abandon-after the line is swept by: the longest an instance runs the room with lately.
--- An instance refreshes the liveness of the visitors who poll it by its own abandon-after
--- (src/line: every quarter of it); instances that run the room differently (a SIGHUP that
--- reached some of them first) must not sweep by a shorter one, or visitors who kept polling
--- are dropped (found by review: 20 s on two instances, 100 s on the third). Each admit
--- (`keep` = its heartbeat lifetime) reports its value: 'ab_hi' is the longest, kept while an
--- instance keeps reporting it and given up `keep` after the last report ('ab_hi_until'), so a
--- shorter value takes effect once no instance runs the longer one. Joins only read it.
--- `hi` and `until_us`: 'ab_hi' and 'ab_hi_until' as read (see check_layout), or nil.
-local function abandon_after(room, mine, now, keep, hi, until_us)
+-- The longest of a value the instances run the room with lately, in fields `f_hi` and
+-- `f_until` of the room hash: each admit (`keep` = its heartbeat lifetime) reports its value
+-- (`mine`); the longest is kept while an instance keeps reporting it and given up `keep` after
+-- the last report, so a shorter value takes effect once no instance runs the longer one. A
+-- caller that only reads passes no `keep`. `hi` and `until_us`: the fields as read, or nil.
+local function longest_lately(room, f_hi, f_until, mine, now, keep, hi, until_us)
   if hi == nil then
-    hi, until_us = unpack(redis.call('HMGET', room, 'ab_hi', 'ab_hi_until'))
+    hi, until_us = unpack(redis.call('HMGET', room, f_hi, f_until))
   end
   hi, until_us = tonumber(hi), tonumber(until_us) or 0
   local held = hi and now <= until_us
   if keep and (not held or mine >= hi) then
-    redis.call('HSET', room, 'ab_hi', string.format('%.0f', mine), 'ab_hi_until',
+    redis.call('HSET', room, f_hi, string.format('%.0f', mine), f_until,
       string.format('%.0f', now + keep))
     return mine
   end
@@ -203,6 +200,16 @@ local function abandon_after(room, mine, now, keep, hi, until_us)
     return math.max(mine, hi)
   end
   return mine
+end
+
+-- The abandon-after the line is swept by: the longest an instance runs the room with lately.
+-- An instance refreshes the liveness of the visitors who poll it by its own abandon-after
+-- (src/line: every quarter of it); instances that run the room differently (a SIGHUP that
+-- reached some of them first) must not sweep by a shorter one, or visitors who kept polling
+-- are dropped (found by review: 20 s on two instances, 100 s on the third). Joins only read
+-- it. `hi` and `until_us`: 'ab_hi' and 'ab_hi_until' as read (see check_layout), or nil.
+local function abandon_after(room, mine, now, keep, hi, until_us)
+  return longest_lately(room, 'ab_hi', 'ab_hi_until', mine, now, keep, hi, until_us)
 end
 
 -- A slot up to this many seconds ahead of the clock counts as "seen now": a join reads the

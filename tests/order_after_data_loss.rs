@@ -132,6 +132,53 @@ async fn an_order_in_flight_through_a_data_loss_is_not_taken_again() {
     assert_eq!(shop.orders(), 1, "the shop saw one order");
 }
 
+/// The same during a rolling change of `tick`: the instance with the order runs the room on
+/// 3 s, the other on 100 ms. The wait before a cookie alone vouches for an order after the loss
+/// is the longest tick any instance ran the room with (found by review: it was the consuming
+/// instance's own, and the slow instance saw the loss two seconds after the fast one had let
+/// a second order in, four times in four).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_order_in_flight_on_a_slower_ticking_instance_is_not_taken_again() {
+    let mut redis = RedisServer::start();
+    let shop = Shop::start().await;
+    shop.script(&[Answer::Late(Duration::from_secs(7), 200)]);
+    let cfg = two_instances(&shop, &redis, "timeout = \"250ms\"");
+    let slow = Proxy::start(&cfg.replace("tick = \"100ms\"", "tick = \"3s\""));
+    let fast = Proxy::start(&cfg);
+    // The fast instance has heard of the slow one's tick from the store.
+    let port = redis.port;
+    eventually(
+        Duration::from_secs(10),
+        "the slow tick reported",
+        || async move {
+            let hi = common::redis::raw(port, "HGET {anteroom:sale}:room tk_hi")?;
+            hi.contains("3000000").then_some(())
+        },
+    )
+    .await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let (jar, first) = an_order_at_the_shop(&slow, &shop).await;
+    redis.kill();
+    redis.restart();
+    let mut answers = std::collections::BTreeMap::new();
+    while !first.is_finished() {
+        let resp = client()
+            .post(fast.url("/orders"))
+            .header("cookie", jar.header())
+            .send()
+            .await;
+        let code = resp.map(|r| r.status().as_u16()).unwrap_or(0);
+        *answers.entry(code).or_insert(0u32) += 1;
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert!(
+        !answers.contains_key(&200),
+        "a second order went through: {answers:?}"
+    );
+    assert_eq!(first.await.unwrap(), Some(200));
+    assert_eq!(shop.orders(), 1, "the shop saw one order");
+}
+
 /// An order the shop answered while Redis was down: its confirm is owed and retried with
 /// backoff. When Redis then comes back empty, the confirm must land before another instance
 /// lets a consume vouched by the cookie alone win: the retry wakes at once when its instance

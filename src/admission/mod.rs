@@ -188,12 +188,17 @@ fn eta_band(
 async fn generation_seen(shared: &Shared, room: usize, report: &AdmitReport) -> RoomState {
     let r = &shared.rooms[room];
     let p = &r.cfg.params;
-    let last = match recovery::compare(r.recovery.known().as_ref(), &report.generation) {
+    let known = r.recovery.known();
+    let (tick_hi, tick_hi_at) =
+        recovery::longest_tick(known.as_ref(), report.tick_hi, shared.clock.now_micros());
+    let last = match recovery::compare(known.as_ref(), &report.generation) {
         Seen::First | Seen::Same => {
             r.recovery.remember(Known {
                 generation: report.generation.clone(),
                 state: report.state.clone(),
                 active: report.active,
+                tick_hi,
+                tick_hi_at,
             });
             return report.state.clone();
         }
@@ -224,10 +229,14 @@ async fn generation_seen(shared: &Shared, room: usize, report: &AdmitReport) -> 
                 .clamp(1024, 4_000_000);
             r.recovery
                 .open_window(shared.clock.now_micros(), p.session_ttl, last.active, cap);
+            // The store's record of the instances' ticks went with the loss: the slowest one
+            // known before it may not have reported since (`longest_tick`).
             r.recovery.remember(Known {
                 generation: report.generation.clone(),
                 state: state.clone(),
                 active: report.active,
+                tick_hi,
+                tick_hi_at,
             });
             state
         }

@@ -38,6 +38,33 @@ pub struct Known {
     pub state: RoomState,
     /// The store's count of active sessions.
     pub active: u64,
+    /// The longest tick an instance ran the room with lately ([`crate::store::AdmitReport::tick_hi`]),
+    /// kept across a loss ([`longest_tick`]): the store's record of it goes with its data.
+    pub tick_hi: std::time::Duration,
+    /// When the store last told `tick_hi` (this instance's clock, µs).
+    pub tick_hi_at: Micros,
+}
+
+/// How long a longer tick the store told is kept after it last told it, when it tells a
+/// shorter one: past a data loss, until the slow instance has reported again (an admit a tick
+/// of its away, ten seconds at most).
+pub const TICK_HI_KEPT: Micros = 60_000_000;
+
+/// The longest tick to go by, and when it was last told, from the one `known` and the one
+/// the store tells at `now`: a longer or equal one at once; a shorter one only once the longer
+/// has not been told for [`TICK_HI_KEPT`] (found by review: right after a loss the store knew
+/// only the fast instance's tick, and an order on a slower one was taken again).
+pub fn longest_tick(
+    known: Option<&Known>,
+    told: std::time::Duration,
+    now: Micros,
+) -> (std::time::Duration, Micros) {
+    match known {
+        Some(k) if k.tick_hi > told && now.saturating_sub(k.tick_hi_at) < TICK_HI_KEPT => {
+            (k.tick_hi, k.tick_hi_at)
+        }
+        _ => (told, now),
+    }
 }
 
 /// A generation reported by an admit step, against the one known.
@@ -300,6 +327,8 @@ mod tests {
 
     fn known(generation: &str) -> Known {
         Known {
+            tick_hi: std::time::Duration::ZERO,
+            tick_hi_at: 0,
             generation: generation.into(),
             state: RoomState {
                 queue_all: true,
@@ -307,6 +336,38 @@ mod tests {
             },
             active: 10,
         }
+    }
+
+    #[test]
+    fn a_longer_tick_is_kept_a_while_after_the_store_last_told_it() {
+        use std::time::Duration;
+        let slow = Known {
+            tick_hi: Duration::from_secs(3),
+            tick_hi_at: 100 * S,
+            ..known("a")
+        };
+        // A longer or equal one is taken at once, and its time with it.
+        assert_eq!(
+            longest_tick(Some(&slow), Duration::from_secs(5), 101 * S),
+            (Duration::from_secs(5), 101 * S)
+        );
+        assert_eq!(
+            longest_tick(None, Duration::from_millis(100), 7),
+            (Duration::from_millis(100), 7)
+        );
+        // A shorter one (the store lost the slow instance's report) waits.
+        assert_eq!(
+            longest_tick(Some(&slow), Duration::from_millis(100), 130 * S),
+            (Duration::from_secs(3), 100 * S)
+        );
+        assert_eq!(
+            longest_tick(
+                Some(&slow),
+                Duration::from_millis(100),
+                100 * S + TICK_HI_KEPT
+            ),
+            (Duration::from_millis(100), 100 * S + TICK_HI_KEPT)
+        );
     }
 
     #[test]

@@ -54,6 +54,10 @@ pub struct AdmitReport {
     /// poll asks the store (an instance still on `fifo` beside one on `random`, or a room just
     /// switched from `random`: found by review, a visitor drawn lost the turn).
     pub random_recent: bool,
+    /// The longest tick an instance runs the room with lately (its own for memory): after a
+    /// data loss, the wait before a cookie alone vouches for an order lets the slowest
+    /// instance see the loss (see `Proxy::seen_generation`).
+    pub tick_hi: Duration,
 }
 
 /// What the caller of `admit` knows, from its own earlier ticks.

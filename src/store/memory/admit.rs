@@ -137,6 +137,8 @@ impl RoomData {
             events_version: r.events_version(),
             store_now: wall,
             random_recent: r.random_until.is_some_and(|until| now < until),
+            // One instance: its own.
+            tick_hi: p.tick,
         }
     }
 }

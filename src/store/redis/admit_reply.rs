@@ -20,8 +20,10 @@ const AUTOPILOT_FROM: usize = 13;
 const EVENT_FROM: usize = 24;
 /// Whether a random draw let someone in lately (1/0).
 const RANDOM_AT: usize = 29;
+/// The longest tick an instance runs the room with lately (µs).
+const TICK_HI_AT: usize = 30;
 /// Where the line's sample starts: after the fixed fields (its epoch, then its length).
-const LINE_FROM: usize = 30;
+const LINE_FROM: usize = 31;
 
 /// `admit.lua`'s reply.
 #[derive(Debug, Clone, PartialEq)]
@@ -139,6 +141,7 @@ impl FromRedisValue for AdmitReply {
         let store_now: String = item(&v, AUTOPILOT_FROM + 9)?;
         let (event, events_version) = event_of(&v)?;
         let random_recent: i64 = item(&v, RANDOM_AT)?;
+        let tick_hi: String = item(&v, TICK_HI_AT)?;
         let epoch: u64 = item(&v, LINE_FROM)?;
         let numbers: usize = item(&v, LINE_FROM + 1)?;
         if !numbers.is_multiple_of(2) || numbers > 2 * MAX_POINTS {
@@ -192,6 +195,7 @@ impl FromRedisValue for AdmitReply {
             events_version,
             store_now: store_now.parse().unwrap_or(0),
             random_recent: random_recent == 1,
+            tick_hi: Duration::from_micros(tick_hi.parse().unwrap_or(0)),
         }))
     }
 }
@@ -242,8 +246,9 @@ mod tests {
             int(12),
             text(""),
             int(3),
-            // A random draw lately.
+            // A random draw lately; the longest tick 3 s.
             int(1),
+            text("3000000"),
             int(777),
             int(4),
             int(0),
@@ -269,6 +274,7 @@ mod tests {
         );
         assert_eq!((r.generation.as_str(), r.new_generation), ("123-abc", true));
         assert!(r.random_recent);
+        assert_eq!(r.tick_hi, Duration::from_secs(3));
         assert_eq!(r.line.epoch, 777);
         assert_eq!(r.line.points, vec![(0, 10), (3, 40)]);
         assert_eq!(r.revoked.last, 9);
