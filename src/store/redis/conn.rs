@@ -25,13 +25,15 @@ pub(super) enum Conn {
 const TIMEOUTS_TO_RECONNECT: u32 = 3;
 
 impl RedisStore {
-    pub(super) async fn connect(&self) -> Result<Conn, ::redis::RedisError> {
-        match &self.target {
+    /// A connection to `target`, each step bounded by `timeout`.
+    async fn connect(target: Target, timeout: Duration) -> Result<Conn, ::redis::RedisError> {
+        let timeout = &timeout;
+        match &target {
             Target::Single(url) => {
                 let client = ::redis::Client::open(url.as_str())?;
                 let config = ConnectionManagerConfig::new()
-                    .set_connection_timeout(Some(self.timeout))
-                    .set_response_timeout(Some(self.timeout))
+                    .set_connection_timeout(Some(*timeout))
+                    .set_response_timeout(Some(*timeout))
                     .set_number_of_retries(1)
                     .set_max_delay(Duration::from_millis(200));
                 Ok(Conn::Single(ConnectionManager::new_lazy_with_config(
@@ -41,13 +43,13 @@ impl RedisStore {
             Target::Cluster(urls) => {
                 let client = ClusterClient::builder(urls.iter().map(String::as_str))
                     .retries(1)
-                    .connection_timeout(self.timeout)
-                    .response_timeout(self.timeout)
+                    .connection_timeout(*timeout)
+                    .response_timeout(*timeout)
                     .build()?;
                 Ok(Conn::Cluster(client.get_async_connection().await?))
             }
             Target::Sentinel { sentinels, master } => Ok(Conn::Sentinel(std::sync::Arc::new(
-                SentinelConn::new(sentinels, master, self.timeout)?,
+                SentinelConn::new(sentinels, master, *timeout)?,
             ))),
         }
     }
@@ -60,10 +62,36 @@ impl RedisStore {
         inv: &ScriptInvocation<'_>,
     ) -> Result<T, StoreError> {
         let cell = self.conn.load_full();
-        let conn = cell
-            .get_or_try_init(|| self.connect())
-            .await
-            .map_err(|e| unavailable(op, room, e))?;
+        let conn = match cell.get() {
+            Some(conn) => conn.clone(),
+            // Made in a task of its own, which the call's timeout does not cut short: a Redis
+            // Cluster client waits for every seed before it reads the slots, and a frozen one
+            // cost the whole timeout, so every connection was given up just before it was made
+            // and the room stayed on its store-error policy for as long as the seed stayed
+            // frozen, the cluster failed over or not (found by review). The next call finds it.
+            None => {
+                let (made, target, timeout) = (cell.clone(), self.target.clone(), self.timeout);
+                let connect = tokio::spawn(async move {
+                    made.get_or_try_init(|| Self::connect(target, timeout))
+                        .await
+                        .cloned()
+                });
+                match connect.await {
+                    Ok(made) => made.map_err(|e| unavailable(op, room, e))?,
+                    Err(e) => {
+                        return Err(unavailable(
+                            op,
+                            room,
+                            ::redis::RedisError::from((
+                                ::redis::ErrorKind::Io,
+                                "the connection task ended",
+                                e.to_string(),
+                            )),
+                        ))
+                    }
+                }
+            }
+        };
         let result = match conn.clone() {
             Conn::Single(mut c) => inv.invoke_async(&mut c).await,
             Conn::Cluster(mut c) => inv.invoke_async(&mut c).await,
@@ -76,24 +104,38 @@ impl RedisStore {
     /// A connection whose calls only time out is dropped: the client reconnects after an I/O
     /// error, never after a timeout, so a connection a middlebox or a failed-over address
     /// swallowed stayed in use for good, the breaker open, while new connections would have
-    /// worked (found by review). The Sentinel connection asks the sentinels again by itself.
+    /// worked (found by review). So is one Redis refused the password on: the client keeps the
+    /// refusal and never asks again, so a password changed and changed back left the instance
+    /// cut off until it restarted (found by review). The Sentinel connection asks the sentinels
+    /// again by itself.
     fn note_timeouts<T>(
         &self,
         cell: &std::sync::Arc<OnceCell<Conn>>,
         result: &Result<T, ::redis::RedisError>,
     ) {
+        let sentinel = matches!(self.target, Target::Sentinel { .. });
+        let refused = |e: &::redis::RedisError| {
+            matches!(e.kind(), ::redis::ErrorKind::AuthenticationFailed)
+                || e.code() == Some("NOAUTH")
+                || e.code() == Some("WRONGPASS")
+        };
         match result {
+            Err(e) if refused(e) && !sentinel => self.replace(cell),
             Err(e) if e.is_timeout() => {
                 let n = self.timeouts.fetch_add(1, Ordering::Relaxed) + 1;
-                if n >= TIMEOUTS_TO_RECONNECT && !matches!(self.target, Target::Sentinel { .. }) {
-                    self.timeouts.store(0, Ordering::Relaxed);
-                    // Only the connection that timed out: a call that replaced it already
-                    // leaves the new one alone.
-                    self.conn
-                        .compare_and_swap(cell, std::sync::Arc::new(OnceCell::new()));
+                if n >= TIMEOUTS_TO_RECONNECT && !sentinel {
+                    self.replace(cell);
                 }
             }
             _ => self.timeouts.store(0, Ordering::Relaxed),
         }
+    }
+
+    /// The next call makes a new connection. Only in place of the one that failed: a call that
+    /// replaced it already leaves the new one alone.
+    fn replace(&self, cell: &std::sync::Arc<OnceCell<Conn>>) {
+        self.timeouts.store(0, Ordering::Relaxed);
+        self.conn
+            .compare_and_swap(cell, std::sync::Arc::new(OnceCell::new()));
     }
 }
