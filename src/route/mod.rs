@@ -222,35 +222,41 @@ impl Router {
 
     /// The verdict for one reading of the path over every reading of the host.
     ///
-    /// A host reading that names no room beside one that does is read as the origin may read
-    /// it: as another host, which `other-hosts` decides for every host-bound room but the one
-    /// found (found by review: behind a trusted proxy, `Host: 127.0.0.1` with `X-Host:
-    /// other.test` went to the cheap room's line and reached the shop's default site, the
-    /// guarded one, at its protected path).
+    /// A host reading names a room when one matches it and no host-bound room claims the path
+    /// over it ([`Self::bound_over`]). Readings that name two rooms disagree. One that names
+    /// none (no room matches it, or a host-bound room claims the path over the one that does)
+    /// beside one that names a room is read as the origin may read it: as another host, which
+    /// `other-hosts` decides for every host-bound room but the one named (found by review:
+    /// behind a trusted proxy, `Host: 127.0.0.1` with `X-Host: other.test` went to the cheap
+    /// room's line and reached the shop's default site, the guarded one, at its protected
+    /// path; by re-review: with a room for every host beside the host-bound one, a proxy's own
+    /// name in `Host` beside the shop's in `X-Forwarded-Host` was refused in every mode).
     fn verdict(&self, hosts: &[&str], r: &Reading<'_>) -> Result<Verdict, &'static str> {
-        let mut found: Option<&Entry> = None;
+        let mut named: Option<usize> = None;
+        let mut claimed: Option<Verdict> = None;
         let mut unnamed = false;
         for h in hosts {
-            match self.lookup(h, r) {
-                Some(e) => {
-                    if found.is_some_and(|f| f.room != e.room) {
-                        return Err(HOSTS_DISAGREE);
-                    }
-                    found = Some(e);
+            let Some(e) = self.lookup(h, r) else {
+                unnamed = true;
+                continue;
+            };
+            match self.bound_over(e, r) {
+                Some(claim) => {
+                    claimed = Some(claim);
+                    unnamed = true;
                 }
-                None => unnamed = true,
+                None if named.is_some_and(|n| n != e.room) => return Err(HOSTS_DISAGREE),
+                None => named = Some(e.room),
             }
         }
-        let Some(e) = found else {
-            return Ok(self.other_host(r, None));
+        let Some(x) = named else {
+            return Ok(claimed.unwrap_or_else(|| self.other_host(r, None)));
         };
-        let v = self.bound_over(e, r).unwrap_or(Verdict::Room(e.room));
         if !unnamed {
-            return Ok(v);
+            return Ok(Verdict::Room(x));
         }
-        Ok(match self.other_host(r, Some(e.room)) {
-            Verdict::Outside => v,
-            Verdict::Room(i) if v == Verdict::Room(i) => v,
+        Ok(match self.other_host(r, Some(x)) {
+            Verdict::Outside => Verdict::Room(x),
             Verdict::Room(_) => return Err(HOSTS_DISAGREE),
             Verdict::UnknownHost => Verdict::UnknownHost,
         })

@@ -395,6 +395,59 @@ fn a_host_reading_that_names_no_room_is_another_host_beside_one_that_does() {
     );
 }
 
+/// Found by re-review: with a room for every host beside a host-bound one, a proxy's own name
+/// in `Host` beside the shop's in `X-Forwarded-Host` was refused in every mode (the site-wide
+/// room matched the proxy's name). The proxy's name is another host: its path is the shop's.
+#[test]
+fn a_proxys_own_name_beside_the_shops_goes_to_the_shops_room() {
+    let any = [HostPattern::Any];
+    let shop = [HostPattern::parse("shop.test").unwrap()];
+    let site = ["/".to_string()];
+    let sale = ["/sale".to_string()];
+    let make = |other_hosts| {
+        Router::new(
+            [
+                RoomRoutes {
+                    hosts: &shop,
+                    paths: &sale,
+                    upstream: 0,
+                },
+                RoomRoutes {
+                    hosts: &any,
+                    paths: &site,
+                    upstream: 0,
+                },
+            ],
+            Policy {
+                other_hosts,
+                ..Policy::default()
+            },
+        )
+    };
+    let d = |r: &Router, hosts: &[&str], path: &str| r.decide(hosts, &Readings::of(path));
+    for policy in [OtherHosts::Refuse, OtherHosts::Room] {
+        let r = make(policy);
+        assert_eq!(
+            d(&r, &["lb.internal", "shop.test"], "/sale/x"),
+            Routing::Room(0)
+        );
+        assert_eq!(
+            d(&r, &["shop.test", "10.0.0.7"], "/sale/x"),
+            Routing::Room(0)
+        );
+        assert_eq!(
+            d(&r, &["lb.internal", "shop.test"], "/about"),
+            Routing::Room(1)
+        );
+    }
+    // Other hosts pass: the proxy's name is the site-wide room's, and the readings disagree.
+    let pass = make(OtherHosts::Pass);
+    assert!(matches!(
+        d(&pass, &["lb.internal", "shop.test"], "/sale/x"),
+        Routing::Refuse(_)
+    ));
+}
+
 proptest::proptest! {
     /// Whatever the rooms and the request's host readings (with `other-hosts = "refuse"`), a
     /// request given a room is given the room of the site every reading names, or a reading
