@@ -385,3 +385,45 @@ async fn an_unreadable_answer_from_the_origin_is_logged_without_its_head() {
     .await;
     assert!(!log.contains(SESSION), "{log}");
 }
+
+/// The same head answered to the health check: the server goes out of rotation, and the log
+/// says so without the head (found by re-review: Pingora's "becomes unhealthy" line quoted it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreadable_answer_to_the_health_check_is_logged_without_its_head() {
+    const SESSION: &str = "shop-session-secret-9876543210";
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        loop {
+            let Ok((mut s, _)) = listener.accept().await else {
+                return;
+            };
+            tokio::spawn(async move {
+                use tokio::io::{AsyncReadExt, AsyncWriteExt};
+                let mut buf = [0u8; 4096];
+                let _ = s.read(&mut buf).await;
+                let head = format!(
+                    "HTTP/1.1 200 OK\r\nSet-Cookie: session={SESSION}\r\nX-Bad: a\x01b\r\nContent-Length: 2\r\n\r\nok"
+                );
+                let _ = s.write_all(head.as_bytes()).await;
+            });
+        }
+    });
+    let proxy = Proxy::start(&config(
+        addr,
+        "health-check = { path = \"/health\", every = \"1s\" }",
+    ));
+    let log = eventually(Duration::from_secs(15), "out of rotation", || {
+        let proxy = &proxy;
+        async move {
+            let log = proxy.stderr();
+            log.contains("becomes unhealthy").then_some(log)
+        }
+    })
+    .await;
+    assert!(!log.contains(SESSION), "{log}");
+    assert!(
+        log.contains("InvalidHTTPHeader"),
+        "the reason is told: {log}"
+    );
+}

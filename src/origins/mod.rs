@@ -8,6 +8,7 @@
 
 mod discovery;
 pub mod service;
+pub mod told;
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -190,7 +191,7 @@ impl Pool {
                     .with_label_values(&[up.name.as_str(), addr.to_string().as_str()])
                     .set(1);
             }
-            let check = Box::new(check);
+            let check = Box::new(told::Checked(check));
             match &mut lb {
                 Lb::RoundRobin(lb) => lb.set_health_check(check),
                 Lb::Visitor(lb) => lb.set_health_check(check),

@@ -208,47 +208,6 @@ pub(super) async fn on_response(
     Ok(())
 }
 
-/// An origin's failure as the log tells it: without the raw head Pingora quotes for one it
-/// could not parse (`buf: ...`), which holds the answer's `Set-Cookie` values (found by
-/// review: the admin listener's log quoted a request's `Authorization` the same way).
-pub(crate) fn told(e: &pingora::Error) -> String {
-    let mut out = String::new();
-    let mut at = Some(e);
-    let mut previous: Option<&pingora::Error> = None;
-    while let Some(e) = at {
-        use std::fmt::Write;
-        if previous.is_some() {
-            out.push_str(" cause:");
-        }
-        if previous.is_none_or(|p| p.esource() != e.esource()) {
-            let _ = write!(out, " {}", e.esource().as_str());
-        }
-        if previous.is_none_or(|p| p.etype() != e.etype()) {
-            let _ = write!(out, " {}", e.etype().as_str());
-        }
-        let quoted = *e.etype() == ErrorType::InvalidHTTPHeader;
-        if let Some(c) = e
-            .context
-            .as_ref()
-            .filter(|c| !quoted && !c.as_str().starts_with("buf:"))
-        {
-            let _ = write!(out, " context: {c}");
-        }
-        previous = Some(e);
-        at = match e.cause.as_ref() {
-            Some(c) => match c.downcast_ref::<pingora::BError>() {
-                Some(inner) => Some(inner),
-                None => {
-                    let _ = write!(out, " cause: {c}");
-                    None
-                }
-            },
-            None => None,
-        };
-    }
-    out.trim_start().to_string()
-}
-
 /// Proxying failed before a response: connection refused, timeouts, a broken origin.
 pub(super) async fn on_failure(
     session: &mut Session,
@@ -302,7 +261,7 @@ pub(super) async fn on_failure(
             can_reuse_downstream: false,
         };
     }
-    tracing::warn!(upstream = shared.config.upstreams[ctx.upstream].name, error = %told(e), status = code, "origin failed");
+    tracing::warn!(upstream = shared.config.upstreams[ctx.upstream].name, error = %crate::origins::told::told(e), status = code, "origin failed");
     if session.response_written().is_none() {
         let room = ctx.room.map(|i| shared.rooms[i].name()).unwrap_or("");
         let reached = matches!(e.etype(), ErrorType::HTTPStatus(_));
@@ -433,23 +392,5 @@ mod tests {
             failure_settlement(&Internal, &ReadTimedout, true, false),
             Settle::GiveBack
         );
-    }
-
-    #[test]
-    fn a_head_pingora_could_not_read_is_never_told() {
-        let inner = pingora::Error::because(
-            ErrorType::InvalidHTTPHeader,
-            "buf: HTTP/1.1 200 OK\r\nSet-Cookie: s=SECRET\r\n",
-            pingora::Error::explain(ErrorType::InternalError, "invalid header value"),
-        );
-        let mut outer = inner.more_context("Peer: 127.0.0.1:8080");
-        outer.esource = pingora::ErrorSource::Upstream;
-        let shown = told(&outer);
-        assert!(!shown.contains("SECRET"), "{shown}");
-        assert!(shown.contains("InvalidHTTPHeader"), "{shown}");
-        assert!(shown.contains("invalid header value"), "{shown}");
-        // Other failures are told whole.
-        let refused = pingora::Error::explain(ErrorType::ConnectRefused, "Peer: 127.0.0.1:1");
-        assert_eq!(told(&refused), refused.to_string().trim_start());
     }
 }
