@@ -324,6 +324,11 @@ impl Room {
             .max_active_in_force
             .store(old.live.max_active_in_force(), Ordering::Relaxed);
         self.live.heard.store(old.live.heard(), Ordering::Release);
+        // When the store last answered, too: without it the store's sessions counted as
+        // running for good, and a reload during an outage left the `local` policy no share to
+        // admit with until the store was back (found by review).
+        let heard_at = *old.live.heard_at.lock().unwrap_or_else(|e| e.into_inner());
+        *self.live.heard_at.lock().unwrap_or_else(|e| e.into_inner()) = heard_at;
         // A refusal of the key layout holds the room over a reload too (found by review: the
         // room opened until its next tick reached the store).
         self.live

@@ -1,0 +1,45 @@
+//! The `local` store-error policy across a reload during an outage.
+
+mod common;
+
+use std::time::Duration;
+
+use common::local::*;
+use common::redis::RedisServer;
+use common::*;
+
+/// A reload during an outage keeps when the store last answered: the sessions it counted
+/// still run out over their session-ttl and make room for the instance's share (found by
+/// review: after a SIGHUP they counted as running for good, and a full room let nobody in
+/// until the store was back).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reload_during_an_outage_keeps_the_local_share() {
+    let mut redis = RedisServer::start();
+    let origin = Origin::start().await;
+    let room = "admit-per-second = 100\nmax-active = 2\nsession-ttl = \"2s\"";
+    let proxy = Proxy::start(&config(origin.addr, &redis.url(), 3, room));
+    admission_loop_ran(&redis).await;
+    // The room full, as the store counts it.
+    let (admitted, states) = newcomers(&proxy, 2, 1).await;
+    assert_eq!(admitted, 2, "{states:?}");
+    eventually(
+        Duration::from_secs(5),
+        "a tick that counted them",
+        || async {
+            let v = admin_json(&proxy, "/rooms/sale", TOKEN).await?;
+            (v["active"] == 2).then_some(())
+        },
+    )
+    .await;
+    redis.kill();
+    breaker_open(&proxy).await;
+    proxy.signal("HUP");
+    eventually(Duration::from_secs(10), "the reload applied", || async {
+        let v = admin_json(&proxy, "/readyz", TOKEN).await?;
+        (v["last_reload"]["applied"] == true).then_some(())
+    })
+    .await;
+    // Within a session-ttl and a bit the counted sessions have run out.
+    let (admitted, states) = newcomers(&proxy, 4, 40).await;
+    assert!(admitted >= 1, "nobody let in after the reload: {states:?}");
+}
