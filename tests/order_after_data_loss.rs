@@ -179,6 +179,57 @@ async fn an_order_in_flight_on_a_slower_ticking_instance_is_not_taken_again() {
     assert_eq!(shop.orders(), 1, "the shop saw one order");
 }
 
+/// The instance with the order in flight lengthens its tick by a reload while Redis is away,
+/// then Redis comes back empty: the store never heard the longer tick, so the instance keeps
+/// the one it knew until an admit carrying the new one lands, and sees the loss in time (found
+/// by re-review: a second order of the admission went through the other instance, two times
+/// in six).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tick_lengthened_during_an_outage_does_not_let_an_order_be_taken_again() {
+    let mut redis = RedisServer::start();
+    let shop = Shop::start().await;
+    shop.script(&[Answer::Late(Duration::from_secs(8), 200)]);
+    let cfg = two_instances(&shop, &redis, "timeout = \"250ms\"");
+    let (holder, other) = (Proxy::start(&cfg), Proxy::start(&cfg));
+    let (jar, first) = an_order_at_the_shop(&holder, &shop).await;
+    redis.kill();
+    std::fs::write(
+        holder.config_path(),
+        cfg.replace("tick = \"100ms\"", "tick = \"3s\""),
+    )
+    .unwrap();
+    holder.signal("HUP");
+    eventually(Duration::from_secs(10), "the reload applied", || async {
+        let v: serde_json::Value = client()
+            .get(holder.admin_url("/readyz"))
+            .send()
+            .await
+            .ok()?
+            .json()
+            .await
+            .ok()?;
+        (v["last_reload"]["applied"] == true).then_some(())
+    })
+    .await;
+    redis.restart();
+    let mut answers = std::collections::BTreeMap::new();
+    while !first.is_finished() {
+        let resp = client()
+            .post(other.url("/orders"))
+            .header("cookie", jar.header())
+            .send()
+            .await;
+        let code = resp.map(|r| r.status().as_u16()).unwrap_or(0);
+        *answers.entry(code).or_insert(0u32) += 1;
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(
+        !answers.contains_key(&200),
+        "a second order went through: {answers:?}"
+    );
+    assert_eq!(shop.orders(), 1, "the shop saw one order");
+}
+
 /// An order the shop answered while Redis was down: its confirm is owed and retried with
 /// backoff. When Redis then comes back empty, the confirm must land before another instance
 /// lets a consume vouched by the cookie alone win: the retry wakes at once when its instance

@@ -42,17 +42,18 @@ impl AdmissionLoop {
 /// Ticks one room until its task is aborted.
 async fn run_room(shared: Arc<Shared>, room: usize) {
     let r = &shared.rooms[room];
-    let mut timer = interval(r.cfg.params.tick);
-    timer.set_missed_tick_behavior(MissedTickBehavior::Delay);
     let tick = r.cfg.params.tick;
+    let mut period = cadence(tick, r.recovery.landed_tick());
+    let mut timer = interval(period);
+    timer.set_missed_tick_behavior(MissedTickBehavior::Delay);
     let mut last: Option<Instant> = None;
     loop {
         timer.tick().await;
         // Never two calls less than a tick apart (the timer fires a late tick's successor on
         // schedule): the store would let only part of the second batch in and the bucket, full
         // by then, would lose the rest of its tokens.
-        if let Some(gap) = last.map(|at| at.elapsed()).filter(|gap| *gap < tick) {
-            tokio::time::sleep(tick - gap).await;
+        if let Some(gap) = last.map(|at| at.elapsed()).filter(|gap| *gap < period) {
+            tokio::time::sleep(period - gap).await;
         }
         last = Some(Instant::now());
         // While the breaker is not closed, a read that changes nothing probes the store first
@@ -88,6 +89,12 @@ async fn run_room(shared: Arc<Shared>, room: usize) {
         {
             Ok(mut report) => {
                 r.recovery.heard(ctx.step.number);
+                r.recovery.tick_landed(tick);
+                if period != tick {
+                    period = tick;
+                    timer = tokio::time::interval_at(Instant::now() + tick, tick);
+                    timer.set_missed_tick_behavior(MissedTickBehavior::Delay);
+                }
                 r.events
                     .note_store_now(report.store_now, shared.clock.now_micros());
                 let m = &r.metrics;
@@ -152,6 +159,17 @@ async fn run_room(shared: Arc<Shared>, room: usize) {
             }
         }
     }
+}
+
+/// How often a room's loop runs: every `tick`, but at the tick the store last knew this
+/// instance by (`landed`), when that is shorter, until an admit carrying the new one has reached
+/// it. After a data loss, other instances wait for this one to see the loss by the longest tick
+/// the store told them ([`crate::store::AdmitReport::tick_hi`]); a reload that lengthened the
+/// tick during an outage would otherwise see it later than they wait, and an order it had in
+/// flight could be taken again elsewhere (found by re-review: two orders of one admission, two
+/// times in six).
+fn cadence(tick: std::time::Duration, landed: Option<std::time::Duration>) -> std::time::Duration {
+    landed.filter(|l| *l < tick).unwrap_or(tick)
 }
 
 /// The range new estimates are told as until the next tick (see
@@ -273,5 +291,22 @@ impl BackgroundService for AdmissionLoop {
                 _ = self.reloaded.notified() => tasks.abort_all(),
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn a_longer_tick_waits_for_the_store_to_know_it() {
+        let (fast, slow) = (Duration::from_millis(100), Duration::from_secs(3));
+        // Lengthened by a reload: the old tick until one carrying the new has landed.
+        assert_eq!(cadence(slow, Some(fast)), fast);
+        assert_eq!(cadence(slow, Some(slow)), slow);
+        // Shortened, or nothing landed yet (a new process): the room's own.
+        assert_eq!(cadence(fast, Some(slow)), fast);
+        assert_eq!(cadence(slow, None), slow);
     }
 }

@@ -155,9 +155,26 @@ pub struct Recovery {
     /// reload left in flight wait on the one they started with (found by re-review: after a
     /// SIGHUP, a loss woke none of them, and another instance took a second order).
     pub lost: std::sync::Arc<tokio::sync::Notify>,
+    /// The tick (µs) the last admit that reached the store carried, 0 before one did: what the
+    /// store knows this instance runs the room with ([`crate::store::AdmitReport::tick_hi`]).
+    landed_tick: AtomicU64,
 }
 
 impl Recovery {
+    /// An admit carrying `tick` reached the store.
+    pub fn tick_landed(&self, tick: std::time::Duration) {
+        let us = u64::try_from(tick.as_micros()).unwrap_or(u64::MAX);
+        self.landed_tick.store(us, Ordering::Release);
+    }
+
+    /// The tick the last admit that reached the store carried, if one did.
+    pub fn landed_tick(&self) -> Option<std::time::Duration> {
+        match self.landed_tick.load(Ordering::Acquire) {
+            0 => None,
+            us => Some(std::time::Duration::from_micros(us)),
+        }
+    }
+
     pub fn known(&self) -> Option<Known> {
         self.known.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
@@ -309,6 +326,8 @@ impl Recovery {
     /// Carries everything over a reload.
     pub fn inherit(&mut self, old: &Recovery) {
         self.lost = old.lost.clone();
+        self.landed_tick
+            .store(old.landed_tick.load(Ordering::Acquire), Ordering::Release);
         self.heard
             .store(old.heard.load(Ordering::Acquire), Ordering::Release);
         *self.known.lock().unwrap_or_else(|e| e.into_inner()) = old.known();
