@@ -285,3 +285,31 @@ pub async fn an_empty_line_forgets_its_measured_rate(h: &dyn Harness) {
     let kept = kept.expect("the line emptied while the shop was full");
     assert!(kept > 0.5, "a full shop keeps its measured rate: {kept}");
 }
+
+/// Time in which no admit reached the store (an outage, a pause) is not time the line stood
+/// still: the measured rate after it is the line's as before (found by review: after a 20 s
+/// pause it read a fifth of what it was, and waits were told 4-5 times too long).
+pub async fn an_outage_does_not_count_as_a_line_that_stood_still(h: &dyn Harness) {
+    let s = h.store();
+    let p = room("outage-rate", 4.0, 1000);
+    for _ in 0..200 {
+        s.join(&p, VisitorId::random()).await.unwrap();
+    }
+    let mut before = 0.0;
+    for _ in 0..60 {
+        h.advance(Duration::from_millis(100));
+        before = s.admit(&p).await.unwrap().measured_rate;
+    }
+    assert!(before > 3.0, "the line's rate was measured: {before}");
+    // Twenty seconds with no admit at all, then the room runs again.
+    h.advance(Duration::from_secs(20));
+    let mut after = 0.0;
+    for _ in 0..30 {
+        h.advance(Duration::from_millis(100));
+        after = s.admit(&p).await.unwrap().measured_rate;
+    }
+    assert!(
+        after > 0.75 * before,
+        "the rate after the outage: {after}, before: {before}"
+    );
+}

@@ -675,6 +675,7 @@ macro_rules! conformance_suite {
             a_clock_step_back_sweeps_nobody_and_admission_goes_on,
             a_step_not_heard_gives_no_turn_and_keeps_the_ones_it_gave,
             an_empty_line_forgets_its_measured_rate,
+            an_outage_does_not_count_as_a_line_that_stood_still,
             a_consumed_admission_is_not_renewed,
             a_used_visitor_can_be_admitted_again,
             a_confirmed_order_uses_the_admission_up,

@@ -47,6 +47,12 @@ impl RoomData {
             }
         }
         let expired = r.prune_active(now);
+        // No admit for longer than the clock's cap (the process was stopped): the rate's
+        // window starts again, as admit.lua's `stalled`.
+        let stalled = r
+            .liveness
+            .at
+            .is_some_and(|at| now.saturating_sub(at) > crate::store::liveness::cap(p.tick));
         let live = r.live(now, p.tick, true);
         let at = r.event_now(ctx.events.as_ref(), wall);
         let in_pre = at.in_pre();
@@ -117,6 +123,9 @@ impl RoomData {
             || in_pre;
         let forget =
             admitted == 0 && r.waiters.is_empty() && (r.active.len() as u64) < p.max_active(&state);
+        if stalled {
+            r.restart_rate_window(now);
+        }
         r.observe_rate(now, idle, forget);
         AdmitReport {
             admitted,

@@ -50,6 +50,12 @@ impl RoomData {
     /// a line formed would otherwise count in the first sample of a sale (a fraction of a
     /// second's admissions over a whole second), and ETAs stay low for ten seconds after. The
     /// first sample seeds the average. lua/admit.lua measures the same way.
+    /// The measured rate's window starts at `now` (its rate kept).
+    pub(super) fn restart_rate_window(&mut self, now: Micros) {
+        self.measured_at = Some(now);
+        self.measured_count = self.admitted_total;
+    }
+
     pub(super) fn observe_rate(&mut self, now: Micros, idle: bool, forget: bool) {
         if idle {
             self.measured_at = Some(now);
