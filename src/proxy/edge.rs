@@ -152,7 +152,20 @@ impl Proxy {
             Self::give_ticket(shared, ctx, room, &next);
         }
         r.metrics.polls_edge.inc();
-        let status = Self::in_line_status(shared, room, position, waiting, eta_rate, paused);
+        let mut status = Self::in_line_status(
+            shared,
+            room,
+            position,
+            waiting,
+            eta_rate,
+            paused || !store_answers,
+        );
+        // The store away (the `closed` policy): the place from the snapshot, on hold, held by
+        // the store, with no ETA — nobody is let in meanwhile (found by review: told "waiting"
+        // with an ETA that did not move, held by max-active).
+        if !store_answers && !paused {
+            status.held_by = Some("store");
+        }
         Some(Verdict::Wait(if r.events.any() {
             Self::with_event(shared, room, status, t.vid, t.drawn)
         } else {

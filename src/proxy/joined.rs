@@ -199,9 +199,21 @@ impl Proxy {
                         Self::grant(shared, ctx, room, vid);
                         Verdict::Pass { admitted: true }
                     }
-                    OnError::Local { .. } | OnError::Hold => {
-                        Verdict::Wait(Self::on_hold(shared, room))
-                    }
+                    // A visitor in line keeps being shown the place their ticket last told
+                    // (it never goes up), on hold: before (found by review), the head of the
+                    // line, whom the snapshot sends to the store, and everyone once their
+                    // ticket was older than half of abandon-after, were told "on hold" with
+                    // no place while those behind them kept theirs.
+                    OnError::Local { .. } | OnError::Hold => Verdict::Wait(Status {
+                        position: ticket
+                            .filter(|t| {
+                                !t.drawn
+                                    && t.shown < crate::line::ticket::NOT_SHOWN
+                                    && p.queueing != crate::store::Queueing::Random
+                            })
+                            .map(|t| t.shown.max(1)),
+                        ..Self::on_hold(shared, room)
+                    }),
                 }
             }
         }
