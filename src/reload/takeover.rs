@@ -133,7 +133,7 @@ pub(super) fn taken_from(
     // unseen); under lenient matching a request in capitals can fall in two rooms.
     let mut points: Vec<String> = Vec::new();
     for p in own.paths.iter().chain(nested) {
-        for form in [p.clone(), p.to_ascii_lowercase(), p.to_ascii_uppercase()] {
+        for form in case_forms(p) {
             if !points.contains(&form) {
                 points.push(form);
             }
@@ -167,6 +167,53 @@ pub(super) fn taken_from(
         }
     }
     refused.map(|at| (None, at))
+}
+
+/// At most this many spellings of one path are asked ([`case_forms`]).
+const CASE_FORMS: usize = 64;
+
+/// `p` as written, in lower case, in upper case, and — up to [`CASE_FORMS`] of them — with each
+/// segment in each of those: a shorter room's prefix matches as written while a longer one's
+/// matches a lower-case reading, so under lenient matching `/s/V` falls in `/s` and `/s/v`
+/// both (found by the property test below: a site-wide room on `/s` added beside `/s/v` took
+/// such requests unseen).
+fn case_forms(p: &str) -> Vec<String> {
+    let whole = vec![
+        p.to_string(),
+        p.to_ascii_lowercase(),
+        p.to_ascii_uppercase(),
+    ];
+    let mut forms: Vec<String> = vec![String::new()];
+    for (i, segment) in p.split('/').enumerate() {
+        let mut kinds = vec![
+            segment.to_string(),
+            segment.to_ascii_lowercase(),
+            segment.to_ascii_uppercase(),
+        ];
+        kinds.dedup();
+        kinds.sort();
+        kinds.dedup();
+        let mut next = Vec::with_capacity(forms.len() * kinds.len());
+        for f in &forms {
+            for k in &kinds {
+                next.push(if i == 0 {
+                    k.clone()
+                } else {
+                    format!("{f}/{k}")
+                });
+            }
+        }
+        if next.len() > CASE_FORMS {
+            return whole;
+        }
+        forms = next;
+    }
+    for w in whole {
+        if !forms.contains(&w) {
+            forms.push(w);
+        }
+    }
+    forms
 }
 
 #[cfg(test)]
@@ -385,6 +432,26 @@ mod tests {
             taken_with(&old, "sale", &new, OtherHosts::Pass, PathMatching::Strict),
             None
         );
+    }
+}
+
+#[cfg(test)]
+mod case_tests {
+    use super::tests_support::*;
+    use crate::route::{OtherHosts, PathMatching};
+
+    #[test]
+    fn a_spelling_in_two_cases_is_asked_too() {
+        let mut forms = super::case_forms("/s/v");
+        forms.sort();
+        assert_eq!(forms, ["/S/V", "/S/v", "/s/V", "/s/v"]);
+        assert_eq!(super::case_forms("/").len(), 1);
+        // Too many segments: the whole path in its three cases.
+        assert_eq!(super::case_forms("/a/b/c/d/e/f/g").len(), 3);
+        // The property test's case: a site-wide room on /s added beside /s/v, lenient.
+        let old = [room("b", &[], &["/s/v"])];
+        let new = [room("c", &[], &["/s"]), room("b", &[], &["/s/v"])];
+        assert!(taken_with(&old, "b", &new, OtherHosts::Refuse, PathMatching::Lenient).is_some());
     }
 }
 

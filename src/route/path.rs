@@ -227,6 +227,19 @@ impl<'a> Readings<'a> {
                         Transform::Dots as u8 | Transform::Script as u8,
                     );
                     out.add_both(resolved, Transform::Script as u8);
+                    // nginx's `$` before a final newline, dots kept (found by the property
+                    // test: `/a%20/index.php/../orders%0A` is `/orders` to the app).
+                    let cut = info
+                        .strip_suffix("%0A")
+                        .or_else(|| info.strip_suffix("%0a"));
+                    if let Some(cut) = cut {
+                        let resolved = normalize_path(cut).into_owned();
+                        out.add_both(
+                            cut.to_string(),
+                            Transform::Dots as u8 | Transform::Script as u8,
+                        );
+                        out.add_both(resolved, Transform::Script as u8);
+                    }
                 }
                 out.add_both(kept, Transform::Dots as u8);
             }
@@ -480,6 +493,8 @@ mod tests {
         // A newline at the end of a script's path info (PCRE's `$` before it: re-review).
         additive("/index.php/orders%0A", "/orders");
         additive("/a.php/b.php/c.php/d.php/e.fcgi/orders%0a", "/orders");
+        // And with dot segments kept after the script (found by the property test).
+        additive("/a%20/index.php/../orders%0A", "/orders");
         for raw in [
             "/app.js/x",
             "/a.pyc/x",
