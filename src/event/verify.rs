@@ -96,6 +96,17 @@ pub fn check(doc: &Value, mine: &RegTicket) -> Result<Report, String> {
                 .ok_or_else(|| format!("ticket {} of the list is not 32 hex digits", i + 1))
         })
         .collect::<Result<_, _>>()?;
+    // The list against the count the room publishes beside it: a list with tickets left out
+    // checks for the tickets in it, and "all N registrations" would not be true (found by
+    // review: a saved list with another's ticket removed passed).
+    if let Some(counted) = doc["registrations"].as_u64() {
+        if counted != list.len() as u64 {
+            return Err(format!(
+                "the list has {} tickets but the event counted {counted} registrations: tickets are missing from it, or it was added to",
+                list.len()
+            ));
+        }
+    }
     let v = draw::verify(commitment, &seed, &list, mine).map_err(|e| e.to_string())?;
     Ok(Report {
         room: doc["room"].as_str().unwrap_or("?").to_string(),
@@ -292,6 +303,17 @@ mod tests {
         assert!(check(&unrevealed, &list[0])
             .unwrap_err()
             .contains("not revealed"));
+        // A list with another's ticket left out, beside the count the room published.
+        let mut counted = doc(&list, &seed);
+        counted["registrations"] = json!(300);
+        assert!(check(&counted, &list[41]).is_ok());
+        let mut short = list.clone();
+        short.remove(7);
+        let mut left_out = doc(&short, &seed);
+        left_out["registrations"] = json!(300);
+        assert!(check(&left_out, &list[41])
+            .unwrap_err()
+            .contains("counted 300"));
     }
 
     #[test]
