@@ -16,7 +16,7 @@ use async_trait::async_trait;
 use pingora::server::ShutdownWatch;
 use pingora::services::background::BackgroundService;
 use tokio::sync::Notify;
-use tokio::time::{interval, Instant, MissedTickBehavior};
+use tokio::time::Instant;
 
 use crate::app::{Current, Shared};
 use crate::room::recovery::{self, Known, Seen};
@@ -44,18 +44,23 @@ async fn run_room(shared: Arc<Shared>, room: usize) {
     let r = &shared.rooms[room];
     let tick = r.cfg.params.tick;
     let mut period = cadence(tick, r.recovery.landed_tick());
-    let mut timer = interval(period);
-    timer.set_missed_tick_behavior(MissedTickBehavior::Delay);
-    let mut last: Option<Instant> = None;
+    let mut next = Instant::now();
     loop {
-        timer.tick().await;
-        // Never two calls less than a tick apart (the timer fires a late tick's successor on
-        // schedule): the store would let only part of the second batch in and the bucket, full
-        // by then, would lose the rest of its tokens.
-        if let Some(gap) = last.map(|at| at.elapsed()).filter(|gap| *gap < period) {
-            tokio::time::sleep(period - gap).await;
-        }
-        last = Some(Instant::now());
+        // A period after the last call began, never less (a late call's successor is not made
+        // up for: the store would let only part of its batch in and the bucket, full by then,
+        // would lose the rest of its tokens). While this instance has an order the store may
+        // not know the end of, at most `WATCHING` apart: it must see a data loss soon, whatever
+        // its tick, for its heartbeat to write the order's marker again before another instance
+        // lets a cookie alone order again (found by re-review: a tick lengthened by a reload
+        // landed, the store lost its data before the other instances had heard the new tick,
+        // and the kept cookie ordered again through one of them).
+        tokio::time::sleep_until(next).await;
+        let wait = if r.owed.is_empty() {
+            period
+        } else {
+            period.min(WATCHING)
+        };
+        next = Instant::now() + wait;
         // While the breaker is not closed, a read that changes nothing probes the store first
         // (see `Core::store_call`); the admit follows once it is answered in time.
         if !shared.store_closed() {
@@ -90,11 +95,7 @@ async fn run_room(shared: Arc<Shared>, room: usize) {
             Ok(mut report) => {
                 r.recovery.heard(ctx.step.number);
                 r.recovery.tick_landed(tick);
-                if period != tick {
-                    period = tick;
-                    timer = tokio::time::interval_at(Instant::now() + tick, tick);
-                    timer.set_missed_tick_behavior(MissedTickBehavior::Delay);
-                }
+                period = tick;
                 r.events
                     .note_store_now(report.store_now, shared.clock.now_micros());
                 let m = &r.metrics;
@@ -160,6 +161,11 @@ async fn run_room(shared: Arc<Shared>, room: usize) {
         }
     }
 }
+
+/// How often at most a room's loop runs while this instance has an order the store may not
+/// know the end of (see `run_room`): it sees a loss well within the wait every instance gives
+/// one (`breaker-cooldown` + `timeout` + two ticks), whatever its own tick.
+const WATCHING: std::time::Duration = std::time::Duration::from_millis(100);
 
 /// How often a room's loop runs: every `tick`, but at the tick the store last knew this
 /// instance by (`landed`), when that is shorter, until an admit carrying the new one has reached
