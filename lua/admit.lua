@@ -86,12 +86,14 @@ local epoch = tonumber(h[7]) or now
 -- clock steps over it.
 forgive_gap(room, active, now, liveness_cap(tonumber(ARGV[4])), tonumber(ARGV[3]))
 -- The liveness clock (see the prelude): every admit steps it, by at most the cap.
-local clock = redis.call('HMGET', room, 'live', 'live_at')
--- No admit reached the room for longer than the clock's cap: the store was away or paused.
-local stalled = tonumber(clock[2]) ~= nil
-  and now - tonumber(clock[2]) > liveness_cap(tonumber(ARGV[4]))
+local clock = redis.call('HMGET', room, 'live', 'live_at', 'adm_at')
+-- No admit reached the room for longer than the clock's cap: the store was away or paused. By
+-- the last admit's own time ('adm_at'): a join steps the clock too, and one run first after a
+-- pause hid it (found by re-review).
+local stalled = tonumber(clock[3]) ~= nil
+  and now - tonumber(clock[3]) > liveness_cap(tonumber(ARGV[4]))
 local live = liveness(clock[1], clock[2], now, liveness_cap(tonumber(ARGV[4])), true)
-redis.call('HSET', room, 'live', live, 'live_at', now)
+redis.call('HSET', room, 'live', live, 'live_at', now, 'adm_at', now)
 
 -- The event in force, by this store's clock, and what follows from its phase.
 local events = parse_events(ARGV[24])

@@ -13,7 +13,8 @@
 --                                claims it had cut short (forgive_gap); 'ab_hi' and
 --                                'ab_hi_until', the longest abandon-after of the instances
 --                                (abandon_after); 'tk_hi' and 'tk_hi_until', their longest
---                                tick (admit.lua); per instance, 'step:<id>' (the number of
+--                                tick (admit.lua); 'adm_at', the TIME of the last admit;
+--                                per instance, 'step:<id>' (the number of
 --                                its last admit step run) and 'given:<id>' (the turns that
 --                                step gave, msgpack: see admit.lua), gone with the instance
 --   {anteroom:R}:ended     ZSET  member = visitor id, score = deadline of a session a pre-queue

@@ -49,10 +49,11 @@ impl RoomData {
         let expired = r.prune_active(now);
         // No admit for longer than the clock's cap (the process was stopped): the rate's
         // window starts again, as admit.lua's `stalled`.
+        // By the last admit's own time: a join steps the liveness clock too.
         let stalled = r
-            .liveness
-            .at
+            .admitted_at
             .is_some_and(|at| now.saturating_sub(at) > crate::store::liveness::cap(p.tick));
+        r.admitted_at = Some(now);
         let live = r.live(now, p.tick, true);
         let at = r.event_now(ctx.events.as_ref(), wall);
         let in_pre = at.in_pre();

@@ -60,6 +60,9 @@ pub(super) struct RoomData {
     pub(super) liveness: Liveness,
     /// When the last gap was forgiven ([`liveness::forgiven`]).
     pub(super) forgave_at: Option<Micros>,
+    /// When the last admit step ran (a gap longer than the liveness clock's cap restarts the
+    /// measured rate's window: admit.lua's `stalled`).
+    pub(super) admitted_at: Option<Micros>,
     pub(super) live_now: Micros,
     /// Admitted sessions and their expiry: claim deadline or end of session.
     pub(super) active: HashMap<VisitorId, Micros>,
