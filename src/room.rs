@@ -335,6 +335,20 @@ impl Room {
             .refused
             .store(old.live.refused(), Ordering::Relaxed);
         self.recovery.inherit(&old.recovery);
+        // What is in force, under the new file: the overrides the store last told (an
+        // operator's, an event's, the autopilot's) over the new file's values. Before (found
+        // by review), a reload during an outage kept the old file's max-active and dropped a
+        // rate override, and the `local` policy admitted by them.
+        if let Some(k) = self.recovery.known() {
+            let p = &self.cfg.params;
+            self.live
+                .max_active_in_force
+                .store(p.max_active(&k.state), Ordering::Relaxed);
+            self.live.rate_in_force_milli.store(
+                (p.rate(&k.state) * 1000.0).round() as u64,
+                Ordering::Relaxed,
+            );
+        }
         let now = crate::clock::Clock::now_micros(&crate::clock::SystemClock);
         self.abandon_hold.inherit(
             &old.abandon_hold,

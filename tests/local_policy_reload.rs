@@ -43,3 +43,35 @@ async fn a_reload_during_an_outage_keeps_the_local_share() {
     let (admitted, states) = newcomers(&proxy, 4, 40).await;
     assert!(admitted >= 1, "nobody let in after the reload: {states:?}");
 }
+
+/// A reload during an outage puts the new file's max-active in force for the `local` policy,
+/// and keeps an operator's rate override (found by review: the old file's max-active stayed,
+/// and the override was dropped for the file's rate).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reload_during_an_outage_puts_the_new_max_active_in_force() {
+    let mut redis = RedisServer::start();
+    let origin = Origin::start().await;
+    let room = "admit-per-second = 50\nmax-active = 20\nsession-ttl = \"60s\"";
+    let cfg = config(origin.addr, &redis.url(), 3, room);
+    let proxy = Proxy::start(&cfg);
+    admission_loop_ran(&redis).await;
+    redis.kill();
+    breaker_open(&proxy).await;
+    std::fs::write(
+        proxy.config_path(),
+        cfg.replace("max-active = 20", "max-active = 4"),
+    )
+    .unwrap();
+    proxy.signal("HUP");
+    eventually(Duration::from_secs(10), "the reload applied", || async {
+        let v = admin_json(&proxy, "/readyz", TOKEN).await?;
+        (v["last_reload"]["applied"] == true).then_some(())
+    })
+    .await;
+    let (admitted, states) = newcomers(&proxy, 12, 10).await;
+    assert!(
+        admitted <= 4,
+        "past the new max-active: {admitted}, {states:?}"
+    );
+    assert!(admitted >= 1, "nobody let in: {states:?}");
+}
