@@ -199,7 +199,11 @@ async fn a_fresh_ticket_of_a_lost_line_spares_the_work_beside_a_stale_one() {
         .await
         .unwrap();
     let s: Value = resp.json().await.unwrap();
-    assert!(s["position"].as_u64().is_some(), "placed again: {s}");
+    // Placed again, or let in at once (the store lost the slot's holder too): never asked.
+    assert!(
+        s["state"] == "admitted" || s["position"].as_u64().is_some(),
+        "placed again: {s}"
+    );
     assert_eq!(
         count(&proxy, "strict").await,
         0,
