@@ -160,17 +160,7 @@ async fn an_order_in_flight_on_a_slower_ticking_instance_is_not_taken_again() {
     let (jar, first) = an_order_at_the_shop(&slow, &shop).await;
     redis.kill();
     redis.restart();
-    let mut answers = std::collections::BTreeMap::new();
-    while !first.is_finished() {
-        let resp = client()
-            .post(fast.url("/orders"))
-            .header("cookie", jar.header())
-            .send()
-            .await;
-        let code = resp.map(|r| r.status().as_u16()).unwrap_or(0);
-        *answers.entry(code).or_insert(0u32) += 1;
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    let answers = orders_again(&fast, &jar, &first, Duration::from_millis(5)).await;
     assert!(
         !answers.contains_key(&200),
         "a second order went through: {answers:?}"
@@ -212,17 +202,7 @@ async fn a_tick_lengthened_during_an_outage_does_not_let_an_order_be_taken_again
     })
     .await;
     redis.restart();
-    let mut answers = std::collections::BTreeMap::new();
-    while !first.is_finished() {
-        let resp = client()
-            .post(other.url("/orders"))
-            .header("cookie", jar.header())
-            .send()
-            .await;
-        let code = resp.map(|r| r.status().as_u16()).unwrap_or(0);
-        *answers.entry(code).or_insert(0u32) += 1;
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let answers = orders_again(&other, &jar, &first, Duration::from_millis(20)).await;
     assert!(
         !answers.contains_key(&200),
         "a second order went through: {answers:?}"
@@ -259,17 +239,7 @@ async fn an_instance_with_an_order_in_flight_sees_a_loss_soon_whatever_its_tick(
     )
     .await;
     common::redis::raw(redis.port, "FLUSHALL").unwrap();
-    let mut answers = std::collections::BTreeMap::new();
-    while !first.is_finished() {
-        let resp = client()
-            .post(other.url("/orders"))
-            .header("cookie", jar.header())
-            .send()
-            .await;
-        let code = resp.map(|r| r.status().as_u16()).unwrap_or(0);
-        *answers.entry(code).or_insert(0u32) += 1;
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let answers = orders_again(&other, &jar, &first, Duration::from_millis(20)).await;
     assert!(
         !answers.contains_key(&200),
         "a second order went through: {answers:?}"
@@ -402,4 +372,26 @@ async fn an_order_at_the_shop(
     )
     .await;
     (jar, first)
+}
+
+/// The kept cookie's order sent again through `proxy`, a `pause` apart, until the first order
+/// is answered: how many answers of each status.
+async fn orders_again(
+    proxy: &Proxy,
+    jar: &Jar,
+    first: &tokio::task::JoinHandle<Option<u16>>,
+    pause: Duration,
+) -> std::collections::BTreeMap<u16, u32> {
+    let mut answers = std::collections::BTreeMap::new();
+    while !first.is_finished() {
+        let resp = client()
+            .post(proxy.url("/orders"))
+            .header("cookie", jar.header())
+            .send()
+            .await;
+        let code = resp.map(|r| r.status().as_u16()).unwrap_or(0);
+        *answers.entry(code).or_insert(0u32) += 1;
+        tokio::time::sleep(pause).await;
+    }
+    answers
 }

@@ -349,24 +349,7 @@ async fn an_order_the_shop_never_read_keeps_its_admission() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unreadable_answer_from_the_origin_is_logged_without_its_head() {
     const SESSION: &str = "shop-session-secret-0123456789";
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move {
-        loop {
-            let Ok((mut s, _)) = listener.accept().await else {
-                return;
-            };
-            tokio::spawn(async move {
-                use tokio::io::{AsyncReadExt, AsyncWriteExt};
-                let mut buf = [0u8; 4096];
-                let _ = s.read(&mut buf).await;
-                let head = format!(
-                    "HTTP/1.1 200 OK\r\nSet-Cookie: session={SESSION}\r\nX-Bad: a\x01b\r\nContent-Length: 2\r\n\r\nok"
-                );
-                let _ = s.write_all(head.as_bytes()).await;
-            });
-        }
-    });
+    let addr = unreadable_origin(SESSION).await;
     let proxy = Proxy::start(&config(addr, ""));
     let resp = client()
         .get(proxy.url("/about"))
@@ -391,24 +374,7 @@ async fn an_unreadable_answer_from_the_origin_is_logged_without_its_head() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unreadable_answer_to_the_health_check_is_logged_without_its_head() {
     const SESSION: &str = "shop-session-secret-9876543210";
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move {
-        loop {
-            let Ok((mut s, _)) = listener.accept().await else {
-                return;
-            };
-            tokio::spawn(async move {
-                use tokio::io::{AsyncReadExt, AsyncWriteExt};
-                let mut buf = [0u8; 4096];
-                let _ = s.read(&mut buf).await;
-                let head = format!(
-                    "HTTP/1.1 200 OK\r\nSet-Cookie: session={SESSION}\r\nX-Bad: a\x01b\r\nContent-Length: 2\r\n\r\nok"
-                );
-                let _ = s.write_all(head.as_bytes()).await;
-            });
-        }
-    });
+    let addr = unreadable_origin(SESSION).await;
     let proxy = Proxy::start(&config(
         addr,
         "health-check = { path = \"/health\", every = \"1s\" }",
@@ -426,4 +392,28 @@ async fn an_unreadable_answer_to_the_health_check_is_logged_without_its_head() {
         log.contains("InvalidHTTPHeader"),
         "the reason is told: {log}"
     );
+}
+
+/// An origin whose every answer has a head Pingora cannot read (a control byte in a header),
+/// with `session` in its `Set-Cookie`.
+async fn unreadable_origin(session: &'static str) -> std::net::SocketAddr {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        loop {
+            let Ok((mut s, _)) = listener.accept().await else {
+                return;
+            };
+            tokio::spawn(async move {
+                use tokio::io::{AsyncReadExt, AsyncWriteExt};
+                let mut buf = [0u8; 4096];
+                let _ = s.read(&mut buf).await;
+                let head = format!(
+                    "HTTP/1.1 200 OK\r\nSet-Cookie: session={session}\r\nX-Bad: a\x01b\r\nContent-Length: 2\r\n\r\nok"
+                );
+                let _ = s.write_all(head.as_bytes()).await;
+            });
+        }
+    });
+    addr
 }
