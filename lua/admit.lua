@@ -62,6 +62,7 @@
 --          registrations, when it opened (µs) or '', the version of the runtime events ('ev_ver'),
 --          a random draw let someone in within claim-ttl and two ticks (1/0),
 --          the longest tick an instance runs the room with lately (µs),
+--          the draw whose places the line holds (its event's id) or '', its order out (1/0),
 --          line epoch, count of the numbers that follow (2 per point),
 --          rank1, offset1, rank2, offset2, ...   (the line sampled: src/store/line.rs)
 --          the last revocation number handed back, count of the numbers that follow (2 per
@@ -98,7 +99,7 @@ redis.call('HSET', room, 'live', live, 'live_at', now, 'adm_at', now)
 -- The event in force, by this store's clock, and what follows from its phase.
 local events = parse_events(ARGV[24])
 local es = redis.call('HMGET', room, 'in_pre', 'open_live', 'opened', 'opened_us', 'released',
-  'draw_ev', 'draw_base', 'draw_epoch', 'gap', 'ev_ver', 'ev_max', 'ev_mixed')
+  'draw_ev', 'draw_base', 'draw_epoch', 'gap', 'ev_ver', 'ev_max', 'ev_mixed', 'draw_out')
 local ev, phase = event_now(events, now, es[3])
 local in_pre = phase == 'pre'
 local open_live = tonumber(es[2])
@@ -352,6 +353,25 @@ if phase == 'closed' and ev.release and es[5] ~= ev.id and not stale_events then
   h[7], h[12], line_epoch = nil, nil, nil
 end
 
+-- The draw whose places the line holds (its event's id), and whether its order is out: the
+-- store saw its event open, or the caller's events (current, agreed by the live instances) no
+-- longer hold it: the event was cancelled, its registrants in line by their drawn places. From
+-- then its seed may be published and nobody is placed by it again (join.lua), also should an
+-- event of the same id come back. Before (found by review), a draw cancelled after its
+-- pre-queue began let its registrants in by a draw nobody could check.
+local line_draw = tonumber(es[8]) == tonumber(h[7]) and es[6] or nil
+local draw_out = line_draw ~= nil and es[13] == line_draw
+if line_draw and not draw_out and not stale_events then
+  local held = false
+  for _, e in ipairs(events) do
+    held = held or e.id == line_draw
+  end
+  if es[3] == line_draw or not held then
+    draw_out = true
+    redis.call('HSET', room, 'draw_out', line_draw)
+  end
+end
+
 -- The wait of a visitor admitted from `offset`: since joining, or, for a draw's place, since the
 -- opening (a registration's offset is its draw key, not a time).
 local draw_base = tonumber(es[8]) == tonumber(h[7]) and tonumber(es[7]) or nil
@@ -543,7 +563,7 @@ local reply = { admitted, abandoned, expired, n, redis.call('ZCARD', active), to
   ev and ev.id or '', phase or '',
   (ev and ev.draw) and redis.call('ZCARD', KEYS[8 + ev.i]) or 0,
   (ev and es[3] == ev.id) and es[4] or '', tonumber(es[10]) or 0,
-  random_recent and 1 or 0, string.format('%.0f', tick_hi),
+  random_recent and 1 or 0, string.format('%.0f', tick_hi), line_draw or '', draw_out and 1 or 0,
   #points > 0 and line_epoch or 0, #points }
 for i = 1, #points do
   reply[#reply + 1] = points[i]

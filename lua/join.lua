@@ -55,11 +55,11 @@ local waiting, active, room = KEYS[1], KEYS[2], KEYS[3]
 local h_layout, h_live, h_live_at, h_forgave_at, h_ab_hi, h_ab_hi_until, h_hold_back, h_enabled,
   h_queue_all, h_rate, h_max_active, h_tokens, h_refilled, h_epoch, h_last_off, h_m_rate,
   h_recent, h_gen, h_ap_on, h_ap_rate, h_opened, h_open_live, h_draw_ev, h_draw_base,
-  h_draw_epoch, h_gap, h_in_pre, h_ev_mixed, h_ev_ver = unpack(redis.call('HMGET', room,
+  h_draw_epoch, h_gap, h_in_pre, h_ev_mixed, h_ev_ver, h_draw_out = unpack(redis.call('HMGET', room,
   'layout', 'live', 'live_at', 'forgave_at', 'ab_hi', 'ab_hi_until', 'hold_back', 'enabled',
   'queue_all', 'rate', 'max_active', 'tokens', 'refilled', 'epoch', 'last_off', 'm_rate',
   'recent', 'gen', 'ap_on', 'ap_rate', 'opened', 'open_live', 'draw_ev', 'draw_base',
-  'draw_epoch', 'gap', 'in_pre', 'ev_mixed', 'ev_ver'))
+  'draw_epoch', 'gap', 'in_pre', 'ev_mixed', 'ev_ver', 'draw_out'))
 -- The caller's events are older than the store's runtime changes (see ARGV[15 + 2n]).
 local events = parse_events(ARGV[14])
 local caller_ver = ARGV[15 + 2 * #events]
@@ -272,6 +272,11 @@ local key = ev and in_pre and ev.draw and tonumber(ARGV[13 + 2 * ev.i])
 if key and tonumber(h_draw_epoch) == epoch and h_draw_ev and h_draw_ev ~= ev.id then
   -- This epoch's line already holds another event's drawn range (a line kept since): its
   -- offsets have no room for a second one. Registrants queue first come, first served.
+  key = nil
+end
+if key and h_draw_out == ev.id then
+  -- A draw whose order is out (admit.lua: its seed may be published): an event of its id come
+  -- back places nobody by it.
   key = nil
 end
 if key and not (h_draw_ev == ev.id and tonumber(h_draw_epoch) == epoch)

@@ -26,6 +26,7 @@ pub async fn learn(shared: &Arc<Shared>, room: usize, report: &AdmitReport) {
     let r = &shared.rooms[room];
     let moved = r.events.learn(
         report.event.as_ref(),
+        report.line_draw.as_ref(),
         report.store_now,
         report.events_version,
         shared.clock.now_micros(),
@@ -67,8 +68,15 @@ pub async fn learn(shared: &Arc<Shared>, room: usize, report: &AdmitReport) {
     if let Some(seen) = report.event.as_ref().filter(|s| s.opened_at.is_some()) {
         wanted.push(seen.id.clone());
     }
+    // A draw whose order is out and whose event was cancelled: its list is read as an opened
+    // one's (its registrants go in by it).
+    let out = report.line_draw.as_ref().filter(|d| d.out);
+    if let Some(d) = out {
+        wanted.push(d.id.clone());
+    }
     for name in wanted {
-        let draws = schedule.events.iter().any(|e| e.draw && e.is(&name));
+        let draws = schedule.events.iter().any(|e| e.draw && e.is(&name))
+            || out.is_some_and(|d| d.id == name);
         if !draws || r.events.list(&name).is_some() {
             continue;
         }

@@ -11,10 +11,12 @@ use arc_swap::{ArcSwap, ArcSwapOption};
 use super::schedule::{Runtime, Schedule};
 use super::{current, Event, Phase};
 use crate::clock::Micros;
-use crate::store::{Draw, EventSeen, EventsArg, JoinContext, JoinGate, RuntimeEvents, VisitorId};
+use crate::store::{
+    Draw, EventSeen, EventsArg, JoinContext, JoinGate, LineDraw, RuntimeEvents, VisitorId,
+};
 
 mod draws;
-pub use draws::DrawList;
+pub use draws::{CancelledDraw, DrawList};
 
 /// What a join carries of a room's events ([`RoomEvents::for_join`]).
 #[derive(Debug, Default)]
@@ -54,6 +56,9 @@ pub struct RoomEvents {
     window: ArcSwap<EventsArg>,
     /// The event in force at the last tick, as the store decided it.
     seen: ArcSwapOption<EventSeen>,
+    /// The draw whose places the line held at the last tick (its event perhaps cancelled
+    /// since), and whether its order is out.
+    line_draw: ArcSwapOption<LineDraw>,
     /// The store's clock minus this instance's wall clock (µs), at the last tick.
     skew: AtomicI64,
     /// `[draw] secret`.
@@ -113,6 +118,7 @@ impl RoomEvents {
             runtime: ArcSwap::from_pointee(RuntimeEvents::default()),
             window: ArcSwap::from_pointee(window),
             seen: ArcSwapOption::empty(),
+            line_draw: ArcSwapOption::empty(),
             skew: AtomicI64::new(0),
             secret,
             lists: Mutex::new(Vec::new()),
@@ -126,6 +132,7 @@ impl RoomEvents {
     pub fn inherit(&self, old: &RoomEvents, local: Micros) {
         self.rebuild(&old.runtime.load());
         self.seen.store(old.seen.load_full());
+        self.line_draw.store(old.line_draw.load_full());
         self.skew
             .store(old.skew.load(Ordering::Relaxed), Ordering::Relaxed);
         let lists = old.lists.lock().unwrap_or_else(|e| e.into_inner()).clone();
@@ -242,17 +249,22 @@ impl RoomEvents {
         }
     }
 
-    /// What the tick's admit call said: the event in force and the store's clock. Returns
-    /// whether the runtime changes moved on (read them again).
+    /// What the tick's admit call said: the event in force, the draw whose places the line
+    /// holds, and the store's clock. Returns whether the runtime changes moved on (read them
+    /// again).
     pub fn learn(
         &self,
         seen: Option<&EventSeen>,
+        line_draw: Option<&LineDraw>,
         store_now: Micros,
         version: u64,
         local: Micros,
     ) -> bool {
         self.note_store_now(store_now, local);
         self.seen.store(seen.cloned().map(Arc::new));
+        if self.line_draw.load().as_deref() != line_draw {
+            self.line_draw.store(line_draw.cloned().map(Arc::new));
+        }
         version != self.runtime.load().version
     }
 

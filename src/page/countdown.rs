@@ -137,6 +137,7 @@ pub fn check_event_template(source: &str) -> Result<(), String> {
                 retry_after_ms: 3000,
                 held_by: None,
                 event: Some(Box::new(e.clone())),
+                placed_by: None,
             };
             let ctx = context(&status, &e, lang, &t).map_err(|e| error_chain(&e))?;
             tera.render("check.html.tera", &ctx).map_err(|err| {

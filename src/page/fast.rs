@@ -113,6 +113,7 @@ impl Shape {
             refresh_seconds: sentinel(Field::RefreshSeconds),
             progress_percent: sentinel(Field::ProgressPercent),
             event: None,
+            placed_by: None,
         }
     }
 }
@@ -197,6 +198,7 @@ impl Prerendered {
                 refresh_seconds: 2,
                 progress_percent: 37,
                 event: None,
+                placed_by: None,
             };
             if pre.write(shape, &figures)? != render(&figures)? {
                 return None;

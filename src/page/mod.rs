@@ -22,7 +22,7 @@ mod status;
 
 pub use accept::{prefers_json, weighted};
 pub use poll::{poll_floor, poll_for_turn, poll_interval};
-pub use status::{EventStatus, State, Status};
+pub use status::{EventStatus, PlacedBy, State, Status};
 
 use crate::config::Config;
 use crate::texts::TextSet;
@@ -95,6 +95,9 @@ pub struct Figures<'a> {
     /// The event of a registrant in its draw (their ticket, the seed once revealed): the page
     /// keeps showing what they check the draw with. `null` for everyone else.
     pub event: Option<&'a EventStatus>,
+    /// The cancelled draw a visitor's place was drawn in ([`Status::placed_by`]): the page
+    /// shows their ticket in it the same way. `null` for everyone else.
+    pub placed_by: Option<&'a PlacedBy>,
 }
 
 impl<'a> Figures<'a> {
@@ -122,6 +125,7 @@ impl<'a> Figures<'a> {
             refresh_seconds: s.retry_after_secs(),
             progress_percent,
             event: s.event.as_deref().filter(|e| e.ticket.is_some()),
+            placed_by: s.placed_by.as_deref(),
         }
     }
 }
@@ -221,6 +225,7 @@ pub fn check_template(source: &str) -> Result<(), String> {
                 retry_after_ms: 3000,
                 held_by: None,
                 event: None,
+                placed_by: None,
             };
             let ctx = Context::from_serialize(WaitingView::new(&status, lang, &t))
                 .map_err(|e| error_chain(&e))?;
@@ -274,6 +279,7 @@ mod tests {
                 retry_after_ms: ms,
                 held_by: None,
                 event: None,
+                placed_by: None,
             }
             .retry_after_secs()
         };
@@ -336,6 +342,7 @@ title_waiting = "In line for <the> sale"
                     retry_after_ms: 3000,
                     held_by: None,
                     event: None,
+                    placed_by: None,
                 };
                 let fast = pages.waiting(0, &status, lang, t);
                 let view = WaitingView::new(&status, lang, t);
@@ -373,6 +380,7 @@ title_waiting = "In line for <the> sale"
                     retry_after_ms: 4321,
                     held_by: None,
                     event: None,
+                    placed_by: None,
                 };
                 let view = WaitingView::new(&status, lang, t);
                 let whole = Context::from_serialize(&view)
@@ -457,6 +465,7 @@ template = "mine.html"
             retry_after_ms: 1000,
             held_by: Some("max-active"),
             event: None,
+            placed_by: None,
         };
         let page = pages.waiting(0, &status, "en", t);
         let whole = Context::from_serialize(WaitingView::new(&status, "en", t))

@@ -110,7 +110,7 @@ impl Pages {
             .and_then(|f| f.get(lang))
             .filter(|_| self.is_room(room, &status.room));
         // A registrant's page shows their ticket: the pre-rendered page has no place for it.
-        let pre = pre.filter(|_| figures.event.is_none());
+        let pre = pre.filter(|_| figures.event.is_none() && figures.placed_by.is_none());
         if let Some(page) = pre.and_then(|p| p.page(status.state, &figures)) {
             return page;
         }

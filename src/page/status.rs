@@ -55,6 +55,23 @@ pub struct EventStatus {
     pub url: String,
 }
 
+/// The draw a visitor's place in line was drawn in, when it is not the event told beside it:
+/// its event was cancelled after its pre-queue began (its registrants keep their drawn places
+/// and go in by them), perhaps with another event in force now.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PlacedBy {
+    /// The cancelled event's name.
+    pub event: String,
+    /// `sha256(seed)`, hex.
+    pub commitment: String,
+    /// The seed, hex, once its order is out (the store has left its pre-queue for good).
+    pub seed: Option<String>,
+    /// The visitor's registration ticket in that draw (32 hex).
+    pub ticket: String,
+    /// Where that draw, its seed and list are published (by the event's id).
+    pub url: String,
+}
+
 /// The JSON body of a waiting response and of `/.anteroom/status`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Status {
@@ -78,6 +95,9 @@ pub struct Status {
     /// The room's event in force, if any (`[[room.event]]`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub event: Option<Box<EventStatus>>,
+    /// The draw the visitor's place was drawn in, when its event is not `event` (cancelled).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub placed_by: Option<Box<PlacedBy>>,
 }
 
 impl Status {

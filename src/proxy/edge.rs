@@ -166,11 +166,13 @@ impl Proxy {
         if !store_answers && !paused {
             status.held_by = Some("store");
         }
-        Some(Verdict::Wait(if r.events.any() {
-            Self::with_event(shared, room, status, t.vid, t.drawn)
-        } else {
-            status
-        }))
+        Some(Verdict::Wait(
+            if r.events.any() || r.events.line_draw().is_some() {
+                Self::with_event(shared, room, status, t.vid, t.drawn)
+            } else {
+                status
+            },
+        ))
     }
 
     /// After the store answered: a visitor in line gets (or renews) a ticket for their place,

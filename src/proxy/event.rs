@@ -13,7 +13,7 @@ use crate::app::Shared;
 use crate::event::live::View;
 use crate::event::{draw, time, Phase};
 use crate::metrics::Reject;
-use crate::page::{EventStatus, State, Status};
+use crate::page::{EventStatus, PlacedBy, State, Status};
 use crate::store::VisitorId;
 
 /// The countdown's next poll: half the time to the opening (between 1 s and 30 s); close to
@@ -40,6 +40,10 @@ impl Proxy {
         let r = &shared.rooms[room];
         let e = &v.event;
         let seed = if e.draw { r.events.seed(e) } else { None };
+        // A registrant's ticket is of the draw their place was drawn in: this event's, unless
+        // the line holds another's (cancelled; shown as `placed_by`). Before (found by review),
+        // a registrant of a cancelled draw was shown a ticket of the next event's, in no list.
+        let own = r.events.line_draw().is_none_or(|d| e.is(&d.id));
         EventStatus {
             name: e.name.clone(),
             opens_at: time::format_exact(e.opens_at, e.utc_offset),
@@ -50,11 +54,33 @@ impl Proxy {
             commitment: seed.map(|s| draw::commitment(&s)),
             seed: seed.filter(|_| v.revealed).map(|s| draw::hex(&s)),
             ticket: vid
-                .filter(|_| e.draw && registered)
+                .filter(|_| e.draw && registered && own)
                 .map(|vid| draw::hex(&r.events.ticket(e, vid))),
             registrations: v.registrations,
             url: format!("/.anteroom/event?room={}", r.name()),
         }
+    }
+
+    /// The cancelled draw `vid`'s place was drawn in, when they hold a drawn place
+    /// (`registered`) and the line's draw is of an event no longer in the schedule.
+    pub(super) fn placed_by(
+        shared: &Shared,
+        room: usize,
+        vid: VisitorId,
+        registered: bool,
+    ) -> Option<Box<PlacedBy>> {
+        if !registered {
+            return None;
+        }
+        let r = &shared.rooms[room];
+        let d = r.events.cancelled_draw()?;
+        Some(Box::new(PlacedBy {
+            event: d.name.clone(),
+            commitment: draw::commitment(&d.seed),
+            seed: d.out.then(|| draw::hex(&d.seed)),
+            ticket: draw::hex(&d.ticket(r.name(), vid)),
+            url: format!("/.anteroom/event?room={}&event={}", r.name(), d.id),
+        }))
     }
 
     /// The answer to a registrant during a pre-queue: the countdown, their place when it is
@@ -91,6 +117,7 @@ impl Proxy {
                 Some(vid),
                 drawn,
             ))),
+            placed_by: Self::placed_by(shared, room, vid, drawn),
         }
     }
 
@@ -104,6 +131,9 @@ impl Proxy {
         registered: bool,
     ) -> Status {
         let r = &shared.rooms[room];
+        if s.placed_by.is_none() {
+            s.placed_by = Self::placed_by(shared, room, vid, registered);
+        }
         if s.event.is_none() {
             if let Some(v) = r.events.view(shared.clock.now_micros()) {
                 s.event = Some(Box::new(Self::event_status(

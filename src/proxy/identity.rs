@@ -145,10 +145,10 @@ impl Proxy {
         // is sealed until then, and which of two tickets a request was placed by would tell
         // which drew the earlier place (found by re-review: pairs of tickets sent together
         // sorted six registrants in the draw's order before the opening). After, by its key.
-        let sealed = tickets.iter().any(|t| t.drawn)
-            && r.events
-                .view(shared.clock.now_micros())
-                .is_some_and(|v| !v.revealed);
+        // Sealed by the line's draw, which is not always the event in force's (one cancelled
+        // after its pre-queue began).
+        let sealed =
+            tickets.iter().any(|t| t.drawn) && r.events.line_sealed(shared.clock.now_micros());
         let named: Vec<(VisitorId, Place)> = tickets
             .iter()
             .map(|t| (t.vid, ordered_by(t, sealed)))

@@ -119,6 +119,7 @@ impl Proxy {
                 retry_after_ms: page::poll_interval(tiers, u64::MAX).as_millis() as u64,
                 held_by: None,
                 event: None,
+                placed_by: None,
             }),
             Err(e) => {
                 shared.warn_store_error(&e);

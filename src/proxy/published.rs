@@ -13,6 +13,7 @@ use serde::Serialize;
 use super::respond::{json_error, Reply, JSON};
 use super::Ctx;
 use crate::app::Shared;
+use crate::event::live::{CancelledDraw, DrawList};
 use crate::event::{draw, time, Event, Phase};
 
 /// The event document (the list is added after it, as `tickets`).
@@ -52,7 +53,7 @@ fn chosen<'a>(
     opened: Option<&str>,
 ) -> Option<&'a Event> {
     if let Some(n) = name {
-        return events.iter().find(|e| e.name == n);
+        return events.iter().find(|e| e.name == n || e.is(n));
     }
     crate::event::current(events, now, opened)
         .map(|(_, e, _)| e)
@@ -77,6 +78,17 @@ pub(super) async fn serve(
         .as_ref()
         .filter(|s| s.opened_at.is_some())
         .map(|s| s.id.as_str());
+    // A cancelled event's draw whose places the line holds is published while it does: asked
+    // for by its id (or its name, when no event in force has that name), and the room's
+    // document while no event is in force. Before (found by review), the registrants went in
+    // by a draw nobody could check.
+    let cancelled = r.events.cancelled_draw().filter(|c| match name {
+        Some(n) => n == c.id || (n == c.name && schedule.get(n).is_none()),
+        None => crate::event::current(&schedule.events, now, opened).is_none(),
+    });
+    if let Some(c) = cancelled {
+        return serve_cancelled(r, session, ctx, &c, want_tickets).await;
+    }
     let Some(e) = chosen(&schedule.events, name, now, opened) else {
         return reply(
             404,
@@ -122,13 +134,35 @@ pub(super) async fn serve(
             )
         }),
     };
-    let mut body = serde_json::to_vec(&doc).unwrap_or_default();
-    if want_tickets {
+    let not_yet = "the draw's list is published at the opening";
+    send(
+        session,
+        ctx,
+        &doc,
+        want_tickets.then_some(listed),
+        revealed,
+        not_yet,
+    )
+    .await
+}
+
+/// Sends a document, with the draw's list when asked for (`tickets`: `Some` of the list if
+/// read): `503` while a revealed draw's list is being read, else `404` with `not_yet`.
+async fn send<T: Serialize>(
+    session: &mut Session,
+    ctx: &mut Ctx,
+    doc: &T,
+    tickets: Option<Option<&DrawList>>,
+    revealed: bool,
+    not_yet: &str,
+) -> Result<()> {
+    let mut body = serde_json::to_vec(doc).unwrap_or_default();
+    if let Some(listed) = tickets {
         let Some(list) = listed else {
             let why = if revealed {
                 "the draw's list is being read: ask again in a second"
             } else {
-                "the draw's list is published at the opening"
+                not_yet
             };
             return reply(if revealed { 503 } else { 404 }, json_error(why))
                 .send(session)
@@ -143,6 +177,67 @@ pub(super) async fn serve(
     }
     ctx.outcome = super::Outcome::Status;
     reply(200, Bytes::from(body)).send(session).await
+}
+
+/// The document of a cancelled event's draw ([`crate::event::live::CancelledDraw`]).
+#[derive(Debug, Serialize)]
+struct Cancelled<'a> {
+    room: &'a str,
+    event: &'a str,
+    /// The event's id (`NAME@PREQUEUE_FROM`, µs): another event of its name may be in force.
+    id: &'a str,
+    prequeue_from: String,
+    /// "cancelled".
+    phase: &'static str,
+    draw: bool,
+    commitment: String,
+    /// Once its order is out (the store has left its pre-queue for good).
+    seed: Option<String>,
+    /// The list's length once read (`null` before).
+    registrations: Option<u64>,
+    tickets_url: Option<String>,
+}
+
+async fn serve_cancelled(
+    r: &crate::room::Room,
+    session: &mut Session,
+    ctx: &mut Ctx,
+    c: &CancelledDraw,
+    want_tickets: bool,
+) -> Result<()> {
+    let list = r.events.list(&c.id).filter(|_| c.out);
+    if c.out && list.is_none() {
+        r.events.want_list(&c.id);
+    }
+    let listed = list.as_ref().filter(|l| !l.reading);
+    let doc = Cancelled {
+        room: r.name(),
+        event: &c.name,
+        id: &c.id,
+        prequeue_from: time::format_exact(c.prequeue_from, 0),
+        phase: "cancelled",
+        draw: true,
+        commitment: draw::commitment(&c.seed),
+        seed: c.out.then(|| draw::hex(&c.seed)),
+        registrations: listed.map(|l| l.tickets.len() as u64),
+        tickets_url: c.out.then(|| {
+            format!(
+                "/.anteroom/event?room={}&event={}&tickets=1",
+                r.name(),
+                c.id
+            )
+        }),
+    };
+    let not_yet = "the draw's list is published once its order is out";
+    send(
+        session,
+        ctx,
+        &doc,
+        want_tickets.then_some(listed),
+        c.out,
+        not_yet,
+    )
+    .await
 }
 
 #[cfg(test)]

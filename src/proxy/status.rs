@@ -90,6 +90,7 @@ pub(super) async fn serve(
         retry_after_ms: 0,
         held_by: None,
         event: None,
+        placed_by: None,
     };
     let verified = Proxy::admission(shared, req, room, shared.cookie_secs(room), false);
     let status = if !r.live.enabled() || verified.is_some() {

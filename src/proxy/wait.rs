@@ -33,6 +33,7 @@ impl Proxy {
             // line was told `null`, as if they had no place).
             held_by: Some("store"),
             event: None,
+            placed_by: None,
         }
     }
 
@@ -67,6 +68,7 @@ impl Proxy {
                 retry_after_ms: page::poll_interval(tiers, position).as_millis() as u64,
                 held_by: Some(HeldBy::Paused.as_str()),
                 event: None,
+                placed_by: None,
             };
         }
         // The ETA is `predicted_wait`'s, a range when it is poor; the next poll aims at the
@@ -96,6 +98,7 @@ impl Proxy {
             // A visitor in line is held by something: the rate, unless the last tick said more.
             held_by: Some(held.unwrap_or(HeldBy::Rate).as_str()),
             event: None,
+            placed_by: None,
         }
     }
 
@@ -107,7 +110,9 @@ impl Proxy {
         ticket: Option<&Ticket>,
         status: Status,
     ) -> Status {
-        if !shared.rooms[room].events.any() {
+        let events = &shared.rooms[room].events;
+        // A room whose only event was cancelled may still hold its draw's places.
+        if !events.any() && events.line_draw().is_none() {
             return status;
         }
         Self::with_event(shared, room, status, vid, ticket.is_some_and(|t| t.drawn))

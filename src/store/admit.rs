@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use super::{
-    autopilot, EventSeen, EventsArg, LineSample, Place, Revocations, RoomState, VisitorId,
+    autopilot, EventSeen, EventsArg, LineDraw, LineSample, Place, Revocations, RoomState, VisitorId,
 };
 
 /// A visitor moved from waiting to active by an `admit` step.
@@ -58,6 +58,8 @@ pub struct AdmitReport {
     /// data loss, the wait before a cookie alone vouches for an order lets the slowest
     /// instance see the loss (see `Proxy::seen_generation`).
     pub tick_hi: Duration,
+    /// The draw whose places the line holds (`None`: none in this line).
+    pub line_draw: Option<LineDraw>,
 }
 
 /// What the caller of `admit` knows, from its own earlier ticks.

@@ -94,3 +94,22 @@ impl EventSeen {
             .map_or((None, None), |e| (e.admit_per_second, e.max_active))
     }
 }
+
+/// The draw whose places the line holds, as an admit call found it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LineDraw {
+    /// Its event's id ([`crate::event::Event::id`]): the event may be cancelled since, or
+    /// another of its name in force, and still its draw orders these places.
+    pub id: String,
+    /// Its order is out: the store saw its event open, or the live instances' events no longer
+    /// hold it (cancelled). Its seed may be published, and nobody is placed by it again.
+    pub out: bool,
+}
+
+impl LineDraw {
+    /// The event's name and pre-queue start, from its id.
+    pub fn name_and_start(&self) -> Option<(&str, Micros)> {
+        let (name, pre) = self.id.rsplit_once('@')?;
+        Some((name, pre.parse().ok()?))
+    }
+}

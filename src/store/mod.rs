@@ -50,7 +50,7 @@ mod room;
 pub mod sentinel;
 
 pub use admit::{AdmitContext, AdmitReport, AdmitStep, AdmittedVisitor};
-pub use event::{Draw, EventSeen, EventsArg, JoinContext};
+pub use event::{Draw, EventSeen, EventsArg, JoinContext, LineDraw};
 pub use finish::{Command, Ending, Revocation, Revocations};
 pub use line::{LineSample, Place};
 pub use order::{Consumed, Order, RequestId, SeenGeneration, Settle, Settled};

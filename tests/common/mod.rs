@@ -15,6 +15,7 @@ pub mod local;
 pub mod origin;
 pub mod raw;
 pub mod redis;
+pub mod sale;
 pub mod sentinel;
 pub mod shop;
 pub mod tls;

@@ -21,7 +21,7 @@ use super::{occupy, room, waiting_pos, Harness};
 const S: u64 = 1_000_000;
 
 /// An event whose pre-queue began a second ago and that opens in `opens_in` seconds.
-fn event(h: &dyn Harness, name: &str, opens_in: u64, draw: bool) -> Event {
+pub(crate) fn event(h: &dyn Harness, name: &str, opens_in: u64, draw: bool) -> Event {
     let now = h.wall_secs() * S;
     Event {
         name: name.into(),
@@ -43,11 +43,11 @@ fn holding(mut e: Event) -> Event {
     e
 }
 
-fn seed(p: &RoomParams, e: &Event) -> [u8; 32] {
+pub(crate) fn seed(p: &RoomParams, e: &Event) -> [u8; 32] {
     draw::seed(b"conformance-secret", &p.name, &e.name, e.prequeue_from)
 }
 
-async fn join(s: &dyn Store, p: &RoomParams, a: &EventsArg, v: VisitorId) -> Admission {
+pub(crate) async fn join(s: &dyn Store, p: &RoomParams, a: &EventsArg, v: VisitorId) -> Admission {
     let draws: Vec<Option<Draw>> = a
         .events
         .iter()
@@ -75,7 +75,7 @@ async fn join(s: &dyn Store, p: &RoomParams, a: &EventsArg, v: VisitorId) -> Adm
     .unwrap()
 }
 
-async fn admit(s: &dyn Store, p: &RoomParams, a: &EventsArg) -> AdmitReport {
+pub(crate) async fn admit(s: &dyn Store, p: &RoomParams, a: &EventsArg) -> AdmitReport {
     s.admit_with(
         p,
         &AdmitContext {
@@ -88,7 +88,7 @@ async fn admit(s: &dyn Store, p: &RoomParams, a: &EventsArg) -> AdmitReport {
 }
 
 /// Ticks (advancing 100 ms each) until `n` have been admitted or `ticks` have passed.
-async fn admit_all(
+pub(crate) async fn admit_all(
     h: &dyn Harness,
     p: &RoomParams,
     a: &EventsArg,

@@ -3,6 +3,7 @@
 //! here (`store_memory.rs` for the memory store; the Redis backends reuse it unchanged).
 
 pub mod autopilot;
+pub mod draws;
 pub mod edge;
 pub mod events;
 pub mod finish;
@@ -22,6 +23,7 @@ pub use recovery::{
 };
 
 pub use autopilot::*;
+pub use draws::*;
 pub use edge::*;
 pub use events::*;
 pub use finish::*;
@@ -741,6 +743,7 @@ macro_rules! conformance_suite {
             an_admit_with_events_older_than_the_stores_makes_no_irreversible_step,
             a_prequeue_ends_the_sessions_admitted_before_it,
             an_opening_seen_without_its_prequeue_ends_the_sessions_before_it,
+            a_cancelled_draw_is_out_and_places_nobody_again,
         );
     };
     (@cases $make:expr; $($case:ident),* $(,)?) => {

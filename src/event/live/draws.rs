@@ -7,7 +7,27 @@ use super::super::draw::{self, RegTicket};
 use super::super::Event;
 use super::{RoomEvents, LISTS_KEPT};
 use crate::clock::Micros;
-use crate::store::{Draw, EventsArg, VisitorId};
+use crate::store::{Draw, EventsArg, LineDraw, VisitorId};
+
+/// A draw whose event was cancelled after its pre-queue began, while its registrants are in
+/// line by their drawn places ([`RoomEvents::cancelled_draw`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct CancelledDraw {
+    /// Its event's id ([`Event::id`]), what the published document is asked for by.
+    pub id: String,
+    pub name: String,
+    pub prequeue_from: Micros,
+    pub seed: [u8; 32],
+    /// Its order is out: the seed may be shown.
+    pub out: bool,
+}
+
+impl CancelledDraw {
+    /// A registrant's ticket in it.
+    pub fn ticket(&self, room: &str, vid: VisitorId) -> RegTicket {
+        draw::ticket(room, &self.id, vid)
+    }
+}
 
 /// A revealed draw's list, read from the store once per instance and served from memory.
 #[derive(Debug, Clone)]
@@ -56,8 +76,45 @@ impl DrawList {
 impl RoomEvents {
     /// The seed of an event's draw (`None` without `[draw] secret`).
     pub fn seed(&self, e: &Event) -> Option<[u8; 32]> {
+        self.seed_of(&e.name, e.prequeue_from)
+    }
+
+    /// The seed of the draw of the event `name` whose pre-queue began at `prequeue_from`.
+    fn seed_of(&self, name: &str, prequeue_from: Micros) -> Option<[u8; 32]> {
         let secret = self.secret.as_ref()?;
-        Some(draw::seed(secret, &self.room, &e.name, e.prequeue_from))
+        Some(draw::seed(secret, &self.room, name, prequeue_from))
+    }
+
+    /// The draw whose places the line held at the last tick.
+    pub fn line_draw(&self) -> Option<Arc<LineDraw>> {
+        self.line_draw.load_full()
+    }
+
+    /// The line's draw when its event is no longer in the schedule (cancelled after its
+    /// pre-queue began): its registrants keep their drawn places, and the draw is published by
+    /// its id. `None` while it is not.
+    pub fn cancelled_draw(&self) -> Option<CancelledDraw> {
+        let d = self.line_draw.load_full()?;
+        if self.schedule.load().events.iter().any(|e| e.is(&d.id)) {
+            return None;
+        }
+        let (name, pre) = d.name_and_start()?;
+        Some(CancelledDraw {
+            name: name.to_string(),
+            prequeue_from: pre,
+            seed: self.seed_of(name, pre)?,
+            out: d.out,
+            id: d.id.clone(),
+        })
+    }
+
+    /// Whether drawn places in line are sealed: the line's draw is not out (with no word of
+    /// the store on it yet, the event in force's draw not revealed).
+    pub fn line_sealed(&self, local: Micros) -> bool {
+        match self.line_draw.load().as_deref() {
+            Some(d) => !d.out,
+            None => self.view(local).is_some_and(|v| !v.revealed),
+        }
     }
 
     pub fn commitment(&self, e: &Event) -> Option<String> {
@@ -136,6 +193,15 @@ impl RoomEvents {
     /// takes registrations, nor one of an event cancelled and added anew by the same name (the
     /// store's word is on an event's id, [`Event::id`]).
     pub fn revealed(&self, e: &Event) -> bool {
+        // The store says its order is out (seen open, or its event no longer in force).
+        if self
+            .line_draw
+            .load()
+            .as_deref()
+            .is_some_and(|d| d.out && e.is(&d.id))
+        {
+            return true;
+        }
         let seen = self.seen.load();
         if seen
             .as_ref()

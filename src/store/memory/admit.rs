@@ -65,6 +65,7 @@ impl RoomData {
             .and_then(|a| a.version)
             .is_some_and(|v| v != r.events_version());
         r.event_tick(&at, live, now, wall, stale_events);
+        let line_draw = r.line_draw(ctx.events.as_ref(), stale_events);
         let event_state = r.state_in(&at);
         r.state.event_rate = event_state.event_rate;
         r.state.event_max_active = event_state.event_max_active;
@@ -149,6 +150,7 @@ impl RoomData {
             random_recent: r.random_until.is_some_and(|until| now < until),
             // One instance: its own.
             tick_hi: p.tick,
+            line_draw,
         }
     }
 }

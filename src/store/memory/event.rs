@@ -7,7 +7,7 @@ use super::*;
 use crate::event::draw::{RegTicket, KEY_BITS};
 use crate::event::schedule::Runtime;
 use crate::event::{self, Event, Phase};
-use crate::store::{Draw, EventChange, EventSeen, EventsArg, RuntimeEvents};
+use crate::store::{Draw, EventChange, EventSeen, EventsArg, LineDraw, RuntimeEvents};
 
 /// The width of a drawn range of places: every draw key, shifted by 16 bits, with the first two
 /// bytes of the visitor id below it, so that two registrants with the same key take two places
@@ -37,6 +37,8 @@ pub(super) struct Kept {
     pub(super) registered: BTreeSet<u64>,
     /// The event whose start ended the sessions admitted before it (`ended_for`).
     ended_for: Option<String>,
+    /// The last draw whose order came out (`draw_out`): nobody is placed by it again.
+    draw_out: Option<String>,
 }
 
 /// The event in force at `wall` (the prelude's `event_now`).
@@ -177,7 +179,9 @@ impl RoomData {
         let other_range = self.events.drawn.as_ref().is_some_and(|(id, _, epoch)| {
             *epoch == self.epoch && draw.is_some_and(|(e, _)| *id != e.id())
         });
-        let draw = draw.filter(|_| !other_range);
+        // A draw whose order is out places nobody, should an event of its id come back.
+        let out = draw.is_some_and(|(e, _)| self.events.draw_out.as_deref() == Some(&e.id()));
+        let draw = draw.filter(|_| !other_range && !out);
         let Some((e, d)) = draw else {
             let seq = self.next_seq;
             self.next_seq += 1;
@@ -305,6 +309,28 @@ impl RoomData {
             Some(at) if self.drawn(seq) => at,
             _ => joined_at,
         }
+    }
+
+    /// The draw whose places the line holds and whether its order is out (admit.lua's
+    /// `line_draw`): out once its event is seen open, or no longer among the caller's events.
+    pub(super) fn line_draw(
+        &mut self,
+        events: Option<&EventsArg>,
+        stale_events: bool,
+    ) -> Option<LineDraw> {
+        let id = match &self.events.drawn {
+            Some((id, _, epoch)) if *epoch == self.epoch => id.clone(),
+            _ => return None,
+        };
+        let mut out = self.events.draw_out.as_deref() == Some(id.as_str());
+        if !out && !stale_events {
+            let held = events.is_some_and(|a| a.events.iter().any(|e| e.is(&id)));
+            if self.events.opened.as_deref() == Some(id.as_str()) || !held {
+                out = true;
+                self.events.draw_out = Some(id.clone());
+            }
+        }
+        Some(LineDraw { id, out })
     }
 
     pub(super) fn event_seen(&self, now: &Now<'_>, wall: Micros) -> Option<EventSeen> {

@@ -10,7 +10,8 @@ use crate::store::autopilot::{AutopilotState, Health};
 use crate::store::finish::MAX_PER_TICK;
 use crate::store::line::{LineSample, MAX_POINTS};
 use crate::store::{
-    AdmitReport, AdmittedVisitor, EventSeen, Revocation, Revocations, RoomState, VisitorId,
+    AdmitReport, AdmittedVisitor, EventSeen, LineDraw, Revocation, Revocations, RoomState,
+    VisitorId,
 };
 
 /// Where the autopilot's fields start.
@@ -22,8 +23,10 @@ const EVENT_FROM: usize = 24;
 const RANDOM_AT: usize = 29;
 /// The longest tick an instance runs the room with lately (µs).
 const TICK_HI_AT: usize = 30;
+/// The draw whose places the line holds (its event's id or ''), and whether its order is out.
+const LINE_DRAW_AT: usize = 31;
 /// Where the line's sample starts: after the fixed fields (its epoch, then its length).
-const LINE_FROM: usize = 31;
+const LINE_FROM: usize = 33;
 
 /// `admit.lua`'s reply.
 #[derive(Debug, Clone, PartialEq)]
@@ -142,6 +145,8 @@ impl FromRedisValue for AdmitReply {
         let (event, events_version) = event_of(&v)?;
         let random_recent: i64 = item(&v, RANDOM_AT)?;
         let tick_hi: String = item(&v, TICK_HI_AT)?;
+        let line_draw: String = item(&v, LINE_DRAW_AT)?;
+        let draw_out: i64 = item(&v, LINE_DRAW_AT + 1)?;
         let epoch: u64 = item(&v, LINE_FROM)?;
         let numbers: usize = item(&v, LINE_FROM + 1)?;
         if !numbers.is_multiple_of(2) || numbers > 2 * MAX_POINTS {
@@ -196,6 +201,10 @@ impl FromRedisValue for AdmitReply {
             store_now: store_now.parse().unwrap_or(0),
             random_recent: random_recent == 1,
             tick_hi: Duration::from_micros(tick_hi.parse().unwrap_or(0)),
+            line_draw: (!line_draw.is_empty()).then_some(LineDraw {
+                id: line_draw,
+                out: draw_out == 1,
+            }),
         }))
     }
 }
@@ -246,9 +255,12 @@ mod tests {
             int(12),
             text(""),
             int(3),
-            // A random draw lately; the longest tick 3 s.
+            // A random draw lately; the longest tick 3 s; the line holds a cancelled event's
+            // draw, its order out.
             int(1),
             text("3000000"),
+            text("old@1700000000000000"),
+            int(1),
             int(777),
             int(4),
             int(0),
@@ -275,6 +287,9 @@ mod tests {
         assert_eq!((r.generation.as_str(), r.new_generation), ("123-abc", true));
         assert!(r.random_recent);
         assert_eq!(r.tick_hi, Duration::from_secs(3));
+        let d = r.line_draw.unwrap();
+        assert!(d.out);
+        assert_eq!(d.name_and_start(), Some(("old", 1_700_000_000_000_000)));
         assert_eq!(r.line.epoch, 777);
         assert_eq!(r.line.points, vec![(0, 10), (3, 40)]);
         assert_eq!(r.revoked.last, 9);
