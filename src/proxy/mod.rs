@@ -361,7 +361,7 @@ impl ProxyHttp for Proxy {
         upstream_response: &mut ResponseHeader,
         ctx: &mut Ctx,
     ) -> Result<()> {
-        command::on_response(session.req_header(), upstream_response, ctx);
+        command::on_response(session.req_header(), upstream_response, ctx).await;
         // An answer its head ends (no body follows) is whole here: Pingora calls no body
         // filter for it (found by re-review: an early 204 to a stalled HTTP/2 upload never
         // gave its slot back).

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 pub mod browser;
 pub mod capped;
 pub mod challenge;
+pub mod commands;
 pub mod local;
 pub mod origin;
 pub mod raw;

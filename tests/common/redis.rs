@@ -429,3 +429,48 @@ impl Front {
         tokio::select! { _ = up => {}, _ = down => {}, _ = write => {} }
     }
 }
+
+/// A TCP forwarder in front of a Redis on `port` that holds back by `delay` every request
+/// containing one of `marks` (and, in order, what follows it on that connection): a call that
+/// reaches Redis late while its caller waits for the answer. On threads of its own; it stops
+/// with the process.
+pub struct SlowRequests {
+    pub addr: std::net::SocketAddr,
+}
+
+impl SlowRequests {
+    pub fn start(port: u16, marks: &'static [&'static [u8]], delay: Duration) -> Self {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        std::thread::spawn(move || {
+            for client in listener.incoming() {
+                let Ok(client) = client else { return };
+                let Ok(redis) = TcpStream::connect(("127.0.0.1", port)) else {
+                    continue;
+                };
+                let (mut from_client, mut to_redis) =
+                    (client.try_clone().unwrap(), redis.try_clone().unwrap());
+                let (mut from_redis, mut to_client) = (redis, client);
+                std::thread::spawn(move || {
+                    let mut buf = [0u8; 65536];
+                    while let Ok(n @ 1..) = from_client.read(&mut buf) {
+                        let marked = marks
+                            .iter()
+                            .any(|m| buf[..n].windows(m.len()).any(|w| w == *m));
+                        if marked {
+                            // The fault injected: the request arrives late.
+                            std::thread::sleep(delay);
+                        }
+                        if to_redis.write_all(&buf[..n]).is_err() {
+                            return;
+                        }
+                    }
+                });
+                std::thread::spawn(move || {
+                    let _ = std::io::copy(&mut from_redis, &mut to_client);
+                });
+            }
+        });
+        Self { addr }
+    }
+}

@@ -1,0 +1,46 @@
+//! An origin command and an order through another instance (review 32): the answer that
+//! carries `complete` or `revoke` is released only once the store has the command, so an order
+//! of that admission sent through another instance the moment the visitor has the answer is
+//! refused (before, the store was told in the background, and such orders went through: 10 of
+//! 39 after a `revoke`, with Redis healthy). Here the instance's calls of `finish` reach Redis
+//! a second late, which makes the race certain.
+
+mod common;
+
+use std::time::Duration;
+
+use common::commands::*;
+use common::redis::{RedisServer, SlowRequests};
+use common::*;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_order_through_another_instance_after_a_command_is_refused() {
+    let redis = RedisServer::start();
+    // The `finish` call names its command as an argument.
+    let slow = SlowRequests::start(
+        redis.port,
+        &[b"$8\r\ncomplete\r\n", b"$6\r\nrevoke\r\n"],
+        Duration::from_secs(1),
+    );
+    let store = |url: String| {
+        format!("[store]\nbackend = \"redis\"\nredis-url = \"{url}\"\ntimeout = \"3s\"")
+    };
+    let origin = Origin::start().await;
+    let cfg =
+        |s: String| config(origin.addr, &s, ON).replace("max-active = 1\n", "max-active = 50\n");
+    let one = Proxy::start(&cfg(store(format!("redis://{}", slow.addr))));
+    let two = Proxy::start(&cfg(store(redis.url())));
+    for command in ["complete", "revoke"] {
+        let a = admitted(&one).await;
+        let resp = send(&one, "GET", &format!("/products/command-{command}"), &a).await;
+        assert_eq!(resp.status(), 200, "the answer is the visitor's");
+        assert!(cleared(&resp));
+        let order = send(&two, "POST", "/orders", &a).await;
+        assert_eq!(
+            order.status(),
+            409,
+            "an order of an admission the shop ended ({command}), through another instance"
+        );
+    }
+    assert_eq!(origin.count("/orders"), 0, "no order reached the shop");
+}
