@@ -99,7 +99,7 @@ redis.call('HSET', room, 'live', live, 'live_at', now, 'adm_at', now)
 -- The event in force, by this store's clock, and what follows from its phase.
 local events = parse_events(ARGV[24])
 local es = redis.call('HMGET', room, 'in_pre', 'open_live', 'opened', 'opened_us', 'released',
-  'draw_ev', 'draw_base', 'draw_epoch', 'gap', 'ev_ver', 'ev_max', 'ev_mixed', 'draw_out')
+  'draw_ev', 'draw_base', 'draw_epoch', 'gap', 'ev_ver', 'ev_max', 'ev_mixed')
 local ev, phase = event_now(events, now, es[3])
 local in_pre = phase == 'pre'
 local open_live = tonumber(es[2])
@@ -360,7 +360,7 @@ end
 -- event of the same id come back. Before (found by review), a draw cancelled after its
 -- pre-queue began let its registrants in by a draw nobody could check.
 local line_draw = tonumber(es[8]) == tonumber(h[7]) and es[6] or nil
-local draw_out = line_draw ~= nil and es[13] == line_draw
+local draw_out = line_draw ~= nil and redis.call('HEXISTS', room, 'out:' .. line_draw) == 1
 if line_draw and not draw_out and not stale_events then
   local held = false
   for _, e in ipairs(events) do
@@ -368,7 +368,10 @@ if line_draw and not draw_out and not stale_events then
   end
   if es[3] == line_draw or not held then
     draw_out = true
-    redis.call('HSET', room, 'draw_out', line_draw)
+    -- One field per draw (found by re-review: one field for the last draw forgot an older
+    -- one, and an event of its id brought back by the file placed registrants by a published
+    -- seed again).
+    redis.call('HSET', room, 'out:' .. line_draw, 1)
   end
 end
 

@@ -29,7 +29,9 @@
 --          (ev_mixed), and a newcomer is not placed at all (code 9): placed first come, first
 --          served by an instance that had not yet read a pre-queue that had begun, arrivals went
 --          ahead of every registrant (found by review). The caller reads the changes at its next
---          tick; the visitor's next poll places them.
+--          tick; the visitor's next poll places them. So is a newcomer to a drawn pre-queue
+--          while live instances disagree on the events (ev_mixed): each would draw by its own
+--          seed.
 -- KEYS[5] ended ZSET (end_sessions in the prelude)
 -- KEYS[6], KEYS[7], ... per event of ARGV[14], in order: its draw's list (registrations ZSET)
 --
@@ -55,11 +57,11 @@ local waiting, active, room = KEYS[1], KEYS[2], KEYS[3]
 local h_layout, h_live, h_live_at, h_forgave_at, h_ab_hi, h_ab_hi_until, h_hold_back, h_enabled,
   h_queue_all, h_rate, h_max_active, h_tokens, h_refilled, h_epoch, h_last_off, h_m_rate,
   h_recent, h_gen, h_ap_on, h_ap_rate, h_opened, h_open_live, h_draw_ev, h_draw_base,
-  h_draw_epoch, h_gap, h_in_pre, h_ev_mixed, h_ev_ver, h_draw_out = unpack(redis.call('HMGET', room,
+  h_draw_epoch, h_gap, h_in_pre, h_ev_mixed, h_ev_ver = unpack(redis.call('HMGET', room,
   'layout', 'live', 'live_at', 'forgave_at', 'ab_hi', 'ab_hi_until', 'hold_back', 'enabled',
   'queue_all', 'rate', 'max_active', 'tokens', 'refilled', 'epoch', 'last_off', 'm_rate',
   'recent', 'gen', 'ap_on', 'ap_rate', 'opened', 'open_live', 'draw_ev', 'draw_base',
-  'draw_epoch', 'gap', 'in_pre', 'ev_mixed', 'ev_ver', 'draw_out'))
+  'draw_epoch', 'gap', 'in_pre', 'ev_mixed', 'ev_ver'))
 -- The caller's events are older than the store's runtime changes (see ARGV[15 + 2n]).
 local events = parse_events(ARGV[14])
 local caller_ver = ARGV[15 + 2 * #events]
@@ -240,6 +242,13 @@ end
 if stale_events then
   return { 9, 0, redis.call('ZCARD', waiting), '0', 0 }
 end
+-- Live instances disagree on the room's events, whose digest holds the draw's secret: a
+-- newcomer to a drawn pre-queue is not placed either. Each instance would place them by its
+-- own seed, and the draw could never be checked (found by review: instances with two
+-- secrets filled one list); they are placed once the instances agree.
+if mixed_events and in_pre and ev.draw then
+  return { 9, 0, redis.call('ZCARD', waiting), '0', 0 }
+end
 -- A newcomer after the event's closing is turned away (and not counted against join-limit).
 if phase == 'closed' then
   return { 8, 0, 0, '0', 0 }
@@ -274,7 +283,7 @@ if key and tonumber(h_draw_epoch) == epoch and h_draw_ev and h_draw_ev ~= ev.id 
   -- offsets have no room for a second one. Registrants queue first come, first served.
   key = nil
 end
-if key and h_draw_out == ev.id then
+if key and redis.call('HEXISTS', room, 'out:' .. ev.id) == 1 then
   -- A draw whose order is out (admit.lua: its seed may be published): an event of its id come
   -- back places nobody by it.
   key = nil

@@ -43,8 +43,8 @@
 -- (TIME then), 'released' (the event whose closing emptied the line), and the drawn range of the
 -- line's current epoch: 'draw_ev', 'draw_base' (its first offset) and 'draw_epoch'; 'gap'
 -- (DRAW_SPAN while there is one) is added to the time-based offsets of later arrivals so that
--- they come after every drawn place; 'draw_out', the last draw whose order came out (its event
--- opened or cancelled: admit.lua), by which nobody is placed again.
+-- they come after every drawn place; 'out:<event id>', one per draw whose order came out (its
+-- event opened or cancelled: admit.lua), by which nobody is placed again.
 --
 -- Keeping "last seen" inside the waiting score costs no memory per visitor: order comes from the
 -- high part, so ZRANK is still the place in line, and a poll rewrites only the low part.

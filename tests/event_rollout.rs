@@ -276,3 +276,69 @@ async fn a_session_is_kept_while_the_room_is_held() {
         "{v}"
     );
 }
+
+/// Two instances whose `[draw] secret` differs (a deploy that missed the new secret) would each
+/// place registrants by its own seed, and the draw could never be checked (review 31b): while
+/// both run, a newcomer to the drawn pre-queue is not placed, whichever instance they come
+/// through; once one is gone, they are.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn instances_with_two_draw_secrets_place_nobody_in_the_draw() {
+    let redis = RedisServer::start();
+    let origin = Origin::start().await;
+    let drawn = |secret: &str| {
+        let e = event(&at(-1), &at(600));
+        format!("{e}draw = true\n\n[draw]\nsecret = \"{secret}\"\n")
+    };
+    let one = Proxy::start(&config(
+        origin.addr,
+        &redis,
+        &drawn("the-first-secret-0123456789abcdef0123456789"),
+    ));
+    let two = Proxy::start(&config(
+        origin.addr,
+        &redis,
+        &drawn("the-second-secret-0123456789abcdef012345678"),
+    ));
+    // Both instances have told the store of themselves.
+    eventually(Duration::from_secs(10), "two instances", || async {
+        let v = admin_json(&one, "/rooms/sale", TOKEN).await?;
+        let n: u64 = v["instance_configs"]
+            .as_object()?
+            .values()
+            .filter_map(Value::as_u64)
+            .sum();
+        (n == 2).then_some(())
+    })
+    .await;
+    for proxy in [&one, &two] {
+        for _ in 0..3 {
+            let mut jar = Jar::default();
+            let v: Value = get_json(proxy, STATUS, &mut jar).await.expect("a status");
+            assert_ne!(
+                v["state"], "prequeue",
+                "placed while the secrets differ: {v}"
+            );
+            assert!(v["event"]["ticket"].is_null(), "{v}");
+        }
+    }
+    let (_, doc) = event_doc(&one).await;
+    assert_eq!(doc["registrations"], 0, "nobody in the draw: {doc}");
+    drop(two);
+    // Once the other instance is gone (its heartbeat runs out), newcomers are placed.
+    eventually(Duration::from_secs(30), "a newcomer placed", || async {
+        let mut jar = Jar::default();
+        let v: Value = get_json(&one, STATUS, &mut jar).await?;
+        (v["state"] == "prequeue" && v["event"]["ticket"].is_string()).then_some(())
+    })
+    .await;
+}
+
+async fn event_doc(proxy: &Proxy) -> (u16, Value) {
+    let resp = client()
+        .get(proxy.url("/.anteroom/event?room=sale"))
+        .send()
+        .await
+        .unwrap();
+    let code = resp.status().as_u16();
+    (code, resp.json().await.unwrap_or(Value::Null))
+}

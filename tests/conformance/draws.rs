@@ -76,8 +76,28 @@ pub async fn a_cancelled_draw_is_out_and_places_nobody_again(h: &dyn Harness) {
         "the cancelled draw's order, then the newcomer"
     );
     // Its list is the registrants' tickets in the draw's order.
-    assert_eq!(
-        s.draw_list(&p, &e.id(), 0, 100).await.unwrap(),
-        drawn.iter().map(|d| d.1).collect::<Vec<_>>()
+    let list: Vec<RegTicket> = drawn.iter().map(|d| d.1).collect();
+    assert_eq!(s.draw_list(&p, &e.id(), 0, 100).await.unwrap(), list);
+
+    // A later draw in the emptied line, cancelled too; then the first event back once more:
+    // still nobody is placed by its draw, and its list stays as published (found by
+    // re-review: the store kept the last draw out only, and the first placed again).
+    let later = event(h, "later", 60, true);
+    let b = EventsArg::of(std::slice::from_ref(&later));
+    let joined = join(&*s, &p, &b, VisitorId::random()).await;
+    assert!(
+        matches!(joined, Admission::Registered { drawn: true, .. }),
+        "{joined:?}"
     );
+    h.advance(Duration::from_millis(100));
+    let r = admit(&*s, &p, &none).await;
+    assert_eq!(r.line_draw.map(|d| (d.id, d.out)), Some((later.id(), true)));
+    admit_all(h, &p, &none, 1, 20).await;
+    let again = VisitorId::random();
+    let joined = join(&*s, &p, &a, again).await;
+    assert!(
+        matches!(joined, Admission::Registered { drawn: false, .. }),
+        "an older draw whose order is out places nobody: {joined:?}"
+    );
+    assert_eq!(s.draw_list(&p, &e.id(), 0, 100).await.unwrap(), list);
 }

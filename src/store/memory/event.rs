@@ -37,8 +37,8 @@ pub(super) struct Kept {
     pub(super) registered: BTreeSet<u64>,
     /// The event whose start ended the sessions admitted before it (`ended_for`).
     ended_for: Option<String>,
-    /// The last draw whose order came out (`draw_out`): nobody is placed by it again.
-    draw_out: Option<String>,
+    /// The draws whose order came out (`out:<id>`): nobody is placed by them again.
+    draws_out: BTreeSet<String>,
 }
 
 /// The event in force at `wall` (the prelude's `event_now`).
@@ -180,7 +180,7 @@ impl RoomData {
             *epoch == self.epoch && draw.is_some_and(|(e, _)| *id != e.id())
         });
         // A draw whose order is out places nobody, should an event of its id come back.
-        let out = draw.is_some_and(|(e, _)| self.events.draw_out.as_deref() == Some(&e.id()));
+        let out = draw.is_some_and(|(e, _)| self.events.draws_out.contains(&e.id()));
         let draw = draw.filter(|_| !other_range && !out);
         let Some((e, d)) = draw else {
             let seq = self.next_seq;
@@ -322,12 +322,12 @@ impl RoomData {
             Some((id, _, epoch)) if *epoch == self.epoch => id.clone(),
             _ => return None,
         };
-        let mut out = self.events.draw_out.as_deref() == Some(id.as_str());
+        let mut out = self.events.draws_out.contains(&id);
         if !out && !stale_events {
             let held = events.is_some_and(|a| a.events.iter().any(|e| e.is(&id)));
             if self.events.opened.as_deref() == Some(id.as_str()) || !held {
                 out = true;
-                self.events.draw_out = Some(id.clone());
+                self.events.draws_out.insert(id.clone());
             }
         }
         Some(LineDraw { id, out })
