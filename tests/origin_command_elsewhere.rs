@@ -44,3 +44,48 @@ async fn an_order_through_another_instance_after_a_command_is_refused() {
     }
     assert_eq!(origin.count("/orders"), 0, "no order reached the shop");
 }
+
+/// A page outside every room carries the admissions of several rooms: with the store away, its
+/// answer waits for the store once, not once per room (found by re-review: three rooms, three
+/// store timeouts one after another). Four rooms, a store timeout of one second: the answer
+/// within two and a half (one after another it takes four).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_command_for_several_rooms_waits_for_the_store_once() {
+    let redis = RedisServer::start();
+    let store = format!(
+        "[store]\nbackend = \"redis\"\nredis-url = \"{}\"\ntimeout = \"1s\"\nbreaker-failures = 100",
+        redis.url()
+    );
+    let origin = Origin::start().await;
+    let mut extra = ON.to_string();
+    for room in ["shoes", "bags", "hats"] {
+        extra.push_str(&format!(
+            "\n\n[[room]]\nname = \"{room}\"\npaths = [\"/{room}\"]\nadmit-per-second = 50\nmax-active = 50\ntick = \"5s\"\n{ON}\n"
+        ));
+    }
+    let cfg = config(origin.addr, &store, &extra)
+        .replace("max-active = 1\n", "max-active = 50\n")
+        .replace("tick = \"50ms\"", "tick = \"5s\"");
+    let one = Proxy::start(&cfg);
+    let mut jar = admitted(&one).await;
+    for room in ["shoes", "bags", "hats"] {
+        let resp = send(&one, "GET", &format!("/{room}"), &jar).await;
+        assert_eq!(resp.status(), 200);
+        jar.absorb(&resp);
+        assert!(
+            jar.get(&format!("anteroom_{room}")).is_some(),
+            "admitted to {room}"
+        );
+    }
+    redis.signal(true);
+    let start = std::time::Instant::now();
+    let resp = send(&one, "GET", "/about/command-revoke", &jar).await;
+    let took = start.elapsed();
+    redis.signal(false);
+    assert_eq!(resp.status(), 200, "the answer is the visitor's");
+    assert!(resp.headers().get("anteroom-command").is_none());
+    assert!(
+        took < Duration::from_millis(2500),
+        "the store waited for once, not once per room: {took:?}"
+    );
+}

@@ -82,9 +82,13 @@ pub(super) async fn on_response(req: &RequestHeader, resp: &mut ResponseHeader, 
     for (room, holder) in rooms {
         endings.extend(obey(&shared, ctx, room, holder, command, unknown));
     }
-    for (room, vid, ending) in endings {
-        finish(shared.arc(), room, vid, ending).await;
-    }
+    // Together: a page outside every room may carry the admissions of several, and one after
+    // another the answer waited one store timeout per room while the store was away (found by
+    // re-review).
+    let calls = endings
+        .into_iter()
+        .map(|(room, vid, ending)| finish(shared.arc(), room, vid, ending));
+    futures_util::future::join_all(calls).await;
 }
 
 /// Where the origin's answer may carry a command (a room that takes them, or a page outside
