@@ -21,6 +21,7 @@ pub mod cookie;
 pub mod demo;
 pub mod edge;
 pub mod event;
+pub mod files;
 pub mod fuzzing;
 pub mod line;
 pub mod logwriter;

@@ -132,6 +132,12 @@ impl Reloader {
             new.listen.http = o.listen.http;
             new.listen.admin = o.listen.admin;
             new.listen.https = o.listen.https;
+            // The HTTPS listener runs on until a restart: so do its certificates when the new
+            // file has none for it (found by review: a file without `https` and `[[tls]]`
+            // emptied the table, and every handshake failed while the log said it stays).
+            if new.listen.https.is_some() && new.tls.is_empty() {
+                new.tls = o.tls.clone();
+            }
             new.store = o.store.clone();
             new.server = o.server.clone();
         }

@@ -50,30 +50,20 @@ impl Builder<'_> {
     /// end at the end of the file is not part of the value (a secret written by `echo`, a
     /// mounted Kubernetes secret). A relative path is read from the config file's directory.
     fn file_value(&mut self, key: &KeyPath, path: &str) -> Option<String> {
-        use std::io::Read;
         const MAX: u64 = 64 * 1024;
         let full = self.base_dir.join(path);
         let mut text = String::new();
-        // Only a regular file: a FIFO or a device would block the load, and with it every
-        // later reload, until something wrote to it (found by review).
-        let read = std::fs::metadata(&full)
-            .map_err(|e| e.to_string())
-            .and_then(|m| {
-                if m.is_file() {
-                    Ok(())
+        let read = crate::files::read_regular(&full, MAX)
+            .and_then(|bytes| {
+                String::from_utf8(bytes).map_err(|_| "it is not UTF-8 text".to_string())
+            })
+            .and_then(|t| {
+                text = t;
+                if text.is_empty() {
+                    Err("it is empty".to_string())
                 } else {
-                    Err("it is not a regular file".to_string())
+                    Ok(())
                 }
-            })
-            .and_then(|()| {
-                std::fs::File::open(&full)
-                    .and_then(|f| f.take(MAX + 1).read_to_string(&mut text))
-                    .map_err(|e| e.to_string())
-            })
-            .and_then(|n| match n as u64 {
-                0 => Err("it is empty".to_string()),
-                n if n > MAX => Err(format!("it is longer than {MAX} bytes")),
-                _ => Ok(()),
             });
         if let Err(e) = read {
             self.fail(

@@ -138,9 +138,13 @@ pub struct Loaded {
     pub expires: String,
 }
 
-/// Reads and checks a certificate chain and its key for `hosts`.
+/// The largest certificate chain or key file read (a chain of a few certificates is a few KiB).
+const MAX_PEM: u64 = 1024 * 1024;
+
+/// Reads and checks a certificate chain and its key for `hosts`: only regular files (a FIFO
+/// blocked every later reload, `/dev/zero` was read until memory ran out: found by review).
 pub fn load_pair(cert: &Path, key: &Path, hosts: &[TlsHost]) -> Result<Loaded, PairError> {
-    let cert_pem = std::fs::read(cert)
+    let cert_pem = crate::files::read_regular(cert, MAX_PEM)
         .map_err(|e| PairError::Cert(format!("cannot read {}: {e}", cert.display())))?;
     let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(&cert_pem)
         .collect::<Result<_, _>>()
@@ -157,7 +161,7 @@ pub fn load_pair(cert: &Path, key: &Path, hosts: &[TlsHost]) -> Result<Loaded, P
         )));
     }
     let expires = check_dates(&chain, cert, now_secs()).map_err(PairError::Cert)?;
-    let key_pem = std::fs::read(key)
+    let key_pem = crate::files::read_regular(key, MAX_PEM)
         .map_err(|e| PairError::Key(format!("cannot read {}: {e}", key.display())))?;
     let private = PrivateKeyDer::from_pem_slice(&key_pem)
         .map_err(|e| PairError::Key(format!("{} holds no private key: {e}", key.display())))?;

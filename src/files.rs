@@ -1,0 +1,53 @@
+//! Reading the files a configuration names (secrets, certificates, keys): only a regular file,
+//! and no more than a bound. A FIFO or a device would block the load, and with it every later
+//! reload, until something wrote to it; `/dev/zero` would be read until memory ran out (both
+//! found by review).
+
+use std::io::Read;
+use std::path::Path;
+
+/// The whole of the regular file at `path`, if it holds at most `max` bytes.
+pub fn read_regular(path: &Path, max: u64) -> Result<Vec<u8>, String> {
+    let meta = std::fs::metadata(path).map_err(|e| e.to_string())?;
+    if !meta.is_file() {
+        return Err("it is not a regular file".into());
+    }
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)
+        .and_then(|f| f.take(max + 1).read_to_end(&mut bytes))
+        .map_err(|e| e.to_string())?;
+    if bytes.len() as u64 > max {
+        return Err(format!("it is longer than {max} bytes"));
+    }
+    Ok(bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_regular_file_within_the_bound_is_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("a");
+        std::fs::write(&file, b"12345").unwrap();
+        assert_eq!(read_regular(&file, 5).unwrap(), b"12345");
+        assert!(read_regular(&file, 4)
+            .unwrap_err()
+            .contains("longer than 4"));
+        assert!(read_regular(dir.path(), 5)
+            .unwrap_err()
+            .contains("not a regular file"));
+        assert!(read_regular(Path::new("/dev/zero"), 5)
+            .unwrap_err()
+            .contains("not a regular file"));
+        let fifo = dir.path().join("fifo");
+        let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+        if made.is_ok_and(|s| s.success()) {
+            assert!(read_regular(&fifo, 5)
+                .unwrap_err()
+                .contains("not a regular file"));
+        }
+        assert!(read_regular(&dir.path().join("none"), 5).is_err());
+    }
+}
