@@ -318,7 +318,9 @@ if ap_running then
         'ap_from', ap[5], 'ap_p90', ap[6])
     end
   end
-  rate = tonumber(ap[2])
+  -- Never above this caller's own ceiling (found by review: during a rolling reload that
+  -- lowered admit-per-second, an instance admitted at the rate another's autopilot climbed to).
+  rate = math.min(tonumber(ap[2]), tonumber(ARGV[1]))
 end
 redis.call('HSET', room, 'ap_conf', ap_conf and '1' or '0', 'ap_on', ap_running and '1' or '0')
 

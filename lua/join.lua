@@ -114,7 +114,8 @@ local ev_on = ev and phase ~= 'closed'
 local held = h_queue_all == '1' or lost or in_pre or mixed_events
 -- The rate in force: an override, the event's, the autopilot's while it runs (admit.lua), the
 -- configured.
-local rate = tonumber(h_rate) or (ev_on and ev.rate) or (h_ap_on == '1' and tonumber(h_ap_rate))
+local rate = tonumber(h_rate) or (ev_on and ev.rate)
+  or (h_ap_on == '1' and tonumber(h_ap_rate) and math.min(tonumber(h_ap_rate), tonumber(ARGV[2])))
   or tonumber(ARGV[2])
 local max_active = tonumber(h_max_active) or (ev_on and ev.max) or tonumber(ARGV[3])
 local measured = tonumber(h_m_rate) or 0

@@ -61,7 +61,9 @@ impl RoomParams {
         state
             .admit_per_second
             .or(state.event_rate)
-            .or(state.autopilot_rate)
+            // The autopilot's, never above this instance's own ceiling (another instance's
+            // file may allow more during a rolling reload).
+            .or(state.autopilot_rate.map(|r| r.min(self.admit_per_second)))
             .unwrap_or(self.admit_per_second)
     }
 

@@ -98,6 +98,17 @@ pub async fn the_autopilot_keeps_one_rate_that_admits(h: &dyn Harness) {
     );
     let n = admitted_over(h, &*s, &p, &tick(health(50, 100), None), 20).await;
     assert!((17..=23).contains(&n), "{n} admitted in 2 s at 10/s");
+    // A caller whose file has a lower ceiling (a rolling reload): never above its own (found
+    // by review: it admitted at the rate another instance's autopilot had climbed to).
+    let low = anteroom::store::RoomParams {
+        admit_per_second: 4.0,
+        ..p.clone()
+    };
+    let n = admitted_over(h, &*s, &low, &tick(health(50, 100), None), 20).await;
+    assert!(
+        (6..=10).contains(&n),
+        "{n} admitted in 2 s under a ceiling of 4/s"
+    );
     // An operator's pin wins and pauses it; cleared, it resumes where it was.
     let pinned = s
         .update_room_state(
