@@ -108,6 +108,9 @@ async fn a_draw_cancelled_after_its_prequeue_began_stays_published_while_it_orde
             (old["phase"].as_str(), &old["seed"]),
             (Some("cancelled"), &doc["seed"])
         );
+        // As URL encoders write the id (`@` as `%40`): the same document.
+        let encoded = by_id["/.anteroom/event?room=sale".len()..].replace('@', "%40");
+        assert_eq!(event_doc(&proxy, &encoded).await.1, old);
         let deadline = std::time::Instant::now() + Duration::from_secs(10);
         let s = loop {
             let s = status(&proxy, &mut jars[i]).await;

@@ -232,6 +232,13 @@ async fn the_origins_own_5xx_gets_our_page_unless_turned_off() {
         .to_str()
         .unwrap()
         .starts_with("text/html"));
+    // Our page, with the headers of every page of ours (found by review: none of them).
+    assert_eq!(resp.headers()["x-content-type-options"], "nosniff");
+    assert_eq!(resp.headers()["x-frame-options"], "SAMEORIGIN");
+    assert_eq!(
+        resp.headers()["content-security-policy"],
+        "frame-ancestors 'self'"
+    );
     let text = resp.text().await.unwrap();
     assert!(text.contains("The shop is busy"), "{text}");
     assert!(

@@ -200,6 +200,7 @@ pub(super) async fn on_response(
     // fields before `no-store`), and the body depends on `Accept` (found by review).
     super::cache_safe::keep_private(resp)?;
     resp.insert_header(http::header::VARY, "Accept")?;
+    super::respond::ours(resp)?;
     resp.remove_header(&http::header::RETRY_AFTER);
     if let Some(secs) = retry {
         resp.insert_header(http::header::RETRY_AFTER, secs)?;

@@ -69,7 +69,9 @@ pub(super) async fn serve(
 ) -> Result<()> {
     let r = &shared.rooms[room];
     let query = session.req_header().uri.query();
-    let name = crate::route::query_param(query, "event");
+    // Decoded: an event's id holds `@`, which URL encoders write `%40` (found by review).
+    let name = crate::route::query_param(query, "event").map(crate::route::query_decoded);
+    let name = name.as_deref();
     let want_tickets = crate::route::query_param(query, "tickets") == Some("1");
     let schedule = r.events.schedule();
     let seen = r.events.seen();
@@ -273,5 +275,8 @@ mod tests {
             "closed, and still in force"
         );
         assert_eq!(name(None, 450), Some("b".into()));
+        // By its id too (the name and the pre-queue's start), never another start's.
+        assert_eq!(name(Some("b@400"), 150), Some("b".into()));
+        assert_eq!(name(Some("b@401"), 150), None);
     }
 }

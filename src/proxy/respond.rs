@@ -29,19 +29,11 @@ impl Reply<'_> {
         self.write(session, cache_control).await
     }
 
-    /// Every answer of ours is read as the type it says (`nosniff`), and framed by the shop's
-    /// own pages only: a waiting or challenge page inside another site's frame is a
-    /// clickjacking surface (found by review).
     async fn write(self, session: &mut Session, cache_control: &str) -> Result<()> {
         let mut h = ResponseHeader::build(self.status, Some(9))?;
         h.insert_header(http::header::CONTENT_TYPE, self.content_type)?;
         h.insert_header(http::header::CACHE_CONTROL, cache_control)?;
-        h.insert_header(http::header::X_CONTENT_TYPE_OPTIONS, "nosniff")?;
-        h.insert_header(http::header::X_FRAME_OPTIONS, "SAMEORIGIN")?;
-        h.insert_header(
-            http::header::CONTENT_SECURITY_POLICY,
-            "frame-ancestors 'self'",
-        )?;
+        ours(&mut h)?;
         h.insert_header(http::header::CONTENT_LENGTH, self.body.len())?;
         if let Some(secs) = self.retry_after {
             h.insert_header(http::header::RETRY_AFTER, secs)?;
@@ -125,4 +117,18 @@ impl Proxy {
         .send(session)
         .await
     }
+}
+
+/// Every answer of ours is read as the type it says (`nosniff`), and framed by the shop's own
+/// pages only: a waiting or challenge page inside another site's frame is a clickjacking
+/// surface (found by review). Also the page that replaces a shop's 5xx (found by review: it
+/// had none of these).
+pub(super) fn ours(h: &mut ResponseHeader) -> Result<()> {
+    h.insert_header(http::header::X_CONTENT_TYPE_OPTIONS, "nosniff")?;
+    h.insert_header(http::header::X_FRAME_OPTIONS, "SAMEORIGIN")?;
+    h.insert_header(
+        http::header::CONTENT_SECURITY_POLICY,
+        "frame-ancestors 'self'",
+    )?;
+    Ok(())
 }

@@ -331,6 +331,35 @@ pub fn query_param<'q>(query: Option<&'q str>, name: &str) -> Option<&'q str> {
     })
 }
 
+/// A query value with its percent escapes decoded (`%40` is `@`, as URL encoders write it),
+/// or as it is when they do not decode to UTF-8.
+pub fn query_decoded(value: &str) -> std::borrow::Cow<'_, str> {
+    if !value.contains('%') {
+        return std::borrow::Cow::Borrowed(value);
+    }
+    let b = value.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        let hex = |c: u8| (c as char).to_digit(16);
+        match (
+            b[i],
+            b.get(i + 1).copied().and_then(hex),
+            b.get(i + 2).copied().and_then(hex),
+        ) {
+            (b'%', Some(h), Some(l)) => {
+                out.push((h * 16 + l) as u8);
+                i += 3;
+            }
+            (c, _, _) => {
+                out.push(c);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8(out).map_or(std::borrow::Cow::Borrowed(value), std::borrow::Cow::Owned)
+}
+
 fn is_reserved(r: &Reading<'_>) -> bool {
     let p = r.path.as_bytes();
     let pre = b"/.anteroom";

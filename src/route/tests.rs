@@ -517,3 +517,14 @@ proptest::proptest! {
         }
     }
 }
+
+#[test]
+fn a_query_value_is_read_with_its_escapes_decoded_when_they_make_text() {
+    assert_eq!(query_decoded("drop"), "drop");
+    assert_eq!(query_decoded("drop%401796"), "drop@1796");
+    assert_eq!(query_decoded("a%2fb%2F"), "a/b/");
+    // Not escapes, or not text: as it is.
+    assert_eq!(query_decoded("100%"), "100%");
+    assert_eq!(query_decoded("%zz%4"), "%zz%4");
+    assert_eq!(query_decoded("%ff%fe"), "%ff%fe");
+}
