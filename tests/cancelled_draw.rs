@@ -138,3 +138,65 @@ async fn in_line(proxy: &Proxy, jars: &mut [Jar]) -> (usize, Value) {
     }
     panic!("nobody waiting");
 }
+
+/// A newcomer to another drawn pre-queue, between a tick and the next (the instance still
+/// knows the cancelled draw as the line's), is shown their ticket in the new draw, never one
+/// in the cancelled draw, which does not hold them (found by re-review: `placed_by` was told
+/// by the line's draw alone, not by the place's epoch).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_newcomer_to_the_next_draw_is_not_told_of_the_cancelled_one() {
+    let origin = Origin::start().await;
+    // A slow tick: the instance's word on the line's draw is from the last one.
+    let proxy = Proxy::start(&config(
+        origin.addr,
+        "",
+        "admit-per-second = 50\nmax-active = 50\ntick = \"2s\"",
+        &drawn_event(120),
+    ));
+    let call =
+        |method, path: &'static str, body| admin_call(&proxy, method, path, Some(TOKEN), body);
+    let mut jars: Vec<Jar> = (0..2).map(|_| Jar::default()).collect();
+    for jar in jars.iter_mut() {
+        assert_eq!(status(&proxy, jar).await["state"], "prequeue");
+    }
+    let (code, body) = call(
+        reqwest::Method::DELETE,
+        "/rooms/sale/events/spring-drop",
+        None,
+    )
+    .await;
+    assert_eq!(code, 200, "{body}");
+    published(&proxy, "", "seed", Duration::from_secs(10)).await;
+    // The registrants go in by it, and the line is empty.
+    for jar in jars.iter_mut() {
+        let deadline = std::time::Instant::now() + Duration::from_secs(15);
+        while status(&proxy, jar).await["state"] != "admitted" {
+            assert!(std::time::Instant::now() < deadline, "a registrant let in");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+    let drop = serde_json::json!({ "name": "spring-drop", "opens_at": at(120), "draw": true });
+    let (code, body) = call(reqwest::Method::POST, "/rooms/sale/events", Some(drop)).await;
+    assert_eq!(code, 201, "{body}");
+    // Placed once the instance has read the change (on hold until its next tick); the line,
+    // empty, keeps the cancelled draw's epoch until this join starts a new one, and the
+    // instance hears of the new one at the tick after.
+    let mut newcomer = Jar::default();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let s = loop {
+        let s = status(&proxy, &mut newcomer).await;
+        if s["state"] == "prequeue" || std::time::Instant::now() > deadline {
+            break s;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(s["state"], "prequeue", "{s}");
+    assert!(
+        s["placed_by"].is_null(),
+        "told of a draw that does not hold them: {s}"
+    );
+    assert!(
+        s["event"]["ticket"].is_string(),
+        "their ticket in the new draw: {s}"
+    );
+}

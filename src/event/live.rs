@@ -411,4 +411,32 @@ mod tests {
         assert!(fresh.note_generation("g1"));
         assert!(!fresh.note_generation("g1"));
     }
+
+    #[test]
+    fn a_cancelled_draw_is_published_by_its_id_and_an_event_of_its_id_back_is_not_revealed() {
+        let secret: Option<Arc<[u8]>> = Some(Arc::from(&b"secret"[..]));
+        let events = RoomEvents::new("sale", vec![], secret.clone());
+        let gone = ev("drop", 100, 200, None);
+        let out = LineDraw {
+            id: gone.id(),
+            out: true,
+            epoch: 7,
+        };
+        events.learn(None, Some(&out), 150, 0, 150);
+        let c = events.cancelled_draw().expect("the cancelled draw");
+        assert_eq!(
+            (c.name.as_str(), c.prequeue_from, c.epoch),
+            ("drop", 100, 7)
+        );
+        assert_eq!(Some(c.seed), events.seed(&gone));
+        assert!(!events.line_sealed(150));
+        // The same event back in the file (the same id): not the cancelled one any more, and
+        // not revealed by the draw being out — it is in its pre-queue, places nobody by the
+        // draw, and does not claim to be open (found by re-review).
+        let back = RoomEvents::new("sale", vec![gone.clone()], secret);
+        back.learn(None, Some(&out), 150, 0, 150);
+        assert!(back.cancelled_draw().is_none());
+        assert!(!back.revealed(&gone));
+        assert_eq!(back.view(150).map(|v| v.phase), Some(Phase::Prequeue));
+    }
 }

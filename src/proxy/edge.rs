@@ -98,6 +98,7 @@ impl Proxy {
                     position,
                     r.live.waiting(),
                     t.drawn,
+                    t.drawn.then_some(t.place.epoch),
                 );
                 return Some(Verdict::Wait(status));
             }
@@ -168,7 +169,13 @@ impl Proxy {
         }
         Some(Verdict::Wait(
             if r.events.any() || r.events.line_draw().is_some() {
-                Self::with_event(shared, room, status, t.vid, t.drawn)
+                Self::with_event(
+                    shared,
+                    room,
+                    status,
+                    t.vid,
+                    t.drawn.then_some(t.place.epoch),
+                )
             } else {
                 status
             },

@@ -29,21 +29,28 @@ pub fn countdown_poll(opens_in: Duration) -> Duration {
 
 impl Proxy {
     /// What `vid` is told of the room's event in force. `registered`: they hold a place of the
-    /// event's draw (their registration ticket is shown).
+    /// event's draw (their registration ticket is shown); `drawn_in`: the line's epoch of their
+    /// drawn place, when their ticket or the join told it.
     pub(super) fn event_status(
         shared: &Shared,
         room: usize,
         v: &View,
         vid: Option<VisitorId>,
         registered: bool,
+        drawn_in: Option<u64>,
     ) -> EventStatus {
         let r = &shared.rooms[room];
         let e = &v.event;
         let seed = if e.draw { r.events.seed(e) } else { None };
         // A registrant's ticket is of the draw their place was drawn in: this event's, unless
-        // the line holds another's (cancelled; shown as `placed_by`). Before (found by review),
-        // a registrant of a cancelled draw was shown a ticket of the next event's, in no list.
-        let own = r.events.line_draw().is_none_or(|d| e.is(&d.id));
+        // the line's draw is another's (cancelled; shown as `placed_by`) and their place is in
+        // its epoch (a place of another epoch was drawn since the last tick: re-review). Before
+        // (found by review), a registrant of a cancelled draw was shown a ticket of the next
+        // event's, in no list.
+        let own = r
+            .events
+            .line_draw()
+            .is_none_or(|d| e.is(&d.id) || drawn_in.is_some_and(|epoch| epoch != d.epoch));
         EventStatus {
             name: e.name.clone(),
             opens_at: time::format_exact(e.opens_at, e.utc_offset),
@@ -61,19 +68,18 @@ impl Proxy {
         }
     }
 
-    /// The cancelled draw `vid`'s place was drawn in, when they hold a drawn place
-    /// (`registered`) and the line's draw is of an event no longer in the schedule.
+    /// The cancelled draw `vid`'s place was drawn in: when they hold a drawn place in the
+    /// line's epoch `drawn_in` and the line's draw, in that epoch, is of an event no longer in
+    /// the schedule.
     pub(super) fn placed_by(
         shared: &Shared,
         room: usize,
         vid: VisitorId,
-        registered: bool,
+        drawn_in: Option<u64>,
     ) -> Option<Box<PlacedBy>> {
-        if !registered {
-            return None;
-        }
+        let epoch = drawn_in?;
         let r = &shared.rooms[room];
-        let d = r.events.cancelled_draw()?;
+        let d = r.events.cancelled_draw().filter(|d| d.epoch == epoch)?;
         Some(Box::new(PlacedBy {
             event: d.name.clone(),
             commitment: draw::commitment(&d.seed),
@@ -84,7 +90,8 @@ impl Proxy {
     }
 
     /// The answer to a registrant during a pre-queue: the countdown, their place when it is
-    /// not a draw's.
+    /// not a draw's (`drawn`); `drawn_in`, the line's epoch of their drawn place.
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn prequeue_status(
         shared: &Shared,
         room: usize,
@@ -93,6 +100,7 @@ impl Proxy {
         position: Option<u64>,
         waiting: u64,
         drawn: bool,
+        drawn_in: Option<u64>,
     ) -> Status {
         let r = &shared.rooms[room];
         let opens_in = Duration::from_micros(v.event.opens_at.saturating_sub(v.now));
@@ -116,23 +124,25 @@ impl Proxy {
                 v,
                 Some(vid),
                 drawn,
+                drawn_in,
             ))),
-            placed_by: Self::placed_by(shared, room, vid, drawn),
+            placed_by: Self::placed_by(shared, room, vid, drawn_in),
         }
     }
 
     /// Adds the event in force to an answer (a visitor in line after the opening sees the
-    /// draw's commitment and seed, and their ticket when they registered).
+    /// draw's commitment and seed, and their ticket when they registered: `drawn_in`, the
+    /// line's epoch of their drawn place).
     pub(super) fn with_event(
         shared: &Shared,
         room: usize,
         mut s: Status,
         vid: VisitorId,
-        registered: bool,
+        drawn_in: Option<u64>,
     ) -> Status {
         let r = &shared.rooms[room];
         if s.placed_by.is_none() {
-            s.placed_by = Self::placed_by(shared, room, vid, registered);
+            s.placed_by = Self::placed_by(shared, room, vid, drawn_in);
         }
         if s.event.is_none() {
             if let Some(v) = r.events.view(shared.clock.now_micros()) {
@@ -141,7 +151,8 @@ impl Proxy {
                     room,
                     &v,
                     Some(vid),
-                    registered,
+                    drawn_in.is_some(),
+                    drawn_in,
                 )));
             }
         }

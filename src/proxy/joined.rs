@@ -89,11 +89,19 @@ impl Proxy {
                 position,
                 waiting,
                 drawn,
+                place,
                 ..
             }) => Verdict::Wait(match r.events.view(shared.clock.now_micros()) {
-                Some(v) => {
-                    Self::prequeue_status(shared, room, &v, vid, shown.or(position), waiting, drawn)
-                }
+                Some(v) => Self::prequeue_status(
+                    shared,
+                    room,
+                    &v,
+                    vid,
+                    shown.or(position),
+                    waiting,
+                    drawn,
+                    drawn.then_some(place.epoch),
+                ),
                 // The store knew of a pre-queue this instance's schedule no longer has (changed
                 // a moment ago): on hold until the next tick says more.
                 None => {
@@ -127,7 +135,7 @@ impl Proxy {
                 // sale is not open; nor is it at an opening the store has not recorded yet:
                 // `policy`), and after the closing a newcomer is told it ended.
                 if let Some(v) = r.events.view(shared.clock.now_micros()) {
-                    let drawn = ticket.as_ref().is_some_and(|t| t.drawn);
+                    let drawn_in = ticket.as_ref().filter(|t| t.drawn).map(|t| t.place.epoch);
                     match v.phase {
                         crate::event::Phase::Prequeue => {
                             return Verdict::Wait(Self::prequeue_status(
@@ -137,7 +145,8 @@ impl Proxy {
                                 vid,
                                 None,
                                 r.live.waiting(),
-                                drawn || v.event.draw,
+                                drawn_in.is_some() || v.event.draw,
+                                drawn_in,
                             ));
                         }
                         // The closing by the events this instance has read from the store: one

@@ -115,7 +115,13 @@ impl Proxy {
         if !events.any() && events.line_draw().is_none() {
             return status;
         }
-        Self::with_event(shared, room, status, vid, ticket.is_some_and(|t| t.drawn))
+        Self::with_event(
+            shared,
+            room,
+            status,
+            vid,
+            ticket.filter(|t| t.drawn).map(|t| t.place.epoch),
+        )
     }
 
     pub(super) async fn send_wait(

@@ -104,6 +104,8 @@ pub struct LineDraw {
     /// Its order is out: the store saw its event open, or the live instances' events no longer
     /// hold it (cancelled). Its seed may be published, and nobody is placed by it again.
     pub out: bool,
+    /// The line's epoch its places are in: a drawn place of another epoch is another draw's.
+    pub epoch: u64,
 }
 
 impl LineDraw {

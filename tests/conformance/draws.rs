@@ -32,13 +32,16 @@ pub async fn a_cancelled_draw_is_out_and_places_nobody_again(h: &dyn Harness) {
     }
     let r = admit(&*s, &p, &a).await;
     assert_eq!(
-        r.line_draw,
-        Some(LineDraw {
-            id: e.id(),
-            out: false
-        }),
+        r.line_draw.as_ref().map(|d| (d.id.clone(), d.out)),
+        Some((e.id(), false)),
         "sealed during its pre-queue"
     );
+    // The line's epoch: the registrants' places are in it.
+    let epoch = r.line_draw.as_ref().map_or(0, |d| d.epoch);
+    match join(&*s, &p, &a, registrants[0]).await {
+        Admission::Registered { place, .. } => assert_eq!(place.epoch, epoch),
+        other => panic!("{other:?}"),
+    }
     // Cancelled: the events no longer hold it, and its order is out.
     let none = EventsArg::of(&[]);
     h.advance(Duration::from_millis(100));
@@ -46,6 +49,7 @@ pub async fn a_cancelled_draw_is_out_and_places_nobody_again(h: &dyn Harness) {
     let out = Some(LineDraw {
         id: e.id(),
         out: true,
+        epoch,
     });
     assert_eq!(r.line_draw, out, "out once cancelled");
     // An event of its id back (its seed may be public by now): it places nobody by the draw.

@@ -20,6 +20,8 @@ pub struct CancelledDraw {
     pub seed: [u8; 32],
     /// Its order is out: the seed may be shown.
     pub out: bool,
+    /// The line's epoch its places are in.
+    pub epoch: u64,
 }
 
 impl CancelledDraw {
@@ -104,6 +106,7 @@ impl RoomEvents {
             prequeue_from: pre,
             seed: self.seed_of(name, pre)?,
             out: d.out,
+            epoch: d.epoch,
             id: d.id.clone(),
         })
     }
@@ -193,15 +196,6 @@ impl RoomEvents {
     /// takes registrations, nor one of an event cancelled and added anew by the same name (the
     /// store's word is on an event's id, [`Event::id`]).
     pub fn revealed(&self, e: &Event) -> bool {
-        // The store says its order is out (seen open, or its event no longer in force).
-        if self
-            .line_draw
-            .load()
-            .as_deref()
-            .is_some_and(|d| d.out && e.is(&d.id))
-        {
-            return true;
-        }
         let seen = self.seen.load();
         if seen
             .as_ref()

@@ -330,7 +330,11 @@ impl RoomData {
                 self.events.draws_out.insert(id.clone());
             }
         }
-        Some(LineDraw { id, out })
+        Some(LineDraw {
+            id,
+            out,
+            epoch: self.epoch,
+        })
     }
 
     pub(super) fn event_seen(&self, now: &Now<'_>, wall: Micros) -> Option<EventSeen> {

@@ -23,10 +23,11 @@ const EVENT_FROM: usize = 24;
 const RANDOM_AT: usize = 29;
 /// The longest tick an instance runs the room with lately (µs).
 const TICK_HI_AT: usize = 30;
-/// The draw whose places the line holds (its event's id or ''), and whether its order is out.
+/// The draw whose places the line holds (its event's id or ''), whether its order is out, and
+/// the line's epoch.
 const LINE_DRAW_AT: usize = 31;
 /// Where the line's sample starts: after the fixed fields (its epoch, then its length).
-const LINE_FROM: usize = 33;
+const LINE_FROM: usize = 34;
 
 /// `admit.lua`'s reply.
 #[derive(Debug, Clone, PartialEq)]
@@ -147,6 +148,7 @@ impl FromRedisValue for AdmitReply {
         let tick_hi: String = item(&v, TICK_HI_AT)?;
         let line_draw: String = item(&v, LINE_DRAW_AT)?;
         let draw_out: i64 = item(&v, LINE_DRAW_AT + 1)?;
+        let draw_epoch: u64 = item(&v, LINE_DRAW_AT + 2)?;
         let epoch: u64 = item(&v, LINE_FROM)?;
         let numbers: usize = item(&v, LINE_FROM + 1)?;
         if !numbers.is_multiple_of(2) || numbers > 2 * MAX_POINTS {
@@ -204,6 +206,7 @@ impl FromRedisValue for AdmitReply {
             line_draw: (!line_draw.is_empty()).then_some(LineDraw {
                 id: line_draw,
                 out: draw_out == 1,
+                epoch: draw_epoch,
             }),
         }))
     }
@@ -262,6 +265,7 @@ mod tests {
             text("old@1700000000000000"),
             int(1),
             int(777),
+            int(777),
             int(4),
             int(0),
             int(10),
@@ -289,6 +293,7 @@ mod tests {
         assert_eq!(r.tick_hi, Duration::from_secs(3));
         let d = r.line_draw.unwrap();
         assert!(d.out);
+        assert_eq!(d.epoch, 777);
         assert_eq!(d.name_and_start(), Some(("old", 1_700_000_000_000_000)));
         assert_eq!(r.line.epoch, 777);
         assert_eq!(r.line.points, vec![(0, 10), (3, 40)]);
