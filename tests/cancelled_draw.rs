@@ -114,17 +114,31 @@ async fn a_draw_cancelled_after_its_prequeue_began_stays_published_while_it_orde
         let deadline = std::time::Instant::now() + Duration::from_secs(10);
         let s = loop {
             let s = status(&proxy, &mut jars[i]).await;
-            if s["event"]["phase"] == "prequeue" || std::time::Instant::now() > deadline {
+            if s["state"] == "prequeue" || std::time::Instant::now() > deadline {
                 break s;
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         };
-        assert_eq!(s["event"]["phase"], "prequeue", "the new event told: {s}");
+        assert_eq!(s["state"], "prequeue", "the new event's pre-queue: {s}");
         assert!(
             s["event"]["ticket"].is_null(),
             "no ticket of the new draw: {s}"
         );
         assert_eq!(s["placed_by"]["ticket"], tickets[i].as_str(), "{s}");
+        // The countdown page shows it too.
+        let page = client()
+            .get(proxy.url("/products/1"))
+            .header("cookie", jars[i].header())
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        assert!(
+            page.contains("registered") && page.contains(&tickets[i]),
+            "the countdown shows the old ticket: {page}"
+        );
     }
 }
 
