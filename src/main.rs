@@ -143,8 +143,8 @@ enum Command {
 enum RoomCmd {
     /// Configuration and live figures, as JSON.
     Show,
-    /// Change runtime state: enabled=, queue_all=, admit_per_second=, max_active= (default
-    /// returns an override to the configured value).
+    /// Change runtime state: enabled=, queue_all=, admit_per_second=, max_active=,
+    /// autopilot= (default returns an override to the configured value).
     Set { pairs: Vec<String> },
     /// Empty the line: everyone waiting must join again.
     Clear,

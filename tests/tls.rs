@@ -248,6 +248,9 @@ async fn plain_http_is_sent_to_https_with_a_308() {
             set_cookies(&resp).is_empty(),
             "no place taken over plain HTTP"
         );
+        // An answer of ours: the headers of every one (found by review: none on the 308).
+        assert_eq!(resp.headers()["x-content-type-options"], "nosniff");
+        assert_eq!(resp.headers()["x-frame-options"], "SAMEORIGIN");
     }
     // A host anteroom cannot use is not made into a redirect.
     let resp = client()

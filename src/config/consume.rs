@@ -157,6 +157,26 @@ mod tests {
     }
 
     #[test]
+    fn a_query_or_fragment_in_a_path_or_route_is_refused() {
+        // A prefix with one matches no request: the room would protect nothing (found by
+        // review: every request reached the shop).
+        for paths in ["[\"/products?x=1\"]", "[\"/products#top\"]", "[\"/?a\"]"] {
+            let e = errors(&room("sale", paths, ""));
+            assert!(e.contains("room[0].paths[0]"), "{paths}: {e}");
+            assert!(e.contains("'?' query or '#' fragment"), "{paths}: {e}");
+        }
+        let e = errors(&room("sale", "[\"/products?x=1\"]", ""));
+        assert!(e.contains("write it as \"/products\""), "{e}");
+        let e = errors(&room(
+            "sale",
+            "[\"/orders\"]",
+            "consume = [\"POST /orders?a=1\"]",
+        ));
+        assert!(e.contains("room[0].consume[0]"), "{e}");
+        assert!(errors(&room("sale", "[\"/products\"]", "")).is_empty());
+    }
+
+    #[test]
     fn a_consume_route_another_room_takes_is_refused() {
         let shop = room("shop", "[\"/\"]", "consume = [\"POST /orders\"]");
         // The route itself, a path under it, a path it is under but longer than the room's.

@@ -234,6 +234,17 @@ impl Builder<'_> {
 /// `/orders.json`) outside the room, and frameworks route `/orders` and `/orders/` alike (found
 /// by review: `consume = ["POST /orders/"]` let `POST /orders` through with no admission).
 pub(super) fn not_plain(path: &str) -> Option<String> {
+    // A query or a fragment is no part of a path: a prefix with one matches no request, and the
+    // room protects nothing (found by review: `paths = ["/products?x=1"]` passed `check`, and
+    // every request reached the shop).
+    if let Some(at) = path.find(['?', '#']) {
+        let bare = &path[..at];
+        return Some(if bare.is_empty() || bare == "/" {
+            "a path prefix is a path: no '?' query or '#' fragment (a room covers its paths whatever the query)".to_string()
+        } else {
+            format!("write it as {bare:?}: a path, without the '?' query or '#' fragment (a room covers its paths whatever the query)")
+        });
+    }
     if let Some(bare) = path.strip_suffix('/').filter(|b| !b.is_empty()) {
         if not_plain(bare).is_none() {
             return Some(format!(

@@ -58,8 +58,8 @@ impl Builder<'_> {
             if found.is_empty() {
                 self.fail(
                     key.clone(),
-                    format!("{text:?} is not an address that resolves"),
-                    "write host:port, e.g. \"127.0.0.1:9000\" or \"shop.internal:80\"",
+                    format!("{text:?} is not an address that resolves here"),
+                    "write host:port (e.g. \"127.0.0.1:9000\" or \"shop.internal:80\") with a name that resolves where anteroom (or check) runs",
                 );
                 return None;
             }

@@ -66,6 +66,9 @@ pub fn run(opts: DemoOptions) -> ExitCode {
     };
     cfg.listen.http = opts.listen;
     cfg.listen.admin = opts.admin;
+    // The upgrade socket moves with the public address, as a file's default does (found by
+    // review: two demos on other ports refused to start over the built-in file's socket).
+    cfg.server.upgrade_sock = config::default_upgrade_sock(opts.listen);
     // Ctrl-C on a demo should not wait for stragglers.
     cfg.server.grace_period = std::time::Duration::ZERO;
     if let Some(up) = cfg.upstreams.first_mut() {

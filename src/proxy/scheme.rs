@@ -52,6 +52,8 @@ impl Proxy {
         let mut h = ResponseHeader::build(308, Some(3))?;
         h.insert_header(http::header::LOCATION, location)?;
         h.insert_header(http::header::CACHE_CONTROL, "no-store")?;
+        // An answer of ours, as every other (found by review: the 308 had none of these).
+        super::respond::ours(&mut h)?;
         h.insert_header(http::header::CONTENT_LENGTH, 0)?;
         session.write_response_header(Box::new(h), true).await?;
         Ok(true)
