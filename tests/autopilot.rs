@@ -273,6 +273,30 @@ async fn the_rate_follows_the_shop_down_and_back_on_every_instance() {
         assert!(m.contains(name), "{name} in /metrics");
     }
 
+    // A rolling reload lowers one instance's ceiling: it never admits above it and says so
+    // (found by review: 50 shown beside a ceiling of 4), with the rate the store keeps beside
+    // it. Its pull of the shared rate back within its bounds is told as "bounds" (unit cases
+    // in src/admission/autopilot.rs, `min_and_ceiling_hold`).
+    let lowered = std::fs::read_to_string(two.config_path())
+        .unwrap()
+        .replace("admit-per-second = 40", "admit-per-second = 5");
+    std::fs::write(two.config_path(), lowered).unwrap();
+    two.signal("HUP");
+    eventually(Duration::from_secs(10), "the lowered ceiling", || async {
+        (room(&two).await["autopilot"]["ceiling"] == 5.0).then_some(())
+    })
+    .await;
+    let v = room(&two).await;
+    assert!(
+        v["autopilot"]["rate"].as_f64().is_some_and(|r| r <= 5.0),
+        "{v}"
+    );
+    assert!(
+        v["admit_per_second"].as_f64().is_some_and(|r| r <= 5.0),
+        "{v}"
+    );
+    assert!(v["autopilot"]["shared_rate"].as_f64().is_some(), "{v}");
+
     stop.store(true, Ordering::Relaxed);
     for j in joiners {
         let _ = j.await;

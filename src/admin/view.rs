@@ -24,7 +24,11 @@ fn autopilot_view(r: &Room, state: &crate::store::RoomState) -> Value {
     json!({
         "running": why_not.is_none() && state.autopilot_rate.is_some(),
         "paused_because": why_not,
-        "rate": last.as_ref().and_then(|l| l.rate),
+        // The rate in force here: the one the store keeps for every instance, never above this
+        // instance's own ceiling (found by review: 50 shown beside a ceiling of 4 during a
+        // rolling reload, while the instance admitted at 4).
+        "rate": last.as_ref().and_then(|l| l.rate).map(|rate| rate.min(r.cfg.params.admit_per_second)),
+        "shared_rate": last.as_ref().and_then(|l| l.rate),
         "ceiling": r.cfg.params.admit_per_second,
         "min_rate": cfg.min_rate,
         "target_latency_ms": cfg.target_latency.as_millis() as u64,

@@ -62,6 +62,9 @@ pub enum Reason {
     Errors,
     Latency,
     Healthy,
+    /// Back within this instance's bounds (a ceiling lowered, a floor raised by a reload), the
+    /// shop's health not judged.
+    Bounds,
 }
 
 impl Reason {
@@ -71,6 +74,7 @@ impl Reason {
             Reason::Errors => "errors",
             Reason::Latency => "latency",
             Reason::Healthy => "healthy",
+            Reason::Bounds => "bounds",
         }
     }
 
@@ -80,6 +84,7 @@ impl Reason {
             Reason::Errors,
             Reason::Latency,
             Reason::Healthy,
+            Reason::Bounds,
         ]
         .into_iter()
         .find(|r| r.as_str() == s)
@@ -171,17 +176,14 @@ pub fn decide(
     } else {
         None
     };
+    let moved = |s: &Step| (s.rate - current).abs() > 1e-9;
     match next {
-        Some(s) if (s.rate - current).abs() > 1e-9 => Some(s),
-        // A ceiling lowered by a reload (or a min raised): back within bounds.
-        None if (current_in - current).abs() > 1e-9 => Some(step(
-            current_in,
-            if current_in < current {
-                Reason::Latency
-            } else {
-                Reason::Healthy
-            },
-        )),
+        // A decision of its own: more than a return within bounds.
+        Some(s) if moved(&s) && (s.rate - current_in).abs() > 1e-9 => Some(s),
+        // A ceiling lowered by a reload (or a min raised): back within bounds, said as such
+        // (found by review: told as a latency cut of an idle, fast shop, or as a healthy step).
+        _ if (current_in - current).abs() > 1e-9 => Some(step(current_in, Reason::Bounds)),
+        Some(s) if moved(&s) => Some(s),
         _ => None,
     }
 }
@@ -317,11 +319,19 @@ mod tests {
             decide(&c, 400.0, 400.0, &health(100, 0, 10), None, true),
             None
         );
-        // A reload lowered the ceiling: back under it at once.
+        // A reload lowered the ceiling: back under it at once, said as such (not a latency
+        // cut of an idle shop, nor a healthy step of a busy one: review); a cut below it that
+        // the shop calls for is still one.
         assert_eq!(
-            decide(&c, 100.0, 300.0, &health(0, 0, 0), None, true).map(|s| s.rate),
-            Some(100.0)
+            decide(&c, 100.0, 300.0, &health(0, 0, 0), None, true).map(|s| (s.rate, s.reason)),
+            Some((100.0, Reason::Bounds))
         );
+        assert_eq!(
+            decide(&c, 100.0, 300.0, &health(500, 0, 10), None, true).map(|s| (s.rate, s.reason)),
+            Some((100.0, Reason::Bounds))
+        );
+        let cut = decide(&c, 100.0, 300.0, &health(500, 0, 5000), None, true).unwrap();
+        assert!(cut.rate < 100.0 && cut.reason == Reason::Latency, "{cut:?}");
     }
 
     /// A shop of `workers` that take `service` each, with a queue that gives up after

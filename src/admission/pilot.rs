@@ -108,7 +108,9 @@ pub fn learn(shared: &Shared, room: usize, report: &AdmitReport) {
         let reason = Reason::parse(&state.reason).map_or("?", Reason::as_str);
         tracing::info!(
             room = r.name(),
-            rate = state.rate.unwrap_or(0.0),
+            // In force here (never above this instance's ceiling), and as the store keeps it.
+            rate = state.rate.unwrap_or(0.0).min(p.admit_per_second),
+            shared_rate = state.rate.unwrap_or(0.0),
             from = state.from,
             reason,
             p90_ms = crate::logwriter::millis(state.health.p90.as_secs_f64()),
