@@ -390,3 +390,32 @@ async fn an_order_placed_from_the_line_under_open_uses_the_place() {
     })
     .await;
 }
+
+/// One address sending visitor ids of its own making, past `join-limit` while Redis is down, is
+/// let in by nobody: past this instance's per-client limit only the store could tell a visitor
+/// in line from a newcomer (found by review: 100 of 100 made-up ids were admitted by `local`,
+/// past join-limit and the challenge, taking the outage's admissions from the line).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn made_up_ids_past_join_limit_get_no_local_admission() {
+    let mut redis = RedisServer::start();
+    let origin = Origin::start().await;
+    let room =
+        "admit-per-second = 1000\nmax-active = 1000\njoin-limit = { per-ip = 4, per = \"1m\" }";
+    let proxy = Proxy::start(&config(origin.addr, &redis.url(), 3, room));
+    admission_loop_ran(&redis).await;
+    redis.kill();
+    breaker_open(&proxy).await;
+    let mut admitted = 0;
+    for _ in 0..30 {
+        let mut jar = Jar::default();
+        jar.set(
+            "anteroom_vid",
+            &anteroom::store::VisitorId::random().to_string(),
+        );
+        admitted += usize::from(visit(&proxy, &mut jar).await.0);
+    }
+    assert!(
+        admitted <= 4,
+        "{admitted} of 30 made-up ids let in past a join-limit of 4 while the store was away"
+    );
+}

@@ -149,6 +149,17 @@ impl Proxy {
                 g.known_only = true;
             }
         }
+        // A ticket that vouches for a place held lately (see `challenge::holds_place`) is no new
+        // identity: a join the store must place anew (it lost the line) is not counted (found by
+        // review: after a FLUSHALL, people in line behind one address were refused 429 on every
+        // poll past join-limit, and lost their turn to everyone else's).
+        if ticket
+            .as_ref()
+            .is_some_and(|t| super::challenge::holds_place(shared, room, t))
+        {
+            gate = None;
+        }
+        let known_only = gate.as_ref().is_some_and(|g| g.known_only);
         // A room with events passes them (the store decides the one in force by its clock), and
         // the visitor's place in each draw that has not opened.
         let events = r.events.for_join(vid, shared.clock.now_micros());
@@ -162,6 +173,14 @@ impl Proxy {
                     .join_with(&r.params_at(shared.clock.now_micros()), vid, &join),
             )
             .await;
+        // Past this instance's per-client limit only the store could tell a visitor in line from
+        // a newcomer with an id of its own making: while it cannot answer, nobody is let in by
+        // the store-error policy on such a request (found by review: made-up ids from one
+        // address took the `local` admissions of an outage past join-limit and the challenge).
+        if let (true, Err(e)) = (known_only, &joined) {
+            shared.warn_store_error(e);
+            return Verdict::Wait(Self::on_hold(shared, room));
+        }
         Self::answer_join(shared, ctx, room, vid, ticket, joined)
     }
 

@@ -1,0 +1,57 @@
+//! People in line behind one address after the store lost the line (a Redis restarted empty):
+//! a queue ticket that vouches for a place held lately is no new identity, so placing them
+//! anew is not counted against `join-limit` (found by review: past the limit, they were
+//! refused 429 on every poll, and rejoined after everyone else who polled meanwhile).
+
+mod common;
+
+use std::time::Duration;
+
+use common::local::*;
+use common::redis::{raw, RedisServer};
+use common::*;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_lines_people_behind_one_address_are_placed_past_join_limit() {
+    let redis = RedisServer::start();
+    let origin = Origin::start().await;
+    let room =
+        "admit-per-second = 100\nmax-active = 100\njoin-limit = { per-ip = 2, per = \"1s\" }";
+    let proxy = Proxy::start(&config(origin.addr, &redis.url(), 3, room));
+    admission_loop_ran(&redis).await;
+    hold_the_line(&proxy).await;
+    // Four in line from this address: two per window.
+    let mut jars = Vec::new();
+    while jars.len() < 4 {
+        let mut jar = Jar::default();
+        let (_, state) = visit(&proxy, &mut jar).await;
+        if state == "paused" && jar.get("anteroom_q.sale").is_some() {
+            jars.push(jar);
+        } else {
+            // Limited: the next window.
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+    assert!(raw(redis.port, "FLUSHALL").is_some_and(|r| r.starts_with("+OK")));
+    // The first polls until the store places it anew (a new ticket: the instance has seen
+    // the loss and asks the store, no longer the line it had); then the others poll at once:
+    // all placed again, none refused.
+    let before = jars[0].get("anteroom_q.sale").map(String::from);
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let (_, state) = visit(&proxy, &mut jars[0]).await;
+        assert_ne!(state, "limited", "{state}");
+        if jars[0].get("anteroom_q.sale").map(String::from) != before {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "never placed anew");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    for jar in jars[1..].iter_mut() {
+        let (_, state) = visit(&proxy, jar).await;
+        assert_ne!(
+            state, "limited",
+            "a visitor of the lost line refused by join-limit"
+        );
+    }
+}
