@@ -192,6 +192,21 @@ if ev_max ~= (es[11] or false) then
 end
 
 local gen = redis.call('HGET', room, 'gen')
+-- The room's data went back in time (a Redis restarted from an older snapshot, a replica
+-- promoted without the last writes): the store's record of this caller's last step is older
+-- than a step whose answer the caller received, which wrote it. The generation came back with
+-- the old data and proves nothing: a new one is made, as for data lost whole, so that every
+-- instance re-asserts the room's state (found by review: an operator's pause undone by a
+-- restart from an RDB went unseen, and the sale opened). Only by a caller that knew this
+-- generation: the others see the new one and re-assert, instead of making one each.
+local step_no, heard_no = tonumber(ARGV[26]) or 0, tonumber(ARGV[27]) or 0
+local step_field, given_field = 'step:' .. ARGV[8], 'given:' .. ARGV[8]
+if gen and step_no > 0 and ARGV[10] == gen then
+  local last = tonumber(redis.call('HGET', room, step_field))
+  if last and last < heard_no then
+    gen = nil
+  end
+end
 local new_gen = 0
 if not gen then
   gen = string.format('%.0f-%s', now, ARGV[8])
@@ -216,8 +231,6 @@ redis.call('HSET', room, 'hold_back', ARGV[11])
 -- keep their claim from now, never shortened, until the caller hears an answer (and its
 -- snapshot shows them out of the line). Before (found by re-review), a Redis on which only
 -- the admit's answers were late gave turns step after step that ran out uncollected.
-local step_no, heard_no = tonumber(ARGV[26]) or 0, tonumber(ARGV[27]) or 0
-local step_field, given_field = 'step:' .. ARGV[8], 'given:' .. ARGV[8]
 local unheard = false
 if step_no > 0 then
   local last = tonumber(redis.call('HGET', room, step_field))
