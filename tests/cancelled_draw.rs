@@ -80,15 +80,7 @@ async fn a_draw_cancelled_after_its_prequeue_began_stays_published_while_it_orde
             .expect("where it is published")
             .to_string();
         assert!(by_id.contains("event=spring-drop@"), "{by_id}");
-        let page = client()
-            .get(proxy.url("/products/1"))
-            .header("cookie", jars[i].header())
-            .send()
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
+        let page = page_of(&proxy, &jars[i]).await;
         assert!(
             page.contains(&tickets[i]),
             "the page shows the ticket: {page}"
@@ -126,15 +118,7 @@ async fn a_draw_cancelled_after_its_prequeue_began_stays_published_while_it_orde
         );
         assert_eq!(s["placed_by"]["ticket"], tickets[i].as_str(), "{s}");
         // The countdown page shows it too.
-        let page = client()
-            .get(proxy.url("/products/1"))
-            .header("cookie", jars[i].header())
-            .send()
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
+        let page = page_of(&proxy, &jars[i]).await;
         assert!(
             page.contains("registered") && page.contains(&tickets[i]),
             "the countdown shows the old ticket: {page}"
@@ -213,4 +197,17 @@ async fn a_newcomer_to_the_next_draw_is_not_told_of_the_cancelled_one() {
         s["event"]["ticket"].is_string(),
         "their ticket in the new draw: {s}"
     );
+}
+
+/// The page a visitor with `jar` is shown at a protected path.
+async fn page_of(proxy: &Proxy, jar: &Jar) -> String {
+    client()
+        .get(proxy.url("/products/1"))
+        .header("cookie", jar.header())
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap()
 }
