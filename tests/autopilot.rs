@@ -276,7 +276,7 @@ async fn the_rate_follows_the_shop_down_and_back_on_every_instance() {
     // A rolling reload lowers one instance's ceiling: it never admits above it and says so
     // (found by review: 50 shown beside a ceiling of 4), with the rate the store keeps beside
     // it. Its pull of the shared rate back within its bounds is told as "bounds" (unit cases
-    // in src/admission/autopilot.rs, `min_and_ceiling_hold`).
+    // in src/admission/autopilot/tests.rs, `min_and_ceiling_hold`).
     let lowered = std::fs::read_to_string(two.config_path())
         .unwrap()
         .replace("admit-per-second = 40", "admit-per-second = 5");
