@@ -12,6 +12,19 @@ use std::time::{Duration, Instant};
 use common::tls::*;
 use common::*;
 
+/// An HTTPS edge for shop.test with the pair `cert`, `key`, listening: it and its port.
+fn serving(origin: &Origin, cert: &std::path::Path, key: &std::path::Path) -> (Proxy, u16) {
+    let port = free_port();
+    let proxy = Proxy::start(&config(
+        origin.addr,
+        port,
+        false,
+        &entry(r#"["shop.test"]"#, cert, key),
+    ));
+    wait_listening(port);
+    (proxy, port)
+}
+
 /// Polls `done` every 50 ms until it holds, for at most ten seconds.
 fn until(what: &str, mut done: impl FnMut() -> bool) {
     let deadline = Instant::now() + Duration::from_secs(10);
@@ -27,16 +40,8 @@ async fn a_reload_without_https_keeps_the_running_certificates() {
     let ca = TestCa::new(dir.path());
     let (cert, key) = ca.issue("first", &["DNS:shop.test"]);
     let origin = Origin::start().await;
-    let port = free_port();
-    let proxy = Proxy::start(&config(
-        origin.addr,
-        port,
-        false,
-        &entry(r#"["shop.test"]"#, &cert, &key),
-    ));
-    wait_listening(port);
-    let ca_pem = ca.ca();
-    let url = format!("https://shop.test:{port}/");
+    let (proxy, port) = serving(&origin, &cert, &key);
+    let (ca_pem, url) = (ca.ca(), format!("https://shop.test:{port}/"));
     let subject = || curl(&ca_pem, "shop.test", port, &url, &[]).map(|g| g.subject());
     assert!(subject().unwrap().contains("CN=first"));
     // The file as it runs, without `https` and its certificates.
@@ -78,16 +83,8 @@ async fn a_key_that_is_no_regular_file_refuses_the_reload_and_blocks_none_after_
     std::fs::copy(&first_cert, &cert).unwrap();
     std::fs::copy(&first_key, &key).unwrap();
     let origin = Origin::start().await;
-    let port = free_port();
-    let proxy = Proxy::start(&config(
-        origin.addr,
-        port,
-        false,
-        &entry(r#"["shop.test"]"#, &cert, &key),
-    ));
-    wait_listening(port);
-    let ca_pem = ca.ca();
-    let url = format!("https://shop.test:{port}/");
+    let (proxy, port) = serving(&origin, &cert, &key);
+    let (ca_pem, url) = (ca.ca(), format!("https://shop.test:{port}/"));
     let subject = || {
         curl(&ca_pem, "shop.test", port, &url, &[])
             .map(|g| g.subject())
