@@ -2,6 +2,7 @@
 //! ([`dashboard`]) and the CLI's client of it ([`client`]).
 
 pub mod api;
+mod changes;
 pub mod client;
 pub mod dashboard;
 pub mod events;

@@ -240,63 +240,10 @@ pub fn default_upgrade_sock(http: SocketAddr) -> String {
     format!("/tmp/anteroom_upgrade_{ip}_{}.sock", http.port())
 }
 
-#[derive(Debug, Clone)]
-pub struct Upstream {
-    pub name: String,
-    /// The server (`addr`), or the first of `addrs`: where a request goes when no pool
-    /// chooses.
-    pub addr: SocketAddr,
-    /// `addrs` as written (empty with `addr`): the servers, names re-resolved.
-    pub addrs: Vec<String>,
-    /// Each entry of `addrs` (or `addr`) with the addresses it resolved to at load.
-    pub resolved: Vec<(String, Vec<SocketAddr>)>,
-    pub balance: Balance,
-    pub health_check: Option<HealthCheck>,
-    pub resolve_every: Duration,
-    pub tls: bool,
-    pub sni: String,
-    /// Giving up on connecting: the visitor gets a 504 page.
-    pub connect_timeout: Duration,
-    /// Giving up on a silent origin (between reads): 504.
-    pub read_timeout: Duration,
-    pub write_timeout: Duration,
-    /// Replace the origin's own 5xx responses with anteroom's error page.
-    pub error_pages: bool,
-    /// `admit-per-second` of the upstream: the most all its rooms together admit per second
-    /// (each room's rate is cut to its share of it at load, see `config::limits`).
-    pub admit_per_second: Option<f64>,
-    /// Added to every request to this upstream (`origin-secret`), replacing any a client sent.
-    pub origin_secret: Option<OriginSecret>,
-    /// The CA the origin's certificate is checked against (`ca`), else the system's roots.
-    pub ca: Option<std::sync::Arc<pingora::protocols::tls::CaType>>,
-    /// The certificate and key anteroom shows the origin (`client-cert`, mutual TLS).
-    pub client_cert: Option<std::sync::Arc<pingora::utils::tls::CertKey>>,
-}
-
-/// How a request's server is chosen among an upstream's `addrs`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Balance {
-    RoundRobin,
-    /// By visitor id (consistent hashing): a visitor stays on one server while it is up.
-    Visitor,
-}
-
-/// `health-check = { path, every }`: a GET of `path` on every server; a server whose answer is
-/// not a 200 (or that does not answer within the connect timeout) is out until one is.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct HealthCheck {
-    pub path: String,
-    pub every: Duration,
-}
-
-pub const DEFAULT_HEALTH_EVERY: Duration = Duration::from_secs(5);
-pub const DEFAULT_RESOLVE_EVERY: Duration = Duration::from_secs(30);
-
-/// Connecting to an origin that does not answer fails after this.
-pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
-/// An origin silent this long in the middle of a response fails it.
-pub const DEFAULT_READ_TIMEOUT: Duration = Duration::from_secs(30);
-pub const DEFAULT_WRITE_TIMEOUT: Duration = Duration::from_secs(30);
+pub use upstream::{
+    Balance, HealthCheck, Upstream, DEFAULT_CONNECT_TIMEOUT, DEFAULT_HEALTH_EVERY,
+    DEFAULT_READ_TIMEOUT, DEFAULT_RESOLVE_EVERY, DEFAULT_WRITE_TIMEOUT,
+};
 
 /// What a room does when the store cannot answer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -489,86 +436,6 @@ pub fn check_abandon_after(
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_default_threads_are_the_cores_this_process_may_use() {
-        if let Ok(cores) = std::thread::available_parallelism() {
-            assert_eq!(default_threads(), cores.get());
-        }
-        let text = "[listen]\nhttp = \"127.0.0.1:0\"\n[cookie]\nkeys = [\"unit-test-key-0123456789-0123456789-0123\"]\n[[upstream]]\nname = \"shop\"\naddr = \"127.0.0.1:9\"\n[default]\nupstream = \"shop\"\n";
-        let config = crate::config::parse(text, "unit.toml", std::path::Path::new("."))
-            .unwrap_or_else(|e| panic!("{e:?}"));
-        assert_eq!(config.server.threads, default_threads());
-        assert!(config.server.work_stealing);
-    }
-
-    #[test]
-    fn each_public_address_has_its_own_upgrade_socket() {
-        let sock = |a: &str| default_upgrade_sock(a.parse().unwrap());
-        assert_eq!(
-            sock("0.0.0.0:8080"),
-            "/tmp/anteroom_upgrade_0.0.0.0_8080.sock"
-        );
-        assert_eq!(sock("[::]:8080"), "/tmp/anteroom_upgrade_--_8080.sock");
-        assert_ne!(sock("127.0.0.1:8080"), sock("127.0.0.1:8081"));
-        assert_ne!(sock("10.0.0.1:8080"), sock("10.0.0.2:8080"));
-    }
-
-    #[test]
-    fn a_store_is_described_without_its_password() {
-        let b = StoreBackend::Redis {
-            url: "redis://:s3cret@10.0.0.5:6379/0".into(),
-        };
-        assert_eq!(b.to_string(), "redis redis://10.0.0.5:6379/0");
-        let b = StoreBackend::RedisCluster {
-            urls: vec!["redis://user:pw@a:7000".into(), "rediss://b:7001".into()],
-        };
-        assert_eq!(
-            b.to_string(),
-            "redis cluster redis://a:7000, rediss://b:7001"
-        );
-        assert!(!format!(
-            "{}",
-            StoreBackend::RedisSentinel {
-                urls: vec!["redis://:pw@s1:26379".into()],
-                master: "mymaster".into()
-            }
-        )
-        .contains("pw"));
-    }
-
-    const S: Duration = Duration::from_secs(1);
-
-    #[test]
-    fn abandon_after_leaves_room_for_jitter_a_missed_poll_and_hidden_tabs() {
-        let check = check_abandon_after;
-        assert_eq!(
-            check(DEFAULT_ABANDON_AFTER, 5 * S, DEFAULT_THROTTLED_POLL),
-            None
-        );
-        // The old default dropped a hidden tab after its first throttled minute.
-        assert_eq!(
-            check(60 * S, 5 * S, DEFAULT_THROTTLED_POLL),
-            Some(AbandonTooShort::ForHiddenTabs(120 * S))
-        );
-        assert_eq!(check(120 * S, 5 * S, DEFAULT_THROTTLED_POLL), None);
-        // Longer than the slowest tier, but not with its jitter and one missed poll.
-        assert_eq!(
-            check(100 * S, 50 * S, DEFAULT_THROTTLED_POLL),
-            Some(AbandonTooShort::ForPolls(120 * S))
-        );
-        // Visitors that are not throttled browsers: only the tiers count.
-        assert_eq!(check(5 * S, 2 * S, S), None);
-        assert_eq!(
-            check(4 * S, 2 * S, S),
-            Some(AbandonTooShort::ForPolls(4800 * S / 1000))
-        );
-    }
-}
-
 /// Where the admin API of a config file listens and its token ([`super::load_admin`]).
 #[derive(Debug, Clone)]
 pub struct AdminEndpoint {
@@ -602,3 +469,8 @@ pub const MAX_RATE: f64 = 1_000_000.0;
 
 /// What [`valid_rate`] refuses, for messages.
 pub const RATE_RULE: &str = "must be above 0 (at least 0.001) and at most 1000000";
+
+mod upstream;
+
+#[cfg(test)]
+mod tests;

@@ -27,6 +27,7 @@ mod origin_slot;
 mod peer;
 mod prefetch;
 mod published;
+mod queue;
 mod refuse;
 mod request;
 mod reregister;
@@ -50,9 +51,9 @@ use std::time::Instant;
 
 use crate::app::Current;
 use crate::cookie;
-use crate::page::Status;
 use crate::route::Routing;
 pub use ctx::{Ctx, Outcome};
+use queue::Verdict;
 use request::{client_key, cookie_values, gate, peer_ip, secure, wants_json};
 
 /// The proxy.
@@ -64,18 +65,6 @@ impl Proxy {
     pub fn new(current: Current) -> Self {
         Self { current }
     }
-}
-
-/// What `join` means for the request.
-enum Verdict {
-    /// Go on to the origin (admitted now, or the room is off, or the store policy is `open`).
-    Pass { admitted: bool },
-    /// Show the waiting response.
-    Wait(Status),
-    /// Refuse: too many new visitors from this client (`join-limit`).
-    Limited { retry_after: std::time::Duration },
-    /// The room's event has closed: a newcomer is not added.
-    Ended,
 }
 
 #[async_trait]
@@ -239,80 +228,7 @@ impl ProxyHttp for Proxy {
             Self::send_closed(shared, session, ctx, room, false).await?;
             return Ok(true);
         }
-        let mut who = Self::visitor(shared, session.req_header(), ctx, room);
-        let verdict = match Self::enter_held(shared, session, ctx, room, &mut who).await {
-            Some(v) => v,
-            None => {
-                let vid = who.vid;
-                let gate = match Self::challenge_gate(
-                    shared,
-                    session,
-                    room,
-                    vid,
-                    &challenge::Presented {
-                        had_vid: who.had_vid,
-                        ticket: who.vouched.as_ref(),
-                        solution: None,
-                    },
-                    gate(shared, session, room),
-                ) {
-                    challenge::Gated::Join(gate) => gate,
-                    // A crawler is refused as where it would wait: no page of ours gets
-                    // indexed.
-                    challenge::Gated::Ask if Self::refuses_crawler(shared, session, room) => {
-                        Self::send_crawler(shared, session, ctx, room).await?;
-                        return Ok(true);
-                    }
-                    challenge::Gated::Ask => {
-                        Self::keep_vid(shared, ctx, room, vid);
-                        Self::send_challenge(shared, session, ctx, room, vid, false).await?;
-                        return Ok(true);
-                    }
-                };
-                Self::enter(shared, ctx, room, &mut who, gate).await
-            }
-        };
-        let vid = who.vid;
-        match verdict {
-            Verdict::Pass { admitted } => {
-                // Let through without an admission (room off, or the `open` store policy).
-                ctx.outcome = if admitted {
-                    ctx.holder = Some(command::Holder {
-                        vid,
-                        expires: cookie_now,
-                    });
-                    Outcome::Admit
-                } else {
-                    Outcome::Pass
-                };
-                if Self::wait_for_origin(shared, session, ctx, room).await? {
-                    return Ok(true);
-                }
-                if admitted && is_consume {
-                    let ttl = r.cfg.params.session_ttl.as_secs();
-                    let cookie = (cookie_now.saturating_add(ttl), cookie_now);
-                    return Self::consume(shared, session, ctx, room, vid, cookie).await;
-                }
-                Ok(false)
-            }
-            Verdict::Wait(status) => {
-                if Self::refuses_crawler(shared, session, room) {
-                    Self::send_crawler(shared, session, ctx, room).await?;
-                } else {
-                    Self::keep_vid(shared, ctx, room, vid);
-                    Self::send_wait(shared, session, ctx, room, &status).await?;
-                }
-                Ok(true)
-            }
-            Verdict::Limited { retry_after } => {
-                Self::send_limited(shared, session, ctx, room, retry_after).await?;
-                Ok(true)
-            }
-            Verdict::Ended => {
-                Self::send_ended(shared, session, ctx, room, false).await?;
-                Ok(true)
-            }
-        }
+        Self::to_the_line(shared, session, ctx, room, is_consume, cookie_now).await
     }
 
     async fn upstream_peer(&self, session: &mut Session, ctx: &mut Ctx) -> Result<Box<HttpPeer>> {

@@ -1,0 +1,270 @@
+use super::*;
+
+fn snap(points: Vec<(u64, u64)>, waiting: u64) -> Snapshot {
+    Snapshot {
+        sample: LineSample { epoch: 1, points },
+        waiting,
+        enabled: true,
+        queue_all: false,
+        eta_rate: 10.0,
+        rate: 0.0,
+        burst: 0,
+        room_left: u64::MAX,
+        taken: Instant::now(),
+        random_recent: false,
+        stale_after: Duration::from_secs(3600),
+    }
+}
+
+fn ticket(key: u64, seen: u64, shown: u64) -> Ticket {
+    Ticket {
+        vid: VisitorId::from_bytes([1; 16]),
+        place: Place { epoch: 1, key },
+        seen,
+        shown,
+        predicted: None,
+        drawn: false,
+    }
+}
+
+/// A registration at any instant of second `seen` (the ticket keeps whole seconds): only a
+/// snapshot taken after that second ends can have been taken after it, and only such a
+/// snapshot's empty line says the store lost it.
+#[test]
+fn only_an_empty_line_seen_surely_after_a_registration_lost_it() {
+    let t = ticket(5, 10, 3);
+    let empty = snap(vec![], 0);
+    for taken in [9_000_000, 10_000_000, 10_400_000, 10_999_999, 11_000_000] {
+        assert!(!registration_lost(&empty, taken, &t), "{taken}");
+    }
+    assert!(registration_lost(&empty, 11_000_001, &t));
+    assert!(!registration_lost(&snap(vec![(5, 1)], 1), 60_000_000, &t));
+    let other_line = Snapshot {
+        sample: LineSample {
+            epoch: 2,
+            points: vec![],
+        },
+        ..snap(vec![], 1)
+    };
+    assert!(registration_lost(&other_line, 9_000_000, &t));
+}
+
+const ABANDON: Duration = Duration::from_secs(300);
+
+#[test]
+fn a_ticket_behind_the_head_is_answered_here() {
+    let s = snap(vec![(0, 10), (5, 60), (9, 100)], 10);
+    match decide(Some(&s), &ticket(60, 1000, 50), 1010, ABANDON, true) {
+        Edge::Answer {
+            position,
+            waiting,
+            paused,
+            refresh,
+            ..
+        } => {
+            assert_eq!((position, waiting, paused, refresh), (6, 10, false, false));
+        }
+        e => panic!("{e:?}"),
+    }
+    // Shown 3 before: never more now.
+    assert!(matches!(
+        decide(Some(&s), &ticket(60, 1000, 3), 1010, ABANDON, true),
+        Edge::Answer { position: 3, .. }
+    ));
+}
+
+/// A visitor who joined after the snapshot, in a spike of arrivals: their place from the
+/// store (shown 150) stands, not "everyone in the sample plus one" (which would then stick,
+/// as a position never goes up).
+#[test]
+fn a_visitor_who_joined_after_the_snapshot_keeps_the_place_the_store_gave() {
+    let s = snap(vec![(0, 10), (4, 50)], 5);
+    match decide(Some(&s), &ticket(900, 1000, 150), 1001, ABANDON, true) {
+        Edge::Answer {
+            position, waiting, ..
+        } => assert_eq!((position, waiting), (150, 150)),
+        e => panic!("{e:?}"),
+    }
+    assert_eq!(
+        decide(Some(&s), &ticket(900, 1000, 0), 1001, ABANDON, true),
+        Edge::AskStore,
+        "no place known: the store tells"
+    );
+}
+
+#[test]
+fn the_turn_an_empty_line_no_snapshot_and_a_switched_off_room_ask_the_store() {
+    let s = snap(vec![(0, 10), (9, 100)], 10);
+    for key in [5, 10] {
+        assert_eq!(
+            decide(Some(&s), &ticket(key, 1000, 9), 1001, ABANDON, true),
+            Edge::AskStore
+        );
+    }
+    assert_eq!(
+        decide(None, &ticket(50, 1000, 9), 1001, ABANDON, true),
+        Edge::AskStore
+    );
+    let off = Snapshot {
+        enabled: false,
+        ..s.clone()
+    };
+    assert_eq!(
+        decide(Some(&off), &ticket(50, 1000, 9), 1001, ABANDON, true),
+        Edge::AskStore
+    );
+}
+
+/// Who may have been admitted since the snapshot (by another instance's tick, or this
+/// one's next) asks the store: rate × age plus a batch, at most three batches; nobody
+/// while the line is held.
+#[test]
+fn the_front_that_may_have_gone_since_the_snapshot_asks_the_store() {
+    let s = Snapshot {
+        rate: 100.0,
+        burst: 10,
+        ..snap(vec![(0, 10), (10, 20), (20, 30), (40, 50)], 50)
+    };
+    let ms = Duration::from_millis;
+    assert_eq!(s.may_have_gone(ms(0)), 10);
+    assert_eq!(s.may_have_gone(ms(150)), 25);
+    assert_eq!(
+        s.may_have_gone(ms(5000)),
+        30,
+        "an old snapshot: a few batches"
+    );
+    let held = Snapshot {
+        queue_all: true,
+        ..s.clone()
+    };
+    assert_eq!(held.may_have_gone(ms(150)), 0);
+    let full = Snapshot {
+        room_left: 0,
+        ..s.clone()
+    };
+    assert_eq!(full.may_have_gone(ms(5000)), 10, "a full shop: one batch");
+    let nearly = Snapshot {
+        room_left: 4,
+        ..s.clone()
+    };
+    assert_eq!(nearly.may_have_gone(ms(5000)), 14);
+    // Just taken: ranks 0–9 ask, rank 10 is answered here.
+    assert_eq!(
+        decide(Some(&s), &ticket(19, 1000, 50), 1001, ABANDON, true),
+        Edge::AskStore
+    );
+    assert!(matches!(
+        decide(Some(&s), &ticket(20, 1000, 50), 1001, ABANDON, true),
+        Edge::Answer { position: 11, .. }
+    ));
+    // A visitor who joined after the snapshot, shown a place within it, asks too.
+    let short = Snapshot {
+        rate: 100.0,
+        burst: 10,
+        ..snap(vec![(0, 10), (2, 12)], 3)
+    };
+    assert_eq!(
+        decide(Some(&short), &ticket(90, 1000, 4), 1001, ABANDON, true),
+        Edge::AskStore
+    );
+}
+
+/// An instance whose breaker is open renews no ticket's `seen`: its liveness batch cannot
+/// reach the store, and a ticket renewed there looks fresh to the instances that could.
+#[test]
+fn no_refresh_where_the_store_does_not_answer() {
+    let s = snap(vec![(0, 10), (9, 100)], 10);
+    for (answers, want) in [(true, true), (false, false)] {
+        match decide(Some(&s), &ticket(50, 1000, 9), 1080, ABANDON, answers) {
+            Edge::Answer { refresh, .. } => assert_eq!(refresh, want),
+            e => panic!("{e:?}"),
+        }
+    }
+}
+
+/// A snapshot no admit answer has refreshed for longer than `stale_after` bounds nothing
+/// while the store answers (late admit calls may have let anyone in): the poll asks the
+/// store. With the breaker open it answers as before, a few batches at the front asking.
+#[test]
+fn an_old_snapshot_asks_the_store_while_the_store_answers() {
+    let old = Snapshot {
+        rate: 100.0,
+        burst: 10,
+        stale_after: Duration::from_millis(300),
+        taken: Instant::now()
+            .checked_sub(Duration::from_secs(2))
+            .expect("an instant two seconds ago"),
+        ..snap(vec![(0, 10), (10, 20), (20, 30), (40, 50), (49, 1000)], 50)
+    };
+    let far_back = ticket(900, 1000, 45);
+    assert_eq!(
+        decide(Some(&old), &far_back, 1001, ABANDON, true),
+        Edge::AskStore
+    );
+    assert!(matches!(
+        decide(Some(&old), &far_back, 1001, ABANDON, false),
+        Edge::Answer { .. }
+    ));
+    let fresh = Snapshot {
+        taken: Instant::now(),
+        ..old.clone()
+    };
+    assert!(matches!(
+        decide(Some(&fresh), &far_back, 1001, ABANDON, true),
+        Edge::Answer { .. }
+    ));
+    let ms = Duration::from_millis;
+    assert_eq!(stale_after(ms(100), ms(60_000)), ms(1000));
+    assert_eq!(stale_after(ms(500), ms(60_000)), ms(1500));
+    assert_eq!(
+        stale_after(ms(100), ms(2000)),
+        ms(500),
+        "a quarter of claim-ttl"
+    );
+    assert_eq!(stale_after(ms(10), ms(1000)), ms(250));
+    assert_eq!(
+        stale_after(ms(1000), ms(4000)),
+        ms(1500),
+        "a tick and a half"
+    );
+}
+
+#[test]
+fn liveness_is_refreshed_every_quarter_and_a_visitor_away_for_half_asks_the_store() {
+    let s = snap(vec![(0, 10), (9, 100)], 10);
+    let refresh = |seen, now| match decide(Some(&s), &ticket(50, seen, 9), now, ABANDON, true) {
+        Edge::Answer { refresh, .. } => Some(refresh),
+        Edge::AskStore => None,
+    };
+    assert_eq!(refresh(1000, 1074), Some(false));
+    assert_eq!(refresh(1000, 1075), Some(true));
+    assert_eq!(refresh(1000, 1149), Some(true));
+    assert_eq!(refresh(1000, 1150), None, "away for half of abandon-after");
+    assert_eq!(
+        refresh(1100, 1000),
+        Some(true),
+        "seen far ahead of this clock"
+    );
+    assert_eq!(refresh(1003, 1000), Some(false), "a little ahead");
+}
+
+#[test]
+fn a_failed_flush_is_kept_for_the_next() {
+    let seen = Seen::default();
+    let (a, b) = (VisitorId::random(), VisitorId::random());
+    let p = |key| Place { epoch: 1, key };
+    assert!(seen.note(a, p(1)));
+    assert!(seen.note(b, p(2)));
+    let batch = seen.take();
+    assert_eq!(batch.len(), 2);
+    assert!(seen.is_empty());
+    assert!(seen.note(a, p(3)));
+    seen.restore(batch);
+    let mut again = seen.take();
+    again.sort_by_key(|(_, p)| p.key);
+    assert_eq!(
+        again,
+        vec![(b, p(2)), (a, p(3))],
+        "the newer note of a wins"
+    );
+}

@@ -1,0 +1,188 @@
+use super::*;
+
+const S: Micros = 1_000_000;
+
+fn known(generation: &str) -> Known {
+    Known {
+        tick_hi: std::time::Duration::ZERO,
+        tick_hi_at: 0,
+        generation: generation.into(),
+        state: RoomState {
+            queue_all: true,
+            ..RoomState::default()
+        },
+        active: 10,
+    }
+}
+
+#[test]
+fn a_longer_tick_is_kept_a_while_after_the_store_last_told_it() {
+    use std::time::Duration;
+    let slow = Known {
+        tick_hi: Duration::from_secs(3),
+        tick_hi_at: 100 * S,
+        ..known("a")
+    };
+    // A longer or equal one is taken at once, and its time with it.
+    assert_eq!(
+        longest_tick(Some(&slow), Duration::from_secs(5), 101 * S),
+        (Duration::from_secs(5), 101 * S)
+    );
+    assert_eq!(
+        longest_tick(None, Duration::from_millis(100), 7),
+        (Duration::from_millis(100), 7)
+    );
+    // A shorter one (the store lost the slow instance's report) waits.
+    assert_eq!(
+        longest_tick(Some(&slow), Duration::from_millis(100), 130 * S),
+        (Duration::from_secs(3), 100 * S)
+    );
+    assert_eq!(
+        longest_tick(
+            Some(&slow),
+            Duration::from_millis(100),
+            100 * S + TICK_HI_KEPT
+        ),
+        (Duration::from_millis(100), 100 * S + TICK_HI_KEPT)
+    );
+}
+
+#[test]
+fn a_generation_is_first_same_or_lost() {
+    assert_eq!(compare(None, "a"), Seen::First);
+    assert_eq!(compare(Some(&known("a")), "a"), Seen::Same);
+    assert_eq!(compare(Some(&known("a")), "b"), Seen::Lost(known("a")));
+}
+
+#[test]
+fn the_reassert_patch_puts_every_field_back() {
+    let s = RoomState {
+        enabled: false,
+        queue_all: true,
+        admit_per_second: Some(5.0),
+        max_active: None,
+        autopilot: Some(false),
+        autopilot_rate: None,
+        event_rate: None,
+        event_max_active: None,
+        changed_at: 0,
+    };
+    let mut fresh = RoomState::default();
+    fresh.apply(&reassert(&s));
+    assert_eq!(fresh, s);
+    let mut overridden = RoomState {
+        max_active: Some(7),
+        ..RoomState::default()
+    };
+    overridden.apply(&reassert(&s));
+    assert_eq!(overridden, s, "an override the store gained is removed too");
+}
+
+/// The newest operator change seen is kept over the ticks' states (which say nothing of
+/// it), and a re-assertion carries it.
+#[test]
+fn the_newest_change_seen_is_kept_and_reasserted() {
+    let r = Recovery::default();
+    r.remember(known("g"));
+    r.note_state(&RoomState {
+        queue_all: true,
+        changed_at: 42,
+        ..RoomState::default()
+    });
+    r.remember(known("g"));
+    let k = r.known().expect("known");
+    assert_eq!(k.state.changed_at, 42);
+    assert_eq!(reassert(&k.state).as_of, Some(42));
+    r.note_state(&RoomState {
+        changed_at: 7,
+        ..RoomState::default()
+    });
+    assert_eq!(
+        r.known().expect("known").state.changed_at,
+        42,
+        "never older"
+    );
+}
+
+#[test]
+fn hold_back_table() {
+    let w = 600 * S;
+    for (old, done, remaining, want, why) in [
+        (100, 0, w, 100, "at the start: every old session"),
+        (100, 40, w, 60, "minus those re-registered"),
+        (100, 0, w / 2, 50, "half the window gone: half of them"),
+        (100, 80, w / 2, 20, "both: the smaller"),
+        (
+            100,
+            120,
+            w,
+            0,
+            "more re-registered than known (new visitors too)",
+        ),
+        (100, 0, 0, 0, "window over"),
+        (3, 0, 1, 1, "rounds up"),
+        (0, 0, w, 0, "nobody was active"),
+    ] {
+        assert_eq!(hold_back(old, done, remaining, w), want, "{why}");
+    }
+    assert_eq!(hold_back(10, 0, S, 0), 0, "an empty window holds nothing");
+}
+
+#[test]
+fn each_visitor_is_claimed_once_per_window_and_the_set_is_bounded() {
+    let r = Recovery::default();
+    let (a, b, c) = (
+        VisitorId::random(),
+        VisitorId::random(),
+        VisitorId::random(),
+    );
+    assert!(!r.claim(a, S, Duration::ZERO), "no window, no claim");
+    r.open_window(S, Duration::from_secs(10), 5, 2);
+    assert!(r.claim(a, S, Duration::ZERO));
+    assert!(!r.claim(a, 2 * S, Duration::ZERO), "once");
+    r.release(a);
+    assert!(
+        r.claim(a, 2 * S, Duration::ZERO),
+        "again after a failed touch"
+    );
+    assert!(r.claim(b, 2 * S, Duration::ZERO));
+    assert!(!r.claim(c, 2 * S, Duration::ZERO), "the set is full");
+    assert_eq!(r.context(2 * S).hold_back, 3, "5 known, 2 back");
+    assert!(!r.claim(c, 11 * S, Duration::ZERO), "the window is over");
+    assert_eq!(r.context(11 * S).hold_back, 0);
+    assert_eq!(r.until.load(Ordering::Acquire), 0, "closed");
+}
+
+#[test]
+fn a_session_an_order_counted_again_is_held_back_no_longer() {
+    let r = Recovery::default();
+    let (a, b) = (VisitorId::random(), VisitorId::random());
+    r.counted(a, S);
+    r.open_window(S, Duration::from_secs(600), 2, 1024);
+    assert_eq!(r.held_back(2 * S), 2);
+    // Both forgotten sessions' first requests are their orders, within the loss's wait.
+    r.counted(a, 2 * S);
+    r.counted(b, 2 * S);
+    assert_eq!(r.held_back(2 * S), 0, "both counted again by their orders");
+    assert!(!r.claim(a, 3 * S, Duration::ZERO), "and not touched again");
+}
+
+#[test]
+fn a_second_loss_carries_the_first_windows_hold_back() {
+    let r = Recovery::default();
+    r.open_window(0, Duration::from_secs(100), 10, 1024);
+    for _ in 0..3 {
+        assert!(r.claim(VisitorId::random(), S, Duration::ZERO));
+    }
+    assert_eq!(r.held_back(10 * S), 7, "10 known, 3 back");
+    // The store, which counted those 3 again, loses its data again.
+    r.open_window(10 * S, Duration::from_secs(100), 3, 1024);
+    assert_eq!(
+        r.held_back(10 * S),
+        10,
+        "the 3 it counted and the 7 still out"
+    );
+    // After the first window's end, nothing of it is carried.
+    r.open_window(200 * S, Duration::from_secs(100), 2, 1024);
+    assert_eq!(r.held_back(200 * S), 2);
+}
