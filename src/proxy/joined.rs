@@ -9,11 +9,12 @@ use crate::line::Ticket;
 use crate::page::{self, State, Status};
 use crate::room::policy::{self, Failure, OnError};
 use crate::room::LocalAdmit;
-use crate::store::{Admission, RequestId, StoreError, VisitorId};
+use crate::store::{Admission, JoinGate, RequestId, StoreError, VisitorId};
 
 impl Proxy {
     /// The answer to the store's reply to `vid`'s join (`ticket`: the one the request carried
-    /// for that id).
+    /// for that id). `uncounted`: the per-client gate of a join this instance did not count
+    /// against its own limit (a ticket's), which a fresh local admission must pass.
     pub(super) fn answer_join(
         shared: &Shared,
         ctx: &mut Ctx,
@@ -21,6 +22,7 @@ impl Proxy {
         vid: VisitorId,
         ticket: Option<Ticket>,
         joined: Result<Admission, StoreError>,
+        uncounted: Option<&JoinGate>,
     ) -> Verdict {
         let r = &shared.rooms[room];
         let tiers = &r.cfg.poll;
@@ -203,29 +205,46 @@ impl Proxy {
                     }
                     // This instance's share of the rate and of max-active, from an in-process
                     // bucket: the line's order is suspended while the store is away, the shop's
-                    // load is not.
-                    OnError::Local { share } if r.local.try_admit(&local(share)) => {
-                        r.metrics.admitted.inc();
-                        Self::grant(shared, ctx, room, vid);
-                        Verdict::Pass { admitted: true }
-                    }
-                    // A visitor in line keeps being shown the place their ticket last told
-                    // (it never goes up), on hold: before (found by review), the head of the
-                    // line, whom the snapshot sends to the store, and everyone once their
-                    // ticket was older than half of abandon-after, were told "on hold" with
-                    // no place while those behind them kept theirs.
-                    OnError::Local { .. } | OnError::Hold => Verdict::Wait(Status {
-                        position: ticket
-                            .filter(|t| {
-                                !t.drawn
-                                    && t.shown < crate::line::ticket::NOT_SHOWN
-                                    && p.queueing != crate::store::Queueing::Random
-                            })
-                            .map(|t| t.shown.max(1)),
-                        ..Self::on_hold(shared, room)
-                    }),
+                    // load is not. A visitor holding a local session is given it again.
+                    // A ticket is no new identity to the store, but while it cannot answer it
+                    // is no claim on an admission either: past this instance's own per-client
+                    // limit, one address's tickets are held (found by review: stale tickets
+                    // from one address took an outage's local admissions past join-limit).
+                    OnError::Local { share } => match r.local.try_admit(&local(share), || {
+                        uncounted.is_none_or(|g| r.prelimit.check(g).is_none())
+                    }) {
+                        Some(session) => {
+                            if session.fresh {
+                                r.metrics.admitted.inc();
+                            }
+                            Self::grant_for(shared, ctx, room, vid, session.life);
+                            Verdict::Pass { admitted: true }
+                        }
+                        None => Self::held_while_away(shared, room, ticket),
+                    },
+                    OnError::Hold => Self::held_while_away(shared, room, ticket),
                 }
             }
         }
+    }
+}
+
+impl Proxy {
+    /// On hold while the store is away. A visitor in line keeps being shown the place their
+    /// ticket last told (it never goes up): before (found by review), the head of the line,
+    /// whom the snapshot sends to the store, and everyone once their ticket was older than half
+    /// of abandon-after, were told "on hold" with no place while those behind them kept theirs.
+    pub(super) fn held_while_away(shared: &Shared, room: usize, ticket: Option<Ticket>) -> Verdict {
+        let p = &shared.rooms[room].cfg.params;
+        Verdict::Wait(Status {
+            position: ticket
+                .filter(|t| {
+                    !t.drawn
+                        && t.shown < crate::line::ticket::NOT_SHOWN
+                        && p.queueing != crate::store::Queueing::Random
+                })
+                .map(|t| t.shown.max(1)),
+            ..Self::on_hold(shared, room)
+        })
     }
 }

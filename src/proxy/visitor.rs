@@ -149,6 +149,9 @@ impl Proxy {
                 g.known_only = true;
             }
         }
+        // While the store cannot answer, a ticket's local admission is counted against this
+        // instance's limit as a join would be ([`Self::answer_join`]), a fresh ticket's too.
+        let uncounted = gate.clone().filter(|_| ticket.is_some());
         // A ticket that vouches for a place held lately (see `challenge::holds_place`) is no new
         // identity: a join the store must place anew (it lost the line) is not counted (found by
         // review: after a FLUSHALL, people in line behind one address were refused 429 on every
@@ -181,7 +184,7 @@ impl Proxy {
             shared.warn_store_error(e);
             return Verdict::Wait(Self::on_hold(shared, room));
         }
-        Self::answer_join(shared, ctx, room, vid, ticket, joined)
+        Self::answer_join(shared, ctx, room, vid, ticket, joined, uncounted.as_ref())
     }
 
     /// Before the join challenge: a request whose tickets name several ids asks the store which
@@ -268,7 +271,7 @@ impl Proxy {
             if held.is_none() && !(c.sealed && is_a_place(&joined)) {
                 Self::speak_as(ctx, who, c);
                 return Some(Self::answer_join(
-                    shared, ctx, room, c.vid, c.ticket, joined,
+                    shared, ctx, room, c.vid, c.ticket, joined, None,
                 ));
             }
             sealed_held += 1;
@@ -280,7 +283,7 @@ impl Proxy {
             }
             Self::speak_as(ctx, who, c);
             return Some(Self::answer_join(
-                shared, ctx, room, c.vid, c.ticket, joined,
+                shared, ctx, room, c.vid, c.ticket, joined, None,
             ));
         }
         let spared = all()

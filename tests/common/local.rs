@@ -37,9 +37,17 @@ on-store-error = "local"
 
 /// One request of a newcomer (or a returning visitor with `jar`): `(admitted now, state)`.
 pub async fn visit(proxy: &Proxy, jar: &mut Jar) -> (bool, String) {
+    visit_from(proxy, jar, None).await
+}
+
+/// [`visit`] from the client address `xff` names (through a trusted proxy).
+pub async fn visit_from(proxy: &Proxy, jar: &mut Jar, xff: Option<&str>) -> (bool, String) {
     let mut req = client()
         .get(proxy.url("/products"))
         .header("accept", "application/json");
+    if let Some(ip) = xff {
+        req = req.header("x-forwarded-for", ip);
+    }
     if !jar.0.is_empty() {
         req = req.header("cookie", jar.header());
     }
