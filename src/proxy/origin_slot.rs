@@ -203,9 +203,19 @@ pub(super) fn head_ends_answer(
             && resp
                 .headers
                 .get(http::header::CONTENT_LENGTH)
-                .is_some_and(|v| v.as_bytes().trim_ascii() == b"0")
+                .is_some_and(|v| zero_length(v.as_bytes()))
     };
     req.method == http::Method::HEAD || status == 204 || status == 304 || empty()
+}
+
+/// Whether a `Content-Length` value says no body, read as Pingora reads it (an `i64`): `00`
+/// and `+0` are 0 too (found by review: an origin's `Content-Length: 00` left an HTTP/2
+/// stream's stalled upload holding its origin slot until the client went away).
+fn zero_length(v: &[u8]) -> bool {
+    std::str::from_utf8(v.trim_ascii())
+        .ok()
+        .and_then(|s| s.parse::<i64>().ok())
+        == Some(0)
 }
 
 /// A slot of the room's gate this request holds; given back when dropped.
@@ -331,5 +341,12 @@ mod tests {
         assert!(!head_ends_answer(&post, &answer(200, None)));
         assert!(!head_ends_answer(&post, &answer(100, None)));
         assert!(!head_ends_answer(&post, &answer(101, None)));
+        // The length as Pingora reads it (found by review: `00` held an HTTP/2 upload's slot).
+        for zero in ["00", "000", "+0", "-0", " 0"] {
+            assert!(head_ends_answer(&post, &answer(200, Some(zero))), "{zero}");
+        }
+        for some in ["01", "0x0", "", "0 0", "1"] {
+            assert!(!head_ends_answer(&post, &answer(200, Some(some))), "{some}");
+        }
     }
 }
