@@ -326,6 +326,26 @@ impl Shared {
         }
     }
 
+    /// The store generation this instance last saw, and how long a session the store does not
+    /// hold waits after a new one is born before a cookie alone brings it back (consume,
+    /// touch): long enough for every instance to see the loss (its breaker cooling down, a
+    /// call timing out, two of its ticks) and its heartbeats to write their orders' markers
+    /// again. The ticks are the longest any instance ran the room with lately, as the store
+    /// last told before the loss (found by review: during a rolling change of `tick`, an
+    /// instance on 3 s saw the loss two seconds after one on 100 ms had let a second order of
+    /// the admission in).
+    pub fn seen_generation(&self, room: usize) -> Option<crate::store::SeenGeneration> {
+        let r = &self.rooms[room];
+        let s = &self.config.store;
+        r.recovery.known().map(|k| {
+            let tick = r.cfg.params.tick.max(k.tick_hi);
+            crate::store::SeenGeneration {
+                id: k.generation,
+                quiet: s.breaker_cooldown + s.timeout + tick * 2,
+            }
+        })
+    }
+
     /// [`Shared::cookie_micros`] in whole seconds.
     pub fn cookie_secs(&self, room: usize) -> u64 {
         self.cookie_micros(room) / 1_000_000

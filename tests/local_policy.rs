@@ -243,6 +243,34 @@ async fn sessions_admitted_locally_are_counted_once_the_store_answers() {
     .await;
 }
 
+/// The instance that admitted visitors locally tells the store of them once it answers, whether
+/// or not they come back through it: behind a load balancer that spreads requests, another
+/// instance cannot know a cookie was a local admission (found by review: the sessions were never
+/// counted, and the store let max-active more in beside them).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sessions_admitted_locally_are_counted_without_coming_back_here() {
+    const PAUSE_MS: u64 = 3000;
+    let redis = RedisServer::start();
+    let origin = Origin::start().await;
+    let room = "admit-per-second = 50\nmax-active = 100\nsession-ttl = \"10m\"";
+    let proxy = Proxy::start(&config(origin.addr, &redis.url(), 3, room));
+    admission_loop_ran(&redis).await;
+    let pause = format!("CLIENT PAUSE {PAUSE_MS} ALL");
+    assert!(raw(redis.port, &pause).is_some_and(|r| r.starts_with("+OK")));
+    breaker_open(&proxy).await;
+    let (admitted, states) = newcomers(&proxy, 4, 4).await;
+    assert!(admitted > 0, "the local policy admitted: {states:?}");
+    let active = || raw(redis.port, "ZCARD {anteroom:sale}:active");
+    eventually(
+        Duration::from_secs(15),
+        "the local sessions counted by the store, none of them back",
+        || async {
+            (active().as_deref().map(str::trim) == Some(&format!(":{admitted}")[..])).then_some(())
+        },
+    )
+    .await;
+}
+
 /// Redis `TIME` in µs, from a raw reply.
 fn redis_now(port: u16) -> u64 {
     let reply = raw(port, "TIME").unwrap_or_default();

@@ -151,6 +151,7 @@ async fn run_room(shared: Arc<Shared>, room: usize) {
                 r.line
                     .band
                     .set(eta_band(r, &report, eta_rate, rate, accuracy.as_ref()));
+                register_local(&shared, room).await;
             }
             Err(e) => {
                 // Nobody is abandoned for a flush that failed: it goes with the next call.
@@ -158,6 +159,36 @@ async fn run_room(shared: Arc<Shared>, room: usize) {
                 r.live.tick_failed(&e);
                 shared.warn_store_error(&e);
             }
+        }
+    }
+}
+
+/// Sessions admitted locally told to the store per tick at most, in one round of calls.
+const REGISTER_PER_TICK: usize = 64;
+
+/// Tells the store of sessions this instance admitted on its own (`local`) while it could not
+/// answer, once it answers again, so that max-active counts them whichever instance their
+/// visitors come back through (found by review: behind a load balancer that spreads requests,
+/// a visitor admitted locally by one instance browsed through another, which could not know,
+/// and the store let `max-active` more in beside them). The first request through the instance
+/// that admitted them does the same, whichever comes first.
+async fn register_local(shared: &Shared, room: usize) {
+    let r = &shared.rooms[room];
+    let batch = r.local.unregistered_some(REGISTER_PER_TICK);
+    if batch.is_empty() {
+        return;
+    }
+    let seen = shared.seen_generation(room);
+    let calls = batch.iter().map(|&vid| {
+        let touch = shared.store.touch_seen(&r.cfg.params, vid, seen.as_ref());
+        async move { (vid, shared.store_call("touch", r.name(), touch).await) }
+    });
+    for (vid, told) in futures_util::future::join_all(calls).await {
+        match told {
+            // `false` (max-active reached): as on the request path, the cookie runs out and
+            // the store is not asked again.
+            Ok(_) => r.local.registered(vid),
+            Err(e) => shared.warn_store_error(&e),
         }
     }
 }

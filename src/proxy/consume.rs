@@ -59,7 +59,7 @@ impl Proxy {
             vouched: true,
             cookie_life: std::time::Duration::from_secs(cookie_expires.saturating_sub(cookie_now)),
             cookie_expires,
-            generation: Self::seen_generation(shared, room),
+            generation: shared.seen_generation(room),
         };
         let call = || {
             shared.store_call(

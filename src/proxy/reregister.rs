@@ -30,7 +30,7 @@ impl Proxy {
         let local = r.local.unregistered(vid);
         // Not while the loss is young: an order of this admission may be in flight on an
         // instance that has not seen it yet (see `Proxy::seen_generation`).
-        let seen = Self::seen_generation(shared, room);
+        let seen = shared.seen_generation(room);
         let quiet = seen.as_ref().map_or(std::time::Duration::ZERO, |s| s.quiet);
         if !local && (due || !r.recovery.claim(vid, now, quiet)) {
             // The renewal's own touch re-registers a session that is due anyway.

@@ -43,29 +43,6 @@ impl Proxy {
         Some(v)
     }
 
-    /// The store generation this instance last saw, and how long a session the store does not
-    /// hold waits after a new one is born before a cookie alone brings it back (consume,
-    /// touch): long enough for every instance to see the loss (its breaker cooling down, a
-    /// call timing out, two of its ticks) and its heartbeats to write their orders' markers
-    /// again. The ticks are the longest any instance ran the room with lately, as the store
-    /// last told before the loss (found by review: during a rolling change of `tick`, an
-    /// instance on 3 s saw the loss two seconds after one on 100 ms had let a second order of
-    /// the admission in).
-    pub(super) fn seen_generation(
-        shared: &Shared,
-        room: usize,
-    ) -> Option<crate::store::SeenGeneration> {
-        let r = &shared.rooms[room];
-        let s = &shared.config.store;
-        r.recovery.known().map(|k| {
-            let tick = r.cfg.params.tick.max(k.tick_hi);
-            crate::store::SeenGeneration {
-                id: k.generation,
-                quiet: s.breaker_cooldown + s.timeout + tick * 2,
-            }
-        })
-    }
-
     /// How long the visitor-id cookie and a queue ticket given now live: a day, and in a
     /// pre-queue a day past its opening (a registrant is never dropped for silence before the
     /// opening, so a browser closed until then must still hold their place).
@@ -343,7 +320,7 @@ impl Proxy {
         if expires.saturating_sub(shared.cookie_secs(room)) >= ttl / 2 {
             return;
         }
-        let seen = Self::seen_generation(shared, room);
+        let seen = shared.seen_generation(room);
         let touch = shared.store.touch_seen(&r.cfg.params, vid, seen.as_ref());
         match shared.store_call("touch", r.name(), touch).await {
             Ok(true) => Self::grant(shared, ctx, room, vid),

@@ -122,6 +122,16 @@ impl LocalBucket {
         inner.unregistered.contains(&vid)
     }
 
+    /// Up to `n` of the sessions the store has not been told of yet (none without a lock when
+    /// there are none).
+    pub fn unregistered_some(&self, n: usize) -> Vec<VisitorId> {
+        if self.pending.load(Ordering::Acquire) == 0 {
+            return Vec::new();
+        }
+        let inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        inner.unregistered.iter().take(n).copied().collect()
+    }
+
     /// The store was told of `vid`'s session (or has no room for it: then it is not asked again).
     pub fn registered(&self, vid: VisitorId) {
         let mut inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
