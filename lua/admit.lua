@@ -74,7 +74,12 @@ local waiting, active, room = KEYS[1], KEYS[2], KEYS[3]
 check_layout(room)
 redis.call('HSETNX', room, 'layout', LAYOUT)
 local now = now_us(ARGV[6])
-local abandon_us = abandon_after(room, tonumber(ARGV[5]), now, tonumber(ARGV[9]))
+-- The longest abandon-after is kept for its own length after the last report of it, not only
+-- the heartbeat's: a visitor noted last under it may be that long from their next note (found
+-- by review: an instance restarted with a lower value swept the whole line once the old
+-- process had been quiet for its heartbeat's five seconds; a reload keeps it in the process).
+local abandon_us = abandon_after(room, tonumber(ARGV[5]), now,
+  math.max(tonumber(ARGV[9]), tonumber(ARGV[5])))
 -- The longest tick an instance runs the room with lately: after a data loss, the wait before a
 -- cookie alone vouches for an order must let the slowest instance see the loss (see consume).
 local tick_hi = longest_lately(room, 'tk_hi', 'tk_hi_until', tonumber(ARGV[4]), now,

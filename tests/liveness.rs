@@ -446,3 +446,45 @@ async fn visitors_polling_an_instance_cut_off_from_redis_keep_their_place() {
         assert_eq!(v["position"], i as u64 + 1, "visitor {i}: {v}");
     }
 }
+
+/// An instance restarted with a lower `abandon-after` sweeps nobody by it for as long as the
+/// old value was, as a reload does: the store keeps the longest value an instance ran the room
+/// with for that value's own length after its last report, not only while its heartbeat lasts.
+/// Before (found by review), a restart from 2 min to 15 s swept the whole line once the old
+/// process had been quiet for five seconds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restart_that_lowers_abandon_after_keeps_the_places() {
+    let redis = RedisServer::start();
+    let origin = Origin::start().await;
+    let with = |secs: u64| {
+        config(origin.addr, &redis.url()).replace(
+            &format!("abandon-after = \"{ABANDON_SECS}s\""),
+            &format!("abandon-after = \"{secs}s\""),
+        )
+    };
+    let old = Proxy::start(&with(60));
+    let mut holder = Jar::default();
+    assert_eq!(
+        status(&old, &mut holder).await.unwrap()["state"],
+        "admitted"
+    );
+    let (mut first, mut second) = (Jar::default(), Jar::default());
+    assert_eq!(status(&old, &mut first).await.unwrap()["position"], 1);
+    assert_eq!(status(&old, &mut second).await.unwrap()["position"], 2);
+    drop(old);
+    // The new process runs 3 s; the first is silent for 10 s (well within the 60 s they
+    // joined under), the second keeps polling.
+    let new = Proxy::start(&with(3));
+    let until = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < until {
+        assert_eq!(status(&new, &mut second).await.unwrap()["state"], "waiting");
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    let v = status(&new, &mut first).await.unwrap();
+    assert_eq!(
+        (v["state"].as_str(), v["position"].as_u64()),
+        (Some("waiting"), Some(1)),
+        "the first keeps their place: {v}"
+    );
+    assert_eq!(abandoned(&redis), 0);
+}
