@@ -1,6 +1,7 @@
 //! The waiting page in a real browser: headless Chromium driven over WebDriver (chromedriver),
 //! queued behind other visitors, watching its place go down, landing on exactly the URL it asked
-//! for — with JavaScript, and again without it (meta refresh). Screenshots land in
+//! for (its path and query; a fragment is not kept) — with JavaScript, and again without it
+//! (meta refresh). Screenshots land in
 //! `target/screenshots/`.
 
 mod common;
@@ -121,7 +122,10 @@ async fn queued_then_admitted(javascript: bool, https: bool) {
         Some((t, _)) => format!("https://shop.test:{}/products/3?color=red&size=m", t.port),
         None => proxy.url("/products/3?color=red&size=m"),
     };
-    browser.goto(&wanted).await;
+    // The address with a fragment: the page's refresh must still load it again, not only
+    // scroll (found by review: without JavaScript a visitor on `#reviews` never polled again
+    // and lost the place). The fragment itself is not kept on landing.
+    browser.goto(&format!("{wanted}#reviews")).await;
     let first = browser
         .run("var e = document.getElementById('position'); return e ? e.textContent : null")
         .await;

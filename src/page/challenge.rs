@@ -30,11 +30,13 @@ struct View<'a> {
     status_url: String,
     style_url: String,
     refresh_seconds: u64,
+    refresh_url: &'a str,
     solver: &'static str,
 }
 
 impl Pages {
-    /// The challenge page for `room` in `lang`: `challenge` is the puzzle (`BUCKET.NONCE`).
+    /// The challenge page for `room` in `lang`: `challenge` is the puzzle (`BUCKET.NONCE`);
+    /// `url` where its refresh goes ([`super::refresh_url`]).
     pub fn challenge(
         &self,
         room: &str,
@@ -42,6 +44,7 @@ impl Pages {
         t: &TextSet,
         challenge: &str,
         difficulty: u32,
+        url: &str,
     ) -> String {
         let view = View {
             lang,
@@ -51,6 +54,7 @@ impl Pages {
             status_url: status_url(room),
             style_url: assets::style_url(&assets::style()),
             refresh_seconds: NO_SCRIPT_REFRESH_SECS,
+            refresh_url: url,
             solver: SOLVER,
         };
         match Context::from_serialize(&view).and_then(|ctx| self.tera.render(NAME, &ctx)) {
@@ -61,6 +65,7 @@ impl Pages {
                     "One moment",
                     "Please reload this page.",
                     NO_SCRIPT_REFRESH_SECS,
+                    url,
                 )
             }
         }

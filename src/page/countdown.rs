@@ -78,6 +78,7 @@ fn context(
     e: &super::EventStatus,
     lang: &str,
     t: &TextSet,
+    url: &str,
 ) -> tera::Result<Context> {
     let view = EventView {
         event: Some(e),
@@ -92,7 +93,7 @@ fn context(
         countdown: countdown_text(e.opens_in_seconds),
         cookies_script: super::assets::COOKIES,
     };
-    let mut ctx = Context::from_serialize(WaitingView::new(status, lang, t))?;
+    let mut ctx = Context::from_serialize(WaitingView::new(status, lang, t, url))?;
     ctx.extend(Context::from_serialize(&view)?);
     Ok(ctx)
 }
@@ -139,7 +140,7 @@ pub fn check_event_template(source: &str) -> Result<(), String> {
                 event: Some(Box::new(e.clone())),
                 placed_by: None,
             };
-            let ctx = context(&status, &e, lang, &t).map_err(|e| error_chain(&e))?;
+            let ctx = context(&status, &e, lang, &t, "/").map_err(|e| error_chain(&e))?;
             tera.render("check.html.tera", &ctx).map_err(|err| {
                 format!(
                     "state {} (draw {draw}), {lang}: {}",
@@ -161,6 +162,7 @@ impl Pages {
         status: &Status,
         lang: &str,
         t: &TextSet,
+        url: &str,
     ) -> Option<String> {
         let e = status.event.as_deref()?;
         let own = self.event_templates.get(&(room, e.name.clone()));
@@ -169,7 +171,7 @@ impl Pages {
             None if status.state == State::Prequeue => NAME,
             None => return None,
         };
-        match context(status, e, lang, t).and_then(|ctx| self.tera.render(name, &ctx)) {
+        match context(status, e, lang, t, url).and_then(|ctx| self.tera.render(name, &ctx)) {
             Ok(html) => Some(html),
             Err(err) => {
                 tracing::error!(room = status.room, event = e.name, error = %error_chain(&err), "event page failed; serving the fallback page");
@@ -177,6 +179,7 @@ impl Pages {
                     "You're registered",
                     "The sale opens soon. This page refreshes by itself.",
                     status.retry_after_secs(),
+                    url,
                 ))
             }
         }

@@ -27,6 +27,7 @@ enum Field {
     EtaLow,
     EtaHigh,
     EtaText,
+    RefreshUrl,
 }
 
 /// Sentinel figures: 9-digit numbers no real figure reaches in a page, and a text of private
@@ -42,6 +43,10 @@ const NUMBERS: [(Field, u64); 8] = [
     (Field::EtaHigh, 987_654_328),
 ];
 const TEXT: &str = "\u{E000}eta\u{E001}";
+/// The refresh's address: another text of private use characters.
+const URL_TEXT: &str = "\u{E002}url\u{E003}";
+/// The texts, each written HTML-escaped.
+const TEXTS: [(Field, &str); 2] = [(Field::EtaText, TEXT), (Field::RefreshUrl, URL_TEXT)];
 
 fn sentinel(f: Field) -> u64 {
     NUMBERS.iter().find(|(g, _)| *g == f).map_or(0, |(_, n)| *n)
@@ -112,6 +117,7 @@ impl Shape {
             retry_after_ms: sentinel(Field::RetryAfterMs),
             refresh_seconds: sentinel(Field::RefreshSeconds),
             progress_percent: sentinel(Field::ProgressPercent),
+            refresh_url: URL_TEXT,
             event: None,
             placed_by: None,
         }
@@ -126,7 +132,7 @@ fn cut(page: &str) -> Vec<Piece> {
         let next = NUMBERS
             .iter()
             .map(|(f, n)| (*f, n.to_string()))
-            .chain(std::iter::once((Field::EtaText, TEXT.to_string())))
+            .chain(TEXTS.iter().map(|(f, t)| (*f, t.to_string())))
             .filter_map(|(f, s)| rest.find(&s).map(|at| (at, f, s.len())))
             .min_by_key(|(at, _, _)| *at);
         match next {
@@ -197,6 +203,7 @@ impl Prerendered {
                 retry_after_ms: 1234,
                 refresh_seconds: 2,
                 progress_percent: 37,
+                refresh_url: "/products/a%20b;x?q=<1>&r='2'\"",
                 event: None,
                 placed_by: None,
             };
@@ -215,6 +222,7 @@ impl Prerendered {
             match p {
                 Piece::Text(t) => out.push_str(t),
                 Piece::Figure(Field::EtaText) => out.push_str(&tera::escape_html(&f.eta_text)),
+                Piece::Figure(Field::RefreshUrl) => out.push_str(&tera::escape_html(f.refresh_url)),
                 Piece::Figure(field) => {
                     let n = match field {
                         Field::Position => f.position,
@@ -224,7 +232,9 @@ impl Prerendered {
                         Field::EtaHigh => f.eta_range.map_or(0, |r| r[1]),
                         Field::RetryAfterMs => f.retry_after_ms,
                         Field::RefreshSeconds => f.refresh_seconds,
-                        Field::ProgressPercent | Field::EtaText => f.progress_percent,
+                        Field::ProgressPercent | Field::EtaText | Field::RefreshUrl => {
+                            f.progress_percent
+                        }
                     };
                     let _ = write!(out, "{n}");
                 }

@@ -54,8 +54,9 @@ pub struct WaitingView<'a> {
 }
 
 impl<'a> WaitingView<'a> {
-    pub fn new(s: &'a Status, lang: &'a str, t: &'a TextSet) -> Self {
-        Self::with(s, lang, t, Figures::new(s, t))
+    /// `url`: where the page's refresh goes ([`refresh_url`]).
+    pub fn new(s: &'a Status, lang: &'a str, t: &'a TextSet, url: &'a str) -> Self {
+        Self::with(s, lang, t, Figures::new(s, t, url))
     }
 
     /// The view of an answer whose figures are already computed.
@@ -92,6 +93,9 @@ pub struct Figures<'a> {
     pub retry_after_ms: u64,
     pub refresh_seconds: u64,
     pub progress_percent: u64,
+    /// Where the page's refresh without JavaScript goes: the request's path and query
+    /// ([`refresh_url`]).
+    pub refresh_url: &'a str,
     /// The event of a registrant in its draw (their ticket, the seed once revealed): the page
     /// keeps showing what they check the draw with. `null` for everyone else.
     pub event: Option<&'a EventStatus>,
@@ -101,7 +105,7 @@ pub struct Figures<'a> {
 }
 
 impl<'a> Figures<'a> {
-    pub fn new(s: &'a Status, t: &TextSet) -> Self {
+    pub fn new(s: &'a Status, t: &TextSet, refresh_url: &'a str) -> Self {
         let progress_percent = match s.position {
             Some(p) if s.waiting > 0 => ((s.waiting.saturating_sub(p)) * 100 / s.waiting).min(100),
             _ if s.state == State::Admitted => 100,
@@ -124,6 +128,7 @@ impl<'a> Figures<'a> {
             retry_after_ms: s.retry_after_ms,
             refresh_seconds: s.retry_after_secs(),
             progress_percent,
+            refresh_url,
             event: s.event.as_deref().filter(|e| e.ticket.is_some()),
             placed_by: s.placed_by.as_deref(),
         }
@@ -137,8 +142,21 @@ pub struct MessageView<'a> {
     pub title: &'a str,
     pub message: &'a str,
     pub retry_seconds: Option<u64>,
+    /// Where the retry goes ([`refresh_url`]; empty: the page's own address).
+    pub refresh_url: &'a str,
     pub room: &'a str,
     pub lang: &'a str,
+}
+
+/// Where a page's refresh goes: the request's path and query (`path_and_query`), written out
+/// rather than left to mean "this page", which a browser reads with the address's fragment and
+/// then only scrolls (found by review: without JavaScript, a visitor on `/item#reviews` never
+/// polled again and lost the place for silence; every retry page stayed where it was). A path
+/// that a browser would read as another host's (`//host/…`, `/\host`) is written with one
+/// slash.
+pub fn refresh_url(path_and_query: &str) -> String {
+    let rest = path_and_query.trim_start_matches(['/', '\\']);
+    format!("/{rest}")
 }
 
 /// The wait for `position` at `rate` admissions per second.
@@ -227,7 +245,7 @@ pub fn check_template(source: &str) -> Result<(), String> {
                 event: None,
                 placed_by: None,
             };
-            let ctx = Context::from_serialize(WaitingView::new(&status, lang, &t))
+            let ctx = Context::from_serialize(WaitingView::new(&status, lang, &t, "/"))
                 .map_err(|e| error_chain(&e))?;
             tera.render("check.html.tera", &ctx)
                 .map_err(|e| format!("state {}, {lang}: {}", state.as_str(), error_chain(&e)))?;
@@ -252,9 +270,12 @@ fn read(path: &Path) -> Result<String, String> {
 }
 
 /// The page of last resort; its inputs are our own constant strings.
-fn fallback_page(title: &str, message: &str, refresh: u64) -> String {
-    let refresh = if refresh > 0 {
+fn fallback_page(title: &str, message: &str, refresh: u64, url: &str) -> String {
+    let refresh = if refresh > 0 && url.is_empty() {
         format!("<meta http-equiv=\"refresh\" content=\"{refresh}\">")
+    } else if refresh > 0 {
+        let url = tera::escape_html(url);
+        format!("<meta http-equiv=\"refresh\" content=\"{refresh}; url={url}\">")
     } else {
         String::new()
     };
@@ -262,224 +283,4 @@ fn fallback_page(title: &str, message: &str, refresh: u64) -> String {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn whole_seconds_round_either_way_and_average_out() {
-        let secs = |ms| {
-            Status {
-                room: "r".into(),
-                state: State::Waiting,
-                position: Some(1),
-                waiting: 1,
-                eta_seconds: None,
-                eta_low_seconds: None,
-                eta_high_seconds: None,
-                retry_after_ms: ms,
-                held_by: None,
-                event: None,
-                placed_by: None,
-            }
-            .retry_after_secs()
-        };
-        let mut sum = 0;
-        for ms in 2000..3000 {
-            let s = secs(ms);
-            assert!(s == 2 || s == 3, "{ms} ms -> {s} s");
-            sum += s;
-        }
-        let mean = sum as f64 / 1000.0;
-        assert!((2.45..=2.55).contains(&mean), "mean {mean}");
-        assert_eq!(secs(3000), 3);
-        assert_eq!(secs(250), 1);
-        assert_eq!(secs(0), 1);
-    }
-
-    #[test]
-    fn eta_is_computed() {
-        assert_eq!(eta_seconds(350, 175.0), Some(2));
-        assert_eq!(eta_seconds(1, 0.0), None);
-    }
-
-    /// The constant context built once renders byte for byte what the whole view renders,
-    /// in every state and language, with a room's own texts.
-    #[test]
-    fn the_prebuilt_context_renders_the_same_page() {
-        let cfg = crate::config::parse(
-            r#"
-[cookie]
-keys = ["0123456789abcdef0123456789abcdef"]
-[[upstream]]
-name = "shop"
-addr = "127.0.0.1:9"
-[default]
-upstream = "shop"
-[[room]]
-name = "sale"
-paths = ["/p"]
-admit-per-second = 10
-max-active = 10
-[room.texts.en]
-title_waiting = "In line for <the> sale"
-"#,
-            "test.toml",
-            std::path::Path::new("."),
-        )
-        .expect("config");
-        let pages = Pages::load(&cfg).expect("pages");
-        let room = &cfg.rooms[0];
-        for (lang, t) in &room.texts {
-            for state in [State::Waiting, State::Paused, State::Full, State::Admitted] {
-                let status = Status {
-                    room: "sale".into(),
-                    state,
-                    position: (state != State::Full).then_some(42),
-                    waiting: 1000,
-                    eta_seconds: (state == State::Waiting).then_some(90),
-                    eta_low_seconds: None,
-                    eta_high_seconds: None,
-                    retry_after_ms: 3000,
-                    held_by: None,
-                    event: None,
-                    placed_by: None,
-                };
-                let fast = pages.waiting(0, &status, lang, t);
-                let view = WaitingView::new(&status, lang, t);
-                let whole = Context::from_serialize(&view)
-                    .and_then(|ctx| pages.tera.render(WAITING, &ctx))
-                    .expect("renders");
-                assert_eq!(fast, whole, "{lang} {state:?}");
-                assert!(!fast.contains("<the>"), "texts stay escaped");
-            }
-        }
-        assert!(pages.bases[0].contains_key("en") && pages.bases[0].contains_key("ko"));
-        assert!(
-            pages.fast[0].contains_key("en") && pages.fast[0].contains_key("ko"),
-            "the built-in page is pre-rendered in every language"
-        );
-        // Figures of every size, through the pre-rendered pieces and through Tera, told as a
-        // number and as a range.
-        for (position, waiting, eta, range) in [
-            (1, 1, 0, None),
-            (9, 10, 59, None),
-            (99_999, 1_000_000, 7200, None),
-            (9, 10, 59, Some((41, 89))),
-            (500, 1000, 300, Some((210, 450))),
-            (99_999, 1_000_000, 7200, Some((5040, 10_800))),
-        ] {
-            for (lang, t) in &room.texts {
-                let status = Status {
-                    room: "sale".into(),
-                    state: State::Waiting,
-                    position: Some(position),
-                    waiting,
-                    eta_seconds: Some(eta),
-                    eta_low_seconds: range.map(|r: (u64, u64)| r.0),
-                    eta_high_seconds: range.map(|r| r.1),
-                    retry_after_ms: 4321,
-                    held_by: None,
-                    event: None,
-                    placed_by: None,
-                };
-                let view = WaitingView::new(&status, lang, t);
-                let whole = Context::from_serialize(&view)
-                    .and_then(|ctx| pages.tera.render(WAITING, &ctx))
-                    .expect("renders");
-                assert_eq!(
-                    pages.waiting(0, &status, lang, t),
-                    whole,
-                    "{lang} {position}"
-                );
-                if let Some((lo, hi)) = range {
-                    let words = crate::texts::eta_range_text(t, lo, hi);
-                    assert!(whole.contains(&words), "{lang}: {words}");
-                    assert!(whole.contains(&format!("data-eta=\"{eta}\"")), "{whole}");
-                    assert!(whole.contains(&tera::escape_html(&t["eta_range_note"])));
-                }
-            }
-        }
-    }
-
-    /// An operator's template may use every variable the README documents, and gets the same
-    /// page through the room's constant context as through the whole view (`held_by` was
-    /// missing from the figures once: such a template got the fallback page at run time,
-    /// although `check` passed it).
-    #[test]
-    fn an_operators_template_gets_every_documented_variable() {
-        let dir = tempfile::tempdir().expect("a dir");
-        let vars = [
-            "room",
-            "state",
-            "position",
-            "waiting",
-            "eta_seconds",
-            "eta_range",
-            "eta_text",
-            "held_by",
-            "retry_after_ms",
-            "refresh_seconds",
-            "progress_percent",
-            "status_url",
-            "script_url",
-            "style_url",
-            "lang",
-        ];
-        let body: String = vars
-            .iter()
-            .map(|v| format!("{v}={{{{ {v} | json_encode() | safe }}}}\n"))
-            .chain(["t={{ t.eta_label }} t_json={{ t_json | safe }}\n".to_string()])
-            .collect();
-        std::fs::write(dir.path().join("mine.html"), &body).expect("written");
-        let cfg = crate::config::parse(
-            r#"
-[cookie]
-keys = ["0123456789abcdef0123456789abcdef"]
-[[upstream]]
-name = "shop"
-addr = "127.0.0.1:9"
-[default]
-upstream = "shop"
-[[room]]
-name = "sale"
-paths = ["/p"]
-admit-per-second = 10
-max-active = 10
-template = "mine.html"
-"#,
-            "test.toml",
-            dir.path(),
-        )
-        .expect("config");
-        assert_eq!(check_template(&body), Ok(()));
-        let pages = Pages::load(&cfg).expect("pages");
-        let t = &cfg.rooms[0].texts["en"];
-        let status = Status {
-            room: "sale".into(),
-            state: State::Waiting,
-            position: Some(5),
-            waiting: 9,
-            eta_seconds: Some(50),
-            eta_low_seconds: Some(35),
-            eta_high_seconds: Some(75),
-            retry_after_ms: 1000,
-            held_by: Some("max-active"),
-            event: None,
-            placed_by: None,
-        };
-        let page = pages.waiting(0, &status, "en", t);
-        let whole = Context::from_serialize(WaitingView::new(&status, "en", t))
-            .and_then(|ctx| pages.tera.render(&pages.room_templates[0], &ctx))
-            .expect("renders");
-        assert_eq!(page, whole);
-        assert!(page.contains("held_by=\"max-active\""), "{page}");
-        assert!(page.contains("eta_range=[35,75]"), "{page}");
-    }
-
-    #[test]
-    fn built_in_templates_render() {
-        assert_eq!(check_template(DEFAULT_WAITING), Ok(()));
-        assert!(check_template("{% if %}").is_err());
-        assert!(check_template("{{ no_such_variable }}").is_err());
-    }
-}
+mod tests;

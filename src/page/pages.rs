@@ -93,11 +93,19 @@ impl Pages {
 
     /// The waiting page: the room's constant context for `lang` (when `t` is that language's
     /// texts, as the proxy passes them) plus this answer's figures.
-    pub fn waiting(&self, room: usize, status: &Status, lang: &str, t: &TextSet) -> String {
-        if let Some(page) = self.event_page(room, status, lang, t) {
+    /// `url`: where its refresh goes ([`super::refresh_url`]).
+    pub fn waiting(
+        &self,
+        room: usize,
+        status: &Status,
+        lang: &str,
+        t: &TextSet,
+        url: &str,
+    ) -> String {
+        if let Some(page) = self.event_page(room, status, lang, t, url) {
             return page;
         }
-        let figures = Figures::new(status, t);
+        let figures = Figures::new(status, t, url);
         let refresh = figures.refresh_seconds;
         let name = self
             .room_templates
@@ -136,6 +144,7 @@ impl Pages {
                     "Please wait",
                     "You are in line. This page refreshes by itself.",
                     refresh,
+                    url,
                 )
             }
         }
@@ -158,7 +167,12 @@ impl Pages {
             Ok(html) => html,
             Err(e) => {
                 tracing::error!(error = %error_chain(&e), "message template failed; serving the fallback page");
-                fallback_page(view.title, view.message, view.retry_seconds.unwrap_or(0))
+                fallback_page(
+                    view.title,
+                    view.message,
+                    view.retry_seconds.unwrap_or(0),
+                    view.refresh_url,
+                )
             }
         }
     }

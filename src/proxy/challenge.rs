@@ -155,6 +155,7 @@ impl Proxy {
                 texts.unwrap_or(&empty),
                 &puzzle,
                 difficulty,
+                &super::request::page_url(session.req_header()),
             );
             (HTML, Bytes::from(html))
         };

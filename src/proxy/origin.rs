@@ -90,6 +90,7 @@ fn page(
     status: u16,
     reached: bool,
     room: &str,
+    url: &str,
 ) -> (&'static str, Bytes, Option<u64>) {
     let (title, message, retry) = trouble(status, reached).wording();
     if json {
@@ -101,6 +102,7 @@ fn page(
             title,
             message,
             retry_seconds: retry,
+            refresh_url: url,
             room,
             lang: "en",
         });
@@ -183,6 +185,7 @@ pub(super) async fn on_response(
         status,
         true,
         room,
+        &super::request::page_url(session.req_header()),
     );
     for h in [
         http::header::CONTENT_ENCODING,
@@ -272,6 +275,7 @@ pub(super) async fn on_failure(
             code,
             reached,
             room,
+            &super::request::page_url(session.req_header()),
         );
         let _ = Reply {
             status: code,

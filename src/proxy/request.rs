@@ -59,6 +59,12 @@ pub(super) fn gate(shared: &Shared, session: &Session, room: usize) -> Option<Jo
 
 /// Whether `Accept` prefers JSON, its field lines read as one list (RFC 9110: a client may
 /// send it in several; found by review, only the first was read).
+/// Where a page of ours answering `req` refreshes to: its path and query
+/// ([`crate::page::refresh_url`]).
+pub(super) fn page_url(req: &RequestHeader) -> String {
+    crate::page::refresh_url(req.uri.path_and_query().map_or("/", |p| p.as_str()))
+}
+
 pub(super) fn wants_json(req: &RequestHeader) -> bool {
     let mut lines = req
         .headers

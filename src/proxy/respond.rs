@@ -103,6 +103,7 @@ impl Proxy {
                 title: f.title,
                 message: f.message,
                 retry_seconds: f.retry_secs,
+                refresh_url: &super::request::page_url(session.req_header()),
                 room: r.name(),
                 lang: f.lang,
             }))

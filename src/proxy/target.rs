@@ -275,6 +275,7 @@ impl Proxy {
                 title: "This address cannot be served",
                 message: why,
                 retry_seconds: None,
+                refresh_url: "",
                 room: "",
                 lang: "en",
             }))

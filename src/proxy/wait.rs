@@ -155,11 +155,13 @@ impl Proxy {
             let empty = crate::texts::TextSet::new();
             (
                 HTML,
-                Bytes::from(
-                    shared
-                        .pages
-                        .waiting(room, status, lang, texts.unwrap_or(&empty)),
-                ),
+                Bytes::from(shared.pages.waiting(
+                    room,
+                    status,
+                    lang,
+                    texts.unwrap_or(&empty),
+                    &super::request::page_url(session.req_header()),
+                )),
             )
         };
         if status.state == State::Full {
