@@ -39,7 +39,9 @@
 -- ARGV[25] the version of the runtime event changes the caller's events come from, or ''
 -- ARGV[26] this call's step number (0: not numbered)   ARGV[27] the number of the last call
 --          whose answer the caller received (0: none yet)
--- ARGV[28..] liveness batch: triples (visitor id, epoch, offset) of visitors polled through the
+-- ARGV[28] the room's count of admit calls ('admits') in the last answer the caller received
+--          in the generation it knows (0: none)
+-- ARGV[29..] liveness batch: triples (visitor id, epoch, offset) of visitors polled through the
 --            caller's queue tickets since its last call; each one still in line at that place
 --            is marked seen now (its score's low part), as a join would
 -- KEYS[8] ended ZSET (end_sessions in the prelude; who is admitted leaves it)
@@ -204,14 +206,19 @@ local gen = redis.call('HGET', room, 'gen')
 -- instance re-asserts the room's state (found by review: an operator's pause undone by a
 -- restart from an RDB went unseen, and the sale opened). Only by a caller that knew this
 -- generation: the others see the new one and re-assert, instead of making one each.
+-- The room's own count of admit calls tells it too, whoever made them: an instance started
+-- after the snapshot has no step of its own in it (found by review: after a rolling restart
+-- of every instance, a restore from an RDB taken before it undid a pause unseen).
 local step_no, heard_no = tonumber(ARGV[26]) or 0, tonumber(ARGV[27]) or 0
 local step_field, given_field = 'step:' .. ARGV[8], 'given:' .. ARGV[8]
+local admits = tonumber(redis.call('HGET', room, 'admits')) or 0
 if gen and step_no > 0 and ARGV[10] == gen then
   local last = tonumber(redis.call('HGET', room, step_field))
-  if last and last < heard_no then
+  if (last and last < heard_no) or admits < (tonumber(ARGV[28]) or 0) then
     gen = nil
   end
 end
+admits = admits + 1
 local new_gen = 0
 if not gen then
   gen = string.format('%.0f-%s', now, ARGV[8])
@@ -350,7 +357,7 @@ local line_epoch = tonumber(h[7])
 local seen_slot = in_pre and 0 or live_slot(live)
 -- While instances disagree on the events, a registration (slot 0) stays one (re-review: an
 -- instance without the pre-queue made it an ordinary slot, then swept it).
-for i = 28, #ARGV - 2, 3 do
+for i = 29, #ARGV - 2, 3 do
   local offset = tonumber(ARGV[i + 2])
   if tonumber(ARGV[i + 1]) == line_epoch then
     local score = redis.call('ZSCORE', waiting, ARGV[i])
@@ -525,7 +532,7 @@ elseif now - m_at >= 1000000 then
   m_at, m_count = now, total
 end
 
-redis.call('HSET', room, 'tokens', tokens, 'refilled', now, 'admitted', total, 'sweep', cursor,
+redis.call('HSET', room, 'admits', admits, 'tokens', tokens, 'refilled', now, 'admitted', total, 'sweep', cursor,
   'm_rate', m_rate, 'm_at', m_at, 'm_count', m_count, 'recent', window_note(recent, now, admitted))
 if abandoned > 0 then
   redis.call('HINCRBY', room, 'abandoned', abandoned)
@@ -588,7 +595,7 @@ local reply = { admitted, abandoned, expired, n, redis.call('ZCARD', active), to
   (ev and ev.draw) and redis.call('ZCARD', KEYS[8 + ev.i]) or 0,
   (ev and es[3] == ev.id) and es[4] or '', tonumber(es[10]) or 0,
   random_recent and 1 or 0, string.format('%.0f', tick_hi), line_draw or '', draw_out and 1 or 0,
-  line_draw and tonumber(h[7]) or 0,
+  line_draw and tonumber(h[7]) or 0, admits,
   #points > 0 and line_epoch or 0, #points }
 for i = 1, #points do
   reply[#reply + 1] = points[i]

@@ -14,6 +14,8 @@
 --                                'ab_hi_until', the longest abandon-after of the instances
 --                                (abandon_after); 'tk_hi' and 'tk_hi_until', their longest
 --                                tick (admit.lua); 'adm_at', the TIME of the last admit;
+--                                'admits', the count of admit calls in this generation (a
+--                                rollback shows as a count lower than one heard: admit.lua);
 --                                per instance, 'step:<id>' (the number of
 --                                its last admit step run) and 'given:<id>' (the turns that
 --                                step gave, msgpack: see admit.lua), gone with the instance

@@ -94,6 +94,8 @@ async fn run_room(shared: Arc<Shared>, room: usize) {
         {
             Ok(mut report) => {
                 r.recovery.heard(ctx.step.number);
+                r.recovery
+                    .admits_heard_in(&report.generation, report.admits);
                 r.recovery.tick_landed(tick);
                 period = tick;
                 r.events

@@ -144,6 +144,9 @@ static STEPS: AtomicU64 = AtomicU64::new(0);
 pub struct Recovery {
     /// The number of the last admit call for this room whose answer came back.
     heard: AtomicU64,
+    /// The generation and the room's count of admit calls of the answers that came back (the
+    /// highest in that generation).
+    admits: Mutex<Option<(String, u64)>>,
     known: Mutex<Option<Known>>,
     window: Mutex<Option<Window>>,
     /// End of the re-registration window (µs), 0 when none: the one atomic the admitted path
@@ -226,6 +229,29 @@ impl Recovery {
     }
 
     /// What the next admit call is told.
+    /// The room's count of admit calls heard in `generation` (0: none, or another).
+    fn admits_heard(&self, generation: Option<&str>) -> u64 {
+        match (
+            self.admits
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .as_ref(),
+            generation,
+        ) {
+            (Some((g, n)), Some(known)) if g == known => *n,
+            _ => 0,
+        }
+    }
+
+    /// An answer of `generation` told the room's count of admit calls `admits`.
+    pub fn admits_heard_in(&self, generation: &str, admits: u64) {
+        let mut heard = self.admits.lock().unwrap_or_else(|e| e.into_inner());
+        match heard.as_mut() {
+            Some((g, n)) if g == generation => *n = (*n).max(admits),
+            _ => *heard = Some((generation.to_string(), admits)),
+        }
+    }
+
     pub fn context(&self, now: Micros) -> AdmitContext {
         let known_generation = self
             .known
@@ -234,6 +260,7 @@ impl Recovery {
             .as_ref()
             .map(|k| k.generation.clone());
         let hold = self.held_back(now);
+        let admits = self.admits_heard(known_generation.as_deref());
         AdmitContext {
             known_generation,
             hold_back: hold,
@@ -246,6 +273,7 @@ impl Recovery {
             step: AdmitStep {
                 number: STEPS.fetch_add(1, Ordering::Relaxed) + 1,
                 heard: self.heard.load(Ordering::Acquire),
+                admits,
             },
         }
     }
@@ -330,6 +358,8 @@ impl Recovery {
             .store(old.landed_tick.load(Ordering::Acquire), Ordering::Release);
         self.heard
             .store(old.heard.load(Ordering::Acquire), Ordering::Release);
+        *self.admits.lock().unwrap_or_else(|e| e.into_inner()) =
+            old.admits.lock().unwrap_or_else(|e| e.into_inner()).clone();
         *self.known.lock().unwrap_or_else(|e| e.into_inner()) = old.known();
         let taken = old.window.lock().unwrap_or_else(|e| e.into_inner()).take();
         self.until

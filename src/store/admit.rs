@@ -36,6 +36,10 @@ pub struct AdmitReport {
     pub generation: String,
     /// This call created `generation` (a new room, or a store that forgot it).
     pub new_generation: bool,
+    /// The room's count of admit calls in this generation, this one's included (0: a store
+    /// that cannot roll back, memory): an answer later that finds it lower than one heard
+    /// knows the data went back in time ([`AdmitStep::admits`]).
+    pub admits: u64,
     /// The line after this step, sampled (see [`super::line`]): what answers status polls at the edge.
     pub line: LineSample,
     /// The autopilot, when the call carried one ([`AdmitContext::autopilot`]).
@@ -107,4 +111,7 @@ pub struct AdmitStep {
     /// The number of the last call of the caller for this room whose answer it received
     /// (0: none yet).
     pub heard: u64,
+    /// The room's count of admit calls ([`AdmitReport::admits`]) in the last answer the
+    /// caller received in the generation it knows (0: none).
+    pub admits: u64,
 }

@@ -345,7 +345,9 @@ impl Store for RedisStore {
         };
         inv.arg(p.queueing.as_str());
         events::admit_args(&mut inv, &p.name, ctx.events.as_ref());
-        inv.arg(ctx.step.number).arg(ctx.step.heard);
+        inv.arg(ctx.step.number)
+            .arg(ctx.step.heard)
+            .arg(ctx.step.admits);
         for (vid, place) in &ctx.seen {
             inv.arg(&vid.as_bytes()[..]).arg(place.epoch).arg(place.key);
         }

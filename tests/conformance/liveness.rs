@@ -206,7 +206,11 @@ pub async fn a_step_not_heard_gives_no_turn_and_keeps_the_ones_it_gave(h: &dyn H
         ));
     }
     let step = |number, heard| AdmitContext {
-        step: AdmitStep { number, heard },
+        step: AdmitStep {
+            number,
+            heard,
+            admits: 0,
+        },
         ..AdmitContext::default()
     };
     h.advance(Duration::from_secs(1));

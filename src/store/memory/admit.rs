@@ -141,6 +141,7 @@ impl RoomData {
             instances: 1,
             generation,
             new_generation,
+            admits: 0,
             line: r.sample(burst as u64),
             autopilot,
             revoked: r.revoked.after(ctx.revoked_after, stale, wall / 1_000_000),

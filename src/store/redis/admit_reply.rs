@@ -26,8 +26,10 @@ const TICK_HI_AT: usize = 30;
 /// The draw whose places the line holds (its event's id or ''), whether its order is out, and
 /// the line's epoch.
 const LINE_DRAW_AT: usize = 31;
+/// The room's count of admit calls in this generation, this one's included.
+const ADMITS_AT: usize = 34;
 /// Where the line's sample starts: after the fixed fields (its epoch, then its length).
-const LINE_FROM: usize = 34;
+const LINE_FROM: usize = 35;
 
 /// `admit.lua`'s reply.
 #[derive(Debug, Clone, PartialEq)]
@@ -149,6 +151,7 @@ impl FromRedisValue for AdmitReply {
         let line_draw: String = item(&v, LINE_DRAW_AT)?;
         let draw_out: i64 = item(&v, LINE_DRAW_AT + 1)?;
         let draw_epoch: u64 = item(&v, LINE_DRAW_AT + 2)?;
+        let admits: u64 = item(&v, ADMITS_AT)?;
         let epoch: u64 = item(&v, LINE_FROM)?;
         let numbers: usize = item(&v, LINE_FROM + 1)?;
         if !numbers.is_multiple_of(2) || numbers > 2 * MAX_POINTS {
@@ -195,6 +198,7 @@ impl FromRedisValue for AdmitReply {
             instances: item(&v, 10)?,
             generation: item(&v, 11)?,
             new_generation: new_generation == 1,
+            admits,
             line: LineSample { epoch, points },
             autopilot,
             revoked,
@@ -265,6 +269,8 @@ mod tests {
             text("old@1700000000000000"),
             int(1),
             int(777),
+            // The room's 88th admit call.
+            int(88),
             int(777),
             int(4),
             int(0),
@@ -294,6 +300,7 @@ mod tests {
         let d = r.line_draw.unwrap();
         assert!(d.out);
         assert_eq!(d.epoch, 777);
+        assert_eq!(r.admits, 88);
         assert_eq!(d.name_and_start(), Some(("old", 1_700_000_000_000_000)));
         assert_eq!(r.line.epoch, 777);
         assert_eq!(r.line.points, vec![(0, 10), (3, 40)]);
