@@ -159,7 +159,9 @@ impl Reloader {
         // Certificates read anew (a renewed one replaces the old; a broken one refused the
         // whole reload above): new handshakes get them, connections in flight keep theirs.
         shared.core.tls.swap(&shared.config.tls);
+        let core = shared.core.clone();
         self.current.store(Arc::new(shared));
+        core.metrics.forget_rooms(&removed);
         self.reloaded.notify_one();
         tracing::info!(
             config = %self.path.display(),

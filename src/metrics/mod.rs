@@ -187,6 +187,22 @@ impl Metrics {
         }
     }
 
+    /// Takes the gauges of rooms a reload removed out of the export: their last values stayed
+    /// (found by review: a removed room's `anteroom_active` and `anteroom_admit_rate` were
+    /// summed with the others' until a restart). Its counters stay, as counters do.
+    pub fn forget_rooms(&self, names: &[String]) {
+        for name in names {
+            let label = [name.as_str()];
+            let _ = self.waiting.remove_label_values(&label);
+            let _ = self.active.remove_label_values(&label);
+            let _ = self.origin_inflight.remove_label_values(&label);
+            let _ = self.origin_queued.remove_label_values(&label);
+            let _ = self.admit_rate.remove_label_values(&label);
+            let _ = self.origin_p90.remove_label_values(&label);
+            let _ = self.origin_error_share.remove_label_values(&label);
+        }
+    }
+
     /// One finished request.
     pub fn request(
         &self,
