@@ -23,6 +23,11 @@
 //!   admitted visitor's `public, max-age=600` product page was a cache hit for a newcomer).
 //!   Not what a bypass rule lets past (open to all anyway), and a `304` without
 //!   `Cache-Control` gets none (it would drop the browser's stored `max-age`).
+//! - And such a request is asked in full, cookie or not: a CDN that stored a page before a room
+//!   guarded its path revalidates the stored copy on an admitted visitor's request, and the
+//!   origin's `304` made it fresh again for everyone — a `304`'s headers do not make a stored
+//!   copy private (found by review: behind nginx `proxy_cache`, newcomers got the shop's page
+//!   from the cache while direct ones waited). Admitted browsers get whole answers, not `304`s.
 //!
 //! Responses outside every room without our cookies are not touched.
 
@@ -71,10 +76,10 @@ pub fn private_cache_control<'a>(values: impl IntoIterator<Item = &'a str>) -> O
     Some(kept.join(", "))
 }
 
-/// Before the request goes to the origin: a `GET` or `HEAD` that will get our cookie asks for
-/// the whole response, not a `304`.
-pub fn ask_in_full(req: &mut RequestHeader, cookies_to_set: bool) {
-    if !cookies_to_set {
+/// Before the request goes to the origin: a `GET` or `HEAD` that will get our cookie, or whose
+/// answer a room guards (`in_full`), asks for the whole response, not a `304`.
+pub fn ask_in_full(req: &mut RequestHeader, in_full: bool) {
+    if !in_full {
         return;
     }
     if req.method == http::Method::GET || req.method == http::Method::HEAD {

@@ -109,6 +109,13 @@ pub struct Ctx {
 }
 
 impl Ctx {
+    /// Whether a room guards the request's answer: in a room and not let past it by a path
+    /// bypass rule (open to all anyway). Such an answer is kept out of shared caches and asked
+    /// of the origin in full ([`super::cache_safe`]).
+    pub(super) fn guarded(&self) -> bool {
+        self.room.is_some() && !self.open_bypass
+    }
+
     /// A request's state before any phase ran, under the configuration `shared` holds.
     pub(super) fn new(shared: Arc<held::Held>) -> Self {
         let now = Instant::now();

@@ -339,7 +339,10 @@ impl ProxyHttp for Proxy {
     ) -> Result<()> {
         ctx.handed_over = true;
         command::await_answer(session, ctx);
-        cache_safe::ask_in_full(upstream_request, !ctx.set_cookies.is_empty());
+        cache_safe::ask_in_full(
+            upstream_request,
+            !ctx.set_cookies.is_empty() || ctx.guarded(),
+        );
         // The origin's proof that the request came through the line (replacing any copy a
         // client sent: a guess must not reach the origin as if we had sent it).
         if let Some(s) = ctx
@@ -401,7 +404,7 @@ impl ProxyHttp for Proxy {
         // guarded page all the same: a shared cache that stored it served it to newcomers
         // (found by review). An answer that is to carry our cookies is made safe by `prepare`,
         // unless it is a 304.
-        let guarded = ctx.room.is_some() && !ctx.open_bypass;
+        let guarded = ctx.guarded();
         if ctx.set_cookies.is_empty() || !cache_safe::prepare(upstream_response)? {
             if guarded {
                 cache_safe::keep_private(upstream_response)?;

@@ -1,5 +1,5 @@
 //! A room with scheduled sales and a draw, for the black-box tests of events
-//! (`tests/events.rs`, `tests/cancelled_draw.rs`): its config, the published event, and
+//! (`tests/events/`, `tests/cancelled_draw.rs`): its config, the published event, and
 //! `anteroom verify-draw`.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
