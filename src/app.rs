@@ -426,7 +426,9 @@ impl Shared {
         self.rooms.iter().position(|r| r.name() == name)
     }
 
-    /// Whether the store answered recently and the breaker lets calls through.
+    /// Whether the store answered recently and the breaker is closed: not while it is half
+    /// open, trying whether the store is back (found by review: `/readyz` said ready for a
+    /// moment each cooldown while Redis was frozen, and a load balancer's check flapped).
     pub fn store_healthy(&self) -> bool {
         let now = self.clock.now_micros();
         let slowest_tick = self
@@ -436,7 +438,7 @@ impl Shared {
             .max()
             .unwrap_or_default();
         let fresh = std::time::Duration::from_secs(5).max(slowest_tick * 2);
-        self.breaker.state(self.clock.mono_micros()) != BreakerState::Open
+        self.breaker.state(self.clock.mono_micros()) == BreakerState::Closed
             && now.saturating_sub(self.store_ok_at.load(Ordering::Relaxed))
                 <= crate::clock::micros(fresh)
     }

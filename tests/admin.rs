@@ -600,6 +600,46 @@ async fn a_removed_rooms_gauges_leave_the_metrics() {
     assert!(t.contains("anteroom_active{room=\"sale\"}"), "sale's stay");
 }
 
+/// A frozen Redis is not ready at any moment: not while the breaker is half open, trying
+/// whether it is back (found by review: `/readyz` said ready for a moment each cooldown).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readyz_says_not_ready_all_the_while_redis_is_frozen() {
+    let redis = RedisServer::start();
+    let origin = Origin::start().await;
+    let proxy = Proxy::start(&config(origin.addr, &redis_store(&redis.url())));
+    let ready = || async {
+        client()
+            .get(proxy.admin_url("/readyz"))
+            .send()
+            .await
+            .map(|r| r.status().as_u16())
+    };
+    eventually(Duration::from_secs(5), "ready on a live Redis", || async {
+        (ready().await.ok()? == 200).then_some(())
+    })
+    .await;
+    redis.signal(true);
+    eventually(
+        Duration::from_secs(10),
+        "503 once Redis is frozen",
+        || async { (ready().await.ok()? == 503).then_some(()) },
+    )
+    .await;
+    // Several cooldowns (500 ms), each with a half-open try that waits out the timeout.
+    let until = std::time::Instant::now() + Duration::from_secs(3);
+    let mut seen = std::collections::BTreeMap::new();
+    while std::time::Instant::now() < until {
+        *seen.entry(ready().await.unwrap_or(0)).or_insert(0) += 1;
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    redis.signal(false);
+    assert_eq!(
+        seen.keys().copied().collect::<Vec<u16>>(),
+        [503],
+        "{seen:?}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn readyz_follows_the_store() {
     let mut redis = RedisServer::start();

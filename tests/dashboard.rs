@@ -366,3 +366,34 @@ async fn a_reload_keeps_the_charts() {
     .await;
     assert!(samples().await >= before, "the samples were dropped");
 }
+
+/// A room a reload removes leaves the page too (found by review: its card stayed, "on", beside
+/// a fresh "updated" time).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_room_a_reload_removes_leaves_the_page() {
+    let origin = Origin::start().await;
+    let flash = "\n[[room]]\nname = \"flash\"\npaths = [\"/flash\"]\nadmit-per-second = 1\n\
+                 max-active = 1\n";
+    let proxy = Proxy::start(&format!("{}{flash}", config(origin.addr)));
+    let driver = Driver::start().await;
+    let b = driver.browser(1280, 900, true, "en-US,en").await;
+    b.goto(&proxy.admin_url("/")).await;
+    sign_in(&b, READ).await;
+    let shown = || async {
+        b.run("return !!document.querySelector('[data-room=\"flash\"]')")
+            .await
+    };
+    eventually(Duration::from_secs(10), "flash's card", || async {
+        (shown().await == Value::Bool(true)).then_some(())
+    })
+    .await;
+    let text = std::fs::read_to_string(proxy.config_path()).unwrap();
+    std::fs::write(proxy.config_path(), text.replace(flash, "\n")).unwrap();
+    proxy.signal("HUP");
+    eventually(Duration::from_secs(10), "flash's card gone", || async {
+        (shown().await == Value::Bool(false)).then_some(())
+    })
+    .await;
+    assert!(!figure(&b, "waiting").await.is_empty(), "sale's card stays");
+    b.close().await;
+}

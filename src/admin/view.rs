@@ -89,7 +89,17 @@ pub async fn room(s: &Shared, i: usize) -> Value {
         },
     });
     match stats {
-        Ok(st) => {
+        Ok(mut st) => {
+            // The event in force sets the rate and cap between an operator's pin and the
+            // configured ones, as on the admission path (the store's stats do not carry them:
+            // found by review, during an event this view told the configured rate and cap, an
+            // ETA too short and `held_by` unlike the visitors' page).
+            if let Some(v) = r.events.view(s.clock.now_micros()) {
+                if crate::event::Event::overrides_in(v.phase) {
+                    st.state.event_rate = v.event.admit_per_second;
+                    st.state.event_max_active = v.event.max_active;
+                }
+            }
             let rate = p.rate(&st.state);
             let eta_rate = p.eta_rate(&st.state, st.measured_rate);
             let max_active = p.max_active(&st.state);

@@ -365,3 +365,33 @@ async fn newcomers_after_an_event_is_added_at_run_time_are_never_placed_before_i
         );
     }
 }
+
+/// While an event runs, the admin API tells its rate and cap, as the visitors' pages and the
+/// metrics do (found by review: on Redis `GET /rooms/NAME` told the configured ones, an ETA too
+/// short and `held_by` unlike the page).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_admin_view_tells_the_rate_and_cap_of_the_event_in_force() {
+    let redis = RedisServer::start();
+    let origin = Origin::start().await;
+    let event = format!(
+        "[[room.event]]\nname = \"flash\"\nopens-at = \"{}\"\ncloses-at = \"{}\"\n\
+         admit-per-second = 0.5\nmax-active = 2\n",
+        at(-1),
+        at(600)
+    );
+    let proxy = Proxy::start(&config(
+        origin.addr,
+        &redis_store(&redis, "250ms"),
+        "admit-per-second = 10\nmax-active = 5",
+        &event,
+    ));
+    let v = eventually(Duration::from_secs(10), "the event in force", || async {
+        let v = admin_json(&proxy, "/rooms/sale", TOKEN).await?;
+        // Once a tick has put the event's rate in force here.
+        let m = metrics_text(&proxy, TOKEN).await;
+        (v["stale"] != true && m.contains("anteroom_admit_rate{room=\"sale\"} 0.5")).then_some(v)
+    })
+    .await;
+    assert_eq!(v["admit_per_second"], 0.5, "{v}");
+    assert_eq!(v["max_active"], 2, "{v}");
+}
