@@ -335,6 +335,14 @@ async fn the_page_is_self_contained_and_refuses_to_be_framed() {
         .await
         .unwrap();
     assert_eq!(v["fields"][1], "waiting", "{v}");
+    // Every value of a sample is named (found by review: two were not).
+    let named = v["fields"].as_array().map_or(0, Vec::len);
+    let sample = eventually(Duration::from_secs(10), "a sample", || async {
+        let v = admin_json(&proxy, "/rooms/sale/series", READ).await?;
+        v["samples"][0].as_array().map(Vec::len)
+    })
+    .await;
+    assert_eq!(sample, named, "{v}");
 }
 
 /// A reload (SIGHUP, a certificate's renewal too) keeps the room's charts: before (found by

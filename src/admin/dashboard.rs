@@ -45,8 +45,9 @@ pub fn series(r: &Room) -> Value {
         "room": r.name(),
         "instance_only": true,
         "every_ms": series::EVERY.as_millis() as u64,
+        // Every sample's values, in this order (found by review: the last two were not named).
         "fields": ["unix_ms", "waiting", "active", "admitted_per_second", "rate_in_force",
-                   "origin_p90_ms", "origin_error_share"],
+                   "origin_p90_ms", "origin_error_share", "eta_error_median", "eta_error_p90"],
         "samples": r.series.samples(),
     })
 }
