@@ -335,6 +335,7 @@ impl Room {
             .refused
             .store(old.live.refused(), Ordering::Relaxed);
         self.recovery.inherit(&old.recovery);
+        self.prelimit.inherit(&old.prelimit);
         // What is in force, under the new file: the overrides the store last told (an
         // operator's, an event's, the autopilot's) over the new file's values. Before (found
         // by review), a reload during an outage kept the old file's max-active and dropped a

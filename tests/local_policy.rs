@@ -526,3 +526,58 @@ async fn tickets_while_redis_is_down_take_one_local_admission_each_within_join_l
         "another address is not held by it"
     );
 }
+
+/// A reload keeps the per-client counts of an unchanged `join-limit` on the instance: an address
+/// past its limit before a SIGHUP is past it after, also while the store is away (before, found
+/// by review, each reload gave every address a whole limit again).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reload_keeps_the_per_client_counts() {
+    let mut redis = RedisServer::start();
+    let origin = Origin::start().await;
+    let room =
+        "admit-per-second = 1000\nmax-active = 1000\njoin-limit = { per-ip = 3, per = \"1h\" }";
+    let conf = format!(
+        "trusted-proxies = [\"127.0.0.1/32\"]\n{}",
+        config(origin.addr, &redis.url(), 3, room)
+    );
+    let proxy = Proxy::start(&conf);
+    admission_loop_ran(&redis).await;
+    let from = Some("10.7.7.7");
+    for _ in 0..3 {
+        assert!(visit_from(&proxy, &mut Jar::default(), from).await.0);
+    }
+    let before = client()
+        .get(proxy.admin_url("/readyz"))
+        .send()
+        .await
+        .unwrap()
+        .json::<Value>()
+        .await
+        .unwrap()["last_reload"]
+        .clone();
+    proxy.signal("HUP");
+    eventually(Duration::from_secs(10), "the reload", || async {
+        let v: Value = client()
+            .get(proxy.admin_url("/readyz"))
+            .send()
+            .await
+            .ok()?
+            .json()
+            .await
+            .ok()?;
+        (v["last_reload"] != before && v["last_reload"]["applied"] == true).then_some(())
+    })
+    .await;
+    redis.kill();
+    breaker_open(&proxy).await;
+    let mut jar = Jar::default();
+    jar.set(
+        "anteroom_vid",
+        &anteroom::store::VisitorId::random().to_string(),
+    );
+    let (admitted, state) = visit_from(&proxy, &mut jar, from).await;
+    assert!(
+        !admitted,
+        "past its limit before the reload, let in by `local` after it: {state}"
+    );
+}

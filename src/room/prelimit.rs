@@ -63,6 +63,13 @@ impl JoinPreLimit {
         }
     }
 
+    /// Over a reload: a gate whose limit is unchanged keeps its clients' counts (found by
+    /// review: each reload let every address a whole limit's worth of store calls again).
+    pub fn inherit(&mut self, old: &JoinPreLimit) {
+        self.join.inherit(&old.join);
+        self.no_script.inherit(&old.no_script);
+    }
+
     /// `Some(wait)` when the gate's client is past its limit on this instance alone (refuse
     /// without a store call); `None` to go on to the store.
     pub fn check(&self, gate: &JoinGate) -> Option<Duration> {
@@ -75,10 +82,11 @@ impl JoinPreLimit {
     }
 }
 
-/// One gate's limiter (none without the gate).
+/// One gate's limiter (none without the gate), and the limit it was made for.
 #[derive(Default)]
 struct Limiter {
-    limiter: Option<DefaultKeyedRateLimiter<String>>,
+    limiter: Option<std::sync::Arc<DefaultKeyedRateLimiter<String>>>,
+    limit: Option<(u32, Duration)>,
     /// When idle clients were last forgotten (ms since the first sweep's check, +1; 0: never).
     swept_at: std::sync::atomic::AtomicU64,
     /// Sweeps made (for the tests).
@@ -99,8 +107,18 @@ fn quota(limit: &JoinLimit) -> Option<Quota> {
 impl Limiter {
     fn new(limit: Option<&JoinLimit>) -> Self {
         Self {
-            limiter: limit.and_then(quota).map(RateLimiter::keyed),
+            limiter: limit
+                .and_then(quota)
+                .map(|q| std::sync::Arc::new(RateLimiter::keyed(q))),
+            limit: limit.map(|l| (l.per_ip, l.per)),
             ..Self::default()
+        }
+    }
+
+    /// Takes `old`'s counts over when the limit is the same.
+    fn inherit(&mut self, old: &Limiter) {
+        if self.limit.is_some() && self.limit == old.limit {
+            self.limiter.clone_from(&old.limiter);
         }
     }
 
@@ -212,5 +230,24 @@ mod tests {
         // again on each of the requests that follow.
         let sweeps = p.sweeps.load(std::sync::atomic::Ordering::Relaxed);
         assert!(sweeps <= 2, "{sweeps} sweeps");
+    }
+
+    /// A reload keeps the counts of a gate whose limit it did not change, and starts a changed
+    /// one anew.
+    #[test]
+    fn a_reload_keeps_the_counts_of_an_unchanged_limit() {
+        let limit = JoinLimit {
+            per_ip: 2,
+            per: Duration::from_secs(60),
+        };
+        let old = JoinPreLimit::new(Some(&limit), None);
+        assert_eq!(old.check(&gate("198.51.100.1")), None);
+        assert_eq!(old.check(&gate("198.51.100.1")), None);
+        let mut same = JoinPreLimit::new(Some(&limit), None);
+        same.inherit(&old);
+        assert!(same.check(&gate("198.51.100.1")).is_some(), "refilled");
+        let mut changed = JoinPreLimit::new(Some(&JoinLimit { per_ip: 3, ..limit }), None);
+        changed.inherit(&old);
+        assert_eq!(changed.check(&gate("198.51.100.1")), None, "a new limit");
     }
 }
