@@ -1,5 +1,5 @@
 //! The `local` store-error policy's room on Redis, for the black-box tests of the policy
-//! (`tests/local_policy.rs`, `tests/local_policy_reload.rs`): the config, newcomers and their
+//! (`tests/local_policy/`, `tests/local_policy_reload.rs`): the config, newcomers and their
 //! visits, and waits for the admission loop and the breaker.
 
 use std::time::Duration;
