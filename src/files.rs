@@ -22,6 +22,19 @@ pub fn read_regular(path: &Path, max: u64) -> Result<Vec<u8>, String> {
     Ok(bytes)
 }
 
+/// The largest configuration file read: far past any real one.
+pub const MAX_CONFIG: u64 = 16 * 1024 * 1024;
+
+/// [`read_regular`] as UTF-8 text.
+pub fn read_regular_text(path: &Path, max: u64) -> Result<String, String> {
+    let bytes = read_regular(path, max)?;
+    String::from_utf8(bytes).map_err(|e| {
+        let at = e.utf8_error().valid_up_to();
+        let line = e.as_bytes()[..at].iter().filter(|b| **b == b'\n').count() + 1;
+        format!("it is not UTF-8 text (line {line}, byte {at})")
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -49,5 +62,16 @@ mod tests {
                 .contains("not a regular file"));
         }
         assert!(read_regular(&dir.path().join("none"), 5).is_err());
+    }
+
+    #[test]
+    fn text_that_is_not_utf8_is_told_by_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("a.toml");
+        std::fs::write(&file, b"a = 1\nb = \"\xff\"\n").unwrap();
+        let e = read_regular_text(&file, 100).unwrap_err();
+        assert!(e.contains("not UTF-8") && e.contains("line 2"), "{e}");
+        std::fs::write(&file, "a = 1\n").unwrap();
+        assert_eq!(read_regular_text(&file, 100).unwrap(), "a = 1\n");
     }
 }

@@ -75,7 +75,28 @@ impl Reloader {
     /// Loads the file and swaps it in; returns why not when it cannot. The outcome is noted
     /// for `/readyz` and the metrics.
     pub async fn reload(&self) -> Result<usize, String> {
-        let result = self.try_reload().await;
+        use futures_util::FutureExt;
+        // A reload that fails inside anteroom is refused like any other, and the next one runs
+        // (found by review: a panic while building a file stopped every later reload, unseen).
+        let result = match std::panic::AssertUnwindSafe(self.try_reload())
+            .catch_unwind()
+            .await
+        {
+            Ok(result) => result,
+            Err(panic) => {
+                let why = panic
+                    .downcast_ref::<&str>()
+                    .map(|s| s.to_string())
+                    .or_else(|| panic.downcast_ref::<String>().cloned())
+                    .unwrap_or_default();
+                let e = format!(
+                    "the reload failed inside anteroom ({why}); the running configuration stays \
+                     — please report it with the file"
+                );
+                tracing::error!(error = e, "reload refused");
+                Err(e)
+            }
+        };
         self.current.load().core.note_reload(&result);
         result
     }
@@ -204,7 +225,7 @@ fn frozen_changes(
     taken: &[Takeover],
 ) -> Vec<config::ConfigError> {
     use config::locate::{KeyPath, Located};
-    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let text = crate::files::read_regular_text(path, crate::files::MAX_CONFIG).unwrap_or_default();
     let located = Located::new(&text);
     let file = path.display().to_string();
     let error = |key: KeyPath, problem: String, fix: String| {

@@ -185,11 +185,12 @@ async fn register_local(shared: &Shared, room: usize) {
         let touch = shared.store.touch_seen(&r.cfg.params, vid, seen.as_ref());
         async move { (vid, shared.store_call("touch", r.name(), touch).await) }
     });
+    let quiet = seen.as_ref().map_or(std::time::Duration::ZERO, |s| s.quiet);
     for (vid, told) in futures_util::future::join_all(calls).await {
         match told {
             // `false` (max-active reached): as on the request path, the cookie runs out and
-            // the store is not asked again.
-            Ok(_) => r.local.registered(vid),
+            // the store is not asked again — unless a loss is young ([`Room::local_told`]).
+            Ok(held) => r.local_told(vid, held, shared.clock.now_micros(), quiet),
             Err(e) => shared.warn_store_error(&e),
         }
     }

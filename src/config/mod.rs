@@ -96,12 +96,13 @@ impl ConfigErrors {
 
 fn read(path: &Path) -> Result<(String, String), ConfigErrors> {
     let name = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|e| {
-        ConfigErrors::whole_file(
-            &name,
-            format!("cannot read the file: {e}"),
-            "check the --config path",
-        )
+    let text = crate::files::read_regular_text(path, crate::files::MAX_CONFIG).map_err(|e| {
+        let fix = if e.contains("UTF-8") {
+            "save the file as UTF-8"
+        } else {
+            "check the --config path: a regular file of at most 16 MiB"
+        };
+        ConfigErrors::whole_file(&name, format!("cannot read the file: {e}"), fix)
     })?;
     Ok((name, text))
 }

@@ -23,7 +23,7 @@ impl Builder<'_> {
         let candidates = template_candidates(self.base_dir, &given);
         match candidates.iter().find(|c| c.is_file()) {
             Some(found) => {
-                let checked = std::fs::read_to_string(found)
+                let checked = crate::files::read_regular_text(found, 1024 * 1024)
                     .map_err(|e| format!("cannot read {}: {e}", found.display()))
                     .and_then(|text| check(&text));
                 match checked {

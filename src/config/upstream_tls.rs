@@ -82,7 +82,10 @@ impl Builder<'_> {
 }
 
 fn read_ca(path: &std::path::Path) -> Result<Arc<CaType>, String> {
-    let pem = std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    // A regular file within a bound: a FIFO blocked `check` and every reload after it (found by
+    // review), as it did for `[[tls]]`.
+    let pem = crate::files::read_regular(path, 1024 * 1024)
+        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
     let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(&pem)
         .collect::<Result<_, _>>()
         .map_err(|e| format!("{} is not PEM: {e}", path.display()))?;
@@ -131,4 +134,21 @@ fn client_cert(
         chain,
         loaded.key.secret_der().to_vec(),
     )))
+}
+
+#[cfg(test)]
+mod tests {
+    /// A `ca` that is no regular file is refused at once: a FIFO blocked `check` and every
+    /// reload after it, and `/dev/zero` would be read until memory ran out (found by review).
+    #[test]
+    fn a_ca_that_is_no_regular_file_is_refused_at_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("ca.pem");
+        let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+        assert!(made.is_ok_and(|s| s.success()));
+        for path in [fifo.as_path(), std::path::Path::new("/dev/zero")] {
+            let e = super::read_ca(path).err().unwrap_or_default();
+            assert!(e.contains("not a regular file"), "{}: {e}", path.display());
+        }
+    }
 }

@@ -8,6 +8,11 @@ use std::time::Duration;
 use super::build::Builder;
 use super::locate::KeyPath;
 
+/// The longest duration any key takes: each key has a bound of its own below it, and no
+/// arithmetic on a value within it overflows (found by review: a tick of 2^64 s panicked the
+/// build, and a `join-limit` window past 584 years panicked `run` after `check` passed it).
+pub const MAX_DURATION: Duration = Duration::from_secs(365 * 86_400);
+
 impl Builder<'_> {
     /// Resolves `env:NAME` to the variable's value.
     pub(super) fn string(&mut self, key: &KeyPath, raw: &str) -> Option<String> {
@@ -136,6 +141,14 @@ impl Builder<'_> {
             return default;
         };
         match humantime::parse_duration(text.trim()) {
+            Ok(d) if d > MAX_DURATION => {
+                self.fail(
+                    key.clone(),
+                    format!("{text:?} is longer than any duration anteroom takes (a year)"),
+                    "write a duration of at most \"365d\"; each key's own bound is in the README",
+                );
+                default
+            }
             Ok(d) if !d.is_zero() => d,
             Ok(_) => {
                 self.fail(
@@ -224,5 +237,41 @@ impl Builder<'_> {
                 1
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// The errors of a config whose one room has `extra` (`""` when it loads).
+    fn errors(extra: &str) -> String {
+        let text = format!(
+            "[cookie]\nkeys = [\"test-key-0123456789-0123456789-0123456789\"]\n\n[[upstream]]\n\
+             name = \"shop\"\naddr = \"127.0.0.1:9000\"\n\n[[room]]\nname = \"sale\"\n\
+             paths = [\"/p\"]\nadmit-per-second = 5\nmax-active = 10\n{extra}\n"
+        );
+        match crate::config::parse(&text, "unit.toml", std::path::Path::new(".")) {
+            Ok(_) => String::new(),
+            Err(e) => e.to_string(),
+        }
+    }
+
+    /// A duration past a year is refused by its key, and the build goes on without a panic
+    /// (found by review: a tick of 2^64 s panicked `check` and a reload's thread; a
+    /// `join-limit` window of 585 years passed `check` and panicked `run`).
+    #[test]
+    fn a_duration_past_a_year_is_refused_without_a_panic() {
+        let huge = "\"18446744073709551615s\"";
+        for extra in [
+            format!("tick = {huge}"),
+            format!("throttled-poll = {huge}"),
+            format!("abandon-after = {huge}"),
+            format!("poll = [ {{ every = {huge} }} ]"),
+            "join-limit = { per-ip = 1, per = \"585y\" }".to_string(),
+        ] {
+            let e = errors(&extra);
+            assert!(e.contains("longer than any duration"), "{extra}: {e}");
+            assert!(e.contains("room[0]"), "{extra}: {e}");
+        }
+        assert_eq!(errors("join-limit = { per-ip = 1, per = \"365d\" }"), "");
     }
 }

@@ -266,7 +266,8 @@ fn error_chain(e: &dyn std::error::Error) -> String {
 }
 
 fn read(path: &Path) -> Result<String, String> {
-    std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))
+    crate::files::read_regular_text(path, 1024 * 1024)
+        .map_err(|e| format!("{}: {e}", path.display()))
 }
 
 /// The page of last resort; its inputs are our own constant strings.

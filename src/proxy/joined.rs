@@ -207,12 +207,10 @@ impl Proxy {
                     // bucket: the line's order is suspended while the store is away, the shop's
                     // load is not. A visitor holding a local session is given it again.
                     // A ticket is no new identity to the store, but while it cannot answer it
-                    // is no claim on an admission either: past this instance's own per-client
-                    // limit, one address's tickets are held (found by review: stale tickets
-                    // from one address took an outage's local admissions past join-limit).
-                    OnError::Local { share } => match r.local.try_admit(&local(share), || {
-                        uncounted.is_none_or(|g| r.prelimit.check(g).is_none())
-                    }) {
+                    // is no claim on an admission either: an address's tickets get at most its
+                    // join-limit of local admissions in a window (found by review: stale
+                    // tickets from one address took an outage's local admissions).
+                    OnError::Local { share } => match r.local.try_admit(&local(share), uncounted) {
                         Some(session) => {
                             if session.fresh {
                                 r.metrics.admitted.inc();

@@ -42,7 +42,7 @@ impl Proxy {
             // visitor is not asked again (one call per visitor, not per request).
             Ok(held) => {
                 if local {
-                    r.local.registered(vid);
+                    r.local_told(vid, held, now, quiet);
                 }
                 if held && due {
                     Self::grant(shared, ctx, room, vid);

@@ -9,7 +9,11 @@ use std::time::Duration;
 use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
 
 use crate::clock::{micros, Micros};
-use crate::store::VisitorId;
+use crate::store::{JoinGate, VisitorId};
+
+/// Clients counted before those whose window ended are forgotten (each got a local admission,
+/// so they are as many as those in a window at most).
+const PER_CLIENT_SWEEP: usize = 4096;
 
 /// The `local` store-error policy's limiter: while the store cannot answer, this instance admits
 /// at its share of the room's rate (the rate divided by the instances last seen alive), and
@@ -32,6 +36,9 @@ struct LocalInner {
     sessions: VecDeque<(Micros, VisitorId)>,
     /// The same sessions by visitor: each visitor holds at most one.
     running: HashMap<VisitorId, Micros>,
+    /// Local admissions per client address (`join-limit`'s key) in its window: the count and
+    /// when the window began. Only admissions given count.
+    per_client: HashMap<String, (u32, Micros)>,
     /// Of those, the ones the store has not been told of yet.
     unregistered: HashSet<VisitorId>,
 }
@@ -78,13 +85,11 @@ impl LocalBucket {
     /// who holds a local session already is given it again, without a token or a slot: one
     /// identity holds one session (found by review: one queue ticket replayed while the store
     /// was away took 99 of an instance's 100 local admissions).
-    /// `allowed` is asked last before a token is taken (a client's own limit: asked only when
-    /// a session could be had, and no token is spent on one refused).
-    pub fn try_admit(
-        &self,
-        a: &LocalAdmit,
-        allowed: impl FnOnce() -> bool,
-    ) -> Option<LocalSession> {
+    /// With `client` (a queue ticket's join-limit gate), at most its limit of local admissions
+    /// per window from its address: a join this instance did not count must not make a claim
+    /// on more. Only admissions given count (found by re-review: counting every poll that
+    /// found no token held a lone visitor for the window, and newcomers of the address after).
+    pub fn try_admit(&self, a: &LocalAdmit, client: Option<&JoinGate>) -> Option<LocalSession> {
         let mut inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
         inner.prune(a.now);
         if let Some(&end) = inner.running.get(&a.vid) {
@@ -93,11 +98,34 @@ impl LocalBucket {
                 fresh: false,
             });
         }
-        if inner.sessions.len() as u64 >= a.share || !allowed() {
+        if inner.sessions.len() as u64 >= a.share {
             return None;
+        }
+        let window = |g: &JoinGate, started: Micros| a.now < started.saturating_add(micros(g.per));
+        if let Some(g) = client {
+            let used = match inner.per_client.get(&g.client) {
+                Some(&(n, started)) if window(g, started) => n,
+                _ => 0,
+            };
+            if used >= g.limit {
+                return None;
+            }
         }
         if !Self::take_token(&mut inner.limiter, a.rate, a.instances, a.tick) {
             return None;
+        }
+        if let Some(g) = client {
+            if inner.per_client.len() >= PER_CLIENT_SWEEP {
+                inner.per_client.retain(|_, e| window(g, e.1));
+            }
+            let e = inner
+                .per_client
+                .entry(g.client.clone())
+                .or_insert((0, a.now));
+            if !window(g, e.1) {
+                *e = (0, a.now);
+            }
+            e.0 += 1;
         }
         let end = a.now.saturating_add(micros(a.session_ttl));
         inner.sessions.push_back((end, a.vid));
@@ -142,11 +170,12 @@ impl LocalBucket {
 
     /// Carries the local sessions over a reload.
     pub fn inherit(&self, old: &LocalBucket) {
-        let (sessions, running, unregistered, limiter) = {
+        let (sessions, running, per_client, unregistered, limiter) = {
             let o = old.inner.lock().unwrap_or_else(|e| e.into_inner());
             (
                 o.sessions.clone(),
                 o.running.clone(),
+                o.per_client.clone(),
                 o.unregistered.clone(),
                 o.limiter.clone(),
             )
@@ -154,6 +183,7 @@ impl LocalBucket {
         let mut inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
         inner.sessions = sessions;
         inner.running = running;
+        inner.per_client = per_client;
         inner.unregistered = unregistered;
         inner.limiter = limiter;
         self.pending
@@ -210,13 +240,13 @@ mod tests {
     fn local_sessions_count_against_the_share_until_they_run_out() {
         let b = LocalBucket::default();
         let t = 1_000_000_000;
-        assert!(b.try_admit(&admit(2, t), || true).is_some());
-        assert!(b.try_admit(&admit(2, t), || true).is_some());
-        assert!(b.try_admit(&admit(2, t), || true).is_none(), "share used");
+        assert!(b.try_admit(&admit(2, t), None).is_some());
+        assert!(b.try_admit(&admit(2, t), None).is_some());
+        assert!(b.try_admit(&admit(2, t), None).is_none(), "share used");
         assert_eq!(b.active(t), 2);
         let later = t + micros(Duration::from_secs(10));
         assert_eq!(b.active(later), 0, "both sessions ran out");
-        assert!(b.try_admit(&admit(2, later), || true).is_some());
+        assert!(b.try_admit(&admit(2, later), None).is_some());
     }
 
     #[test]
@@ -224,13 +254,13 @@ mod tests {
         let b = LocalBucket::default();
         let a = admit(5, 1);
         assert!(!b.unregistered(a.vid));
-        assert!(b.try_admit(&a, || true).is_some());
+        assert!(b.try_admit(&a, None).is_some());
         assert!(b.unregistered(a.vid));
         b.registered(a.vid);
         assert!(!b.unregistered(a.vid));
         assert_eq!(b.active(1), 1, "still counts against the share");
         let c = admit(5, 1);
-        assert!(b.try_admit(&c, || true).is_some());
+        assert!(b.try_admit(&c, None).is_some());
         assert_eq!(b.active(1 + micros(Duration::from_secs(10))), 0);
         assert!(!b.unregistered(c.vid), "ran out: nothing to register");
     }
@@ -244,15 +274,15 @@ mod tests {
             ..admit(1_000, now)
         };
         let old = LocalBucket::default();
-        assert!(old.try_admit(&slow(1), || true).is_some());
+        assert!(old.try_admit(&slow(1), None).is_some());
         assert!(
-            old.try_admit(&slow(1), || true).is_none(),
+            old.try_admit(&slow(1), None).is_none(),
             "a second's worth used"
         );
         let new = LocalBucket::default();
         new.inherit(&old);
         assert!(
-            new.try_admit(&slow(1), || true).is_none(),
+            new.try_admit(&slow(1), None).is_none(),
             "the reload refilled the bucket"
         );
         assert_eq!(new.active(1), 1, "the session came over too");
@@ -261,7 +291,7 @@ mod tests {
     #[test]
     fn a_zero_share_admits_nobody() {
         assert!(LocalBucket::default()
-            .try_admit(&admit(0, 1), || true)
+            .try_admit(&admit(0, 1), None)
             .is_none());
     }
 
@@ -276,7 +306,7 @@ mod tests {
         // either would leave nothing for another visitor.
         let one = admit(2, t);
         assert_eq!(
-            b.try_admit(&one, || true),
+            b.try_admit(&one, None),
             Some(LocalSession {
                 life: Duration::from_secs(10),
                 fresh: true
@@ -288,7 +318,7 @@ mod tests {
         };
         for _ in 0..100 {
             assert_eq!(
-                b.try_admit(&later, || panic!("a held session is no new one to allow")),
+                b.try_admit(&later, None),
                 Some(LocalSession {
                     life: Duration::from_secs(6),
                     fresh: false
@@ -302,22 +332,60 @@ mod tests {
             ..one
         };
         assert!(
-            b.try_admit(&other, || true).is_some(),
+            b.try_admit(&other, None).is_some(),
             "a token and a slot were left"
         );
-        let refused = LocalAdmit {
-            vid: VisitorId::random(),
-            ..other
-        };
-        assert!(b.try_admit(&refused, || false).is_none(), "not allowed");
         assert_eq!(b.active(t + 1_000_000), 2);
         let after = LocalAdmit {
             now: t + 10_000_000,
             ..one
         };
         assert!(
-            b.try_admit(&after, || true).is_some_and(|s| s.fresh),
+            b.try_admit(&after, None).is_some_and(|s| s.fresh),
             "ran out: a new session"
+        );
+    }
+
+    /// With a client's gate, its address gets at most the limit of local admissions in a
+    /// window, and only admissions given count (found by re-review: polls that found no token
+    /// or no slot counted too, and held a lone visitor for the window).
+    #[test]
+    fn a_clients_local_admissions_count_only_when_given() {
+        let b = LocalBucket::default();
+        let t = 1_000_000_000;
+        let gate = JoinGate {
+            client: "198.51.100.1".into(),
+            limit: 2,
+            per: Duration::from_secs(60),
+            known_only: false,
+        };
+        let ask = |now| LocalAdmit {
+            vid: VisitorId::random(),
+            ..admit(1, now)
+        };
+        assert!(b.try_admit(&ask(t), Some(&gate)).is_some());
+        for _ in 0..5 {
+            assert!(
+                b.try_admit(&ask(t), Some(&gate)).is_none(),
+                "the share is full"
+            );
+        }
+        // The session ran out: one of the address's two is left, whatever was refused.
+        let later = t + 10_000_000;
+        assert!(b.try_admit(&ask(later), Some(&gate)).is_some());
+        let after = later + 10_000_000;
+        assert!(
+            b.try_admit(&ask(after), Some(&gate)).is_none(),
+            "two in the window"
+        );
+        let other = JoinGate {
+            client: "198.51.100.2".into(),
+            ..gate.clone()
+        };
+        assert!(b.try_admit(&ask(after), Some(&other)).is_some());
+        assert!(
+            b.try_admit(&ask(t + 70_000_000), Some(&gate)).is_some(),
+            "a new window"
         );
     }
 }

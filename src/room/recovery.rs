@@ -301,6 +301,16 @@ impl Recovery {
         self.until.store(until, Ordering::Release);
     }
 
+    /// Whether a loss this instance saw began less than `quiet` before `now`: the store takes
+    /// back no session it does not hold meanwhile ([`crate::store::Store::touch_seen`]).
+    pub fn loss_younger_than(&self, now: Micros, quiet: Duration) -> bool {
+        self.window
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+            .is_some_and(|w| now < w.started.saturating_add(micros(quiet)))
+    }
+
     /// `true` once per visitor during a window, from `quiet` after its start: this request
     /// should re-register the session. Not before: an order of this admission may be in flight
     /// on an instance that has not seen the loss yet, and a session taken back meanwhile let a

@@ -274,6 +274,33 @@ async fn sessions_admitted_locally_are_counted_without_coming_back_here() {
     .await;
 }
 
+/// The same when Redis comes back empty: the store takes back no session it does not hold
+/// while the loss is young, and the instance tells it again past that, rather than taking the
+/// refusal for a full room (found by re-review: the local sessions were never counted, and
+/// max-active more were let in beside them).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sessions_admitted_locally_are_counted_after_redis_comes_back_empty() {
+    let mut redis = RedisServer::start();
+    let origin = Origin::start().await;
+    let room = "admit-per-second = 50\nmax-active = 100\nsession-ttl = \"10m\"";
+    let proxy = Proxy::start(&config(origin.addr, &redis.url(), 3, room));
+    admission_loop_ran(&redis).await;
+    redis.kill();
+    breaker_open(&proxy).await;
+    let (admitted, states) = newcomers(&proxy, 4, 4).await;
+    assert!(admitted > 0, "the local policy admitted: {states:?}");
+    redis.restart();
+    let active = || raw(redis.port, "ZCARD {anteroom:sale}:active");
+    eventually(
+        Duration::from_secs(15),
+        "the local sessions counted by the store, none of them back",
+        || async {
+            (active().as_deref().map(str::trim) == Some(&format!(":{admitted}")[..])).then_some(())
+        },
+    )
+    .await;
+}
+
 /// Redis `TIME` in µs, from a raw reply.
 fn redis_now(port: u16) -> u64 {
     let reply = raw(port, "TIME").unwrap_or_default();
