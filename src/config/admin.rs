@@ -156,7 +156,7 @@ impl Builder<'_> {
     }
 
     fn token_value(&mut self, key: &KeyPath, raw: &str) -> Option<String> {
-        let value = self.string(key, raw)?;
+        let value = self.secret_string(key, raw)?;
         // A token travels in an `Authorization` header, which trims whitespace at its ends and
         // which the API reads as visible ASCII: any other value could never sign in (found by
         // review: a Kubernetes secret's trailing newline, read through `env:`, passed check

@@ -125,7 +125,7 @@ impl Builder<'_> {
                     );
                     continue;
                 };
-                let Some(value) = self.string(&bp.key("equals"), equals) else {
+                let Some(value) = self.secret_string(&bp.key("equals"), equals) else {
                     continue;
                 };
                 if value.trim() != value || http::HeaderValue::from_str(&value).is_err() {

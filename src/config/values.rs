@@ -92,12 +92,48 @@ impl Builder<'_> {
         Some(value.to_string())
     }
 
+    /// A secret's text ([`Self::string`]), refused when it reads as a reference anteroom does
+    /// not resolve: `ENV:NAME` or `File:PATH` in another case, a shell's `${NAME}` or `$NAME`,
+    /// or the path of a file that exists. Taken as written, it became a secret anyone reading
+    /// the file knew (found by review: `token = "ENV:ANTEROOM_ADMIN_TOKEN"` passed `check`,
+    /// and that text signed in).
+    pub(super) fn secret_string(&mut self, key: &KeyPath, raw: &str) -> Option<String> {
+        let lower = raw.to_ascii_lowercase();
+        let why = if (lower.starts_with("env:") && !raw.starts_with("env:"))
+            || (lower.starts_with("file:") && !raw.starts_with("file:"))
+        {
+            let (prefix, rest) = raw.split_once(':').unwrap_or((raw, ""));
+            Some((
+                format!("{prefix:?} is read in lower case only: this is the text itself"),
+                format!("write \"{}:{rest}\"", prefix.to_ascii_lowercase()),
+            ))
+        } else if raw.starts_with('$') {
+            let name = raw.trim_start_matches('$').trim_matches(['{', '}']);
+            Some((
+                "anteroom does not expand shell variables: this is the text itself".to_string(),
+                format!("write \"env:{name}\""),
+            ))
+        } else if raw.starts_with('/') && std::path::Path::new(raw).is_file() {
+            Some((
+                "is the path of a file: this is the text itself, not the file's".to_string(),
+                format!("write \"file:{raw}\""),
+            ))
+        } else {
+            None
+        };
+        if let Some((problem, fix)) = why {
+            self.fail(key.clone(), problem, fix);
+            return None;
+        }
+        self.string(key, raw)
+    }
+
     /// A secret (a cookie key, the draw's seed, the origin's secret): a string value whose
     /// ends are not spaces and which holds no control character. A key read with a stray
     /// newline is another key, and instances that disagree on it split silently (found by
     /// review: `check` passed a cookie key with a trailing newline).
     pub(super) fn secret(&mut self, key: &KeyPath, raw: &str) -> Option<String> {
-        let value = self.string(key, raw)?;
+        let value = self.secret_string(key, raw)?;
         if let Some(c) = value.chars().find(|c| c.is_control()) {
             self.fail(
                 key.clone(),
@@ -273,5 +309,48 @@ mod tests {
             assert!(e.contains("room[0]"), "{extra}: {e}");
         }
         assert_eq!(errors("join-limit = { per-ip = 1, per = \"365d\" }"), "");
+    }
+
+    /// A secret that reads as a reference anteroom does not resolve is refused, with the
+    /// spelling that reads it (found by review: `ENV:NAME` and `${NAME}` were taken as the
+    /// text itself, a secret anyone reading the file knew).
+    #[test]
+    fn a_secret_that_reads_as_an_unresolved_reference_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("key");
+        std::fs::write(&file, "k").unwrap();
+        let path = file.display().to_string();
+        let config = |key: &str| {
+            format!(
+                "[cookie]\nkeys = [\"{key}\"]\n\n[[upstream]]\nname = \"shop\"\n\
+                 addr = \"127.0.0.1:9000\"\n"
+            )
+        };
+        for (key, fix) in [
+            (
+                "ENV:ANTEROOM_COOKIE_KEY_WITH_A_LONG_NAME_1",
+                "env:ANTEROOM_COOKIE_KEY",
+            ),
+            (
+                "File:/run/secrets/anteroom-cookie-key-0123",
+                "file:/run/secrets",
+            ),
+            (
+                "${ANTEROOM_COOKIE_KEY_WITH_A_LONG_NAME_12}",
+                "env:ANTEROOM_COOKIE_KEY",
+            ),
+            (path.as_str(), "file:/"),
+        ] {
+            let e = crate::config::parse(&config(key), "unit.toml", std::path::Path::new("."))
+                .err()
+                .map(|e| e.to_string())
+                .unwrap_or_default();
+            assert!(
+                e.contains("cookie.keys[0]") && e.contains(fix),
+                "{key}: {e}"
+            );
+        }
+        let plain = config("/plain-key-0123456789-0123456789-0123456789");
+        assert!(crate::config::parse(&plain, "unit.toml", std::path::Path::new(".")).is_ok());
     }
 }
