@@ -176,6 +176,32 @@ mod tests {
         assert!(errors(&room("sale", "[\"/products\"]", "")).is_empty());
     }
 
+    /// A prefix is literal, and a space or a control character never reaches a path unescaped
+    /// (found by review: `"/products/*"` passed `check` and the room held no product page).
+    #[test]
+    fn a_pattern_a_space_or_a_control_character_in_a_path_is_refused() {
+        for (paths, fix) in [
+            ("[\"/products/*\"]", "write it as \"/products\""),
+            ("[\"/pro ducts\"]", "write it as \"/pro%20ducts\""),
+            ("[\"/a\\tb\"]", "write it as \"/a%09b\""),
+        ] {
+            let e = errors(&room("sale", paths, ""));
+            assert!(
+                e.contains("room[0].paths[0]") && e.contains(fix),
+                "{paths}: {e}"
+            );
+        }
+        let e = errors(&room(
+            "sale",
+            "[\"/orders\"]",
+            "consume = [\"POST /orders/*\"]",
+        ));
+        assert!(
+            e.contains("room[0].consume[0]") && e.contains("not a pattern"),
+            "{e}"
+        );
+    }
+
     #[test]
     fn a_consume_route_another_room_takes_is_refused() {
         let shop = room("shop", "[\"/\"]", "consume = [\"POST /orders\"]");

@@ -245,6 +245,29 @@ pub(super) fn not_plain(path: &str) -> Option<String> {
             format!("write it as {bare:?}: a path, without the '?' query or '#' fragment (a room covers its paths whatever the query)")
         });
     }
+    // A prefix is literal: `*` is no pattern, and a space or a control character never reaches
+    // a path unescaped (found by review: `"/products/*"` and `"/pro ducts"` passed `check`,
+    // and the room held neither `/products/1` nor `/pro%20ducts`).
+    if let Some(at) = path.find('*') {
+        let bare = path[..at].trim_end_matches('/');
+        return Some(format!(
+            "a path prefix is literal, not a pattern: write it as {:?} (a prefix covers itself and everything under it)",
+            if bare.is_empty() { "/" } else { bare }
+        ));
+    }
+    if path.chars().any(|c| c == ' ' || c.is_control()) {
+        return Some(format!(
+            "write it as {:?}: a space or a control character reaches a path escaped",
+            path.replace(' ', "%20")
+                .chars()
+                .map(|c| if c.is_control() {
+                    format!("%{:02X}", c as u32)
+                } else {
+                    c.to_string()
+                })
+                .collect::<String>()
+        ));
+    }
     if let Some(bare) = path.strip_suffix('/').filter(|b| !b.is_empty()) {
         if not_plain(bare).is_none() {
             return Some(format!(
