@@ -263,6 +263,15 @@ pub async fn change(
             },
         };
         if let Some(e) = &change.event {
+            let bound = crate::config::event_rate_bound(&s.config.rooms, &s.config.upstreams, room);
+            if let (Some(rate), Some(bound)) = (e.admit_per_second, bound) {
+                if rate > bound {
+                    return error(
+                        StatusCode::UNPROCESSABLE_ENTITY,
+                        &format!("admit_per_second {rate} is more than the upstream's admit-per-second leaves this room ({bound}, after the other rooms' rates): send at most {bound}"),
+                    );
+                }
+            }
             if e.draw && r.cfg.queueing == QueueMethod::Random {
                 return error(
                     StatusCode::UNPROCESSABLE_ENTITY,

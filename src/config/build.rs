@@ -147,6 +147,7 @@ impl Builder<'_> {
         let default_upstream = self.default_upstream(f.default.as_ref(), &upstreams);
         let mut rooms = self.rooms(&f.room, &upstreams, default_upstream);
         share_upstream_caps(&mut rooms, &upstreams);
+        self.events_within_upstream_caps(&rooms, &upstreams);
         self.warn_stalls_past_the_cap(&rooms, &upstreams, &server, listen.https.is_some());
         let draw_secret = self.draw_secret(f.draw.as_ref(), &rooms);
         Config {

@@ -12,6 +12,7 @@ mod env;
 mod events;
 pub mod file;
 mod limits;
+pub use limits::event_rate_bound;
 pub mod locate;
 pub mod model;
 mod origin_lock;

@@ -395,3 +395,35 @@ async fn the_admin_view_tells_the_rate_and_cap_of_the_event_in_force() {
     assert_eq!(v["admit_per_second"], 0.5, "{v}");
     assert_eq!(v["max_active"], 2, "{v}");
 }
+
+/// An event added at run time runs within what its upstream's `admit-per-second` leaves its
+/// room, as one in the file must (found by review).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_event_added_at_run_time_stays_within_the_upstreams_cap() {
+    let origin = Origin::start().await;
+    let text = config(origin.addr, "", "admit-per-second = 10\nmax-active = 5", "").replace(
+        &format!("addr = \"{}\"", origin.addr),
+        &format!("addr = \"{}\"\nadmit-per-second = 20", origin.addr),
+    );
+    let proxy = Proxy::start(&text);
+    let add = |rate: u32| {
+        let body = serde_json::json!({
+            "name": format!("drop{rate}"), "opens_at": at(100), "admit_per_second": rate
+        });
+        let proxy = &proxy;
+        async move {
+            admin_call(
+                proxy,
+                reqwest::Method::POST,
+                "/rooms/sale/events",
+                Some(TOKEN),
+                Some(body),
+            )
+            .await
+        }
+    };
+    let (code, body) = add(50).await;
+    assert_eq!(code, 422, "{body}");
+    assert!(body.contains("send at most 20"), "{body}");
+    assert_eq!(add(20).await.0, 201, "created");
+}
