@@ -132,6 +132,37 @@ pub fn builtin(lang: &str) -> Option<TextSet> {
     )
 }
 
+/// The `{name}` placeholders of `text`, in order.
+pub fn placeholders(text: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let mut rest = text;
+    while let Some(open) = rest.find('{') {
+        let after = &rest[open + 1..];
+        match after.find('}') {
+            Some(close)
+                if close > 0
+                    && after[..close]
+                        .chars()
+                        .all(|c| c.is_ascii_alphanumeric() || c == '_') =>
+            {
+                out.push(&after[..close]);
+                rest = &after[close + 1..];
+            }
+            _ => rest = after,
+        }
+    }
+    out
+}
+
+/// The placeholders the built-in English text of `key` uses: what an operator's text of it
+/// may use.
+pub fn placeholders_of(key: &str) -> Vec<&'static str> {
+    TEXTS
+        .iter()
+        .find(|t| t.0 == key)
+        .map_or_else(Vec::new, |t| placeholders(t.1))
+}
+
 pub fn is_key(key: &str) -> bool {
     TEXTS.iter().any(|(k, _, _)| *k == key)
 }

@@ -59,6 +59,28 @@ impl Builder<'_> {
                     continue;
                 }
                 if let Some(v) = self.string(&kp, raw) {
+                    // A placeholder the text does not have is shown as written (found by
+                    // review: "{low} to 13 minutes" on the waiting page).
+                    let known = crate::texts::placeholders_of(key);
+                    let unknown: Vec<&str> = crate::texts::placeholders(&v)
+                        .into_iter()
+                        .filter(|p| !known.contains(p))
+                        .collect();
+                    if let Some(p) = unknown.first() {
+                        let fix = if known.is_empty() {
+                            "this text has no placeholder: write the words only".to_string()
+                        } else {
+                            let list: Vec<String> =
+                                known.iter().map(|k| format!("{{{k}}}")).collect();
+                            format!("use {}", list.join(", "))
+                        };
+                        self.fail(
+                            kp,
+                            format!("{{{p}}} is not a placeholder of this text: it would be shown as written"),
+                            fix,
+                        );
+                        continue;
+                    }
                     set.insert(key.clone(), v);
                 }
             }

@@ -47,13 +47,22 @@ impl Builder<'_> {
                 StoreBackend::Memory
             }
         };
-        let breaker_failures = self
-            .positive(
-                &key.key("breaker-failures"),
-                s.breaker_failures,
-                Some(u64::from(DEFAULT_BREAKER_FAILURES)),
-            )
-            .min(1000) as u32;
+        let failures_key = key.key("breaker-failures");
+        let mut breaker_failures = self.positive(
+            &failures_key,
+            s.breaker_failures,
+            Some(u64::from(DEFAULT_BREAKER_FAILURES)),
+        );
+        // Refused, not cut to the bound in silence (found by review: 5000 ran as 1000).
+        if breaker_failures > 1000 {
+            self.fail(
+                failures_key,
+                format!("{breaker_failures} is more than 1000: the breaker would hardly ever open"),
+                "write at most 1000 (the default is 5)",
+            );
+            breaker_failures = u64::from(DEFAULT_BREAKER_FAILURES);
+        }
+        let breaker_failures = breaker_failures as u32;
         let breaker_cooldown = self.duration(
             &key.key("breaker-cooldown"),
             s.breaker_cooldown.as_deref(),

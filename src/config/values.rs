@@ -353,4 +353,47 @@ mod tests {
         let plain = config("/plain-key-0123456789-0123456789-0123456789");
         assert!(crate::config::parse(&plain, "unit.toml", std::path::Path::new(".")).is_ok());
     }
+
+    /// A value past its bound is refused, not cut to it in silence (found by review:
+    /// `breaker-failures = 5000` ran as 1000).
+    #[test]
+    fn breaker_failures_past_the_bound_is_refused() {
+        let text = |n: u64| {
+            format!(
+                "[cookie]\nkeys = [\"test-key-0123456789-0123456789-0123456789\"]\n[store]\n\
+                 breaker-failures = {n}\n[[upstream]]\nname = \"shop\"\naddr = \"127.0.0.1:9000\"\n"
+            )
+        };
+        let e = crate::config::parse(&text(5000), "unit.toml", std::path::Path::new("."))
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(
+            e.contains("store.breaker-failures") && e.contains("at most 1000"),
+            "{e}"
+        );
+        assert!(crate::config::parse(&text(1000), "unit.toml", std::path::Path::new(".")).is_ok());
+    }
+
+    /// A text's placeholder it does not have is refused: it was shown as written (found by
+    /// review: "{low} to 13 minutes").
+    #[test]
+    fn a_text_with_a_placeholder_it_does_not_have_is_refused() {
+        let e = errors("[room.texts.en]\neta_range_minutes = \"{low} to {hi} minutes\"");
+        assert!(e.contains("room[0].texts.en.eta_range_minutes"), "{e}");
+        assert!(
+            e.contains("{low} is not a placeholder") && e.contains("use {lo}, {hi}"),
+            "{e}"
+        );
+        let e = errors("[room.texts.en]\ntitle_waiting = \"In line {n}\"");
+        assert!(e.contains("has no placeholder"), "{e}");
+        assert_eq!(
+            errors("[room.texts.en]\neta_range_minutes = \"{lo}-{hi} min\""),
+            ""
+        );
+        assert_eq!(
+            errors("[room.texts.en]\ntitle_waiting = \"In line {for you}\""),
+            ""
+        );
+    }
 }
