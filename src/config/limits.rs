@@ -24,7 +24,7 @@ impl Builder<'_> {
         if j.per_ip < 1 || j.per_ip > i64::from(u32::MAX) {
             self.fail(
                 jp.key("per-ip"),
-                "must be at least 1",
+                format!("must be from 1 to {}, not {}", u32::MAX, j.per_ip),
                 "e.g. join-limit = { per-ip = 30, per = \"1m\" }",
             );
             return None;
