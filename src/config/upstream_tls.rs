@@ -27,7 +27,8 @@ impl Builder<'_> {
         })
     }
 
-    /// `ca` and `client-cert` of an upstream; both need `tls = true`.
+    /// `ca` and `client-cert` of an upstream; both need `tls = true`, as `sni` does (found by
+    /// review: an `sni` without `tls` passed, and named nothing).
     pub(super) fn upstream_tls(
         &mut self,
         p: &KeyPath,
@@ -37,6 +38,7 @@ impl Builder<'_> {
         for (given, name) in [
             (u.ca.is_some(), "ca"),
             (u.client_cert.is_some(), "client-cert"),
+            (u.sni.is_some(), "sni"),
         ] {
             if given && !tls {
                 self.fail(
@@ -140,6 +142,25 @@ fn client_cert(
 mod tests {
     /// A `ca` that is no regular file is refused at once: a FIFO blocked `check` and every
     /// reload after it, and `/dev/zero` would be read until memory ran out (found by review).
+    /// `sni` names the server of an HTTPS origin: without `tls` it is refused like `ca`.
+    #[test]
+    fn sni_without_tls_is_refused() {
+        let text = |tls: &str| {
+            format!(
+                "[cookie]\nkeys = [\"test-key-0123456789-0123456789-0123456789\"]\n[[upstream]]\n\
+                 name = \"shop\"\naddr = \"127.0.0.1:9000\"\nsni = \"shop.test\"\n{tls}"
+            )
+        };
+        let parse =
+            |t: &str| crate::config::parse(&text(t), "unit.toml", std::path::Path::new("."));
+        let e = parse("").err().map(|e| e.to_string()).unwrap_or_default();
+        assert!(
+            e.contains("upstream[0].sni") && e.contains("add tls = true"),
+            "{e}"
+        );
+        assert!(parse("tls = true\n").is_ok());
+    }
+
     #[test]
     fn a_ca_that_is_no_regular_file_is_refused_at_once() {
         let dir = tempfile::tempdir().unwrap();
