@@ -177,7 +177,7 @@ local function enter(walks_in, tokens, recent, newcomer)
   if newcomer then
     redis.call('HINCRBY', room, 'joined', 1)
   end
-  return { 5, 0, 0, '0', 1 }
+  return { 5, 0, 0, '0', newcomer and 1 or 0 }
 end
 
 -- A dry run lets everyone in, but not past a hold (the operator's pause, a store that lost its

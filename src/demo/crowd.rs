@@ -43,7 +43,12 @@ async fn visitor(shared: Arc<Shared>, room: RoomParams) {
             .store_call("join", &room.name, shared.store.join_with(&room, vid, &ctx))
             .await;
         match joined {
-            Ok(Admission::Admitted | Admission::Entered | Admission::Open) => break,
+            Ok(
+                Admission::Admitted
+                | Admission::Entered
+                | Admission::EnteredFromLine
+                | Admission::Open,
+            ) => break,
             Ok(Admission::Ended) => return,
             Ok(Admission::Full { .. }) | Err(_) => tokio::time::sleep(Duration::from_secs(5)).await,
             Ok(_) => tokio::time::sleep(Duration::from_millis(800 + fastrand::u64(0..1200))).await,

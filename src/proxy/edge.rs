@@ -210,7 +210,9 @@ impl Proxy {
                 drawn,
                 ..
             } => (position.unwrap_or(ticket::NOT_SHOWN), *place, None, *drawn),
-            Admission::Admitted | Admission::Entered if old.is_some() => {
+            Admission::Admitted | Admission::Entered | Admission::EnteredFromLine
+                if old.is_some() =>
+            {
                 ctx.set_cookies.push(cookie::set_named(
                     &r.ticket_cookie,
                     "",

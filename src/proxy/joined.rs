@@ -34,6 +34,7 @@ impl Proxy {
                     m.joined.inc();
                     m.admitted.inc();
                 }
+                Ok(Admission::EnteredFromLine) => m.admitted.inc(),
                 Ok(
                     Admission::Waiting { joined: true, .. }
                     | Admission::Paused { joined: true, .. }
@@ -52,7 +53,7 @@ impl Proxy {
                 Self::grant(shared, ctx, room, vid);
                 Verdict::Pass { admitted: true }
             }
-            Ok(Admission::Entered) => {
+            Ok(Admission::Entered | Admission::EnteredFromLine) => {
                 let p = &r.cfg.params;
                 Self::grant_for(shared, ctx, room, vid, p.fast_path_cookie_life());
                 Verdict::Pass { admitted: true }

@@ -119,6 +119,9 @@ impl fmt::Debug for VisitorId {
 pub enum Admission {
     /// A newcomer let in at once: nobody was waiting and the rate and `max-active` allowed it.
     Entered,
+    /// A visitor in line let in at once as [`Admission::Entered`] is, by a room switched to
+    /// `queueing = "passthrough"`: no new visitor (found by review: counted as joined again).
+    EnteredFromLine,
     /// In: an admission whose turn had come (claimed now), or a session the visitor holds.
     Admitted,
     /// In line at `position` (1 = next) of `waiting`; `eta_rate` is admissions per second to

@@ -129,14 +129,17 @@ pub async fn a_passthrough_room_lets_nobody_past_a_hold_or_through_an_event(h: &
     let v = VisitorId::random();
     let a = s.join(&p, v).await.unwrap();
     assert!(
-        !matches!(a, Admission::Entered | Admission::Admitted),
+        !matches!(
+            a,
+            Admission::Entered | Admission::EnteredFromLine | Admission::Admitted
+        ),
         "past the hold: {a:?}"
     );
     let st = s.stats(&p).await.unwrap();
     assert_eq!((st.waiting, st.active), (1, 0), "{st:?}");
-    // Released: the visitor who waited goes in with their next poll.
+    // Released: the visitor who waited goes in with their next poll (no newcomer).
     s.update_room_state(&p, &hold(false)).await.unwrap();
-    assert_eq!(s.join(&p, v).await.unwrap(), Admission::Entered);
+    assert_eq!(s.join(&p, v).await.unwrap(), Admission::EnteredFromLine);
 
     let mut p = room("dry-event", 100.0, 1000);
     p.queueing = anteroom::store::Queueing::Passthrough;

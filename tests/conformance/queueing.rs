@@ -112,7 +112,11 @@ pub async fn passthrough_lets_everyone_in_and_counts_who_would_have_queued(h: &d
     let before = line_up(&*s, &p, 1).await[0];
     p.queueing = Queueing::Passthrough;
     let joined = s.stats(&p).await.unwrap().joined_total;
-    assert_eq!(s.join(&p, before).await.unwrap(), Admission::Entered);
+    assert_eq!(
+        s.join(&p, before).await.unwrap(),
+        Admission::EnteredFromLine,
+        "in line before: no newcomer"
+    );
     let st = s.stats(&p).await.unwrap();
     assert_eq!(
         (st.waiting, st.would_have_queued),

@@ -42,9 +42,10 @@ impl RoomData {
         self.activate(vid, now + micros(p.claim_ttl.min(p.session_ttl)));
         self.readmitted(vid);
         self.admitted_total += 1;
-        if !was_in_line {
-            self.joined_total += 1;
+        if was_in_line {
+            return Admission::EnteredFromLine;
         }
+        self.joined_total += 1;
         Admission::Entered
     }
 }

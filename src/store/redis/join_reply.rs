@@ -52,7 +52,8 @@ impl FromRedisValue for JoinReply {
             },
             3 => Admission::Full { waiting },
             4 => Admission::Open,
-            5 => Admission::Entered,
+            5 if joined => Admission::Entered,
+            5 => Admission::EnteredFromLine,
             6 => Admission::Limited {
                 retry_after: Duration::from_millis(number(&eta).max(1.0) as u64),
             },
