@@ -191,6 +191,10 @@ mod tests {
                 "{paths}: {e}"
             );
         }
+        assert!(
+            errors(&room("sale", "[\"/a*b\"]", "")).is_empty(),
+            "a '*' inside a path"
+        );
         let e = errors(&room(
             "sale",
             "[\"/orders\"]",

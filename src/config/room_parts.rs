@@ -270,7 +270,12 @@ pub(super) fn not_plain(path: &str) -> Option<String> {
     // A prefix is literal: `*` is no pattern, and a space or a control character never reaches
     // a path unescaped (found by review: `"/products/*"` and `"/pro ducts"` passed `check`,
     // and the room held neither `/products/1` nor `/pro%20ducts`).
-    if let Some(at) = path.find('*') {
+    // A `*` inside a path is a character of it (re-review: refusing it left such a path no way
+    // to be guarded); one that ends the path is a pattern's.
+    if let Some(at) = path
+        .strip_suffix('*')
+        .map(|p| p.trim_end_matches('*').len())
+    {
         let bare = path[..at].trim_end_matches('/');
         return Some(format!(
             "a path prefix is literal, not a pattern: write it as {:?} (a prefix covers itself and everything under it)",

@@ -98,17 +98,33 @@ impl Builder<'_> {
     /// the file knew (found by review: `token = "ENV:ANTEROOM_ADMIN_TOKEN"` passed `check`,
     /// and that text signed in).
     pub(super) fn secret_string(&mut self, key: &KeyPath, raw: &str) -> Option<String> {
+        // Only a whole reference is one: a generated secret may begin with `$` or `/` (and a
+        // value read through `env:` is judged too, so nothing of a real secret is quoted back:
+        // found by re-review, `$Super...` from an environment variable was refused and shown).
+        let ident =
+            |s: &str| !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
         let lower = raw.to_ascii_lowercase();
-        let why = if (lower.starts_with("env:") && !raw.starts_with("env:"))
-            || (lower.starts_with("file:") && !raw.starts_with("file:"))
-        {
-            let (prefix, rest) = raw.split_once(':').unwrap_or((raw, ""));
+        let env_name = raw
+            .split_once(':')
+            .filter(|(prefix, name)| {
+                prefix.eq_ignore_ascii_case("env") && *prefix != "env" && ident(name)
+            })
+            .map(|(_, name)| name);
+        let shell_name = raw
+            .strip_prefix("${")
+            .and_then(|r| r.strip_suffix('}'))
+            .filter(|n| ident(n));
+        let why = if let Some(name) = env_name {
             Some((
-                format!("{prefix:?} is read in lower case only: this is the text itself"),
-                format!("write \"{}:{rest}\"", prefix.to_ascii_lowercase()),
+                "\"env:\" is read in lower case only: this is the text itself".to_string(),
+                format!("write \"env:{name}\""),
             ))
-        } else if raw.starts_with('$') {
-            let name = raw.trim_start_matches('$').trim_matches(['{', '}']);
+        } else if lower.starts_with("file:/") && !raw.starts_with("file:") {
+            Some((
+                "\"file:\" is read in lower case only: this is the text itself".to_string(),
+                "write file: in lower case".to_string(),
+            ))
+        } else if let Some(name) = shell_name {
             Some((
                 "anteroom does not expand shell variables: this is the text itself".to_string(),
                 format!("write \"env:{name}\""),
@@ -116,7 +132,7 @@ impl Builder<'_> {
         } else if raw.starts_with('/') && std::path::Path::new(raw).is_file() {
             Some((
                 "is the path of a file: this is the text itself, not the file's".to_string(),
-                format!("write \"file:{raw}\""),
+                "write file: before the path".to_string(),
             ))
         } else {
             None
@@ -333,13 +349,13 @@ mod tests {
             ),
             (
                 "File:/run/secrets/anteroom-cookie-key-0123",
-                "file:/run/secrets",
+                "file: in lower case",
             ),
             (
                 "${ANTEROOM_COOKIE_KEY_WITH_A_LONG_NAME_12}",
                 "env:ANTEROOM_COOKIE_KEY",
             ),
-            (path.as_str(), "file:/"),
+            (path.as_str(), "write file: before the path"),
         ] {
             let e = crate::config::parse(&config(key), "unit.toml", std::path::Path::new("."))
                 .err()
@@ -350,8 +366,18 @@ mod tests {
                 "{key}: {e}"
             );
         }
-        let plain = config("/plain-key-0123456789-0123456789-0123456789");
-        assert!(crate::config::parse(&plain, "unit.toml", std::path::Path::new(".")).is_ok());
+        // Generated secrets that merely begin like a reference are secrets (re-review).
+        for key in [
+            "/plain-key-0123456789-0123456789-0123456789",
+            "$9fJ2kLmN0pQrStUvWxYz0123456789abcdefXYZ",
+            "Env:9f-J2k/LmN0pQrStUvWxYz0123456789abcdef",
+        ] {
+            let text = config(key);
+            assert!(
+                crate::config::parse(&text, "unit.toml", std::path::Path::new(".")).is_ok(),
+                "{key}"
+            );
+        }
     }
 
     /// A value past its bound is refused, not cut to it in silence (found by review:
