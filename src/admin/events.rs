@@ -263,7 +263,20 @@ pub async fn change(
             },
         };
         if let Some(e) = &change.event {
-            let bound = crate::config::event_rate_bound(&s.config.rooms, &s.config.upstreams, room);
+            // Other rooms' events as they run now (theirs from the file and at run time); this
+            // room's own are not counted against it.
+            let events_of = |i: usize| {
+                s.rooms
+                    .get(i)
+                    .map_or_else(Vec::new, |o| o.events.schedule().events.clone())
+            };
+            let bound = crate::config::event_rate_bound(
+                &s.config.rooms,
+                &s.config.upstreams,
+                room,
+                e,
+                &events_of,
+            );
             if let (Some(rate), Some(bound)) = (e.admit_per_second, bound) {
                 if rate > bound {
                     return error(
