@@ -270,18 +270,26 @@ pub async fn change(
                     .get(i)
                     .map_or_else(Vec::new, |o| o.events.schedule().events.clone())
             };
+            // Their rates in force: an operator's pin admits above the file's (re-review).
+            let rate_of = |i: usize| {
+                s.rooms.get(i).map_or(0.0, |o| {
+                    let own = o.cfg.params.admit_per_second;
+                    o.live.rate_in_force().map_or(own, |r| r.max(own))
+                })
+            };
             let bound = crate::config::event_rate_bound(
                 &s.config.rooms,
                 &s.config.upstreams,
                 room,
                 e,
                 &events_of,
+                &rate_of,
             );
             if let (Some(rate), Some(bound)) = (e.admit_per_second, bound) {
                 if rate > bound {
                     return error(
                         StatusCode::UNPROCESSABLE_ENTITY,
-                        &format!("admit_per_second {rate} is more than the upstream's admit-per-second leaves this room ({bound}, after the other rooms' rates): send at most {bound}"),
+                        &format!("admit_per_second {rate} is more than the upstream's admit-per-second leaves this room ({bound}, after what the other rooms admit meanwhile): send at most {bound}"),
                     );
                 }
             }

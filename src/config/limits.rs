@@ -221,38 +221,54 @@ pub(super) fn share_upstream_caps(rooms: &mut [RoomConfig], upstreams: &[Upstrea
 }
 
 /// The highest rate `event` of room `room` may run at under its upstream's `admit-per-second`:
-/// the cap less what the other rooms on it may admit while it runs — each its own rate, or the
-/// highest of its events that run at the same time (`events_of`: a room's events) — and never
-/// less than the room's own. `None` without a cap (found by review: an event at 1000/s ran under
-/// an upstream capped at 100/s; and by re-review, two rooms' events at 90/s at once each passed
-/// against the other's own 10/s).
+/// the cap less the most the other rooms on it admit at any moment while it admits (from its
+/// opening to its closing) — each its rate (`rate_of`: the one in force) or that of its event
+/// admitting at that moment (`events_of`) — and never less than the room's own. `None` without
+/// a cap (found by review: an event at 1000/s ran under an upstream capped at 100/s; by
+/// re-review, two rooms' events at once each passed against the other's own rate, and events
+/// that never admit at the same time were refused).
 pub fn event_rate_bound(
     rooms: &[RoomConfig],
     upstreams: &[Upstream],
     room: usize,
     event: &crate::event::Event,
     events_of: &dyn Fn(usize) -> Vec<crate::event::Event>,
+    rate_of: &dyn Fn(usize) -> f64,
 ) -> Option<f64> {
     let r = rooms.get(room)?;
     let cap = upstreams.get(r.upstream)?.admit_per_second?;
-    let runs = |e: &crate::event::Event| (e.prequeue_from, e.closes_at.unwrap_or(u64::MAX));
-    let (from, to) = runs(event);
-    let others: f64 = rooms
+    let admits = |e: &crate::event::Event| (e.opens_at, e.closes_at.unwrap_or(u64::MAX));
+    let (from, to) = admits(event);
+    let others: Vec<(f64, Vec<crate::event::Event>)> = rooms
         .iter()
         .enumerate()
         .filter(|(i, o)| *i != room && o.upstream == r.upstream)
-        .map(|(i, o)| {
-            events_of(i)
-                .iter()
-                .filter(|e| {
-                    let (f, t) = runs(e);
-                    f < to && from < t
-                })
-                .filter_map(|e| e.admit_per_second)
-                .fold(o.params.admit_per_second, f64::max)
-        })
-        .sum();
-    Some((cap - others).max(r.params.admit_per_second))
+        .map(|(i, _)| (rate_of(i), events_of(i)))
+        .collect();
+    // The sum changes only where an event opens: at the event's own opening, and at each of
+    // the others' openings within its time.
+    let moments = std::iter::once(from).chain(
+        others
+            .iter()
+            .flat_map(|(_, es)| es.iter().map(|e| e.opens_at))
+            .filter(|t| (from..to).contains(t)),
+    );
+    let at = |t: u64| -> f64 {
+        others
+            .iter()
+            .map(|(rate, es)| {
+                es.iter()
+                    .filter(|e| {
+                        let (f, c) = admits(e);
+                        f <= t && t < c
+                    })
+                    .filter_map(|e| e.admit_per_second)
+                    .fold(*rate, f64::max)
+            })
+            .sum()
+    };
+    let most = moments.map(at).fold(0.0, f64::max);
+    Some((cap - most).max(r.params.admit_per_second))
 }
 
 impl Builder<'_> {
@@ -263,9 +279,11 @@ impl Builder<'_> {
         upstreams: &[Upstream],
     ) {
         let events_of = |i: usize| rooms.get(i).map_or_else(Vec::new, |r| r.events.clone());
+        let rate_of = |i: usize| rooms.get(i).map_or(0.0, |r| r.params.admit_per_second);
         for (i, r) in rooms.iter().enumerate() {
             for (j, e) in r.events.iter().enumerate() {
-                let Some(bound) = event_rate_bound(rooms, upstreams, i, e, &events_of) else {
+                let Some(bound) = event_rate_bound(rooms, upstreams, i, e, &events_of, &rate_of)
+                else {
                     continue;
                 };
                 if let Some(rate) = e.admit_per_second.filter(|rate| *rate > bound) {
@@ -380,5 +398,41 @@ mod tests {
             room("b", "/b", 10, Some(50))
         );
         assert_eq!(errors(&halves), "");
+    }
+
+    /// Events count against each other only while both admit: from opening to closing, at the
+    /// moments that really coincide (re-review: back-to-back sales whose pre-queues overlapped,
+    /// and three rooms whose events never all ran at once, were refused).
+    #[test]
+    fn events_count_against_each_other_only_while_both_admit() {
+        let timed = |name: &str, pre: &str, opens: &str, closes: &str, rate: u32| {
+            format!(
+                "[[room]]\nname = \"{name}\"\npaths = [\"/{name}\"]\nadmit-per-second = 10\n\
+                 max-active = 10\n[[room.event]]\nname = \"e\"\n\
+                 prequeue-from = \"2030-01-01T{pre}:00+00:00\"\n\
+                 opens-at = \"2030-01-01T{opens}:00+00:00\"\n\
+                 closes-at = \"2030-01-01T{closes}:00+00:00\"\nadmit-per-second = {rate}\n"
+            )
+        };
+        let back_to_back = format!(
+            "{}{}",
+            timed("a", "00:00", "00:15", "01:00", 80),
+            timed("b", "00:30", "01:00", "02:00", 80)
+        );
+        assert_eq!(errors(&back_to_back), "");
+        let three = format!(
+            "{}{}{}",
+            timed("a", "01:00", "01:00", "03:00", 45),
+            timed("b", "01:00", "01:00", "02:00", 45),
+            timed("c", "02:30", "02:30", "03:00", 45)
+        );
+        assert_eq!(errors(&three), "");
+        let all_at_once = format!(
+            "{}{}{}",
+            timed("a", "01:00", "01:00", "03:00", 45),
+            timed("b", "01:00", "01:00", "02:00", 45),
+            timed("c", "01:30", "01:30", "03:00", 45)
+        );
+        assert!(errors(&all_at_once).contains("room[0].event[0]"));
     }
 }

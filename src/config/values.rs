@@ -110,24 +110,34 @@ impl Builder<'_> {
                 prefix.eq_ignore_ascii_case("env") && *prefix != "env" && ident(name)
             })
             .map(|(_, name)| name);
+        // `${NAME}`, or `$NAME` with a variable's usual name (upper case): a generated key that
+        // merely begins with `$` is mixed case.
         let shell_name = raw
             .strip_prefix("${")
             .and_then(|r| r.strip_suffix('}'))
-            .filter(|n| ident(n));
-        let why = if let Some(name) = env_name {
+            .filter(|n| ident(n))
+            .or_else(|| {
+                raw.strip_prefix('$').filter(|n| {
+                    ident(n)
+                        && n.starts_with(|c: char| c.is_ascii_uppercase() || c == '_')
+                        && !n.chars().any(|c| c.is_ascii_lowercase())
+                })
+            });
+        // No part of the value is quoted back: it may have been read through `env:` (re-review).
+        let why = if env_name.is_some() {
             Some((
                 "\"env:\" is read in lower case only: this is the text itself".to_string(),
-                format!("write \"env:{name}\""),
+                "write env: in lower case, then the variable's name".to_string(),
             ))
-        } else if lower.starts_with("file:/") && !raw.starts_with("file:") {
+        } else if lower.starts_with("file:") && raw.len() > 5 && !raw.starts_with("file:") {
             Some((
                 "\"file:\" is read in lower case only: this is the text itself".to_string(),
                 "write file: in lower case".to_string(),
             ))
-        } else if let Some(name) = shell_name {
+        } else if shell_name.is_some() {
             Some((
                 "anteroom does not expand shell variables: this is the text itself".to_string(),
-                format!("write \"env:{name}\""),
+                "write env: then the variable's name".to_string(),
             ))
         } else if raw.starts_with('/') && std::path::Path::new(raw).is_file() {
             Some((
@@ -345,7 +355,7 @@ mod tests {
         for (key, fix) in [
             (
                 "ENV:ANTEROOM_COOKIE_KEY_WITH_A_LONG_NAME_1",
-                "env:ANTEROOM_COOKIE_KEY",
+                "write env: in lower case",
             ),
             (
                 "File:/run/secrets/anteroom-cookie-key-0123",
@@ -353,7 +363,15 @@ mod tests {
             ),
             (
                 "${ANTEROOM_COOKIE_KEY_WITH_A_LONG_NAME_12}",
-                "env:ANTEROOM_COOKIE_KEY",
+                "does not expand shell variables",
+            ),
+            (
+                "$ANTEROOM_COOKIE_KEY_WITH_A_LONG_NAME_1234",
+                "does not expand shell variables",
+            ),
+            (
+                "File:keys/anteroom-cookie-key-0123456789ab",
+                "file: in lower case",
             ),
             (path.as_str(), "write file: before the path"),
         ] {
@@ -365,6 +383,7 @@ mod tests {
                 e.contains("cookie.keys[0]") && e.contains(fix),
                 "{key}: {e}"
             );
+            assert!(!e.contains(&key[6..]), "part of the value quoted back: {e}");
         }
         // Generated secrets that merely begin like a reference are secrets (re-review).
         for key in [
