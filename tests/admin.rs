@@ -580,19 +580,7 @@ async fn a_removed_rooms_gauges_leave_the_metrics() {
     .await;
     let text = std::fs::read_to_string(proxy.config_path()).unwrap();
     std::fs::write(proxy.config_path(), text.replace(flash, "\n")).unwrap();
-    proxy.signal("HUP");
-    eventually(Duration::from_secs(5), "the reload", || async {
-        let ready: Value = client()
-            .get(proxy.admin_url("/readyz"))
-            .send()
-            .await
-            .ok()?
-            .json()
-            .await
-            .ok()?;
-        (ready["last_reload"]["applied"] == true).then_some(())
-    })
-    .await;
+    reload_applied(&proxy).await;
     let t = metrics_text(&proxy, TOKEN).await;
     for g in gauges {
         assert!(!t.contains(g), "{g} still exported after flash was removed");

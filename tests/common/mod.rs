@@ -363,6 +363,29 @@ pub async fn metrics_text(proxy: &Proxy, token: &str) -> String {
         .unwrap()
 }
 
+/// Sends SIGHUP and waits for `/readyz` to tell a reload applied since: `last_reload`.
+#[allow(dead_code)]
+pub async fn reload_applied(proxy: &Proxy) -> serde_json::Value {
+    let last = || async {
+        client()
+            .get(proxy.admin_url("/readyz"))
+            .send()
+            .await
+            .ok()?
+            .json::<serde_json::Value>()
+            .await
+            .ok()
+            .map(|v| v["last_reload"].clone())
+    };
+    let before = last().await.unwrap_or_default();
+    proxy.signal("HUP");
+    eventually(Duration::from_secs(10), "a reload applied", || async {
+        let now = last().await?;
+        (now != before && now["applied"] == true).then_some(now)
+    })
+    .await
+}
+
 /// The value of the first sample of metric `name` whose labels include `label`
 /// (`result="solved"`), 0 when there is none.
 pub async fn metric(proxy: &Proxy, token: &str, name: &str, label: &str) -> u64 {

@@ -127,28 +127,7 @@ async fn a_reload_keeps_the_per_client_counts() {
     for _ in 0..3 {
         assert!(visit_from(&proxy, &mut Jar::default(), from).await.0);
     }
-    let before = client()
-        .get(proxy.admin_url("/readyz"))
-        .send()
-        .await
-        .unwrap()
-        .json::<Value>()
-        .await
-        .unwrap()["last_reload"]
-        .clone();
-    proxy.signal("HUP");
-    eventually(Duration::from_secs(10), "the reload", || async {
-        let v: Value = client()
-            .get(proxy.admin_url("/readyz"))
-            .send()
-            .await
-            .ok()?
-            .json()
-            .await
-            .ok()?;
-        (v["last_reload"] != before && v["last_reload"]["applied"] == true).then_some(())
-    })
-    .await;
+    reload_applied(&proxy).await;
     redis.kill();
     breaker_open(&proxy).await;
     let mut jar = Jar::default();
