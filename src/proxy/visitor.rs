@@ -126,24 +126,22 @@ impl Proxy {
                 g.known_only = true;
             }
         }
-        // While the store cannot answer, a ticket's local admission is counted against this
-        // instance's limit as a join would be ([`Self::answer_join`]), a fresh ticket's too.
-        let uncounted = gate.clone().filter(|_| ticket.is_some());
         // A ticket that vouches for a place held lately (see `challenge::holds_place`) is no new
         // identity: a join the store must place anew (it lost the line) is not counted (found by
         // review: after a FLUSHALL, people in line behind one address were refused 429 on every
         // poll past join-limit, and lost their turn to everyone else's).
-        if ticket
+        let holds_place = ticket
             .as_ref()
-            .is_some_and(|t| super::challenge::holds_place(shared, room, t))
-        {
-            gate = None;
-        }
-        let known_only = gate.as_ref().is_some_and(|g| g.known_only);
+            .is_some_and(|t| super::challenge::holds_place(shared, room, t));
+        // While the store cannot answer, a ticket's local admissions are counted by its
+        // address's gate ([`Self::answer_join`]), a fresh ticket's too.
+        let uncounted = gate.as_ref().filter(|_| ticket.is_some());
+        let gate = gate.as_ref().filter(|_| !holds_place);
+        let known_only = gate.is_some_and(|g| g.known_only);
         // A room with events passes them (the store decides the one in force by its clock), and
         // the visitor's place in each draw that has not opened.
         let events = r.events.for_join(vid, shared.clock.now_micros());
-        let join = events.context(gate.as_ref());
+        let join = events.context(gate);
         let joined = shared
             .store_call(
                 "join",
@@ -161,7 +159,7 @@ impl Proxy {
             shared.warn_store_error(e);
             return Verdict::Wait(Self::on_hold(shared, room));
         }
-        Self::answer_join(shared, ctx, room, vid, ticket, joined, uncounted.as_ref())
+        Self::answer_join(shared, ctx, room, vid, ticket, joined, uncounted)
     }
 
     /// Before the join challenge: a request whose tickets name several ids asks the store which
