@@ -102,30 +102,24 @@ impl LocalBucket {
             return None;
         }
         let window = |g: &JoinGate, started: Micros| a.now < started.saturating_add(micros(g.per));
-        if let Some(g) = client {
-            let used = match inner.per_client.get(&g.client) {
-                Some(&(n, started)) if window(g, started) => n,
-                _ => 0,
-            };
-            if used >= g.limit {
+        // The client's count in its window now, and when that window began.
+        let counted = client.map(|g| match inner.per_client.get(&g.client) {
+            Some(&(n, started)) if window(g, started) => (n, started),
+            _ => (0, a.now),
+        });
+        if let (Some(g), Some((n, _))) = (client, counted) {
+            if n >= g.limit {
                 return None;
             }
         }
         if !Self::take_token(&mut inner.limiter, a.rate, a.instances, a.tick) {
             return None;
         }
-        if let Some(g) = client {
+        if let (Some(g), Some((n, started))) = (client, counted) {
             if inner.per_client.len() >= PER_CLIENT_SWEEP {
                 inner.per_client.retain(|_, e| window(g, e.1));
             }
-            let e = inner
-                .per_client
-                .entry(g.client.clone())
-                .or_insert((0, a.now));
-            if !window(g, e.1) {
-                *e = (0, a.now);
-            }
-            e.0 += 1;
+            inner.per_client.insert(g.client.clone(), (n + 1, started));
         }
         let end = a.now.saturating_add(micros(a.session_ttl));
         inner.sessions.push_back((end, a.vid));
