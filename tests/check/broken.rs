@@ -1,4 +1,4 @@
-//! The broken fixtures of `tests/check.rs`: each file, the line `check` must point at, the key
+//! The broken fixtures of `tests/check/`: each file, the line `check` must point at, the key
 //! it must name and words of what is wrong.
 
 /// (fixture, line, key, words of the problem)
