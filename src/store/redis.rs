@@ -48,11 +48,12 @@ use super::{
     StoreError, VisitorId,
 };
 
+/// A script: the prelude, then each named file of `lua/` in order (`admit` has its steps apart).
 macro_rules! lua {
-    ($name:literal) => {
+    ($($name:literal),+) => {
         concat!(
             include_str!("../../lua/prelude.lua"),
-            include_str!(concat!("../../lua/", $name, ".lua"))
+            $(include_str!(concat!("../../lua/", $name, ".lua"))),+
         )
     };
 }
@@ -78,7 +79,7 @@ impl Scripts {
     fn new() -> Self {
         Self {
             join: Script::new(lua!("join")),
-            admit: Script::new(lua!("admit")),
+            admit: Script::new(lua!("admit_steps", "admit")),
             touch: Script::new(lua!("touch")),
             consume: Script::new(lua!("consume")),
             settle: Script::new(lua!("settle")),
