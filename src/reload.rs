@@ -17,8 +17,10 @@ use tokio::sync::Notify;
 use crate::app::{Current, Shared};
 use crate::config;
 
+mod frozen;
 mod takeover;
-use takeover::{takeovers, Takeover};
+use frozen::{frozen_changes, gone, lines_of_gone_rooms, runtime_now};
+use takeover::takeovers;
 
 /// A SIGHUP caught before the reloader listened.
 static EARLY_HANGUP: AtomicBool = AtomicBool::new(false);
@@ -167,7 +169,8 @@ impl Reloader {
         // old ones (the liveness batch, the recovery window), which a refusal must leave.
         let lines = lines_of_gone_rooms(&old, &new).await;
         let taken = takeovers(&old, &new).await;
-        let frozen = frozen_changes(&old, &new, &self.path, &lines, &taken);
+        let runtime = runtime_now(&old, &new).await;
+        let frozen = frozen_changes(&old, &new, &self.path, &lines, &taken, &runtime);
         if !frozen.is_empty() {
             log_refusal(&frozen);
             return Err(config::ConfigErrors(frozen).to_string());
@@ -209,229 +212,6 @@ fn log_refusal(errors: &[config::ConfigError]) {
             "reload refused: the running configuration stays"
         );
     }
-}
-
-/// What a reload may not change, as the admin API may not (`schedule::frozen`): an event whose
-/// pre-queue has begun keeps its start and its draw, and while one that draws is still in the
-/// schedule the `[draw] secret` stays — each would change or void a commitment already
-/// published and place registrants by a seed nobody can check (found by review: a SIGHUP
-/// moved a begun pre-queue and emptied its registrations). Cancelling such an event (leaving
-/// it out of the file) stays allowed, as the API's DELETE is.
-fn frozen_changes(
-    old: &Shared,
-    new: &config::Config,
-    path: &std::path::Path,
-    lines: &[Line],
-    taken: &[Takeover],
-) -> Vec<config::ConfigError> {
-    use config::locate::{KeyPath, Located};
-    let text = crate::files::read_regular_text(path, crate::files::MAX_CONFIG).unwrap_or_default();
-    let located = Located::new(&text);
-    let file = path.display().to_string();
-    let error = |key: KeyPath, problem: String, fix: String| {
-        let (line, col) = located
-            .span_of(&key)
-            .map_or((0, 0), |s| located.line_col(s.start));
-        config::ConfigError {
-            file: file.clone(),
-            line,
-            col,
-            key: key.to_string(),
-            problem,
-            fix,
-        }
-    };
-    let local = crate::clock::Clock::now_micros(&crate::clock::SystemClock);
-    let secret = |c: &config::Config| c.draw_secret.as_ref().map(|s| s.0.clone());
-    let secret_changed = secret(&old.config) != secret(new);
-    let mut out = Vec::new();
-    for (i, r) in new.rooms.iter().enumerate() {
-        let Some(o) = old.rooms.iter().find(|o| o.name() == r.name()) else {
-            continue;
-        };
-        let now = o.events.store_now(local);
-        // The new schedule as the new room would build it: its file's events with the
-        // store's runtime changes, which a reload keeps.
-        let runtime = o.events.runtime();
-        let before = o.events.schedule();
-        let (after, _) =
-            crate::event::schedule::Schedule::build(&r.events, &runtime.events, runtime.version);
-        // A room that keeps no line has no events (`check` refuses them in the file, the admin
-        // API at run time): nor may a reload make one such while a runtime event is still to
-        // come or running (found by review: switched to passthrough in a pre-queue, the room
-        // let its registrants in before the opening).
-        if matches!(
-            r.queueing,
-            config::QueueMethod::Reject | config::QueueMethod::Passthrough
-        ) {
-            let running = after
-                .events
-                .iter()
-                .filter(|e| e.closes_at.is_none_or(|c| c > now))
-                .map(|e| format!("{:?}", e.name))
-                .collect::<Vec<_>>();
-            if !running.is_empty() {
-                out.push(error(
-                    KeyPath::root().key("room").index(i).key("queueing"),
-                    format!(
-                        "room {:?} has events not yet closed ({}): queueing = {:?} keeps no line for them",
-                        r.name(),
-                        running.join(", "),
-                        r.queueing.as_str()
-                    ),
-                    format!(
-                        "keep queueing = \"fifo\" until they have closed, or cancel them first (`anteroom room {} event cancel NAME`)",
-                        r.name()
-                    ),
-                ));
-            }
-        }
-        for e in before.events.iter().filter(|e| now >= e.prequeue_from) {
-            let room = KeyPath::root().key("room").index(i);
-            let at = |field: &str| match r.events.iter().position(|x| x.name == e.name) {
-                Some(j) => room.key("event").index(j).key(field),
-                None => room.key("event"),
-            };
-            if let Some(p) = after
-                .events
-                .iter()
-                .find(|x| x.name == e.name)
-                .and_then(|x| crate::event::schedule::frozen(e, x, now))
-            {
-                out.push(error(
-                    at(p.field),
-                    format!("event {:?}: {}", e.name, p.what),
-                    p.fix,
-                ));
-            }
-            if secret_changed && e.draw && after.events.iter().any(|x| x.id() == e.id()) {
-                out.push(error(
-                    KeyPath::root().key("draw").key("secret"),
-                    format!(
-                        "cannot change while event {:?} of room {:?} draws: its seed, commitment and list were made with the old secret",
-                        e.name,
-                        r.name()
-                    ),
-                    "keep the secret until the event is out of the file (its draw can then no longer be checked here)".into(),
-                ));
-            }
-        }
-    }
-    // A room gone from the file (removed, or renamed: the store keys a line by the room's
-    // name) while people wait in its line, or while its line is held: they would lose their
-    // place (their polls answered 404), and its paths would open past the hold (found by
-    // review: a renamed room's newcomers walked in while the old line stayed held in Redis).
-    // Admitted visitors of a room whose paths another room of the new file takes (a rename,
-    // a path moved to another room, a room nested inside) would meet that room's line: their
-    // cookies are signed for the old room (found by review: a rename with nobody waiting sent
-    // every admitted visitor back to the line, and their turns came due to 404s; re-review: so
-    // did a path moved between two rooms that keep their names); so would the visitors waiting
-    // in a room that keeps its name, at their turn (found by re-review). A room simply removed
-    // opens its paths to its admitted visitors instead, which costs them nothing.
-    for t in taken {
-        // Where the file gives them away: the taking room's paths (a room nested inside, a
-        // path moved to it), else the room itself.
-        let at = |name: &str| new.rooms.iter().position(|r| r.name() == name);
-        let by = t.by.as_deref().and_then(at);
-        let key = match (by, at(&t.room)) {
-            (Some(i), _) | (None, Some(i)) => KeyPath::root().key("room").index(i).key("paths"),
-            (None, None) => KeyPath::root().key("room"),
-        };
-        let who = match (t.active, t.waiting) {
-            (a, 0) => format!("{a} admitted visitors hold its sessions"),
-            (0, w) => format!("{w} visitors wait in its line"),
-            (a, w) => format!("{a} admitted visitors hold its sessions and {w} wait in its line"),
-        };
-        let gone = if t.gone {
-            ", which is gone from the file,"
-        } else {
-            ""
-        };
-        let problem = match &t.by {
-            Some(by) => format!(
-                "room {by:?} would take {} from room {:?}{gone} while {who}: they would meet room {by:?}'s line, their admissions and places being room {:?}'s",
-                t.at, t.room, t.room
-            ),
-            None => format!(
-                "{} of room {:?}{gone} would be refused (its readings would fall in two rooms) while {who}",
-                t.at, t.room
-            ),
-        };
-        out.push(error(
-            key,
-            problem,
-            format!(
-                "leave {1} with room {0:?} until its sessions have ended and its line is empty (`anteroom room {0}` shows `active` and `waiting`; a session lasts session-ttl), then move it",
-                t.room, t.at
-            ),
-        ));
-    }
-    for (o, line) in gone(old, new).zip(lines) {
-        let &Line { waiting, held, .. } = line;
-        if waiting == 0 && !held {
-            continue;
-        }
-        let what = match (waiting, held) {
-            (0, _) => "its line is held (queue_all)".to_string(),
-            (n, false) => format!("{n} visitors wait in its line"),
-            (n, true) => format!("{n} visitors wait in its held line"),
-        };
-        out.push(error(
-            KeyPath::root().key("room"),
-            format!(
-                "room {:?} is gone from the file (removed or renamed) while {what}: they would lose their place, and its paths would open",
-                o.name()
-            ),
-            format!(
-                "keep the room under its name until its line is empty and not held (`anteroom room {0} clear` empties it, `anteroom room {0} set queue_all=false` releases the hold), then remove or rename it",
-                o.name()
-            ),
-        ));
-    }
-    out
-}
-
-/// A room's line and sessions as a reload judges a room gone from the file.
-struct Line {
-    waiting: u64,
-    held: bool,
-}
-
-/// The line of each room [`gone`] from `new`, in its order: how many wait in it, whether it
-/// is held and how many sessions it has, as the store says now, or as the last tick saw it
-/// when the store does not answer (found by review: by the last tick's counts alone, a line
-/// that formed within the last tick was not seen).
-async fn lines_of_gone_rooms(old: &Shared, new: &config::Config) -> Vec<Line> {
-    let mut out = Vec::new();
-    for o in gone(old, new) {
-        let now = old
-            .store_call("stats", o.name(), old.store.stats(&o.cfg.params))
-            .await;
-        out.push(match now {
-            Ok(st) => Line {
-                waiting: st.waiting,
-                held: st.state.queue_all,
-            },
-            Err(e) => {
-                old.warn_store_error(&e);
-                Line {
-                    waiting: o.live.waiting(),
-                    held: o.live.queue_all(),
-                }
-            }
-        });
-    }
-    out
-}
-
-/// The rooms of the running configuration that `new` has no room of the same name for.
-fn gone<'a>(
-    old: &'a Shared,
-    new: &'a config::Config,
-) -> impl Iterator<Item = &'a crate::room::Room> + 'a {
-    old.rooms
-        .iter()
-        .filter(|o| !new.rooms.iter().any(|r| r.name() == o.name()))
 }
 
 /// The rooms a reload adds, removes and changes, by name (for the log).

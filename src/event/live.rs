@@ -156,6 +156,11 @@ impl RoomEvents {
         self.schedule.load_full()
     }
 
+    /// The events of the room's section of the file (the schedule adds the runtime changes).
+    pub fn file_events(&self) -> &[Event] {
+        &self.config
+    }
+
     pub fn runtime(&self) -> Arc<RuntimeEvents> {
         self.runtime.load_full()
     }

@@ -363,25 +363,40 @@ pub async fn metrics_text(proxy: &Proxy, token: &str) -> String {
         .unwrap()
 }
 
+/// `/readyz`'s `last_reload`.
+async fn last_reload(proxy: &Proxy) -> Option<serde_json::Value> {
+    client()
+        .get(proxy.admin_url("/readyz"))
+        .send()
+        .await
+        .ok()?
+        .json::<serde_json::Value>()
+        .await
+        .ok()
+        .map(|v| v["last_reload"].clone())
+}
+
 /// Sends SIGHUP and waits for `/readyz` to tell a reload applied since: `last_reload`.
 #[allow(dead_code)]
 pub async fn reload_applied(proxy: &Proxy) -> serde_json::Value {
-    let last = || async {
-        client()
-            .get(proxy.admin_url("/readyz"))
-            .send()
-            .await
-            .ok()?
-            .json::<serde_json::Value>()
-            .await
-            .ok()
-            .map(|v| v["last_reload"].clone())
-    };
-    let before = last().await.unwrap_or_default();
+    let before = last_reload(proxy).await.unwrap_or_default();
     proxy.signal("HUP");
     eventually(Duration::from_secs(10), "a reload applied", || async {
-        let now = last().await?;
+        let now = last_reload(proxy).await?;
         (now != before && now["applied"] == true).then_some(now)
+    })
+    .await
+}
+
+/// Sends SIGHUP and waits for `/readyz` to tell the outcome of a reload since: `last_reload`
+/// (`applied`, and a refusal's `error`).
+#[allow(dead_code)]
+pub async fn reload_outcome(proxy: &Proxy) -> serde_json::Value {
+    let before = last_reload(proxy).await.unwrap_or_default();
+    proxy.signal("HUP");
+    eventually(Duration::from_secs(10), "a reload's outcome", || async {
+        let now = last_reload(proxy).await?;
+        (now != before && !now.is_null()).then_some(now)
     })
     .await
 }
