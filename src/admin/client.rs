@@ -226,10 +226,13 @@ pub fn rooms_table(rooms: &Value) -> String {
     for r in rooms.as_array().map(Vec::as_slice).unwrap_or(&[]) {
         let flag = |k: &str| r.get(k).and_then(Value::as_bool);
         let rejects = r.get("queueing").and_then(Value::as_str) == Some("reject");
+        // An event's pre-queue holds the line for its opening; its closing turns newcomers away.
+        let phase = r.get("event_phase").and_then(Value::as_str);
         let state = match (flag("enabled"), flag("queue_all")) {
             (Some(false), _) => "off",
             (_, Some(true)) => "held",
-            _ if rejects => "closed",
+            _ if rejects || phase == Some("closed") => "closed",
+            _ if phase == Some("prequeue") => "prequeue",
             _ => "open",
         };
         let num = |k: &str| r.get(k).and_then(Value::as_f64).unwrap_or(0.0);
@@ -379,6 +382,9 @@ mod tests {
             {"name": "gone", "enabled": true, "queue_all": false, "waiting": 0, "active": 2,
              "admitted_per_second": 0.0, "admit_per_second": 0.5, "held_by": null,
              "new_visitor_wait_seconds": null, "queueing": "reject"},
+            {"name": "drop", "enabled": true, "queue_all": false, "waiting": 3, "active": 0,
+             "admitted_per_second": 0.0, "admit_per_second": 0.5, "held_by": "prequeue",
+             "new_visitor_wait_seconds": null, "event_phase": "prequeue"},
         ]);
         let t = rooms_table(&rooms);
         let lines: Vec<&str> = t.lines().collect();
@@ -395,6 +401,11 @@ mod tests {
         // A room that rejects newcomers is closed to them, with no wait to tell (review).
         assert!(
             lines[3].contains("closed") && !lines[3].ends_with("none"),
+            "{t}"
+        );
+        // A pre-queue holds its line for the opening, with no wait to tell (review 44).
+        assert!(
+            lines[4].matches("prequeue").count() == 2 && lines[4].ends_with('-'),
             "{t}"
         );
     }

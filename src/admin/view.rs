@@ -3,6 +3,7 @@
 use serde_json::{json, Value};
 
 use crate::app::Shared;
+use crate::event::Phase;
 use crate::line::accuracy;
 use crate::line::forecast::{self, HeldBy};
 use crate::room::Room;
@@ -94,12 +95,14 @@ pub async fn room(s: &Shared, i: usize) -> Value {
             // configured ones, as on the admission path (the store's stats do not carry them:
             // found by review, during an event this view told the configured rate and cap, an
             // ETA too short and `held_by` unlike the visitors' page).
-            if let Some(v) = r.events.view(s.clock.now_micros()) {
+            let event = r.events.view(s.clock.now_micros());
+            if let Some(v) = &event {
                 if crate::event::Event::overrides_in(v.phase) {
                     st.state.event_rate = v.event.admit_per_second;
                     st.state.event_max_active = v.event.max_active;
                 }
             }
+            let phase = event.as_ref().map(|v| v.phase);
             let rate = p.rate(&st.state);
             let eta_rate = p.eta_rate(&st.state, st.measured_rate);
             let max_active = p.max_active(&st.state);
@@ -111,9 +114,17 @@ pub async fn room(s: &Shared, i: usize) -> Value {
                 max_active,
             });
             // A room that rejects takes no newcomer at all: no wait to tell (found by review: it
-            // said a newcomer walks in).
+            // said a newcomer walks in); nor does an event's pre-queue (a newcomer registers
+            // and waits for the opening) or its closing (newcomers are turned away), whose
+            // line is held by the schedule as the visitors' page says (found by review: during
+            // a pre-queue this view told `held_by: rate` and a wait of one second).
             let rejects = r.cfg.queueing == crate::config::QueueMethod::Reject;
-            let new_wait = (!rejects)
+            let scheduled = matches!(phase, Some(Phase::Prequeue | Phase::Closed));
+            let held_by = match phase {
+                Some(Phase::Prequeue) => Some("prequeue"),
+                _ => held.map(HeldBy::as_str),
+            };
+            let new_wait = (!rejects && !scheduled)
                 .then(|| forecast::new_visitor_wait(held, st.waiting, eta_rate, st.measured_rate))
                 .flatten();
             json!({
@@ -126,7 +137,8 @@ pub async fn room(s: &Shared, i: usize) -> Value {
                 "max_active": max_active,
                 "waiting": st.waiting,
                 "active": st.active,
-                "held_by": held.map(HeldBy::as_str),
+                "held_by": held_by,
+                "event_phase": phase.map(Phase::as_str),
                 "admitted_per_second": forecast::shown_rate(st.waiting, st.measured_rate, rate),
                 "new_visitor_wait_seconds": new_wait,
                 "new_visitor_wait_range_seconds": new_wait

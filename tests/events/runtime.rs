@@ -396,6 +396,40 @@ async fn the_admin_view_tells_the_rate_and_cap_of_the_event_in_force() {
     assert_eq!(v["max_active"], 2, "{v}");
 }
 
+/// During a pre-queue the view says what the visitors' page says: the line is held for the
+/// opening, and a newcomer is told no wait (found by review: `held_by: rate` and a wait of one
+/// second, while registrants were shown a countdown).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_admin_view_tells_a_prequeue_as_the_page_does() {
+    let origin = Origin::start().await;
+    let proxy = Proxy::start(&config(
+        origin.addr,
+        "",
+        "admit-per-second = 10\nmax-active = 5",
+        &drawn_event(120),
+    ));
+    let s = status(&proxy, &mut Jar::default()).await;
+    assert_eq!(
+        (s["state"].as_str(), s["held_by"].as_str()),
+        (Some("prequeue"), Some("prequeue")),
+        "{s}"
+    );
+    let v = admin_json(&proxy, "/rooms/sale", TOKEN).await.unwrap();
+    assert_eq!(
+        (
+            &v["held_by"],
+            &v["event_phase"],
+            &v["new_visitor_wait_seconds"]
+        ),
+        (
+            &serde_json::json!("prequeue"),
+            &serde_json::json!("prequeue"),
+            &Value::Null
+        ),
+        "{v}"
+    );
+}
+
 /// An event added at run time runs within what its upstream's `admit-per-second` leaves its
 /// room, as one in the file must (found by review).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
