@@ -330,7 +330,7 @@ end
 -- At the closing of an event that releases its line: the line is emptied, once.
 if phase == 'closed' and ev.release and es[5] ~= ev.id and not stale_events then
   redis.call('UNLINK', waiting)
-  redis.call('HDEL', room, 'epoch', 'last_off', 'sweep', 'sample_at', 'sample_epoch', 'sample',
+  redis.call('HDEL', room, 'epoch', 'last_off', 'sweep', 'sample_at', 'sample_epoch', 'sample', 'sample_total',
     'draw_ev', 'draw_base', 'draw_epoch', 'gap')
   redis.call('HSET', room, 'released', ev.id)
   h[7], h[12], line_epoch = nil, nil, nil
@@ -461,7 +461,7 @@ if abandoned > 0 then
 end
 
 -- The line sampled for the instances' edge answers (admit_steps.lua).
-local points = sample_line(room, waiting, n, burst, line_epoch, now, tonumber(ARGV[4]))
+local points = sample_line(room, waiting, n, burst, line_epoch, now, tonumber(ARGV[4]), total)
 
 -- A random draw let someone in lately, whatever the caller's method: until their claims have
 -- run out the line's order says nothing of who was let in, and instances ask the store rather

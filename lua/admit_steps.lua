@@ -107,15 +107,32 @@ end
 -- The line sampled for the instances' edge answers (src/store/line.rs has the same ranks): the
 -- offset at each of the first 64 ranks (EXACT_HEAD), then every burst-th rank, then every 1 %,
 -- and the last. One sample serves every instance calling within half a tick of it (kept in
--- the room hash, 'sample'): its cost is per tick, not per tick and instance. Visitors admitted
--- meanwhile show in the next sample, half a tick to a tick later. Returns the flat list rank1,
--- offset1, rank2, offset2, ...
-local function sample_line(room, waiting, n, burst, line_epoch, now, tick_us)
-  local cached = redis.call('HMGET', room, 'sample_at', 'sample_epoch', 'sample')
+-- the room hash, 'sample'): its cost is per tick, not per tick and instance. A caller that
+-- reuses it moves its ranks down by the visitors admitted since it was taken (`total`, the
+-- room's admitted count, against 'sample_total'), who left from the front of the line:
+-- unmoved, the sample was a batch behind the line before it aged (found by review: positions
+-- told through the second instance were 4-5 above ZRANK right after a tick, with 2-3 allowed).
+-- Visitors abandoned meanwhile show in the next sample, half a tick to a tick later; so does
+-- all of it after more than the exact head (64) were admitted since: a fresh sample then.
+-- Returns the flat list rank1, offset1, rank2, offset2, ...
+local function sample_line(room, waiting, n, burst, line_epoch, now, tick_us, total)
+  local cached = redis.call('HMGET', room, 'sample_at', 'sample_epoch', 'sample', 'sample_total')
   local sample_at = tonumber(cached[1])
+  local moved = total - (tonumber(cached[4]) or -1)
   if sample_at and cached[3] and now >= sample_at and now - sample_at < tick_us / 2
-      and tonumber(cached[2]) == (line_epoch or 0) then
-    return cmsgpack.unpack(cached[3])
+      and tonumber(cached[2]) == (line_epoch or 0) and moved >= 0 and moved < 64 then
+    local kept = cmsgpack.unpack(cached[3])
+    if moved == 0 then
+      return kept
+    end
+    local points = {}
+    for i = 1, #kept, 2 do
+      if kept[i] >= moved then
+        points[#points + 1] = kept[i] - moved
+        points[#points + 1] = kept[i + 1]
+      end
+    end
+    return points
   end
   local points = {}
   local r = 0
@@ -136,7 +153,7 @@ local function sample_line(room, waiting, n, burst, line_epoch, now, tick_us)
     end
   end
   redis.call('HSET', room, 'sample_at', now, 'sample_epoch', line_epoch or 0,
-    'sample', cmsgpack.pack(points))
+    'sample', cmsgpack.pack(points), 'sample_total', total)
   return points
 end
 

@@ -16,7 +16,7 @@ if id and redis.call('HGET', KEYS[2], 'clear_id') == id then
 end
 local n = redis.call('ZCARD', KEYS[1])
 redis.call('DEL', KEYS[1])
-redis.call('HDEL', KEYS[2], 'epoch', 'last_off', 'sweep', 'sample_at', 'sample_epoch', 'sample')
+redis.call('HDEL', KEYS[2], 'epoch', 'last_off', 'sweep', 'sample_at', 'sample_epoch', 'sample', 'sample_total')
 if id then
   redis.call('HSET', KEYS[2], 'clear_id', id)
   record_change(KEYS[3], ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4]),
