@@ -227,8 +227,14 @@ if not gen then
   if ARGV[10] ~= '' then
     -- The caller knew another generation: the store lost the room's data, including a held
     -- line. Hold it until the caller has re-asserted the room's state (which sets queue_all
-    -- either way), so that no newcomer walks in on the empty store's defaults meanwhile.
+    -- either way), so that no newcomer walks in on the empty store's defaults meanwhile. The
+    -- hold is the loss's, not an operator's: what it covers is kept ('loss_hold', '' when
+    -- nothing), and a re-assertion that finds the store's state as new as its own puts that
+    -- back (room_state.lua; found by review: after a Sentinel switchover the replica kept the
+    -- operator's release, the re-assertion of that same release was not applied, and the
+    -- line stayed held for good).
     redis.call('HSET', room, 'queue_all', '1')
+    redis.call('HSETNX', room, 'loss_hold', h[2] or '')
     h[2] = '1'
   end
 end

@@ -15,7 +15,8 @@
 --          only if the room holds no state changed as late or later (an operator's change
 --          since, or a re-assertion of a newer one): else the room's state is answered as it
 --          is. Absent: a read or a change.
--- An operator's change records when it was made ('st_at', Redis TIME µs).
+-- An operator's change records when it was made ('st_at', Redis TIME µs). A hold a data loss
+-- put on the line ('loss_hold', see admit.lua) ends here.
 -- Reply: { enabled, queue_all, rate override or '', max-active override or '',
 --          autopilot switch ('1', '0' or ''), the autopilot's rate if it runs, or '',
 --          'st_at' or 0 }
@@ -43,6 +44,22 @@ local apply = true
 if as_of then
   local held = tonumber(redis.call('HGET', room, 'st_at'))
   apply = held == nil or held < as_of
+end
+-- A hold a loss put on the line (admit.lua, 'loss_hold': what it covers) ends with the first
+-- word on queue_all: a change or re-assertion that sets it, or a re-assertion not applied,
+-- which leaves the store's state as it was before the loss's hold.
+local loss_hold = redis.call('HGET', room, 'loss_hold')
+if loss_hold then
+  if as_of and not apply then
+    if loss_hold == '' then
+      redis.call('HDEL', room, 'queue_all', 'loss_hold')
+    else
+      redis.call('HSET', room, 'queue_all', loss_hold)
+      redis.call('HDEL', room, 'loss_hold')
+    end
+  elseif apply and ARGV[2] ~= nil and ARGV[2] ~= '' then
+    redis.call('HDEL', room, 'loss_hold')
+  end
 end
 if apply then
   for i = 1, 5 do

@@ -184,6 +184,16 @@ impl Store for MemoryStore {
             let apply = patch
                 .as_of
                 .is_none_or(|as_of| r.st_at.is_none_or(|held| held < as_of));
+            // The hold a loss put on the line ends with the first word on queue_all (as
+            // room_state.lua): a re-assertion not applied puts back what it covered.
+            if let Some(covered) = r.loss_hold {
+                if patch.as_of.is_some() && !apply {
+                    r.state.queue_all = covered;
+                    r.loss_hold = None;
+                } else if apply && patch.queue_all.is_some() {
+                    r.loss_hold = None;
+                }
+            }
             if apply {
                 r.state.apply(patch);
                 if patch.as_of.is_some() {
@@ -212,6 +222,9 @@ impl Store for MemoryStore {
         Ok(self.with(p, |r, now| {
             let before = r.state.clone();
             r.state.apply(patch);
+            if patch.queue_all.is_some() {
+                r.loss_hold = None;
+            }
             r.autopilot_follows_state();
             r.record(by, history::field_changes(patch, &before, &r.state));
             r.st_at = Some(now);

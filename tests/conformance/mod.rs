@@ -20,6 +20,7 @@ pub use recovery::{
     admit_reports_a_generation_and_a_new_one_after_a_wipe,
     an_admit_that_knew_another_generation_admits_nobody, hold_back_applies_to_the_fast_path_too,
     hold_back_keeps_slots_of_max_active_free,
+    the_hold_a_loss_puts_on_the_line_ends_at_the_reassertion,
 };
 
 pub use autopilot::*;
@@ -707,6 +708,7 @@ macro_rules! conformance_suite {
             hold_back_applies_to_the_fast_path_too,
             a_loss_noticed_by_a_caller_that_knew_holds_the_line,
             a_reassertion_keeps_the_newest_change_whoever_writes_last,
+            the_hold_a_loss_puts_on_the_line_ends_at_the_reassertion,
             the_sampled_line_places_everyone_within_a_batch_or_one_percent,
             a_second_admit_within_half_a_tick_samples_the_line_after_its_batch,
             the_liveness_batch_keeps_places_and_only_the_named_ones,

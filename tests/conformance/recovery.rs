@@ -208,3 +208,48 @@ pub async fn a_reassertion_keeps_the_newest_change_whoever_writes_last(h: &dyn H
         assert!(!refused.queue_all, "{tag}: the store's state is answered");
     }
 }
+
+/// The hold a loss puts on the line is the loss's, not an operator's: a re-assertion that is
+/// not applied (the store's state is as new as the one it puts back, as after a replica kept
+/// the operator's last change but not the last admit steps) leaves the store's state as it was
+/// before the hold — released when it was, held when it was. Before (found by review), the
+/// hold stayed for good after a Sentinel switchover and the line never moved again.
+pub async fn the_hold_a_loss_puts_on_the_line_ends_at_the_reassertion(h: &dyn Harness) {
+    use anteroom::store::history::Actor;
+    let s = h.store();
+    let by = Actor {
+        id: "release".to_string(),
+        by: "oncall".to_string(),
+        client: "10.0.0.7:51234".to_string(),
+    };
+    for held in [false, true] {
+        let p = room("losshold", 100.0, 10);
+        // The operator's last change, which the store kept through the loss.
+        let change = RoomPatch {
+            queue_all: Some(held),
+            ..Default::default()
+        };
+        let at = s
+            .change_room_state(&p, &change, &by)
+            .await
+            .unwrap()
+            .changed_at;
+        // A caller that knew another generation: the loss holds the line.
+        let ctx = AdmitContext {
+            known_generation: Some("an-earlier-generation".to_string()),
+            ..Default::default()
+        };
+        let r = s.admit_with(&p, &ctx).await.unwrap();
+        assert!(r.new_generation && r.state.queue_all, "{r:?}");
+        // It re-asserts that same change: not applied over the store's, which stands.
+        let reassert = RoomPatch {
+            queue_all: Some(held),
+            as_of: Some(at),
+            ..Default::default()
+        };
+        let st = s.update_room_state(&p, &reassert).await.unwrap();
+        assert_eq!(st.queue_all, held, "held {held}: {st:?}");
+        let a = s.join(&p, VisitorId::random()).await.unwrap();
+        assert_eq!(matches!(a, Admission::Entered), !held, "held {held}: {a:?}");
+    }
+}

@@ -20,7 +20,8 @@ impl RoomData {
             .is_some_and(|k| k != generation);
         if new_generation && ctx.known_generation.is_some() {
             // Lost data, noticed by a caller that knew the room: hold the line until it has
-            // re-asserted the room's state (like admit.lua).
+            // re-asserted the room's state (like admit.lua), keeping what the hold covers.
+            r.loss_hold.get_or_insert(r.state.queue_all);
             r.state.queue_all = true;
         }
         r.hold_back = ctx.hold_back;

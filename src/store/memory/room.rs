@@ -47,6 +47,9 @@ pub(super) struct RoomData {
     /// When an operator last changed the state (or the re-asserted state was), as in
     /// room_state.lua's 'st_at' (monotonic µs here; `None`: never).
     pub(super) st_at: Option<Micros>,
+    /// While a hold a data loss put on the line stands: the `queue_all` it covers (admit.lua's
+    /// 'loss_hold'), put back by a re-assertion that is not applied.
+    pub(super) loss_hold: Option<bool>,
     /// The operators' changes, newest first.
     pub(super) history: VecDeque<crate::store::history::Change>,
     pub(super) next_seq: u64,
