@@ -99,9 +99,11 @@ async fn a_release_before_the_snapshot_lets_the_line_move_after_the_rollback() {
     .await;
     assert!(raw(redis.port, "SAVE").is_some_and(|r| r.starts_with("+OK")));
     let at_save = field(redis.port, "admits");
-    eventually(Duration::from_secs(10), "ticks after the snapshot", || async {
-        (field(redis.port, "admits") >= at_save + 3).then_some(())
-    })
+    eventually(
+        Duration::from_secs(10),
+        "ticks after the snapshot",
+        || async { (field(redis.port, "admits") >= at_save + 3).then_some(()) },
+    )
     .await;
     redis.kill();
     redis.restart();

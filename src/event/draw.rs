@@ -109,7 +109,9 @@ pub fn hex(bytes: &[u8]) -> String {
 /// Lowercase or uppercase hex of exactly `N` bytes.
 pub fn unhex<const N: usize>(s: &str) -> Option<[u8; N]> {
     let s = s.trim();
-    if s.len() != N * 2 || !s.is_ascii() {
+    // Hex digits only: `from_str_radix` would take a `+` for a sign (found by review: two
+    // spellings of one ticket verified).
+    if s.len() != N * 2 || !s.bytes().all(|b| b.is_ascii_hexdigit()) {
         return None;
     }
     let mut out = [0u8; N];

@@ -36,14 +36,16 @@ pub fn run(
     let mine = draw::unhex::<TICKET_LEN>(ticket).ok_or_else(|| {
         format!("--ticket {ticket:?} is not a registration ticket (32 hex digits, as the page shows it)")
     })?;
-    let is_url = source.starts_with("http://") || source.starts_with("https://");
+    let is_url = scheme_of(source).is_some();
     let text = if is_url {
         fetch(source, ca)?
     } else {
-        std::fs::read_to_string(source).map_err(|e| format!("{source}: {e}"))?
+        // A regular file within the bound: a FIFO or `/dev/zero` would hang or fill memory
+        // (found by review).
+        crate::files::read_regular_text(Path::new(source), MAX_DOCUMENT)
+            .map_err(|e| format!("{source}: {e}"))?
     };
-    let mut doc: Value =
-        serde_json::from_str(&text).map_err(|e| format!("{source}: not the event's JSON ({e})"))?;
+    let mut doc = document(&text).map_err(|e| format!("{source}: {e}"))?;
     if doc.get("tickets").is_none() {
         let Some(rel) = doc["tickets_url"].as_str() else {
             return Err(match doc["seed"] {
@@ -58,8 +60,23 @@ pub fn run(
                 "{source} has no list of tickets: save the event with its list (the URL {rel} of the room) and check that"
             ));
         }
-        doc = serde_json::from_str(&fetch(&join_url(source, rel), ca)?)
-            .map_err(|e| format!("the list at {rel}: {e}"))?;
+        let url = join_url(source, rel);
+        if origin_of(&url) != origin_of(source) {
+            return Err(format!(
+                "{source} names its list at another site ({rel}): check the list the room itself publishes"
+            ));
+        }
+        let list = document(&fetch(&url, ca)?).map_err(|e| format!("the list at {rel}: {e}"))?;
+        // The list of this room's event, not another's it might name (found by review).
+        for field in ["room", "event"] {
+            if !doc[field].is_null() && list[field] != doc[field] {
+                return Err(format!(
+                    "the list at {rel} is of {field} {}, not {}",
+                    list[field], doc[field]
+                ));
+            }
+        }
+        doc = list;
     }
     if let Some(c) = committed {
         let published = doc["commitment"].as_str().unwrap_or("");
@@ -99,13 +116,16 @@ pub fn check(doc: &Value, mine: &RegTicket) -> Result<Report, String> {
     // The list against the count the room publishes beside it: a list with tickets left out
     // checks for the tickets in it, and "all N registrations" would not be true (found by
     // review: a saved list with another's ticket removed passed).
-    if let Some(counted) = doc["registrations"].as_u64() {
-        if counted != list.len() as u64 {
-            return Err(format!(
-                "the list has {} tickets but the event counted {counted} registrations: tickets are missing from it, or it was added to",
-                list.len()
-            ));
-        }
+    // A count that is missing or no whole number checks nothing: refused, not passed over
+    // (found by review: without it, a list with a ticket left out said "all 19").
+    let counted = doc["registrations"]
+        .as_u64()
+        .ok_or("the event does not count its registrations (`registrations`, a whole number): the list cannot be checked whole")?;
+    if counted != list.len() as u64 {
+        return Err(format!(
+            "the list has {} tickets but the event counted {counted} registrations: tickets are missing from it, or it was added to",
+            list.len()
+        ));
     }
     let v = draw::verify(commitment, &seed, &list, mine).map_err(|e| e.to_string())?;
     Ok(Report {
@@ -117,9 +137,45 @@ pub fn check(doc: &Value, mine: &RegTicket) -> Result<Report, String> {
     })
 }
 
+/// The most of a published event (with its list) read, from a file or a URL: about 14 million
+/// tickets. A bound, so that a hostile publisher's endless answer fills no memory (review).
+pub const MAX_DOCUMENT: u64 = 512 * 1024 * 1024;
+
+/// The longest a download may take, whatever arrives meanwhile (a slow, endless answer).
+const FETCH_DEADLINE: Duration = Duration::from_secs(300);
+
+/// The JSON object of a published event.
+fn document(text: &str) -> Result<Value, String> {
+    let doc: Value =
+        serde_json::from_str(text).map_err(|e| format!("not the event's JSON ({e})"))?;
+    if !doc.is_object() {
+        return Err("not the event's JSON (it is no object)".into());
+    }
+    Ok(doc)
+}
+
+/// `http` or `https` when `s` is a URL of either (in any case).
+fn scheme_of(s: &str) -> Option<&'static str> {
+    let (scheme, _) = s.split_once("://")?;
+    if scheme.eq_ignore_ascii_case("https") {
+        Some("https")
+    } else if scheme.eq_ignore_ascii_case("http") {
+        Some("http")
+    } else {
+        None
+    }
+}
+
+/// The scheme and the host (with its port, as written, lower case) of a URL.
+fn origin_of(url: &str) -> (Option<&'static str>, String) {
+    let rest = url.split_once("://").map_or(url, |(_, r)| r);
+    let host = rest.split(['/', '?', '#']).next().unwrap_or(rest);
+    (scheme_of(url), host.to_ascii_lowercase())
+}
+
 /// `rel` (a path) at the scheme and host of `base`.
 fn join_url(base: &str, rel: &str) -> String {
-    if rel.starts_with("http://") || rel.starts_with("https://") {
+    if scheme_of(rel).is_some() {
         return rel.to_string();
     }
     let (scheme, rest) = base.split_once("://").unwrap_or(("http", base));
@@ -127,21 +183,35 @@ fn join_url(base: &str, rel: &str) -> String {
     format!("{scheme}://{host}{rel}")
 }
 
+/// The host and port of a URL's authority: `[::1]:8080`, `[::1]`, `host:80`, `host`.
+fn host_port(hostport: &str, default: u16) -> Option<(&str, u16)> {
+    let (host, port) = match hostport.strip_prefix('[') {
+        Some(v6) => {
+            let (host, after) = v6.split_once(']')?;
+            match after {
+                "" => return Some((host, default)),
+                p => (host, p.strip_prefix(':')?),
+            }
+        }
+        None => match hostport.rsplit_once(':') {
+            Some((h, p)) => (h, p),
+            None => return Some((hostport, default)),
+        },
+    };
+    Some((host, port.parse().ok()?))
+}
+
 /// A GET over HTTP/1.1 (plain, or TLS checked against the system's roots, or `ca`).
 fn fetch(url: &str, ca: Option<&Path>) -> Result<String, String> {
-    let (scheme, rest) = url.split_once("://").ok_or("not a URL")?;
+    let scheme = scheme_of(url).ok_or("not a URL")?;
+    let rest = url.split_once("://").map_or(url, |(_, r)| r);
     let (hostport, path) = match rest.find('/') {
         Some(i) => (&rest[..i], &rest[i..]),
         None => (rest, "/"),
     };
     let tls = scheme == "https";
-    let (host, port) = match hostport.rsplit_once(':') {
-        Some((h, p)) if !h.ends_with(']') || hostport.starts_with('[') => (
-            h.trim_matches(|c| c == '[' || c == ']'),
-            p.parse::<u16>().map_err(|_| format!("{url}: bad port"))?,
-        ),
-        _ => (hostport, if tls { 443 } else { 80 }),
-    };
+    let (host, port) = host_port(hostport, if tls { 443 } else { 80 })
+        .ok_or_else(|| format!("{url}: bad host or port"))?;
     let addr = (host, port)
         .to_socket_addrs()
         .map_err(|e| format!("{url}: {e}"))?
@@ -196,14 +266,46 @@ fn fetch(url: &str, ca: Option<&Path>) -> Result<String, String> {
     Ok(body)
 }
 
+/// Sends `request` and reads the answer to its end: at most [`MAX_DOCUMENT`] bytes (and a head)
+/// within [`FETCH_DEADLINE`].
 fn exchange(s: &mut (impl Read + Write), request: &str) -> std::io::Result<Vec<u8>> {
+    exchange_within(s, request, MAX_DOCUMENT + 64 * 1024, FETCH_DEADLINE)
+}
+
+/// [`exchange`] with the bound and the deadline given.
+fn exchange_within(
+    s: &mut (impl Read + Write),
+    request: &str,
+    limit: u64,
+    deadline: Duration,
+) -> std::io::Result<Vec<u8>> {
+    use std::io::{Error, ErrorKind};
     s.write_all(request.as_bytes())?;
+    let started = std::time::Instant::now();
     let mut raw = Vec::new();
-    match s.read_to_end(&mut raw) {
-        Ok(_) => Ok(raw),
-        // A TLS peer that closes without close_notify: what arrived is the answer.
-        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof && !raw.is_empty() => Ok(raw),
-        Err(e) => Err(e),
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        if started.elapsed() > deadline {
+            return Err(Error::new(
+                ErrorKind::TimedOut,
+                format!("the answer took longer than {} s", deadline.as_secs()),
+            ));
+        }
+        match s.read(&mut buf) {
+            Ok(0) => return Ok(raw),
+            Ok(n) => {
+                raw.extend_from_slice(&buf[..n]);
+                if raw.len() as u64 > limit {
+                    return Err(Error::other(format!(
+                        "the answer is longer than {limit} bytes"
+                    )));
+                }
+            }
+            Err(e) if e.kind() == ErrorKind::Interrupted => {}
+            // A TLS peer that closes without close_notify: what arrived is the answer.
+            Err(e) if e.kind() == ErrorKind::UnexpectedEof && !raw.is_empty() => return Ok(raw),
+            Err(e) => return Err(e),
+        }
     }
 }
 
@@ -261,74 +363,4 @@ fn rustls_pemfile_certs(pem: &[u8]) -> Vec<rustls::pki_types::CertificateDer<'st
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::store::VisitorId;
-    use serde_json::json;
-
-    #[test]
-    fn a_saved_draw_checks_out_and_a_changed_one_does_not() {
-        let seed = draw::seed(b"secret-of-the-test-0123456789abcdef", "sale", "drop", 7);
-        let mut list: Vec<RegTicket> = (0..300u128)
-            .map(|i| {
-                draw::ticket(
-                    "sale",
-                    "drop",
-                    VisitorId::from_bytes((i * 31 + 5).to_be_bytes()),
-                )
-            })
-            .collect();
-        draw::order(&seed, &mut list);
-        let doc = |list: &[RegTicket], seed: &[u8; 32]| {
-            json!({
-                "room": "sale", "event": "drop",
-                "commitment": draw::commitment(&draw::seed(b"secret-of-the-test-0123456789abcdef", "sale", "drop", 7)),
-                "seed": draw::hex(seed),
-                "tickets": list.iter().map(|t| draw::hex(t)).collect::<Vec<_>>(),
-            })
-        };
-        let r = check(&doc(&list, &seed), &list[41]).unwrap();
-        assert_eq!((r.place, r.registrations), (42, 300));
-        let mut moved = list.clone();
-        moved.swap(0, 200);
-        assert!(check(&doc(&moved, &seed), &list[41])
-            .unwrap_err()
-            .contains("order"));
-        let other = draw::seed(b"another-secret-0123456789abcdef-xx", "sale", "drop", 7);
-        assert!(check(&doc(&list, &other), &list[41])
-            .unwrap_err()
-            .contains("committed"));
-        let mut unrevealed = doc(&list, &seed);
-        unrevealed["seed"] = Value::Null;
-        assert!(check(&unrevealed, &list[0])
-            .unwrap_err()
-            .contains("not revealed"));
-        // A list with another's ticket left out, beside the count the room published.
-        let mut counted = doc(&list, &seed);
-        counted["registrations"] = json!(300);
-        assert!(check(&counted, &list[41]).is_ok());
-        let mut short = list.clone();
-        short.remove(7);
-        let mut left_out = doc(&short, &seed);
-        left_out["registrations"] = json!(300);
-        assert!(check(&left_out, &list[41])
-            .unwrap_err()
-            .contains("counted 300"));
-    }
-
-    #[test]
-    fn urls_and_chunks() {
-        assert_eq!(
-            join_url(
-                "https://shop.example:8443/.anteroom/event?room=sale",
-                "/.anteroom/event?room=sale&tickets=1"
-            ),
-            "https://shop.example:8443/.anteroom/event?room=sale&tickets=1"
-        );
-        assert_eq!(
-            dechunk(b"5\r\nhello\r\n6;x=y\r\n world\r\n0\r\n\r\n"),
-            b"hello world"
-        );
-        assert_eq!(dechunk(b"zz\r\n"), b"");
-    }
-}
+mod tests;
