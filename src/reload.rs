@@ -17,6 +17,7 @@ use tokio::sync::Notify;
 use crate::app::{Current, Shared};
 use crate::config;
 
+mod caps;
 mod frozen;
 mod takeover;
 use frozen::{frozen_changes, gone, lines_of_gone_rooms, runtime_now};

@@ -128,6 +128,9 @@ pub(super) fn frozen_changes(
             }
         }
     }
+    for (key, what, fix) in super::caps::events_over_caps(old, new, runtime, local) {
+        out.push(error(key, what, fix));
+    }
     // A room gone from the file (removed, or renamed: the store keys a line by the room's
     // name) while people wait in its line, or while its line is held: they would lose their
     // place (their polls answered 404), and its paths would open past the hold (found by

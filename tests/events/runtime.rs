@@ -460,4 +460,28 @@ async fn an_event_added_at_run_time_stays_within_the_upstreams_cap() {
     assert_eq!(code, 422, "{body}");
     assert!(body.contains("send at most 20"), "{body}");
     assert_eq!(add(20).await.0, 201, "created");
+    // A reload that lowers the cap under it is refused (found by review: not checked), until
+    // the event is lowered first.
+    let running = std::fs::read_to_string(proxy.config_path()).unwrap();
+    let lowered = running.replace("admit-per-second = 20", "admit-per-second = 15");
+    assert_ne!(lowered, running);
+    std::fs::write(proxy.config_path(), &lowered).unwrap();
+    let outcome = reload_outcome(&proxy).await;
+    let error = outcome["error"].as_str().unwrap_or_default();
+    assert!(
+        outcome["applied"] == false
+            && error.contains("upstream[0].admit-per-second")
+            && error.contains("\"drop20\" of room \"sale\" (added at run time) admits 20/s"),
+        "{outcome}"
+    );
+    let (code, body) = admin_call(
+        &proxy,
+        reqwest::Method::PATCH,
+        "/rooms/sale/events/drop20",
+        Some(TOKEN),
+        Some(serde_json::json!({ "admit_per_second": 15 })),
+    )
+    .await;
+    assert_eq!(code, 200, "{body}");
+    reload_applied(&proxy).await;
 }
