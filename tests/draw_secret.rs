@@ -91,3 +91,32 @@ async fn a_draw_added_through_another_instance_keeps_the_secret_at_once() {
     let b = published(&two, "", "commitment", Duration::from_secs(10)).await;
     assert_eq!(a, b);
 }
+
+/// Nor when the store has just lost its data: the runtime event this instance knows counts
+/// until it has written it back (found by re-review: a FLUSHALL, then a SIGHUP within the
+/// tick, changed the secret and the commitment of a begun pre-queue).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_draw_the_store_just_lost_keeps_the_secret() {
+    let redis = RedisServer::start();
+    let origin = Origin::start().await;
+    let proxy = Proxy::start(&config(
+        origin.addr,
+        &redis_store(&redis, "500ms"),
+        "admit-per-second = 10\nmax-active = 1\ntick = \"10s\"",
+        "",
+    ));
+    let (code, body) = admin_call(
+        &proxy,
+        reqwest::Method::POST,
+        "/rooms/sale/events",
+        Some(TOKEN),
+        Some(serde_json::json!({ "name": "flash", "opens_at": at(120), "draw": true })),
+    )
+    .await;
+    assert_eq!(code, 201, "{body}");
+    let commitment = published(&proxy, "", "commitment", Duration::from_secs(10)).await;
+    assert!(common::redis::raw(redis.port, "FLUSHALL").is_some_and(|r| r.starts_with("+OK")));
+    secret_change_refused(&proxy, "flash").await;
+    let (_, doc) = event_doc(&proxy, "").await;
+    assert_eq!(doc["commitment"], commitment, "{doc}");
+}

@@ -67,15 +67,7 @@ pub fn run(
             ));
         }
         let list = document(&fetch(&url, ca)?).map_err(|e| format!("the list at {rel}: {e}"))?;
-        // The list of this room's event, not another's it might name (found by review).
-        for field in ["room", "event"] {
-            if !doc[field].is_null() && list[field] != doc[field] {
-                return Err(format!(
-                    "the list at {rel} is of {field} {}, not {}",
-                    list[field], doc[field]
-                ));
-            }
-        }
+        same_draw(&doc, &list, rel)?;
         doc = list;
     }
     if let Some(c) = committed {
@@ -88,6 +80,22 @@ pub fn run(
         }
     }
     check(&doc, &mine)
+}
+
+/// Whether `list` (fetched from `rel`) is of the draw `doc` names: the list of this room's
+/// event, not another's it might name (found by review), nor of an earlier event of the name,
+/// or of a draw under another commitment (re-review: a document that named a genuine list of
+/// another draw passed as checked). Each field `doc` has must be the list's.
+fn same_draw(doc: &Value, list: &Value, rel: &str) -> Result<(), String> {
+    for field in ["room", "event", "id", "prequeue_from", "commitment", "seed"] {
+        if !doc[field].is_null() && list[field] != doc[field] {
+            return Err(format!(
+                "the list at {rel} is of {field} {}, not {}",
+                list[field], doc[field]
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Checks a document that has `commitment`, `seed` and `tickets`.

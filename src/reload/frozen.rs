@@ -116,7 +116,14 @@ pub(super) fn frozen_changes(
             }
         }
         if secret_changed {
-            if let Some(problem) = drawing(&before, &after, o.events.line_draw().as_deref(), now) {
+            // The runtime events this instance knows count too: the store's may be empty
+            // after a data loss the instance has yet to write them back after (found by
+            // re-review: a FLUSHALL, then a SIGHUP within the tick, changed the secret under
+            // a begun drawn pre-queue).
+            let known = o.events.runtime();
+            let (kept, _) = Schedule::build(&r.events, &known.events, known.version);
+            let schedules = [&before, &after, &o.events.schedule(), &kept];
+            if let Some(problem) = drawing(&schedules, o.events.line_draw().as_deref(), now) {
                 out.push(error(
                     KeyPath::root().key("draw").key("secret"),
                     format!(
@@ -249,20 +256,19 @@ pub(super) fn gone<'a>(
 }
 
 /// What of a room's draws a change of the secret would void, told for the refusal: a drawn
-/// event whose pre-queue has begun by `now`, in the running schedule or the new one, or the
+/// event whose pre-queue has begun by `now`, in any of `schedules` (running and new, with the
+/// store's runtime events and this instance's), or the
 /// draw whose places the line holds (`line`, at the last tick; its event perhaps cancelled,
 /// whose seed is published with its list while it does: found by review, a reload changed
 /// the secret under a cancelled draw's registrants and its published draw no longer checked).
 fn drawing(
-    before: &Schedule,
-    after: &Schedule,
+    schedules: &[&Schedule],
     line: Option<&LineDraw>,
     now: crate::clock::Micros,
 ) -> Option<String> {
-    let mut names: Vec<&str> = before
-        .events
+    let mut names: Vec<&str> = schedules
         .iter()
-        .chain(&after.events)
+        .flat_map(|s| &s.events)
         .filter(|e| e.draw && now >= e.prequeue_from)
         .map(|e| e.name.as_str())
         .collect();

@@ -74,7 +74,8 @@ impl RoomData {
         r.abandon_in_force = micros(p.abandon_after);
         let abandoned = r.prune_abandoned(live, micros(p.abandon_after));
         let autopilot = r.steer(ctx.autopilot.as_ref(), now);
-        let state = r.state.clone();
+        // With when an operator last changed it, as admit.lua's reply (review 45).
+        let state = r.state_stamped();
         let rate = p.rate(&state);
         let burst = p.burst(rate);
         r.refill(now, rate, burst);

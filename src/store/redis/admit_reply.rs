@@ -28,8 +28,12 @@ const TICK_HI_AT: usize = 30;
 const LINE_DRAW_AT: usize = 31;
 /// The room's count of admit calls in this generation, this one's included.
 const ADMITS_AT: usize = 34;
+/// When an operator last changed the room's state ('st_at', µs; 0: never): an instance that
+/// learns the state from its ticks re-asserts it with its time (found by review: with 0, a
+/// restarted instance's re-assertion of a pause after a rollback lost to an older snapshot's).
+const ST_AT: usize = 35;
 /// Where the line's sample starts: after the fixed fields (its epoch, then its length).
-const LINE_FROM: usize = 35;
+const LINE_FROM: usize = 36;
 
 /// `admit.lua`'s reply.
 #[derive(Debug, Clone, PartialEq)]
@@ -152,6 +156,7 @@ impl FromRedisValue for AdmitReply {
         let draw_out: i64 = item(&v, LINE_DRAW_AT + 1)?;
         let draw_epoch: u64 = item(&v, LINE_DRAW_AT + 2)?;
         let admits: u64 = item(&v, ADMITS_AT)?;
+        let changed_at: u64 = item(&v, ST_AT)?;
         let epoch: u64 = item(&v, LINE_FROM)?;
         let numbers: usize = item(&v, LINE_FROM + 1)?;
         if !numbers.is_multiple_of(2) || numbers > 2 * MAX_POINTS {
@@ -193,7 +198,7 @@ impl FromRedisValue for AdmitReply {
                     .and_then(|a| a.rate),
                 event_rate: None,
                 event_max_active: None,
-                changed_at: 0,
+                changed_at,
             },
             instances: item(&v, 10)?,
             generation: item(&v, 11)?,
@@ -269,8 +274,9 @@ mod tests {
             text("old@1700000000000000"),
             int(1),
             int(777),
-            // The room's 88th admit call.
+            // The room's 88th admit call; an operator's change at 1700000001000000.
             int(88),
+            int(1_700_000_001_000_000),
             int(777),
             int(4),
             int(0),
@@ -301,6 +307,7 @@ mod tests {
         assert!(d.out);
         assert_eq!(d.epoch, 777);
         assert_eq!(r.admits, 88);
+        assert_eq!(r.state.changed_at, 1_700_000_001_000_000);
         assert_eq!(d.name_and_start(), Some(("old", 1_700_000_000_000_000)));
         assert_eq!(r.line.epoch, 777);
         assert_eq!(r.line.points, vec![(0, 10), (3, 40)]);
