@@ -143,23 +143,23 @@ fn urls_and_chunks() {
         b"hello world"
     );
     assert_eq!(dechunk(b"zz\r\n"), b"");
+}
 
-    #[test]
-    fn a_list_must_be_of_the_draw_the_document_names() {
-        let doc = json!({"room": "sale", "event": "drop", "commitment": "ab", "seed": "cd",
+#[test]
+fn a_list_must_be_of_the_draw_the_document_names() {
+    let doc = json!({"room": "sale", "event": "drop", "commitment": "ab", "seed": "cd",
             "prequeue_from": "2027-01-01T00:00:00Z"});
-        let list = json!({"room": "sale", "event": "drop", "commitment": "ef", "seed": "cd",
+    let list = json!({"room": "sale", "event": "drop", "commitment": "ef", "seed": "cd",
             "prequeue_from": "2027-01-01T00:00:00Z", "tickets": []});
-        assert!(same_draw(&doc, &list, "/l")
-            .unwrap_err()
-            .contains("commitment"));
-        let mut same = list.clone();
-        same["commitment"] = json!("ab");
-        assert!(same_draw(&doc, &same, "/l").is_ok());
-        let mut earlier = same.clone();
-        earlier["prequeue_from"] = json!("2026-01-01T00:00:00Z");
-        assert!(same_draw(&doc, &earlier, "/l")
-            .unwrap_err()
-            .contains("prequeue_from"));
-    }
+    assert!(same_draw(&doc, &list, "/l")
+        .unwrap_err()
+        .contains("commitment"));
+    let mut same = list.clone();
+    same["commitment"] = json!("ab");
+    assert!(same_draw(&doc, &same, "/l").is_ok());
+    let mut earlier = same.clone();
+    earlier["prequeue_from"] = json!("2026-01-01T00:00:00Z");
+    assert!(same_draw(&doc, &earlier, "/l")
+        .unwrap_err()
+        .contains("prequeue_from"));
 }
