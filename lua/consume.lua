@@ -26,7 +26,7 @@
 -- ARGV[11] the store generation the caller last saw ('' if none)   ARGV[12] how long after a
 -- generation is born the wait below lasts (µs; at least three ticks): see it
 -- Reply: { code, ms }  code 1 won, 0 used (or never admitted), 2 busy: another order of this
---   admission is pending, ms until its deadline
+--   admission is pending, ms until its deadline, 3 a session a pre-queue ended (never used)
 
 local active, marker = KEYS[1], KEYS[2]
 local vid, req = ARGV[1], ARGV[2]
@@ -53,9 +53,11 @@ if held and held <= now then
 end
 local expires_s = tonumber(ARGV[10]) or 0
 if not held then
-  if ARGV[6] ~= '1' or (m and m.kind == 'c') or session_ended(KEYS[4], vid, now)
-    or (expires_s > 0 and expires_s * 1000000 <= now) then
+  if ARGV[6] ~= '1' or (m and m.kind == 'c') or (expires_s > 0 and expires_s * 1000000 <= now) then
     return { 0, 0 }
+  end
+  if session_ended(KEYS[4], vid, now) then
+    return { 3, 0 }
   end
   -- The store lost its data since the caller last saw it (another generation, or none), or
   -- its generation is younger than ARGV[12] (every instance's breaker cooldown, a call's

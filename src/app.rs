@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 
 use arc_swap::ArcSwap;
 
-use crate::breaker::{Breaker, BreakerState, Transition};
+use crate::breaker::{Breaker, BreakerState, Breakers, Transition};
 use crate::clock::Clock;
 use crate::config::Config;
 use crate::metrics::Metrics;
@@ -30,7 +30,8 @@ pub struct Core {
     pub store: Arc<dyn Store>,
     pub clock: Arc<dyn Clock>,
     pub metrics: Metrics,
-    pub breaker: Breaker,
+    /// One circuit breaker per room ([`Breakers`]).
+    pub breakers: Breakers,
     /// The store timeout; store settings need a restart to change.
     timeout: std::time::Duration,
     breaker_failures: u32,
@@ -114,7 +115,7 @@ impl Core {
             store,
             clock,
             metrics,
-            breaker: Breaker::new(s.breaker_failures, s.breaker_cooldown),
+            breakers: Breakers::new(s.breaker_failures, s.breaker_cooldown),
             timeout: s.timeout,
             breaker_failures: s.breaker_failures,
             breaker_cooldown: s.breaker_cooldown,
@@ -164,26 +165,33 @@ impl Core {
             .clone()
     }
 
-    fn breaker_moved(&self, t: Option<Transition>) {
+    /// Logs a room's breaker's move (the gauges are set when scraped: `metrics_of_breakers`).
+    fn breaker_moved(&self, room: &str, t: Option<Transition>) {
         match t {
             Some(Transition::Opened) => {
                 tracing::warn!(
+                    room,
                     failures = self.breaker_failures,
                     cooldown = ?self.breaker_cooldown,
                     "store circuit breaker opened: store calls fail fast"
                 );
-                self.metrics.breaker_open.set(1);
             }
             Some(Transition::Reopened) => {
-                tracing::debug!("store circuit breaker probe failed; open again");
-                self.metrics.breaker_open.set(1);
+                tracing::debug!(room, "store circuit breaker probe failed; open again");
             }
             Some(Transition::Closed) => {
-                tracing::info!("store circuit breaker closed: the store answers again");
-                self.metrics.breaker_open.set(0);
+                tracing::info!(
+                    room,
+                    "store circuit breaker closed: the store answers again"
+                );
             }
             None => {}
         }
+    }
+
+    /// The breaker of the room named `room`.
+    pub fn breaker(&self, room: &str) -> std::sync::Arc<Breaker> {
+        self.breakers.of(room)
     }
 
     /// Every store call goes through here: bounded by `store.timeout`, because a client of a
@@ -204,15 +212,15 @@ impl Core {
         room: &str,
         call: impl Future<Output = Result<T, StoreError>>,
     ) -> Result<T, StoreError> {
-        if op != PROBE_OP && self.breaker.state(self.clock.mono_micros()) == BreakerState::HalfOpen
-        {
+        let breaker = self.breakers.of(room);
+        if op != PROBE_OP && breaker.state(self.clock.mono_micros()) == BreakerState::HalfOpen {
             self.metrics.store_error(op, "breaker");
             return Err(StoreError::BreakerOpen {
                 op,
                 room: room.to_string(),
             });
         }
-        let Some(permit) = self.breaker.permit(self.clock.mono_micros()) else {
+        let Some(permit) = breaker.permit(self.clock.mono_micros()) else {
             self.metrics.store_error(op, "breaker");
             return Err(StoreError::BreakerOpen {
                 op,
@@ -233,7 +241,7 @@ impl Core {
         match &result {
             Ok(_) => {
                 self.store_ok_at.store(now, Ordering::Relaxed);
-                self.breaker_moved(self.breaker.record(permit, self.clock.mono_micros(), true));
+                self.breaker_moved(room, breaker.record(permit, self.clock.mono_micros(), true));
             }
             Err(e) => {
                 let kind = if matches!(e, StoreError::Timeout { .. }) {
@@ -251,8 +259,8 @@ impl Core {
                 // on-store-error policy (`open` passed everyone: found by review).
                 let answered = e.is_layout_refusal();
                 self.breaker_moved(
-                    self.breaker
-                        .record(permit, self.clock.mono_micros(), answered),
+                    room,
+                    breaker.record(permit, self.clock.mono_micros(), answered),
                 );
             }
         }
@@ -289,9 +297,9 @@ impl Core {
         }
     }
 
-    /// The circuit breaker is closed: store calls are made.
-    pub fn store_closed(&self) -> bool {
-        self.breaker.state(self.clock.mono_micros()) == BreakerState::Closed
+    /// The room's circuit breaker is closed: store calls for it are made.
+    pub fn store_closed(&self, room: &str) -> bool {
+        self.breakers.of(room).state(self.clock.mono_micros()) == BreakerState::Closed
     }
 
     /// Logs a store error at most once a second: an outage must not flood the log.
@@ -371,6 +379,7 @@ impl Shared {
                     core.metrics.room(r.name(), &rules),
                     secret,
                     &key_ids,
+                    core.breakers.of(r.name()),
                 )
             })
             .collect();
@@ -438,9 +447,17 @@ impl Shared {
             .max()
             .unwrap_or_default();
         let fresh = std::time::Duration::from_secs(5).max(slowest_tick * 2);
-        self.breaker.state(self.clock.mono_micros()) == BreakerState::Closed
+        self.breaker_state() == BreakerState::Closed
             && now.saturating_sub(self.store_ok_at.load(Ordering::Relaxed))
                 <= crate::clock::micros(fresh)
+    }
+
+    /// The least healthy of the rooms' breakers: `/readyz` and the metrics tell it.
+    pub fn breaker_state(&self) -> BreakerState {
+        self.breakers.worst(
+            self.rooms.iter().map(|r| r.name()),
+            self.clock.mono_micros(),
+        )
     }
 }
 

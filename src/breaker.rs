@@ -144,6 +144,56 @@ impl Breaker {
     }
 }
 
+/// One breaker per room: a room's keys live in one slot, so on a Redis Cluster the outage of
+/// one node is the outage of the rooms on it, not of every room (found by review: with one
+/// breaker for the process, a frozen master put every room on its `on-store-error` policy,
+/// and the other way round, a busy healthy room's answers kept the frozen room's breaker from
+/// ever opening, so its requests each waited out the timeout). On one Redis every room's
+/// breaker opens with it, each after its own `breaker-failures`. Made on first use and kept by
+/// name: a reload keeps a room's.
+#[derive(Debug)]
+pub struct Breakers {
+    threshold: u32,
+    cooldown: Duration,
+    rooms: std::sync::Mutex<std::collections::HashMap<String, std::sync::Arc<Breaker>>>,
+}
+
+impl Breakers {
+    pub fn new(threshold: u32, cooldown: Duration) -> Self {
+        Self {
+            threshold,
+            cooldown,
+            rooms: Default::default(),
+        }
+    }
+
+    /// The breaker of the room named `room`.
+    pub fn of(&self, room: &str) -> std::sync::Arc<Breaker> {
+        let mut rooms = self.rooms.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(b) = rooms.get(room) {
+            return b.clone();
+        }
+        let b = std::sync::Arc::new(Breaker::new(self.threshold, self.cooldown));
+        rooms.insert(room.to_string(), b.clone());
+        b
+    }
+
+    /// The least healthy state among the breakers of `rooms` (open, then half open, then
+    /// closed; closed for none).
+    pub fn worst<'a>(&self, rooms: impl IntoIterator<Item = &'a str>, now: Micros) -> BreakerState {
+        let rank = |s: BreakerState| match s {
+            BreakerState::Closed => 0,
+            BreakerState::HalfOpen => 1,
+            BreakerState::Open => 2,
+        };
+        rooms
+            .into_iter()
+            .map(|r| self.of(r).state(now))
+            .max_by_key(|s| rank(*s))
+            .unwrap_or(BreakerState::Closed)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -199,6 +199,8 @@ pub struct Room {
     pub owed: std::sync::Arc<owed::Owed>,
     /// The room's events (`[[room.event]]` and runtime changes) on this instance.
     pub events: crate::event::live::RoomEvents,
+    /// The room's store circuit breaker ([`crate::breaker::Breakers`]), read on its edge path.
+    pub breaker: std::sync::Arc<crate::breaker::Breaker>,
 }
 
 /// A short digest of a room's settings as this instance runs them: instances whose digests
@@ -259,6 +261,7 @@ impl Room {
         metrics: RoomMetrics,
         draw_secret: Option<std::sync::Arc<[u8]>>,
         key_ids: &[&str],
+        breaker: std::sync::Arc<crate::breaker::Breaker>,
     ) -> Self {
         let cookie_name = room_cookie_name(cfg.name());
         let ticket_cookie = crate::line::ticket::cookie_name(cfg.name());
@@ -296,6 +299,7 @@ impl Room {
             gate,
             revoked: Default::default(),
             owed: Default::default(),
+            breaker,
         }
     }
 

@@ -29,6 +29,7 @@ use pingora::protocols::http::ServerSession;
 use serde_json::{json, Value};
 
 use crate::app::{Current, Shared};
+use crate::breaker::BreakerState;
 use crate::config::{AdminRole, AdminToken};
 use crate::store::history::Actor;
 
@@ -203,7 +204,7 @@ impl AdminApp {
                         "ready": healthy,
                         "config": s.config.source,
                         "store": s.store.backend(),
-                        "breaker": s.breaker.state(s.clock.mono_micros()).as_str(),
+                        "breaker": s.breaker_state().as_str(),
                         "last_error": if healthy { None } else { s.last_store_error() },
                         "last_reload": s.last_reload(),
                     }),
@@ -280,13 +281,23 @@ impl AdminApp {
         let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
         match (method, segments.as_slice()) {
             (&Method::GET, ["metrics"]) => {
-                // The origin gates' figures are read when scraped (no work per request).
+                // The origin gates' figures and the breakers are read when scraped (no work
+                // per request).
+                let now = s.clock.mono_micros();
                 for r in s.rooms.iter() {
+                    let open = r.breaker.state(now) != BreakerState::Closed;
+                    s.metrics
+                        .room_breaker_open
+                        .with_label_values(&[r.name()])
+                        .set(i64::from(open));
                     if let Some(g) = &r.gate {
                         r.metrics.origin_inflight.set(g.in_flight() as i64);
                         r.metrics.origin_queued.set(g.queued() as i64);
                     }
                 }
+                s.metrics
+                    .breaker_open
+                    .set(i64::from(s.breaker_state() != BreakerState::Closed));
                 reply(
                     StatusCode::OK,
                     "text/plain; version=0.0.4",

@@ -56,7 +56,7 @@ pub async fn room(s: &Shared, i: usize) -> Value {
     let store = json!({
         "backend": s.store.backend(),
         "healthy": s.store_healthy(),
-        "breaker": s.breaker.state(s.clock.mono_micros()).as_str(),
+        "breaker": r.breaker.state(s.clock.mono_micros()).as_str(),
         "last_error": s.last_store_error(),
     });
     let config = json!({

@@ -63,7 +63,7 @@ async fn run_room(shared: Arc<Shared>, room: usize) {
         next = Instant::now() + wait;
         // While the breaker is not closed, a read that changes nothing probes the store first
         // (see `Core::store_call`); the admit follows once it is answered in time.
-        if !shared.store_closed() {
+        if !shared.store_closed(r.name()) {
             let probe = shared.store.room_state(&r.cfg.params);
             if let Err(e) = shared
                 .store_call(crate::app::PROBE_OP, r.name(), probe)

@@ -138,6 +138,8 @@ pub struct Metrics {
     duration: Vec<Arc<Spread>>,
     store_errors: IntCounterVec,
     pub breaker_open: IntGauge,
+    /// Per room: see [`crate::breaker::Breakers`].
+    pub room_breaker_open: IntGaugeVec,
     /// Reloads by outcome (`applied`, `refused`).
     pub config_reloads: IntCounterVec,
     /// Per upstream and server of an upstream with `addrs` or a health check: 1 while it is
@@ -200,6 +202,7 @@ impl Metrics {
             let _ = self.admit_rate.remove_label_values(&label);
             let _ = self.origin_p90.remove_label_values(&label);
             let _ = self.origin_error_share.remove_label_values(&label);
+            let _ = self.room_breaker_open.remove_label_values(&label);
         }
     }
 

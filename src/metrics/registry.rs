@@ -211,7 +211,17 @@ impl Metrics {
             &r,
             IntGauge::new(
                 "anteroom_breaker_open",
-                "1 while the store circuit breaker is open.",
+                "1 while the store circuit breaker of any room is open (or half open).",
+            )?,
+        )?;
+        let room_breaker_open = register(
+            &r,
+            IntGaugeVec::new(
+                Opts::new(
+                    "anteroom_room_breaker_open",
+                    "1 while the room's store circuit breaker is open (or half open).",
+                ),
+                &["room"],
             )?,
         )?;
 
@@ -290,6 +300,7 @@ impl Metrics {
             origin_error_share,
             store_errors,
             breaker_open,
+            room_breaker_open,
             config_reloads,
             origin_server_up,
             registry: r,

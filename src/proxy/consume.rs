@@ -99,6 +99,12 @@ impl Proxy {
                 Self::order_goes_on(shared, ctx, room, taken);
                 return Ok(false);
             }
+            // Never used: a pre-queue ended it, and its holder joins the line like anyone (the
+            // join answers them, and registers them while a pre-queue runs).
+            Ok(Consumed::Ended) => {
+                ctx.holder = None;
+                return Box::pin(Self::to_the_line(shared, session, ctx, room, true, cookie_now)).await;
+            }
             Ok(Consumed::Used) => (
                 409,
                 "Already used",

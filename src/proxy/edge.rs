@@ -34,8 +34,8 @@ impl Proxy {
         }
         let now = shared.clock.now_secs();
         let snapshot = r.line.snapshot();
-        let store_answers = shared.breaker.state(shared.clock.mono_micros())
-            == crate::breaker::BreakerState::Closed;
+        let store_answers =
+            r.breaker.state(shared.clock.mono_micros()) == crate::breaker::BreakerState::Closed;
         if snapshot.as_deref().is_some_and(|s| s.random_recent) {
             return None;
         }

@@ -115,6 +115,9 @@ pub enum Consumed {
     Won,
     /// Used already (or never admitted): 409.
     Used,
+    /// A session a pre-queue ended (its cookie kept from before the event): it was never used,
+    /// and its holder joins the line like anyone (found by review: told "already used").
+    Ended,
     /// Another order of this admission is pending (a second tab): 409, and when it would come
     /// back if that order is never settled.
     Busy { retry_after: Duration },

@@ -766,9 +766,10 @@ pub async fn a_prequeue_ends_the_sessions_admitted_before_it(h: &dyn Harness) {
         !s.touch(&p, quiet).await.unwrap(),
         "renewed in the pre-queue"
     );
+    // Told apart from a used admission: the proxy sends its holder to the line (review 45).
     assert_eq!(
         s.consume(&p, quiet, &order()).await.unwrap(),
-        Consumed::Used,
+        Consumed::Ended,
         "an order in the pre-queue"
     );
     // The order in flight beats on, then fails: given back, but its session stays ended.
@@ -789,7 +790,7 @@ pub async fn a_prequeue_ends_the_sessions_admitted_before_it(h: &dyn Harness) {
     for v in [quiet, buying] {
         assert_eq!(
             s.consume(&p, v, &order()).await.unwrap(),
-            Consumed::Used,
+            Consumed::Ended,
             "an order after the opening with a cookie from before the pre-queue"
         );
         assert!(!s.touch(&p, v).await.unwrap());
@@ -827,7 +828,7 @@ pub async fn an_opening_seen_without_its_prequeue_ends_the_sessions_before_it(h:
     assert_eq!(s.stats(&p).await.unwrap().active, 0, "the session ended");
     assert_eq!(
         s.consume(&p, early, &order()).await.unwrap(),
-        Consumed::Used
+        Consumed::Ended
     );
     // Seen once: a later tick ends nothing more.
     let fresh = VisitorId::random();

@@ -124,9 +124,11 @@ impl RoomData {
             // Not a cookie expired by the store's wall clock (as in consume.lua).
             None if order.vouched
                 && (order.cookie_expires == 0 || order.cookie_expires > wall)
-                && !matches!(mark, Some(Mark::Confirmed(_)))
-                && !self.session_ended(vid, now) =>
+                && !matches!(mark, Some(Mark::Confirmed(_))) =>
             {
+                if self.session_ended(vid, now) {
+                    return Consumed::Ended;
+                }
                 now
             }
             None => return Consumed::Used,

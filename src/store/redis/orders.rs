@@ -66,6 +66,7 @@ impl RedisStore {
         match code {
             1 => Ok(Consumed::Won),
             0 => Ok(Consumed::Used),
+            3 => Ok(Consumed::Ended),
             2 => Ok(Consumed::Busy {
                 retry_after: Duration::from_millis(ms),
             }),
