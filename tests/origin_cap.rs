@@ -183,3 +183,102 @@ async fn an_upload_that_waited_for_its_slot_is_not_timed_out_for_the_wait() {
     assert_eq!(status, 200, "the upload after its wait in the gate");
     assert_eq!(hold.await.unwrap().status(), 200);
 }
+
+/// Visitors who leave while their requests wait for a slot send nothing to the shop: their
+/// slots go to the next in turn, and an order takes no admission — the same admission then
+/// places its order (found by review: when the slot came, the head of every such request
+/// reached the origin at once, past the cap, and the order's admission was used up with no
+/// order made: 409 "already used").
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_whose_visitors_left_while_waiting_reach_nobody_and_use_nothing() {
+    use tokio::io::AsyncWriteExt;
+    let origin = counting_origin(Duration::from_millis(10), Duration::from_millis(1500)).await;
+    let proxy = Proxy::start(&config(origin.addr, 1, "10s"));
+    let holder = admitted(&proxy).await;
+    let buyer = admitted(&proxy).await;
+    let busy = send(&proxy, reqwest::Method::GET, "/hold", &holder, 0, false);
+    eventually(Duration::from_secs(5), "the slot taken", || async {
+        (room_metric(&proxy, "anteroom_origin_inflight{room=\"sale\"}").await == 1).then_some(())
+    })
+    .await;
+    // An order and three pages wait for the slot; then their visitors close the connection.
+    let head = |method: &str, path: &str, jar: &Jar, body: &str| {
+        format!(
+            "{method} {path} HTTP/1.1\r\nHost: shop.test\r\nCookie: {}\r\nContent-Length: {}\r\n\r\n{body}",
+            jar.header(),
+            body.len()
+        )
+    };
+    let mut left = Vec::new();
+    for request in [
+        head("POST", "/orders", &buyer, "Y"),
+        head("GET", "/products/a", &holder, ""),
+        head("GET", "/products/b", &holder, ""),
+        head("GET", "/products/c", &holder, ""),
+    ] {
+        let mut c = tokio::net::TcpStream::connect(proxy.addr).await.unwrap();
+        c.write_all(request.as_bytes()).await.unwrap();
+        left.push(c);
+    }
+    eventually(Duration::from_secs(5), "four waiting", || async {
+        (room_metric(&proxy, QUEUED).await == 4).then_some(())
+    })
+    .await;
+    drop(left);
+    assert_eq!(busy.await.unwrap().status(), 200);
+    eventually(
+        Duration::from_secs(5),
+        "the line for the slot gone",
+        || async {
+            (room_metric(&proxy, QUEUED).await == 0
+                && room_metric(&proxy, "anteroom_origin_inflight{room=\"sale\"}").await == 0)
+                .then_some(())
+        },
+    )
+    .await;
+    assert_eq!(origin.counts.orders.load(Ordering::SeqCst), 0, "no order");
+    assert_eq!(
+        origin.counts.most.load(Ordering::SeqCst),
+        1,
+        "the cap held: nothing of theirs reached the shop"
+    );
+    // The admission was not used: the buyer orders now.
+    let resp = send(&proxy, reqwest::Method::POST, "/orders", &buyer, 1, true)
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    assert_eq!(origin.counts.orders.load(Ordering::SeqCst), 1);
+}
+
+/// A reload that takes the cap away leaves no figures of it standing once its requests are
+/// done (found by review: `/metrics` told a slot in flight and three waiting for good).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cap_a_reload_removes_leaves_no_figures_behind() {
+    let origin = counting_origin(Duration::from_millis(10), Duration::from_millis(800)).await;
+    let proxy = Proxy::start(&config(origin.addr, 1, "10s"));
+    let v = admitted(&proxy).await;
+    let waiting: Vec<_> = (0..3)
+        .map(|i| send(&proxy, reqwest::Method::GET, "/hold", &v, i, false))
+        .collect();
+    eventually(
+        Duration::from_secs(5),
+        "one in flight, two waiting",
+        || async { (room_metric(&proxy, QUEUED).await == 2).then_some(()) },
+    )
+    .await;
+    let text = std::fs::read_to_string(proxy.config_path()).unwrap();
+    let uncapped = text
+        .replace("max-origin-inflight = 1\n", "")
+        .replace("origin-queue-timeout = \"10s\"\n", "");
+    assert_ne!(uncapped, text);
+    std::fs::write(proxy.config_path(), uncapped).unwrap();
+    reload_applied(&proxy).await;
+    for w in waiting {
+        assert_eq!(w.await.unwrap().status(), 200);
+    }
+    assert_eq!(room_metric(&proxy, QUEUED).await, 0);
+    assert_eq!(
+        room_metric(&proxy, "anteroom_origin_inflight{room=\"sale\"}").await,
+        0
+    );
+}

@@ -290,10 +290,14 @@ impl AdminApp {
                         .room_breaker_open
                         .with_label_values(&[r.name()])
                         .set(i64::from(open));
-                    if let Some(g) = &r.gate {
-                        r.metrics.origin_inflight.set(g.in_flight() as i64);
-                        r.metrics.origin_queued.set(g.queued() as i64);
-                    }
+                    // A room without a cap has none in flight (found by review: a reload
+                    // that took the cap away left its last figures standing).
+                    let (in_flight, queued) = r
+                        .gate
+                        .as_ref()
+                        .map_or((0, 0), |g| (g.in_flight(), g.queued()));
+                    r.metrics.origin_inflight.set(in_flight as i64);
+                    r.metrics.origin_queued.set(queued as i64);
                 }
                 s.metrics
                     .breaker_open

@@ -94,6 +94,10 @@ impl Proxy {
         };
         let (status, title, message, retry) = match won {
             Ok(Consumed::Won) => {
+                // The order goes to the shop whole: a visitor who closes their side now (HTTP/1.1
+                // FIN) no longer cuts it short after its head (found by review: the shop got the
+                // head alone, and the admission was used up). An HTTP/2 stream reset still does.
+                session.downstream_session.set_abort_on_close(false);
                 // A session the store had forgotten is counted again by the consume.
                 r.recovery.counted(vid, shared.clock.now_micros());
                 Self::order_goes_on(shared, ctx, room, taken);

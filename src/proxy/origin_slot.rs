@@ -27,6 +27,19 @@ use crate::app::Shared;
 use crate::metrics::Reject;
 use crate::room::share::Sharer;
 
+/// Whether the visitor has gone (closed the connection, reset the stream), asked without
+/// waiting; only of a request whose body is all read (a read would otherwise take from it).
+async fn visitor_gone(session: &mut Session) -> bool {
+    if !(session.is_body_empty() || session.is_body_done()) {
+        return false;
+    }
+    let idle = session.downstream_session.read_body_or_idle(true);
+    matches!(
+        tokio::time::timeout(std::time::Duration::ZERO, idle).await,
+        Ok(Err(_))
+    )
+}
+
 /// What a visitor who waited in vain is asked to wait before trying again: 1–3 s at random,
 /// so that a crowd turned away together does not come back together.
 fn retry_secs() -> u64 {
@@ -74,6 +87,18 @@ impl Proxy {
         // would otherwise pin a slot for its whole life.
         match gate.enter(left).await {
             Ok(slot) => {
+                // A visitor who left while the request waited sends nothing to the shop: the
+                // slot goes to the next, and an order takes no admission (found by review: the
+                // head of each such request reached the origin at once, all of them together
+                // past the cap, and an order's admission was used up with no order placed).
+                if visitor_gone(session).await {
+                    drop(slot);
+                    return pingora::Error::e_explain(
+                        pingora::ErrorType::ConnectionClosed,
+                        "the visitor left while the request waited for its origin slot",
+                    )
+                    .map_err(|e| e.into_down());
+                }
                 ctx.body_from = Instant::now();
                 ctx.body_due = shared.config.server.client_timeout;
                 let h2_body = session.is_http2() && !session.is_body_empty();
