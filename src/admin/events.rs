@@ -284,6 +284,7 @@ pub async fn change(
                 e,
                 &events_of,
                 &rate_of,
+                now,
             );
             if let (Some(rate), Some(bound)) = (e.admit_per_second, bound) {
                 if rate > bound {

@@ -234,11 +234,18 @@ pub fn event_rate_bound(
     event: &crate::event::Event,
     events_of: &dyn Fn(usize) -> Vec<crate::event::Event>,
     rate_of: &dyn Fn(usize) -> f64,
+    now: crate::clock::Micros,
 ) -> Option<f64> {
     let r = rooms.get(room)?;
     let cap = upstreams.get(r.upstream)?.admit_per_second?;
     let admits = |e: &crate::event::Event| (e.opens_at, e.closes_at.unwrap_or(u64::MAX));
+    // From now on: what other rooms admitted while it ran before now is past (found by
+    // review: an event of another room that had closed cut a running sale's bound at a reload).
     let (from, to) = admits(event);
+    let from = from.max(now);
+    if from >= to {
+        return None;
+    }
     let others: Vec<(f64, Vec<crate::event::Event>)> = rooms
         .iter()
         .enumerate()
@@ -282,7 +289,8 @@ impl Builder<'_> {
         let rate_of = |i: usize| rooms.get(i).map_or(0.0, |r| r.params.admit_per_second);
         for (i, r) in rooms.iter().enumerate() {
             for (j, e) in r.events.iter().enumerate() {
-                let Some(bound) = event_rate_bound(rooms, upstreams, i, e, &events_of, &rate_of)
+                // The whole schedule, past included: a file is judged the same at any time.
+                let Some(bound) = event_rate_bound(rooms, upstreams, i, e, &events_of, &rate_of, 0)
                 else {
                     continue;
                 };
@@ -434,5 +442,47 @@ mod tests {
             timed("c", "01:30", "01:30", "03:00", 45)
         );
         assert!(errors(&all_at_once).contains("room[0].event[0]"));
+    }
+
+    /// Judged from `now` (a reload, the admin API): what another room's event admitted before
+    /// now, and has stopped admitting, cuts nothing (found by review: a closed event of another
+    /// room cut a running sale's bound to 20 of 70).
+    #[test]
+    fn an_event_is_judged_from_now_on() {
+        let timed = |name: &str, opens: &str, closes: &str, rate: u32| {
+            format!(
+                "[[room]]\nname = \"{name}\"\npaths = [\"/{name}\"]\nadmit-per-second = 10\n\
+                 max-active = 10\n[[room.event]]\nname = \"e\"\n\
+                 opens-at = \"2030-01-01T{opens}:00+00:00\"\n\
+                 closes-at = \"2030-01-01T{closes}:00+00:00\"\nadmit-per-second = {rate}\n"
+            )
+        };
+        let text = format!(
+            "[cookie]\nkeys = [\"test-key-0123456789-0123456789-0123456789\"]\n[[upstream]]\n\
+             name = \"shop\"\naddr = \"127.0.0.1:9000\"\nadmit-per-second = 100\n{}{}",
+            timed("a", "01:00", "05:00", 30),
+            timed("b", "02:00", "03:00", 60)
+        );
+        let c = crate::config::parse(&text, "unit.toml", std::path::Path::new("."))
+            .unwrap_or_else(|e| panic!("{e}"));
+        let events_of = |i: usize| c.rooms[i].events.clone();
+        let rate_of = |i: usize| c.rooms[i].params.admit_per_second;
+        let bound = |now| {
+            super::event_rate_bound(
+                &c.rooms,
+                &c.upstreams,
+                0,
+                &c.rooms[0].events[0],
+                &events_of,
+                &rate_of,
+                now,
+            )
+        };
+        let b = &c.rooms[1].events[0];
+        assert_eq!(bound(0), Some(40.0), "b's 60/s meets a's time");
+        let after_b = b.closes_at.unwrap() + 1;
+        assert_eq!(bound(after_b), Some(90.0), "b closed: only its room's 10/s");
+        let a_closed = c.rooms[0].events[0].closes_at.unwrap();
+        assert_eq!(bound(a_closed), None, "a closed: nothing to bound");
     }
 }

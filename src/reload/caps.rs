@@ -57,9 +57,15 @@ pub(super) fn events_over_caps(
             let Some(rate) = e.admit_per_second else {
                 continue;
             };
-            let Some(bound) =
-                config::event_rate_bound(&new.rooms, &new.upstreams, i, e, &events_of, &rate_of)
-            else {
+            let Some(bound) = config::event_rate_bound(
+                &new.rooms,
+                &new.upstreams,
+                i,
+                e,
+                &events_of,
+                &rate_of,
+                now,
+            ) else {
                 continue;
             };
             if rate <= bound {

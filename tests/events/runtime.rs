@@ -485,3 +485,45 @@ async fn an_event_added_at_run_time_stays_within_the_upstreams_cap() {
     assert_eq!(code, 200, "{body}");
     reload_applied(&proxy).await;
 }
+
+/// The same right after Redis lost its data: the runtime events this instance knows count
+/// until it has written them back (found by re-review: a FLUSHALL, then a SIGHUP that lowered
+/// the cap, and the event ran at 84/s under 50).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cap_lowered_right_after_a_data_loss_is_checked_against_the_events_known() {
+    let redis = RedisServer::start();
+    let origin = Origin::start().await;
+    let text = config(
+        origin.addr,
+        &redis_store(&redis, "500ms"),
+        "admit-per-second = 10\nmax-active = 5\ntick = \"10s\"",
+        "",
+    )
+    .replace(
+        &format!("addr = \"{}\"", origin.addr),
+        &format!("addr = \"{}\"\nadmit-per-second = 20", origin.addr),
+    );
+    let proxy = Proxy::start(&text);
+    let (code, body) = admin_call(
+        &proxy,
+        reqwest::Method::POST,
+        "/rooms/sale/events",
+        Some(TOKEN),
+        Some(serde_json::json!({ "name": "drop20", "opens_at": at(100), "admit_per_second": 20 })),
+    )
+    .await;
+    assert_eq!(code, 201, "{body}");
+    assert!(common::redis::raw(redis.port, "FLUSHALL").is_some_and(|r| r.starts_with("+OK")));
+    let running = std::fs::read_to_string(proxy.config_path()).unwrap();
+    std::fs::write(
+        proxy.config_path(),
+        running.replace("admit-per-second = 20", "admit-per-second = 15"),
+    )
+    .unwrap();
+    let outcome = reload_outcome(&proxy).await;
+    let error = outcome["error"].as_str().unwrap_or_default();
+    assert!(
+        outcome["applied"] == false && error.contains("\"drop20\""),
+        "{outcome}"
+    );
+}
