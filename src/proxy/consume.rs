@@ -107,6 +107,12 @@ impl Proxy {
             // join answers them, and registers them while a pre-queue runs).
             Ok(Consumed::Ended) => {
                 ctx.holder = None;
+                // The slot taken for the order goes back first: the line's answer may admit
+                // them, and the order then waits for a slot of its own (found by re-review:
+                // held, it waited for a second one, and N such orders shut a room capped at N
+                // until their waits ran out).
+                ctx.origin_slot = None;
+                ctx.uploading = None;
                 return Box::pin(Self::to_the_line(shared, session, ctx, room, true, cookie_now)).await;
             }
             Ok(Consumed::Used) => (

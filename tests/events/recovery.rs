@@ -389,3 +389,38 @@ async fn an_instance_back_after_a_data_loss_keeps_a_cancel_made_since() {
         assert_eq!(event_names(&b).await, Some(vec![]));
     }
 }
+
+/// An order on a session a pre-queue ended, after the opening, in a room capped at the
+/// origin: its holder joins the line (empty: let in), and the order goes on at once. Before
+/// (found by re-review), the slot taken for it was held while it waited for another, and the
+/// room's one slot stood still until the wait ran out (503 after `origin-queue-timeout`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_ended_sessions_order_in_a_capped_room_goes_on_through_the_line() {
+    use common::raw::{enter, order_request, orders, raw};
+    let origin = Origin::start().await;
+    // Drawn: its seed is published once this instance has heard the store record the opening
+    // (before that, the instance itself sends such a cookie's order to the line).
+    let event = format!(
+        "[[room.event]]\nname = \"drop\"\nprequeue-from = \"{}\"\nopens-at = \"{}\"\ndraw = true\n",
+        at(2),
+        at(4)
+    );
+    let proxy = Proxy::start(&config(
+        origin.addr,
+        "",
+        "admit-per-second = 1000\nmax-active = 5\nconsume = [\"POST /orders\"]\n\
+         max-origin-inflight = 1\norigin-queue-timeout = \"5s\"",
+        &event,
+    ));
+    let (vid, cookie) = enter(&proxy, "/products/1").await;
+    published(&proxy, "", "seed", Duration::from_secs(15)).await;
+    let before = orders(&origin);
+    let started = std::time::Instant::now();
+    let order = raw(&proxy, &order_request("/orders", &vid, &cookie)).await;
+    assert!(
+        order.reached_origin() && started.elapsed() < Duration::from_secs(4),
+        "{order:?} after {:?}",
+        started.elapsed()
+    );
+    assert_eq!(orders(&origin), before + 1);
+}
