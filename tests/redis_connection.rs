@@ -137,3 +137,96 @@ async fn a_frozen_seed_node_does_not_keep_the_store_away() {
     .await;
     cluster.nodes[frozen].signal(false);
 }
+
+/// Found by review: on a Redis Cluster, a frozen master's rooms timed out together, the
+/// connection (one for every node) was made again, the new one waited on the frozen seed, and
+/// the rooms on the healthy masters timed out too: their breakers opened and their visitors
+/// got `on-store-error`. The connection is made again on timeouts only while no call at all
+/// is answered; the rooms elsewhere go on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_frozen_master_leaves_the_rooms_on_the_others_alone() {
+    let cluster = RedisCluster::start_with(&["--cluster-require-full-coverage", "no"]);
+    let origin = Origin::start().await;
+    let node_of = |name: &str| {
+        let slot = raw(
+            cluster.nodes[0].port,
+            &format!("CLUSTER KEYSLOT {{anteroom:{name}}}:room"),
+        )
+        .and_then(|r| r.trim_start_matches(':').trim().parse::<u64>().ok())
+        .expect("a slot");
+        (slot * 3 / 16384) as usize
+    };
+    let names: Vec<String> = (0..60).map(|i| format!("r{i}")).collect();
+    let frozen = node_of("r0");
+    let on_frozen: Vec<&String> = names
+        .iter()
+        .filter(|n| node_of(n) == frozen)
+        .take(3)
+        .collect();
+    let healthy = names
+        .iter()
+        .find(|n| node_of(n) != frozen)
+        .expect("a room elsewhere");
+    assert_eq!(on_frozen.len(), 3, "rooms on the frozen master");
+    let rooms: String = on_frozen
+        .iter()
+        .copied()
+        .chain(std::iter::once(healthy))
+        .map(|n| {
+            format!(
+                "[[room]]\nname = \"{n}\"\npaths = [\"/{n}\"]\nadmit-per-second = 1000\n\
+                 max-active = 100000\ntick = \"100ms\"\non-store-error = \"closed\"\n\n"
+            )
+        })
+        .collect();
+    let urls: Vec<String> = cluster.urls().iter().map(|u| format!("\"{u}\"")).collect();
+    let proxy = Proxy::start(&format!(
+        "{}\n[store]\nbackend = \"redis\"\nredis-cluster = [{}]\ntimeout = \"250ms\"\n\n{rooms}",
+        base_config(origin.addr),
+        urls.join(", ")
+    ));
+    let visit = |room: String| {
+        let url = proxy.url(&format!("/{room}/x"));
+        async move {
+            let resp = client().get(url).send().await.ok()?;
+            resp.text().await.ok()
+        }
+    };
+    eventually(Duration::from_secs(20), "the healthy room open", || async {
+        (visit(healthy.clone()).await? == format!("origin GET /{healthy}/x")).then_some(())
+    })
+    .await;
+    cluster.nodes[frozen].signal(true);
+    // The frozen master's rooms are busy for four seconds; the healthy room is asked meanwhile.
+    let until = std::time::Instant::now() + Duration::from_secs(4);
+    let busy: Vec<_> = on_frozen
+        .iter()
+        .map(|n| {
+            let url = proxy.url(&format!("/{n}/x"));
+            tokio::spawn(async move {
+                while std::time::Instant::now() < until {
+                    let _ = client().get(&url).send().await;
+                }
+            })
+        })
+        .collect();
+    let mut answers = Vec::new();
+    while std::time::Instant::now() < until {
+        answers.push(visit(healthy.clone()).await.unwrap_or_default());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    for b in busy {
+        let _ = b.await;
+    }
+    cluster.nodes[frozen].signal(false);
+    let held = answers
+        .iter()
+        .filter(|a| **a != format!("origin GET /{healthy}/x"))
+        .count();
+    assert_eq!(
+        held,
+        0,
+        "{held} of {} answers not the shop's",
+        answers.len()
+    );
+}

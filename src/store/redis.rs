@@ -121,6 +121,10 @@ pub struct RedisStore {
     conn: arc_swap::ArcSwap<OnceCell<Conn>>,
     /// Calls in a row that timed out.
     timeouts: std::sync::atomic::AtomicU32,
+    /// When a call last had an answer (µs since `born`): a connection is made again only when
+    /// none has for a while (see `note_timeouts`).
+    answered_at: std::sync::atomic::AtomicU64,
+    born: std::time::Instant,
     scripts: Scripts,
     /// Added to Redis `TIME` in every script; always 0 outside tests.
     skew_us: AtomicI64,
@@ -198,6 +202,8 @@ impl RedisStore {
             timeout,
             conn: arc_swap::ArcSwap::from_pointee(OnceCell::new()),
             timeouts: std::sync::atomic::AtomicU32::new(0),
+            answered_at: std::sync::atomic::AtomicU64::new(0),
+            born: std::time::Instant::now(),
             scripts: Scripts::new(),
             skew_us: AtomicI64::new(0),
             frozen_us: AtomicI64::new(0),

@@ -107,7 +107,11 @@ impl RedisStore {
     /// worked (found by review). So is one Redis refused the password on: the client keeps the
     /// refusal and never asks again, so a password changed and changed back left the instance
     /// cut off until it restarted (found by review). The Sentinel connection asks the sentinels
-    /// again by itself.
+    /// again by itself. Timeouts make it again only while no call at all has had an answer for
+    /// three timeouts: on a Redis Cluster the connection serves every node, and the rooms of a
+    /// frozen master time out together while the others' calls are answered — made again, the
+    /// new connection waited on the frozen seed, and every room's calls timed out with it
+    /// (found by review: the healthy masters' rooms opened their breakers too).
     fn note_timeouts<T>(
         &self,
         cell: &std::sync::Arc<OnceCell<Conn>>,
@@ -123,12 +127,24 @@ impl RedisStore {
             Err(e) if refused(e) && !sentinel => self.replace(cell),
             Err(e) if e.is_timeout() => {
                 let n = self.timeouts.fetch_add(1, Ordering::Relaxed) + 1;
-                if n >= TIMEOUTS_TO_RECONNECT && !sentinel {
+                let silent = self
+                    .elapsed_us()
+                    .saturating_sub(self.answered_at.load(Ordering::Relaxed));
+                let quiet = crate::clock::micros(self.timeout) * u64::from(TIMEOUTS_TO_RECONNECT);
+                if n >= TIMEOUTS_TO_RECONNECT && silent >= quiet && !sentinel {
                     self.replace(cell);
                 }
             }
-            _ => self.timeouts.store(0, Ordering::Relaxed),
+            _ => {
+                self.timeouts.store(0, Ordering::Relaxed);
+                self.answered_at.store(self.elapsed_us(), Ordering::Relaxed);
+            }
         }
+    }
+
+    /// Time since this store was made (µs).
+    fn elapsed_us(&self) -> u64 {
+        u64::try_from(self.born.elapsed().as_micros()).unwrap_or(u64::MAX)
     }
 
     /// The next call makes a new connection. Only in place of the one that failed: a call that
