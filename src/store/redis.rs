@@ -118,13 +118,11 @@ pub struct RedisStore {
     timeout: Duration,
     /// The connection, made on first use; replaced by a new one after [`TIMEOUTS_TO_RECONNECT`]
     /// calls in a row timed out (see [`RedisStore::run`]).
-    conn: arc_swap::ArcSwap<OnceCell<Conn>>,
-    /// Calls in a row that timed out.
-    timeouts: std::sync::atomic::AtomicU32,
-    /// When a call last had an answer (µs since `born`): a connection is made again only when
-    /// none has for a while (see `note_timeouts`).
-    answered_at: std::sync::atomic::AtomicU64,
-    born: std::time::Instant,
+    conn: std::sync::Arc<arc_swap::ArcSwap<OnceCell<Conn>>>,
+    /// Per room, its calls in a row that timed out (see `note_timeouts`).
+    timeouts: std::sync::Mutex<std::collections::HashMap<String, u32>>,
+    /// A new connection is being made beside the one in use.
+    remaking: std::sync::Arc<std::sync::atomic::AtomicBool>,
     scripts: Scripts,
     /// Added to Redis `TIME` in every script; always 0 outside tests.
     skew_us: AtomicI64,
@@ -200,10 +198,9 @@ impl RedisStore {
         Ok(Self {
             target,
             timeout,
-            conn: arc_swap::ArcSwap::from_pointee(OnceCell::new()),
-            timeouts: std::sync::atomic::AtomicU32::new(0),
-            answered_at: std::sync::atomic::AtomicU64::new(0),
-            born: std::time::Instant::now(),
+            conn: std::sync::Arc::new(arc_swap::ArcSwap::from_pointee(OnceCell::new())),
+            timeouts: std::sync::Mutex::default(),
+            remaking: std::sync::Arc::default(),
             scripts: Scripts::new(),
             skew_us: AtomicI64::new(0),
             frozen_us: AtomicI64::new(0),

@@ -1,7 +1,6 @@
 //! The store's one connection: made on first use, and made again after calls in a row that
 //! only time out; every script runs through [`RedisStore::run`], with the store's timeout.
 
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use ::redis::aio::{ConnectionManager, ConnectionManagerConfig};
@@ -97,61 +96,77 @@ impl RedisStore {
             Conn::Cluster(mut c) => inv.invoke_async(&mut c).await,
             Conn::Sentinel(c) => c.invoke(inv).await,
         };
-        self.note_timeouts(&cell, &result);
+        self.note_timeouts(&cell, room, &result);
         result.map_err(|e| unavailable(op, room, e))
     }
 
-    /// A connection whose calls only time out is dropped: the client reconnects after an I/O
-    /// error, never after a timeout, so a connection a middlebox or a failed-over address
-    /// swallowed stayed in use for good, the breaker open, while new connections would have
-    /// worked (found by review). So is one Redis refused the password on: the client keeps the
-    /// refusal and never asks again, so a password changed and changed back left the instance
-    /// cut off until it restarted (found by review). The Sentinel connection asks the sentinels
-    /// again by itself. Timeouts make it again only while no call at all has had an answer for
-    /// three timeouts: on a Redis Cluster the connection serves every node, and the rooms of a
-    /// frozen master time out together while the others' calls are answered — made again, the
-    /// new connection waited on the frozen seed, and every room's calls timed out with it
-    /// (found by review: the healthy masters' rooms opened their breakers too).
+    /// A connection whose calls for a room only time out is made again: the client reconnects
+    /// after an I/O error, never after a timeout, so a connection a middlebox or a failed-over
+    /// address swallowed stayed in use for good, the breaker open, while new connections would
+    /// have worked (found by review). So is one Redis refused the password on: the client keeps
+    /// the refusal and never asks again, so a password changed and changed back left the
+    /// instance cut off until it restarted (found by review). The Sentinel connection asks the
+    /// sentinels again by itself.
+    ///
+    /// Counted per room, and made beside the one in use, which serves every call until the new
+    /// one is ready: on a Redis Cluster one connection serves every node, and the rooms of a
+    /// frozen master time out while the others' calls are answered. Dropped at once, its
+    /// successor waited on the frozen seed and every room's calls timed out with it (found by
+    /// review: the healthy masters' rooms opened their breakers); never made again, a node's
+    /// black-holed connection stayed in use for good, and a failover away from a frozen master
+    /// was never seen (the client reads the slots again on `MOVED` or an I/O error only: found
+    /// by re-review).
     fn note_timeouts<T>(
         &self,
         cell: &std::sync::Arc<OnceCell<Conn>>,
+        room: &str,
         result: &Result<T, ::redis::RedisError>,
     ) {
-        let sentinel = matches!(self.target, Target::Sentinel { .. });
+        if matches!(self.target, Target::Sentinel { .. }) {
+            return;
+        }
         let refused = |e: &::redis::RedisError| {
             matches!(e.kind(), ::redis::ErrorKind::AuthenticationFailed)
                 || e.code() == Some("NOAUTH")
                 || e.code() == Some("WRONGPASS")
         };
+        let mut timeouts = self.timeouts.lock().unwrap_or_else(|e| e.into_inner());
         match result {
-            Err(e) if refused(e) && !sentinel => self.replace(cell),
+            Err(e) if refused(e) => {
+                timeouts.clear();
+                drop(timeouts);
+                self.remake(cell);
+            }
             Err(e) if e.is_timeout() => {
-                let n = self.timeouts.fetch_add(1, Ordering::Relaxed) + 1;
-                let silent = self
-                    .elapsed_us()
-                    .saturating_sub(self.answered_at.load(Ordering::Relaxed));
-                let quiet = crate::clock::micros(self.timeout) * u64::from(TIMEOUTS_TO_RECONNECT);
-                if n >= TIMEOUTS_TO_RECONNECT && silent >= quiet && !sentinel {
-                    self.replace(cell);
+                let n = timeouts.entry(room.to_string()).or_insert(0);
+                *n += 1;
+                if *n >= TIMEOUTS_TO_RECONNECT {
+                    *n = 0;
+                    drop(timeouts);
+                    self.remake(cell);
                 }
             }
             _ => {
-                self.timeouts.store(0, Ordering::Relaxed);
-                self.answered_at.store(self.elapsed_us(), Ordering::Relaxed);
+                timeouts.remove(room);
             }
         }
     }
 
-    /// Time since this store was made (µs).
-    fn elapsed_us(&self) -> u64 {
-        u64::try_from(self.born.elapsed().as_micros()).unwrap_or(u64::MAX)
-    }
-
-    /// The next call makes a new connection. Only in place of the one that failed: a call that
-    /// replaced it already leaves the new one alone.
-    fn replace(&self, cell: &std::sync::Arc<OnceCell<Conn>>) {
-        self.timeouts.store(0, Ordering::Relaxed);
-        self.conn
-            .compare_and_swap(cell, std::sync::Arc::new(OnceCell::new()));
+    /// Makes a new connection beside `cell`'s, in a task of its own, and puts it in `cell`'s
+    /// place once it is ready (not in place of one made meanwhile); one at a time.
+    fn remake(&self, cell: &std::sync::Arc<OnceCell<Conn>>) {
+        use std::sync::atomic::Ordering;
+        if self.remaking.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let (conn, remaking, old) = (self.conn.clone(), self.remaking.clone(), cell.clone());
+        let (target, timeout) = (self.target.clone(), self.timeout);
+        tokio::spawn(async move {
+            if let Ok(made) = Self::connect(target, timeout).await {
+                let new = std::sync::Arc::new(OnceCell::new_with(Some(made)));
+                conn.compare_and_swap(&old, new);
+            }
+            remaking.store(false, Ordering::Release);
+        });
     }
 }
