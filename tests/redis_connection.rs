@@ -197,8 +197,9 @@ async fn a_frozen_master_leaves_the_rooms_on_the_others_alone() {
     })
     .await;
     cluster.nodes[frozen].signal(true);
-    // The frozen master's rooms are busy for four seconds; the healthy room is asked meanwhile.
-    let until = std::time::Instant::now() + Duration::from_secs(4);
+    // The frozen master's rooms are busy for twelve seconds (the cluster marks it failed meanwhile);
+    // the healthy room is asked throughout.
+    let until = std::time::Instant::now() + Duration::from_secs(12);
     let busy: Vec<_> = on_frozen
         .iter()
         .map(|n| {
