@@ -102,3 +102,16 @@ pub fn verify_draw(args: &[&str]) -> (bool, String) {
     );
     (out.status.success(), text)
 }
+
+/// Adds a runtime event to room `sale` through the admin API, and asserts it was created.
+pub async fn post_event(proxy: &Proxy, body: Value) {
+    let (code, answer) = admin_call(
+        proxy,
+        reqwest::Method::POST,
+        "/rooms/sale/events",
+        Some(TOKEN),
+        Some(body),
+    )
+    .await;
+    assert_eq!(code, 201, "{answer}");
+}

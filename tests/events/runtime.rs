@@ -12,15 +12,11 @@ async fn a_reload_keeps_a_line_for_a_runtime_event() {
         &[("ANTEROOM_LOG", "info")],
         &[],
     );
-    let (code, body) = admin_call(
+    post_event(
         &proxy,
-        reqwest::Method::POST,
-        "/rooms/sale/events",
-        Some(TOKEN),
-        Some(serde_json::json!({ "name": "drop", "opens_at": at(120) })),
+        serde_json::json!({ "name": "drop", "opens_at": at(120) }),
     )
     .await;
-    assert_eq!(code, 201, "{body}");
     let mut jar = Jar::default();
     eventually(Duration::from_secs(5), "the pre-queue", || {
         let proxy = &proxy;
@@ -247,15 +243,11 @@ async fn an_event_added_at_run_time_survives_a_store_that_lost_its_data() {
         "admit-per-second = 10\nmax-active = 5",
         "",
     ));
-    let (code, body) = admin_call(
+    post_event(
         &proxy,
-        reqwest::Method::POST,
-        "/rooms/sale/events",
-        Some(TOKEN),
-        Some(serde_json::json!({ "name": "kept", "opens_at": at(600) })),
+        serde_json::json!({ "name": "kept", "opens_at": at(600) }),
     )
     .await;
-    assert_eq!(code, 201, "{body}");
     // Redis loses everything (a restart without persistence).
     common::redis::raw(redis.port, "FLUSHALL").unwrap();
     // The instance writes back what it knew: the event is in the store again.
@@ -332,15 +324,11 @@ async fn newcomers_after_an_event_is_added_at_run_time_are_never_placed_before_i
     // One visitor takes the room's one place, so that newcomers would queue.
     let mut first = Jar::default();
     assert_eq!(status(&a, &mut first).await["state"], "admitted");
-    let (code, body) = admin_call(
+    post_event(
         &a,
-        reqwest::Method::POST,
-        "/rooms/sale/events",
-        Some(TOKEN),
-        Some(serde_json::json!({ "name": "drop", "opens_at": at(600), "draw": true })),
+        serde_json::json!({ "name": "drop", "opens_at": at(600), "draw": true }),
     )
     .await;
-    assert_eq!(code, 201, "{body}");
     let mut answers = Vec::new();
     let mut registered = 0;
     let deadline = std::time::Instant::now() + Duration::from_secs(4);
@@ -504,15 +492,11 @@ async fn a_cap_lowered_right_after_a_data_loss_is_checked_against_the_events_kno
         &format!("addr = \"{}\"\nadmit-per-second = 20", origin.addr),
     );
     let proxy = Proxy::start(&text);
-    let (code, body) = admin_call(
+    post_event(
         &proxy,
-        reqwest::Method::POST,
-        "/rooms/sale/events",
-        Some(TOKEN),
-        Some(serde_json::json!({ "name": "drop20", "opens_at": at(100), "admit_per_second": 20 })),
+        serde_json::json!({ "name": "drop20", "opens_at": at(100), "admit_per_second": 20 }),
     )
     .await;
-    assert_eq!(code, 201, "{body}");
     assert!(common::redis::raw(redis.port, "FLUSHALL").is_some_and(|r| r.starts_with("+OK")));
     let running = std::fs::read_to_string(proxy.config_path()).unwrap();
     std::fs::write(
