@@ -38,6 +38,11 @@ pub(super) struct Visitor {
     /// stale ticket tossed in by a sibling site), and the first whose place the store still
     /// holds decides.
     pub others: Vec<Candidate>,
+    /// The store did not answer when asked about those identities
+    /// ([`Proxy::enter_known`](super::Proxy)): the join that would follow is not made (it
+    /// would wait out a second store timeout while the store is down), and this stands for
+    /// its answer.
+    pub unanswered: Option<crate::store::StoreError>,
 }
 
 /// One identity a request may speak for.
@@ -163,6 +168,7 @@ impl Proxy {
                 sealed: false,
                 vouched: None,
                 others: Vec::new(),
+                unanswered: None,
             };
         };
         // One ticket (every browser of ours): nothing to ask about, nothing allocated.
@@ -200,6 +206,7 @@ impl Proxy {
             sealed: sealed && ticket.is_some_and(|t| t.drawn),
             vouched: ticket,
             others,
+            unanswered: None,
         }
     }
 

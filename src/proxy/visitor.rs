@@ -142,15 +142,23 @@ impl Proxy {
         // the visitor's place in each draw that has not opened.
         let events = r.events.for_join(vid, shared.clock.now_micros());
         let join = events.context(gate);
-        let joined = shared
-            .store_call(
-                "join",
-                r.name(),
+        // When the store just failed to answer about the request's identities, its error is
+        // the join's answer (found by review: two tickets waited out two store timeouts while
+        // Redis was frozen).
+        let joined = match who.unanswered.take() {
+            Some(e) => Err(e),
+            None => {
                 shared
-                    .store
-                    .join_with(&r.params_at(shared.clock.now_micros()), vid, &join),
-            )
-            .await;
+                    .store_call(
+                        "join",
+                        r.name(),
+                        shared
+                            .store
+                            .join_with(&r.params_at(shared.clock.now_micros()), vid, &join),
+                    )
+                    .await
+            }
+        };
         // Past this instance's per-client limit only the store could tell a visitor in line from
         // a newcomer with an id of its own making: while it cannot answer, nobody is let in by
         // the store-error policy on such a request (found by review: made-up ids from one
@@ -237,7 +245,8 @@ impl Proxy {
                     shared.store.join_with(&r.params_at(now), c.vid, &join),
                 )
                 .await;
-            if joined.is_err() {
+            if let Err(e) = joined {
+                who.unanswered = Some(e);
                 break;
             }
             if !holds_ticket_place(&joined, c.ticket.as_ref()) {

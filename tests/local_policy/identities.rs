@@ -141,3 +141,62 @@ async fn a_reload_keeps_the_per_client_counts() {
         "past its limit before the reload, let in by `local` after it: {state}"
     );
 }
+
+/// A request whose tickets name two identities, while Redis is frozen, waits out one store
+/// timeout, not one for the question about its identities and another for the join after it
+/// (found by review: every such poll took two timeouts, and counted two failures towards the
+/// room's breaker).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_tickets_while_redis_is_frozen_cost_one_store_call() {
+    let redis = RedisServer::start();
+    let origin = Origin::start().await;
+    let room = "admit-per-second = 50\nmax-active = 1";
+    // A breaker that stays closed through the test: every call reaches the frozen store.
+    let proxy = Proxy::start(&config(origin.addr, &redis.url(), 1000, room));
+    admission_loop_ran(&redis).await;
+    // The one place inside is taken: the next two wait in line.
+    assert!(visit(&proxy, &mut Jar::default()).await.0);
+    let (mut first, mut second) = (Jar::default(), Jar::default());
+    for jar in [&mut first, &mut second] {
+        let (admitted, state) = visit(&proxy, jar).await;
+        assert!(!admitted && state == "waiting", "{state}");
+    }
+    let ticket = |jar: &Jar| jar.get("anteroom_q.sale").unwrap().to_string();
+    let both = format!(
+        "anteroom_q.sale={}; anteroom_q.sale={}",
+        ticket(&first),
+        ticket(&second)
+    );
+    // Failed joins, timed out or failed otherwise (the connection's own deadline).
+    let failures = || async {
+        let (e, t) = tokio::join!(
+            metric(
+                &proxy,
+                TOKEN,
+                "anteroom_store_errors_total",
+                "kind=\"error\",op=\"join\""
+            ),
+            metric(
+                &proxy,
+                TOKEN,
+                "anteroom_store_errors_total",
+                "kind=\"timeout\",op=\"join\""
+            ),
+        );
+        e + t
+    };
+    redis.signal(true);
+    let before = failures().await;
+    let resp = client()
+        .get(proxy.url("/products"))
+        .header("accept", "application/json")
+        .header("cookie", &both)
+        .send()
+        .await
+        .unwrap();
+    let status = resp.status();
+    let after = failures().await;
+    redis.signal(false);
+    assert_ne!(status, 500);
+    assert_eq!(after - before, 1, "failed store calls for one request");
+}
