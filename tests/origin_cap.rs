@@ -188,7 +188,8 @@ async fn an_upload_that_waited_for_its_slot_is_not_timed_out_for_the_wait() {
 /// slots go to the next in turn, and an order takes no admission — the same admission then
 /// places its order (found by review: when the slot came, the head of every such request
 /// reached the origin at once, past the cap, and the order's admission was used up with no
-/// order made: 409 "already used").
+/// order made: 409 "already used"), an order whose body was still to come too (found by
+/// review: only a request whose body had been read whole was asked whether its visitor left).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn requests_whose_visitors_left_while_waiting_reach_nobody_and_use_nothing() {
     use tokio::io::AsyncWriteExt;
@@ -209,8 +210,15 @@ async fn requests_whose_visitors_left_while_waiting_reach_nobody_and_use_nothing
             body.len()
         )
     };
+    // And an order streamed in (chunked: not read ahead), its body still to come.
+    let streamed = admitted(&proxy).await;
+    let chunked = format!(
+        "POST /orders HTTP/1.1\r\nHost: shop.test\r\nCookie: {}\r\nTransfer-Encoding: chunked\r\n\r\n1\r\nY\r\n",
+        streamed.header()
+    );
     let mut left = Vec::new();
     for request in [
+        chunked,
         head("POST", "/orders", &buyer, "Y"),
         head("GET", "/products/a", &holder, ""),
         head("GET", "/products/b", &holder, ""),
@@ -220,8 +228,8 @@ async fn requests_whose_visitors_left_while_waiting_reach_nobody_and_use_nothing
         c.write_all(request.as_bytes()).await.unwrap();
         left.push(c);
     }
-    eventually(Duration::from_secs(5), "four waiting", || async {
-        (room_metric(&proxy, QUEUED).await == 4).then_some(())
+    eventually(Duration::from_secs(5), "five waiting", || async {
+        (room_metric(&proxy, QUEUED).await == 5).then_some(())
     })
     .await;
     drop(left);
@@ -242,12 +250,14 @@ async fn requests_whose_visitors_left_while_waiting_reach_nobody_and_use_nothing
         1,
         "the cap held: nothing of theirs reached the shop"
     );
-    // The admission was not used: the buyer orders now.
-    let resp = send(&proxy, reqwest::Method::POST, "/orders", &buyer, 1, true)
-        .await
-        .unwrap();
-    assert_eq!(resp.status(), 200);
-    assert_eq!(origin.counts.orders.load(Ordering::SeqCst), 1);
+    // The admissions were not used: the buyers order now.
+    for (i, jar) in [&buyer, &streamed].into_iter().enumerate() {
+        let resp = send(&proxy, reqwest::Method::POST, "/orders", jar, 1 + i, true)
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), 200);
+        assert_eq!(origin.counts.orders.load(Ordering::SeqCst), 1 + i);
+    }
 }
 
 /// A reload that takes the cap away leaves no figures of it standing once its requests are

@@ -28,16 +28,43 @@ use crate::metrics::Reject;
 use crate::room::share::Sharer;
 
 /// Whether the visitor has gone (closed the connection, reset the stream), asked without
-/// waiting; only of a request whose body is all read (a read would otherwise take from it).
+/// waiting and without reading anything: a body still to come and a request pipelined behind
+/// stay where they are (found by review: only a request whose body was read whole was asked,
+/// and an order streamed in whose visitor left used its admission up).
+///
+/// Over HTTP/2, whether the stream was reset or its connection lost. Over HTTP/1, whether the
+/// peer closed the connection (a FIN or a reset, told by the socket's TCP state); a half-close
+/// after a whole request reads as gone, as Pingora reads it (its `abort_on_close`). Where the
+/// socket has no TCP state (a Unix socket), a request whose body is all read is asked by a
+/// read that must not wait, as before; one still sending its body is not asked.
 async fn visitor_gone(session: &mut Session) -> bool {
+    let now = std::time::Duration::ZERO;
+    if let Some(reset) = session.downstream_session.watch_h2_stream_close() {
+        return tokio::time::timeout(now, reset).await.is_ok();
+    }
+    if let Some(state) = tcp_state(session) {
+        return peer_closed(state);
+    }
     if !(session.is_body_empty() || session.is_body_done()) {
         return false;
     }
     let idle = session.downstream_session.read_body_or_idle(true);
-    matches!(
-        tokio::time::timeout(std::time::Duration::ZERO, idle).await,
-        Ok(Err(_))
-    )
+    matches!(tokio::time::timeout(now, idle).await, Ok(Err(_)))
+}
+
+/// The TCP state of the visitor's connection (`tcpi_state`), where it has one.
+fn tcp_state(session: &Session) -> Option<u8> {
+    let digest = session.downstream_session.digest()?;
+    Some(digest.socket_digest.as_ref()?.tcp_info()?.tcpi_state)
+}
+
+/// Whether a connection in TCP state `state` (Linux's numbering) has heard its peer close:
+/// `CLOSE_WAIT` (a FIN came), `LAST_ACK`, or `CLOSE` (a reset came).
+fn peer_closed(state: u8) -> bool {
+    const CLOSE: u8 = 7;
+    const CLOSE_WAIT: u8 = 8;
+    const LAST_ACK: u8 = 9;
+    matches!(state, CLOSE | CLOSE_WAIT | LAST_ACK)
 }
 
 /// What a visitor who waited in vain is asked to wait before trying again: 1–3 s at random,
@@ -372,6 +399,14 @@ mod tests {
         }
         for some in ["01", "0x0", "", "0 0", "1"] {
             assert!(!head_ends_answer(&post, &answer(200, Some(some))), "{some}");
+        }
+    }
+
+    #[test]
+    fn a_connection_is_gone_once_its_peer_closed() {
+        // ESTABLISHED, SYN_RECV: here; CLOSE_WAIT (a FIN), LAST_ACK, CLOSE (a reset): gone.
+        for (state, gone) in [(1, false), (3, false), (7, true), (8, true), (9, true)] {
+            assert_eq!(super::peer_closed(state), gone, "{state}");
         }
     }
 }

@@ -230,6 +230,85 @@ async fn a_request_that_waited_for_its_slot_keeps_it() {
     drop(proxy);
 }
 
+/// An HTTP/2 order whose stream is reset while it waits for its origin slot, its body still to
+/// come (too long to be read ahead), reaches nobody and uses nothing: the slot goes to the
+/// next, and the same admission then places its order (found by review: only a request whose
+/// body had been read whole was asked whether its visitor left, and this one went on to the
+/// origin and used the admission up).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_order_reset_while_waiting_for_its_slot_reaches_nobody_and_uses_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let origin = Origin::start().await;
+    origin.set_delay(1500);
+    let (proxy, port, ca) = https_proxy_with(
+        dir.path(),
+        &origin,
+        "[admin]\ntoken = \"admin-token-for-tests-0123456789\"",
+        "max-origin-inflight = 1\norigin-queue-timeout = \"20s\"\nconsume = [\"POST /products/order\"]",
+    )
+    .await;
+    let cookie = admission(&proxy).await;
+    let first = {
+        let req = client()
+            .get(proxy.url("/products/first"))
+            .header("host", "shop.test")
+            .header("cookie", &cookie);
+        tokio::spawn(async move { req.send().await.map(|r| r.status().as_u16()) })
+    };
+    eventually(
+        std::time::Duration::from_secs(5),
+        "the first holds the slot",
+        || inflight(&proxy, 1),
+    )
+    .await;
+    let (mut h2c, _conn) = h2_connect(port, &ca).await;
+    let (order, mut body) = stalled_post(&mut h2c, port, "/products/order", &cookie);
+    eventually(
+        std::time::Duration::from_secs(5),
+        "the order waiting for the slot",
+        || async {
+            let m = metrics_text(&proxy, ADMIN).await;
+            m.contains("anteroom_origin_queued{room=\"sale\"} 1")
+                .then_some(())
+        },
+    )
+    .await;
+    body.send_reset(h2::Reason::CANCEL);
+    drop(order);
+    assert_eq!(first.await.unwrap().unwrap(), 200);
+    eventually(
+        std::time::Duration::from_secs(5),
+        "the slot free, nobody waiting",
+        || async {
+            let m = metrics_text(&proxy, ADMIN).await;
+            (m.contains("anteroom_origin_queued{room=\"sale\"} 0")
+                && m.contains("anteroom_origin_inflight{room=\"sale\"} 0"))
+            .then_some(())
+        },
+    )
+    .await;
+    let posts = || {
+        origin
+            .requests()
+            .iter()
+            .filter(|r| r.method == "POST")
+            .count()
+    };
+    assert_eq!(posts(), 0, "the reset order reached the shop");
+    // The admission was not used: the order is placed now.
+    origin.set_delay(0);
+    let resp = client()
+        .post(proxy.url("/products/order"))
+        .header("host", "shop.test")
+        .header("cookie", &cookie)
+        .body("ok")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    assert_eq!(posts(), 1);
+}
+
 /// A body finished after its deadline does not reach the origin whole: the request fails at
 /// the body's end (found by re-review: it reached the origin beside the slot's next holder,
 /// when the slot was given back at the deadline).
