@@ -84,12 +84,36 @@ fn property_router(matching: PathMatching) -> Router {
 
 /// How origins read a path, written independently of the router's own readings: Tomcat
 /// (`;params` stripped per segment), IIS (`\` as `/`, trailing dots and spaces dropped, no
-/// case), a C server (NUL ends it), Spring with `trimTokens` (a segment's ends up to U+0020
+/// case, ASP.NET's cookieless values dropped), a C server (NUL ends it), Spring with `trimTokens` (a segment's ends up to U+0020
 /// trimmed), an old WSGI server (`//host/path`), each after decoding
 /// unreserved characters once and resolving dot segments; and origins that route the path
 /// as sent (dot segments kept), also behind a front controller (`/index.php/path`,
 /// `/app.fcgi/path`).
 fn origin_readings(path: &str) -> Vec<String> {
+    // Every `%XX` decoded (as http.sys hands ASP.NET the path).
+    let decode_all = |s: &str| -> String {
+        let b = s.as_bytes();
+        let mut out = Vec::new();
+        let mut i = 0;
+        while i < b.len() {
+            let byte = (b[i] == b'%')
+                .then(|| s.get(i + 1..i + 3))
+                .flatten()
+                .and_then(|h| u8::from_str_radix(h, 16).ok())
+                .filter(|_| !s[i + 1..i + 3].starts_with('+'));
+            match byte {
+                Some(v) => {
+                    out.push(v);
+                    i += 3;
+                }
+                None => {
+                    out.push(b[i]);
+                    i += 1;
+                }
+            }
+        }
+        String::from_utf8_lossy(&out).into_owned()
+    };
     let decode = |s: &str| -> String {
         let mut out = String::new();
         let b = s.as_bytes();
@@ -162,6 +186,21 @@ fn origin_readings(path: &str) -> Vec<String> {
         out.push_str(rest);
         out
     };
+    // ASP.NET drops a cookieless value's segment (`(S(…))`, `(A(…)F(…))`) wherever it is.
+    let cookieless = |seg: &str| -> bool {
+        let full = decode_all(seg);
+        let Some(inner) = full.strip_prefix('(').and_then(|x| x.strip_suffix(')')) else {
+            return false;
+        };
+        let parts: Vec<&str> = inner.split(')').collect();
+        parts.len() > 1
+            && parts.last() == Some(&"")
+            && parts[..parts.len() - 1].iter().all(|p| {
+                let mut c = p.chars();
+                matches!((c.next(), c.next()), (Some(l), Some('(')) if l.is_ascii_alphabetic())
+                    && !c.as_str().contains('(')
+            })
+    };
     let iis: String = decode(&percent_u(path))
         .replace('\\', "/")
         .split('/')
@@ -173,6 +212,7 @@ fn origin_readings(path: &str) -> Vec<String> {
                 t
             }
         })
+        .filter(|seg| !cookieless(seg))
         .collect::<Vec<_>>()
         .join("/")
         .to_ascii_lowercase();

@@ -23,7 +23,8 @@ proptest! {
 
     /// The attacker's goal as a property: no spelling built from the pieces origins read
     /// differently (`;params`, `..;`, `\\`, `%5C`, IIS's `%uXXXX`, NUL, case, trailing dots, dot segments
-    /// resolved or kept, `%2F`, a script's path info, whitespace at a segment's ends, host
+    /// resolved or kept, `%2F`, a script's path info, whitespace at a segment's ends, ASP.NET's
+    /// cookieless values, host
     /// case, trailing dot and port) reaches an origin as a protected path from outside its room.
     #[test]
     fn no_spelling_walks_around_a_room(
@@ -36,7 +37,7 @@ proptest! {
             "orders%09", "%20products", "%0a", "products%0D;x", "%09..", "products\t",
             "%u002fproducts", "%u002e%u002e", "x%U005C..", "%u0070roducts", "orders%u002e", "%u00",
             "..%u003b", "products%u003bx", "orders%u0000.css", "index%u002ephp", "index.php\\orders",
-            "%u0020orders", "products%u0009",
+            "%u0020orders", "products%u0009", "(S(x))", "(a(1)F(2))", "%28S%28x%29%29", "(S(x)).", "(S(x)",
         ]), 1..6),
     ) {
         let path = format!("/{}", segs.join("/"));

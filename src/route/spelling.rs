@@ -13,8 +13,9 @@ pub enum Transform {
     /// `;…` is stripped from every segment, so `..;` is `..` (Tomcat, Spring, Jetty).
     Params = 2,
     /// `\` and `%5C` are `/`, `%uXXXX` is the character it names (IIS: http.sys decodes it,
-    /// `PercentUAllowed` being on by default), and trailing dots and spaces of a segment are
-    /// ignored (IIS, and frameworks that run on Windows or copy its rules).
+    /// `PercentUAllowed` being on by default), trailing dots and spaces of a segment are
+    /// ignored (IIS, and frameworks that run on Windows or copy its rules), and a segment that
+    /// is an ASP.NET cookieless value (`(S(…))`, [`is_cookieless`]) is not there.
     Windows = 4,
     /// A path that starts with `//` is read as a network-path reference: its first segment is
     /// a host, the path begins after it (Python's `urlsplit` on the request line, as Werkzeug
@@ -67,7 +68,8 @@ pub(super) fn applicable(raw: &str) -> u8 {
         match b[i] {
             0 => flags |= Transform::Nul as u8,
             b';' => flags |= Transform::Params as u8,
-            b'\\' => flags |= Transform::Windows as u8,
+            // `(`: maybe an ASP.NET cookieless value (`/(S(x))/orders`).
+            b'\\' | b'(' => flags |= Transform::Windows as u8,
             b'.' | b' ' if i + 1 == b.len() || b[i + 1] == b'/' => {
                 flags |= Transform::Windows as u8;
                 if b[i] == b'.' && i > 0 && matches!(b[i - 1], b'.' | b'/') {
@@ -103,6 +105,7 @@ pub(super) fn applicable(raw: &str) -> u8 {
                 } else if encoded_at(b, i, b';') {
                     flags |= Transform::Params as u8;
                 } else if encoded_at(b, i, b'\\')
+                    || encoded_at(b, i, b'(')
                     || (encoded_at(b, i, b' ') || encoded_at(b, i, b'.'))
                         && (i + 3 == b.len() || b[i + 3] == b'/' || b[i + 3] == b'%')
                 {
@@ -180,10 +183,58 @@ pub(super) fn apply(raw: &str, set: u8) -> String {
         text = text
             .split('/')
             .map(strip_windows_tail)
+            .filter(|seg| !is_cookieless(seg))
             .collect::<Vec<_>>()
             .join("/");
     }
     text
+}
+
+/// Whether a path segment is an ASP.NET cookieless value: `(`, then one or more of a letter
+/// and a value in parentheses, then `)` — `(S(x))`, `(A(a)S(b)F(c))`, any case, read with its
+/// escapes decoded as IIS hands the path on. ASP.NET (Framework) takes it out of every
+/// request's path before anything routes it, whatever the configuration
+/// (`CookielessHelper.RemoveCookielessValuesFromPath`), anywhere in the path before
+/// CVE-2023-36899's fix and with `aspnet:RestoreAggressiveCookielessPathRemoval` (found by
+/// review: `/(S(x))/orders` placed an order without an admission).
+pub(super) fn is_cookieless(seg: &str) -> bool {
+    let b = seg.as_bytes();
+    let mut decoded = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        match (b[i], b.get(i + 1), b.get(i + 2)) {
+            (b'%', Some(&h), Some(&l)) if hex_pair(h, l).is_some() => {
+                decoded.extend(hex_pair(h, l));
+                i += 3;
+            }
+            (c, _, _) => {
+                decoded.push(c);
+                i += 1;
+            }
+        }
+    }
+    let Some(inner) = decoded
+        .strip_prefix(b"(")
+        .and_then(|d| d.strip_suffix(b")"))
+    else {
+        return false;
+    };
+    let mut rest = inner;
+    let mut values = 0;
+    while let [letter, b'(', after @ ..] = rest {
+        if !letter.is_ascii_alphabetic() {
+            return false;
+        }
+        let Some(close) = after.iter().position(|&c| c == b')') else {
+            return false;
+        };
+        if after[..close].contains(&b'(') {
+            return false;
+        }
+        rest = &after[close + 1..];
+        values += 1;
+    }
+    values > 0 && rest.is_empty()
 }
 
 /// The path with IIS's `%uXXXX` decoded ([`push_percent_u`]); borrowed when it has none.
@@ -403,6 +454,41 @@ mod tests {
         let nul = Transform::Windows as u8 | Transform::Nul as u8;
         assert_eq!(applicable("/shop%u0000.css") & nul, nul);
         assert_eq!(apply("/shop%u0000.css", nul), "/shop");
+    }
+
+    #[test]
+    fn asp_net_cookieless_values_are_read_as_absent() {
+        for seg in [
+            "(S(x))",
+            "(s(abc123))",
+            "(A(a)S(b)F(c))",
+            "(X(1)S(x))",
+            "%28S%28x%29%29",
+            "(S())",
+        ] {
+            assert!(is_cookieless(seg), "{seg}");
+        }
+        for seg in [
+            "(S(x)",
+            "S(x)",
+            "(x)",
+            "()",
+            "(S(x)y)",
+            "(1(x))",
+            "(S(a(b)))",
+            "products",
+            "",
+        ] {
+            assert!(!is_cookieless(seg), "{seg}");
+        }
+        let read = |raw: &str| {
+            assert!(applicable(raw) & Transform::Windows as u8 != 0, "{raw}");
+            apply(raw, Transform::Windows as u8)
+        };
+        assert_eq!(read("/(S(x))/orders"), "/orders");
+        assert_eq!(read("/shop/(F(t))/orders/1"), "/shop/orders/1");
+        assert_eq!(read("/%28S%28x%29%29/orders"), "/orders");
+        assert_eq!(read("/(S(x)).\\orders"), "/orders");
     }
 
     #[test]

@@ -28,8 +28,8 @@ consume = ["POST /orders"]
     )
 }
 
-/// Path spellings that Tomcat/Spring, IIS, case-insensitive routers or C servers read as a
-/// protected path.
+/// Path spellings that Tomcat/Spring, IIS (ASP.NET's cookieless values too), case-insensitive
+/// routers or C servers read as a protected path.
 const PATH_SPELLINGS: &[&str] = &[
     "/products;x/1",
     "/products;jsessionid=ABC/1",
@@ -56,6 +56,9 @@ const PATH_SPELLINGS: &[&str] = &[
     "/index%u002ephp/products/1",
     "/index.php\\products/1",
     "/%u0020products/1",
+    "/(S(x))/products/1",
+    "/(A(a)S(b)F(c))/products/1",
+    "/%28s%28x%29%29/products/1",
 ];
 
 #[tokio::test]
