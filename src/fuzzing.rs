@@ -345,11 +345,21 @@ pub fn route_target_property(host: &str, target: &str) {
     let Some(path) = lenient_path(target) else {
         return;
     };
+    let mut read = origin_readings(&path);
+    // CodeIgniter at the site's root (`index.php` its script): past the script's name an empty
+    // path and a query that starts with `/` make the query, up to a second `?`, the route.
+    let query = target.split('#').next().unwrap_or("").split_once('?');
+    if let Some((_, q)) = query {
+        let past_script = path.strip_prefix("/index.php").unwrap_or(&path);
+        if past_script.trim_matches('/').is_empty() && q.starts_with('/') {
+            read.extend(origin_readings(q.split('?').next().unwrap_or("")));
+        }
+    }
     for matching in [PathMatching::Strict, PathMatching::Lenient] {
         let router = property_router(matching);
         let routing = crate::proxy::target::target(&router, &req, false).routing;
-        for o in origin_readings(&path) {
-            held_as_origins_read(&routing, &o, &format!("{host:?} {target:?} ({matching:?})"));
+        for o in &read {
+            held_as_origins_read(&routing, o, &format!("{host:?} {target:?} ({matching:?})"));
         }
     }
 }

@@ -45,13 +45,15 @@ proptest! {
     }
 
     /// The same for the whole request target: schemes with and without an authority,
-    /// targets without a leading `/`, absolute forms for this host and others.
+    /// targets without a leading `/`, absolute forms for this host and others, a route in the
+    /// query (CodeIgniter's `/?/orders`).
     #[test]
     fn no_request_target_walks_around_a_room(
         head in prop::sample::select(vec![
             "", "/", "a:", "a:/", "x:", "X-1.y+z:", "1a:", "http:", "http:/", "http://shop.test",
             "HTTP://Shop.Test.", "https://shop.test:8443", "http://evil.test", "ftp://shop.test",
             "a://shop.test", "//shop.test", "://shop.test", "http://shop.test\\evil.test", "*",
+            "/?/", "/index.php?/", "/index.php/?/", "/?x/", "/a/?/",
         ]),
         segs in proptest::collection::vec(prop::sample::select(vec![
             "products", "PRODUCTS", "orders", "orders;x", "x", "..", ".", "", "%70roducts", "products?q=1",

@@ -168,7 +168,8 @@ pub fn target<'a>(router: &Router, req: &'a RequestHeader, trusted_peer: bool) -
         Ok(Form::Path) => (req.uri.path(), Ok(())),
         Err(why) => (req.uri.path(), Err(why)),
     };
-    let readings = Readings::of(path);
+    let mut readings = Readings::of(path);
+    readings.add_query_route(path, req.uri.query());
     let routing = match form.and_then(|()| hosts(req, trusted_peer)) {
         Ok(h) => router.decide(h.as_slice(), &readings),
         Err(why) => Routing::Refuse(why),

@@ -271,6 +271,27 @@ impl<'a> Readings<'a> {
         out
     }
 
+    /// The readings of a front controller that takes its route from the query: CodeIgniter
+    /// (3 and 4, with its default `uriProtocol`) routes `/?/orders` and `/index.php?/orders`
+    /// as `/orders` — when the path, past the script's name, is empty and the query starts
+    /// with `/` (up to a second `?`), the query is the route (found by review: an order
+    /// reached the shop that way without an admission). Read where the path ends with `/` or
+    /// with a script's name ([`path_infos`]' extensions): the directory the path names, the
+    /// query's route after it, and what the other readings make of that; all additive.
+    pub fn add_query_route(&mut self, raw: &str, query: Option<&str>) {
+        let Some(route) = query_route(raw, query) else {
+            return;
+        };
+        let more = Readings::of(&route);
+        let all: Vec<(String, bool)> = more
+            .iter()
+            .map(|r| (r.path.to_string(), r.folded))
+            .collect();
+        for (path, folded) in all {
+            self.add(Cow::Owned(path), folded, Transform::Script as u8);
+        }
+    }
+
     /// Adds `path` (made by the transforms in `via`) and, when it has capitals, its folded
     /// form.
     fn add_both(&mut self, path: String, via: u8) {
@@ -329,6 +350,30 @@ impl<'a> Readings<'a> {
     pub fn is_empty(&self) -> bool {
         false
     }
+}
+
+/// The path a front controller routes when it takes its route from the query
+/// ([`Readings::add_query_route`]): the path's directory (the script's name dropped) and the
+/// query's route after it; `None` when it would not.
+fn query_route(raw: &str, query: Option<&str>) -> Option<String> {
+    let route = query?.split('?').next().unwrap_or("");
+    let route = if let Some(r) = route.strip_prefix('/') {
+        r
+    } else if route
+        .get(..3)
+        .is_some_and(|p| p.eq_ignore_ascii_case("%2f"))
+    {
+        // Escaped, as a script that decodes the query first reads it.
+        &route[3..]
+    } else {
+        return None;
+    };
+    let dir = match raw.rsplit_once('/') {
+        Some((dir, "")) => dir,
+        Some((dir, last)) if super::spelling::is_script(last.as_bytes()) => dir,
+        _ => return None,
+    };
+    Some(format!("{dir}/{route}"))
 }
 
 #[cfg(test)]

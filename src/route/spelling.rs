@@ -382,7 +382,7 @@ pub(super) const SCRIPTS_READ: usize = 4;
 /// Whether a path segment names a script ([`SCRIPT_EXTENSIONS`], any case), with or without
 /// a name before the extension (nginx's `fastcgi_split_path_info ^(.+\.php)(/.+)$` splits
 /// `/.php/orders` too: re-review).
-fn is_script(seg: &[u8]) -> bool {
+pub(super) fn is_script(seg: &[u8]) -> bool {
     memchr::memrchr(b'.', seg).is_some_and(|dot| {
         SCRIPT_EXTENSIONS
             .iter()

@@ -59,6 +59,9 @@ const PATH_SPELLINGS: &[&str] = &[
     "/(S(x))/products/1",
     "/(A(a)S(b)F(c))/products/1",
     "/%28s%28x%29%29/products/1",
+    "/?/products/1",
+    "/index.php?/products/1",
+    "/index.php/?/x/../products/1",
 ];
 
 #[tokio::test]

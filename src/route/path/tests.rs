@@ -188,3 +188,34 @@ fn exempting_needs_every_reading() {
     assert!(!r.all_covered_by("/feed.xml"));
     assert!(Readings::of("/feed.xml").all_covered_by("/feed.xml"));
 }
+
+#[test]
+fn a_route_in_the_query_is_read_where_codeigniter_reads_it() {
+    let read = |path: &str, query: &str| {
+        let mut r = Readings::of(path);
+        r.add_query_route(path, Some(query));
+        r.iter()
+            .map(|r| (r.path.to_string(), r.additive))
+            .collect::<Vec<_>>()
+    };
+    let has = |path: &str, query: &str, want: &str| {
+        let got = read(path, query);
+        assert!(
+            got.iter().any(|(p, additive)| p == want && *additive),
+            "{path}?{query}: {got:?}"
+        );
+    };
+    has("/", "/orders", "/orders");
+    has("/index.php", "/orders", "/orders");
+    has("/index.php/", "/x/../orders?a=1", "/orders");
+    has("/shop/", "/orders", "/shop/orders");
+    has("/", "%2Forders", "/orders");
+    // Not a route: a query that does not start with `/`, or a path that names a resource.
+    for (path, query) in [
+        ("/", "orders"),
+        ("/products", "/orders"),
+        ("/a.css", "/orders"),
+    ] {
+        assert_eq!(read(path, query).len(), 1, "{path}?{query}");
+    }
+}
