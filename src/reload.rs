@@ -185,7 +185,11 @@ impl Reloader {
         // whole reload above): new handshakes get them, connections in flight keep theirs.
         shared.core.tls.swap(&shared.config.tls);
         let core = shared.core.clone();
+        let uncapped = lifted_gates(&old, &shared);
         self.current.store(Arc::new(shared));
+        for gate in uncapped {
+            gate.lift();
+        }
         core.metrics.forget_rooms(&removed);
         self.reloaded.notify_one();
         tracing::info!(
@@ -232,6 +236,20 @@ fn room_changes(old: &Shared, new: &config::Config) -> (Vec<String>, Vec<String>
         .map(|r| r.name().to_string())
         .collect();
     (added, removed, changed)
+}
+
+/// The origin gates the new configuration no longer uses: a room's cap removed, or the room
+/// ([`crate::room::gate::OriginGate::lift`]); a gate kept is the new room's own.
+fn lifted_gates(old: &Shared, new: &Shared) -> Vec<Arc<crate::room::gate::OriginGate>> {
+    old.rooms
+        .iter()
+        .filter_map(|o| o.gate.clone())
+        .filter(|g| {
+            !new.rooms
+                .iter()
+                .any(|r| r.gate.as_ref().is_some_and(|n| Arc::ptr_eq(n, g)))
+        })
+        .collect()
 }
 
 #[async_trait]

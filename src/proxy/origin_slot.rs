@@ -18,6 +18,7 @@ use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use pingora::protocols::SocketDigest;
 use pingora::proxy::Session;
 use pingora::Result;
 
@@ -25,6 +26,7 @@ use super::respond::Refusal;
 use super::{Ctx, Proxy};
 use crate::app::Shared;
 use crate::metrics::Reject;
+use crate::room::gate::Refused;
 use crate::room::share::Sharer;
 
 /// Whether the visitor has gone (closed the connection, reset the stream), asked without
@@ -32,30 +34,56 @@ use crate::room::share::Sharer;
 /// stay where they are (found by review: only a request whose body was read whole was asked,
 /// and an order streamed in whose visitor left used its admission up).
 ///
-/// Over HTTP/2, whether the stream was reset or its connection lost. Over HTTP/1, whether the
-/// peer closed the connection (a FIN or a reset, told by the socket's TCP state); a half-close
+/// Whether the HTTP/2 stream was reset, or the peer closed the connection (a FIN or a reset,
+/// told by the socket's TCP state, over either protocol); over HTTP/1 a half-close
 /// after a whole request reads as gone, as Pingora reads it (its `abort_on_close`). Where the
 /// socket has no TCP state (a Unix socket), a request whose body is all read is asked by a
 /// read that must not wait, as before; one still sending its body is not asked.
 async fn visitor_gone(session: &mut Session) -> bool {
     let now = std::time::Duration::ZERO;
     if let Some(reset) = session.downstream_session.watch_h2_stream_close() {
-        return tokio::time::timeout(now, reset).await.is_ok();
+        if tokio::time::timeout(now, reset).await.is_ok() {
+            return true;
+        }
     }
-    if let Some(state) = tcp_state(session) {
-        return peer_closed(state);
+    // The connection closed (over HTTP/2 too: found by review, a connection closed whole
+    // reset none of its streams, and its waiting order was placed).
+    if let Some(socket) = socket_of(session) {
+        return socket
+            .tcp_info()
+            .is_some_and(|info| peer_closed(info.tcpi_state));
     }
-    if !(session.is_body_empty() || session.is_body_done()) {
+    if session.is_http2() || !(session.is_body_empty() || session.is_body_done()) {
         return false;
     }
     let idle = session.downstream_session.read_body_or_idle(true);
     matches!(tokio::time::timeout(now, idle).await, Ok(Err(_)))
 }
 
-/// The TCP state of the visitor's connection (`tcpi_state`), where it has one.
-fn tcp_state(session: &Session) -> Option<u8> {
-    let digest = session.downstream_session.digest()?;
-    Some(digest.socket_digest.as_ref()?.tcp_info()?.tcpi_state)
+/// How often a waiting request's connection is asked whether its visitor closed it.
+const DEPARTURE_POLL: Duration = Duration::from_millis(500);
+
+/// The visitor's socket, where it is one with a TCP state to ask.
+fn socket_of(session: &Session) -> Option<Arc<SocketDigest>> {
+    let socket = session.downstream_session.digest()?.socket_digest.clone()?;
+    socket.tcp_info().is_some().then_some(socket)
+}
+
+/// Resolves when the visitor closes the connection (see [`peer_closed`]), asked every
+/// [`DEPARTURE_POLL`]; never where the socket has no TCP state.
+async fn peer_closes(socket: Option<Arc<SocketDigest>>) {
+    let Some(socket) = socket else {
+        return std::future::pending().await;
+    };
+    loop {
+        if socket
+            .tcp_info()
+            .is_some_and(|info| peer_closed(info.tcpi_state))
+        {
+            return;
+        }
+        tokio::time::sleep(DEPARTURE_POLL).await;
+    }
 }
 
 /// Whether a connection in TCP state `state` (Linux's numbering) has heard its peer close:
@@ -97,7 +125,11 @@ impl Proxy {
             };
             if let Some(sharer) = sharer {
                 let share = || crate::room::share::share_of(gate.limit());
-                match gate.shares.enter(sharer, share, cap.queue_timeout).await {
+                let place = gate.shares.enter(sharer, share, cap.queue_timeout);
+                let Some(place) = Self::unless_gone(session, place).await else {
+                    return Self::left_waiting();
+                };
+                match place {
                     Some(place) => ctx.uploading = Some(Box::new(place)),
                     None => {
                         r.metrics.origin_timeouts.inc();
@@ -112,7 +144,10 @@ impl Proxy {
         // origin that ignores it answers an ordinary request). A connection that really switches
         // protocols gives its slot back with the 101 ([`Proxy::origin_answered`]): a WebSocket
         // would otherwise pin a slot for its whole life.
-        match gate.enter(left).await {
+        let Some(entered) = Self::unless_gone(session, gate.enter(left)).await else {
+            return Self::left_waiting();
+        };
+        match entered {
             Ok(slot) => {
                 // A visitor who left while the request waited sends nothing to the shop: the
                 // slot goes to the next, and an order takes no admission (found by review: the
@@ -120,11 +155,7 @@ impl Proxy {
                 // past the cap, and an order's admission was used up with no order placed).
                 if visitor_gone(session).await {
                     drop(slot);
-                    return pingora::Error::e_explain(
-                        pingora::ErrorType::ConnectionClosed,
-                        "the visitor left while the request waited for its origin slot",
-                    )
-                    .map_err(|e| e.into_down());
+                    return Self::left_waiting();
                 }
                 ctx.body_from = Instant::now();
                 ctx.body_due = shared.config.server.client_timeout;
@@ -141,7 +172,9 @@ impl Proxy {
                 });
                 Ok(false)
             }
-            Err(_) => {
+            // A reload took the cap away meanwhile: on without one, as the requests after it.
+            Err(Refused::Lifted) => Ok(false),
+            Err(Refused::TimedOut) => {
                 // Not a failure in the shop's health window: the cap is this room's on this
                 // instance, and one admitted visitor may hold all its slots (slow uploads), so
                 // counted there it let one visitor cut every room on the shop to `min-rate`
@@ -151,6 +184,42 @@ impl Proxy {
                 Ok(true)
             }
         }
+    }
+
+    /// `wait`, unless the visitor leaves first (`None`): a stream's reset is seen at once, a
+    /// closed connection within [`DEPARTURE_POLL`] (found by review: streams an HTTP/2 client
+    /// opened and reset at once waited for slots by the ten thousand, costing the proxy's
+    /// memory until the timeout, as did connections closed while they waited).
+    async fn unless_gone<F: std::future::Future>(
+        session: &mut Session,
+        wait: F,
+    ) -> Option<F::Output> {
+        let socket = socket_of(session);
+        let gone = async move {
+            match session.downstream_session.watch_h2_stream_close() {
+                Some(reset) => {
+                    tokio::select! {
+                        _ = reset => {}
+                        () = peer_closes(socket) => {}
+                    }
+                }
+                None => peer_closes(socket).await,
+            }
+        };
+        tokio::select! {
+            biased;
+            done = wait => Some(done),
+            () = gone => None,
+        }
+    }
+
+    /// The error a request whose visitor left while it waited ends with: nothing is answered.
+    fn left_waiting() -> Result<bool> {
+        pingora::Error::e_explain(
+            pingora::ErrorType::ConnectionClosed,
+            "the visitor left while the request waited for its origin slot",
+        )
+        .map_err(|e| e.into_down())
     }
 
     /// The origin's answer has come: a connection that switches protocols (101, a WebSocket)

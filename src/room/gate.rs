@@ -57,6 +57,8 @@ impl Drop for Slot {
 pub enum Refused {
     /// Waited the whole `origin-queue-timeout`.
     TimedOut,
+    /// The cap is gone ([`OriginGate::lift`]): the request goes on without a slot.
+    Lifted,
 }
 
 impl OriginGate {
@@ -75,20 +77,31 @@ impl OriginGate {
     /// Takes a slot at once if one is free and nobody waits; else waits in line for up to
     /// `timeout`. Cancel-safe: a request dropped while waiting leaves the line.
     pub async fn enter(self: &Arc<Self>, timeout: Duration) -> Result<Slot, Refused> {
-        if let Ok(permit) = self.slots.clone().try_acquire_owned() {
-            return Ok(self.slot(permit));
+        match self.slots.clone().try_acquire_owned() {
+            Ok(permit) => return Ok(self.slot(permit)),
+            Err(tokio::sync::TryAcquireError::Closed) => return Err(Refused::Lifted),
+            Err(tokio::sync::TryAcquireError::NoPermits) => {}
         }
         let waiting = Queued::new(self);
         let got = tokio::time::timeout(timeout, self.slots.clone().acquire_owned()).await;
         drop(waiting);
         match got {
             Ok(Ok(permit)) => Ok(self.slot(permit)),
-            // The semaphore is never closed; treated as a wait that ran out.
-            Ok(Err(_)) | Err(_) => {
+            // Closed only by `lift`.
+            Ok(Err(_)) => Err(Refused::Lifted),
+            Err(_) => {
                 self.timed_out.fetch_add(1, Ordering::Relaxed);
                 Err(Refused::TimedOut)
             }
         }
+    }
+
+    /// The cap is gone: a reload took it away from the room, or the room itself. Every request
+    /// waiting for a slot goes on at once without one, as do those that still come to this
+    /// gate (found by review: the requests already waiting when a reload removed the cap got
+    /// 503 after their wait, while newer ones went straight through).
+    pub fn lift(&self) {
+        self.slots.close();
     }
 
     fn slot(self: &Arc<Self>, permit: OwnedSemaphorePermit) -> Slot {
@@ -166,6 +179,24 @@ mod tests {
     use super::*;
 
     const LONG: Duration = Duration::from_secs(30);
+
+    #[tokio::test]
+    async fn a_lifted_gate_lets_its_waiters_and_newcomers_go_on() {
+        let g = OriginGate::new(1);
+        let held = g.enter(LONG).await.unwrap();
+        let waiter = tokio::spawn({
+            let g = g.clone();
+            async move { g.enter(LONG).await.map(|_| ()) }
+        });
+        while g.queued() < 1 {
+            tokio::task::yield_now().await;
+        }
+        g.lift();
+        assert_eq!(waiter.await.unwrap(), Err(Refused::Lifted));
+        assert_eq!(g.enter(LONG).await.map(|_| ()), Err(Refused::Lifted));
+        assert_eq!(g.queued(), 0);
+        drop(held);
+    }
 
     #[tokio::test]
     async fn never_more_than_the_cap_and_waiters_go_first_come_first_served() {
