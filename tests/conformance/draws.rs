@@ -6,9 +6,10 @@
 use std::time::Duration;
 
 use anteroom::event::draw::{self, RegTicket};
-use anteroom::store::{Admission, EventsArg, LineDraw, RoomPatch, VisitorId};
+use anteroom::event::Event;
+use anteroom::store::{Admission, Draw, EventsArg, JoinContext, LineDraw, RoomPatch, VisitorId};
 
-use super::events::{admit, admit_all, event, join, seed};
+use super::events::{admit, admit_all, event, holding, join, seed, S};
 use super::{room, Harness};
 
 pub async fn a_cancelled_draw_is_out_and_places_nobody_again(h: &dyn Harness) {
@@ -104,4 +105,169 @@ pub async fn a_cancelled_draw_is_out_and_places_nobody_again(h: &dyn Harness) {
         "an older draw whose order is out places nobody: {joined:?}"
     );
     assert_eq!(s.draw_list(&p, &e.id(), 0, 100).await.unwrap(), list);
+}
+
+pub async fn a_draw_places_registrants_by_their_keys_ahead_of_later_arrivals(h: &dyn Harness) {
+    let s = h.store();
+    let p = room("draw", 100.0, 1000);
+    // Someone in line from before the pre-queue (the room was held): ahead of the draw.
+    s.update_room_state(
+        &p,
+        &RoomPatch {
+            queue_all: Some(true),
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    let early = VisitorId::random();
+    s.join(&p, early).await.unwrap();
+    let e = event(h, "spring-drop", 20, true);
+    let a = EventsArg::of(std::slice::from_ref(&e));
+    s.update_room_state(
+        &p,
+        &RoomPatch {
+            queue_all: Some(false),
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    let registrants: Vec<VisitorId> = (0..40).map(|_| VisitorId::random()).collect();
+    for v in &registrants {
+        match join(&*s, &p, &a, *v).await {
+            Admission::Registered {
+                position: None,
+                drawn: true,
+                joined: true,
+                ..
+            } => {}
+            other => panic!("a draw's place is not shown before the opening: {other:?}"),
+        }
+    }
+    // A poll during the pre-queue shows no place either.
+    assert!(matches!(
+        join(&*s, &p, &a, registrants[7]).await,
+        Admission::Registered {
+            position: None,
+            drawn: true,
+            joined: false,
+            ..
+        }
+    ));
+    let r = admit(&*s, &p, &a).await;
+    assert_eq!(r.admitted, 0);
+    assert_eq!(r.event.as_ref().map(|e| e.registrations), Some(40));
+    h.advance(Duration::from_secs(21));
+    let later: Vec<VisitorId> = (0..5).map(|_| VisitorId::random()).collect();
+    for v in &later {
+        assert!(
+            matches!(join(&*s, &p, &a, *v).await, Admission::Waiting { .. }),
+            "after the opening: the line"
+        );
+    }
+    let order = admit_all(h, &p, &a, 46, 60).await;
+    // The draw's order: by key, then by ticket.
+    let sd = seed(&p, &e);
+    let mut drawn: Vec<(u64, RegTicket, VisitorId)> = registrants
+        .iter()
+        .map(|v| {
+            let t = draw::ticket(&p.name, &e.id(), *v);
+            (draw::key(&sd, &t), t, *v)
+        })
+        .collect();
+    drawn.sort();
+    let mut expected = vec![early];
+    expected.extend(drawn.iter().map(|d| d.2));
+    expected.extend(&later);
+    assert_eq!(
+        order, expected,
+        "the one from before, the draw, then the later arrivals"
+    );
+    let mut list: Vec<RegTicket> = drawn.iter().map(|d| d.1).collect();
+    assert_eq!(
+        s.draw_list(&p, &e.id(), 0, 1000).await.unwrap(),
+        list,
+        "the list in the draw's order"
+    );
+    assert_eq!(
+        s.draw_list(&p, &e.id(), 10, 5).await.unwrap(),
+        list[10..15].to_vec(),
+        "a page of it"
+    );
+    draw::order(&sd, &mut list);
+    assert_eq!(
+        draw::verify(&draw::commitment(&sd), &sd, &list, &list[3]).map(|v| v.place),
+        Ok(4)
+    );
+}
+
+pub async fn registrants_with_one_key_keep_two_places_in_the_order_of_their_ids(h: &dyn Harness) {
+    let s = h.store();
+    let p = room("tie", 100.0, 1000);
+    let e = event(h, "tied", 5, true);
+    let a = EventsArg::of(std::slice::from_ref(&e));
+    // Two visitors whose draw keys agree (as two in 2^40 may): both registered, both let in,
+    // by their ids' bytes (Redis orders equal scores by member).
+    let (lo, hi) = (
+        VisitorId::from_bytes([0x10; 16]),
+        VisitorId::from_bytes([0xe0; 16]),
+    );
+    for v in [hi, lo] {
+        let d = [Some(Draw {
+            ticket: draw::ticket(&p.name, &e.id(), v),
+            key: 12_345,
+        })];
+        let joined = s
+            .join_with(
+                &p,
+                v,
+                &JoinContext {
+                    gate: None,
+                    events: Some(&a),
+                    draws: &d,
+                    events_version: None,
+                },
+            )
+            .await
+            .unwrap();
+        assert!(
+            matches!(joined, Admission::Registered { drawn: true, .. }),
+            "{joined:?}"
+        );
+    }
+    assert_eq!(s.stats(&p).await.unwrap().waiting, 2);
+    h.advance(Duration::from_secs(6));
+    assert_eq!(admit_all(h, &p, &a, 2, 10).await, vec![lo, hi]);
+}
+
+pub async fn a_line_holds_one_draw_and_a_second_queues_first_come_first_served(h: &dyn Harness) {
+    let s = h.store();
+    let p = room("two-draws", 100.0, 1);
+    let first = holding(event(h, "first", 2, true));
+    let a1 = EventsArg::of(std::slice::from_ref(&first));
+    let early = VisitorId::random();
+    assert!(matches!(
+        join(&*s, &p, &a1, early).await,
+        Admission::Registered { drawn: true, .. }
+    ));
+    // The first event opens and closes; its registrant stays in line (the shop is full).
+    h.advance(Duration::from_secs(3));
+    admit(&*s, &p, &a1).await;
+    let second = Event {
+        name: "second".into(),
+        prequeue_from: h.wall_secs() * S,
+        opens_at: (h.wall_secs() + 5) * S,
+        ..first.clone()
+    };
+    let a2 = EventsArg::of(&[first, second]);
+    let later = VisitorId::random();
+    match join(&*s, &p, &a2, later).await {
+        Admission::Registered {
+            drawn: false,
+            position: Some(2),
+            ..
+        } => {}
+        other => panic!("the line holds the first draw: the second queues in order: {other:?}"),
+    }
 }

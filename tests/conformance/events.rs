@@ -2,23 +2,23 @@
 //! places registrants by their keys ahead of everyone who comes after the opening, a pre-queue
 //! outlasts abandon-after (registrations are silent from the opening only), the closing turns
 //! newcomers away and keeps or releases the line, an event's rate sits between an override and
-//! the autopilot, the store's clock decides (a step back does not reopen registration), and
-//! runtime changes are versioned and recorded.
+//! the autopilot, and the store's clock decides (a step back does not reopen registration).
+//! Draws' own cases: `draws.rs`; sessions before an event: `event_sessions.rs`; runtime
+//! changes recorded: `history.rs`.
 
 use std::time::Duration;
 
-use anteroom::event::draw::{self, RegTicket};
+use anteroom::event::draw;
 use anteroom::event::{AfterClose, Event, Phase};
 use anteroom::store::history::Actor;
 use anteroom::store::{
-    Admission, AdmitContext, AdmitReport, Consumed, Draw, EventChange, EventsArg, JoinContext,
-    RoomParams, RoomPatch, Settle, Settled, Store, VisitorId,
+    Admission, AdmitContext, AdmitReport, Draw, EventChange, EventsArg, JoinContext, RoomParams,
+    RoomPatch, Store, VisitorId,
 };
 
-use super::integrity::order;
-use super::{occupy, room, waiting_pos, Harness};
+use super::{room, waiting_pos, Harness};
 
-const S: u64 = 1_000_000;
+pub(crate) const S: u64 = 1_000_000;
 
 /// An event whose pre-queue began a second ago and that opens in `opens_in` seconds.
 pub(crate) fn event(h: &dyn Harness, name: &str, opens_in: u64, draw: bool) -> Event {
@@ -38,7 +38,7 @@ pub(crate) fn event(h: &dyn Harness, name: &str, opens_in: u64, draw: bool) -> E
 
 /// `e` with a cap of 0: nobody is let in while it runs, so the line stays put after the
 /// opening (a pre-queue ends the sessions that could have filled the shop instead).
-fn holding(mut e: Event) -> Event {
+pub(crate) fn holding(mut e: Event) -> Event {
     e.max_active = Some(0);
     e
 }
@@ -205,101 +205,6 @@ pub async fn a_prequeue_registers_and_admits_nobody_until_the_opening(h: &dyn Ha
     order.extend(admit_all(h, &p, &a, 6, 20).await);
     assert_eq!(&order[..5], &vs[..], "registrants in their order");
     assert_eq!(order[5], late, "then the later arrival");
-}
-
-pub async fn a_draw_places_registrants_by_their_keys_ahead_of_later_arrivals(h: &dyn Harness) {
-    let s = h.store();
-    let p = room("draw", 100.0, 1000);
-    // Someone in line from before the pre-queue (the room was held): ahead of the draw.
-    s.update_room_state(
-        &p,
-        &RoomPatch {
-            queue_all: Some(true),
-            ..Default::default()
-        },
-    )
-    .await
-    .unwrap();
-    let early = VisitorId::random();
-    s.join(&p, early).await.unwrap();
-    let e = event(h, "spring-drop", 20, true);
-    let a = EventsArg::of(std::slice::from_ref(&e));
-    s.update_room_state(
-        &p,
-        &RoomPatch {
-            queue_all: Some(false),
-            ..Default::default()
-        },
-    )
-    .await
-    .unwrap();
-    let registrants: Vec<VisitorId> = (0..40).map(|_| VisitorId::random()).collect();
-    for v in &registrants {
-        match join(&*s, &p, &a, *v).await {
-            Admission::Registered {
-                position: None,
-                drawn: true,
-                joined: true,
-                ..
-            } => {}
-            other => panic!("a draw's place is not shown before the opening: {other:?}"),
-        }
-    }
-    // A poll during the pre-queue shows no place either.
-    assert!(matches!(
-        join(&*s, &p, &a, registrants[7]).await,
-        Admission::Registered {
-            position: None,
-            drawn: true,
-            joined: false,
-            ..
-        }
-    ));
-    let r = admit(&*s, &p, &a).await;
-    assert_eq!(r.admitted, 0);
-    assert_eq!(r.event.as_ref().map(|e| e.registrations), Some(40));
-    h.advance(Duration::from_secs(21));
-    let later: Vec<VisitorId> = (0..5).map(|_| VisitorId::random()).collect();
-    for v in &later {
-        assert!(
-            matches!(join(&*s, &p, &a, *v).await, Admission::Waiting { .. }),
-            "after the opening: the line"
-        );
-    }
-    let order = admit_all(h, &p, &a, 46, 60).await;
-    // The draw's order: by key, then by ticket.
-    let sd = seed(&p, &e);
-    let mut drawn: Vec<(u64, RegTicket, VisitorId)> = registrants
-        .iter()
-        .map(|v| {
-            let t = draw::ticket(&p.name, &e.id(), *v);
-            (draw::key(&sd, &t), t, *v)
-        })
-        .collect();
-    drawn.sort();
-    let mut expected = vec![early];
-    expected.extend(drawn.iter().map(|d| d.2));
-    expected.extend(&later);
-    assert_eq!(
-        order, expected,
-        "the one from before, the draw, then the later arrivals"
-    );
-    let mut list: Vec<RegTicket> = drawn.iter().map(|d| d.1).collect();
-    assert_eq!(
-        s.draw_list(&p, &e.id(), 0, 1000).await.unwrap(),
-        list,
-        "the list in the draw's order"
-    );
-    assert_eq!(
-        s.draw_list(&p, &e.id(), 10, 5).await.unwrap(),
-        list[10..15].to_vec(),
-        "a page of it"
-    );
-    draw::order(&sd, &mut list);
-    assert_eq!(
-        draw::verify(&draw::commitment(&sd), &sd, &list, &list[3]).map(|v| v.place),
-        Ok(4)
-    );
 }
 
 pub async fn registrations_outlast_abandon_after_and_are_silent_from_the_opening(h: &dyn Harness) {
@@ -544,295 +449,4 @@ pub async fn a_join_by_events_older_than_the_stores_places_nobody_new(h: &dyn Ha
         "{a:?}"
     );
     assert_eq!(s.stats(&p).await.unwrap().waiting, 2);
-}
-
-pub async fn runtime_event_changes_are_versioned_and_recorded(h: &dyn Harness) {
-    let s = h.store();
-    let p = room("runtime", 10.0, 10);
-    let e = event(h, "added", 60, false);
-    let change = anteroom::event::schedule::Runtime {
-        event: Some(e.clone()),
-        cancelled: false,
-    };
-    let by = Actor {
-        id: "change-1".into(),
-        by: "ops".into(),
-        client: "127.0.0.1".into(),
-    };
-    let none = serde_json::Value::Null;
-    assert_eq!(
-        s.change_event(&p, "added", &change, 0, &none, &by)
-            .await
-            .unwrap(),
-        EventChange::Done(1)
-    );
-    assert_eq!(
-        s.change_event(&p, "added", &change, 0, &none, &by)
-            .await
-            .unwrap(),
-        EventChange::Done(1),
-        "a retry finds its change in force"
-    );
-    let cancel = anteroom::event::schedule::Runtime {
-        event: None,
-        cancelled: true,
-    };
-    let by2 = Actor {
-        id: "change-2".into(),
-        ..by.clone()
-    };
-    match s
-        .change_event(&p, "added", &cancel, 0, &none, &by2)
-        .await
-        .unwrap()
-    {
-        EventChange::Conflict(now) => {
-            assert_eq!(now.version, 1);
-            assert_eq!(now.events.get("added"), Some(&change));
-        }
-        other => panic!("a change from an old version is refused: {other:?}"),
-    }
-    assert_eq!(
-        s.change_event(&p, "added", &cancel, 1, &none, &by2)
-            .await
-            .unwrap(),
-        EventChange::Done(2)
-    );
-    let rt = s.runtime_events(&p).await.unwrap();
-    assert_eq!((rt.version, rt.events.get("added")), (2, Some(&cancel)));
-    let history = s.changes(&p, 10).await.unwrap();
-    assert_eq!(history.len(), 2, "each change once: {history:?}");
-    assert_eq!(history[0].changes[0].field, "event added");
-    assert_eq!(
-        history[0].changes[0].to["cancelled"],
-        serde_json::Value::Bool(true)
-    );
-    // An admit tells the version, so that instances read the changes again.
-    assert_eq!(s.admit(&p).await.unwrap().events_version, 2);
-}
-
-pub async fn registrants_with_one_key_keep_two_places_in_the_order_of_their_ids(h: &dyn Harness) {
-    let s = h.store();
-    let p = room("tie", 100.0, 1000);
-    let e = event(h, "tied", 5, true);
-    let a = EventsArg::of(std::slice::from_ref(&e));
-    // Two visitors whose draw keys agree (as two in 2^40 may): both registered, both let in,
-    // by their ids' bytes (Redis orders equal scores by member).
-    let (lo, hi) = (
-        VisitorId::from_bytes([0x10; 16]),
-        VisitorId::from_bytes([0xe0; 16]),
-    );
-    for v in [hi, lo] {
-        let d = [Some(Draw {
-            ticket: draw::ticket(&p.name, &e.id(), v),
-            key: 12_345,
-        })];
-        let joined = s
-            .join_with(
-                &p,
-                v,
-                &JoinContext {
-                    gate: None,
-                    events: Some(&a),
-                    draws: &d,
-                    events_version: None,
-                },
-            )
-            .await
-            .unwrap();
-        assert!(
-            matches!(joined, Admission::Registered { drawn: true, .. }),
-            "{joined:?}"
-        );
-    }
-    assert_eq!(s.stats(&p).await.unwrap().waiting, 2);
-    h.advance(Duration::from_secs(6));
-    assert_eq!(admit_all(h, &p, &a, 2, 10).await, vec![lo, hi]);
-}
-
-pub async fn a_line_holds_one_draw_and_a_second_queues_first_come_first_served(h: &dyn Harness) {
-    let s = h.store();
-    let p = room("two-draws", 100.0, 1);
-    let first = holding(event(h, "first", 2, true));
-    let a1 = EventsArg::of(std::slice::from_ref(&first));
-    let early = VisitorId::random();
-    assert!(matches!(
-        join(&*s, &p, &a1, early).await,
-        Admission::Registered { drawn: true, .. }
-    ));
-    // The first event opens and closes; its registrant stays in line (the shop is full).
-    h.advance(Duration::from_secs(3));
-    admit(&*s, &p, &a1).await;
-    let second = Event {
-        name: "second".into(),
-        prequeue_from: h.wall_secs() * S,
-        opens_at: (h.wall_secs() + 5) * S,
-        ..first.clone()
-    };
-    let a2 = EventsArg::of(&[first, second]);
-    let later = VisitorId::random();
-    match join(&*s, &p, &a2, later).await {
-        Admission::Registered {
-            drawn: false,
-            position: Some(2),
-            ..
-        } => {}
-        other => panic!("the line holds the first draw: the second queues in order: {other:?}"),
-    }
-}
-
-pub async fn an_admit_with_events_older_than_the_stores_makes_no_irreversible_step(
-    h: &dyn Harness,
-) {
-    let s = h.store();
-    let p = room("stale-events", 100.0, 1000);
-    let e = event(h, "postponed", 2, true);
-    let by = Actor {
-        id: "postpone".into(),
-        by: "ops".into(),
-        client: "-".into(),
-    };
-    let mut later = e.clone();
-    later.opens_at += 60 * S;
-    let rt = anteroom::event::schedule::Runtime {
-        event: Some(later.clone()),
-        cancelled: false,
-    };
-    assert_eq!(
-        s.change_event(&p, "postponed", &rt, 0, &serde_json::Value::Null, &by)
-            .await
-            .unwrap(),
-        EventChange::Done(1)
-    );
-    let v = VisitorId::random();
-    join(&*s, &p, &EventsArg::at(&[later.clone()], 1), v).await;
-    h.advance(Duration::from_secs(3));
-    // An instance that has not read the change yet passes the old opening, at version 0.
-    let r = admit(&*s, &p, &EventsArg::at(std::slice::from_ref(&e), 0)).await;
-    assert_eq!(r.admitted, 0, "nobody let in by an old schedule");
-    assert!(
-        r.event.and_then(|e| e.opened_at).is_none(),
-        "no opening recorded"
-    );
-    // With the change, the event is still in its pre-queue.
-    let r = admit(&*s, &p, &EventsArg::at(&[later], 1)).await;
-    assert_eq!(r.event.map(|e| e.phase), Some(Phase::Prequeue));
-    assert!(matches!(
-        join(
-            &*s,
-            &p,
-            &EventsArg::at(std::slice::from_ref(&e), 1),
-            VisitorId::random()
-        )
-        .await,
-        Admission::Registered { .. } | Admission::Waiting { .. }
-    ));
-}
-
-/// A pre-queue ends the sessions admitted before it: their holders register like everyone
-/// else, and until those sessions' cookies can have expired a cookie of theirs without a
-/// session is no proof of one (no renewal, no order by it), and an order in flight at the
-/// transition does not bring its session back when it fails. Other visitors are not touched:
-/// one with no store session vouches as before (the local policy admitted them after the
-/// opening), and one of the ended who is admitted again orders and is given back as anyone.
-/// Before, a session admitted while the room was quiet renewed and ordered through the
-/// pre-queue, ahead of every registrant (found by review).
-pub async fn a_prequeue_ends_the_sessions_admitted_before_it(h: &dyn Harness) {
-    let s = h.store();
-    let p = room("ends", 100.0, 10);
-    let early = occupy(&*s, &p).await;
-    assert!(
-        s.touch(&p, early).await.unwrap(),
-        "a session before the event"
-    );
-    let quiet = occupy(&*s, &p).await;
-    let buying = occupy(&*s, &p).await;
-    let in_flight = order();
-    assert_eq!(
-        s.consume(&p, buying, &in_flight).await.unwrap(),
-        Consumed::Won
-    );
-    assert_eq!(s.stats(&p).await.unwrap().active, 3);
-    let a = EventsArg::of(&[event(h, "drop", 30, false)]);
-    assert!(
-        matches!(
-            join(&*s, &p, &a, early).await,
-            Admission::Registered { joined: true, .. }
-        ),
-        "a session from before the pre-queue registers"
-    );
-    assert_eq!(s.stats(&p).await.unwrap().active, 0, "the sessions ended");
-    assert!(
-        !s.touch(&p, quiet).await.unwrap(),
-        "renewed in the pre-queue"
-    );
-    // Told apart from a used admission: the proxy sends its holder to the line (review 45).
-    assert_eq!(
-        s.consume(&p, quiet, &order()).await.unwrap(),
-        Consumed::Ended,
-        "an order in the pre-queue"
-    );
-    // The order in flight beats on, then fails: given back, but its session stays ended.
-    let beat = s.settle(
-        &p,
-        buying,
-        &in_flight.request,
-        Settle::Extend(in_flight.grace),
-    );
-    assert_eq!(beat.await.unwrap(), Settled::Done);
-    let back = s.settle(&p, buying, &in_flight.request, Settle::GiveBack);
-    assert_eq!(back.await.unwrap(), Settled::Done);
-    assert_eq!(s.stats(&p).await.unwrap().active, 0, "no session came back");
-    // The opening: registrants are admitted; the kept cookies still order nothing.
-    h.advance(Duration::from_secs(31));
-    assert_eq!(admit_all(h, &p, &a, 1, 20).await, vec![early]);
-    assert_eq!(join(&*s, &p, &a, early).await, Admission::Admitted);
-    for v in [quiet, buying] {
-        assert_eq!(
-            s.consume(&p, v, &order()).await.unwrap(),
-            Consumed::Ended,
-            "an order after the opening with a cookie from before the pre-queue"
-        );
-        assert!(!s.touch(&p, v).await.unwrap());
-    }
-    // A visitor let in after the opening without a store session (the local policy during
-    // an outage) vouches; one of the ended, admitted again, orders and is given back.
-    let local = VisitorId::random();
-    assert_eq!(s.consume(&p, local, &order()).await.unwrap(), Consumed::Won);
-    let failed = order();
-    assert_eq!(s.consume(&p, early, &failed).await.unwrap(), Consumed::Won);
-    let back = s.settle(&p, early, &failed.request, Settle::GiveBack);
-    assert_eq!(back.await.unwrap(), Settled::Done);
-    assert_eq!(s.consume(&p, early, &order()).await.unwrap(), Consumed::Won);
-    // Once every cookie of the ended sessions has expired, theirs vouch again.
-    h.advance(Duration::from_secs(700));
-    assert_eq!(s.consume(&p, quiet, &order()).await.unwrap(), Consumed::Won);
-}
-
-/// An event whose pre-queue no call reached (Redis paused, or every instance stopped, for its
-/// length) ends the sessions from before it when the store first sees it open: else their
-/// cookies ordered after the opening (found by review).
-pub async fn an_opening_seen_without_its_prequeue_ends_the_sessions_before_it(h: &dyn Harness) {
-    let s = h.store();
-    let p = room("unseen-pre", 100.0, 10);
-    let early = occupy(&*s, &p).await;
-    assert!(
-        s.touch(&p, early).await.unwrap(),
-        "a session before the event"
-    );
-    let a = EventsArg::of(&[event(h, "missed", 2, false)]);
-    // No call during the pre-queue; the first after the opening is an admit.
-    h.advance(Duration::from_secs(3));
-    let r = admit(&*s, &p, &a).await;
-    assert_eq!(r.event.as_ref().map(|e| e.phase), Some(Phase::Open));
-    assert_eq!(s.stats(&p).await.unwrap().active, 0, "the session ended");
-    assert_eq!(
-        s.consume(&p, early, &order()).await.unwrap(),
-        Consumed::Ended
-    );
-    // Seen once: a later tick ends nothing more.
-    let fresh = VisitorId::random();
-    assert_eq!(join(&*s, &p, &a, fresh).await, Admission::Entered);
-    admit(&*s, &p, &a).await;
-    assert_eq!(s.stats(&p).await.unwrap().active, 1);
 }

@@ -2,9 +2,10 @@
 //! what, newest first, once per change however often it is retried, and kept to its bound.
 
 use anteroom::store::history::{Actor, KEEP};
-use anteroom::store::{RoomPatch, VisitorId};
+use anteroom::store::{EventChange, RoomPatch, VisitorId};
 use serde_json::{json, Value};
 
+use super::events::event;
 use super::{line_up, occupy, room, waiting_pos, Harness};
 
 fn actor(id: &str) -> Actor {
@@ -165,4 +166,69 @@ pub async fn a_resent_clear_keeps_who_joined_since(h: &dyn Harness) {
         "kept"
     );
     assert_eq!(s.clear_waiting_by(&p, &actor("k2")).await.unwrap(), 1);
+}
+
+pub async fn runtime_event_changes_are_versioned_and_recorded(h: &dyn Harness) {
+    let s = h.store();
+    let p = room("runtime", 10.0, 10);
+    let e = event(h, "added", 60, false);
+    let change = anteroom::event::schedule::Runtime {
+        event: Some(e.clone()),
+        cancelled: false,
+    };
+    let by = Actor {
+        id: "change-1".into(),
+        by: "ops".into(),
+        client: "127.0.0.1".into(),
+    };
+    let none = serde_json::Value::Null;
+    assert_eq!(
+        s.change_event(&p, "added", &change, 0, &none, &by)
+            .await
+            .unwrap(),
+        EventChange::Done(1)
+    );
+    assert_eq!(
+        s.change_event(&p, "added", &change, 0, &none, &by)
+            .await
+            .unwrap(),
+        EventChange::Done(1),
+        "a retry finds its change in force"
+    );
+    let cancel = anteroom::event::schedule::Runtime {
+        event: None,
+        cancelled: true,
+    };
+    let by2 = Actor {
+        id: "change-2".into(),
+        ..by.clone()
+    };
+    match s
+        .change_event(&p, "added", &cancel, 0, &none, &by2)
+        .await
+        .unwrap()
+    {
+        EventChange::Conflict(now) => {
+            assert_eq!(now.version, 1);
+            assert_eq!(now.events.get("added"), Some(&change));
+        }
+        other => panic!("a change from an old version is refused: {other:?}"),
+    }
+    assert_eq!(
+        s.change_event(&p, "added", &cancel, 1, &none, &by2)
+            .await
+            .unwrap(),
+        EventChange::Done(2)
+    );
+    let rt = s.runtime_events(&p).await.unwrap();
+    assert_eq!((rt.version, rt.events.get("added")), (2, Some(&cancel)));
+    let history = s.changes(&p, 10).await.unwrap();
+    assert_eq!(history.len(), 2, "each change once: {history:?}");
+    assert_eq!(history[0].changes[0].field, "event added");
+    assert_eq!(
+        history[0].changes[0].to["cancelled"],
+        serde_json::Value::Bool(true)
+    );
+    // An admit tells the version, so that instances read the changes again.
+    assert_eq!(s.admit(&p).await.unwrap().events_version, 2);
 }

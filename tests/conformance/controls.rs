@@ -1,0 +1,270 @@
+//! The line's limits and controls: a full line, a held line, a room switched off, overrides,
+//! clearing the line, the measured rate, `join-limit`.
+
+use std::time::Duration;
+
+use anteroom::store::{Admission, RoomPatch, VisitorId};
+
+use super::{occupy, room, waiting_pos, Harness};
+
+pub async fn a_full_line_turns_newcomers_away(h: &dyn Harness) {
+    let s = h.store();
+    let mut p = room("full", 100.0, 1);
+    p.max_waiting = 2;
+    occupy(&*s, &p).await;
+    let a = VisitorId::random();
+    s.join(&p, a).await.unwrap();
+    s.join(&p, VisitorId::random()).await.unwrap();
+    assert_eq!(
+        s.join(&p, VisitorId::random()).await.unwrap(),
+        Admission::Full { waiting: 2 }
+    );
+    // Those already in line keep polling normally.
+    assert_eq!(waiting_pos(&s.join(&p, a).await.unwrap()), Some(1));
+}
+
+pub async fn queue_all_holds_the_line_and_releases_it_in_order(h: &dyn Harness) {
+    let s = h.store();
+    let p = room("hold", 100.0, 100);
+    let st = s
+        .update_room_state(
+            &p,
+            &RoomPatch {
+                queue_all: Some(true),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert!(st.queue_all);
+    let vs: Vec<VisitorId> = (0..3).map(|_| VisitorId::random()).collect();
+    for (i, v) in vs.iter().enumerate() {
+        let a = s.join(&p, *v).await.unwrap();
+        assert!(
+            matches!(a, Admission::Paused { position, waiting, joined: true, .. }
+                if position == i as u64 + 1 && waiting == i as u64 + 1),
+            "{a:?}"
+        );
+    }
+    h.advance(Duration::from_secs(1));
+    assert_eq!(s.admit(&p).await.unwrap().admitted, 0);
+    s.update_room_state(
+        &p,
+        &RoomPatch {
+            queue_all: Some(false),
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    h.advance(Duration::from_millis(100));
+    let r = s.admit(&p).await.unwrap();
+    assert_eq!(
+        r.admitted_visitors
+            .iter()
+            .map(|a| a.vid)
+            .collect::<Vec<_>>(),
+        vs
+    );
+}
+
+pub async fn a_disabled_room_lets_everyone_pass(h: &dyn Harness) {
+    let s = h.store();
+    let p = room("off", 1.0, 1);
+    s.update_room_state(
+        &p,
+        &RoomPatch {
+            enabled: Some(false),
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    for _ in 0..5 {
+        assert_eq!(
+            s.join(&p, VisitorId::random()).await.unwrap(),
+            Admission::Open
+        );
+    }
+    assert_eq!(s.stats(&p).await.unwrap().waiting, 0);
+    let st = s.room_state(&p).await.unwrap();
+    assert!(!st.enabled);
+}
+
+pub async fn overrides_change_rate_and_cap(h: &dyn Harness) {
+    let s = h.store();
+    let p = room("override", 10.0, 1);
+    occupy(&*s, &p).await;
+    for _ in 0..50 {
+        s.join(&p, VisitorId::random()).await.unwrap();
+    }
+    s.update_room_state(
+        &p,
+        &RoomPatch {
+            max_active: Some(Some(100)),
+            admit_per_second: Some(Some(100.0)),
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    h.advance(Duration::from_millis(100));
+    assert_eq!(s.admit(&p).await.unwrap().admitted, 10, "100/s for 100 ms");
+    s.update_room_state(
+        &p,
+        &RoomPatch {
+            admit_per_second: Some(None),
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    h.advance(Duration::from_millis(100));
+    assert_eq!(s.admit(&p).await.unwrap().admitted, 1, "back to 10/s");
+}
+
+pub async fn clearing_the_line(h: &dyn Harness) {
+    let s = h.store();
+    let p = room("clear", 10.0, 1);
+    occupy(&*s, &p).await;
+    for _ in 0..7 {
+        s.join(&p, VisitorId::random()).await.unwrap();
+    }
+    assert_eq!(s.clear_waiting(&p).await.unwrap(), 7);
+    assert_eq!(s.stats(&p).await.unwrap().waiting, 0);
+    assert_eq!(
+        waiting_pos(&s.join(&p, VisitorId::random()).await.unwrap()),
+        Some(1)
+    );
+}
+
+pub async fn eta_rate_follows_measured_admissions(h: &dyn Harness) {
+    let s = h.store();
+    let p = room("eta", 10.0, 1_000_000);
+    s.update_room_state(
+        &p,
+        &RoomPatch {
+            queue_all: Some(true),
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    for _ in 0..400 {
+        s.join(&p, VisitorId::random()).await.unwrap();
+    }
+    s.update_room_state(
+        &p,
+        &RoomPatch {
+            queue_all: Some(false),
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    for _ in 0..300 {
+        h.advance(Duration::from_millis(100));
+        s.admit(&p).await.unwrap();
+    }
+    let st = s.stats(&p).await.unwrap();
+    assert!(
+        (st.measured_rate - 10.0).abs() < 1.0,
+        "measured {}",
+        st.measured_rate
+    );
+    let v = VisitorId::random();
+    match s.join(&p, v).await.unwrap() {
+        Admission::Waiting { eta_rate, .. } => assert!((eta_rate - 10.0).abs() < 1.0),
+        other => panic!("{other:?}"),
+    }
+}
+
+/// The admission rate is measured over time with a line only: ticks of an empty room before a
+/// sale do not dilute the first sample (which seeds the average the ETAs and poll intervals use
+/// for the next ten seconds). Measured from the start of the first second, a line that formed
+/// 0.9 s into it reads as a tenth of the rate.
+pub async fn the_measured_rate_counts_only_time_with_a_line(h: &dyn Harness) {
+    let s = h.store();
+    let p = room("rate-idle", 10.0, 1_000_000);
+    for _ in 0..9 {
+        s.admit(&p).await.unwrap();
+        h.advance(Duration::from_millis(100));
+    }
+    occupy(&*s, &p).await;
+    for _ in 0..100 {
+        s.join(&p, VisitorId::random()).await.unwrap();
+    }
+    for _ in 0..21 {
+        s.admit(&p).await.unwrap();
+        h.advance(Duration::from_millis(100));
+    }
+    let st = s.stats(&p).await.unwrap();
+    assert!(
+        (st.measured_rate - 10.0).abs() < 1.5,
+        "measured {} at 10/s with a line for 2 s after 0.9 s without one",
+        st.measured_rate
+    );
+}
+
+pub async fn join_limit_counts_new_visitors_not_polls(h: &dyn Harness) {
+    use anteroom::store::JoinGate;
+    let s = h.store();
+    let p = room("limit", 100.0, 1);
+    occupy(&*s, &p).await;
+    let gate = |c: &str| JoinGate {
+        client: c.to_string(),
+        limit: 3,
+        per: Duration::from_secs(60),
+        known_only: false,
+    };
+    let a = gate("192.0.2.1");
+    let mut first = Vec::new();
+    for _ in 0..3 {
+        let v = VisitorId::random();
+        assert!(waiting_pos(&s.join_from(&p, v, Some(&a)).await.unwrap()).is_some());
+        first.push(v);
+    }
+    match s
+        .join_from(&p, VisitorId::random(), Some(&a))
+        .await
+        .unwrap()
+    {
+        Admission::Limited { retry_after } => {
+            assert!(
+                retry_after <= Duration::from_secs(60) && retry_after >= Duration::from_secs(1),
+                "{retry_after:?}"
+            )
+        }
+        other => panic!("the fourth new visitor from one client: {other:?}"),
+    }
+    // Polls of those already in line never count, and other clients have their own budget.
+    for v in &first {
+        assert!(waiting_pos(&s.join_from(&p, *v, Some(&a)).await.unwrap()).is_some());
+    }
+    assert!(waiting_pos(
+        &s.join_from(&p, VisitorId::random(), Some(&gate("192.0.2.2")))
+            .await
+            .unwrap()
+    )
+    .is_some());
+    assert_eq!(s.stats(&p).await.unwrap().waiting, 4);
+    // Past the limit on the calling instance (known visitors only): a visitor in line is
+    // answered with the place, a newcomer refused and not counted (another client's budget,
+    // 1 used of 3, is whole after it).
+    let known = JoinGate {
+        known_only: true,
+        ..gate("192.0.2.2")
+    };
+    assert_eq!(
+        waiting_pos(&s.join_from(&p, first[1], Some(&known)).await.unwrap()),
+        Some(2)
+    );
+    let refused = s.join_from(&p, VisitorId::random(), Some(&known)).await;
+    assert!(matches!(refused.unwrap(), Admission::Limited { .. }));
+    for _ in 0..2 {
+        let b = gate("192.0.2.2");
+        let v = VisitorId::random();
+        assert!(waiting_pos(&s.join_from(&p, v, Some(&b)).await.unwrap()).is_some());
+    }
+    assert_eq!(s.stats(&p).await.unwrap().waiting, 6);
+}

@@ -1,0 +1,168 @@
+//! Events and what was let in before them: an admit that knew older events makes no step it
+//! cannot take back; a pre-queue, or an opening seen without it, ends the sessions before it.
+
+use std::time::Duration;
+
+use anteroom::event::Phase;
+use anteroom::store::history::Actor;
+use anteroom::store::{Admission, Consumed, EventChange, EventsArg, Settle, Settled, VisitorId};
+
+use super::events::{admit, admit_all, event, join, S};
+use super::integrity::order;
+use super::{occupy, room, Harness};
+
+pub async fn an_admit_with_events_older_than_the_stores_makes_no_irreversible_step(
+    h: &dyn Harness,
+) {
+    let s = h.store();
+    let p = room("stale-events", 100.0, 1000);
+    let e = event(h, "postponed", 2, true);
+    let by = Actor {
+        id: "postpone".into(),
+        by: "ops".into(),
+        client: "-".into(),
+    };
+    let mut later = e.clone();
+    later.opens_at += 60 * S;
+    let rt = anteroom::event::schedule::Runtime {
+        event: Some(later.clone()),
+        cancelled: false,
+    };
+    assert_eq!(
+        s.change_event(&p, "postponed", &rt, 0, &serde_json::Value::Null, &by)
+            .await
+            .unwrap(),
+        EventChange::Done(1)
+    );
+    let v = VisitorId::random();
+    join(&*s, &p, &EventsArg::at(&[later.clone()], 1), v).await;
+    h.advance(Duration::from_secs(3));
+    // An instance that has not read the change yet passes the old opening, at version 0.
+    let r = admit(&*s, &p, &EventsArg::at(std::slice::from_ref(&e), 0)).await;
+    assert_eq!(r.admitted, 0, "nobody let in by an old schedule");
+    assert!(
+        r.event.and_then(|e| e.opened_at).is_none(),
+        "no opening recorded"
+    );
+    // With the change, the event is still in its pre-queue.
+    let r = admit(&*s, &p, &EventsArg::at(&[later], 1)).await;
+    assert_eq!(r.event.map(|e| e.phase), Some(Phase::Prequeue));
+    assert!(matches!(
+        join(
+            &*s,
+            &p,
+            &EventsArg::at(std::slice::from_ref(&e), 1),
+            VisitorId::random()
+        )
+        .await,
+        Admission::Registered { .. } | Admission::Waiting { .. }
+    ));
+}
+
+/// A pre-queue ends the sessions admitted before it: their holders register like everyone
+/// else, and until those sessions' cookies can have expired a cookie of theirs without a
+/// session is no proof of one (no renewal, no order by it), and an order in flight at the
+/// transition does not bring its session back when it fails. Other visitors are not touched:
+/// one with no store session vouches as before (the local policy admitted them after the
+/// opening), and one of the ended who is admitted again orders and is given back as anyone.
+/// Before, a session admitted while the room was quiet renewed and ordered through the
+/// pre-queue, ahead of every registrant (found by review).
+pub async fn a_prequeue_ends_the_sessions_admitted_before_it(h: &dyn Harness) {
+    let s = h.store();
+    let p = room("ends", 100.0, 10);
+    let early = occupy(&*s, &p).await;
+    assert!(
+        s.touch(&p, early).await.unwrap(),
+        "a session before the event"
+    );
+    let quiet = occupy(&*s, &p).await;
+    let buying = occupy(&*s, &p).await;
+    let in_flight = order();
+    assert_eq!(
+        s.consume(&p, buying, &in_flight).await.unwrap(),
+        Consumed::Won
+    );
+    assert_eq!(s.stats(&p).await.unwrap().active, 3);
+    let a = EventsArg::of(&[event(h, "drop", 30, false)]);
+    assert!(
+        matches!(
+            join(&*s, &p, &a, early).await,
+            Admission::Registered { joined: true, .. }
+        ),
+        "a session from before the pre-queue registers"
+    );
+    assert_eq!(s.stats(&p).await.unwrap().active, 0, "the sessions ended");
+    assert!(
+        !s.touch(&p, quiet).await.unwrap(),
+        "renewed in the pre-queue"
+    );
+    // Told apart from a used admission: the proxy sends its holder to the line (review 45).
+    assert_eq!(
+        s.consume(&p, quiet, &order()).await.unwrap(),
+        Consumed::Ended,
+        "an order in the pre-queue"
+    );
+    // The order in flight beats on, then fails: given back, but its session stays ended.
+    let beat = s.settle(
+        &p,
+        buying,
+        &in_flight.request,
+        Settle::Extend(in_flight.grace),
+    );
+    assert_eq!(beat.await.unwrap(), Settled::Done);
+    let back = s.settle(&p, buying, &in_flight.request, Settle::GiveBack);
+    assert_eq!(back.await.unwrap(), Settled::Done);
+    assert_eq!(s.stats(&p).await.unwrap().active, 0, "no session came back");
+    // The opening: registrants are admitted; the kept cookies still order nothing.
+    h.advance(Duration::from_secs(31));
+    assert_eq!(admit_all(h, &p, &a, 1, 20).await, vec![early]);
+    assert_eq!(join(&*s, &p, &a, early).await, Admission::Admitted);
+    for v in [quiet, buying] {
+        assert_eq!(
+            s.consume(&p, v, &order()).await.unwrap(),
+            Consumed::Ended,
+            "an order after the opening with a cookie from before the pre-queue"
+        );
+        assert!(!s.touch(&p, v).await.unwrap());
+    }
+    // A visitor let in after the opening without a store session (the local policy during
+    // an outage) vouches; one of the ended, admitted again, orders and is given back.
+    let local = VisitorId::random();
+    assert_eq!(s.consume(&p, local, &order()).await.unwrap(), Consumed::Won);
+    let failed = order();
+    assert_eq!(s.consume(&p, early, &failed).await.unwrap(), Consumed::Won);
+    let back = s.settle(&p, early, &failed.request, Settle::GiveBack);
+    assert_eq!(back.await.unwrap(), Settled::Done);
+    assert_eq!(s.consume(&p, early, &order()).await.unwrap(), Consumed::Won);
+    // Once every cookie of the ended sessions has expired, theirs vouch again.
+    h.advance(Duration::from_secs(700));
+    assert_eq!(s.consume(&p, quiet, &order()).await.unwrap(), Consumed::Won);
+}
+
+/// An event whose pre-queue no call reached (Redis paused, or every instance stopped, for its
+/// length) ends the sessions from before it when the store first sees it open: else their
+/// cookies ordered after the opening (found by review).
+pub async fn an_opening_seen_without_its_prequeue_ends_the_sessions_before_it(h: &dyn Harness) {
+    let s = h.store();
+    let p = room("unseen-pre", 100.0, 10);
+    let early = occupy(&*s, &p).await;
+    assert!(
+        s.touch(&p, early).await.unwrap(),
+        "a session before the event"
+    );
+    let a = EventsArg::of(&[event(h, "missed", 2, false)]);
+    // No call during the pre-queue; the first after the opening is an admit.
+    h.advance(Duration::from_secs(3));
+    let r = admit(&*s, &p, &a).await;
+    assert_eq!(r.event.as_ref().map(|e| e.phase), Some(Phase::Open));
+    assert_eq!(s.stats(&p).await.unwrap().active, 0, "the session ended");
+    assert_eq!(
+        s.consume(&p, early, &order()).await.unwrap(),
+        Consumed::Ended
+    );
+    // Seen once: a later tick ends nothing more.
+    let fresh = VisitorId::random();
+    assert_eq!(join(&*s, &p, &a, fresh).await, Admission::Entered);
+    admit(&*s, &p, &a).await;
+    assert_eq!(s.stats(&p).await.unwrap().active, 1);
+}
