@@ -198,7 +198,7 @@ fn origin_readings(path: &str) -> Vec<String> {
             && parts[..parts.len() - 1].iter().all(|p| {
                 let mut c = p.chars();
                 matches!((c.next(), c.next()), (Some(l), Some('(')) if l.is_ascii_alphabetic())
-                    && !c.as_str().contains('(')
+                    && !c.as_str().contains('/')
             })
     };
     let iis: String = decode(&percent_u(path))
@@ -276,6 +276,20 @@ fn origin_readings(path: &str) -> Vec<String> {
         seg.rsplit_once('.')
             .is_some_and(|(_, ext)| SCRIPTS.iter().any(|e| ext.eq_ignore_ascii_case(e)))
     };
+    // Next.js: `/_next/data/<build>/<page>.json` runs `<page>`'s server-side data.
+    let resolved = resolve(&d);
+    if let Some(rest) = resolved.strip_prefix("/_next/data/") {
+        if let Some(page) = rest
+            .split_once('/')
+            .and_then(|(_, p)| p.strip_suffix(".json"))
+        {
+            out.push(if page == "index" {
+                "/".to_string()
+            } else {
+                format!("/{page}")
+            });
+        }
+    }
     for whole in [d.as_str(), iis.as_str()] {
         let segs: Vec<&str> = whole.split('/').collect();
         let all: Vec<usize> = (0..segs.len().saturating_sub(1))
@@ -346,13 +360,28 @@ pub fn route_target_property(host: &str, target: &str) {
         return;
     };
     let mut read = origin_readings(&path);
-    // CodeIgniter at the site's root (`index.php` its script): past the script's name an empty
-    // path and a query that starts with `/` make the query, up to a second `?`, the route.
+    // CodeIgniter 4 (its `parseRequestURI`), at the site's root and in `/a`: the path's
+    // segments are dropped while they equal its `SCRIPT_NAME`'s; when nothing is left and the
+    // query starts with `/`, the query up to a second `?` is the route, under the app's base.
     let query = target.split('#').next().unwrap_or("").split_once('?');
-    if let Some((_, q)) = query {
-        let past_script = path.strip_prefix("/index.php").unwrap_or(&path);
-        if past_script.trim_matches('/').is_empty() && q.starts_with('/') {
-            read.extend(origin_readings(q.split('?').next().unwrap_or("")));
+    if let Some((_, q)) = query.filter(|(_, q)| q.starts_with('/')) {
+        for (script, base) in [("/index.php", ""), ("/a/index.php", "/a")] {
+            let mut segs = path.split('/').peekable();
+            for s in script.split('/') {
+                if segs.peek() != Some(&s) {
+                    break;
+                }
+                segs.next();
+            }
+            if segs
+                .collect::<Vec<_>>()
+                .join("/")
+                .trim_matches('/')
+                .is_empty()
+            {
+                let route = q.split('?').next().unwrap_or("");
+                read.extend(origin_readings(&format!("{base}{route}")));
+            }
         }
     }
     for matching in [PathMatching::Strict, PathMatching::Lenient] {

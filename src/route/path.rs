@@ -177,7 +177,8 @@ impl<'a> Readings<'a> {
             additive: false,
             script: false,
         };
-        if flags == 0 && !has_upper(&first.path) {
+        let next = next_data_page(&first.path);
+        if flags == 0 && !has_upper(&first.path) && next.is_none() {
             return Self {
                 first,
                 rest: Vec::new(),
@@ -248,6 +249,9 @@ impl<'a> Readings<'a> {
         for info in infos {
             out.add_both(info, Transform::Script as u8);
         }
+        if let Some(page) = next {
+            out.add_both(page, Transform::Script as u8);
+        }
         if flags & Transform::Trim as u8 != 0 {
             let mut trimmed = vec![normalize_path(&trim_segments(raw)).into_owned()];
             // Spring behind IIS trims the path IIS read: what its `%uXXXX` names too
@@ -275,9 +279,9 @@ impl<'a> Readings<'a> {
     /// (3 and 4, with its default `uriProtocol`) routes `/?/orders` and `/index.php?/orders`
     /// as `/orders` — when the path, past the script's name, is empty and the query starts
     /// with `/` (up to a second `?`), the query is the route (found by review: an order
-    /// reached the shop that way without an admission). Read where the path ends with `/` or
-    /// with a script's name ([`path_infos`]' extensions): the directory the path names, the
-    /// query's route after it, and what the other readings make of that; all additive.
+    /// reached the shop that way without an admission). The directory the path names (a
+    /// script's name dropped), the query's route after it, and what the other readings make
+    /// of that; all additive.
     pub fn add_query_route(&mut self, raw: &str, query: Option<&str>) {
         let Some(route) = query_route(raw, query) else {
             return;
@@ -352,6 +356,19 @@ impl<'a> Readings<'a> {
     }
 }
 
+/// The page whose server-side data Next.js (its Pages Router) runs for a data request:
+/// `/_next/data/<build id>/products/1.json` is `/products/1`'s `getServerSideProps`, the build
+/// id being in every page it serves (found by review: it reached the shop while `/products/1`
+/// waited); `index.json` is the home page; a `basePath` before it stays.
+fn next_data_page(path: &str) -> Option<String> {
+    const DATA: &str = "/_next/data/";
+    let at = path.find(DATA)?;
+    let (_build, page) = path[at + DATA.len()..].split_once('/')?;
+    let page = page.strip_suffix(".json")?;
+    let page = if page == "index" { "" } else { page };
+    Some(format!("{}/{page}", &path[..at]))
+}
+
 /// The path a front controller routes when it takes its route from the query
 /// ([`Readings::add_query_route`]): the path's directory (the script's name dropped) and the
 /// query's route after it; `None` when it would not.
@@ -368,10 +385,14 @@ fn query_route(raw: &str, query: Option<&str>) -> Option<String> {
     } else {
         return None;
     };
+    // CodeIgniter drops the path's segments while they are its script's (`SCRIPT_NAME`): the
+    // app's directory with or without a `/` after it (found by re-review: `/shop?/orders` is
+    // `/orders` to an app in `/shop`), or its script. Any other path is read so too: the
+    // reading only puts a request in a room.
     let dir = match raw.rsplit_once('/') {
         Some((dir, "")) => dir,
         Some((dir, last)) if super::spelling::is_script(last.as_bytes()) => dir,
-        _ => return None,
+        _ => raw,
     };
     Some(format!("{dir}/{route}"))
 }

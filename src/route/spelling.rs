@@ -225,10 +225,13 @@ pub(super) fn is_cookieless(seg: &str) -> bool {
         if !letter.is_ascii_alphabetic() {
             return false;
         }
+        // A value ends at the first `)` and may hold anything but `/`, a `(` too, as
+        // ASP.NET's `CookielessHelper.IsValidHeader` reads it (found by re-review:
+        // `/(S(a(b))/orders` placed orders without an admission).
         let Some(close) = after.iter().position(|&c| c == b')') else {
             return false;
         };
-        if after[..close].contains(&b'(') {
+        if after[..close].contains(&b'/') {
             return false;
         }
         rest = &after[close + 1..];

@@ -62,6 +62,7 @@ const PATH_SPELLINGS: &[&str] = &[
     "/?/products/1",
     "/index.php?/products/1",
     "/index.php/?/x/../products/1",
+    "/_next/data/b1d/products/1.json",
 ];
 
 #[tokio::test]

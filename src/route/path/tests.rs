@@ -209,13 +209,31 @@ fn a_route_in_the_query_is_read_where_codeigniter_reads_it() {
     has("/index.php", "/orders", "/orders");
     has("/index.php/", "/x/../orders?a=1", "/orders");
     has("/shop/", "/orders", "/shop/orders");
+    has("/shop", "/orders", "/shop/orders");
     has("/", "%2Forders", "/orders");
-    // Not a route: a query that does not start with `/`, or a path that names a resource.
+    // Not a route: a query that does not start with `/`.
     for (path, query) in [
         ("/", "orders"),
-        ("/products", "/orders"),
-        ("/a.css", "/orders"),
+        ("/products", "x=/orders"),
+        ("/a.css", "?/orders"),
     ] {
         assert_eq!(read(path, query).len(), 1, "{path}?{query}");
     }
+}
+
+#[test]
+fn a_next_js_data_request_is_read_as_its_page() {
+    let additive = |raw: &str, want: &str| {
+        let r = Readings::of(raw);
+        assert!(
+            r.iter().any(|r| r.path == want && r.additive),
+            "{raw}: {r:?}"
+        );
+    };
+    additive("/_next/data/b1d-ID/products/1.json", "/products/1");
+    additive("/_next/data/b1d-ID/index.json", "/");
+    additive("/shop/_next/data/x/orders.json", "/shop/orders");
+    additive("/_next/data/x/a/../orders.json", "/orders");
+    assert_eq!(Readings::of("/_next/data/x/a.js").len(), 1);
+    assert_eq!(Readings::of("/_next/static/x/orders.json").len(), 1);
 }

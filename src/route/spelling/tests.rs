@@ -39,6 +39,9 @@ fn asp_net_cookieless_values_are_read_as_absent() {
         "(X(1)S(x))",
         "%28S%28x%29%29",
         "(S())",
+        "(S(a(b))",
+        "(S((x))",
+        "(A(a(b)S(c))",
     ] {
         assert!(is_cookieless(seg), "{seg}");
     }
@@ -50,6 +53,7 @@ fn asp_net_cookieless_values_are_read_as_absent() {
         "(S(x)y)",
         "(1(x))",
         "(S(a(b)))",
+        "(S(a%2Fb))",
         "products",
         "",
     ] {
