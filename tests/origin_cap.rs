@@ -295,3 +295,30 @@ async fn a_cap_a_reload_removes_leaves_no_figures_behind() {
         0
     );
 }
+
+/// An order from a client that half-closes its side after the whole request (`nc -N`, some
+/// scripts) is placed in a capped room with a slot free, as in a room without a cap: only a
+/// request that waited in line is asked whether its visitor left (found by re-review: it was
+/// dropped unanswered in an idle capped room).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_half_closed_order_that_did_not_wait_is_placed() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let origin = counting_origin(Duration::from_millis(10), Duration::from_millis(10)).await;
+    let proxy = Proxy::start(&config(origin.addr, 1, "10s"));
+    let buyer = admitted(&proxy).await;
+    let mut c = tokio::net::TcpStream::connect(proxy.addr).await.unwrap();
+    let order = format!(
+        "POST /orders HTTP/1.1\r\nHost: shop.test\r\nCookie: {}\r\nContent-Length: 1\r\n\r\nY",
+        buyer.header()
+    );
+    c.write_all(order.as_bytes()).await.unwrap();
+    c.shutdown().await.unwrap();
+    let mut answer = Vec::new();
+    tokio::time::timeout(Duration::from_secs(10), c.read_to_end(&mut answer))
+        .await
+        .expect("answered")
+        .unwrap();
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer:?}");
+    assert_eq!(origin.counts.orders.load(Ordering::SeqCst), 1);
+}

@@ -286,3 +286,46 @@ async fn a_request_answered_before_its_body_ends_keeps_its_slot() {
     );
     upload.abort();
 }
+
+/// Requests waiting for a place in their visitor's share are counted as waiting, and a reload
+/// that takes the cap away lets them go on at once (found by re-review: they were in no
+/// figure, and got 503 at their timeout after the cap was gone while newer ones went in).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reload_that_removes_the_cap_lets_uploads_waiting_for_their_share_go_on() {
+    let (origin, proxy, slow, _) = capped_room(2, "30s", "3s").await;
+    // 2 KiB/s: the visitor's share (one of 2) held for minutes.
+    let every = Duration::from_millis(250);
+    let first = Upload::paced("/products/upload1", 1_000_000, 512, every).send(&proxy, &slow);
+    eventually(
+        Duration::from_secs(5),
+        "the first upload at the origin",
+        || async { (origin.counts.now.load(Ordering::SeqCst) == 1).then_some(()) },
+    )
+    .await;
+    let second = {
+        let req = client()
+            .post(proxy.url("/products/upload2"))
+            .header("cookie", slow.header())
+            .body(vec![b'x'; 100_000]);
+        tokio::spawn(async move { req.send().await.map(|r| r.status().as_u16()) })
+    };
+    eventually(
+        Duration::from_secs(2),
+        "the second waiting for its share",
+        || async { (room_metric(&proxy, QUEUED).await == 1).then_some(()) },
+    )
+    .await;
+    let text = std::fs::read_to_string(proxy.config_path()).unwrap();
+    let uncapped = text
+        .replace("max-origin-inflight = 2\n", "")
+        .replace("origin-queue-timeout = \"3s\"\n", "");
+    assert_ne!(uncapped, text);
+    std::fs::write(proxy.config_path(), uncapped).unwrap();
+    reload_applied(&proxy).await;
+    let status = tokio::time::timeout(Duration::from_secs(10), second)
+        .await
+        .expect("the second answered")
+        .unwrap();
+    assert_eq!(status.ok(), Some(200), "the second upload after the reload");
+    first.abort();
+}

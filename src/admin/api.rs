@@ -295,7 +295,7 @@ impl AdminApp {
                     let (in_flight, queued) = r
                         .gate
                         .as_ref()
-                        .map_or((0, 0), |g| (g.in_flight(), g.queued()));
+                        .map_or((0, 0), |g| (g.in_flight(), g.waiting()));
                     r.metrics.origin_inflight.set(in_flight as i64);
                     r.metrics.origin_queued.set(queued as i64);
                 }

@@ -166,7 +166,8 @@ impl Metrics {
                 Opts::new(
                     "anteroom_origin_queued",
                     "Requests waiting at this instance for a slot to the origin \
-                     (max-origin-inflight reached).",
+                     (max-origin-inflight reached), or for a place in their visitor's share \
+                     of the slots before one.",
                 ),
                 &["room"],
             )?,

@@ -153,7 +153,11 @@ impl Proxy {
                 // slot goes to the next, and an order takes no admission (found by review: the
                 // head of each such request reached the origin at once, all of them together
                 // past the cap, and an order's admission was used up with no order placed).
-                if visitor_gone(session).await {
+                // Asked only of a request that waited: one that had its slot at once was never
+                // in a line to leave, and is treated as without a cap (found by re-review: an
+                // order that half-closed its side was dropped in an idle capped room, and
+                // placed in a room without a cap).
+                if slot.waited() && visitor_gone(session).await {
                     drop(slot);
                     return Self::left_waiting();
                 }
@@ -172,8 +176,17 @@ impl Proxy {
                 });
                 Ok(false)
             }
-            // A reload took the cap away meanwhile: on without one, as the requests after it.
-            Err(Refused::Lifted) => Ok(false),
+            // A reload took the cap away meanwhile: on without one, as the requests after it,
+            // unless the visitor left (found by re-review: one who closed the connection just
+            // before such a reload had the order placed).
+            Err(Refused::Lifted) => {
+                if visitor_gone(session).await {
+                    return Self::left_waiting();
+                }
+                ctx.body_from = Instant::now();
+                ctx.body_due = shared.config.server.client_timeout;
+                Ok(false)
+            }
             Err(Refused::TimedOut) => {
                 // Not a failure in the shop's health window: the cap is this room's on this
                 // instance, and one admitted visitor may hold all its slots (slow uploads), so

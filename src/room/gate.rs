@@ -34,6 +34,15 @@ pub struct OriginGate {
 pub struct Slot {
     permit: Option<OwnedSemaphorePermit>,
     gate: Arc<OriginGate>,
+    /// The slot came after a wait in line.
+    waited: bool,
+}
+
+impl Slot {
+    /// Whether the slot came after a wait in line (not at once).
+    pub fn waited(&self) -> bool {
+        self.waited
+    }
 }
 
 impl Drop for Slot {
@@ -78,7 +87,7 @@ impl OriginGate {
     /// `timeout`. Cancel-safe: a request dropped while waiting leaves the line.
     pub async fn enter(self: &Arc<Self>, timeout: Duration) -> Result<Slot, Refused> {
         match self.slots.clone().try_acquire_owned() {
-            Ok(permit) => return Ok(self.slot(permit)),
+            Ok(permit) => return Ok(self.slot(permit, false)),
             Err(tokio::sync::TryAcquireError::Closed) => return Err(Refused::Lifted),
             Err(tokio::sync::TryAcquireError::NoPermits) => {}
         }
@@ -86,7 +95,7 @@ impl OriginGate {
         let got = tokio::time::timeout(timeout, self.slots.clone().acquire_owned()).await;
         drop(waiting);
         match got {
-            Ok(Ok(permit)) => Ok(self.slot(permit)),
+            Ok(Ok(permit)) => Ok(self.slot(permit, true)),
             // Closed only by `lift`.
             Ok(Err(_)) => Err(Refused::Lifted),
             Err(_) => {
@@ -102,12 +111,19 @@ impl OriginGate {
     /// 503 after their wait, while newer ones went straight through).
     pub fn lift(&self) {
         self.slots.close();
+        self.shares.lift();
     }
 
-    fn slot(self: &Arc<Self>, permit: OwnedSemaphorePermit) -> Slot {
+    /// Requests waiting for a slot, or for a place in their visitor's share before one.
+    pub fn waiting(&self) -> u64 {
+        self.queued() + self.shares.waiting() as u64
+    }
+
+    fn slot(self: &Arc<Self>, permit: OwnedSemaphorePermit, waited: bool) -> Slot {
         Slot {
             permit: Some(permit),
             gate: self.clone(),
+            waited,
         }
     }
 

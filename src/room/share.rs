@@ -12,6 +12,7 @@
 //! network as the join limit reads it. Per instance, as the cap.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -47,6 +48,8 @@ pub struct Shares {
     /// Woken when the cap changes (a reload): waiters look at their share again (re-review:
     /// a raised cap let newcomers in and left waiters waiting).
     resized: Notify,
+    /// The gate's cap is gone ([`Shares::lift`]): every place is given at once.
+    lifted: AtomicBool,
 }
 
 /// A place in a visitor's share: given back when dropped (the body whole, or the request over).
@@ -71,7 +74,7 @@ impl Shares {
             let freed = {
                 let mut all = self.lock();
                 let theirs = all.entry(sharer.clone()).or_default();
-                if theirs.held < share().max(1) {
+                if theirs.held < share().max(1) || self.lifted.load(Ordering::Acquire) {
                     theirs.held += 1;
                     drop(all);
                     drop(waiting);
@@ -93,10 +96,11 @@ impl Shares {
             // cap changed, wakes it.
             notified.as_mut().enable();
             resized.as_mut().enable();
-            if self
-                .lock()
-                .get(&sharer)
-                .is_some_and(|t| t.held < share().max(1))
+            if self.lifted.load(Ordering::Acquire)
+                || self
+                    .lock()
+                    .get(&sharer)
+                    .is_some_and(|t| t.held < share().max(1))
             {
                 continue;
             }
@@ -115,6 +119,19 @@ impl Shares {
     /// The cap changed: every waiter looks at their share again.
     pub fn resized(&self) {
         self.resized.notify_waiters();
+    }
+
+    /// The cap is gone (a reload took it, or its room): every waiter has its place at once,
+    /// and so does every later request (found by re-review: requests waiting for their
+    /// visitor's share got 503 at their timeout after the cap was gone).
+    pub fn lift(&self) {
+        self.lifted.store(true, Ordering::Release);
+        self.resized.notify_waiters();
+    }
+
+    /// Requests waiting for a place in their visitor's share now.
+    pub fn waiting(&self) -> usize {
+        self.lock().values().map(|t| t.waiting).sum()
     }
 
     /// Visitors with a place held or waited for now.
