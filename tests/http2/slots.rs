@@ -42,6 +42,26 @@ async fn inflight(proxy: &Proxy, n: u8) -> Option<()> {
         .then_some(())
 }
 
+/// A request of `cookie`'s over HTTP/1.1 that holds the room's one origin slot, once it does:
+/// its status when the origin has answered it.
+async fn holding_the_slot(
+    proxy: &Proxy,
+    cookie: &str,
+) -> tokio::task::JoinHandle<reqwest::Result<u16>> {
+    let req = client()
+        .get(proxy.url("/products/first"))
+        .header("host", "shop.test")
+        .header("cookie", cookie);
+    let first = tokio::spawn(async move { req.send().await.map(|r| r.status().as_u16()) });
+    eventually(
+        std::time::Duration::from_secs(5),
+        "the first holds the slot",
+        || inflight(proxy, 1),
+    )
+    .await;
+    first
+}
+
 /// Over HTTP/2 Pingora cuts no stalled request body (it sets no read timeout there): such a
 /// request holds the room's origin slot while the origin has it open, until the upstream's
 /// `read-timeout` past its last piece, also past `client-timeout` (found by re-review: given
@@ -191,19 +211,7 @@ async fn a_request_that_waited_for_its_slot_keeps_it() {
     )
     .await;
     let cookie = admission(&proxy).await;
-    let first = {
-        let req = client()
-            .get(proxy.url("/products/first"))
-            .header("host", "shop.test")
-            .header("cookie", &cookie);
-        tokio::spawn(async move { req.send().await.map(|r| r.status().as_u16()) })
-    };
-    eventually(
-        std::time::Duration::from_secs(5),
-        "the first holds the slot",
-        || inflight(&proxy, 1),
-    )
-    .await;
+    let first = holding_the_slot(&proxy, &cookie).await;
     // The order, whole, on HTTP/2: it waits about 2.5 s for the slot (past client-timeout).
     let (mut h2c, _conn) = h2_connect(port, &ca).await;
     let req = http::Request::builder()
@@ -260,19 +268,7 @@ async fn order_left_while_waiting(close: bool) {
     )
     .await;
     let cookie = admission(&proxy).await;
-    let first = {
-        let req = client()
-            .get(proxy.url("/products/first"))
-            .header("host", "shop.test")
-            .header("cookie", &cookie);
-        tokio::spawn(async move { req.send().await.map(|r| r.status().as_u16()) })
-    };
-    eventually(
-        std::time::Duration::from_secs(5),
-        "the first holds the slot",
-        || inflight(&proxy, 1),
-    )
-    .await;
+    let first = holding_the_slot(&proxy, &cookie).await;
     let queued = |n: u8| {
         let proxy = &proxy;
         async move {
