@@ -68,7 +68,7 @@ pub async fn room(s: &Shared, i: usize) -> Value {
         "max_waiting": p.max_waiting,
         "session_ttl_seconds": p.session_ttl.as_secs_f64(),
         "claim_ttl_seconds": p.claim_ttl.as_secs_f64(),
-        "abandon_after_seconds": p.abandon_after.as_secs_f64(),
+        "abandon_after_seconds": r.cfg.abandon_after.as_secs_f64(),
         "tick_ms": p.tick.as_millis() as u64,
         "on_store_error": r.cfg.on_store_error.as_str(),
         "consume": r.cfg.consume.iter().map(|c| format!("{} {}", c.method, c.path)).collect::<Vec<_>>(),

@@ -144,7 +144,7 @@ pub(super) fn summary(c: &Config) -> String {
             "            session {}, claim {}, abandon {}, on-store-error {}, consume [{}]{}",
             dur(p.session_ttl),
             dur(p.claim_ttl),
-            dur(p.abandon_after),
+            dur(r.abandon_after),
             r.on_store_error.as_str(),
             consume.join(", "),
             r.template

@@ -289,7 +289,11 @@ pub struct JoinLimit {
 
 #[derive(Debug, Clone)]
 pub struct RoomConfig {
+    /// What the store is told: `abandon_after` there is [`crate::line::sweep_after`] of the
+    /// configured one.
     pub params: RoomParams,
+    /// `abandon-after` as configured: a visitor silent this long loses the place.
+    pub abandon_after: std::time::Duration,
     pub upstream: usize,
     pub hosts: Vec<HostPattern>,
     pub paths: Vec<String>,

@@ -205,7 +205,7 @@ pub fn decide(
                 // sends no batch, and a ticket renewed there looked fresh to the instances
                 // that could have told the store (found by review: with one instance cut off
                 // from Redis, visitors polling both in turn were swept).
-                refresh: store_answers && (ahead_of_us || since >= abandon / 4),
+                refresh: store_answers && (ahead_of_us || since >= abandon / u64::from(NOTE_EVERY)),
             }
         }
     }
@@ -221,6 +221,18 @@ pub fn decide(
 pub fn registration_lost(s: &Snapshot, taken: crate::clock::Micros, t: &Ticket) -> bool {
     (s.waiting == 0 && taken > t.seen.saturating_add(1).saturating_mul(1_000_000))
         || (s.sample.epoch != 0 && s.sample.epoch != t.place.epoch)
+}
+
+/// How often a visitor answered from the line's snapshot is noted to the store: every this
+/// part of `abandon-after` ([`decide`]'s `refresh`).
+pub const NOTE_EVERY: u32 = 4;
+
+/// How long the store lets a visitor be silent before it sweeps the place: `abandon-after`
+/// and the part of it a note may be old when the visitor goes silent ([`NOTE_EVERY`]), so
+/// that nobody who polled within `abandon-after` is swept (found by review: a visitor
+/// answered at the edge was swept after three quarters of it).
+pub fn sweep_after(abandon_after: Duration) -> Duration {
+    abandon_after + abandon_after / NOTE_EVERY
 }
 
 /// Most visitors a batch holds (one admit call's worth); the rest wait for the next tick.

@@ -33,7 +33,7 @@ pub(super) fn holds_place(shared: &Shared, room: usize, t: &crate::line::ticket:
     let r = &shared.rooms[room];
     let now = shared.clock.now_micros();
     let since = (now / 1_000_000).saturating_sub(t.seen);
-    if since >= r.cfg.params.abandon_after.as_secs() {
+    if since >= r.cfg.abandon_after.as_secs() {
         return false;
     }
     let prequeue_from = r

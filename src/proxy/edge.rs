@@ -61,7 +61,7 @@ impl Proxy {
                 // nobody joined since kept its registrants on the countdown, registered
                 // nowhere, until the opening (found by review). The cost is one store call per
                 // poll while the snapshot is empty.
-                let abandon = r.cfg.params.abandon_after.as_secs().max(4);
+                let abandon = r.cfg.abandon_after.as_secs().max(4);
                 let since = now.saturating_sub(t.seen);
                 let lost = snapshot.as_deref().is_some_and(|s| {
                     let taken = shared
@@ -133,7 +133,7 @@ impl Proxy {
             snapshot.as_deref(),
             t,
             now,
-            r.cfg.params.abandon_after,
+            r.cfg.abandon_after,
             store_answers,
         )
         else {

@@ -311,3 +311,52 @@ async fn a_stale_snapshot_answers_but_admits_nobody() {
     }
     assert!(second.get("anteroom_sale").is_none());
 }
+
+/// A visitor answered at the edge who then goes silent keeps the place for all of
+/// `abandon-after`: such polls note the visitor to the store only every quarter of it, so the
+/// store sweeps a quarter later (found by review: a visitor who polled until they went silent
+/// was swept after three quarters of `abandon-after`, and came back at the end of the line).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_visitor_answered_at_the_edge_keeps_the_place_for_all_of_abandon_after() {
+    let redis = RedisServer::start();
+    let origin = Origin::start().await;
+    let room = format!("{SLOW_FULL_ROOM}\nabandon-after = \"16s\"");
+    let proxy = Proxy::start(&config(origin.addr, &redis.url(), &room));
+    let (_holder, head, mut second) = a_line(&proxy).await;
+    let mut third = Jar::default();
+    assert_eq!(json(&proxy, "/products", &mut third).await["position"], 3);
+    // The others poll on; the second polls too, until a poll is answered at the edge: the
+    // last time the store heard of it is then just behind.
+    let others = {
+        let (addr, jars) = (proxy.addr, [head.clone(), third.clone()]);
+        tokio::spawn(async move {
+            loop {
+                for jar in &jars {
+                    let _ = client()
+                        .get(format!("http://{addr}{STATUS}"))
+                        .header("cookie", jar.header())
+                        .send()
+                        .await;
+                }
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+        })
+    };
+    snapshot_answers(&proxy, &redis.url(), &second).await;
+    // 2.5 s of polls answered at the edge (under a quarter of abandon-after: no note), then
+    // silence for 15 s, under abandon-after.
+    let polled = Instant::now();
+    while polled.elapsed() < Duration::from_millis(2500) {
+        let v = json(&proxy, STATUS, &mut second).await;
+        assert_eq!(v["position"], 2, "{v}");
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    tokio::time::sleep(Duration::from_secs(15)).await;
+    let v = json(&proxy, STATUS, &mut second).await;
+    others.abort();
+    assert_eq!(
+        (v["position"].as_u64(), v["waiting"].as_u64()),
+        (Some(2), Some(3)),
+        "the place after 15 s of silence, abandon-after 16 s: {v}"
+    );
+}
