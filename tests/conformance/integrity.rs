@@ -1,7 +1,8 @@
 //! The life of an admission from grant to order, on every backend: a used admission never comes
 //! back (not through the sliding renewal either), a failed order's admission always does (given
 //! back, or by itself after the grace period), settling is idempotent, an admission survives the
-//! store losing its data, and a fast-path entry holds its slot for `claim-ttl` only.
+//! store losing its data, and a fast-path entry holds its slot for `claim-ttl` only. Orders and
+//! the store's clock, and its pauses: `order_clocks.rs`.
 
 use std::time::Duration;
 
@@ -11,7 +12,7 @@ use anteroom::store::{
 
 use super::{live_for, occupy, room, waiting_pos, Harness};
 
-const GRACE: Duration = Duration::from_secs(10);
+pub(crate) const GRACE: Duration = Duration::from_secs(10);
 
 /// An order with a 10 s grace and a cookie of 600 s (the other conformance files use it too).
 pub(crate) fn order() -> Order {
@@ -25,7 +26,7 @@ pub(crate) fn order() -> Order {
     }
 }
 
-async fn take(s: &dyn Store, p: &RoomParams, v: VisitorId) -> (Order, Consumed) {
+pub(crate) async fn take(s: &dyn Store, p: &RoomParams, v: VisitorId) -> (Order, Consumed) {
     let o = order();
     let c = s.consume(p, v, &o).await.unwrap();
     (o, c)
@@ -33,7 +34,7 @@ async fn take(s: &dyn Store, p: &RoomParams, v: VisitorId) -> (Order, Consumed) 
 
 /// Pending, until at most the grace period and the liveness clock's cap (4 ticks of at most
 /// 3 s here) from now.
-fn busy(c: &Consumed) -> bool {
+pub(crate) fn busy(c: &Consumed) -> bool {
     let most = GRACE + Duration::from_secs(12);
     matches!(c, Consumed::Busy { retry_after } if *retry_after <= most && !retry_after.is_zero())
 }
@@ -365,81 +366,6 @@ pub async fn an_admission_survives_the_store_losing_its_data(h: &dyn Harness) {
     assert!(!s.touch(&p, v).await.unwrap());
 }
 
-/// A cookie that has expired by the store's clock vouches for nothing, whatever the proxy that
-/// read it thought (an instance whose clock is behind, before it has learned the store's: found
-/// by re-review, a consumed admission ordered again once its marker was gone). One that has
-/// not vouches as before, and its order's marker outlives it.
-pub async fn a_cookie_expired_by_the_stores_clock_vouches_for_nothing(h: &dyn Harness) {
-    let s = h.store();
-    let p = room("expired", 100.0, 10);
-    let v = occupy(&*s, &p).await;
-    h.wipe();
-    let expired = Order {
-        cookie_expires: h.wall_secs() - 1,
-        generation: None,
-        ..order()
-    };
-    assert_eq!(s.consume(&p, v, &expired).await.unwrap(), Consumed::Used);
-    assert_eq!(
-        s.stats(&p).await.unwrap().active,
-        0,
-        "nothing re-registered"
-    );
-    let valid = Order {
-        cookie_expires: h.wall_secs() + 900,
-        generation: None,
-        cookie_life: Duration::from_secs(1),
-        ..order()
-    };
-    assert_eq!(s.consume(&p, v, &valid).await.unwrap(), Consumed::Won);
-    assert_eq!(
-        s.settle(&p, v, &valid.request, Settle::Confirm)
-            .await
-            .unwrap(),
-        Settled::Done
-    );
-    // The marker outlives the cookie's expiry (not only the life the proxy read).
-    h.advance(Duration::from_secs(850));
-    assert_eq!(take(&*s, &p, v).await.1, Consumed::Used, "a second order");
-}
-
-/// The store's wall clock stepped back after an order (NTP, a VM restored): the cookie that
-/// ordered stays valid that much longer, and its marker must too. The memory store's markers
-/// lived by the monotonic clock alone: past it, the cookie ordered once more (found by
-/// review of the clocks; the Redis store's markers expire by Redis's clock).
-pub async fn a_wall_clock_stepped_back_after_an_order_buys_no_second(h: &dyn Harness) {
-    let s = h.store();
-    let p = room("stepped", 100.0, 10);
-    let v = occupy(&*s, &p).await;
-    let cookie_expires = h.wall_secs() + 900;
-    let first = Order {
-        cookie_expires,
-        cookie_life: Duration::from_secs(900),
-        ..order()
-    };
-    assert_eq!(s.consume(&p, v, &first).await.unwrap(), Consumed::Won);
-    assert_eq!(
-        s.settle(&p, v, &first.request, Settle::Confirm)
-            .await
-            .unwrap(),
-        Settled::Done
-    );
-    h.step_back(Duration::from_secs(3600));
-    // Past the marker's life by elapsed time; the wall clock still before the cookie's expiry.
-    h.advance(Duration::from_secs(3000));
-    assert!(h.wall_secs() < cookie_expires);
-    let again = Order {
-        cookie_expires,
-        cookie_life: Duration::from_secs(900),
-        ..order()
-    };
-    assert_eq!(
-        s.consume(&p, v, &again).await.unwrap(),
-        Consumed::Used,
-        "a second order"
-    );
-}
-
 pub async fn a_fast_path_entry_holds_its_slot_for_claim_ttl(h: &dyn Harness) {
     let s = h.store();
     let mut p = room("claimfast", 100.0, 10);
@@ -517,172 +443,4 @@ pub async fn an_order_takes_its_visitor_out_of_the_line(h: &dyn Harness) {
     let again = s.settle(&p, local, &o.request, Settle::Confirm).await;
     assert_eq!(again.unwrap(), Settled::Already);
     assert_eq!(waiting_pos(&s.join(&p, local).await.unwrap()), Some(2));
-}
-
-/// The marker of a used admission outlives the cookie that vouched for the order, also when
-/// that cookie lives longer than today's `session-ttl` (a reload lowered it).
-pub async fn a_marker_outlives_the_cookie_that_ordered(h: &dyn Harness) {
-    let s = h.store();
-    let mut p = room("outlive", 100.0, 10);
-    p.session_ttl = Duration::from_secs(300);
-    let v = occupy(&*s, &p).await;
-    let o = Order {
-        cookie_life: Duration::from_secs(900),
-        cookie_expires: 0,
-        generation: None,
-        ..order()
-    };
-    assert_eq!(s.consume(&p, v, &o).await.unwrap(), Consumed::Won);
-    let done = s.settle(&p, v, &o.request, Settle::Confirm).await.unwrap();
-    assert_eq!(done, Settled::Done);
-    // Past session-ttl + margin, still inside the cookie's life.
-    h.advance(Duration::from_secs(600));
-    assert!(!s.touch(&p, v).await.unwrap(), "not renewed");
-    let replay = Order {
-        cookie_life: Duration::from_secs(300),
-        cookie_expires: 0,
-        generation: None,
-        ..order()
-    };
-    assert_eq!(s.consume(&p, v, &replay).await.unwrap(), Consumed::Used);
-}
-
-/// The marker outlives every cookie of the admission, not only the one that ordered: a visitor
-/// holds an older, shorter cookie and a renewed, longer one, and `session-ttl` was lowered by a
-/// reload in between. The order made with the short cookie must leave the long one refused.
-pub async fn a_marker_outlives_every_cookie_of_the_admission(h: &dyn Harness) {
-    let s = h.store();
-    let mut p = room("every-cookie", 100.0, 10);
-    p.session_ttl = Duration::from_secs(200);
-    let v = occupy(&*s, &p).await;
-    // The renewal: a cookie valid for 200 s, issued against the session's new deadline.
-    assert!(s.touch(&p, v).await.unwrap(), "renewed");
-    // A reload lowers session-ttl; the order comes with the older cookie (99 s left).
-    p.session_ttl = Duration::from_secs(10);
-    let o = Order {
-        cookie_life: Duration::from_secs(99),
-        cookie_expires: 0,
-        generation: None,
-        ..order()
-    };
-    assert_eq!(s.consume(&p, v, &o).await.unwrap(), Consumed::Won);
-    let done = s.settle(&p, v, &o.request, Settle::Confirm).await.unwrap();
-    assert_eq!(done, Settled::Done);
-    // Past both cookies' margins (10 + 60 s, 99 + 60 s), inside the renewed cookie's life.
-    h.advance(Duration::from_secs(181));
-    let replay = Order {
-        cookie_life: Duration::from_secs(19),
-        cookie_expires: 0,
-        generation: None,
-        ..order()
-    };
-    assert_eq!(
-        s.consume(&p, v, &replay).await.unwrap(),
-        Consumed::Used,
-        "the renewed cookie orders again"
-    );
-    assert!(!s.touch(&p, v).await.unwrap(), "not renewed");
-}
-
-/// A claim (the visitor's turn came, the admission not collected yet) is not lost to a pause
-/// of the store: time in which no call could reach it does not count against `claim-ttl`.
-/// Before, a Redis paused for longer than `claim-ttl` sent the visitor at the head of the
-/// line to its back when it resumed.
-pub async fn a_claim_outlives_a_pause_of_the_store(h: &dyn Harness) {
-    let s = h.store();
-    let mut p = room("claim-pause", 100.0, 1);
-    p.claim_ttl = Duration::from_secs(5);
-    let first = occupy(&*s, &p).await;
-    let (turn, next) = (VisitorId::random(), VisitorId::random());
-    assert_eq!(waiting_pos(&s.join(&p, turn).await.unwrap()), Some(1));
-    assert_eq!(waiting_pos(&s.join(&p, next).await.unwrap()), Some(2));
-    assert!(s.use_up(&p, first).await.unwrap());
-    h.advance(Duration::from_millis(100));
-    let r = s.admit(&p).await.unwrap();
-    assert_eq!(r.admitted_visitors.first().map(|a| a.vid), Some(turn));
-    // No call reaches the store for 12 s; then the others' polls and a tick come first.
-    h.advance(Duration::from_secs(12));
-    assert_eq!(
-        s.stats(&p).await.unwrap().active,
-        1,
-        "the claim still counts"
-    );
-    assert_eq!(waiting_pos(&s.join(&p, next).await.unwrap()), Some(1));
-    assert_eq!(
-        s.admit(&p).await.unwrap().admitted,
-        0,
-        "the slot is the claim's"
-    );
-    assert_eq!(s.join(&p, turn).await.unwrap(), Admission::Admitted);
-    // While the store can be reached, claim-ttl runs as before.
-    let _ = next;
-}
-
-/// An order that went through while no call could reach the store (Redis paused or down for
-/// longer than the grace period) keeps its admission pending until its confirm lands: that
-/// time does not run the grace period down, so the kept cookie cannot order again through an
-/// instance that never saw the order. Before, the deadline ran on the store's clock alone and
-/// a second order won as soon as the store was back (found by review: a 20 s pause). While the
-/// store can be reached, the grace period runs as before.
-pub async fn a_pending_order_outlives_a_pause_of_the_store(h: &dyn Harness) {
-    // The default tick, and a long one: the first call after the pause moves the liveness
-    // clock by up to 4 ticks, which must not eat the grace period (found by review).
-    for tick in [Duration::from_millis(100), Duration::from_secs(3)] {
-        let mut p = room(&format!("order-pause-{}", tick.as_millis()), 100.0, 10);
-        p.tick = tick;
-        an_order_outlives_a_pause(h, &p).await;
-    }
-}
-
-async fn an_order_outlives_a_pause(h: &dyn Harness, p: &RoomParams) {
-    let s = h.store();
-    let p = p.clone();
-    let v = occupy(&*s, &p).await;
-    let (first, c) = take(&*s, &p, v).await;
-    assert_eq!(c, Consumed::Won);
-    live_for(h, &*s, &p, Duration::from_secs(2)).await;
-    // No call reaches the store for three grace periods; then another instance's order comes
-    // first, before any tick.
-    h.advance(3 * GRACE);
-    assert!(
-        busy(&take(&*s, &p, v).await.1),
-        "a second order after the pause"
-    );
-    assert!(
-        !s.touch(&p, v).await.unwrap(),
-        "nor is the pending admission renewed"
-    );
-    live_for(h, &*s, &p, Duration::from_secs(3)).await;
-    assert!(busy(&take(&*s, &p, v).await.1), "after a few ticks");
-    // The confirm that was owed lands: used up.
-    let done = s.settle(&p, v, &first.request, Settle::Confirm).await;
-    assert_eq!(done.unwrap(), Settled::Done);
-    assert_eq!(take(&*s, &p, v).await.1, Consumed::Used);
-}
-
-/// An order nobody settles (its instance died in the pause) still comes back once the store
-/// has been reachable for the rest of its grace period, and a heartbeat after the pause keeps
-/// it pending for a whole grace period more.
-pub async fn an_unsettled_order_comes_back_after_a_pause_once_its_grace_has_run(h: &dyn Harness) {
-    let s = h.store();
-    let p = room("order-pause-back", 100.0, 10);
-    let v = occupy(&*s, &p).await;
-    let (first, _) = take(&*s, &p, v).await;
-    h.advance(3 * GRACE);
-    live_for(h, &*s, &p, GRACE / 2).await;
-    let beat = s.settle(&p, v, &first.request, Settle::Extend(GRACE)).await;
-    assert_eq!(beat.unwrap(), Settled::Done, "the beat after the pause");
-    live_for(h, &*s, &p, GRACE - Duration::from_secs(2)).await;
-    assert!(busy(&take(&*s, &p, v).await.1), "within the beat's grace");
-    live_for(h, &*s, &p, Duration::from_secs(4)).await;
-    let (retry, c) = take(&*s, &p, v).await;
-    assert_eq!(
-        c,
-        Consumed::Won,
-        "its grace has run: given back, taken again"
-    );
-    let late = s.settle(&p, v, &first.request, Settle::Confirm).await;
-    assert_eq!(late.unwrap(), Settled::Gone);
-    let done = s.settle(&p, v, &retry.request, Settle::Confirm).await;
-    assert_eq!(done.unwrap(), Settled::Done);
 }

@@ -13,6 +13,7 @@ pub mod finish;
 pub mod history;
 pub mod integrity;
 pub mod liveness;
+pub mod order_clocks;
 pub mod properties;
 pub mod queueing;
 pub mod recovery;
@@ -37,6 +38,7 @@ pub use finish::*;
 pub use history::*;
 pub use integrity::*;
 pub use liveness::*;
+pub use order_clocks::*;
 pub use queueing::*;
 
 use std::sync::Arc;
