@@ -329,3 +329,56 @@ async fn a_reload_that_removes_the_cap_lets_uploads_waiting_for_their_share_go_o
     assert_eq!(status.ok(), Some(200), "the second upload after the reload");
     first.abort();
 }
+
+/// An order that waited for a place in its visitor's share, whose visitor left just before the
+/// place came, is asked when it comes and goes no further, though its slot is free at once
+/// (found by re-review: only a wait for the slot was asked about, the departure was polled for
+/// every half second while it waited for the share, and the order was placed).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_order_whose_visitor_left_as_its_share_came_is_not_placed() {
+    use tokio::io::AsyncWriteExt;
+    let (origin, proxy, buyer, _) = capped_room(2, "30s", "10s").await;
+    // The visitor's upload holds their share (one of 2), its body not whole.
+    let mut upload = tokio::net::TcpStream::connect(proxy.addr).await.unwrap();
+    let head = format!(
+        "POST /products/upload HTTP/1.1\r\nHost: shop.test\r\nCookie: {}\r\nContent-Length: 100000\r\n\r\n",
+        buyer.header()
+    );
+    upload.write_all(head.as_bytes()).await.unwrap();
+    upload.write_all(&[b'x'; 90_000]).await.unwrap();
+    eventually(
+        Duration::from_secs(5),
+        "the upload at the origin",
+        || async { (origin.counts.now.load(Ordering::SeqCst) == 1).then_some(()) },
+    )
+    .await;
+    // Their order (chunked: never read ahead) waits for the share; they leave; at once the
+    // upload ends and the share comes.
+    let mut order = tokio::net::TcpStream::connect(proxy.addr).await.unwrap();
+    let request = format!(
+        "POST /orders HTTP/1.1\r\nHost: shop.test\r\nCookie: {}\r\nTransfer-Encoding: chunked\r\n\r\n1\r\nY\r\n0\r\n\r\n",
+        buyer.header()
+    );
+    order.write_all(request.as_bytes()).await.unwrap();
+    eventually(Duration::from_secs(5), "the order waiting", || async {
+        (room_metric(&proxy, QUEUED).await == 1).then_some(())
+    })
+    .await;
+    drop(order);
+    upload.write_all(&[b'x'; 10_000]).await.unwrap();
+    eventually(Duration::from_secs(5), "nobody waiting", || async {
+        (room_metric(&proxy, QUEUED).await == 0).then_some(())
+    })
+    .await;
+    eventually(Duration::from_secs(5), "the upload answered", || async {
+        (origin.counts.now.load(Ordering::SeqCst) == 0).then_some(())
+    })
+    .await;
+    assert_eq!(origin.counts.orders.load(Ordering::SeqCst), 0, "no order");
+    // The admission was not used.
+    let resp = send(&proxy, reqwest::Method::POST, "/orders", &buyer, 1, true)
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    assert_eq!(origin.counts.orders.load(Ordering::SeqCst), 1);
+}

@@ -392,6 +392,18 @@ async fn a_revoked_cookie_is_refused_at_once_and_by_every_instance_within_a_tick
     // The old cookie stays refused on both.
     assert!(!reaches_origin(&one, "/products", &a).await);
     assert!(!reaches_origin(&two, "/products", &a).await);
+    // Also after a reload that turns `origin-commands` off (found by review: the revoked
+    // cookie reached the shop again).
+    hold(&one, true).await;
+    let text = std::fs::read_to_string(one.config_path()).unwrap();
+    let off = text.replace(ON, "origin-commands = false");
+    assert_ne!(off, text);
+    std::fs::write(one.config_path(), off).unwrap();
+    reload_applied(&one).await;
+    assert!(
+        !reaches_origin(&one, "/products", &a).await,
+        "refused after a reload without origin-commands"
+    );
 }
 
 /// A `complete` told while Redis is away: the instance that got it refuses an order of that

@@ -38,6 +38,16 @@ impl Proxy {
         ctx.consumed = Some(taken);
     }
 
+    /// The answer to an order whose admission is used.
+    fn used() -> (u16, &'static str, &'static str, Option<u64>) {
+        (
+            409,
+            "Already used",
+            "This admission has already been used, for example in another tab. Join the line again to continue.",
+            None,
+        )
+    }
+
     /// A consume route: exactly one request per admission reaches the origin. The admission is
     /// taken as pending, keyed by this request's id; the origin's answer settles it
     /// ([`super::origin`]). A call whose reply is lost is asked again with the same id before the
@@ -51,6 +61,7 @@ impl Proxy {
         room: usize,
         vid: VisitorId,
         (cookie_expires, cookie_now): (u64, u64),
+        tried: Vec<VisitorId>,
     ) -> Result<bool> {
         let r = &shared.rooms[room];
         let order = Order {
@@ -115,12 +126,28 @@ impl Proxy {
                 ctx.uploading = None;
                 return Box::pin(Self::to_the_line(shared, session, ctx, room, true, cookie_now)).await;
             }
-            Ok(Consumed::Used) => (
-                409,
-                "Already used",
-                "This admission has already been used, for example in another tab. Join the line again to continue.",
-                None,
-            ),
+            // Used: another admission the request carries (a sibling site's used one may come
+            // first) orders instead, if there is one.
+            Ok(Consumed::Used) if tried.len() + 1 < cookie::VALUES_TRIED => {
+                let mut tried = tried;
+                tried.push(vid);
+                let req = session.req_header();
+                match Self::admission_besides(shared, req, room, cookie_now, true, &tried) {
+                    Some(next) => {
+                        ctx.holder = Some(super::command::Holder {
+                            vid: next.vid,
+                            expires: next.expires,
+                        });
+                        let cookie = (next.expires, cookie_now);
+                        return Box::pin(Self::consume(
+                            shared, session, ctx, room, next.vid, cookie, tried,
+                        ))
+                        .await;
+                    }
+                    None => Self::used(),
+                }
+            }
+            Ok(Consumed::Used) => Self::used(),
             Ok(Consumed::Busy { retry_after }) => (
                 409,
                 "Your order is on its way",

@@ -218,7 +218,7 @@ impl ProxyHttp for Proxy {
                     return Ok(true);
                 }
                 let cookie = (v.expires, cookie_now);
-                return Self::consume(shared, session, ctx, room, v.vid, cookie).await;
+                return Self::consume(shared, session, ctx, room, v.vid, cookie, Vec::new()).await;
             }
             Self::keep_session(shared, ctx, room, v.vid, v.expires, now, cookie_now).await;
             return Self::wait_for_origin(shared, session, ctx, room).await;

@@ -153,11 +153,13 @@ impl Proxy {
                 // slot goes to the next, and an order takes no admission (found by review: the
                 // head of each such request reached the origin at once, all of them together
                 // past the cap, and an order's admission was used up with no order placed).
-                // Asked only of a request that waited: one that had its slot at once was never
-                // in a line to leave, and is treated as without a cap (found by re-review: an
-                // order that half-closed its side was dropped in an idle capped room, and
-                // placed in a room without a cap).
-                if slot.waited() && visitor_gone(session).await {
+                // Asked only of a request that waited, for the slot or for a place in its
+                // visitor's share: one that
+                // had its slot at once was never in a line to leave, and is treated as without a
+                // cap (found by re-review: an order that half-closed its side was dropped in an
+                // idle capped room, and placed in a room without a cap; and by re-review, one
+                // that left in the last moment of its wait for its share was served).
+                if (slot.waited() || Self::waited_for_share(ctx)) && visitor_gone(session).await {
                     drop(slot);
                     return Self::left_waiting();
                 }
@@ -179,8 +181,8 @@ impl Proxy {
             // A reload took the cap away meanwhile: on without one, as the requests after it,
             // unless the visitor left (found by re-review: one who closed the connection just
             // before such a reload had the order placed).
-            Err(Refused::Lifted) => {
-                if visitor_gone(session).await {
+            Err(Refused::Lifted { waited }) => {
+                if (waited || Self::waited_for_share(ctx)) && visitor_gone(session).await {
                     return Self::left_waiting();
                 }
                 ctx.body_from = Instant::now();
@@ -224,6 +226,11 @@ impl Proxy {
             done = wait => Some(done),
             () = gone => None,
         }
+    }
+
+    /// Whether the request waited for a place in its visitor's share.
+    fn waited_for_share(ctx: &Ctx) -> bool {
+        ctx.uploading.as_ref().is_some_and(|u| u.waited())
     }
 
     /// The error a request whose visitor left while it waited ends with: nothing is answered.

@@ -83,7 +83,8 @@ impl Proxy {
                 if admitted && is_consume {
                     let ttl = r.cfg.params.session_ttl.as_secs();
                     let cookie = (cookie_now.saturating_add(ttl), cookie_now);
-                    return Self::consume(shared, session, ctx, room, vid, cookie).await;
+                    return Self::consume(shared, session, ctx, room, vid, cookie, Vec::new())
+                        .await;
                 }
                 Ok(false)
             }

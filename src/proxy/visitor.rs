@@ -21,13 +21,28 @@ impl Proxy {
         now: u64,
         order: bool,
     ) -> Option<cookie::Verified> {
+        Self::admission_besides(shared, req, room, now, order, &[])
+    }
+
+    /// [`Self::admission`], passing over the values of the visitors in `tried` (an order whose
+    /// admission the store found used tries the next value the request carries: found by
+    /// review, a used admission tossed in first by a sibling site refused every order of the
+    /// visitor's own). A revoked value is passed over too, not the end of the search, and a
+    /// revocation holds whatever the room's `origin-commands` says now (found by review: a
+    /// reload that turned it off let revoked cookies back in).
+    pub(super) fn admission_besides(
+        shared: &Shared,
+        req: &RequestHeader,
+        room: usize,
+        now: u64,
+        order: bool,
+        tried: &[VisitorId],
+    ) -> Option<cookie::Verified> {
         let r = &shared.rooms[room];
         let v = cookie::find_map(cookie_values(req), &r.cookie_name, |v| {
             cookie::verify(&shared.config.cookie.keys, r.name(), v, now)
+                .filter(|v| !tried.contains(&v.vid) && !r.revoked.holds(v.vid, now))
         })?;
-        if r.cfg.origin_commands && r.revoked.holds(v.vid, now) {
-            return None;
-        }
         // A pre-queue admits nobody, not with a cookie from before it either: its holder
         // registers like everyone else (the store ended that session as the pre-queue began).
         // Nor is an order at an opening the store had not recorded when this instance last

@@ -66,8 +66,9 @@ impl Drop for Slot {
 pub enum Refused {
     /// Waited the whole `origin-queue-timeout`.
     TimedOut,
-    /// The cap is gone ([`OriginGate::lift`]): the request goes on without a slot.
-    Lifted,
+    /// The cap is gone ([`OriginGate::lift`]): the request goes on without a slot; `waited`:
+    /// after a wait in line.
+    Lifted { waited: bool },
 }
 
 impl OriginGate {
@@ -88,7 +89,9 @@ impl OriginGate {
     pub async fn enter(self: &Arc<Self>, timeout: Duration) -> Result<Slot, Refused> {
         match self.slots.clone().try_acquire_owned() {
             Ok(permit) => return Ok(self.slot(permit, false)),
-            Err(tokio::sync::TryAcquireError::Closed) => return Err(Refused::Lifted),
+            Err(tokio::sync::TryAcquireError::Closed) => {
+                return Err(Refused::Lifted { waited: false })
+            }
             Err(tokio::sync::TryAcquireError::NoPermits) => {}
         }
         let waiting = Queued::new(self);
@@ -97,7 +100,7 @@ impl OriginGate {
         match got {
             Ok(Ok(permit)) => Ok(self.slot(permit, true)),
             // Closed only by `lift`.
-            Ok(Err(_)) => Err(Refused::Lifted),
+            Ok(Err(_)) => Err(Refused::Lifted { waited: true }),
             Err(_) => {
                 self.timed_out.fetch_add(1, Ordering::Relaxed);
                 Err(Refused::TimedOut)
@@ -208,8 +211,11 @@ mod tests {
             tokio::task::yield_now().await;
         }
         g.lift();
-        assert_eq!(waiter.await.unwrap(), Err(Refused::Lifted));
-        assert_eq!(g.enter(LONG).await.map(|_| ()), Err(Refused::Lifted));
+        assert_eq!(waiter.await.unwrap(), Err(Refused::Lifted { waited: true }));
+        assert_eq!(
+            g.enter(LONG).await.map(|_| ()),
+            Err(Refused::Lifted { waited: false })
+        );
         assert_eq!(g.queued(), 0);
         drop(held);
     }

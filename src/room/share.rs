@@ -57,6 +57,15 @@ pub struct Shares {
 pub struct Uploading {
     sharer: Sharer,
     shares: Arc<Shares>,
+    /// The place came after a wait for one of the visitor's others to end.
+    waited: bool,
+}
+
+impl Uploading {
+    /// Whether the place came after a wait (not at once).
+    pub fn waited(&self) -> bool {
+        self.waited
+    }
 }
 
 impl Shares {
@@ -77,10 +86,12 @@ impl Shares {
                 if theirs.held < share().max(1) || self.lifted.load(Ordering::Acquire) {
                     theirs.held += 1;
                     drop(all);
+                    let waited = waiting.0.is_some();
                     drop(waiting);
                     return Some(Uploading {
                         sharer,
                         shares: self.clone(),
+                        waited,
                     });
                 }
                 if waiting.0.is_none() {

@@ -279,3 +279,37 @@ async fn concurrent_consumes_let_exactly_one_through() {
     .await;
     assert_eq!(origin.count("/orders"), 1);
 }
+
+/// A used admission tossed in first by a sibling site (a cookie set for the parent domain and
+/// the order's longer path) does not refuse the visitor's own order: the store finds it used,
+/// and the next admission the request carries orders (found by review: every order of the
+/// visitor was refused "already used").
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_used_admission_tossed_in_first_does_not_refuse_the_visitors_order() {
+    let (origin, proxy) = setup("").await;
+    let spent = admitted_visitor(&proxy).await;
+    let order = |cookie: String, body: &'static str| {
+        let url = proxy.url("/orders");
+        async move {
+            client()
+                .post(url)
+                .header("cookie", cookie)
+                .body(body)
+                .send()
+                .await
+                .unwrap()
+                .status()
+        }
+    };
+    assert_eq!(order(spent.header(), "theirs").await, 200);
+    let used = spent.get("anteroom_sale").unwrap().to_string();
+    let victim = admitted_visitor(&proxy).await;
+    let own = victim.get("anteroom_sale").unwrap().to_string();
+    let vid = victim.get("anteroom_vid").unwrap().to_string();
+    let header = format!("anteroom_sale={used}; anteroom_sale={own}; anteroom_vid={vid}");
+    assert_eq!(order(header.clone(), "mine").await, 200);
+    assert_eq!(origin.count("/orders"), 2, "the visitor's order placed");
+    // Both admissions are used now: the next order is refused.
+    assert_eq!(order(header, "again").await, 409);
+    assert_eq!(origin.count("/orders"), 2);
+}
