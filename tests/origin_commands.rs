@@ -404,6 +404,30 @@ async fn a_revoked_cookie_is_refused_at_once_and_by_every_instance_within_a_tick
         !reaches_origin(&one, "/products", &a).await,
         "refused after a reload without origin-commands"
     );
+    // And a revocation told to the other instance reaches it still (found by re-review: it
+    // read the store's revocations only with origin-commands on).
+    hold(&one, false).await;
+    let b = eventually(Duration::from_secs(10), "a visitor admitted", || {
+        let one = &one;
+        async move {
+            let mut jar = Jar::default();
+            let s = get_json(one, "/.anteroom/status?room=sale", &mut jar).await?;
+            (s["state"] == "admitted").then_some(jar)
+        }
+    })
+    .await;
+    hold(&one, true).await;
+    let resp = send(&two, "GET", "/products/command-revoke", &b).await;
+    assert_eq!(resp.status(), 200);
+    eventually(
+        Duration::from_secs(10),
+        "the instance without origin-commands refuses it",
+        || {
+            let (one, b) = (&one, &b);
+            async move { (!reaches_origin(one, "/products", b).await).then_some(()) }
+        },
+    )
+    .await;
 }
 
 /// A `complete` told while Redis is away: the instance that got it refuses an order of that

@@ -78,7 +78,9 @@ async fn run_room(shared: Arc<Shared>, room: usize) {
         ctx.seen = r.line.seen.take();
         ctx.config.clone_from(&r.digest);
         ctx.autopilot = pilot::prepare(&shared, room);
-        ctx.revoked_after = r.cfg.origin_commands.then(|| r.revoked.last());
+        // Read whatever this instance's `origin-commands` says: another instance may revoke
+        // (found by review: one reloaded with it off never learned the others' revocations).
+        ctx.revoked_after = Some(r.revoked.last());
         ctx.events = events::prepare(&shared, room);
         ctx.events_config =
             crate::room::events_digest(ctx.events.as_ref(), r.events_secret.as_deref());
@@ -115,11 +117,9 @@ async fn run_room(shared: Arc<Shared>, room: usize) {
                         "admitted"
                     );
                 }
-                if r.cfg.origin_commands {
-                    let now = shared.cookie_secs(room);
-                    r.revoked.learn(&report.revoked, now);
-                    r.revoked.prune(now);
-                }
+                let now = shared.cookie_secs(room);
+                r.revoked.learn(&report.revoked, now);
+                r.revoked.prune(now);
                 let event_overrides = (report.state.event_rate, report.state.event_max_active);
                 report.state = generation_seen(&shared, room, &report).await;
                 (report.state.event_rate, report.state.event_max_active) = event_overrides;

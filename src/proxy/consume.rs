@@ -31,21 +31,31 @@ impl Proxy {
     pub(super) fn order_goes_on(shared: &Shared, ctx: &mut Ctx, room: usize, taken: Taken) {
         let r = &shared.rooms[room];
         ctx.set_cookies.retain(|c| !cookie::sets(c, &r.cookie_name));
-        ctx.set_cookies
-            .push(cookie::clear_admission(r.name(), secure(shared, ctx)));
+        if !ctx.hold_admission {
+            ctx.set_cookies
+                .push(cookie::clear_admission(r.name(), secure(shared, ctx)));
+        }
         ctx.outcome = Outcome::Consume;
         ctx.heartbeat = Some(super::settle::Heartbeat::start(ctx.shared.arc(), &taken));
         ctx.consumed = Some(taken);
     }
 
-    /// The answer to an order whose admission is used.
-    fn used() -> (u16, &'static str, &'static str, Option<u64>) {
-        (
-            409,
-            "Already used",
-            "This admission has already been used, for example in another tab. Join the line again to continue.",
-            None,
-        )
+    /// The answer to an order whose admission is used, or has an order on its way.
+    fn refused(c: &Consumed) -> (u16, &'static str, &'static str, Option<u64>) {
+        match c {
+            Consumed::Busy { retry_after } => (
+                409,
+                "Your order is on its way",
+                "An order with this admission is being placed, for example in another tab. If it fails, the admission comes back: try again in a moment.",
+                Some(retry_after.as_secs().clamp(1, 60)),
+            ),
+            _ => (
+                409,
+                "Already used",
+                "This admission has already been used, for example in another tab. Join the line again to continue.",
+                None,
+            ),
+        }
     }
 
     /// A consume route: exactly one request per admission reaches the origin. The admission is
@@ -124,11 +134,17 @@ impl Proxy {
                 // until their waits ran out).
                 ctx.origin_slot = None;
                 ctx.uploading = None;
-                return Box::pin(Self::to_the_line(shared, session, ctx, room, true, cookie_now)).await;
+                return Box::pin(Self::to_the_line(
+                    shared, session, ctx, room, true, cookie_now,
+                ))
+                .await;
             }
-            // Used: another admission the request carries (a sibling site's used one may come
-            // first) orders instead, if there is one.
-            Ok(Consumed::Used) if tried.len() + 1 < cookie::VALUES_TRIED => {
+            // Used, or an order of it on its way: another admission the request carries (a
+            // sibling site's may come first) orders instead, if there is one (found by review
+            // and re-review).
+            Ok(c @ (Consumed::Used | Consumed::Busy { .. }))
+                if tried.len() + 1 < cookie::VALUES_TRIED =>
+            {
                 let mut tried = tried;
                 tried.push(vid);
                 let req = session.req_header();
@@ -144,16 +160,10 @@ impl Proxy {
                         ))
                         .await;
                     }
-                    None => Self::used(),
+                    None => Self::refused(&c),
                 }
             }
-            Ok(Consumed::Used) => Self::used(),
-            Ok(Consumed::Busy { retry_after }) => (
-                409,
-                "Your order is on its way",
-                "An order with this admission is being placed, for example in another tab. If it fails, the admission comes back: try again in a moment.",
-                Some(retry_after.as_secs().clamp(1, 60)),
-            ),
+            Ok(c @ (Consumed::Used | Consumed::Busy { .. })) => Self::refused(&c),
             Err(e) => {
                 shared.warn_store_error(&e);
                 // `open` lets an order through unconfirmed, as it lets newcomers in — but not

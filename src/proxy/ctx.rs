@@ -51,6 +51,9 @@ pub struct Ctx {
     /// The answer sets no ticket or id cookie of the room: the request holds several places
     /// of a sealed draw, and which is the visitor's own cannot be told (`Proxy::enter_known`).
     pub(super) hold_identity: bool,
+    /// The request carries admissions of several visitors: none is set or cleared
+    /// (`Proxy::several_admissions`).
+    pub(super) hold_admission: bool,
     pub outcome: Outcome,
     pub(super) reject: Option<Reject>,
     pub(super) started: Instant,
@@ -125,6 +128,7 @@ impl Ctx {
             set_cookies: Vec::new(),
             kept_vid: None,
             hold_identity: false,
+            hold_admission: false,
             outcome: Outcome::Pass,
             reject: None,
             started: now,

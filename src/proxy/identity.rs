@@ -134,8 +134,7 @@ impl Proxy {
         room: usize,
     ) -> Visitor {
         let r = &shared.rooms[room];
-        let revoked =
-            |v: &VisitorId| r.cfg.origin_commands && r.revoked.holds(*v, shared.cookie_secs(room));
+        let revoked = |v: &VisitorId| r.revoked.holds(*v, shared.cookie_secs(room));
         let ids: Vec<VisitorId> = cookie::values(cookie_values(req), cookie::VID_COOKIE)
             .take(cookie::VALUES_TRIED)
             .filter_map(VisitorId::parse)

@@ -207,6 +207,7 @@ impl ProxyHttp for Proxy {
         let now = shared.clock.now_micros();
         let cookie_now = r.events.store_now(now) / 1_000_000;
         if let Some(v) = Self::admission(shared, req, room, cookie_now, ctx.order) {
+            ctx.hold_admission = Self::several_admissions(shared, req, room, cookie_now, v.vid);
             ctx.outcome = Outcome::Admit;
             ctx.holder = Some(command::Holder {
                 vid: v.vid,

@@ -58,6 +58,31 @@ impl Proxy {
         Some(v)
     }
 
+    /// Whether the request carries an admission of the room for another visitor than `vid`
+    /// beside it (a sibling site's tossed in): then no admission cookie is set or cleared, for
+    /// it would replace the visitor's own in the browser (found by review: the renewal of a
+    /// tossed admission took the place of every visitor's own, and one admission's order left
+    /// all of them "already used"). Costs a scan of the header when it carries one value.
+    pub(super) fn several_admissions(
+        shared: &Shared,
+        req: &RequestHeader,
+        room: usize,
+        now: u64,
+        vid: VisitorId,
+    ) -> bool {
+        let r = &shared.rooms[room];
+        if cookie::values(cookie_values(req), &r.cookie_name)
+            .nth(1)
+            .is_none()
+        {
+            return false;
+        }
+        cookie::values(cookie_values(req), &r.cookie_name)
+            .take(cookie::VALUES_TRIED)
+            .filter_map(|v| cookie::verify(&shared.config.cookie.keys, r.name(), v, now))
+            .any(|v| v.vid != vid)
+    }
+
     /// How long the visitor-id cookie and a queue ticket given now live: a day, and in a
     /// pre-queue a day past its opening (a registrant is never dropped for silence before the
     /// opening, so a browser closed until then must still hold their place).
@@ -89,6 +114,9 @@ impl Proxy {
         vid: VisitorId,
         ttl: std::time::Duration,
     ) {
+        if ctx.hold_admission {
+            return;
+        }
         let r = &shared.rooms[room];
         let ttl = ttl.as_secs().max(1);
         let expires = shared.cookie_secs(room) + ttl;

@@ -313,3 +313,85 @@ async fn a_used_admission_tossed_in_first_does_not_refuse_the_visitors_order() {
     assert_eq!(order(header, "again").await, 409);
     assert_eq!(origin.count("/orders"), 2);
 }
+
+/// A request that carries admissions of two visitors (a sibling site's tossed in first) sets
+/// no admission cookie: the renewal of the tossed one would replace the visitor's own in the
+/// browser (found by review: after it, the visitor's browser held only the sibling's
+/// admission, and its one order left every such visitor "already used").
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn admissions_of_two_visitors_in_one_request_set_no_admission_cookie() {
+    let (_origin, proxy) = setup("").await;
+    // Two visitors let in through the fast path of `vip` (their cookies renewed by their
+    // first request, as a fast-path cookie lives `claim-ttl` only).
+    let admitted = || async {
+        let mut jar = Jar::default();
+        let resp = get(&proxy, "/vip", &jar, None).await;
+        jar.absorb(&resp);
+        jar.get("anteroom_vip").unwrap().to_string()
+    };
+    let (tossed, own) = (admitted().await, admitted().await);
+    let sets = |resp: &reqwest::Response| {
+        set_cookies(resp)
+            .into_iter()
+            .filter(|(k, _, _)| k == "anteroom_vip")
+            .count()
+    };
+    let visit = |cookie: String| {
+        let url = proxy.url("/vip/1");
+        async move {
+            client()
+                .get(url)
+                .header("cookie", cookie)
+                .send()
+                .await
+                .unwrap()
+        }
+    };
+    let resp = visit(format!("anteroom_vip={tossed}; anteroom_vip={own}")).await;
+    assert_eq!(sets(&resp), 0, "{:?}", set_cookies(&resp));
+    assert_eq!(resp.text().await.unwrap(), "origin GET /vip/1");
+    // The tossed admission alone is renewed as ever (the control).
+    let resp = visit(format!("anteroom_vip={tossed}")).await;
+    assert_eq!(sets(&resp), 1, "{:?}", set_cookies(&resp));
+}
+
+/// The same when the admission tossed in first has an order on its way (its holder's, on
+/// another instance or tab): the next admission the request carries orders, not "on its way"
+/// (found by re-review).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_admission_tossed_in_first_with_an_order_on_its_way_does_not_hold_the_visitors() {
+    let shop = "\n[[room]]\nname = \"shop\"\npaths = [\"/shop\"]\nadmit-per-second = 50\nmax-active = 100\nconsume = [\"POST /shop/orders\"]\n";
+    let (origin, proxy) = setup(shop).await;
+    let admitted = || async {
+        let mut jar = Jar::default();
+        let resp = get(&proxy, "/shop", &jar, None).await;
+        jar.absorb(&resp);
+        jar.get("anteroom_shop").unwrap().to_string()
+    };
+    let (theirs, own) = (admitted().await, admitted().await);
+    let order = |cookie: String| {
+        let url = proxy.url("/shop/orders");
+        tokio::spawn(async move {
+            client()
+                .post(url)
+                .header("cookie", cookie)
+                .body("order")
+                .send()
+                .await
+                .unwrap()
+                .status()
+        })
+    };
+    origin.set_delay(1500);
+    let on_its_way = order(format!("anteroom_shop={theirs}"));
+    eventually(
+        Duration::from_secs(5),
+        "their order at the shop",
+        || async { (origin.count("/shop/orders") == 1).then_some(()) },
+    )
+    .await;
+    let mine = order(format!("anteroom_shop={theirs}; anteroom_shop={own}"));
+    assert_eq!(mine.await.unwrap(), 200, "the visitor's own order");
+    assert_eq!(on_its_way.await.unwrap(), 200);
+    assert_eq!(origin.count("/shop/orders"), 2);
+}
