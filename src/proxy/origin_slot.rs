@@ -48,10 +48,8 @@ async fn visitor_gone(session: &mut Session) -> bool {
     }
     // The connection closed (over HTTP/2 too: found by review, a connection closed whole
     // reset none of its streams, and its waiting order was placed).
-    if let Some(socket) = socket_of(session) {
-        return socket
-            .tcp_info()
-            .is_some_and(|info| peer_closed(info.tcpi_state));
+    if let Some(closed) = socket_of(session).as_deref().and_then(closed) {
+        return closed;
     }
     if session.is_http2() || !(session.is_body_empty() || session.is_body_done()) {
         return false;
@@ -63,26 +61,26 @@ async fn visitor_gone(session: &mut Session) -> bool {
 /// How often a waiting request's connection is asked whether its visitor closed it.
 const DEPARTURE_POLL: Duration = Duration::from_millis(500);
 
-/// The visitor's socket, where it is one with a TCP state to ask.
+/// The visitor's socket.
 fn socket_of(session: &Session) -> Option<Arc<SocketDigest>> {
-    let socket = session.downstream_session.digest()?.socket_digest.clone()?;
-    socket.tcp_info().is_some().then_some(socket)
+    session.downstream_session.digest()?.socket_digest.clone()
 }
 
-/// Resolves when the visitor closes the connection (see [`peer_closed`]), asked every
-/// [`DEPARTURE_POLL`]; never where the socket has no TCP state.
+/// Whether the visitor closed the connection (see [`peer_closed`]); `None` where the socket
+/// has no TCP state to ask (a Unix socket).
+fn closed(socket: &SocketDigest) -> Option<bool> {
+    socket.tcp_info().map(|info| peer_closed(info.tcpi_state))
+}
+
+/// Resolves when the visitor closes the connection, asked every [`DEPARTURE_POLL`]; never
+/// where the socket has no TCP state.
 async fn peer_closes(socket: Option<Arc<SocketDigest>>) {
-    let Some(socket) = socket else {
-        return std::future::pending().await;
-    };
     loop {
-        if socket
-            .tcp_info()
-            .is_some_and(|info| peer_closed(info.tcpi_state))
-        {
-            return;
+        match socket.as_deref().and_then(closed) {
+            Some(true) => return,
+            Some(false) => tokio::time::sleep(DEPARTURE_POLL).await,
+            None => return std::future::pending().await,
         }
-        tokio::time::sleep(DEPARTURE_POLL).await;
     }
 }
 
