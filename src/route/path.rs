@@ -389,11 +389,15 @@ fn query_route(raw: &str, query: Option<&str>) -> Option<String> {
     // app's directory with or without a `/` after it (found by re-review: `/shop?/orders` is
     // `/orders` to an app in `/shop`), or its script. Any other path is read so too: the
     // reading only puts a request in a room.
-    let dir = match raw.rsplit_once('/') {
-        Some((dir, "")) => dir,
-        Some((dir, last)) if super::spelling::is_script(last.as_bytes()) => dir,
-        _ => raw,
-    };
+    // The route is read from the query only when nothing but those is left, so the directory
+    // is the path without its trailing `/`s and its script (found by the target property:
+    // `/index.php/?//x/orders` is `//x/orders` at the root, not under `/index.php`).
+    let mut dir = raw.trim_end_matches('/');
+    if let Some((d, last)) = dir.rsplit_once('/') {
+        if super::spelling::is_script(last.as_bytes()) {
+            dir = d.trim_end_matches('/');
+        }
+    }
     Some(format!("{dir}/{route}"))
 }
 

@@ -210,6 +210,8 @@ fn a_route_in_the_query_is_read_where_codeigniter_reads_it() {
     has("/index.php/", "/x/../orders?a=1", "/orders");
     has("/shop/", "/orders", "/shop/orders");
     has("/shop", "/orders", "/shop/orders");
+    has("/shop/index.php/", "/orders", "/shop/orders");
+    has("/index.php//", "/orders", "/orders");
     has("/", "%2Forders", "/orders");
     // Not a route: a query that does not start with `/`.
     for (path, query) in [
