@@ -243,6 +243,25 @@ local stale = ARGV[10] ~= '' and ARGV[10] ~= gen
 -- Kept for join's fast path too, which must not take the slots held back either.
 redis.call('HSET', room, 'hold_back', ARGV[11])
 
+-- The admissions of 'vids' still held and running out within claim-ttl of now hold until then
+-- (never shortened, never revived); a random draw's claims may be collected as long (see
+-- 'rand_until' below).
+local function keep_claims(vids)
+  local keep = now + tonumber(ARGV[3])
+  local kept = false
+  for _, vid in ipairs(vids) do
+    local held = tonumber(redis.call('ZSCORE', active, vid))
+    if held and held > now and held < keep then
+      redis.call('ZADD', active, 'XX', string.format('%.0f', keep), vid)
+      kept = true
+    end
+  end
+  local rand_until = tonumber(redis.call('HGET', room, 'rand_until'))
+  if kept and rand_until and rand_until < keep then
+    redis.call('HSET', room, 'rand_until', string.format('%.0f', keep))
+  end
+end
+
 -- Steps whose answer the caller never received (late past its timeout, or lost on the way):
 -- such a step still ran and may have given turns the caller does not know of, so its polls
 -- cannot tell those visitors. While the last step the store ran for this instance is one the
@@ -257,20 +276,7 @@ if step_no > 0 then
   if unheard then
     local given = redis.call('HGET', room, given_field)
     if given then
-      local keep = now + tonumber(ARGV[3])
-      local kept = false
-      for _, vid in ipairs(cmsgpack.unpack(given)) do
-        local held = tonumber(redis.call('ZSCORE', active, vid))
-        if held and held > now and held < keep then
-          redis.call('ZADD', active, 'XX', string.format('%.0f', keep), vid)
-          kept = true
-        end
-      end
-      -- A random draw's claims may be collected as long (see 'rand_until' below).
-      local rand_until = tonumber(redis.call('HGET', room, 'rand_until'))
-      if kept and rand_until and rand_until < keep then
-        redis.call('HSET', room, 'rand_until', string.format('%.0f', keep))
-      end
+      keep_claims(cmsgpack.unpack(given))
     end
   end
 end
@@ -319,16 +325,21 @@ local line_epoch = tonumber(h[7])
 local seen_slot = in_pre and 0 or live_slot(live)
 -- While instances disagree on the events, a registration (slot 0) stays one (re-review: an
 -- instance without the pre-queue made it an ordinary slot, then swept it).
+-- A visitor not in line whose turn came keeps its claim from now: it polled and the store did
+-- not hear it (a store that answers the admission steps but not the polls; found by review:
+-- such visitors lost their turn after claim-ttl).
+local turns = {}
 for i = 29, #ARGV - 2, 3 do
   local offset = tonumber(ARGV[i + 2])
-  if tonumber(ARGV[i + 1]) == line_epoch then
-    local score = redis.call('ZSCORE', waiting, ARGV[i])
-    if score and decode(tonumber(score)) == offset
-      and not (mixed_events and tonumber(score) == offset * SLOTS) then
-      redis.call('ZADD', waiting, 'XX', offset * SLOTS + seen_slot, ARGV[i])
-    end
+  local score = redis.call('ZSCORE', waiting, ARGV[i])
+  if score == false then
+    turns[#turns + 1] = ARGV[i]
+  elseif tonumber(ARGV[i + 1]) == line_epoch and decode(tonumber(score)) == offset
+    and not (mixed_events and tonumber(score) == offset * SLOTS) then
+    redis.call('ZADD', waiting, 'XX', offset * SLOTS + seen_slot, ARGV[i])
   end
 end
+keep_claims(turns)
 
 local function silent(score)
   return silent_secs(score, live, open_live) * 1000000 >= abandon_us

@@ -10,7 +10,8 @@ mod common;
 use std::time::Duration;
 
 use common::commands::*;
-use common::redis::{RedisServer, SlowRequests};
+use common::faults::SlowRequests;
+use common::redis::RedisServer;
 use common::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

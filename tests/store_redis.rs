@@ -389,7 +389,7 @@ async fn a_connection_that_only_times_out_is_made_again() {
     use std::sync::atomic::Ordering;
     let server = RedisServer::start();
     // Connections numbered below `swallow_below` lose what they are sent.
-    let front = common::redis::Front::start(server.port);
+    let front = common::faults::Front::start(server.port);
     let (next, swallow_below) = (front.connections.clone(), front.swallow_below.clone());
     let store = RedisStore::new(Target::Single(front.url()), Duration::from_millis(300)).unwrap();
     let p = conformance::room("swallowed", 10.0, 10);
@@ -428,7 +428,7 @@ async fn a_cluster_nodes_swallowed_connection_is_made_again_while_the_others_ans
     use std::sync::atomic::Ordering;
     let cluster = RedisCluster::start_with(&["--cluster-require-full-coverage", "no"]);
     // Node 2 reached through a forwarder: the cluster tells its clients the forwarder's port.
-    let front = common::redis::Front::start(cluster.nodes[2].port);
+    let front = common::faults::Front::start(cluster.nodes[2].port);
     let port = front.addr.port().to_string();
     raw(
         cluster.nodes[2].port,

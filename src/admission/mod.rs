@@ -75,7 +75,12 @@ async fn run_room(shared: Arc<Shared>, room: usize) {
             }
         }
         let mut ctx = r.recovery.context(shared.clock.now_micros());
-        ctx.seen = r.line.seen.take();
+        // Notes older than abandon-after say nothing of a visitor now (see `Seen::take`).
+        let noted = r
+            .line
+            .seen
+            .take(shared.clock.mono_micros(), r.cfg.abandon_after);
+        ctx.seen = noted.iter().map(|&(vid, place, _)| (vid, place)).collect();
         ctx.config.clone_from(&r.digest);
         ctx.autopilot = pilot::prepare(&shared, room);
         // Read whatever this instance's `origin-commands` says: another instance may revoke
@@ -157,7 +162,7 @@ async fn run_room(shared: Arc<Shared>, room: usize) {
             }
             Err(e) => {
                 // Nobody is abandoned for a flush that failed: it goes with the next call.
-                r.line.seen.restore(std::mem::take(&mut ctx.seen));
+                r.line.seen.restore(noted);
                 r.live.tick_failed(&e);
                 shared.warn_store_error(&e);
             }

@@ -43,6 +43,7 @@ use arc_swap::ArcSwapOption;
 pub use estimate::{estimate, shown_position, Estimate};
 pub use ticket::Ticket;
 
+use crate::clock::Micros;
 use crate::store::line::{LineSample, Place};
 use crate::store::{AdmitReport, VisitorId};
 
@@ -241,48 +242,56 @@ pub const FLUSH_MAX: usize = 20_000;
 /// `seen`, so the next poll tries again).
 const NOTED_MAX: usize = 2_000_000;
 
-/// Visitors polled through this instance whose liveness the store is still to hear of.
+/// Visitors polled through this instance whose liveness the store is still to hear of, each
+/// with the place its ticket names and when it was last noted (monotonic µs).
 #[derive(Debug, Default)]
 pub struct Seen {
-    noted: Mutex<HashMap<VisitorId, Place>>,
+    noted: Mutex<HashMap<VisitorId, (Place, Micros)>>,
 }
 
 impl Seen {
-    /// Notes a visitor for the next flush; `false` when the batch is full.
-    pub fn note(&self, vid: VisitorId, place: Place) -> bool {
+    /// Notes a visitor for the next flush, polled at `now` (monotonic µs); `false` when the
+    /// batch is full.
+    pub fn note(&self, vid: VisitorId, place: Place, now: Micros) -> bool {
         let mut m = self.noted.lock().unwrap_or_else(|e| e.into_inner());
         if m.len() >= NOTED_MAX && !m.contains_key(&vid) {
             return false;
         }
-        m.insert(vid, place);
+        m.insert(vid, (place, now));
         true
     }
 
-    /// Takes up to [`FLUSH_MAX`] noted visitors for one call.
-    pub fn take(&self) -> Vec<(VisitorId, Place)> {
+    /// Takes up to [`FLUSH_MAX`] noted visitors for one call, dropping the notes older than
+    /// `max_age` at `now`: a note that could not be sent for that long (the store away from
+    /// this instance) no longer says the visitor is there, and sent late it would keep the
+    /// place of one who has stopped polling for longer than `abandon-after`.
+    pub fn take(&self, now: Micros, max_age: Duration) -> Vec<(VisitorId, Place, Micros)> {
         let mut m = self.noted.lock().unwrap_or_else(|e| e.into_inner());
+        let oldest = now.saturating_sub(crate::clock::micros(max_age));
+        m.retain(|_, (_, at)| *at >= oldest);
         if m.len() <= FLUSH_MAX {
-            return m.drain().collect();
+            return m.drain().map(|(v, (p, at))| (v, p, at)).collect();
         }
         let keys: Vec<VisitorId> = m.keys().take(FLUSH_MAX).copied().collect();
         keys.into_iter()
-            .filter_map(|k| m.remove(&k).map(|p| (k, p)))
+            .filter_map(|k| m.remove(&k).map(|(p, at)| (k, p, at)))
             .collect()
     }
 
     /// Puts back a batch whose call failed (a newer note of the same visitor wins).
-    pub fn restore(&self, batch: Vec<(VisitorId, Place)>) {
+    pub fn restore(&self, batch: Vec<(VisitorId, Place, Micros)>) {
         let mut m = self.noted.lock().unwrap_or_else(|e| e.into_inner());
-        for (vid, place) in batch {
-            m.entry(vid).or_insert(place);
+        for (vid, place, at) in batch {
+            m.entry(vid).or_insert((place, at));
         }
     }
 
-    fn take_all(&self) -> Vec<(VisitorId, Place)> {
+    fn take_all(&self) -> Vec<(VisitorId, Place, Micros)> {
         self.noted
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .drain()
+            .map(|(v, (p, at))| (v, p, at))
             .collect()
     }
 

@@ -253,18 +253,37 @@ fn a_failed_flush_is_kept_for_the_next() {
     let seen = Seen::default();
     let (a, b) = (VisitorId::random(), VisitorId::random());
     let p = |key| Place { epoch: 1, key };
-    assert!(seen.note(a, p(1)));
-    assert!(seen.note(b, p(2)));
-    let batch = seen.take();
+    let age = Duration::from_secs(20);
+    assert!(seen.note(a, p(1), 10));
+    assert!(seen.note(b, p(2), 10));
+    let batch = seen.take(20, age);
     assert_eq!(batch.len(), 2);
     assert!(seen.is_empty());
-    assert!(seen.note(a, p(3)));
+    assert!(seen.note(a, p(3), 30));
     seen.restore(batch);
-    let mut again = seen.take();
-    again.sort_by_key(|(_, p)| p.key);
+    let mut again = seen.take(40, age);
+    again.sort_by_key(|(_, p, _)| p.key);
     assert_eq!(
         again,
-        vec![(b, p(2)), (a, p(3))],
+        vec![(b, p(2), 10), (a, p(3), 30)],
         "the newer note of a wins"
     );
+}
+
+#[test]
+fn a_note_older_than_abandon_after_is_dropped_unsent() {
+    const S: u64 = 1_000_000;
+    let seen = Seen::default();
+    let (a, b) = (VisitorId::random(), VisitorId::random());
+    let p = Place { epoch: 1, key: 1 };
+    assert!(seen.note(a, p, 100 * S));
+    assert!(seen.note(b, p, 105 * S));
+    // The store away from this instance for a while: the batch comes back each time.
+    let batch = seen.take(110 * S, Duration::from_secs(20));
+    seen.restore(batch);
+    // 20 s after a's last poll, the note still stands; past it, it says nothing of a.
+    assert_eq!(seen.take(120 * S, Duration::from_secs(20)).len(), 2);
+    seen.restore(vec![(a, p, 100 * S), (b, p, 105 * S)]);
+    let left = seen.take(121 * S, Duration::from_secs(20));
+    assert_eq!(left, vec![(b, p, 105 * S)]);
 }

@@ -34,8 +34,8 @@ impl Proxy {
         }
         let now = shared.clock.now_secs();
         let snapshot = r.line.snapshot();
-        let store_answers =
-            r.breaker.state(shared.clock.mono_micros()) == crate::breaker::BreakerState::Closed;
+        let mono = shared.clock.mono_micros();
+        let store_answers = r.breaker.state(mono) == crate::breaker::BreakerState::Closed;
         if snapshot.as_deref().is_some_and(|s| s.random_recent) {
             return None;
         }
@@ -86,7 +86,7 @@ impl Proxy {
                 };
                 // Only where the note can reach the store (see `line::decide`).
                 let refresh = store_answers && (since >= abandon / 4 || t.seen > now + 5);
-                if refresh && r.line.seen.note(t.vid, t.place) {
+                if refresh && r.line.seen.note(t.vid, t.place, mono) {
                     Self::give_ticket(shared, ctx, room, &Ticket { seen: now, ..*t });
                 }
                 r.metrics.polls_edge.inc();
@@ -146,7 +146,7 @@ impl Proxy {
         if next.predicted.is_none() && !paused {
             next.predicted = Self::prediction(shared, room, position, eta_rate);
         }
-        if refresh && r.line.seen.note(t.vid, t.place) {
+        if refresh && r.line.seen.note(t.vid, t.place, mono) {
             next.seen = now;
         }
         if next != *t {

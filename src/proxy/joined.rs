@@ -134,6 +134,18 @@ impl Proxy {
             }),
             Err(e) => {
                 shared.warn_store_error(&e);
+                // A visitor in line whose poll the store did not hear (the call failed, or met
+                // an open breaker) is noted for the next admit call that reaches it; the ticket
+                // is not renewed (another instance that reaches the store notes it as usual).
+                // So a store that answers the admission steps and not the polls sweeps nobody
+                // who kept polling, and a turn given meanwhile keeps its claim (the admit call
+                // keeps the claim of a visitor it is told of). Before (found by review), such
+                // visitors lost their place or their turn. A poll answered from the snapshot
+                // while the breaker is open comes here once its ticket is half of
+                // abandon-after old (`line::decide`), well before the store would sweep.
+                if let Some(t) = ticket.as_ref().filter(|t| t.vid == vid) {
+                    r.line.seen.note(t.vid, t.place, shared.clock.mono_micros());
+                }
                 // An event decides first: a pre-queue lets nobody in whatever the policy (the
                 // sale is not open; nor is it at an opening the store has not recorded yet:
                 // `policy`), and after the closing a newcomer is told it ended.

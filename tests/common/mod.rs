@@ -12,6 +12,7 @@ pub mod browser;
 pub mod capped;
 pub mod challenge;
 pub mod commands;
+pub mod faults;
 pub mod local;
 pub mod origin;
 pub mod raw;

@@ -173,3 +173,69 @@ pub async fn a_place_of_an_emptied_line_names_no_place_in_the_next(h: &dyn Harne
     assert_ne!(r.line.epoch, old.epoch, "a new epoch");
     assert_eq!(estimate(&r.line, behind), Estimate::AskStore);
 }
+
+/// A visitor whose turn came, named by the admit call's batch (they polled through a ticket and
+/// the store did not hear it: the poll failed or met an open breaker), keeps the claim from
+/// that call; one whose claim already ran out is not brought back by it, nor is a session
+/// shortened. Before (found by review), a Redis that answered the admission steps in time and
+/// the polls too late gave turns that ran out after claim-ttl while their visitors polled.
+pub async fn a_turn_whose_visitor_is_noted_keeps_its_claim(h: &dyn Harness) {
+    let s = h.store();
+    let mut p = room("claimkeep", 1.0, 2);
+    p.claim_ttl = Duration::from_secs(5);
+    let line = super::line_up(&*s, &p, 3).await;
+    let (a, b, c) = (line[0], line[1], line[2]);
+    let mut places = Vec::new();
+    for v in &line {
+        places.push(place_of(&s.join(&p, *v).await.unwrap()));
+    }
+    let turn = |r: &anteroom::store::AdmitReport, v| r.admitted_visitors.iter().any(|x| x.vid == v);
+    // The first two get their turns (max-active 2); c waits for a slot.
+    let (mut a_in, mut b_in, mut c_in) = (false, false, false);
+    let mut b_expired = false;
+    let mut expired = 0;
+    for step in 0..20 {
+        h.advance(Duration::from_secs(1));
+        // a and c are noted every step (b only once its claim ran out: too late).
+        let mut seen = vec![(a, places[0]), (c, places[2])];
+        if b_expired {
+            seen.push((b, places[1]));
+        }
+        let ctx = AdmitContext {
+            seen,
+            ..Default::default()
+        };
+        let r = s.admit_with(&p, &ctx).await.unwrap();
+        a_in |= turn(&r, a);
+        b_in |= turn(&r, b);
+        c_in |= turn(&r, c);
+        expired += r.expired;
+        b_expired |= b_in && expired > 0;
+        assert!(
+            step < 3 || (a_in && b_in),
+            "a and b had their turns by step 3"
+        );
+    }
+    assert!(c_in, "c had its turn once b's claim ran out");
+    assert_eq!(expired, 1, "b's claim alone ran out");
+    assert_eq!(
+        s.join(&p, a).await.unwrap(),
+        Admission::Admitted,
+        "a's turn, kept by the batch for four times claim-ttl"
+    );
+    assert_eq!(s.join(&p, c).await.unwrap(), Admission::Admitted);
+    let again = s.join(&p, b).await.unwrap();
+    assert!(
+        matches!(again, Admission::Waiting { joined: true, .. }),
+        "b's claim ran out before it was noted: a newcomer now ({again:?})"
+    );
+    // A session (claimed, session-ttl long) named by the batch keeps its own end.
+    h.advance(Duration::from_secs(1));
+    let ctx = AdmitContext {
+        seen: vec![(a, places[0])],
+        ..Default::default()
+    };
+    s.admit_with(&p, &ctx).await.unwrap();
+    h.advance(Duration::from_secs(30));
+    assert_eq!(s.join(&p, a).await.unwrap(), Admission::Admitted);
+}

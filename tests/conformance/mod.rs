@@ -170,6 +170,7 @@ macro_rules! conformance_suite {
             the_sampled_line_places_everyone_within_a_batch_or_one_percent,
             a_second_admit_within_half_a_tick_samples_the_line_after_its_batch,
             the_liveness_batch_keeps_places_and_only_the_named_ones,
+            a_turn_whose_visitor_is_noted_keeps_its_claim,
             a_place_of_an_emptied_line_names_no_place_in_the_next,
             the_autopilot_keeps_one_rate_that_admits,
             every_change_is_recorded_once_with_before_and_after,

@@ -33,19 +33,8 @@ impl RoomData {
         // now, and those keep their claim from now, until it has heard one (admit.lua).
         let unheard = ctx.step.number > 0 && r.step.is_some_and(|last| last > ctx.step.heard);
         if unheard {
-            let keep = now + micros(p.claim_ttl);
-            let mut kept = false;
-            for vid in r.given.clone() {
-                if let Some(&held) = r.active.get(&vid) {
-                    if held > now && held < keep {
-                        r.activate(vid, keep);
-                        kept = true;
-                    }
-                }
-            }
-            if kept {
-                r.random_until = r.random_until.map(|u| u.max(keep));
-            }
+            let given = r.given.clone();
+            r.keep_claims(&given, now, micros(p.claim_ttl));
         }
         let expired = r.prune_active(now);
         // No admit for longer than the clock's cap (the process was stopped): the rate's
@@ -70,7 +59,7 @@ impl RoomData {
         let event_state = r.state_in(&at);
         r.state.event_rate = event_state.event_rate;
         r.state.event_max_active = event_state.event_max_active;
-        r.mark_seen_batch(&ctx.seen, in_pre);
+        r.mark_seen_batch(&ctx.seen, in_pre, now, micros(p.claim_ttl));
         r.abandon_in_force = micros(p.abandon_after);
         let abandoned = r.prune_abandoned(live, micros(p.abandon_after));
         let autopilot = r.steer(ctx.autopilot.as_ref(), now);

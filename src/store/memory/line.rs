@@ -20,14 +20,44 @@ impl RoomData {
     }
 
     /// The liveness batch of an admit: only a visitor still at the ticket's place is seen
-    /// (during a pre-queue: registered).
-    pub(super) fn mark_seen_batch(&mut self, batch: &[(VisitorId, Place)], in_pre: bool) {
+    /// (during a pre-queue: registered). One whose turn came keeps its claim `claim` from
+    /// `now` (admit.lua): the visitor polled and the store did not hear it.
+    pub(super) fn mark_seen_batch(
+        &mut self,
+        batch: &[(VisitorId, Place)],
+        in_pre: bool,
+        now: Micros,
+        claim: Micros,
+    ) {
+        let mut turns = Vec::new();
         for (vid, place) in batch {
             let here = place.epoch == self.epoch
                 && self.waiters.get(vid).is_some_and(|w| w.seq == place.key);
             if here {
                 self.seen_now(*vid, in_pre);
+            } else {
+                turns.push(*vid);
             }
+        }
+        self.keep_claims(&turns, now, claim);
+    }
+
+    /// The admissions of `vids` still held and running out within `claim` of `now` hold until
+    /// then (never shortened, never revived), and a random draw's claims may be collected as
+    /// long (admit.lua's `keep_claims`).
+    pub(super) fn keep_claims(&mut self, vids: &[VisitorId], now: Micros, claim: Micros) {
+        let keep = now + claim;
+        let mut kept = false;
+        for &vid in vids {
+            if let Some(&held) = self.active.get(&vid) {
+                if held > now && held < keep {
+                    self.activate(vid, keep);
+                    kept = true;
+                }
+            }
+        }
+        if kept {
+            self.random_until = self.random_until.map(|u| u.max(keep));
         }
     }
 

@@ -2,6 +2,7 @@
 //! the real binary on a real Redis that is paused (`DEBUG SLEEP`) or killed and restarted from
 //! its AOF for twice `abandon-after`, with the visitors polling through it.
 
+#[path = "../common/mod.rs"]
 mod common;
 
 use std::time::{Duration, Instant};
@@ -9,6 +10,8 @@ use std::time::{Duration, Instant};
 use common::redis::{raw, RedisServer};
 use common::*;
 use serde_json::Value;
+
+mod late;
 
 const ABANDON_SECS: u64 = 6;
 
@@ -205,7 +208,7 @@ async fn a_redis_down_and_back_from_its_aof_keeps_every_place() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_redis_slower_than_the_timeout_keeps_every_place() {
     let redis = RedisServer::start();
-    let front = common::redis::Front::start(redis.port);
+    let front = common::faults::Front::start(redis.port);
     let delay = front.delay_ms.clone();
     the_line_survives_at(redis, &front.url(), "local", move |_| {
         delay.store(400, std::sync::atomic::Ordering::SeqCst);
@@ -284,167 +287,6 @@ async fn a_turn_that_came_before_a_pause_is_kept() {
     );
     let v = status(&proxy, &mut next).await.unwrap();
     assert_eq!(v["state"], "waiting", "{v}");
-}
-
-/// A Redis on which only the admission step's answers are late (past `store.timeout`; each
-/// call still runs), for longer than `claim-ttl`, with visitors polling concurrently: every
-/// turn is collected, in order, and nobody is let in twice. The store gives this instance no
-/// turn while the last step it ran for it is one whose answer the instance never received,
-/// and keeps the claims of the turns that step gave (conformance
-/// `a_step_not_heard_gives_no_turn_and_keeps_the_ones_it_gave`); meanwhile polls ask the
-/// store while the breaker is closed (`line::stale_after`). Before (found by re-review),
-/// polls were answered from the last snapshot heard, and late steps kept giving turns that
-/// ran out uncollected while their visitors rejoined behind (24 turns for 16 visitors).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn turns_given_by_late_admission_steps_are_collected() {
-    const VISITORS: usize = 16;
-    let redis = RedisServer::start();
-    // `}:configs` is named by the admit call alone.
-    let front = common::redis::Front::start_marking(redis.port, b"}:configs");
-    let origin = Origin::start().await;
-    // One step a second (two let in each): the joins between steps are answered in time.
-    let conf = config(origin.addr, &front.url())
-        .replace(
-            "admit-per-second = 10\nmax-active = 1",
-            "admit-per-second = 2\nmax-active = 100",
-        )
-        .replace("tick = \"100ms\"", "tick = \"1s\"\nclaim-ttl = \"4s\"")
-        .replace("breaker-failures = 3", "breaker-failures = 5")
-        .replace("breaker-cooldown = \"500ms\"", "breaker-cooldown = \"1s\"")
-        + &format!("\n[admin]\ntoken = \"{TOKEN}\"\n");
-    let proxy = Proxy::start(&conf);
-    assert_eq!(hold(&proxy, true).await.unwrap().status(), 200);
-    let mut line: Vec<Jar> = Vec::new();
-    for expected in 1..=VISITORS as u64 {
-        let mut jar = Jar::default();
-        let v = status(&proxy, &mut jar).await.unwrap();
-        assert_eq!(v["state"], "paused", "{v}");
-        assert_eq!(v["position"], expected, "{v}");
-        line.push(jar);
-    }
-    // The line let go; once a step answered in time has let the first in (the snapshot then
-    // shows a line that moves), every admit answer is late.
-    assert_eq!(hold(&proxy, false).await.unwrap().status(), 200);
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while status(&proxy, &mut line[0]).await.unwrap()["state"] != "admitted" {
-        assert!(
-            Instant::now() < deadline,
-            "the first visitor was not let in"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    tokio::time::sleep(Duration::from_millis(1200)).await;
-    front
-        .marked_delay_ms
-        .store(400, std::sync::atomic::Ordering::SeqCst);
-    let late = Instant::now();
-    // Each visitor polls once a second in a task of its own, as browsers do (concurrent polls:
-    // joins queued behind a late admit answer time out too, and the breaker opens and closes).
-    let tasks: Vec<_> = line
-        .drain(1..)
-        .enumerate()
-        .map(|(i, mut jar)| {
-            let url = proxy.url("/.anteroom/status?room=sale");
-            tokio::spawn(async move {
-                // Their polls spread over the second.
-                tokio::time::sleep(Duration::from_millis(67 * i as u64)).await;
-                let c = client();
-                let mut shown = u64::MAX;
-                while late.elapsed() < Duration::from_secs(40) {
-                    if let Ok(resp) = c.get(&url).header("cookie", jar.header()).send().await {
-                        jar.absorb(&resp);
-                        if let Ok(v) = resp.json::<Value>().await {
-                            if v["state"] == "admitted" {
-                                return Some(late.elapsed());
-                            }
-                            if let Some(p) = v["position"].as_u64() {
-                                assert!(p <= shown, "moved back to {p}: {v}");
-                                shown = p;
-                            }
-                        }
-                    }
-                    tokio::time::sleep(Duration::from_millis(1000)).await;
-                }
-                None
-            })
-        })
-        .collect();
-    let deadline = late + Duration::from_secs(14);
-    while Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    front
-        .marked_delay_ms
-        .store(0, std::sync::atomic::Ordering::SeqCst);
-    let mut admitted_at = vec![Some(Duration::ZERO)];
-    for t in tasks {
-        admitted_at.push(t.await.unwrap());
-    }
-    assert!(
-        admitted_at.iter().all(Option::is_some),
-        "not everyone was let in: {admitted_at:?}"
-    );
-    let given = raw(redis.port, "HGET {anteroom:sale}:room admitted").unwrap_or_default();
-    assert_eq!(
-        given.lines().nth(1).map(str::trim),
-        Some(VISITORS.to_string().as_str()),
-        "one turn per visitor: {admitted_at:?}"
-    );
-    // In the order of the line: two a step, each told within a poll of their turn, so a
-    // visitor is let in no later than the one four places behind.
-    for i in 4..VISITORS {
-        assert!(
-            admitted_at[i] >= admitted_at[i - 4],
-            "out of order: {admitted_at:?}"
-        );
-    }
-}
-
-/// One instance cut off from Redis (everything it sends swallowed: its breaker opens), the
-/// other fine, under `closed`: visitors whose polls go to both, two of three to the cut-off
-/// one, are never swept. Before (found by review), the cut-off instance renewed their
-/// tickets' "last seen" although its liveness batch could not reach the store, and the other
-/// instance, shown fresh tickets, never told the store either: they were swept.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn visitors_polling_an_instance_cut_off_from_redis_keep_their_place() {
-    let redis = RedisServer::start();
-    let front = common::redis::Front::start(redis.port);
-    let origin = Origin::start().await;
-    let a = Proxy::start(&config_with(origin.addr, &front.url(), "closed"));
-    let b = Proxy::start(&config_with(origin.addr, &redis.url(), "closed"));
-    let mut holder = Jar::default();
-    assert_eq!(status(&b, &mut holder).await.unwrap()["state"], "admitted");
-    let mut line: Vec<Jar> = Vec::new();
-    for expected in 1..=4u64 {
-        let mut jar = Jar::default();
-        let v = status(&b, &mut jar).await.unwrap();
-        assert_eq!(v["position"], expected, "{v}");
-        line.push(jar);
-    }
-    // Two seconds of polling as usual first (both instances' snapshots hold the line), then
-    // twice abandon-after with A cut off.
-    let start = Instant::now();
-    let mut cut: Option<Instant> = None;
-    let mut k = 0;
-    while cut.is_none_or(|at| at.elapsed() < Duration::from_secs(2 * ABANDON_SECS + 1)) {
-        if cut.is_none() && start.elapsed() > Duration::from_secs(2) {
-            front
-                .swallow_below
-                .store(u64::MAX, std::sync::atomic::Ordering::SeqCst);
-            cut = Some(Instant::now());
-        }
-        let proxy = if k % 3 == 2 { &b } else { &a };
-        for jar in line.iter_mut() {
-            let _ = status(proxy, jar).await;
-        }
-        k += 1;
-        tokio::time::sleep(Duration::from_millis(700)).await;
-    }
-    assert_eq!(abandoned(&redis), 0, "nobody who kept polling was swept");
-    for (i, jar) in line.iter_mut().enumerate() {
-        let v = status(&b, jar).await.unwrap();
-        assert_eq!(v["position"], i as u64 + 1, "visitor {i}: {v}");
-    }
 }
 
 /// An instance restarted with a lower `abandon-after` sweeps nobody by it for as long as the
