@@ -153,6 +153,13 @@ if mixed_events ~= (es[12] == '1') then
     redis.call('HDEL', room, 'ev_mixed')
   end
 end
+-- An instance whose events make this a drawn pre-queue says so for its heartbeat's lifetime:
+-- while instances disagree, join places no newcomer then, whatever the caller's own events (an
+-- instance not reloaded yet would place them first come, first served, ahead of the draw).
+-- Said at every such step, so that it stands before the disagreement is seen.
+if in_pre and ev.draw then
+  redis.call('HSET', room, 'mixed_draw', string.format('%.0f', now + tonumber(ARGV[9])))
+end
 stale_events = stale_events or mixed_events
 if in_pre then
   if es[1] ~= ev.id and not mixed_events then

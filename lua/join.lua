@@ -57,11 +57,12 @@ local waiting, active, room = KEYS[1], KEYS[2], KEYS[3]
 local h_layout, h_live, h_live_at, h_forgave_at, h_ab_hi, h_ab_hi_until, h_hold_back, h_enabled,
   h_queue_all, h_rate, h_max_active, h_tokens, h_refilled, h_epoch, h_last_off, h_m_rate,
   h_recent, h_gen, h_ap_on, h_ap_rate, h_opened, h_open_live, h_draw_ev, h_draw_base,
-  h_draw_epoch, h_gap, h_in_pre, h_ev_mixed, h_ev_ver = unpack(redis.call('HMGET', room,
+  h_draw_epoch, h_gap, h_in_pre, h_ev_mixed, h_ev_ver,
+  h_mixed_draw = unpack(redis.call('HMGET', room,
   'layout', 'live', 'live_at', 'forgave_at', 'ab_hi', 'ab_hi_until', 'hold_back', 'enabled',
   'queue_all', 'rate', 'max_active', 'tokens', 'refilled', 'epoch', 'last_off', 'm_rate',
   'recent', 'gen', 'ap_on', 'ap_rate', 'opened', 'open_live', 'draw_ev', 'draw_base',
-  'draw_epoch', 'gap', 'in_pre', 'ev_mixed', 'ev_ver'))
+  'draw_epoch', 'gap', 'in_pre', 'ev_mixed', 'ev_ver', 'mixed_draw'))
 -- The caller's events are older than the store's runtime changes (see ARGV[15 + 2n]).
 local events = parse_events(ARGV[14])
 local caller_ver = ARGV[15 + 2 * #events]
@@ -246,8 +247,11 @@ end
 -- Live instances disagree on the room's events, whose digest holds the draw's secret: a
 -- newcomer to a drawn pre-queue is not placed either. Each instance would place them by its
 -- own seed, and the draw could never be checked (found by review: instances with two
--- secrets filled one list); they are placed once the instances agree.
-if mixed_events and in_pre and ev.draw then
+-- secrets filled one list); they are placed once the instances agree. A drawn pre-queue by
+-- any live instance's events counts ('mixed_draw', admit.lua), not only the caller's: one whose
+-- file has no pre-queue yet (a rolling reload) placed them first come, first served, and they
+-- were let in at the opening ahead of every registrant (found by review).
+if mixed_events and ((in_pre and ev.draw) or (tonumber(h_mixed_draw) or 0) > now) then
   return { 9, 0, redis.call('ZCARD', waiting), '0', 0 }
 end
 -- A newcomer after the event's closing is turned away (and not counted against join-limit).

@@ -342,3 +342,54 @@ async fn event_doc(proxy: &Proxy) -> (u16, Value) {
     let code = resp.status().as_u16();
     (code, resp.json().await.unwrap_or(Value::Null))
 }
+
+/// While instances disagree on the events, a newcomer is placed by neither: the instance whose
+/// file has no event (not reloaded yet) would place them first come, first served, and the
+/// drawn pre-queue the other runs would then let them in ahead of every registrant (found by
+/// review: four arrivals placed so through the instance not yet reloaded were let in before
+/// the draw's registrants). Once both agree, each is placed in the draw at the next poll.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_newcomer_is_placed_by_neither_instance_while_they_disagree() {
+    let redis = RedisServer::start();
+    let origin = Origin::start().await;
+    // The secret is in both files (a reload does not change it): the event only in one.
+    let secret = "[draw]\nsecret = \"the-draw-secret-0123456789abcdef0123456789\"\n";
+    let e = event(&at(-1), &at(600));
+    let drawn = config(origin.addr, &redis, &format!("{e}draw = true\n\n{secret}"));
+    let (one, two) = (
+        Proxy::start(&drawn),
+        Proxy::start(&config(origin.addr, &redis, secret)),
+    );
+    configs_differ(&one, true).await;
+    let mut jars = Vec::new();
+    for proxy in [&two, &one, &two, &one] {
+        let mut jar = Jar::default();
+        let v: Value = get_json(proxy, STATUS, &mut jar).await.expect("a status");
+        assert!(v["position"].is_null(), "placed while they disagree: {v}");
+        assert_ne!(v["state"], "admitted", "{v}");
+        jars.push(jar);
+    }
+    let (_, doc) = event_doc(&one).await;
+    assert_eq!(doc["registrations"], 0, "nobody in the draw yet: {doc}");
+
+    reload(&two, &drawn);
+    configs_differ(&one, false).await;
+    for (i, jar) in jars.iter_mut().enumerate() {
+        let proxy = if i % 2 == 0 { &two } else { &one };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let v = loop {
+            let v: Value = get_json(proxy, STATUS, jar).await.expect("a status");
+            if v["state"] == "prequeue" {
+                break v;
+            }
+            assert!(Instant::now() < deadline, "visitor {i} not placed: {v}");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        };
+        assert!(v["event"]["ticket"].is_string(), "drawn: {v}");
+    }
+    eventually(Duration::from_secs(10), "all four in the draw", || async {
+        let (_, doc) = event_doc(&one).await;
+        (doc["registrations"] == 4).then_some(())
+    })
+    .await;
+}
