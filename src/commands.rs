@@ -162,8 +162,8 @@ impl AdminArgs {
             Some(path) => {
                 let c = config::load_admin(path, need_token).map_err(|e| e.to_string())?;
                 let mut t = Target::from_endpoint(&c);
-                if self.token.is_some() {
-                    t.token = self.token.clone();
+                if let Some(token) = &self.token {
+                    t.token = Some(crate::admin::client::checked_token(token)?);
                 }
                 Ok(t)
             }

@@ -183,3 +183,48 @@ async fn a_change_the_store_did_not_answer_says_it_may_have_been_made() {
         .unwrap_or_else(|| panic!("{log}"));
     assert!(line.contains("oncall") && !line.contains(OLD), "{line}");
 }
+
+/// A change refused by the open breaker was never sent: it is told as not made, to be sent
+/// again (found by review: it was told as one that may have been made).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_change_the_open_breaker_refused_says_it_was_not_made() {
+    let redis = common::redis::RedisServer::start();
+    let origin = Origin::start().await;
+    let store = format!(
+        "[store]\nbackend = \"redis\"\nredis-url = \"{}\"\ntimeout = \"200ms\"\nbreaker-failures = 2\nbreaker-cooldown = \"30s\"\n",
+        redis.url()
+    );
+    let proxy = Proxy::start(&config(origin.addr, OLD, &store));
+    assert!(enabled(&proxy, OLD).await);
+    redis.signal(true);
+    let patch = || async {
+        admin_call(
+            &proxy,
+            reqwest::Method::PATCH,
+            "/rooms/sale",
+            Some(OLD),
+            Some(serde_json::json!({ "queue_all": true })),
+        )
+        .await
+    };
+    // Calls time out until the breaker opens (the admission loop's count too).
+    let mut told = String::new();
+    for _ in 0..10 {
+        let (code, v) = patch().await;
+        assert_eq!(code, 503, "{v}");
+        let v: Value = serde_json::from_str(&v).unwrap();
+        told = v["error"].as_str().unwrap_or_default().to_string();
+        if told.contains("circuit breaker is open") {
+            break;
+        }
+    }
+    redis.signal(false);
+    assert!(told.contains("nothing was changed"), "{told}");
+    assert!(!told.contains("may have been made"), "{told}");
+    let log = proxy.stderr();
+    let line = log
+        .lines()
+        .find(|l| l.contains("was not made"))
+        .unwrap_or_else(|| panic!("{log}"));
+    assert!(line.contains("oncall") && !line.contains(OLD), "{line}");
+}

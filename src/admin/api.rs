@@ -108,6 +108,23 @@ pub(super) fn change_unsure(
     what: &str,
     who: &Caller,
 ) -> Response<Vec<u8>> {
+    // Refused by the open breaker: never sent, so surely not made (found by review: it was
+    // told as one that may have been made, and the operator sent to check).
+    if matches!(e, crate::store::StoreError::BreakerOpen { .. }) {
+        tracing::warn!(
+            room,
+            by = who.label,
+            client = %who.addr,
+            error = %e,
+            "{what} through the admin API was not made"
+        );
+        return error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            &format!(
+                "{e}; nothing was changed: send it again once the store answers (GET /readyz)"
+            ),
+        );
+    }
     tracing::warn!(
         room,
         by = who.label,

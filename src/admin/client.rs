@@ -8,6 +8,23 @@ use std::time::Duration;
 
 use serde_json::{json, Map, Value};
 
+/// A token given at the terminal (`--token`, `ANTEROOM_ADMIN_TOKEN`): the whitespace around it
+/// dropped (a variable read from a file ends with a newline), and refused when what is left
+/// holds anything but visible ASCII, which no header can carry (found by review: a token
+/// ending in a newline ended the request's header block, and every change was sent without
+/// its body; one with `\r\n` inside added a header of its own).
+pub fn checked_token(t: &str) -> Result<String, String> {
+    let t = t.trim_matches(|c: char| c.is_ascii_whitespace());
+    if t.is_empty() || !t.bytes().all(|b| b.is_ascii_graphic()) {
+        return Err(
+            "the admin token given (--token or ANTEROOM_ADMIN_TOKEN) is empty or holds a space \
+             or a control character inside: pass the token alone"
+                .to_string(),
+        );
+    }
+    Ok(t.to_string())
+}
+
 /// Where the admin API is and how to authenticate.
 #[derive(Debug, Clone)]
 pub struct Target {
@@ -24,6 +41,7 @@ impl Target {
             .map_err(|e| format!("--admin {url}: {e}"))?
             .next()
             .ok_or_else(|| format!("--admin {url}: no address"))?;
+        let token = token.map(|t| checked_token(&t)).transpose()?;
         Ok(Self { addr, token })
     }
 
@@ -330,6 +348,17 @@ fn configs_note(r: &Value) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_token_is_trimmed_and_refused_with_anything_a_header_cannot_carry() {
+        let t =
+            |s: &str| super::Target::from_url("127.0.0.1:1", Some(s.to_string())).map(|t| t.token);
+        assert_eq!(t("abc123\n").unwrap().as_deref(), Some("abc123"));
+        assert_eq!(t(" abc123\r\n").unwrap().as_deref(), Some("abc123"));
+        for bad in ["a\r\nX-Evil: 1", "ab c", "a\tb", "", "\n", "tök"] {
+            assert!(t(bad).is_err(), "{bad:?}");
+        }
+    }
+
     use super::*;
 
     #[test]

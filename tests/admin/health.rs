@@ -185,6 +185,19 @@ async fn readyz_follows_the_store() {
         text.contains("anteroom_store_errors_total{kind=\"breaker\",op=\"admit\"}"),
         "calls fail fast while open"
     );
+    let room = || async {
+        let (_, v) = admin(
+            &proxy,
+            reqwest::Method::GET,
+            "/rooms/sale",
+            Some(TOKEN),
+            None,
+        )
+        .await;
+        v["store"].clone()
+    };
+    let store = room().await;
+    assert!(store["last_error"].as_str().is_some(), "{store}");
     redis.restart();
     eventually(
         Duration::from_secs(10),
@@ -192,4 +205,16 @@ async fn readyz_follows_the_store() {
         || ready(200),
     )
     .await;
+    // The room's view shows the error only while it stands, as /readyz (found by review: an
+    // error of an outage long over stood beside "healthy": true).
+    let store = eventually(
+        Duration::from_secs(10),
+        "healthy in the room's view",
+        || async {
+            let store = room().await;
+            (store["healthy"] == true).then_some(store)
+        },
+    )
+    .await;
+    assert!(store["last_error"].is_null(), "{store}");
 }
