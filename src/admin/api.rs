@@ -110,34 +110,21 @@ pub(super) fn change_unsure(
 ) -> Response<Vec<u8>> {
     // Refused by the open breaker: never sent, so surely not made (found by review: it was
     // told as one that may have been made, and the operator sent to check).
-    if matches!(e, crate::store::StoreError::BreakerOpen { .. }) {
-        tracing::warn!(
-            room,
-            by = who.label,
-            client = %who.addr,
-            error = %e,
-            "{what} through the admin API was not made"
-        );
-        return error(
-            StatusCode::SERVICE_UNAVAILABLE,
-            &format!(
-                "{e}; nothing was changed: send it again once the store answers (GET /readyz)"
-            ),
-        );
-    }
+    let not_made = matches!(e, crate::store::StoreError::BreakerOpen { .. });
     tracing::warn!(
         room,
         by = who.label,
         client = %who.addr,
         error = %e,
-        "{what} through the admin API may or may not have been made"
+        "{what} through the admin API {}",
+        if not_made { "was not made" } else { "may or may not have been made" }
     );
-    error(
-        StatusCode::SERVICE_UNAVAILABLE,
-        &format!(
-            "{e}; the change may have been made all the same: GET /rooms/{room} and /rooms/{room}/changes say"
-        ),
-    )
+    let told = if not_made {
+        "nothing was changed: send it again once the store answers (GET /readyz)".to_string()
+    } else {
+        format!("the change may have been made all the same: GET /rooms/{room} and /rooms/{room}/changes say")
+    };
+    error(StatusCode::SERVICE_UNAVAILABLE, &format!("{e}; {told}"))
 }
 
 /// `401` with the scheme to use.

@@ -1,5 +1,54 @@
 use super::*;
 
+/// Each visitor polls `url` once a second in a task of its own, as browsers do (concurrent
+/// polls), the i-th starting `spread_ms` × i after the others, until let in (the time since
+/// `since`) or `limit` has passed since it (`None`); the position shown never goes up.
+fn polling(
+    url: String,
+    jars: Vec<Jar>,
+    since: Instant,
+    spread_ms: u64,
+    limit: Duration,
+) -> Vec<tokio::task::JoinHandle<Option<Duration>>> {
+    jars.into_iter()
+        .enumerate()
+        .map(|(i, mut jar)| {
+            let url = url.clone();
+            tokio::spawn(async move {
+                tokio::time::sleep(Duration::from_millis(spread_ms * i as u64)).await;
+                let c = client();
+                let mut shown = u64::MAX;
+                while since.elapsed() < limit {
+                    if let Ok(resp) = c.get(&url).header("cookie", jar.header()).send().await {
+                        jar.absorb(&resp);
+                        if let Ok(v) = resp.json::<Value>().await {
+                            if v["state"] == "admitted" {
+                                return Some(since.elapsed());
+                            }
+                            if let Some(p) = v["position"].as_u64() {
+                                assert!(p <= shown, "moved back to {p}: {v}");
+                                shown = p;
+                            }
+                        }
+                    }
+                    tokio::time::sleep(Duration::from_millis(1000)).await;
+                }
+                None
+            })
+        })
+        .collect()
+}
+
+/// The turns the store has given in the room.
+fn turns_given(redis: &RedisServer) -> u64 {
+    let given = raw(redis.port, "HGET {anteroom:sale}:room admitted").unwrap_or_default();
+    given
+        .lines()
+        .nth(1)
+        .and_then(|l| l.trim().parse().ok())
+        .unwrap_or(0)
+}
+
 /// A Redis on which only the admission step's answers are late (past `store.timeout`; each
 /// call still runs), for longer than `claim-ttl`, with visitors polling concurrently: every
 /// turn is collected, in order, and nobody is let in twice. The store gives this instance no
@@ -54,35 +103,13 @@ async fn turns_given_by_late_admission_steps_are_collected() {
     let late = Instant::now();
     // Each visitor polls once a second in a task of its own, as browsers do (concurrent polls:
     // joins queued behind a late admit answer time out too, and the breaker opens and closes).
-    let tasks: Vec<_> = line
-        .drain(1..)
-        .enumerate()
-        .map(|(i, mut jar)| {
-            let url = proxy.url("/.anteroom/status?room=sale");
-            tokio::spawn(async move {
-                // Their polls spread over the second.
-                tokio::time::sleep(Duration::from_millis(67 * i as u64)).await;
-                let c = client();
-                let mut shown = u64::MAX;
-                while late.elapsed() < Duration::from_secs(40) {
-                    if let Ok(resp) = c.get(&url).header("cookie", jar.header()).send().await {
-                        jar.absorb(&resp);
-                        if let Ok(v) = resp.json::<Value>().await {
-                            if v["state"] == "admitted" {
-                                return Some(late.elapsed());
-                            }
-                            if let Some(p) = v["position"].as_u64() {
-                                assert!(p <= shown, "moved back to {p}: {v}");
-                                shown = p;
-                            }
-                        }
-                    }
-                    tokio::time::sleep(Duration::from_millis(1000)).await;
-                }
-                None
-            })
-        })
-        .collect();
+    let tasks = polling(
+        proxy.url("/.anteroom/status?room=sale"),
+        line.drain(1..).collect(),
+        late,
+        67,
+        Duration::from_secs(40),
+    );
     let deadline = late + Duration::from_secs(14);
     while Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(100)).await;
@@ -98,10 +125,9 @@ async fn turns_given_by_late_admission_steps_are_collected() {
         admitted_at.iter().all(Option::is_some),
         "not everyone was let in: {admitted_at:?}"
     );
-    let given = raw(redis.port, "HGET {anteroom:sale}:room admitted").unwrap_or_default();
     assert_eq!(
-        given.lines().nth(1).map(str::trim),
-        Some(VISITORS.to_string().as_str()),
+        turns_given(&redis),
+        VISITORS as u64,
         "one turn per visitor: {admitted_at:?}"
     );
     // In the order of the line: two a step, each told within a poll of their turn, so a
@@ -202,29 +228,13 @@ async fn visitors_whose_polls_fail_while_the_steps_go_on_keep_their_place_and_tu
         .store(true, std::sync::atomic::Ordering::SeqCst);
     assert_eq!(hold(&a, false).await.unwrap().status(), 200);
     let late = Instant::now();
-    let tasks: Vec<_> = line
-        .drain(..)
-        .enumerate()
-        .map(|(i, mut jar)| {
-            let url = b.url("/.anteroom/status?room=sale");
-            tokio::spawn(async move {
-                tokio::time::sleep(Duration::from_millis(90 * i as u64)).await;
-                let c = client();
-                while late.elapsed() < Duration::from_secs(45) {
-                    if let Ok(resp) = c.get(&url).header("cookie", jar.header()).send().await {
-                        jar.absorb(&resp);
-                        if let Ok(v) = resp.json::<Value>().await {
-                            if v["state"] == "admitted" {
-                                return Some(late.elapsed());
-                            }
-                        }
-                    }
-                    tokio::time::sleep(Duration::from_millis(1000)).await;
-                }
-                None
-            })
-        })
-        .collect();
+    let tasks = polling(
+        b.url("/.anteroom/status?room=sale"),
+        line.drain(..).collect(),
+        late,
+        90,
+        Duration::from_secs(45),
+    );
     // Longer than abandon-after and a quarter, and than claim-ttl four times over.
     let deadline = late + Duration::from_secs(15);
     while Instant::now() < deadline {
@@ -243,10 +253,9 @@ async fn visitors_whose_polls_fail_while_the_steps_go_on_keep_their_place_and_tu
         admitted_at.iter().all(Option::is_some),
         "not everyone was let in: {admitted_at:?}"
     );
-    let given = raw(redis.port, "HGET {anteroom:sale}:room admitted").unwrap_or_default();
     assert_eq!(
-        given.lines().nth(1).map(str::trim),
-        Some(VISITORS.to_string().as_str()),
+        turns_given(&redis),
+        VISITORS as u64,
         "one turn per visitor, none run out: {admitted_at:?}"
     );
     assert_eq!(abandoned(&redis), 0);
