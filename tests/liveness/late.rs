@@ -230,7 +230,7 @@ async fn visitors_whose_polls_fail_while_the_steps_go_on_keep_their_place_and_tu
     let late = Instant::now();
     let tasks = polling(
         b.url("/.anteroom/status?room=sale"),
-        line.drain(..).collect(),
+        std::mem::take(&mut line),
         late,
         90,
         Duration::from_secs(45),
