@@ -104,7 +104,7 @@ mod cluster {
 /// seen the old generation lets nobody in at once, before that instance's next admit has
 /// noticed the loss and re-asserted the room's state (which may be a held line): the newcomer
 /// queues as paused. Before, a flood that reached the empty store first walked in on the fast
-/// path, a whole batch of it, through a held line (tests/redis_recovery.rs
+/// path, a whole batch of it, through a held line (tests/redis_recovery/
 /// `a_held_line_stays_held_while_newcomers_flood_an_empty_restart`, now and then).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn after_the_store_lost_the_room_nobody_walks_in_before_the_next_admit() {
