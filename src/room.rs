@@ -173,6 +173,8 @@ pub struct Room {
     pub cookie_name: String,
     /// The queue ticket's cookie name ([`crate::line::ticket::cookie_name`]).
     pub ticket_cookie: String,
+    /// The join challenge's asked marker ([`crate::edge::challenge::asked_cookie_name`]).
+    pub asked_cookie: String,
     pub live: Live,
     pub metrics: RoomMetrics,
     pub local: LocalBucket,
@@ -265,6 +267,7 @@ impl Room {
     ) -> Self {
         let cookie_name = room_cookie_name(cfg.name());
         let ticket_cookie = crate::line::ticket::cookie_name(cfg.name());
+        let asked_cookie = crate::edge::challenge::asked_cookie_name(cfg.name());
         let no_script = cfg
             .join_challenge
             .as_ref()
@@ -289,6 +292,7 @@ impl Room {
             cfg,
             cookie_name,
             ticket_cookie,
+            asked_cookie,
             live: Live::default(),
             metrics,
             local: LocalBucket::default(),

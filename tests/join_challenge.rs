@@ -1,5 +1,5 @@
 //! The join challenge, black-box: the real proxy and origin, a client that does the work in
-//! Rust (the browser's side is in tests/browser.rs). A newcomer to a room with a line is asked
+//! Rust (the browser's side is in tests/browser_challenge.rs). A newcomer to a room with a line is asked
 //! for the work and placed by nobody until it brings a solution; a solution that is forged,
 //! borrowed from another visitor or stale counts as none; a visitor without a solution (no
 //! JavaScript) still joins, under the stricter limit; visitors in line never need it; an empty
@@ -311,4 +311,51 @@ async fn a_ticket_of_a_line_the_store_lost_spares_the_work() {
     let (_, s) = status(&proxy, &mut jars[1], None).await;
     assert!(s["position"].as_u64().is_some(), "{s}");
     assert_eq!(count(&proxy, "strict").await, 0, "nobody was asked");
+}
+
+/// A visitor id alone is no sign of having been asked: the id cookie is one for every room and
+/// a day long. A browser back from another room with it (and no marker that this room asked
+/// it) is asked for the work, and joins by it under the room's own limit; only one asked that
+/// comes back without the work is held to the stricter one. Before (found by review), such
+/// browsers were held to the stricter limit unasked, and past it refused with 429.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_visitor_id_from_elsewhere_is_asked_not_held_to_the_stricter_limit() {
+    let origin = Origin::start().await;
+    let proxy = full_room(&origin).await;
+    let before = waiting(&proxy).await;
+    // An id cookie the proxy gave (elsewhere), without this room's marker.
+    let id_from_elsewhere = || async {
+        let mut first = Jar::default();
+        status(&proxy, &mut first, None).await;
+        let vid = first.get("anteroom_vid").expect("an id").to_string();
+        Jar(vec![("anteroom_vid".into(), vid)])
+    };
+    for i in 0..3 {
+        // A page: the challenge page, not a place.
+        let jar = id_from_elsewhere().await;
+        let page = send(&proxy, "/products/7", &jar, false).await;
+        assert_eq!(page.status().as_u16(), 200);
+        let html = page.text().await.unwrap();
+        assert!(
+            html.contains("<noscript>") && !html.contains("id=\"position\""),
+            "visitor {i} is asked: {html}"
+        );
+        // The status endpoint: the puzzle; the work done, a place.
+        let mut jar = id_from_elsewhere().await;
+        let (_, asked) = status(&proxy, &mut jar, None).await;
+        assert_eq!(asked["state"], "challenge", "visitor {i}: {asked}");
+        let pow = solve(asked["challenge"].as_str().unwrap(), 12);
+        let (code, s) = status(&proxy, &mut jar, Some(&pow)).await;
+        assert_eq!(
+            (code, &s["state"]),
+            (200, &"waiting".into()),
+            "visitor {i}: {s}"
+        );
+    }
+    assert_eq!(
+        count(&proxy, "strict").await,
+        0,
+        "nobody held to the stricter limit"
+    );
+    assert_eq!(waiting(&proxy).await, before + 3);
 }

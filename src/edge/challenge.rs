@@ -115,6 +115,17 @@ pub fn verify(
     })
 }
 
+/// The cookie that says this room's puzzle was handed to the visitor lately (`anteroom_a.ROOM`,
+/// living [`ASKED_SECS`]): only such a visitor who comes back without a solution is held to
+/// the stricter limit. Unsigned: dropping it gets the puzzle again, keeping it only the
+/// stricter limit, so neither spares any work.
+pub fn asked_cookie_name(room: &str) -> String {
+    format!("{}a.{room}", crate::cookie::COOKIE_PREFIX)
+}
+
+/// How long the asked marker lives: as long as a puzzle's solution is accepted.
+pub const ASKED_SECS: u64 = BUCKET_SECS * BUCKETS;
+
 /// What a request with no admission and no queue ticket does in a room with a challenge.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Step {
@@ -122,16 +133,20 @@ pub enum Step {
     Join,
     /// A newcomer: answer the puzzle, place nobody.
     Ask,
-    /// A known visitor id without a solution (no JavaScript, or a script that skips the
-    /// work): joins under the stricter limit.
+    /// A visitor asked lately who came back without a solution (no JavaScript, or a script
+    /// that skips the work): joins under the stricter limit.
     Strict,
 }
 
 /// The decision. `line_forms`: the last tick says a newcomer would wait (no challenge to
-/// walk into an empty room); `had_vid`: the request carried a visitor id; `solved`: it carried
-/// a solution that verified.
-pub fn step(line_forms: bool, had_vid: bool, solved: bool) -> Step {
-    match (line_forms, solved, had_vid) {
+/// walk into an empty room); `asked`: the request carried a visitor id and this room's marker
+/// that the puzzle was handed to it lately ([`asked_cookie_name`]); `solved`: it carried a
+/// solution that verified. A visitor id alone is no sign of having been asked: the id cookie is
+/// one for every room and a day long (found by review: a browser with JavaScript back from
+/// another room was held to the stricter limit, never asked, and behind a shared address
+/// refused with 429 while the budget of those who do the work stood unused).
+pub fn step(line_forms: bool, asked: bool, solved: bool) -> Step {
+    match (line_forms, solved, asked) {
         (false, _, _) | (true, true, _) => Step::Join,
         (true, false, false) => Step::Ask,
         (true, false, true) => Step::Strict,

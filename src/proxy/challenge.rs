@@ -96,7 +96,10 @@ impl Proxy {
         // by review: 1,003 identities registered for free in 0.7 s).
         let line_forms =
             r.live.held_by().is_some() || r.events.in_prequeue(shared.clock.now_micros());
-        match challenge::step(line_forms, p.had_vid, solved) {
+        let asked = p.had_vid
+            && crate::cookie::find(super::cookie_values(session.req_header()), &r.asked_cookie)
+                .is_some();
+        match challenge::step(line_forms, asked, solved) {
             Step::Join => Gated::Join(gate),
             Step::Ask => Gated::Ask,
             Step::Strict => {
@@ -136,6 +139,14 @@ impl Proxy {
             m.inc();
         }
         ctx.outcome = Outcome::Wait;
+        // The marker that this visitor was asked: a reload without the work is then held to
+        // the stricter limit (see `challenge::step`).
+        ctx.set_cookies.push(crate::cookie::set_named(
+            &r.asked_cookie,
+            "1",
+            challenge::ASKED_SECS,
+            super::secure(shared, ctx),
+        ));
         let refresh = crate::page::challenge::NO_SCRIPT_REFRESH_SECS;
         let (content_type, body) = if always_json || wants_json(session.req_header()) {
             let v = serde_json::json!({

@@ -102,10 +102,11 @@ async fn a_visitor_in_line_without_their_ticket_is_not_limited_by_a_flood() {
 }
 
 /// The same flood in a room with `join-challenge` and no `join-limit`, each request with a
-/// made-up visitor id and no solution (a script that skips the work): past the stricter
-/// no-script limit on this instance, refused without being counted (found by review: the
-/// store's counter alone refused them). A visitor id may be a place in line, so each asks the
-/// store once, which refuses a newcomer uncounted.
+/// made-up visitor id and no solution (a script that skips the work). Without the room's
+/// marker that it was asked, each gets the puzzle: no place, no store call. With it (the script
+/// keeps the cookie): past the stricter no-script limit on this instance, refused without
+/// being counted (found by review: the store's counter alone refused them). A visitor id may
+/// be a place in line, so each asks the store once, which refuses a newcomer uncounted.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn made_up_visitor_ids_without_a_solution_cost_redis_the_stricter_limit() {
     let redis = RedisServer::start();
@@ -122,17 +123,39 @@ async fn made_up_visitor_ids_without_a_solution_cost_redis_the_stricter_limit() 
     })
     .await;
     const FLOOD: u64 = 60;
-    let mut codes = std::collections::BTreeMap::new();
-    for _ in 0..FLOOD {
-        let vid = uuid::Uuid::new_v4().simple().to_string();
-        let resp = client()
-            .get(proxy.url(STATUS))
-            .header("cookie", format!("anteroom_vid={vid}"))
-            .send()
-            .await
-            .unwrap();
-        *codes.entry(resp.status().as_u16()).or_insert(0u64) += 1;
-    }
+    let proxy = &proxy;
+    let flood = |marker: &'static str| async move {
+        let mut codes = std::collections::BTreeMap::new();
+        for _ in 0..FLOOD {
+            let vid = uuid::Uuid::new_v4().simple().to_string();
+            let resp = client()
+                .get(proxy.url(STATUS))
+                .header("cookie", format!("anteroom_vid={vid}{marker}"))
+                .send()
+                .await
+                .unwrap();
+            let code = resp.status().as_u16();
+            let v: serde_json::Value = resp.json().await.unwrap_or_default();
+            *codes
+                .entry((code, v["state"].as_str().unwrap_or("").to_string()))
+                .or_insert(0u64) += 1;
+        }
+        codes
+    };
+    let asked = flood("").await;
+    assert_eq!(
+        asked.into_iter().collect::<Vec<_>>(),
+        vec![((200, "challenge".to_string()), FLOOD)],
+        "never asked: the puzzle"
+    );
+    let codes = flood("; anteroom_a.sale=1").await;
+    let codes: std::collections::BTreeMap<u16, u64> =
+        codes
+            .into_iter()
+            .fold(Default::default(), |mut m, ((c, _), n)| {
+                *m.entry(c).or_insert(0) += n;
+                m
+            });
     // The store's no-script counter goes up once per `join` call made under that gate.
     let mut conn = common::redis::connect(&redis.url()).await;
     let keys: Vec<String> = ::redis::cmd("KEYS")
