@@ -67,6 +67,7 @@
 --          the draw whose places the line holds (its event's id) or '', its order out (1/0),
 --          the line's epoch it holds them in (0 without), the room's count of admit calls,
 --          when an operator last changed its state ('st_at', µs; 0: never),
+--          the live instances disagree on the room's events (1/0, 'ev_mixed'),
 --          line epoch, count of the numbers that follow (2 per point),
 --          rank1, offset1, rank2, offset2, ...   (the line sampled: src/store/line.rs)
 --          the last revocation number handed back, count of the numbers that follow (2 per
@@ -511,7 +512,7 @@ local reply = { admitted, abandoned, expired, n, redis.call('ZCARD', active), to
   (ev and es[3] == ev.id) and es[4] or '', tonumber(es[10]) or 0,
   random_recent and 1 or 0, string.format('%.0f', tick_hi), line_draw or '', draw_out and 1 or 0,
   line_draw and tonumber(h[7]) or 0, admits,
-  tonumber(redis.call('HGET', room, 'st_at')) or 0,
+  tonumber(redis.call('HGET', room, 'st_at')) or 0, mixed_events and 1 or 0,
   #points > 0 and line_epoch or 0, #points }
 for i = 1, #points do
   reply[#reply + 1] = points[i]

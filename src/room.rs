@@ -53,6 +53,8 @@ pub struct Live {
     heard_at: std::sync::Mutex<Option<std::time::Instant>>,
     /// The last tick that reached the store was refused for the room's key layout.
     refused: AtomicBool,
+    /// The last tick said the live instances disagree on the room's events.
+    events_mixed: AtomicBool,
 }
 
 impl Default for Live {
@@ -70,6 +72,7 @@ impl Default for Live {
             heard: AtomicBool::new(false),
             heard_at: std::sync::Mutex::new(None),
             refused: AtomicBool::new(false),
+            events_mixed: AtomicBool::new(false),
         }
     }
 }
@@ -86,6 +89,7 @@ impl Live {
         self.instances.store(r.instances.max(1), Ordering::Relaxed);
         self.enabled.store(r.state.enabled, Ordering::Relaxed);
         self.queue_all.store(r.state.queue_all, Ordering::Relaxed);
+        self.events_mixed.store(r.events_mixed, Ordering::Relaxed);
         self.waiting.store(r.waiting, Ordering::Relaxed);
         self.active.store(r.active, Ordering::Relaxed);
         self.rate_milli
@@ -105,6 +109,10 @@ impl Live {
 
     pub fn queue_all(&self) -> bool {
         self.queue_all.load(Ordering::Relaxed)
+    }
+
+    pub fn events_mixed(&self) -> bool {
+        self.events_mixed.load(Ordering::Relaxed)
     }
 
     pub fn waiting(&self) -> u64 {
@@ -433,6 +441,7 @@ impl Room {
             refused: self.live.refused(),
             enabled: self.live.enabled(),
             queue_all: self.live.queue_all(),
+            events_mixed: self.live.events_mixed(),
             unopened: self.events.any() && self.events.opening_unconfirmed(now, self.live.heard()),
             max_active: self.live.max_active_in_force(),
             instances: self.live.instances(),

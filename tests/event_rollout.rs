@@ -393,3 +393,45 @@ async fn a_newcomer_is_placed_by_neither_instance_while_they_disagree() {
     })
     .await;
 }
+
+/// A store outage while the instances disagree on the events lets nobody in through the
+/// `local` policy, whatever the instance's own file says: the store admitted nobody then. Before
+/// (found by review), the instance whose file had no event yet admitted newcomers from its own
+/// bucket once its breaker opened, and they ordered through the other before a drawn opening.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_outage_while_they_disagree_lets_nobody_in() {
+    let redis = RedisServer::start();
+    let origin = Origin::start().await;
+    let secret = "[draw]\nsecret = \"the-draw-secret-0123456789abcdef0123456789\"\n";
+    let e = event(&at(-1), &at(600));
+    let with = |events: &str| {
+        config(origin.addr, &redis, events)
+            .replace(
+                "timeout = \"500ms\"",
+                "timeout = \"200ms\"\nbreaker-failures = 2\nbreaker-cooldown = \"10s\"",
+            )
+            .replace(
+                "claim-ttl = \"60s\"",
+                "claim-ttl = \"60s\"\non-store-error = \"local\"",
+            )
+    };
+    let (one, two) = (
+        Proxy::start(&with(&format!("{e}draw = true\n\n{secret}"))),
+        Proxy::start(&with(secret)),
+    );
+    configs_differ(&one, true).await;
+    // Both have ticked since (the next newcomer through the one without the event is held).
+    let mut probe = Jar::default();
+    let v: Value = get_json(&two, STATUS, &mut probe).await.expect("a status");
+    assert!(v["position"].is_null(), "{v}");
+    redis.signal(true);
+    // The admission loop's ticks fail and open the breaker: the `local` policy's case.
+    common::local::breaker_open(&two).await;
+    let mut answers = std::collections::BTreeMap::new();
+    for _ in 0..10 {
+        let resp = client().get(two.url("/products")).send().await.unwrap();
+        *answers.entry(resp.status().as_u16()).or_insert(0) += 1;
+    }
+    redis.signal(false);
+    assert_eq!(origin.count("/products"), 0, "nobody let in: {answers:?}");
+}

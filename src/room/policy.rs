@@ -11,6 +11,11 @@
 //!   room that is off.
 //! - A line last seen held (`queue_all`) stays held under every policy: a store blip before a
 //!   sale must not open the doors early.
+//! - So does a room whose instances disagree on its events at the last tick (a rolling reload
+//!   under way): the store admits nobody then, and an instance whose own file has no event
+//!   would let newcomers into a drawn sale's pre-queue (found by review: with Redis paused
+//!   mid-rollout, they reached the shop and ordered through the other instance before the
+//!   opening).
 //! - So does a room whose event is past its opening by this instance's clock while the store
 //!   has not said it opened (`unopened`), also on an instance that has never heard from the
 //!   store: the registrants of its pre-queue go first, and only the store lets them in.
@@ -65,6 +70,9 @@ pub struct LastKnown {
     pub refused: bool,
     pub enabled: bool,
     pub queue_all: bool,
+    /// The last tick said the live instances disagree on the room's events (a rolling reload
+    /// under way): the store admits nobody meanwhile, and neither does this instance's policy.
+    pub events_mixed: bool,
     /// The room's event is open by this instance's clock, and the store had not said it
     /// opened when it last answered.
     pub unopened: bool,
@@ -115,7 +123,7 @@ pub fn on_store_error(policy: StorePolicy, failure: Failure, room: &LastKnown) -
     // Unopened holds without a tick heard too: an instance started (or upgraded) during the
     // outage knows the store has not told it of the opening (re-review: under `open` it let
     // everyone in at an opening the store never recorded).
-    if room.unopened || (room.heard && room.queue_all) {
+    if room.unopened || (room.heard && (room.queue_all || room.events_mixed)) {
         return OnError::Hold;
     }
     match policy {
@@ -148,6 +156,7 @@ mod tests {
         refused: false,
         enabled: true,
         queue_all: false,
+        events_mixed: false,
         unopened: false,
         max_active: 100,
         instances: 2,
@@ -200,11 +209,31 @@ mod tests {
             r.enabled = false
         });
         let refused = with(|r| r.refused = true);
+        let mixed = with(|r| r.events_mixed = true);
+        let mixed_and_off = with(|r| {
+            r.events_mixed = true;
+            r.enabled = false
+        });
         let refused_and_off = with(|r| {
             r.refused = true;
             r.enabled = false
         });
         let cases: &[(StorePolicy, Failure, &LastKnown, OnError, &str)] = &[
+            (
+                Local,
+                Down,
+                &mixed,
+                Hold,
+                "instances disagree on the events: no local admission",
+            ),
+            (Open, Down, &mixed, Hold, "nor open"),
+            (
+                Open,
+                Down,
+                &mixed_and_off,
+                Pass,
+                "a room last seen off lets everyone pass",
+            ),
             (
                 Open,
                 Failure::Refused,

@@ -64,6 +64,10 @@ pub struct AdmitReport {
     pub tick_hi: Duration,
     /// The draw whose places the line holds (`None`: none in this line).
     pub line_draw: Option<LineDraw>,
+    /// The live instances run the room with different events (a rolling reload under way):
+    /// the store takes no event step and admits nobody, and while the store is away the room
+    /// holds whatever this instance's own events say (always `false` for memory).
+    pub events_mixed: bool,
 }
 
 /// What the caller of `admit` knows, from its own earlier ticks.

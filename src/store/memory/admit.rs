@@ -140,6 +140,7 @@ impl RoomData {
             events_version: r.events_version(),
             store_now: wall,
             random_recent: r.random_until.is_some_and(|until| now < until),
+            events_mixed: false,
             // One instance: its own.
             tick_hi: p.tick,
             line_draw,

@@ -32,8 +32,10 @@ const ADMITS_AT: usize = 34;
 /// learns the state from its ticks re-asserts it with its time (found by review: with 0, a
 /// restarted instance's re-assertion of a pause after a rollback lost to an older snapshot's).
 const ST_AT: usize = 35;
+/// Whether the live instances disagree on the room's events (1/0; 'ev_mixed').
+const MIXED_AT: usize = 36;
 /// Where the line's sample starts: after the fixed fields (its epoch, then its length).
-const LINE_FROM: usize = 36;
+const LINE_FROM: usize = 37;
 
 /// `admit.lua`'s reply.
 #[derive(Debug, Clone, PartialEq)]
@@ -157,6 +159,7 @@ impl FromRedisValue for AdmitReply {
         let draw_epoch: u64 = item(&v, LINE_DRAW_AT + 2)?;
         let admits: u64 = item(&v, ADMITS_AT)?;
         let changed_at: u64 = item(&v, ST_AT)?;
+        let events_mixed: i64 = item(&v, MIXED_AT)?;
         let epoch: u64 = item(&v, LINE_FROM)?;
         let numbers: usize = item(&v, LINE_FROM + 1)?;
         if !numbers.is_multiple_of(2) || numbers > 2 * MAX_POINTS {
@@ -211,6 +214,7 @@ impl FromRedisValue for AdmitReply {
             events_version,
             store_now: store_now.parse().unwrap_or(0),
             random_recent: random_recent == 1,
+            events_mixed: events_mixed == 1,
             tick_hi: Duration::from_micros(tick_hi.parse().unwrap_or(0)),
             line_draw: (!line_draw.is_empty()).then_some(LineDraw {
                 id: line_draw,
@@ -274,9 +278,11 @@ mod tests {
             text("old@1700000000000000"),
             int(1),
             int(777),
-            // The room's 88th admit call; an operator's change at 1700000001000000.
+            // The room's 88th admit call; an operator's change at 1700000001000000; the
+            // instances disagree on the events.
             int(88),
             int(1_700_000_001_000_000),
+            int(1),
             int(777),
             int(4),
             int(0),
@@ -308,6 +314,7 @@ mod tests {
         assert_eq!(d.epoch, 777);
         assert_eq!(r.admits, 88);
         assert_eq!(r.state.changed_at, 1_700_000_001_000_000);
+        assert!(r.events_mixed);
         assert_eq!(d.name_and_start(), Some(("old", 1_700_000_000_000_000)));
         assert_eq!(r.line.epoch, 777);
         assert_eq!(r.line.points, vec![(0, 10), (3, 40)]);
