@@ -75,11 +75,13 @@ async fn run_room(shared: Arc<Shared>, room: usize) {
             }
         }
         let mut ctx = r.recovery.context(shared.clock.now_micros());
-        // Notes older than abandon-after say nothing of a visitor now (see `Seen::take`).
-        let noted = r
-            .line
-            .seen
-            .take(shared.clock.mono_micros(), r.cfg.abandon_after);
+        // Old notes say nothing of a visitor now (see `line::note_max_age`).
+        let max_age = crate::line::note_max_age(
+            r.cfg.params.tick,
+            shared.config.store.breaker_cooldown,
+            r.cfg.abandon_after,
+        );
+        let noted = r.line.seen.take(shared.clock.mono_micros(), max_age);
         ctx.seen = noted.iter().map(|&(vid, place, _)| (vid, place)).collect();
         ctx.config.clone_from(&r.digest);
         ctx.autopilot = pilot::prepare(&shared, room);

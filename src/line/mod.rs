@@ -236,6 +236,23 @@ pub fn sweep_after(abandon_after: Duration) -> Duration {
     abandon_after + abandon_after / NOTE_EVERY
 }
 
+/// How long a note may wait for an admit step that reaches the store before it is dropped
+/// unsent. The store marks a visitor seen when the step comes, not when they polled, so a note
+/// sent late keeps the place of one who stopped polling that much longer (found by review: a
+/// note an instance cut off kept for most of `abandon-after` kept the place for about twice
+/// it). Long enough for the next step after the breaker's cooldown (a poll that opened the
+/// breaker is noted, and the step comes after the cooldown and a probe), a liveness cap at
+/// least, never more than `abandon-after`. A visitor who keeps polling is noted again with
+/// every poll, so their newest note is always young.
+pub fn note_max_age(
+    tick: Duration,
+    breaker_cooldown: Duration,
+    abandon_after: Duration,
+) -> Duration {
+    let cap = Duration::from_micros(crate::store::liveness::cap(tick));
+    cap.max(breaker_cooldown + tick * 2).min(abandon_after)
+}
+
 /// Most visitors a batch holds (one admit call's worth); the rest wait for the next tick.
 pub const FLUSH_MAX: usize = 20_000;
 /// Most visitors noted and not yet sent; a note past it is refused (the ticket keeps its old
@@ -262,9 +279,8 @@ impl Seen {
     }
 
     /// Takes up to [`FLUSH_MAX`] noted visitors for one call, dropping the notes older than
-    /// `max_age` at `now`: a note that could not be sent for that long (the store away from
-    /// this instance) no longer says the visitor is there, and sent late it would keep the
-    /// place of one who has stopped polling for longer than `abandon-after`.
+    /// `max_age` at `now` ([`note_max_age`]): a note that could not be sent for that long (the
+    /// store away from this instance) no longer says the visitor is there.
     pub fn take(&self, now: Micros, max_age: Duration) -> Vec<(VisitorId, Place, Micros)> {
         let mut m = self.noted.lock().unwrap_or_else(|e| e.into_inner());
         let oldest = now.saturating_sub(crate::clock::micros(max_age));

@@ -271,6 +271,20 @@ fn a_failed_flush_is_kept_for_the_next() {
 }
 
 #[test]
+fn a_note_waits_for_the_step_after_a_cooldown_and_no_longer() {
+    let s = Duration::from_secs;
+    let ms = Duration::from_millis;
+    // Defaults: a tick of 100 ms, a cooldown of 1 s: the step after it, and two ticks.
+    assert_eq!(note_max_age(ms(100), s(1), s(20)), ms(1200));
+    // A short cooldown: the liveness cap, a second.
+    assert_eq!(note_max_age(ms(100), ms(200), s(20)), s(1));
+    // A long cooldown: the step after it, and two ticks.
+    assert_eq!(note_max_age(ms(100), s(3), s(20)), ms(3200));
+    // Never past abandon-after.
+    assert_eq!(note_max_age(ms(100), s(30), s(20)), s(20));
+}
+
+#[test]
 fn a_note_older_than_abandon_after_is_dropped_unsent() {
     const S: u64 = 1_000_000;
     let seen = Seen::default();

@@ -141,8 +141,7 @@ impl Proxy {
                 // who kept polling, and a turn given meanwhile keeps its claim (the admit call
                 // keeps the claim of a visitor it is told of). Before (found by review), such
                 // visitors lost their place or their turn. A poll answered from the snapshot
-                // while the breaker is open comes here once its ticket is half of
-                // abandon-after old (`line::decide`), well before the store would sweep.
+                // while the breaker is open is noted so too (`answer_at_edge`).
                 if let Some(t) = ticket.as_ref().filter(|t| t.vid == vid) {
                     r.line.seen.note(t.vid, t.place, shared.clock.mono_micros());
                 }

@@ -60,17 +60,24 @@ impl Front {
     /// [`Front::start`], holding back the replies to requests that contain `mark` by
     /// `marked_delay_ms` (e.g. `}:configs`, a key only the admit call names).
     pub fn start_marking(port: u16, mark: &'static [u8]) -> Self {
-        Self::start_with(port, mark, false)
+        Self::start_with(port, mark, None)
     }
 
     /// [`Front::start`], answering the requests that contain `mark` with an error, without
     /// sending them on, while `fail_marked` is set (e.g. `}:joins:`, a key only the join call
     /// names: a visitor's polls fail, and never run, while the admission steps go on).
     pub fn start_failing(port: u16, mark: &'static [u8]) -> Self {
-        Self::start_with(port, mark, true)
+        Self::start_with(port, mark, Some(b""))
     }
 
-    fn start_with(port: u16, mark: &'static [u8], failing: bool) -> Self {
+    /// [`Front::start_failing`], and while `fail_marked` is set the replies to requests that
+    /// contain `late` are held back by `marked_delay_ms` too (calls that run, their answers
+    /// late: e.g. `}:configs`, the admit call's).
+    pub fn start_failing_and_late(port: u16, mark: &'static [u8], late: &'static [u8]) -> Self {
+        Self::start_with(port, mark, Some(late))
+    }
+
+    fn start_with(port: u16, mark: &'static [u8], failing: Option<&'static [u8]>) -> Self {
         use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
         use std::sync::Arc;
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -101,9 +108,9 @@ impl Front {
                 while let Ok((mut client, _)) = listener.accept().await {
                     let id = n.fetch_add(1, Ordering::SeqCst);
                     let (cut, delay, marked) = (cut.clone(), delay.clone(), marked.clone());
-                    if failing {
+                    if let Some(late) = failing {
                         let on = (fail.clone(), marked.clone());
-                        tokio::spawn(Self::forward_failing(client, port, mark, on));
+                        tokio::spawn(Self::forward_failing(client, port, (mark, late), on));
                         continue;
                     }
                     if !mark.is_empty() {
@@ -167,7 +174,7 @@ impl Front {
     async fn forward_failing(
         mut client: tokio::net::TcpStream,
         port: u16,
-        mark: &'static [u8],
+        (mark, late): (&'static [u8], &'static [u8]),
         on: (
             std::sync::Arc<std::sync::atomic::AtomicBool>,
             std::sync::Arc<std::sync::atomic::AtomicU64>,
@@ -180,30 +187,37 @@ impl Front {
         };
         let (mut cr, mut cw) = client.split();
         let (mut rr, mut rw) = redis.split();
-        // Per request, in order: when to send the front's error, or `None` for Redis's reply.
+        // Per request, in order: whether the front answers with an error, and not before when.
         let (slots, mut slot_of) =
-            tokio::sync::mpsc::unbounded_channel::<Option<tokio::time::Instant>>();
+            tokio::sync::mpsc::unbounded_channel::<(bool, tokio::time::Instant)>();
         let up = async {
             let (mut buf, mut pending) = ([0u8; 4096], Vec::new());
             while let Ok(k @ 1..) = cr.read(&mut buf).await {
                 pending.extend_from_slice(&buf[..k]);
                 while let Some(len) = resp_len(&pending) {
                     let request: Vec<u8> = pending.drain(..len).collect();
-                    let fail = on.0.load(Ordering::SeqCst)
-                        && request.windows(mark.len()).any(|w| w == mark);
+                    let has = |m: &[u8]| !m.is_empty() && request.windows(m.len()).any(|w| w == m);
+                    let faulty = on.0.load(Ordering::SeqCst);
+                    let fail = faulty && has(mark);
                     if !fail && rw.write_all(&request).await.is_err() {
                         return;
                     }
+                    let now = tokio::time::Instant::now();
                     let hold = Duration::from_millis(on.1.load(Ordering::SeqCst));
-                    let _ = slots.send(fail.then(|| tokio::time::Instant::now() + hold));
+                    let at = if fail || (faulty && has(late)) {
+                        now + hold
+                    } else {
+                        now
+                    };
+                    let _ = slots.send((fail, at));
                 }
             }
         };
         let down = async {
             let (mut buf, mut pending) = ([0u8; 4096], Vec::new());
-            while let Some(fail) = slot_of.recv().await {
-                let reply: Vec<u8> = if let Some(at) = fail {
-                    tokio::time::sleep_until(at).await;
+            while let Some((fail, at)) = slot_of.recv().await {
+                tokio::time::sleep_until(at).await;
+                let reply: Vec<u8> = if fail {
                     b"-ERR injected fault\r\n".to_vec()
                 } else {
                     loop {

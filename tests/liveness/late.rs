@@ -187,19 +187,49 @@ async fn visitors_polling_an_instance_cut_off_from_redis_keep_their_place() {
     }
 }
 
-/// Two instances, one of them (B) with every `join` reply held past `store.timeout` for 15 s
-/// (and whatever reply queues behind one on its connection: its admission steps are late by
-/// turns, its breaker opens and closes), the other (A) fine, under `closed`; visitors poll B
-/// each second. Nobody who kept polling is swept, and every turn A gives meanwhile is
-/// collected: one turn per visitor. Before (found by review), A's steps swept the line and
-/// gave turns that ran out after claim-ttl while the visitors' polls to B failed: B could not
-/// tell the store they were there.
+/// Two instances, one of them (B) with every `join` failing past `store.timeout` for 15 s
+/// (the error is late, and whatever reply queues behind it on B's connection: its admission
+/// steps are late by turns, its breaker opens and closes), the other (A) fine, under `closed`;
+/// visitors poll B each second. Nobody who kept polling is swept, and every turn A gives
+/// meanwhile is collected: one turn per visitor. Before (found by review), A's steps swept the
+/// line and gave turns that ran out after claim-ttl while the visitors' polls to B failed: B
+/// could not tell the store they were there.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn visitors_whose_polls_fail_while_the_steps_go_on_keep_their_place_and_turn() {
+    polls_lost_while_the_steps_go_on(b"", &[]).await;
+}
+
+/// The same with B's admission steps' answers late too (its snapshot stale: a turn A gave is
+/// not shown; B hears none of its steps) and its breaker open for longer than a poll's spacing:
+/// the notes B takes go with steps whose answers it never hears, and the turns are kept (with
+/// the admit step's claim keeping left out: every claim ran out). Whether the polls answered
+/// from the snapshot while the breaker is open are noted is not told apart here: the ones
+/// whose store call failed keep the claims alone in this run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn visitors_whose_instance_hears_none_of_its_steps_keep_their_turn() {
+    // Abandon-after long enough that the visitors' tickets are answered from the snapshot
+    // (not sent to the store) for the whole fault.
+    polls_lost_while_the_steps_go_on(
+        b"}:configs",
+        &[
+            ("breaker-failures = 3", "breaker-failures = 1"),
+            (
+                "breaker-cooldown = \"500ms\"",
+                "breaker-cooldown = \"1500ms\"",
+            ),
+            ("abandon-after = \"6s\"", "abandon-after = \"40s\""),
+        ],
+    )
+    .await;
+}
+
+/// Ten visitors in line through B, then 15 s of B's joins failing (and the replies to calls
+/// naming `late` late) while A admits; `changes` made to both configurations.
+async fn polls_lost_while_the_steps_go_on(late: &'static [u8], changes: &[(&str, &str)]) {
     const VISITORS: usize = 10;
     let redis = RedisServer::start();
     // `}:joins:` is named by the join call alone.
-    let front = common::faults::Front::start_failing(redis.port, b"}:joins:");
+    let front = common::faults::Front::start_failing_and_late(redis.port, b"}:joins:", late);
     let origin = Origin::start().await;
     let conf = |url: &str| {
         config(origin.addr, url)
@@ -209,6 +239,11 @@ async fn visitors_whose_polls_fail_while_the_steps_go_on_keep_their_place_and_tu
             )
             .replace("tick = \"100ms\"", "tick = \"500ms\"\nclaim-ttl = \"3s\"")
             + &format!("\n[admin]\ntoken = \"{TOKEN}\"\n")
+    };
+    let conf = |url: &str| {
+        changes
+            .iter()
+            .fold(conf(url), |c, (from, to)| c.replace(from, to))
     };
     let a = Proxy::start(&conf(&redis.url()));
     let b = Proxy::start(&conf(&front.url()));
