@@ -359,3 +359,58 @@ async fn a_visitor_id_from_elsewhere_is_asked_not_held_to_the_stricter_limit() {
     );
     assert_eq!(waiting(&proxy).await, before + 3);
 }
+
+/// A visitor who did the work, was let in and comes back within the marker's life (their order
+/// placed, a line again) is asked again, not held to the stricter limit: the admission clears
+/// the marker. Before (found by re-review), such a browser joined under the stricter limit,
+/// and behind an address whose no-script budget was used up got 429.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_visitor_let_in_and_back_is_asked_again() {
+    let origin = Origin::start().await;
+    let proxy = full_room(&origin).await;
+    let mut jar = Jar::default();
+    let (_, asked) = status(&proxy, &mut jar, None).await;
+    assert!(jar.get("anteroom_a.sale").is_some(), "asked: the marker");
+    let pow = solve(asked["challenge"].as_str().unwrap(), 12);
+    let (_, s) = status(&proxy, &mut jar, Some(&pow)).await;
+    assert_eq!(s["state"], "waiting", "{s}");
+    let max_active = |n: u64| {
+        let proxy = &proxy;
+        async move {
+            let (code, text) = admin_call(
+                proxy,
+                reqwest::Method::PATCH,
+                "/rooms/sale",
+                Some(TOKEN),
+                Some(serde_json::json!({ "max_active": n })),
+            )
+            .await;
+            assert_eq!(code, 200, "{text}");
+        }
+    };
+    max_active(50).await;
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let (_, s) = status(&proxy, &mut jar, None).await;
+        if s["state"] == "admitted" {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "not let in: {s}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        jar.get("anteroom_a.sale").is_none(),
+        "let in: the marker cleared"
+    );
+    // A line again; the visitor back without the admission (their order placed).
+    max_active(1).await;
+    eventually(Duration::from_secs(10), "a line again", || async {
+        let (_, s) = status(&proxy, &mut Jar::default(), None).await;
+        (s["state"] == "challenge").then_some(())
+    })
+    .await;
+    let mut back = jar.clone();
+    back.0.retain(|(k, _)| k != "anteroom_sale");
+    let (_, s) = status(&proxy, &mut back, None).await;
+    assert_eq!(s["state"], "challenge", "asked again: {s}");
+}

@@ -128,6 +128,18 @@ impl Proxy {
                 secure(shared, ctx),
             ));
         }
+        // Let in: the join challenge's marker that this visitor was asked goes, so that back
+        // within its life (their order placed, a line again) they are asked again rather than
+        // held to the stricter limit (found by re-review: such a browser got 429 behind an
+        // address whose no-script budget was used up). Clearing it spares a script no work.
+        if r.cfg.join_challenge.is_some() {
+            ctx.set_cookies.push(cookie::set_named(
+                &r.asked_cookie,
+                "",
+                0,
+                secure(shared, ctx),
+            ));
+        }
     }
 
     /// Places the visitor or lets them in: from the line's snapshot when their queue ticket
