@@ -140,7 +140,7 @@ if mine_ev then
     if cfgs[i] ~= ARGV[8] and theirs ~= '' and theirs ~= mine_ev then
       local seen = tonumber(redis.call('ZSCORE', KEYS[4], cfgs[i]))
       life = math.max(tonumber(life) or 0, tonumber(ARGV[9]))
-      if seen and seen > now - life then
+      if seen and seen > live - life then
         mixed_events = true
         break
       end
@@ -290,8 +290,13 @@ if step_no > 0 then
 end
 
 local expired = redis.call('ZREMRANGEBYSCORE', active, '-inf', now)
-redis.call('ZADD', KEYS[4], now, ARGV[8])
-local silent_since = now - tonumber(ARGV[9])
+-- Heartbeats are stamped on the liveness clock, not TIME: a pause of Redis (or of every
+-- instance) is no silence of an instance, or the first step after a pause longer than a
+-- heartbeat's life found every other instance gone, judged the events agreed by its own alone
+-- and stepped them: an opening another instance had moved later was recorded (found by
+-- re-review).
+redis.call('ZADD', KEYS[4], live, ARGV[8])
+local silent_since = live - tonumber(ARGV[9])
 -- Gone: silent past the caller's lifetime and past the instance's own (when it says it).
 local lives = {}
 for i = 1, #cfgs, 2 do
@@ -301,7 +306,7 @@ end
 local gone = {}
 for _, id in ipairs(redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', silent_since)) do
   local seen = tonumber(redis.call('ZSCORE', KEYS[4], id))
-  if not (lives[id] and seen > now - lives[id]) then
+  if not (lives[id] and seen > live - lives[id]) then
     gone[#gone + 1] = id
   end
 end

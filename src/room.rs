@@ -329,6 +329,11 @@ impl Room {
         self.live
             .queue_all
             .store(old.live.queue_all(), Ordering::Relaxed);
+        // And that the instances disagreed on the events: a reload during an outage let the
+        // policy admit as if they agreed (found by re-review: newcomers reached the shop).
+        self.live
+            .events_mixed
+            .store(old.live.events_mixed(), Ordering::Relaxed);
         self.live
             .waiting
             .store(old.live.waiting(), Ordering::Relaxed);
