@@ -348,18 +348,17 @@ fn configs_note(r: &Value) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
     #[test]
     fn a_token_is_trimmed_and_refused_with_anything_a_header_cannot_carry() {
-        let t =
-            |s: &str| super::Target::from_url("127.0.0.1:1", Some(s.to_string())).map(|t| t.token);
+        let t = |s: &str| Target::from_url("127.0.0.1:1", Some(s.to_string())).map(|t| t.token);
         assert_eq!(t("abc123\n").unwrap().as_deref(), Some("abc123"));
         assert_eq!(t(" abc123\r\n").unwrap().as_deref(), Some("abc123"));
         for bad in ["a\r\nX-Evil: 1", "ab c", "a\tb", "", "\n", "tök"] {
             assert!(t(bad).is_err(), "{bad:?}");
         }
     }
-
-    use super::*;
 
     #[test]
     fn the_changes_table_says_who_when_from_where_and_what() {

@@ -278,6 +278,27 @@ impl Seen {
         true
     }
 
+    /// A poll answered from the snapshot: noted, and its ticket's `seen` renewed (`true`), when
+    /// the note is due and can reach the store (`refresh`, see [`decide`]); noted without a
+    /// renewal when the store does not hear this instance (`store_answers` false: another
+    /// instance that reaches it notes the visitor as usual).
+    pub fn note_poll(
+        &self,
+        vid: VisitorId,
+        place: Place,
+        now: Micros,
+        refresh: bool,
+        store_answers: bool,
+    ) -> bool {
+        if refresh {
+            return self.note(vid, place, now);
+        }
+        if !store_answers {
+            self.note(vid, place, now);
+        }
+        false
+    }
+
     /// Takes up to [`FLUSH_MAX`] noted visitors for one call, dropping the notes older than
     /// `max_age` at `now` ([`note_max_age`]): a note that could not be sent for that long (the
     /// store away from this instance) no longer says the visitor is there.

@@ -86,10 +86,11 @@ impl Proxy {
                 };
                 // Only where the note can reach the store (see `line::decide`).
                 let refresh = store_answers && (since >= abandon / 4 || t.seen > now + 5);
-                if refresh && r.line.seen.note(t.vid, t.place, mono) {
+                if r.line
+                    .seen
+                    .note_poll(t.vid, t.place, mono, refresh, store_answers)
+                {
                     Self::give_ticket(shared, ctx, room, &Ticket { seen: now, ..*t });
-                } else if !store_answers {
-                    r.line.seen.note(t.vid, t.place, mono);
                 }
                 r.metrics.polls_edge.inc();
                 let status = Self::prequeue_status(
@@ -148,15 +149,16 @@ impl Proxy {
         if next.predicted.is_none() && !paused {
             next.predicted = Self::prediction(shared, room, position, eta_rate);
         }
-        if refresh && r.line.seen.note(t.vid, t.place, mono) {
+        // A poll the store does not hear is noted for the next admit step that reaches it (see
+        // `Proxy::answer_join`'s error arm): a turn given meanwhile that this instance's
+        // snapshot does not show yet (its steps' answers late) keeps its claim by it (found by
+        // re-review: such polls, answered here while the breaker was open, were not noted, and
+        // the turn ran out after claim-ttl).
+        if r.line
+            .seen
+            .note_poll(t.vid, t.place, mono, refresh, store_answers)
+        {
             next.seen = now;
-        } else if !store_answers {
-            // The store does not hear this poll: noted for the next admit step that reaches it,
-            // the ticket not renewed (see `Proxy::answer_join`'s error arm). A turn given
-            // meanwhile that this instance's snapshot does not show yet (its steps' answers
-            // late) keeps its claim by it (found by re-review: such polls, answered here while
-            // the breaker was open, were not noted, and the turn ran out after claim-ttl).
-            r.line.seen.note(t.vid, t.place, mono);
         }
         if next != *t {
             Self::give_ticket(shared, ctx, room, &next);
