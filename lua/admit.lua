@@ -157,9 +157,12 @@ end
 -- An instance whose events make this a drawn pre-queue says so for its heartbeat's lifetime:
 -- while instances disagree, join places no newcomer then, whatever the caller's own events (an
 -- instance not reloaded yet would place them first come, first served, ahead of the draw).
--- Said at every such step, so that it stands before the disagreement is seen.
+-- Said at every such step, so that it stands before the disagreement is seen. On the liveness
+-- clock, as the heartbeats: on TIME it ran out during a pause of Redis while the heartbeats did
+-- not, and the instance without the draw placed newcomers first come, first served until the
+-- drawn one stepped again (found on reading the diff).
 if in_pre and ev.draw then
-  redis.call('HSET', room, 'mixed_draw', string.format('%.0f', now + tonumber(ARGV[9])))
+  redis.call('HSET', room, 'mixed_draw', string.format('%.0f', live + tonumber(ARGV[9])))
 end
 stale_events = stale_events or mixed_events
 if in_pre then

@@ -251,7 +251,7 @@ end
 -- any live instance's events counts ('mixed_draw', admit.lua), not only the caller's: one whose
 -- file has no pre-queue yet (a rolling reload) placed them first come, first served, and they
 -- were let in at the opening ahead of every registrant (found by review).
-if mixed_events and ((in_pre and ev.draw) or (tonumber(h_mixed_draw) or 0) > now) then
+if mixed_events and ((in_pre and ev.draw) or (tonumber(h_mixed_draw) or 0) > live) then
   return { 9, 0, redis.call('ZCARD', waiting), '0', 0 }
 end
 -- A newcomer after the event's closing is turned away (and not counted against join-limit).

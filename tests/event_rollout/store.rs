@@ -1,0 +1,169 @@
+//! The store's side of a rolling change: two store clients (instances) on one Redis whose
+//! clocks are frozen and stepped together, so that a pause of Redis (time with no call) is a
+//! shift of both.
+
+use super::*;
+use anteroom::event::{AfterClose, Event};
+use anteroom::store::redis::{RedisStore, Target};
+use anteroom::store::VisitorId;
+use anteroom::store::{Admission, AdmitContext, EventsArg, JoinContext, RoomParams, Store};
+
+struct Pair {
+    _redis: RedisServer,
+    a: RedisStore,
+    b: RedisStore,
+    p: RoomParams,
+}
+
+impl Pair {
+    fn start(name: &str) -> Self {
+        let redis = RedisServer::start();
+        let store =
+            || RedisStore::new(Target::Single(redis.url()), Duration::from_secs(2)).unwrap();
+        let (a, b) = (store(), store());
+        a.freeze_clock();
+        b.freeze_clock();
+        let p = RoomParams {
+            name: name.into(),
+            admit_per_second: 10.0,
+            max_active: 10,
+            max_waiting: 1000,
+            session_ttl: Duration::from_secs(600),
+            claim_ttl: Duration::from_secs(60),
+            abandon_after: Duration::from_secs(60),
+            tick: Duration::from_millis(100),
+            queueing: Default::default(),
+        };
+        Pair {
+            _redis: redis,
+            a,
+            b,
+            p,
+        }
+    }
+
+    /// Both clocks on by `by` (no call between: a pause of Redis when long).
+    fn step(&self, by: Duration) {
+        self.a.shift_clock(by);
+        self.b.shift_clock(by);
+    }
+}
+
+/// A newcomer through `s`, whose events are `events` (none of them drawn).
+async fn newcomer(s: &RedisStore, p: &RoomParams, events: &EventsArg) -> Admission {
+    let ctx = JoinContext {
+        gate: None,
+        events: Some(events),
+        draws: &[],
+        events_version: None,
+    };
+    s.join_with(p, VisitorId::random(), &ctx).await.unwrap()
+}
+
+fn ctx(digest: &str, events: Option<EventsArg>) -> AdmitContext {
+    AdmitContext {
+        config: "c".into(),
+        events_config: digest.into(),
+        events,
+        ..AdmitContext::default()
+    }
+}
+
+/// Two instances whose events differ, then a pause of the store longer than a heartbeat's life
+/// (nobody could tick). The first step after it still finds the other instance live and the
+/// events mixed, whatever instance takes it; an instance that really stopped is gone after its
+/// life of steps. Before (found by re-review), heartbeats were stamped on TIME: the first step
+/// after a pause found the other gone, judged the events agreed and stepped them (an opening
+/// the other had moved later was recorded).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pause_of_the_store_is_no_silence_of_an_instance() {
+    let Pair { a, b, p, .. } = &Pair::start("paused");
+    let step = |by| {
+        a.shift_clock(by);
+        b.shift_clock(by);
+    };
+    for _ in 0..3 {
+        step(Duration::from_millis(100));
+        a.admit_with(p, &ctx("e1", None)).await.unwrap();
+        b.admit_with(p, &ctx("e2", None)).await.unwrap();
+    }
+    assert!(
+        a.admit_with(p, &ctx("e1", None))
+            .await
+            .unwrap()
+            .events_mixed
+    );
+    // Twenty seconds with no call (Redis paused): four times a heartbeat's life of 5 s.
+    step(Duration::from_secs(20));
+    let r = a.admit_with(p, &ctx("e1", None)).await.unwrap();
+    assert!(r.events_mixed, "the other instance is not gone by a pause");
+    assert_eq!(r.instances, 2);
+    // B stopped for good: gone after its life of A's steps.
+    let mut gone_after = None;
+    for i in 1..=100 {
+        step(Duration::from_millis(100));
+        if !a
+            .admit_with(p, &ctx("e1", None))
+            .await
+            .unwrap()
+            .events_mixed
+        {
+            gone_after = Some(i);
+            break;
+        }
+    }
+    let n = gone_after.expect("B judged gone");
+    // A life of 5 s on the liveness clock, the pause counting as one cap (a second).
+    assert!((35..=50).contains(&n), "after about 4 s of steps: {n}");
+}
+
+/// A rolling reload that adds a drawn pre-queue: A runs it, B not yet. While they disagree a
+/// newcomer through B is placed by nobody (B would place them first come, first served, ahead
+/// of the draw), and a pause of the store longer than a heartbeat's life changes nothing: the
+/// first calls after it (B's step, then B's newcomer, before A has ticked again) still hold
+/// the newcomer. Before (found on reading the diff), A's word that the room is drawn ran out
+/// on Redis TIME while the heartbeats ran on the liveness clock: after the pause B placed the
+/// newcomer first come, first served until A's next step.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pause_of_the_store_keeps_newcomers_out_of_a_draw_in_rollout() {
+    let pair = Pair::start("rollout-draw");
+    let (a, b, p) = (&pair.a, &pair.b, &pair.p);
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_micros() as u64;
+    let drop = Event {
+        name: "drop".into(),
+        prequeue_from: now - 1_000_000,
+        opens_at: now + 600_000_000,
+        closes_at: None,
+        draw: true,
+        after_close: AfterClose::Keep,
+        admit_per_second: None,
+        max_active: None,
+        utc_offset: 0,
+    };
+    let drawn = EventsArg::of(std::slice::from_ref(&drop));
+    let none = EventsArg::of(&[]);
+    for _ in 0..3 {
+        pair.step(Duration::from_millis(100));
+        a.admit_with(p, &ctx("drawn", Some(drawn.clone())))
+            .await
+            .unwrap();
+        b.admit_with(p, &ctx("none", Some(none.clone())))
+            .await
+            .unwrap();
+    }
+    let held = |a: &Admission| matches!(a, Admission::Unplaced { .. });
+    let before = newcomer(b, p, &none).await;
+    assert!(held(&before), "placed while they disagree: {before:?}");
+    // Twenty seconds with no call (Redis paused), then B first.
+    pair.step(Duration::from_secs(20));
+    let r = b
+        .admit_with(p, &ctx("none", Some(none.clone())))
+        .await
+        .unwrap();
+    assert!(r.events_mixed, "A is not gone by a pause");
+    let after = newcomer(b, p, &none).await;
+    assert!(held(&after), "placed after a pause: {after:?}");
+}
