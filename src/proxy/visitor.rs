@@ -173,12 +173,14 @@ impl Proxy {
         // by review: a visitor in line polling without its ticket was told 429 by a flood from
         // its network's newcomers, and lost the place for silence).
         let mut gate = gate;
+        let mut local_wait = None;
         if let Some(g) = gate.as_mut().filter(|_| ticket.is_none()) {
             if let Some(retry_after) = r.prelimit.check(g) {
                 if !had_vid {
                     return Verdict::Limited { retry_after };
                 }
                 g.known_only = true;
+                local_wait = Some(retry_after);
             }
         }
         // A ticket that vouches for a place held lately (see `challenge::holds_place`) is no new
@@ -222,6 +224,15 @@ impl Proxy {
             shared.warn_store_error(e);
             return Verdict::Wait(Self::on_hold(shared, room));
         }
+        // The store refuses such a newcomer without a count of its own, so its wait says
+        // nothing: this instance's window does (found by review: `Retry-After: 1` whatever
+        // was left, and a refused page reloaded every second, each reload a store call).
+        let joined = match (known_only.then_some(local_wait).flatten(), joined) {
+            (Some(wait), Ok(Admission::Limited { retry_after })) => Ok(Admission::Limited {
+                retry_after: retry_after.max(wait),
+            }),
+            (_, joined) => joined,
+        };
         Self::answer_join(shared, ctx, room, vid, ticket, joined, uncounted)
     }
 
