@@ -1,6 +1,8 @@
 //! The conformance suite on Redis: standalone, and a three-master cluster.
 
+#[path = "../common/mod.rs"]
 mod common;
+#[path = "../conformance/mod.rs"]
 mod conformance;
 
 use std::sync::Arc;
@@ -9,6 +11,9 @@ use std::time::Duration;
 use anteroom::store::redis::{RedisStore, Target};
 use anteroom::store::Store;
 use common::redis::{RedisCluster, RedisServer};
+
+mod connections;
+mod markers;
 
 /// Kept only so the servers live (and are killed) with the harness.
 #[allow(dead_code)]
@@ -197,79 +202,6 @@ async fn a_room_in_another_key_layout_is_refused_loudly() {
     );
 }
 
-/// The milliseconds left of `v`'s consumed marker in `p`'s room.
-fn marker_pttl(
-    server: &RedisServer,
-    p: &anteroom::store::RoomParams,
-    v: anteroom::store::VisitorId,
-) -> i64 {
-    let key = format!("{{anteroom:{}}}:consumed:{v}", p.name);
-    common::redis::raw(server.port, &format!("PTTL {key}"))
-        .and_then(|r| r.trim().trim_start_matches(':').parse().ok())
-        .expect("the marker's PTTL")
-}
-
-/// The key that keeps a used admission used lives as long as every cookie of it (the
-/// conformance test `a_marker_outlives_every_cookie_of_the_admission` cannot show it on Redis:
-/// there the harness moves the scripts' clock, while a key expires in Redis's own time).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_used_marker_lives_as_long_as_every_cookie_of_the_admission() {
-    use anteroom::store::{Consumed, Order, RequestId, Settle, Settled};
-    let server = RedisServer::start();
-    let store = RedisStore::new(Target::Single(server.url()), Duration::from_secs(2)).unwrap();
-    let mut p = conformance::room("marker-life", 100.0, 10);
-    p.session_ttl = Duration::from_secs(200);
-    let v = conformance::occupy(&store, &p).await;
-    assert!(store.touch(&p, v).await.unwrap(), "renewed for 200 s");
-    // A reload lowers session-ttl; the order comes with the older cookie (99 s left).
-    p.session_ttl = Duration::from_secs(10);
-    let o = Order {
-        request: RequestId::random(),
-        grace: Duration::from_secs(10),
-        vouched: true,
-        cookie_life: Duration::from_secs(99),
-        cookie_expires: 0,
-        generation: None,
-    };
-    assert_eq!(store.consume(&p, v, &o).await.unwrap(), Consumed::Won);
-    let done = store.settle(&p, v, &o.request, Settle::Confirm).await;
-    assert_eq!(done.unwrap(), Settled::Done);
-    let pttl = marker_pttl(&server, &p, v);
-    // The renewed cookie runs 200 s; the marker outlives it by the 60 s margin.
-    assert!(pttl >= 255_000, "the marker lives {pttl} ms");
-}
-
-/// A beat of an order in flight keeps the marker's life (the conformance test
-/// `a_heartbeat_does_not_shorten_the_marker` cannot show it on Redis, for the reason above):
-/// the consume gave it the cookie's hour; a beat set it to today's session-ttl + margin
-/// (found by review).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_heartbeat_keeps_the_markers_life() {
-    use anteroom::store::{Consumed, Order, RequestId, Settle, Settled};
-    let server = RedisServer::start();
-    let store = RedisStore::new(Target::Single(server.url()), Duration::from_secs(2)).unwrap();
-    let mut p = conformance::room("beat-life", 100.0, 10);
-    p.session_ttl = Duration::from_secs(60);
-    let v = conformance::occupy(&store, &p).await;
-    let o = Order {
-        request: RequestId::random(),
-        grace: Duration::from_secs(10),
-        vouched: true,
-        cookie_life: Duration::from_secs(3600),
-        cookie_expires: 0,
-        generation: None,
-    };
-    assert_eq!(store.consume(&p, v, &o).await.unwrap(), Consumed::Won);
-    let beat = store
-        .settle(&p, v, &o.request, Settle::Extend(o.grace))
-        .await;
-    assert_eq!(beat.unwrap(), Settled::Done);
-    let done = store.settle(&p, v, &o.request, Settle::Confirm).await;
-    assert_eq!(done.unwrap(), Settled::Done);
-    let pttl = marker_pttl(&server, &p, v);
-    assert!(pttl >= 3_600_000, "the marker lives {pttl} ms");
-}
-
 /// Instances that run a room with different `abandon-after` (a SIGHUP that reached one first):
 /// the line is swept by the longest, so a visitor who polls the instance with the longer one
 /// (its liveness refreshed every quarter of it) is not dropped by the other's sweep (found by
@@ -329,166 +261,6 @@ async fn the_line_is_swept_by_the_longest_abandon_after_of_the_instances() {
         short.admit(&p).await.unwrap();
     }
     assert_eq!(short.stats(&p).await.unwrap().abandoned_total, 1);
-}
-
-/// A pending marker, before and after a heartbeat, reads as pending to the version before the
-/// liveness deadline (its `read_marker` pattern, run in Redis here), so that a rolling upgrade
-/// cannot let an old instance take a second order under a new one's pending order. The first
-/// try wrote the liveness deadline as a fifth field, which the old pattern read as a confirmed
-/// marker, and the old consume took a second order while the session was held (found by
-/// review).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_pending_marker_reads_as_pending_to_the_version_before() {
-    use anteroom::store::{Consumed, Order, RequestId, Settle, Settled};
-    let server = RedisServer::start();
-    let store = RedisStore::new(Target::Single(server.url()), Duration::from_secs(2)).unwrap();
-    let p = conformance::room("compat", 100.0, 10);
-    let v = conformance::occupy(&store, &p).await;
-    let o = Order {
-        request: RequestId::random(),
-        grace: Duration::from_secs(10),
-        vouched: true,
-        cookie_life: Duration::from_secs(600),
-        cookie_expires: 0,
-        generation: None,
-    };
-    assert_eq!(store.consume(&p, v, &o).await.unwrap(), Consumed::Won);
-    let mut conn = common::redis::connect(&server.url()).await;
-    let key = format!("{{anteroom:{}}}:consumed:{v}", p.name);
-    // The pattern of `read_marker` before 2026-12-03 (b18a061^).
-    let old_read = "local v = redis.call('GET', KEYS[1]) \
-        local kind, req, deadline, held = string.match(v, '^(%a) (%S+) ?(%d*) ?(%d*)$') \
-        if not kind then return {'c', v} end return {kind, deadline}";
-    for step in ["consume", "beat"] {
-        let (kind, deadline): (String, String) = ::redis::cmd("EVAL")
-            .arg(old_read)
-            .arg(1)
-            .arg(&key)
-            .query_async(&mut conn)
-            .await
-            .unwrap();
-        assert_eq!(kind, "p", "after the {step}: read as {kind}");
-        assert!(
-            deadline.parse::<u64>().is_ok(),
-            "after the {step}: {deadline:?}"
-        );
-        let beat = store
-            .settle(&p, v, &o.request, Settle::Extend(o.grace))
-            .await;
-        assert_eq!(beat.unwrap(), Settled::Done);
-    }
-}
-
-/// A connection whose calls only time out is made again: the client reconnects after an I/O
-/// error but never after a timeout, so a connection a middlebox swallowed (or an address that
-/// failed over without resetting it) stayed in use for good, every call timing out, while a new
-/// connection worked (found by review). Here a forwarder swallows whatever arrives on the
-/// connections open when it is cut, and forwards new ones.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_connection_that_only_times_out_is_made_again() {
-    use std::sync::atomic::Ordering;
-    let server = RedisServer::start();
-    // Connections numbered below `swallow_below` lose what they are sent.
-    let front = common::faults::Front::start(server.port);
-    let (next, swallow_below) = (front.connections.clone(), front.swallow_below.clone());
-    let store = RedisStore::new(Target::Single(front.url()), Duration::from_millis(300)).unwrap();
-    let p = conformance::room("swallowed", 10.0, 10);
-    store.stats(&p).await.expect("through the forwarder");
-    swallow_below.store(next.load(Ordering::SeqCst), Ordering::SeqCst);
-    assert!(
-        store.stats(&p).await.is_err(),
-        "the cut connection times out"
-    );
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    let mut calls = 1;
-    loop {
-        calls += 1;
-        if store.stats(&p).await.is_ok() {
-            break;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "still timing out after {calls} calls"
-        );
-    }
-    assert!(
-        calls <= 5,
-        "a new connection after a few timeouts, not {calls} calls"
-    );
-}
-
-/// The same on a Redis Cluster, for one node: a middlebox swallows what goes to it, its
-/// rooms' calls only time out while the other nodes' rooms are answered. The connection is
-/// made again beside the one in use, and the other rooms' calls go on meanwhile (found by
-/// re-review: never made again while other rooms were answered, the node's rooms stayed down
-/// until a restart; made again in place, the healthy rooms' calls waited with it).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_cluster_nodes_swallowed_connection_is_made_again_while_the_others_answer() {
-    use common::redis::raw;
-    use std::sync::atomic::Ordering;
-    let cluster = RedisCluster::start_with(&["--cluster-require-full-coverage", "no"]);
-    // Node 2 reached through a forwarder: the cluster tells its clients the forwarder's port.
-    let front = common::faults::Front::start(cluster.nodes[2].port);
-    let port = front.addr.port().to_string();
-    raw(
-        cluster.nodes[2].port,
-        &format!("CONFIG SET cluster-announce-port {port}"),
-    )
-    .expect("announced");
-    common::eventually(Duration::from_secs(10), "the forwarder announced", || {
-        let port = port.clone();
-        let seed = cluster.nodes[0].port;
-        async move {
-            raw(seed, "CLUSTER SLOTS")
-                .filter(|r| r.contains(&format!("\r\n:{port}\r\n")))
-                .map(|_| ())
-        }
-    })
-    .await;
-    let node_of = |name: &str| {
-        let slot = raw(
-            cluster.nodes[0].port,
-            &format!("CLUSTER KEYSLOT {{anteroom:{name}}}:room"),
-        )
-        .and_then(|r| r.trim_start_matches(':').trim().parse::<u64>().ok())
-        .expect("a slot");
-        (slot * 3 / 16384) as usize
-    };
-    let room_on = |node: usize| {
-        let name = (0..100)
-            .map(|i| format!("swallowed{i}"))
-            .find(|n| node_of(n) == node)
-            .expect("a room there");
-        let mut p = conformance::room("x", 10.0, 10);
-        p.name = Arc::from(name.as_str());
-        p
-    };
-    let (far, near) = (room_on(2), room_on(0));
-    let seeds = vec![cluster.nodes[0].url(), cluster.nodes[1].url()];
-    let store = RedisStore::new(Target::Cluster(seeds), Duration::from_millis(300)).unwrap();
-    store.stats(&far).await.expect("through the forwarder");
-    store.stats(&near).await.expect("straight");
-    front
-        .swallow_below
-        .store(front.connections.load(Ordering::SeqCst), Ordering::SeqCst);
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    let mut near_failed = 0;
-    loop {
-        if store.stats(&near).await.is_err() {
-            near_failed += 1;
-        }
-        if store.stats(&far).await.is_ok() {
-            break;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the swallowed node's room still timing out"
-        );
-    }
-    assert_eq!(
-        near_failed, 0,
-        "the other node's room was answered throughout"
-    );
 }
 
 /// A failover that lost the revocation log's newest writes, to a replica whose clock is behind:

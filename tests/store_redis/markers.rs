@@ -1,0 +1,122 @@
+use super::*;
+
+/// The milliseconds left of `v`'s consumed marker in `p`'s room.
+fn marker_pttl(
+    server: &RedisServer,
+    p: &anteroom::store::RoomParams,
+    v: anteroom::store::VisitorId,
+) -> i64 {
+    let key = format!("{{anteroom:{}}}:consumed:{v}", p.name);
+    common::redis::raw(server.port, &format!("PTTL {key}"))
+        .and_then(|r| r.trim().trim_start_matches(':').parse().ok())
+        .expect("the marker's PTTL")
+}
+
+/// The key that keeps a used admission used lives as long as every cookie of it (the
+/// conformance test `a_marker_outlives_every_cookie_of_the_admission` cannot show it on Redis:
+/// there the harness moves the scripts' clock, while a key expires in Redis's own time).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_used_marker_lives_as_long_as_every_cookie_of_the_admission() {
+    use anteroom::store::{Consumed, Order, RequestId, Settle, Settled};
+    let server = RedisServer::start();
+    let store = RedisStore::new(Target::Single(server.url()), Duration::from_secs(2)).unwrap();
+    let mut p = conformance::room("marker-life", 100.0, 10);
+    p.session_ttl = Duration::from_secs(200);
+    let v = conformance::occupy(&store, &p).await;
+    assert!(store.touch(&p, v).await.unwrap(), "renewed for 200 s");
+    // A reload lowers session-ttl; the order comes with the older cookie (99 s left).
+    p.session_ttl = Duration::from_secs(10);
+    let o = Order {
+        request: RequestId::random(),
+        grace: Duration::from_secs(10),
+        vouched: true,
+        cookie_life: Duration::from_secs(99),
+        cookie_expires: 0,
+        generation: None,
+    };
+    assert_eq!(store.consume(&p, v, &o).await.unwrap(), Consumed::Won);
+    let done = store.settle(&p, v, &o.request, Settle::Confirm).await;
+    assert_eq!(done.unwrap(), Settled::Done);
+    let pttl = marker_pttl(&server, &p, v);
+    // The renewed cookie runs 200 s; the marker outlives it by the 60 s margin.
+    assert!(pttl >= 255_000, "the marker lives {pttl} ms");
+}
+
+/// A beat of an order in flight keeps the marker's life (the conformance test
+/// `a_heartbeat_does_not_shorten_the_marker` cannot show it on Redis, for the reason above):
+/// the consume gave it the cookie's hour; a beat set it to today's session-ttl + margin
+/// (found by review).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_heartbeat_keeps_the_markers_life() {
+    use anteroom::store::{Consumed, Order, RequestId, Settle, Settled};
+    let server = RedisServer::start();
+    let store = RedisStore::new(Target::Single(server.url()), Duration::from_secs(2)).unwrap();
+    let mut p = conformance::room("beat-life", 100.0, 10);
+    p.session_ttl = Duration::from_secs(60);
+    let v = conformance::occupy(&store, &p).await;
+    let o = Order {
+        request: RequestId::random(),
+        grace: Duration::from_secs(10),
+        vouched: true,
+        cookie_life: Duration::from_secs(3600),
+        cookie_expires: 0,
+        generation: None,
+    };
+    assert_eq!(store.consume(&p, v, &o).await.unwrap(), Consumed::Won);
+    let beat = store
+        .settle(&p, v, &o.request, Settle::Extend(o.grace))
+        .await;
+    assert_eq!(beat.unwrap(), Settled::Done);
+    let done = store.settle(&p, v, &o.request, Settle::Confirm).await;
+    assert_eq!(done.unwrap(), Settled::Done);
+    let pttl = marker_pttl(&server, &p, v);
+    assert!(pttl >= 3_600_000, "the marker lives {pttl} ms");
+}
+
+/// A pending marker, before and after a heartbeat, reads as pending to the version before the
+/// liveness deadline (its `read_marker` pattern, run in Redis here), so that a rolling upgrade
+/// cannot let an old instance take a second order under a new one's pending order. The first
+/// try wrote the liveness deadline as a fifth field, which the old pattern read as a confirmed
+/// marker, and the old consume took a second order while the session was held (found by
+/// review).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pending_marker_reads_as_pending_to_the_version_before() {
+    use anteroom::store::{Consumed, Order, RequestId, Settle, Settled};
+    let server = RedisServer::start();
+    let store = RedisStore::new(Target::Single(server.url()), Duration::from_secs(2)).unwrap();
+    let p = conformance::room("compat", 100.0, 10);
+    let v = conformance::occupy(&store, &p).await;
+    let o = Order {
+        request: RequestId::random(),
+        grace: Duration::from_secs(10),
+        vouched: true,
+        cookie_life: Duration::from_secs(600),
+        cookie_expires: 0,
+        generation: None,
+    };
+    assert_eq!(store.consume(&p, v, &o).await.unwrap(), Consumed::Won);
+    let mut conn = common::redis::connect(&server.url()).await;
+    let key = format!("{{anteroom:{}}}:consumed:{v}", p.name);
+    // The pattern of `read_marker` before 2026-12-03 (b18a061^).
+    let old_read = "local v = redis.call('GET', KEYS[1]) \
+        local kind, req, deadline, held = string.match(v, '^(%a) (%S+) ?(%d*) ?(%d*)$') \
+        if not kind then return {'c', v} end return {kind, deadline}";
+    for step in ["consume", "beat"] {
+        let (kind, deadline): (String, String) = ::redis::cmd("EVAL")
+            .arg(old_read)
+            .arg(1)
+            .arg(&key)
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        assert_eq!(kind, "p", "after the {step}: read as {kind}");
+        assert!(
+            deadline.parse::<u64>().is_ok(),
+            "after the {step}: {deadline:?}"
+        );
+        let beat = store
+            .settle(&p, v, &o.request, Settle::Extend(o.grace))
+            .await;
+        assert_eq!(beat.unwrap(), Settled::Done);
+    }
+}
