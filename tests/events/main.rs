@@ -16,6 +16,7 @@ use common::sale::*;
 use common::*;
 use serde_json::Value;
 
+mod admin_view;
 mod recovery;
 mod runtime;
 
