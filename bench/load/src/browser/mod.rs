@@ -11,10 +11,15 @@ use hyper::{Method, Request};
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
-use serde::Deserialize;
 
 use crate::eta::{self, Prediction};
 use crate::shop::SHOP_HEADER;
+
+mod jar;
+mod page;
+
+pub use jar::CookieJar;
+use page::{page_position, page_wait, parse_status, Status};
 
 pub type HttpClient = Client<HttpConnector, Full<Bytes>>;
 
@@ -35,59 +40,6 @@ pub fn client() -> HttpClient {
     Client::builder(TokioExecutor::new())
         .pool_idle_timeout(Duration::from_secs(30))
         .build(connector)
-}
-
-/// A browser's cookies: name → value, sent back as one `Cookie` header.
-#[derive(Debug, Default, Clone)]
-pub struct CookieJar {
-    cookies: Vec<(String, String)>,
-}
-
-impl CookieJar {
-    /// Takes in one `Set-Cookie` value: `name=value` before the first `;`; an empty value or
-    /// `Max-Age=0` (or a negative one) removes the cookie.
-    pub fn store(&mut self, set_cookie: &str) {
-        let mut parts = set_cookie.split(';');
-        let Some((name, value)) = parts.next().and_then(|nv| nv.split_once('=')) else {
-            return;
-        };
-        let (name, value) = (name.trim(), value.trim());
-        if name.is_empty() {
-            return;
-        }
-        let expired = parts.any(|attr| {
-            attr.split_once('=').is_some_and(|(k, v)| {
-                k.trim().eq_ignore_ascii_case("max-age")
-                    && v.trim().parse::<i64>().is_ok_and(|s| s <= 0)
-            })
-        });
-        self.cookies.retain(|(n, _)| n != name);
-        if !expired && !value.is_empty() {
-            self.cookies.push((name.to_string(), value.to_string()));
-        }
-    }
-
-    #[cfg(test)]
-    pub fn get(&self, name: &str) -> Option<&str> {
-        self.cookies
-            .iter()
-            .find(|(n, _)| n == name)
-            .map(|(_, v)| v.as_str())
-    }
-
-    /// The `Cookie` header, `None` when the jar is empty.
-    pub fn header(&self) -> Option<String> {
-        if self.cookies.is_empty() {
-            return None;
-        }
-        Some(
-            self.cookies
-                .iter()
-                .map(|(n, v)| format!("{n}={v}"))
-                .collect::<Vec<_>>()
-                .join("; "),
-        )
-    }
 }
 
 /// Latency classes of the report.
@@ -179,50 +131,6 @@ impl Reply {
     fn latency(&self) -> u32 {
         self.done.saturating_sub(self.sent).min(u32::MAX as u64) as u32
     }
-}
-
-#[derive(Debug, Deserialize)]
-struct Status {
-    state: Option<String>,
-    position: Option<u64>,
-    retry_after_ms: Option<u64>,
-    // Kept as JSON values: an unexpected form makes no prediction, never a failed status.
-    eta_seconds: Option<serde_json::Value>,
-    eta_low_seconds: Option<serde_json::Value>,
-    eta_high_seconds: Option<serde_json::Value>,
-}
-
-impl Status {
-    fn prediction(&self) -> Option<Prediction> {
-        eta::from_status(
-            self.eta_seconds.as_ref(),
-            self.eta_low_seconds.as_ref(),
-            self.eta_high_seconds.as_ref(),
-        )
-    }
-}
-
-/// The first wait on the waiting page, as its script reads it: the built-in page sets
-/// `var wait = MILLISECONDS;` (the server's `retry_after_ms`). `Retry-After` is whole seconds;
-/// a browser with JavaScript uses the milliseconds, so the tool does too.
-fn page_wait(body: &[u8]) -> Option<Duration> {
-    page_var(body, "var wait = ").map(Duration::from_millis)
-}
-
-/// The place the waiting page shows (`var pos = N;`, 0 when it has none).
-fn page_position(body: &[u8]) -> Option<u64> {
-    page_var(body, "var pos = ").filter(|p| *p > 0)
-}
-
-fn page_var(body: &[u8], var: &str) -> Option<u64> {
-    let text = std::str::from_utf8(body).ok()?;
-    let rest = &text[text.find(var)? + var.len()..];
-    let digits: String = rest.chars().take_while(|c| c.is_ascii_digit()).collect();
-    digits.parse().ok()
-}
-
-fn parse_status(body: &[u8]) -> Option<Status> {
-    serde_json::from_slice(body).ok()
 }
 
 enum Step {
@@ -554,195 +462,4 @@ impl Browser {
 }
 
 #[cfg(test)]
-mod tests {
-
-    #[test]
-    fn the_first_wait_comes_from_the_page_script() {
-        let page = b"<script>\n  var wait = 2345;\n  var x = 1;</script>";
-        assert_eq!(page_wait(page), Some(Duration::from_millis(2345)));
-        assert_eq!(page_wait(b"<p>no script</p>"), None);
-        assert_eq!(page_wait(b"var wait = ;"), None);
-    }
-
-    use super::*;
-    use std::collections::HashMap;
-    use std::convert::Infallible;
-    use std::sync::Mutex;
-
-    use hyper::body::Incoming;
-    use hyper::service::service_fn;
-    use hyper::{Response, StatusCode};
-    use hyper_util::rt::TokioIo;
-
-    /// A stand-in waiting room: the first `/products` gets the waiting page and a visitor id;
-    /// the first status poll says waiting (position 1), the second admits; an order with the
-    /// admission is the shop's and clears it; an order without one is a 409.
-    async fn fake_room(order_fails_first: bool) -> String {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let polls: Arc<Mutex<HashMap<String, u32>>> = Arc::default();
-        let order_failed = Arc::new(std::sync::atomic::AtomicBool::new(!order_fails_first));
-        tokio::spawn(async move {
-            loop {
-                let (stream, _) = listener.accept().await.unwrap();
-                let polls = polls.clone();
-                let order_failed = order_failed.clone();
-                tokio::spawn(async move {
-                    let svc = service_fn(move |req: Request<Incoming>| {
-                        let polls = polls.clone();
-                        let order_failed = order_failed.clone();
-                        async move {
-                            let cookie = req
-                                .headers()
-                                .get(COOKIE)
-                                .and_then(|c| c.to_str().ok())
-                                .unwrap_or("")
-                                .to_string();
-                            let admitted = cookie.contains("anteroom_sale=ok");
-                            let vid = cookie.contains("anteroom_vid=v1");
-                            let r = Response::builder();
-                            let r = match (req.method().as_str(), req.uri().path()) {
-                                ("GET", "/products") if admitted => {
-                                    r.header(SHOP_HEADER, "1").body("shop".to_string())
-                                }
-                                ("GET", "/products") => r
-                                    .header(RETRY_AFTER, "0")
-                                    .header(SET_COOKIE, "anteroom_vid=v1; Max-Age=86400; Path=/")
-                                    .body("waiting page".to_string()),
-                                ("GET", "/.anteroom/status") if vid => {
-                                    assert_eq!(req.uri().query(), Some("room=sale"));
-                                    let mut p = polls.lock().unwrap();
-                                    let n = p.entry("v1".into()).or_insert(0);
-                                    *n += 1;
-                                    if *n == 1 {
-                                        r.body(r#"{"room":"sale","state":"waiting","position":1,"waiting":1,"eta_seconds":1,"retry_after_ms":10}"#.to_string())
-                                    } else {
-                                        r.header(SET_COOKIE, "anteroom_sale=ok; Max-Age=600; Path=/")
-                                            .body(r#"{"room":"sale","state":"admitted","position":null,"waiting":0,"eta_seconds":null,"retry_after_ms":10}"#.to_string())
-                                    }
-                                }
-                                ("POST", "/orders") if admitted => {
-                                    if !order_failed.swap(true, std::sync::atomic::Ordering::SeqCst)
-                                    {
-                                        r.status(StatusCode::SERVICE_UNAVAILABLE)
-                                            .header(RETRY_AFTER, "5")
-                                            .body(
-                                                r#"{"room":"sale","state":"error","status":503}"#
-                                                    .to_string(),
-                                            )
-                                    } else {
-                                        r.header(SHOP_HEADER, "1")
-                                            .header(SET_COOKIE, "anteroom_sale=; Max-Age=0; Path=/")
-                                            .body("ordered".to_string())
-                                    }
-                                }
-                                ("POST", "/orders") => r
-                                    .status(StatusCode::CONFLICT)
-                                    .body(r#"{"room":"sale","state":"consumed"}"#.to_string()),
-                                _ => r.status(StatusCode::NOT_FOUND).body(String::new()),
-                            };
-                            Ok::<_, Infallible>(r.unwrap().map(|b| Full::new(Bytes::from(b))))
-                        }
-                    });
-                    let _ = hyper::server::conn::http1::Builder::new()
-                        .serve_connection(TokioIo::new(stream), svc)
-                        .await;
-                });
-            }
-        });
-        format!("http://{addr}")
-    }
-
-    fn env(target: String) -> Arc<Env> {
-        Arc::new(Env {
-            client: client(),
-            targets: vec![target],
-            host: None,
-            room: "sale".into(),
-            t0: Instant::now(),
-            live: Arc::new(Live::default()),
-        })
-    }
-
-    #[tokio::test]
-    async fn a_browser_waits_polls_is_admitted_and_orders() {
-        let env = env(fake_room(false).await);
-        let mut b = Browser::new(env.clone(), 1, Duration::ZERO);
-        let mut rec = Record::default();
-        b.run(&mut rec).await;
-        assert_eq!(rec.outcome, Outcome::Ordered);
-        assert_eq!(rec.polls, 2);
-        assert_eq!(rec.first_position, Some(1));
-        let (js, jd, ad, lw, od) = (
-            rec.join_sent.unwrap(),
-            rec.join_done.unwrap(),
-            rec.admitted_done.unwrap(),
-            rec.last_waiting_sent.unwrap(),
-            rec.ordered_done.unwrap(),
-        );
-        assert!(js <= jd && jd <= lw && lw < ad && ad <= od, "{rec:?}");
-        // The page had no ETA; the first poll's `eta_seconds` is the prediction, from its send.
-        let eta = rec.predicted.expect("the first poll's eta");
-        assert_eq!((eta.secs, eta.range), (1.0, None));
-        assert!(
-            rec.predicted_at.is_some_and(|t| t > jd && t <= lw),
-            "{rec:?}"
-        );
-        let classes: Vec<Class> = rec.latencies.iter().map(|l| l.0).collect();
-        assert_eq!(
-            classes,
-            vec![
-                Class::WaitingPage,
-                Class::StatusPoll,
-                Class::StatusPoll,
-                Class::AdmittedRequest,
-                Class::AdmittedRequest
-            ]
-        );
-        assert_eq!(rec.order_attempts, 1);
-        assert_eq!(
-            rec.consumed_conflicts + rec.origin_errors + rec.unexpected,
-            0
-        );
-        assert_eq!(b.jar.header().as_deref(), Some("anteroom_vid=v1"));
-        assert_eq!(env.live.ordered.load(Ordering::Relaxed), 1);
-        assert_eq!(env.live.waiting.load(Ordering::Relaxed), 0);
-    }
-
-    #[tokio::test]
-    async fn an_order_the_origin_failed_is_retried() {
-        let env = env(fake_room(true).await);
-        let mut b = Browser::new(env, 1, Duration::ZERO);
-        let mut rec = Record::default();
-        b.run(&mut rec).await;
-        assert_eq!(rec.outcome, Outcome::Ordered);
-        assert_eq!(rec.order_attempts, 2);
-        assert_eq!(rec.origin_errors, 1);
-        assert_eq!(rec.anteroom_errors, 0);
-    }
-
-    #[test]
-    fn cookie_jar_sets_replaces_and_removes() {
-        let mut j = CookieJar::default();
-        assert_eq!(j.header(), None);
-        j.store("anteroom_vid=abc123; Max-Age=86400; Path=/; HttpOnly; SameSite=Lax");
-        j.store("anteroom_sale=1.abc.99.k1.sig; Max-Age=600; Path=/; HttpOnly");
-        assert_eq!(j.get("anteroom_vid"), Some("abc123"));
-        assert_eq!(
-            j.header().as_deref(),
-            Some("anteroom_vid=abc123; anteroom_sale=1.abc.99.k1.sig")
-        );
-        j.store("anteroom_vid=def; Path=/");
-        assert_eq!(j.get("anteroom_vid"), Some("def"));
-        j.store("anteroom_sale=; Max-Age=0; Path=/; HttpOnly; SameSite=Lax");
-        assert_eq!(j.get("anteroom_sale"), None);
-        j.store("anteroom_vid=gone; max-age = 0");
-        assert_eq!(j.get("anteroom_vid"), None);
-        assert_eq!(j.header(), None);
-        // A value with '=' in it is kept whole; junk is ignored.
-        j.store("t=a=b; Path=/");
-        j.store("novalue");
-        j.store("=x");
-        assert_eq!(j.header().as_deref(), Some("t=a=b"));
-    }
-}
+mod tests;
