@@ -149,6 +149,7 @@ impl Builder<'_> {
         share_upstream_caps(&mut rooms, &upstreams);
         self.events_within_upstream_caps(&rooms, &upstreams);
         self.warn_stalls_past_the_cap(&rooms, &upstreams, &server, listen.https.is_some());
+        self.warn_claims_past_the_cooldown(&rooms, &store);
         let draw_secret = self.draw_secret(f.draw.as_ref(), &rooms);
         Config {
             source: source.to_string(),

@@ -242,6 +242,35 @@ impl Builder<'_> {
             "write it like \"redis://127.0.0.1:6379\" or \"redis://:PASSWORD@HOST:PORT/DB\" (rediss:// for TLS)",
         );
     }
+
+    /// A visitor whose turn comes while their polls do not reach the store (an open breaker)
+    /// keeps the claim only if the instance's next admission step reaches it within
+    /// `claim-ttl`, and that step waits out the breaker's cooldown and two ticks: with a
+    /// cooldown as long, such a turn runs out (found by review, with both at 3 s).
+    pub(super) fn warn_claims_past_the_cooldown(
+        &mut self,
+        rooms: &[RoomConfig],
+        store: &StoreConfig,
+    ) {
+        for (i, r) in rooms.iter().enumerate() {
+            let wait = store.breaker_cooldown + 2 * r.params.tick;
+            if wait >= r.params.claim_ttl {
+                let f = humantime::format_duration;
+                self.warn(
+                    k("room").index(i).key("claim-ttl"),
+                    format!(
+                        "({}) is not longer than [store] breaker-cooldown ({}) and two ticks: a visitor whose turn comes while the breaker is open loses it",
+                        f(r.params.claim_ttl),
+                        f(store.breaker_cooldown)
+                    ),
+                    format!(
+                        "make claim-ttl longer than {} (the default is 90s), or lower breaker-cooldown",
+                        f(wait)
+                    ),
+                );
+            }
+        }
+    }
 }
 
 /// The address keys that are set, in the order the file format documents them.

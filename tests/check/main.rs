@@ -380,6 +380,32 @@ fn a_claim_ttl_shorter_than_a_hidden_tabs_poll_is_a_warning() {
     assert!(code == 0 && !err.contains("warning"), "the default: {err}");
 }
 
+/// A turn that comes while the breaker is open is kept only if the next admission step
+/// reaches the store within `claim-ttl`, after the breaker's cooldown and two ticks: a
+/// cooldown as long as `claim-ttl` is a warning that names both.
+#[test]
+fn a_claim_ttl_within_the_breakers_cooldown_is_a_warning() {
+    let dir = tempfile::tempdir().unwrap();
+    let write = |store: &str, room: &str| {
+        std::fs::write(
+            dir.path().join("c.toml"),
+            format!("[store]\nbackend = \"memory\"\n{store}\n[cookie]\nkeys = [\"env-key-0123456789-0123456789-0123456789\"]\n\n{SMALL}\n[[room]]\nname = \"sale\"\npaths = [\"/p\"]\nadmit-per-second = 5\nmax-active = 5\nthrottled-poll = \"1s\"\n{room}"),
+        )
+        .unwrap();
+    };
+    write("breaker-cooldown = \"3s\"\n", "claim-ttl = \"3s\"\n");
+    let (code, _, err) = check_env(dir.path(), "c.toml", &[]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        err.contains("room[0].claim-ttl: (3s) is not longer than [store] breaker-cooldown (3s) and two ticks")
+            && err.contains("fix: make claim-ttl longer than 3s 200ms"),
+        "{err}"
+    );
+    write("breaker-cooldown = \"3s\"\n", "claim-ttl = \"4s\"\n");
+    let (code, _, err) = check_env(dir.path(), "c.toml", &[]);
+    assert!(code == 0 && !err.contains("breaker-cooldown"), "{err}");
+}
+
 /// `check` in `dir` on `file` with extra environment variables: (exit code, stdout, stderr).
 fn check_env(dir: &std::path::Path, file: &str, env: &[(&str, &str)]) -> (i32, String, String) {
     let out = Command::new(common::binary())
