@@ -21,7 +21,8 @@
 -- KEYS[6] health HASH (instance id -> "requests,errors,p90 µs" of its last window, autopilot)
 -- KEYS[7] revoked ZSET (the revocation log, see finish.lua)
 -- ARGV[1] configured rate/s   ARGV[2] configured max-active   ARGV[3] claim-ttl µs
--- ARGV[4] tick µs   ARGV[5] abandon-after µs   ARGV[6] clock (prelude `now_us`)   ARGV[7] sweep slice size
+-- ARGV[4] tick µs   ARGV[5] abandon-after µs   ARGV[6] clock (prelude `now_us`, with the caller's
+--          deadline: `late_call`)   ARGV[7] sweep slice size
 -- ARGV[8] instance id   ARGV[9] heartbeat lifetime µs
 -- ARGV[10] the generation the caller knew, or ''   ARGV[11] hold-back (slots kept free)
 -- ARGV[12] the digest of the caller's room configuration, or ''; with the digest of its events
@@ -164,16 +165,18 @@ end
 if in_pre and ev.draw then
   redis.call('HSET', room, 'mixed_draw', string.format('%.0f', live + tonumber(ARGV[9])))
 end
-stale_events = stale_events or mixed_events
+-- A call that runs after its caller's deadline (see the prelude) steps no event either.
+local hold_events = mixed_events or late_call(ARGV[6], now)
+stale_events = stale_events or hold_events
 if in_pre then
-  if es[1] ~= ev.id and not mixed_events then
+  if es[1] ~= ev.id and not hold_events then
     redis.call('HSET', room, 'in_pre', ev.id, 'ended_for', ev.id)
     redis.call('HDEL', room, 'open_live')
     end_sessions(active, KEYS[8], now)
   end
   open_live = nil
 else
-  if (es[1] or not open_live) and not mixed_events then
+  if (es[1] or not open_live) and not hold_events then
     -- Out of a pre-queue (or the room's first call): registrations are silent from now on.
     open_live = live
     redis.call('HSET', room, 'open_live', live)

@@ -8,7 +8,7 @@
 -- KEYS[4] this client's new-join counter STRING (the second seed's INCR + PEXPIRE)
 -- ARGV[1] visitor id   ARGV[2] configured rate/s   ARGV[3] configured max-active
 -- ARGV[4] max-waiting   ARGV[5] session-ttl µs   ARGV[6] tick µs   ARGV[7] abandon-after µs
--- ARGV[8] clock (prelude `now_us`)
+-- ARGV[8] clock (prelude `now_us`, with the caller's deadline: `late_call`)
 -- ARGV[9] new joins allowed per client and window (0: no limit; -1: the caller's own count is
 -- past it, so known visitors only: a newcomer is refused without being counted)   ARGV[10] window µs
 -- ARGV[11] claim-ttl µs (how long a fast-path entry holds its slot until the visitor is back)
@@ -80,6 +80,10 @@ if not h_layout then
 end
 local vid = ARGV[1]
 local now = now_us(ARGV[8])
+-- A call that runs after its caller's deadline (see the prelude) decides nothing by its events.
+if late_call(ARGV[8], now) then
+  stale_events, mixed_events = true, true
+end
 -- A gap before this call costs no claim its deadline (see the prelude).
 forgive_gap(room, active, now, liveness_cap(tonumber(ARGV[6])), tonumber(ARGV[11]), h_live_at,
   h_forgave_at)

@@ -19,7 +19,7 @@
 //! connection itself is made lazily on first use (inside the caller's runtime) and re-made
 //! by redis-rs after a failure.
 
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::AtomicI64;
 use std::time::Duration;
 
 use ::redis::cluster::ClusterClient;
@@ -28,6 +28,7 @@ use async_trait::async_trait;
 use tokio::sync::OnceCell;
 
 mod admit_reply;
+mod clock;
 mod conn;
 mod events;
 mod history;
@@ -128,6 +129,10 @@ pub struct RedisStore {
     skew_us: AtomicI64,
     /// Test hook: the time (unix µs) this store's clock was frozen at, 0 if it runs.
     frozen_us: AtomicI64,
+    /// Redis `TIME` minus this host's wall clock (µs), the largest an admit reply showed
+    /// (each one shows it less the reply's way back), `i64::MIN` before the first: what the
+    /// deadline of a call is written in ([`Self::clock_arg_until`]).
+    redis_ahead_us: AtomicI64,
     /// This process in the instances heartbeat set.
     instance: String,
     /// Per room, the store generation this process's last admit saw. A join passes it, so that
@@ -204,6 +209,7 @@ impl RedisStore {
             scripts: Scripts::new(),
             skew_us: AtomicI64::new(0),
             frozen_us: AtomicI64::new(0),
+            redis_ahead_us: AtomicI64::new(i64::MIN),
             instance: format!("{:016x}", fastrand::u64(..)),
             generations: std::sync::Mutex::default(),
         })
@@ -215,50 +221,6 @@ impl RedisStore {
             .unwrap_or_else(|e| e.into_inner())
             .get(room)
             .cloned()
-    }
-
-    /// Test hook: moves this store's notion of time forward (added to Redis `TIME`).
-    pub fn shift_clock(&self, by: Duration) {
-        self.skew_us.fetch_add(micros(by) as i64, Ordering::SeqCst);
-    }
-
-    /// Test hook: steps this store's notion of time back, as a failover to a host whose clock is
-    /// behind would.
-    pub fn step_clock_back(&self, by: Duration) {
-        self.skew_us.fetch_sub(micros(by) as i64, Ordering::SeqCst);
-    }
-
-    /// Test hook: from now on this store's time moves only by `shift_clock` and
-    /// `step_clock_back`, as a manual clock does: the scripts are given the time instead of
-    /// reading Redis `TIME`. With real time added, a test's simulated ticks stretched by every
-    /// call's latency, and on a loaded machine tests of a rate per tick failed now and then.
-    pub fn freeze_clock(&self) {
-        self.frozen_us.store(wall_us(), Ordering::SeqCst);
-    }
-
-    /// The time its scripts read (unix seconds): the wall clock with the test hooks' shift.
-    pub fn now_secs(&self) -> u64 {
-        let now = self
-            .frozen_time()
-            .unwrap_or_else(|| wall_us() + self.skew_us.load(Ordering::Relaxed));
-        u64::try_from(now / 1_000_000).unwrap_or(0)
-    }
-
-    /// While frozen, the store's time (unix µs): the moment of the freeze and the shift since.
-    fn frozen_time(&self) -> Option<i64> {
-        match self.frozen_us.load(Ordering::Relaxed) {
-            0 => None,
-            at => Some(at + self.skew_us.load(Ordering::Relaxed)),
-        }
-    }
-
-    /// Every script's clock argument (lua/prelude.lua `now_us`): the test hooks' shift in µs,
-    /// added to Redis `TIME`; or, frozen, `@` and the time itself.
-    fn clock_arg(&self) -> String {
-        match self.frozen_time() {
-            None => self.skew_us.load(Ordering::Relaxed).to_string(),
-            Some(now) => format!("@{now}"),
-        }
     }
 }
 
@@ -298,7 +260,7 @@ impl Store for RedisStore {
             .arg(micros(p.session_ttl))
             .arg(micros(p.tick))
             .arg(micros(p.abandon_after))
-            .arg(self.clock_arg())
+            .arg(self.clock_arg_until())
             // -1: past the limit on this instance already (known visitors only).
             .arg(gate.map_or(0, |g| if g.known_only { -1 } else { i64::from(g.limit) }))
             .arg(gate.map(|g| micros(g.per)).unwrap_or(0))
@@ -331,7 +293,7 @@ impl Store for RedisStore {
             .arg(micros(p.claim_ttl))
             .arg(micros(p.tick))
             .arg(micros(p.abandon_after))
-            .arg(self.clock_arg())
+            .arg(self.clock_arg_until())
             .arg((SWEEP_PER_SECOND * p.tick.as_secs_f64()).ceil().max(100.0) as u64)
             .arg(&self.instance)
             .arg(heartbeat)
@@ -356,6 +318,7 @@ impl Store for RedisStore {
             inv.arg(&vid.as_bytes()[..]).arg(place.epoch).arg(place.key);
         }
         let AdmitReply(mut report) = self.run("admit", &p.name, &inv).await?;
+        self.note_redis_clock(report.store_now, wall_us());
         if let Some(seen) = &report.event {
             let (rate, max) = seen.overrides(ctx.events.as_ref());
             report.state.event_rate = rate;

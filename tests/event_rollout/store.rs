@@ -167,3 +167,76 @@ async fn a_pause_of_the_store_keeps_newcomers_out_of_a_draw_in_rollout() {
     let after = newcomer(b, p, &none).await;
     assert!(held(&after), "placed after a pause: {after:?}");
 }
+
+/// A call that runs long after its caller gave up on it decides nothing by the events it
+/// carries. An instance's admit call, sent as Redis pauses, waits in the connection; the file
+/// moves the opening later meanwhile (a reload during the outage); Redis resumes after the old
+/// opening and runs the old call first. Before (found by review), that call recorded the
+/// opening at the old time, the registrants went in four minutes early and the seed was
+/// published. Now it is late by the deadline the call carries (twice the store's timeout), and
+/// the opening is recorded by no call until one that carries it runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_run_after_its_caller_gave_up_records_no_opening() {
+    let redis = RedisServer::start();
+    let a = RedisStore::new(Target::Single(redis.url()), Duration::from_millis(200)).unwrap();
+    let p = RoomParams {
+        name: "late".into(),
+        admit_per_second: 10.0,
+        max_active: 10,
+        max_waiting: 1000,
+        session_ttl: Duration::from_secs(600),
+        claim_ttl: Duration::from_secs(60),
+        abandon_after: Duration::from_secs(60),
+        tick: Duration::from_millis(100),
+        queueing: Default::default(),
+    };
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_micros() as u64;
+    let drop_at = |opens_at: u64| Event {
+        name: "drop".into(),
+        prequeue_from: now - 1_000_000,
+        opens_at,
+        closes_at: None,
+        draw: false,
+        after_close: AfterClose::Keep,
+        admit_per_second: None,
+        max_active: None,
+        utc_offset: 0,
+    };
+    let old = EventsArg::of(&[drop_at(now + 2_000_000)]);
+    let moved = EventsArg::of(&[drop_at(now + 600_000_000)]);
+    for _ in 0..3 {
+        let r = a
+            .admit_with(&p, &ctx("old", Some(old.clone())))
+            .await
+            .unwrap();
+        assert!(r.event.is_some(), "in the pre-queue: {r:?}");
+    }
+    let opened = || common::redis::raw(redis.port, "HGET {anteroom:late}:room opened");
+    assert_eq!(
+        opened().as_deref().map(str::trim),
+        Some("$-1"),
+        "not opened yet"
+    );
+    redis.signal(true);
+    let sent = a.admit_with(&p, &ctx("old", Some(old.clone()))).await;
+    assert!(sent.is_err(), "Redis is paused: {sent:?}");
+    // The old opening passes while Redis is paused (a wait for the clock, not a condition).
+    let past = Duration::from_micros(now + 2_500_000)
+        .saturating_sub(SystemTime::now().duration_since(UNIX_EPOCH).unwrap());
+    tokio::time::sleep(past).await;
+    redis.signal(false);
+    // The call that carries the moved opening, after the old one ran.
+    let r = a
+        .admit_with(&p, &ctx("old", Some(moved.clone())))
+        .await
+        .unwrap();
+    let opened = opened().unwrap_or_default();
+    assert!(
+        opened.trim() == "$-1",
+        "the opening recorded by a call run late: {opened:?}, {:?}",
+        r.event
+    );
+}
