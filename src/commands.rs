@@ -95,7 +95,7 @@ pub fn run(path: &Path, upgrade: bool) -> ExitCode {
                 .add_service(pingora::services::background::background_service(
                     "reload", reloader,
                 ));
-            server::serve(built.server)
+            server::serve(built.server, built.current)
         }
         Err(e) => {
             eprintln!("{e}");

@@ -280,6 +280,54 @@ pub fn build(config: Config, upgrade: bool) -> Result<Built, StartError> {
 struct Signals {
     grace: std::time::Duration,
     shutdown: std::time::Duration,
+    current: Current,
+}
+
+impl Signals {
+    /// Before the listeners close or the sockets go to the new process: while orders of this
+    /// process are in flight or their ends owed to the store (Redis not answering), it keeps
+    /// serving and retrying for up to `shutdown-timeout`. Their record lives in this process
+    /// alone, and a confirm that dies with it leaves the admission to the store's grace period,
+    /// after which the kept cookie orders again (found by review: a restart and an upgrade
+    /// during an outage each let one admission order twice). What is still owed then is
+    /// logged as an error, room by room.
+    async fn settle_owed(&self) {
+        let owed = || -> Vec<(String, usize)> {
+            let shared = self.current.load();
+            shared
+                .rooms
+                .iter()
+                .map(|r| (r.name().to_string(), r.owed.len()))
+                .filter(|(_, n)| *n > 0)
+                .collect()
+        };
+        let left = owed();
+        if left.is_empty() {
+            return;
+        }
+        let count = |l: &[(String, usize)]| l.iter().map(|(_, n)| n).sum::<usize>();
+        tracing::warn!(
+            orders = count(&left),
+            wait = %humantime::format_duration(self.shutdown),
+            "orders whose end the store has not heard yet: serving on while they settle, for up to the shutdown timeout"
+        );
+        let until = std::time::Instant::now() + self.shutdown;
+        let mut left = left;
+        while !left.is_empty() && std::time::Instant::now() < until {
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            left = owed();
+        }
+        for (room, n) in &left {
+            tracing::error!(
+                room = room.as_str(),
+                orders = n,
+                "stopping with orders whose end the store never heard: once their grace period has run, each of those admissions can order once more"
+            );
+        }
+        if left.is_empty() {
+            tracing::info!("every order settled");
+        }
+    }
 }
 
 #[async_trait::async_trait]
@@ -295,12 +343,14 @@ impl ShutdownSignalWatch for Signals {
         };
         let name = tokio::select! {
             _ = quit.recv() => {
+                self.settle_owed().await;
                 tracing::info!("SIGQUIT: handing the sockets over to the new process (graceful upgrade)");
                 return ShutdownSignal::GracefulUpgrade;
             }
             _ = term.recv() => "SIGTERM",
             _ = int.recv() => "SIGINT",
         };
+        self.settle_owed().await;
         // The one line of a shutdown (Pingora's own are below `warn`).
         tracing::info!(
             signal = name,
@@ -313,13 +363,14 @@ impl ShutdownSignalWatch for Signals {
 }
 
 /// Runs until a signal says stop, then exits 0.
-pub fn serve(server: Server) -> ! {
+pub fn serve(server: Server, current: Current) -> ! {
     let conf = &server.configuration;
     let signals = Signals {
         grace: std::time::Duration::from_secs(conf.grace_period_seconds.unwrap_or(0)),
         shutdown: std::time::Duration::from_secs(
             conf.graceful_shutdown_timeout_seconds.unwrap_or(0),
         ),
+        current,
     };
     server.run(RunArgs {
         shutdown_signal: Box::new(signals),

@@ -324,6 +324,87 @@ async fn answered_during_an_outage(reload: bool) {
     assert_eq!(shop.orders(), 1, "the shop saw one order");
 }
 
+/// An instance stopped (SIGTERM) while it owes the store an order's confirm (Redis paused when
+/// the shop answered) keeps serving and retrying for up to `shutdown-timeout` before its
+/// listeners close: Redis back within it, the confirm lands and the kept cookie orders on no
+/// instance. Before (found by review), the record of the owed confirm died with the process,
+/// and once the store's grace period had run the kept cookie ordered again through another
+/// instance (and through the restarted one, and after an upgrade).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_instance_stopped_during_an_outage_settles_its_orders_first() {
+    let redis = RedisServer::start();
+    let shop = Shop::start().await;
+    shop.script(&[Answer::Late(Duration::from_secs(2), 200)]);
+    let cfg = two_instances(
+        &shop,
+        &redis,
+        "timeout = \"300ms\"\nbreaker-cooldown = \"300ms\"",
+    );
+    // The store's grace period for an order (from the upstream's read-timeout) within the
+    // wait below: without the settling, the kept cookie ordered again after it.
+    let shop_addr = format!("addr = \"{}\"", shop.addr);
+    let cfg = cfg.replace(
+        &shop_addr,
+        &format!(
+            "{shop_addr}\nconnect-timeout = \"1s\"\nwrite-timeout = \"1s\"\nread-timeout = \"3s\""
+        ),
+    );
+    let stopping = format!("[server]\ngrace-period = \"1s\"\nshutdown-timeout = \"20s\"\n{cfg}");
+    let mut one = Proxy::start_with(&stopping, &[("ANTEROOM_LOG", "info")], &[]);
+    let two = Proxy::start(&cfg);
+    let (jar, first) = an_order_at_the_shop(&one, &shop).await;
+    redis.signal(true);
+    assert_eq!(first.await.unwrap(), Some(200), "the shop's answer");
+    let stopped = std::time::Instant::now();
+    one.signal("TERM");
+    eventually(
+        Duration::from_secs(5),
+        "the wait for the owed order",
+        || async {
+            one.stderr()
+                .contains("serving on while they settle")
+                .then_some(())
+        },
+    )
+    .await;
+    // Redis back after the grace period the listeners had before.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    redis.signal(false);
+    let code = tokio::task::spawn_blocking(move || {
+        let code = one.wait_exit(Duration::from_secs(30));
+        (code, one.stderr())
+    })
+    .await
+    .unwrap();
+    assert_eq!(code.0, Some(0), "exit 0: {}", code.1);
+    assert!(code.1.contains("every order settled"), "{}", code.1);
+    assert!(stopped.elapsed() > Duration::from_secs(2), "it waited");
+    // The kept cookie through the other instance: used, never a second order.
+    let mut answers = std::collections::BTreeMap::new();
+    let until = std::time::Instant::now() + Duration::from_secs(30);
+    while std::time::Instant::now() < until {
+        let resp = client()
+            .post(two.url("/orders"))
+            .header("cookie", jar.header())
+            .send()
+            .await;
+        let (code, busy) = resp
+            .map(|r| (r.status().as_u16(), r.headers().contains_key("retry-after")))
+            .unwrap_or((0, false));
+        *answers.entry((code, busy)).or_insert(0u32) += 1;
+        if code == 200 || (code == 409 && !busy) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(
+        !answers.keys().any(|(code, _)| *code == 200),
+        "a second order went through: {answers:?}"
+    );
+    assert!(answers.contains_key(&(409, false)), "used: {answers:?}");
+    assert_eq!(shop.orders(), 1, "the shop saw one order");
+}
+
 /// A room with orders on Redis for two instances, with these `[store]` timings.
 fn two_instances(shop: &Shop, redis: &RedisServer, timings: &str) -> String {
     format!(

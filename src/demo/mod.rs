@@ -81,13 +81,14 @@ pub fn run(opts: DemoOptions) -> ExitCode {
     }
     let event = opts.event_in.and_then(|d| demo_event(&mut cfg, d));
     let room = cfg.rooms.first().map(|r| r.params.clone());
-    let (mut server, shared) = match server::build(cfg, false) {
-        Ok(b) => (b.server, b.current.load_full()),
+    let (mut server, current) = match server::build(cfg, false) {
+        Ok(b) => (b.server, b.current),
         Err(e) => {
             eprintln!("{e}");
             return ExitCode::from(1);
         }
     };
+    let shared = current.load_full();
     let token = shared
         .config
         .admin
@@ -138,5 +139,5 @@ pub fn run(opts: DemoOptions) -> ExitCode {
     }
     println!();
     println!("Press Ctrl-C to stop.");
-    server::serve(server)
+    server::serve(server, current)
 }

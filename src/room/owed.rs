@@ -8,8 +8,10 @@
 //! saw the order find it pending until the confirm lands; what remains is an instance cut off
 //! from the store alone for longer than the grace period while the others are not.
 //!
-//! Kept over a reload (the same `Arc`). Lost with the process: an instance that dies owing a
-//! confirm leaves the order to the grace period, as an instance that dies mid-order does.
+//! Kept over a reload (the same `Arc`). A shutdown or an upgrade waits, for up to
+//! `shutdown-timeout`, until nothing is owed (`server::Signals::settle_owed`). Lost with the
+//! process: an instance that dies owing a confirm leaves the order to the grace period, as an
+//! instance that dies mid-order does.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
