@@ -37,6 +37,9 @@ pub struct Live {
     queue_all: AtomicBool,
     waiting: AtomicU64,
     active: AtomicU64,
+    /// Slots of `max-active` the tick held back for sessions a store that lost its data forgot
+    /// (the store enforces them beside `active`).
+    held_back: AtomicU64,
     /// Measured admissions per second × 1000.
     rate_milli: AtomicU64,
     admitted_total: AtomicU64,
@@ -64,6 +67,7 @@ impl Default for Live {
             queue_all: AtomicBool::new(false),
             waiting: AtomicU64::new(0),
             active: AtomicU64::new(0),
+            held_back: AtomicU64::new(0),
             rate_milli: AtomicU64::new(0),
             admitted_total: AtomicU64::new(0),
             rate_in_force_milli: AtomicU64::new(0),
@@ -78,7 +82,14 @@ impl Default for Live {
 }
 
 impl Live {
-    pub fn update(&self, r: &AdmitReport, rate_in_force: f64, max_active_in_force: u64) {
+    /// `held_back`: the slots the tick's call held back (see the field).
+    pub fn update(
+        &self,
+        r: &AdmitReport,
+        rate_in_force: f64,
+        max_active_in_force: u64,
+        held_back: u64,
+    ) {
         self.max_active_in_force
             .store(max_active_in_force, Ordering::Relaxed);
         self.heard.store(true, Ordering::Release);
@@ -92,6 +103,7 @@ impl Live {
         self.events_mixed.store(r.events_mixed, Ordering::Relaxed);
         self.waiting.store(r.waiting, Ordering::Relaxed);
         self.active.store(r.active, Ordering::Relaxed);
+        self.held_back.store(held_back, Ordering::Relaxed);
         self.rate_milli
             .store((r.measured_rate * 1000.0).round() as u64, Ordering::Relaxed);
         self.admitted_total.fetch_add(r.admitted, Ordering::Relaxed);
@@ -121,6 +133,13 @@ impl Live {
 
     pub fn active(&self) -> u64 {
         self.active.load(Ordering::Relaxed)
+    }
+
+    /// The slots of `max-active` taken as of the last tick: the sessions and the slots held
+    /// back for those a store that lost its data forgot.
+    pub fn taken(&self) -> u64 {
+        self.active()
+            .saturating_add(self.held_back.load(Ordering::Relaxed))
     }
 
     /// The rate in force at the last tick; `None` before the first one.
@@ -169,7 +188,9 @@ impl Live {
             enabled: self.enabled(),
             queue_all: self.queue_all(),
             waiting: self.waiting(),
-            active: self.active(),
+            // The slots held back are not free (found by review: after a loss with the shop
+            // full, the line was said to move at the rate while it stood still).
+            active: self.taken(),
             max_active: self.max_active_in_force(),
         })
     }
@@ -338,6 +359,10 @@ impl Room {
             .waiting
             .store(old.live.waiting(), Ordering::Relaxed);
         self.live.active.store(old.live.active(), Ordering::Relaxed);
+        self.live.held_back.store(
+            old.live.held_back.load(Ordering::Relaxed),
+            Ordering::Relaxed,
+        );
         self.live
             .instances
             .store(old.live.instances(), Ordering::Relaxed);

@@ -109,11 +109,15 @@ pub async fn room(s: &Shared, i: usize) -> Value {
             let rate = p.rate(&st.state);
             let eta_rate = p.eta_rate(&st.state, st.measured_rate);
             let max_active = p.max_active(&st.state);
+            // The slots held back for sessions a store that lost its data forgot are taken
+            // (found by review: after such a loss with the shop full, this view said a newcomer
+            // walks in, then that the line moved at the rate).
+            let held_back = r.recovery.held_back(s.clock.now_micros());
             let held = forecast::held_by(&forecast::Figures {
                 enabled: st.state.enabled,
                 queue_all: st.state.queue_all,
                 waiting: st.waiting,
-                active: st.active,
+                active: st.active.saturating_add(held_back),
                 max_active,
             });
             // A room that rejects takes no newcomer at all: no wait to tell (found by review: it
@@ -140,6 +144,7 @@ pub async fn room(s: &Shared, i: usize) -> Value {
                 "max_active": max_active,
                 "waiting": st.waiting,
                 "active": st.active,
+                "held_back": held_back,
                 "held_by": held_by,
                 "event_phase": phase.map(Phase::as_str),
                 "admitted_per_second": forecast::shown_rate(st.waiting, st.measured_rate, rate),

@@ -134,8 +134,12 @@ async fn run_room(shared: Arc<Shared>, room: usize) {
                 pilot::learn(&shared, room, &report);
                 let p = &r.cfg.params;
                 m.admit_rate.set(p.rate(&report.state));
-                r.live
-                    .update(&report, p.rate(&report.state), p.max_active(&report.state));
+                r.live.update(
+                    &report,
+                    p.rate(&report.state),
+                    p.max_active(&report.state),
+                    ctx.hold_back,
+                );
                 let eta_rate = p.eta_rate(&report.state, report.measured_rate);
                 let rate = p.rate(&report.state);
                 let health = report.autopilot.as_ref().map(|a| a.health);
@@ -151,6 +155,7 @@ async fn run_room(shared: Arc<Shared>, room: usize) {
                 });
                 r.line.update(crate::line::Snapshot::of(
                     &report,
+                    ctx.hold_back,
                     eta_rate,
                     rate,
                     p.burst(rate),

@@ -94,8 +94,11 @@ pub fn stale_after(tick: Duration, claim_ttl: Duration) -> Duration {
 const GONE_TICKS: f64 = 3.0;
 
 impl Snapshot {
+    /// `held_back`: the slots of `max-active` the call held back for sessions a store that
+    /// lost its data forgot (not free: found by review).
     pub fn of(
         report: &AdmitReport,
+        held_back: u64,
         eta_rate: f64,
         rate: f64,
         burst: f64,
@@ -103,7 +106,7 @@ impl Snapshot {
         stale_after: Duration,
     ) -> Self {
         Self {
-            room_left: max_active.saturating_sub(report.active),
+            room_left: max_active.saturating_sub(report.active.saturating_add(held_back)),
             sample: report.line.clone(),
             waiting: report.waiting,
             enabled: report.state.enabled,

@@ -206,3 +206,44 @@ async fn sessions_that_come_back_through_their_orders_are_held_back_no_longer() 
     let (admitted, state) = visit(&proxy, &mut Jar::default(), "/products").await;
     assert!(admitted, "the next visitor: {state}");
 }
+
+/// A full room after a loss: the slots held back are taken, so a visitor in line is told the
+/// shop is full (`held_by: "max-active"`, no ETA by the rate), and the admin API tells no
+/// newcomer walks in. Before (found by review), both counted the store's emptied sessions
+/// alone: "moves at the rate", one second to wait, while the line stood still for a minute.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_room_after_a_loss_is_told_full_not_moving_at_the_rate() {
+    let (_redis, _origin, proxy) = full_then_lost("closed").await;
+    let mut jar = Jar::default();
+    let (admitted, state) = visit(&proxy, &mut jar, "/products").await;
+    assert!(
+        !admitted,
+        "a newcomer took a forgotten session's slot: {state}"
+    );
+    // Polled for a few ticks: every answer says the shop is full.
+    let until = Instant::now() + Duration::from_secs(2);
+    let mut answers = Vec::new();
+    while Instant::now() < until {
+        let v = get_json(&proxy, "/.anteroom/status?room=sale", &mut jar)
+            .await
+            .expect("a status");
+        answers.push(format!(
+            "{} {} {}",
+            v["state"], v["held_by"], v["eta_seconds"]
+        ));
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert!(
+        answers
+            .iter()
+            .all(|a| a == "\"waiting\" \"max-active\" null"),
+        "{answers:?}"
+    );
+    let view = eventually(Duration::from_secs(5), "the room's view", || async {
+        room(&proxy).await
+    })
+    .await;
+    assert_eq!(view["held_back"], 3, "{view}");
+    assert_eq!(view["held_by"], "max-active", "{view}");
+    assert!(view["new_visitor_wait_seconds"] != 0, "{view}");
+}
