@@ -26,7 +26,18 @@ impl Builder<'_> {
                 );
                 continue;
             };
-            let method = match http::Method::from_bytes(method.trim().as_bytes()) {
+            let method = method.trim();
+            if method.bytes().any(|b| b.is_ascii_lowercase()) {
+                // Methods are case-sensitive: a route of "post" matches no order a browser
+                // sends, and every order would go through without using the admission.
+                self.fail(
+                    key,
+                    format!("{method:?} is not in capitals, and methods are case-sensitive: it would match no browser's order"),
+                    format!("write it like \"{} {}\"", method.to_ascii_uppercase(), path.trim()),
+                );
+                continue;
+            }
+            let method = match http::Method::from_bytes(method.as_bytes()) {
                 Ok(m) => m,
                 Err(_) => {
                     self.fail(

@@ -268,6 +268,12 @@ pub const BROKEN: &[(&str, usize, &str, &str)] = &[
         "already claimed by room \"a\"",
     ),
     (
+        "bad_consume_lowercase.toml",
+        13,
+        "room[0].consume[0]",
+        "\"post\" is not in capitals",
+    ),
+    (
         "bad_consume_not_plain.toml",
         13,
         "room[0].consume[0]",
