@@ -129,10 +129,10 @@ pub struct RedisStore {
     skew_us: AtomicI64,
     /// Test hook: the time (unix µs) this store's clock was frozen at, 0 if it runs.
     frozen_us: AtomicI64,
-    /// Redis `TIME` minus this host's wall clock (µs), the largest an admit reply showed
-    /// (each one shows it less the reply's way back), `i64::MIN` before the first: what the
-    /// deadline of a call is written in ([`Self::clock_arg_until`]).
-    redis_ahead_us: AtomicI64,
+    /// Per room, its Redis `TIME` minus this host's wall clock (µs), the largest an admit
+    /// reply showed (each one shows it less the reply's way back): what the deadline of a call
+    /// is written in (`clock_arg_until`).
+    redis_ahead: std::sync::Mutex<std::collections::HashMap<String, i64>>,
     /// This process in the instances heartbeat set.
     instance: String,
     /// Per room, the store generation this process's last admit saw. A join passes it, so that
@@ -209,7 +209,7 @@ impl RedisStore {
             scripts: Scripts::new(),
             skew_us: AtomicI64::new(0),
             frozen_us: AtomicI64::new(0),
-            redis_ahead_us: AtomicI64::new(i64::MIN),
+            redis_ahead: std::sync::Mutex::default(),
             instance: format!("{:016x}", fastrand::u64(..)),
             generations: std::sync::Mutex::default(),
         })
@@ -260,7 +260,7 @@ impl Store for RedisStore {
             .arg(micros(p.session_ttl))
             .arg(micros(p.tick))
             .arg(micros(p.abandon_after))
-            .arg(self.clock_arg_until())
+            .arg(self.clock_arg_until(&p.name))
             // -1: past the limit on this instance already (known visitors only).
             .arg(gate.map_or(0, |g| if g.known_only { -1 } else { i64::from(g.limit) }))
             .arg(gate.map(|g| micros(g.per)).unwrap_or(0))
@@ -293,7 +293,7 @@ impl Store for RedisStore {
             .arg(micros(p.claim_ttl))
             .arg(micros(p.tick))
             .arg(micros(p.abandon_after))
-            .arg(self.clock_arg_until())
+            .arg(self.clock_arg_until(&p.name))
             .arg((SWEEP_PER_SECOND * p.tick.as_secs_f64()).ceil().max(100.0) as u64)
             .arg(&self.instance)
             .arg(heartbeat)
@@ -318,7 +318,7 @@ impl Store for RedisStore {
             inv.arg(&vid.as_bytes()[..]).arg(place.epoch).arg(place.key);
         }
         let AdmitReply(mut report) = self.run("admit", &p.name, &inv).await?;
-        self.note_redis_clock(report.store_now, wall_us());
+        self.note_redis_clock(&p.name, report.store_now, wall_us());
         if let Some(seen) = &report.event {
             let (rate, max) = seen.overrides(ctx.events.as_ref());
             report.state.event_rate = rate;

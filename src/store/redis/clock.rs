@@ -56,38 +56,50 @@ impl RedisStore {
     /// which this process has given up on it. A call that runs later (sent while Redis was
     /// paused, run when it resumed) decides nothing by the events it carries: a reload may have
     /// changed them since (found by review: an opening moved later during a pause was recorded
-    /// at the old time by calls sent before it). None before the first admit reply, nor while
+    /// at the old time by calls sent before it). Per room, as the room's node's clock reads (a
+    /// cluster's masters may disagree). None before the room's first admit reply, nor while
     /// the clock is frozen.
-    pub(super) fn clock_arg_until(&self) -> String {
-        let ahead = self.redis_ahead_us.load(Ordering::Relaxed);
-        if ahead == i64::MIN || self.frozen_time().is_some() {
+    pub(super) fn clock_arg_until(&self, room: &str) -> String {
+        let ahead = self.ahead().get(room).copied();
+        let (Some(ahead), None) = (ahead, self.frozen_time()) else {
             return self.clock_arg();
-        }
+        };
         let skew = self.skew_us.load(Ordering::Relaxed);
-        let within = i64::try_from(micros(self.timeout * 2)).unwrap_or(i64::MAX);
         let deadline = wall_us()
             .saturating_add(skew)
             .saturating_add(ahead)
-            .saturating_add(within);
+            .saturating_add(self.slack());
         format!("{skew}:{deadline}")
     }
 
-    /// Learns how far Redis's clock is ahead of this host's from an admit reply's `store_now`
-    /// (Redis `TIME` plus the test shift, when the script ran), read at `wall`: short of it by
-    /// the reply's way back, so the largest reading is the closest. A clock that went back by
-    /// more than a deadline's slack (another host after a failover) is taken as it reads.
-    pub(super) fn note_redis_clock(&self, store_now: u64, wall: i64) {
+    /// Learns how far the room's Redis clock is ahead of this host's from an admit reply's
+    /// `store_now` (Redis `TIME` plus the test shift, when the script ran), read at `wall`:
+    /// short of it by the reply's way back, so the largest reading is the closest. A clock that
+    /// went back by more than a deadline's slack (another host after a failover) is taken as it
+    /// reads.
+    pub(super) fn note_redis_clock(&self, room: &str, store_now: u64, wall: i64) {
         if store_now == 0 || self.frozen_time().is_some() {
             return;
         }
         let reading = i64::try_from(store_now).unwrap_or(i64::MAX)
             - wall.saturating_add(self.skew_us.load(Ordering::Relaxed));
-        let slack = i64::try_from(micros(self.timeout * 2)).unwrap_or(i64::MAX);
-        let _ = self
-            .redis_ahead_us
-            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |ahead| {
-                (ahead == i64::MIN || reading > ahead || reading < ahead.saturating_sub(slack))
-                    .then_some(reading)
-            });
+        let slack = self.slack();
+        let mut ahead = self.ahead();
+        match ahead.get_mut(room) {
+            Some(a) if reading > *a || reading < a.saturating_sub(slack) => *a = reading,
+            Some(_) => {}
+            None => {
+                ahead.insert(room.to_string(), reading);
+            }
+        }
+    }
+
+    /// How long after it is made a call may still run and decide: twice the timeout.
+    fn slack(&self) -> i64 {
+        i64::try_from(micros(self.timeout * 2)).unwrap_or(i64::MAX)
+    }
+
+    fn ahead(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<String, i64>> {
+        self.redis_ahead.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
