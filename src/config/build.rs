@@ -150,6 +150,7 @@ impl Builder<'_> {
         self.events_within_upstream_caps(&rooms, &upstreams);
         self.warn_stalls_past_the_cap(&rooms, &upstreams, &server, listen.https.is_some());
         self.warn_claims_past_the_cooldown(&rooms, &store);
+        self.warn_rooms_ordered_for_other_hosts(&rooms, &upstreams, listen.other_hosts);
         let draw_secret = self.draw_secret(f.draw.as_ref(), &rooms);
         Config {
             source: source.to_string(),

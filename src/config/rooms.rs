@@ -10,7 +10,7 @@ use super::file::*;
 use super::model::*;
 use super::room_parts::carries_a_page;
 use crate::cookie;
-use crate::route::HostPattern;
+use crate::route::{HostPattern, OtherHosts};
 use crate::store::RoomParams;
 
 impl Builder<'_> {
@@ -276,5 +276,44 @@ impl Builder<'_> {
         }
         self.shadowed_consume(rooms, &out);
         out
+    }
+
+    /// With `other-hosts = "room"`, a request for a host no room names, on a path two
+    /// host-bound rooms of one origin both protect as written, is queued in the first of them
+    /// in the file (the origin's default site is one of theirs, and only the file can say
+    /// which). Said where it is decided (found by review: two rooms on `/products`, the cheap
+    /// one first, let anyone skip the sale's line with another `Host` or none).
+    pub(super) fn warn_rooms_ordered_for_other_hosts(
+        &mut self,
+        rooms: &[RoomConfig],
+        upstreams: &[Upstream],
+        other_hosts: OtherHosts,
+    ) {
+        if other_hosts != OtherHosts::Room {
+            return;
+        }
+        let origin = super::origins::origin_groups(upstreams);
+        let origin_of = |i: usize| origin.get(i).copied().unwrap_or(i);
+        let bound = |r: &RoomConfig| r.hosts.iter().any(HostPattern::is_bound);
+        for (j, later) in rooms.iter().enumerate().filter(|(_, r)| bound(r)) {
+            for (pi, path) in later.paths.iter().enumerate() {
+                let Some(first) = rooms[..j].iter().find(|r| {
+                    bound(r)
+                        && origin_of(r.upstream) == origin_of(later.upstream)
+                        && r.paths.iter().any(|q| q.eq_ignore_ascii_case(path))
+                }) else {
+                    continue;
+                };
+                self.warn(
+                    k("room").index(j).key("paths").index(pi),
+                    format!(
+                        "room {:?} protects {path:?} too, on the same origin, and comes first: with other-hosts = \"room\" a request for another host (or none) on it is queued there, not in room {:?}",
+                        first.name(),
+                        later.name()
+                    ),
+                    "list first the room whose site the origin serves for unknown hosts, or set [listen] other-hosts = \"refuse\" (the default)",
+                );
+            }
+        }
     }
 }
