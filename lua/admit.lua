@@ -106,11 +106,26 @@ local stalled = tonumber(clock[3]) ~= nil
   and now - tonumber(clock[3]) > liveness_cap(tonumber(ARGV[4]))
 local live = liveness(clock[1], clock[2], now, liveness_cap(tonumber(ARGV[4])), true)
 redis.call('HSET', room, 'live', live, 'live_at', now, 'adm_at', now)
+-- A call that runs after its caller's deadline (see the prelude): nothing it carries is the
+-- caller's word now (no event step, no digest or heartbeat of its events recorded).
+local late = late_call(ARGV[6], now)
+-- After a stall, the live instances' files as the store knows them may be from before it: one
+-- reloaded during the pause has not said so yet (found by review: the instance not reloaded
+-- stepped first after a pause and recorded an opening the other's file had moved later). No
+-- event step, nobody admitted and no newcomer placed until each live instance has made a call
+-- of its own since ('fresh:<id>', on the liveness clock; an instance of a version before this
+-- writes none and is not waited for).
+if stalled then
+  redis.call('HSET', room, 'stall_live', live)
+end
+if not late then
+  redis.call('HSET', room, 'fresh:' .. ARGV[8], live)
+end
 
 -- The event in force, by this store's clock, and what follows from its phase.
 local events = parse_events(ARGV[24])
 local es = redis.call('HMGET', room, 'in_pre', 'open_live', 'opened', 'opened_us', 'released',
-  'draw_ev', 'draw_base', 'draw_epoch', 'gap', 'ev_ver', 'ev_max', 'ev_mixed')
+  'draw_ev', 'draw_base', 'draw_epoch', 'gap', 'ev_ver', 'ev_max', 'ev_mixed', 'ev_wait')
 local ev, phase = event_now(events, now, es[3])
 local in_pre = phase == 'pre'
 local open_live = tonumber(es[2])
@@ -134,6 +149,30 @@ local function config_parts(v)
 end
 local mine_ev = string.match(ARGV[12], ' (%S+)$')
 local cfgs = redis.call('HGETALL', KEYS[5])
+local stall_live = tonumber(redis.call('HGET', room, 'stall_live'))
+local unheard_since_stall = false
+if stall_live then
+  for i = 1, #cfgs, 2 do
+    local _, _, life = config_parts(cfgs[i + 1])
+    local seen = tonumber(redis.call('ZSCORE', KEYS[4], cfgs[i]))
+    local fresh = tonumber(redis.call('HGET', room, 'fresh:' .. cfgs[i]))
+    life = math.max(tonumber(life) or 0, tonumber(ARGV[9]))
+    if seen and seen > live - life and fresh and fresh < stall_live then
+      unheard_since_stall = true
+      break
+    end
+  end
+  if not unheard_since_stall then
+    redis.call('HDEL', room, 'stall_live')
+  end
+end
+if unheard_since_stall ~= (es[13] == '1') then
+  if unheard_since_stall then
+    redis.call('HSET', room, 'ev_wait', '1')
+  else
+    redis.call('HDEL', room, 'ev_wait')
+  end
+end
 local mixed_events = false
 if mine_ev then
   for i = 1, #cfgs, 2 do
@@ -148,7 +187,7 @@ if mine_ev then
     end
   end
 end
-if mixed_events ~= (es[12] == '1') then
+if not late and mixed_events ~= (es[12] == '1') then
   if mixed_events then
     redis.call('HSET', room, 'ev_mixed', '1')
   else
@@ -162,11 +201,10 @@ end
 -- clock, as the heartbeats: on TIME it ran out during a pause of Redis while the heartbeats did
 -- not, and the instance without the draw placed newcomers first come, first served until the
 -- drawn one stepped again (found on reading the diff).
-if in_pre and ev.draw then
+if in_pre and ev.draw and not late then
   redis.call('HSET', room, 'mixed_draw', string.format('%.0f', live + tonumber(ARGV[9])))
 end
--- A call that runs after its caller's deadline (see the prelude) steps no event either.
-local hold_events = mixed_events or late_call(ARGV[6], now)
+local hold_events = mixed_events or late or unheard_since_stall
 stale_events = stale_events or hold_events
 if in_pre then
   if es[1] ~= ev.id and not hold_events then
@@ -320,10 +358,10 @@ if #gone > 0 then
   redis.call('HDEL', KEYS[5], unpack(gone))
   redis.call('ZREM', KEYS[4], unpack(gone))
   for _, id in ipairs(gone) do
-    redis.call('HDEL', room, 'step:' .. id, 'given:' .. id)
+    redis.call('HDEL', room, 'step:' .. id, 'given:' .. id, 'fresh:' .. id)
   end
 end
-if ARGV[12] ~= '' then
+if ARGV[12] ~= '' and not late then
   -- With the events digest (a caller of this version), its lifetime too.
   redis.call('HSET', KEYS[5], ARGV[8], mine_ev and (ARGV[12] .. ' ' .. ARGV[9]) or ARGV[12])
 end

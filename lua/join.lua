@@ -58,16 +58,18 @@ local h_layout, h_live, h_live_at, h_forgave_at, h_ab_hi, h_ab_hi_until, h_hold_
   h_queue_all, h_rate, h_max_active, h_tokens, h_refilled, h_epoch, h_last_off, h_m_rate,
   h_recent, h_gen, h_ap_on, h_ap_rate, h_opened, h_open_live, h_draw_ev, h_draw_base,
   h_draw_epoch, h_gap, h_in_pre, h_ev_mixed, h_ev_ver,
-  h_mixed_draw = unpack(redis.call('HMGET', room,
+  h_mixed_draw, h_ev_wait = unpack(redis.call('HMGET', room,
   'layout', 'live', 'live_at', 'forgave_at', 'ab_hi', 'ab_hi_until', 'hold_back', 'enabled',
   'queue_all', 'rate', 'max_active', 'tokens', 'refilled', 'epoch', 'last_off', 'm_rate',
   'recent', 'gen', 'ap_on', 'ap_rate', 'opened', 'open_live', 'draw_ev', 'draw_base',
-  'draw_epoch', 'gap', 'in_pre', 'ev_mixed', 'ev_ver', 'mixed_draw'))
+  'draw_epoch', 'gap', 'in_pre', 'ev_mixed', 'ev_ver', 'mixed_draw', 'ev_wait'))
 -- The caller's events are older than the store's runtime changes (see ARGV[15 + 2n]).
 local events = parse_events(ARGV[14])
 local caller_ver = ARGV[15 + 2 * #events]
-local stale_events = caller_ver ~= nil and caller_ver ~= ''
-  and tonumber(caller_ver) ~= (tonumber(h_ev_ver) or 0)
+-- So are they while, after a stall, the store waits to hear each live instance again
+-- (admit.lua, 'ev_wait'): one may have reloaded other events during it.
+local stale_events = (caller_ver ~= nil and caller_ver ~= ''
+  and tonumber(caller_ver) ~= (tonumber(h_ev_ver) or 0)) or h_ev_wait == '1'
 -- Instances disagree on the room's events (admit.lua, 'ev_mixed'), or this caller's are stale:
 -- no event step here either, and nobody walks in.
 local mixed_events = h_ev_mixed == '1' or stale_events

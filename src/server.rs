@@ -284,48 +284,79 @@ struct Signals {
 }
 
 impl Signals {
-    /// Before the listeners close or the sockets go to the new process: while orders of this
-    /// process are in flight or their ends owed to the store (Redis not answering), it keeps
-    /// serving and retrying for up to `shutdown-timeout`. Their record lives in this process
-    /// alone, and a confirm that dies with it leaves the admission to the store's grace period,
-    /// after which the kept cookie orders again (found by review: a restart and an upgrade
-    /// during an outage each let one admission order twice). What is still owed then is
-    /// logged as an error, room by room.
+    /// Before the listeners close (SIGTERM, SIGINT): while orders of this process are in
+    /// flight or their ends owed to the store (Redis not answering), it keeps serving and
+    /// retrying for up to `shutdown-timeout`. Their record lives in this process alone, and a
+    /// confirm that dies with it leaves the admission to the store's grace period, after which
+    /// the kept cookie orders again (found by review: a restart during an outage let one
+    /// admission order twice). What is still owed at the exit is logged ([`report_owed`]).
+    ///
+    /// Not before an upgrade's handover (SIGQUIT): the new process waits only about five
+    /// seconds for the sockets (Pingora's tries, not configurable here), and a wait before it
+    /// left nothing listening (found by review). The old process retries while it drains
+    /// after the handover (five seconds and `grace-period`).
     async fn settle_owed(&self) {
-        let owed = || -> Vec<(String, usize)> {
-            let shared = self.current.load();
-            shared
-                .rooms
-                .iter()
-                .map(|r| (r.name().to_string(), r.owed.len()))
-                .filter(|(_, n)| *n > 0)
-                .collect()
-        };
-        let left = owed();
+        let left = owed(&self.current);
         if left.is_empty() {
             return;
         }
-        let count = |l: &[(String, usize)]| l.iter().map(|(_, n)| n).sum::<usize>();
         tracing::warn!(
-            orders = count(&left),
+            orders = left.iter().flat_map(|(_, n)| n).sum::<usize>(),
             wait = %humantime::format_duration(self.shutdown),
             "orders whose end the store has not heard yet: serving on while they settle, for up to the shutdown timeout"
         );
         let until = std::time::Instant::now() + self.shutdown;
-        let mut left = left;
-        while !left.is_empty() && std::time::Instant::now() < until {
+        while std::time::Instant::now() < until {
             tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-            left = owed();
+            if owed(&self.current).is_empty() {
+                tracing::info!("every order settled");
+                return;
+            }
         }
-        for (room, n) in &left {
+    }
+}
+
+/// Per room with any, the orders of this process the store has not heard the end of: in flight,
+/// confirms owed, origin commands owed.
+fn owed(current: &Current) -> Vec<(String, [usize; 3])> {
+    use crate::room::owed::Owing;
+    let shared = current.load();
+    shared
+        .rooms
+        .iter()
+        .map(|r| {
+            let n = |k| r.owed.count(k);
+            let counts = [n(Owing::InFlight), n(Owing::Confirm), n(Owing::Command)];
+            (r.name().to_string(), counts)
+        })
+        .filter(|(_, n)| n.iter().any(|&n| n > 0))
+        .collect()
+}
+
+/// At the exit: what the store never heard, room by room and by what it means.
+fn report_owed(current: &Current) {
+    for (room, [in_flight, confirms, commands]) in owed(current) {
+        let room = room.as_str();
+        if in_flight > 0 {
             tracing::error!(
-                room = room.as_str(),
-                orders = n,
-                "stopping with orders whose end the store never heard: once their grace period has run, each of those admissions can order once more"
+                room,
+                orders = in_flight,
+                "stopped with orders still at the shop: the store gives those admissions back after their grace period"
             );
         }
-        if left.is_empty() {
-            tracing::info!("every order settled");
+        if confirms > 0 {
+            tracing::error!(
+                room,
+                orders = confirms,
+                "stopped with orders that went through whose confirm the store never heard: once their grace period has run, each of those admissions can order once more"
+            );
+        }
+        if commands > 0 {
+            tracing::error!(
+                room,
+                commands,
+                "stopped with origin commands (complete, revoke) the store never heard: those admissions stand as if the shop had not ended them"
+            );
         }
     }
 }
@@ -343,7 +374,6 @@ impl ShutdownSignalWatch for Signals {
         };
         let name = tokio::select! {
             _ = quit.recv() => {
-                self.settle_owed().await;
                 tracing::info!("SIGQUIT: handing the sockets over to the new process (graceful upgrade)");
                 return ShutdownSignal::GracefulUpgrade;
             }
@@ -370,10 +400,11 @@ pub fn serve(server: Server, current: Current) -> ! {
         shutdown: std::time::Duration::from_secs(
             conf.graceful_shutdown_timeout_seconds.unwrap_or(0),
         ),
-        current,
+        current: current.clone(),
     };
     server.run(RunArgs {
         shutdown_signal: Box::new(signals),
     });
+    report_owed(&current);
     std::process::exit(0)
 }

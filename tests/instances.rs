@@ -174,6 +174,87 @@ async fn instances_on_one_host_keep_to_their_own_upgrade_socket() {
     );
 }
 
+/// An upgrade while an order is at the shop for longer than Pingora's wait for the sockets
+/// (five tries a second apart): the old process hands them over at once and finishes the order
+/// while it drains (`grace-period`). Before (found by review), it waited for the order to end
+/// before the handover, the new process had given up after five seconds, and once the old one
+/// had drained nothing listened.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upgrade_hands_over_at_once_while_an_order_is_at_the_shop() {
+    let shop = common::shop::Shop::start().await;
+    shop.script(&[common::shop::Answer::Late(Duration::from_secs(7), 200)]);
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let (http, admin) = (free_port(), free_port());
+    let text = format!(
+        "[listen]\nhttp = \"127.0.0.1:{http}\"\nadmin = \"127.0.0.1:{admin}\"\n\
+         [server]\ngrace-period = \"10s\"\nshutdown-timeout = \"15s\"\nupgrade-sock = \"{}\"\n{}\n\
+         [[room]]\nname = \"sale\"\npaths = [\"/orders\"]\nconsume = [\"POST /orders\"]\n\
+         admit-per-second = 100\nmax-active = 10\n",
+        d.join("up.sock").display(),
+        base_config(shop.addr)
+    );
+    let cfg = d.join("c.toml");
+    std::fs::write(&cfg, text).unwrap();
+    let addr = http_of(&cfg);
+    let mut old = Run::start(&cfg, false, d.join("old.log"));
+    until_answers(&addr, &old).await;
+    let url = format!("http://{addr}/orders");
+    let order = tokio::spawn(async move {
+        client()
+            .post(url)
+            .body("item=1")
+            .send()
+            .await
+            .map(|r| r.status().as_u16())
+    });
+    eventually(Duration::from_secs(10), "the order at the shop", || async {
+        (shop.orders() == 1).then_some(())
+    })
+    .await;
+    let mut new = Run::start(&cfg, true, d.join("new.log"));
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !d.join("up.sock").exists() {
+        assert!(Instant::now() < deadline, "no socket: {}", new.stderr());
+        assert!(
+            new.exit_within(Duration::from_millis(20)).is_none(),
+            "{}",
+            new.stderr()
+        );
+    }
+    old.signal("QUIT");
+    // Every probe is answered, through the old process, then the new one, until a second
+    // after the old one exited.
+    let (mut refused, mut answered) = (0, 0);
+    let mut exited_at: Option<Instant> = None;
+    let until = Instant::now() + Duration::from_secs(30);
+    while Instant::now() < until && exited_at.is_none_or(|t| t.elapsed() < Duration::from_secs(1)) {
+        if answers(&addr).await {
+            answered += 1;
+        } else {
+            refused += 1;
+        }
+        if exited_at.is_none() && old.exit_within(Duration::from_millis(1)).is_some() {
+            exited_at = Some(Instant::now());
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(order.await.unwrap().ok(), Some(200), "the order's answer");
+    assert_eq!(
+        old.exit_within(Duration::from_secs(20)),
+        Some(0),
+        "{}",
+        old.stderr()
+    );
+    until_answers(&addr, &new).await;
+    assert!(
+        new.exit_within(Duration::from_millis(50)).is_none(),
+        "the new process serves: {}",
+        new.stderr()
+    );
+    assert_eq!(refused, 0, "{answered} answered: {}", new.stderr());
+}
+
 /// Instances on one Redis that run a room differently (a SIGHUP that reached one of them)
 /// are shown as such; once each has the same file, they agree again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -165,7 +165,7 @@ fn obey(
     // Until the store has heard, this instance refuses an order of this admission itself, as
     // for a confirm it owes (found by review: an order placed the moment Redis came back from
     // an outage went through before the command's retry landed).
-    r.owed.owe(holder.vid, ending.request.clone());
+    r.owed.owe_command(holder.vid, ending.request.clone());
     // No renewal rides on this answer, and the cookie the visitor holds is cleared.
     ctx.set_cookies.retain(|c| !cookie::sets(c, &r.cookie_name));
     ctx.set_cookies

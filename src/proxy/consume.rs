@@ -92,7 +92,7 @@ impl Proxy {
         // An order of this admission went through here and the store has not heard yet: it is
         // used, whatever the store would say now. One still in flight here is pending.
         let mut won = match r.owed.holds(vid) {
-            Some(Owing::Confirm) => Ok(Consumed::Used),
+            Some(Owing::Confirm | Owing::Command) => Ok(Consumed::Used),
             // In flight here: what the store answers while it has the order pending (and what
             // it must be told, were it away past the grace period).
             Some(Owing::InFlight) => Ok(Consumed::Busy {

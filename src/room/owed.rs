@@ -25,6 +25,9 @@ pub enum Owing {
     InFlight,
     /// It went through and the store has not heard: another order is refused.
     Confirm,
+    /// The shop ended the admission (`Anteroom-Command: complete` or `revoke`) and the store
+    /// has not heard: another order is refused, as for [`Owing::Confirm`].
+    Command,
 }
 
 #[derive(Debug, Default)]
@@ -50,6 +53,16 @@ impl Owed {
     /// The order `request` of `vid` went through; its confirm has not landed.
     pub fn owe(&self, vid: VisitorId, request: RequestId) {
         self.lock().insert(vid, (request, Owing::Confirm));
+    }
+
+    /// The shop's command `request` ended `vid`'s admission; the store has not heard yet.
+    pub fn owe_command(&self, vid: VisitorId, request: RequestId) {
+        self.lock().insert(vid, (request, Owing::Command));
+    }
+
+    /// How many of each kind are owed now.
+    pub fn count(&self, kind: Owing) -> usize {
+        self.lock().values().filter(|(_, o)| *o == kind).count()
     }
 
     /// The store answered the confirm of `request` (whatever it said).

@@ -240,3 +240,85 @@ async fn a_call_run_after_its_caller_gave_up_records_no_opening() {
         r.event
     );
 }
+
+/// A rolling reload hidden by a pause: both instances run an opening at T+5 s; Redis pauses;
+/// A reloads with the opening moved later; Redis resumes past the old opening and B, not
+/// reloaded, steps first with the old one. The store has heard nothing of A's reload, but it
+/// has not heard A at all since the stall either: it takes no event step until it has. Before
+/// (found by review), B's step recorded the opening at the old time, and the registrants went
+/// in minutes early once both files agreed on the new one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_a_pause_no_event_step_before_every_instance_is_heard() {
+    let pair = Pair::start("hidden-reload");
+    let (a, b, p) = (&pair.a, &pair.b, &pair.p);
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_micros() as u64;
+    let drop_at = |opens_at: u64| Event {
+        name: "drop".into(),
+        prequeue_from: now - 1_000_000,
+        opens_at,
+        closes_at: None,
+        draw: false,
+        after_close: AfterClose::Keep,
+        admit_per_second: None,
+        max_active: None,
+        utc_offset: 0,
+    };
+    let old = EventsArg::of(&[drop_at(now + 5_000_000)]);
+    let moved = EventsArg::of(&[drop_at(now + 600_000_000)]);
+    for _ in 0..3 {
+        pair.step(Duration::from_millis(100));
+        a.admit_with(p, &ctx("old", Some(old.clone())))
+            .await
+            .unwrap();
+        b.admit_with(p, &ctx("old", Some(old.clone())))
+            .await
+            .unwrap();
+    }
+    let opened = || {
+        common::redis::raw(
+            pair._redis.port,
+            "HGET {anteroom:hidden-reload}:room opened",
+        )
+        .unwrap_or_default()
+    };
+    assert_eq!(opened().trim(), "$-1", "not opened yet");
+    // Twenty seconds with no call (Redis paused), past the old opening.
+    pair.step(Duration::from_secs(20));
+    let r = b
+        .admit_with(p, &ctx("old", Some(old.clone())))
+        .await
+        .unwrap();
+    assert_eq!(
+        opened().trim(),
+        "$-1",
+        "opened by B before A was heard: {:?}",
+        r.event
+    );
+    assert_eq!(r.admitted, 0);
+    // A, heard: its file moved the opening, and the instances disagree.
+    pair.step(Duration::from_millis(100));
+    a.admit_with(p, &ctx("moved", Some(moved.clone())))
+        .await
+        .unwrap();
+    pair.step(Duration::from_millis(100));
+    let r = b
+        .admit_with(p, &ctx("old", Some(old.clone())))
+        .await
+        .unwrap();
+    assert!(r.events_mixed, "they disagree");
+    assert_eq!(opened().trim(), "$-1", "opened while they disagree");
+    // B reloaded too: they agree on the later opening, and nothing opens now.
+    for _ in 0..3 {
+        pair.step(Duration::from_millis(100));
+        a.admit_with(p, &ctx("moved", Some(moved.clone())))
+            .await
+            .unwrap();
+        b.admit_with(p, &ctx("moved", Some(moved.clone())))
+            .await
+            .unwrap();
+    }
+    assert_eq!(opened().trim(), "$-1", "the opening is the moved one");
+}
