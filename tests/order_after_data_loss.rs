@@ -299,23 +299,7 @@ async fn answered_during_an_outage(reload: bool) {
     redis.restart();
     // The kept cookie orders through the other instance, over and over, until the confirm
     // has landed (a 409 that is not "come back later") or for 8 s.
-    let mut answers = std::collections::BTreeMap::new();
-    let until = std::time::Instant::now() + Duration::from_secs(8);
-    while std::time::Instant::now() < until {
-        let resp = client()
-            .post(two.url("/orders"))
-            .header("cookie", jar.header())
-            .send()
-            .await;
-        let (code, busy) = resp
-            .map(|r| (r.status().as_u16(), r.headers().contains_key("retry-after")))
-            .unwrap_or((0, false));
-        *answers.entry((code, busy)).or_insert(0u32) += 1;
-        if code == 200 || (code == 409 && !busy) {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let answers = until_used(&two, &jar, Duration::from_secs(8)).await;
     assert!(
         !answers.keys().any(|(code, _)| *code == 200),
         "a second order went through: {answers:?}"
@@ -380,11 +364,28 @@ async fn an_instance_stopped_during_an_outage_settles_its_orders_first() {
     assert!(code.1.contains("every order settled"), "{}", code.1);
     assert!(stopped.elapsed() > Duration::from_secs(2), "it waited");
     // The kept cookie through the other instance: used, never a second order.
+    let answers = until_used(&two, &jar, Duration::from_secs(30)).await;
+    assert!(
+        !answers.keys().any(|(code, _)| *code == 200),
+        "a second order went through: {answers:?}"
+    );
+    assert!(answers.contains_key(&(409, false)), "used: {answers:?}");
+    assert_eq!(shop.orders(), 1, "the shop saw one order");
+}
+
+/// The kept cookie's order sent through `proxy` over and over until it is answered as used (a
+/// `409` that is not "come back later") or goes through, or for `limit`: how many answers of
+/// each (status, came with `Retry-After`).
+async fn until_used(
+    proxy: &Proxy,
+    jar: &Jar,
+    limit: Duration,
+) -> std::collections::BTreeMap<(u16, bool), u32> {
     let mut answers = std::collections::BTreeMap::new();
-    let until = std::time::Instant::now() + Duration::from_secs(30);
+    let until = std::time::Instant::now() + limit;
     while std::time::Instant::now() < until {
         let resp = client()
-            .post(two.url("/orders"))
+            .post(proxy.url("/orders"))
             .header("cookie", jar.header())
             .send()
             .await;
@@ -395,14 +396,9 @@ async fn an_instance_stopped_during_an_outage_settles_its_orders_first() {
         if code == 200 || (code == 409 && !busy) {
             break;
         }
-        tokio::time::sleep(Duration::from_millis(50)).await;
+        tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    assert!(
-        !answers.keys().any(|(code, _)| *code == 200),
-        "a second order went through: {answers:?}"
-    );
-    assert!(answers.contains_key(&(409, false)), "used: {answers:?}");
-    assert_eq!(shop.orders(), 1, "the shop saw one order");
+    answers
 }
 
 /// A room with orders on Redis for two instances, with these `[store]` timings.

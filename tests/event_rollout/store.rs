@@ -23,17 +23,7 @@ impl Pair {
         let (a, b) = (store(), store());
         a.freeze_clock();
         b.freeze_clock();
-        let p = RoomParams {
-            name: name.into(),
-            admit_per_second: 10.0,
-            max_active: 10,
-            max_waiting: 1000,
-            session_ttl: Duration::from_secs(600),
-            claim_ttl: Duration::from_secs(60),
-            abandon_after: Duration::from_secs(60),
-            tick: Duration::from_millis(100),
-            queueing: Default::default(),
-        };
+        let p = room(name);
         Pair {
             _redis: redis,
             a,
@@ -46,6 +36,44 @@ impl Pair {
     fn step(&self, by: Duration) {
         self.a.shift_clock(by);
         self.b.shift_clock(by);
+    }
+}
+
+/// The room every test here runs.
+fn room(name: &str) -> RoomParams {
+    RoomParams {
+        name: name.into(),
+        admit_per_second: 10.0,
+        max_active: 10,
+        max_waiting: 1000,
+        session_ttl: Duration::from_secs(600),
+        claim_ttl: Duration::from_secs(60),
+        abandon_after: Duration::from_secs(60),
+        tick: Duration::from_millis(100),
+        queueing: Default::default(),
+    }
+}
+
+/// This host's clock now, unix µs (a frozen store's clock starts there).
+fn now_us() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_micros() as u64
+}
+
+/// The event "drop": its pre-queue began a second before `now`, it opens at `opens_at`.
+fn drop_event(now: u64, opens_at: u64, draw: bool) -> Event {
+    Event {
+        name: "drop".into(),
+        prequeue_from: now - 1_000_000,
+        opens_at,
+        closes_at: None,
+        draw,
+        after_close: AfterClose::Keep,
+        admit_per_second: None,
+        max_active: None,
+        utc_offset: 0,
     }
 }
 
@@ -128,21 +156,8 @@ async fn a_pause_of_the_store_is_no_silence_of_an_instance() {
 async fn a_pause_of_the_store_keeps_newcomers_out_of_a_draw_in_rollout() {
     let pair = Pair::start("rollout-draw");
     let (a, b, p) = (&pair.a, &pair.b, &pair.p);
-    let now = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_micros() as u64;
-    let drop = Event {
-        name: "drop".into(),
-        prequeue_from: now - 1_000_000,
-        opens_at: now + 600_000_000,
-        closes_at: None,
-        draw: true,
-        after_close: AfterClose::Keep,
-        admit_per_second: None,
-        max_active: None,
-        utc_offset: 0,
-    };
+    let now = now_us();
+    let drop = drop_event(now, now + 600_000_000, true);
     let drawn = EventsArg::of(std::slice::from_ref(&drop));
     let none = EventsArg::of(&[]);
     for _ in 0..3 {
@@ -179,32 +194,9 @@ async fn a_pause_of_the_store_keeps_newcomers_out_of_a_draw_in_rollout() {
 async fn a_call_run_after_its_caller_gave_up_records_no_opening() {
     let redis = RedisServer::start();
     let a = RedisStore::new(Target::Single(redis.url()), Duration::from_millis(200)).unwrap();
-    let p = RoomParams {
-        name: "late".into(),
-        admit_per_second: 10.0,
-        max_active: 10,
-        max_waiting: 1000,
-        session_ttl: Duration::from_secs(600),
-        claim_ttl: Duration::from_secs(60),
-        abandon_after: Duration::from_secs(60),
-        tick: Duration::from_millis(100),
-        queueing: Default::default(),
-    };
-    let now = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_micros() as u64;
-    let drop_at = |opens_at: u64| Event {
-        name: "drop".into(),
-        prequeue_from: now - 1_000_000,
-        opens_at,
-        closes_at: None,
-        draw: false,
-        after_close: AfterClose::Keep,
-        admit_per_second: None,
-        max_active: None,
-        utc_offset: 0,
-    };
+    let p = room("late");
+    let now = now_us();
+    let drop_at = |opens_at: u64| drop_event(now, opens_at, false);
     let old = EventsArg::of(&[drop_at(now + 2_000_000)]);
     let moved = EventsArg::of(&[drop_at(now + 600_000_000)]);
     for _ in 0..3 {
@@ -251,21 +243,8 @@ async fn a_call_run_after_its_caller_gave_up_records_no_opening() {
 async fn after_a_pause_no_event_step_before_every_instance_is_heard() {
     let pair = Pair::start("hidden-reload");
     let (a, b, p) = (&pair.a, &pair.b, &pair.p);
-    let now = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_micros() as u64;
-    let drop_at = |opens_at: u64| Event {
-        name: "drop".into(),
-        prequeue_from: now - 1_000_000,
-        opens_at,
-        closes_at: None,
-        draw: false,
-        after_close: AfterClose::Keep,
-        admit_per_second: None,
-        max_active: None,
-        utc_offset: 0,
-    };
+    let now = now_us();
+    let drop_at = |opens_at: u64| drop_event(now, opens_at, false);
     let old = EventsArg::of(&[drop_at(now + 5_000_000)]);
     let moved = EventsArg::of(&[drop_at(now + 600_000_000)]);
     for _ in 0..3 {
