@@ -239,3 +239,24 @@ fn a_next_js_data_request_is_read_as_its_page() {
     assert_eq!(Readings::of("/_next/data/x/a.js").len(), 1);
     assert_eq!(Readings::of("/_next/static/x/orders.json").len(), 1);
 }
+
+/// The one-pass test answers what the four `contains`/`starts_with` it replaced answered, for
+/// every path of up to six bytes over the bytes that matter (and one that does not).
+#[test]
+fn needing_normalizing_is_what_the_substring_tests_said() {
+    let alphabet = [b'/', b'.', b'%', b'a'];
+    let mut paths = vec![String::new()];
+    for _ in 0..6 {
+        let longer: Vec<String> = paths
+            .iter()
+            .filter(|p| p.len() == paths.last().map_or(0, String::len))
+            .flat_map(|p| alphabet.iter().map(move |&c| format!("{p}{}", c as char)))
+            .collect();
+        paths.extend(longer);
+    }
+    assert_eq!(paths.len(), (0..=6).map(|n| 4usize.pow(n)).sum::<usize>());
+    for p in &paths {
+        let was = p.contains('%') || p.contains("//") || p.contains("/.") || !p.starts_with('/');
+        assert_eq!(needs_normalizing(p), was, "{p:?}");
+    }
+}
