@@ -141,58 +141,13 @@ local stale_events = ARGV[25] ~= '' and tonumber(ARGV[25]) ~= (tonumber(es[10]) 
 -- without a new event ended its pre-queue and admitted the registrants, one with the old
 -- opening recorded it for good. An instance of a version before this says nothing of its
 -- events and is not counted.
--- Each instance keeps "<config digest> <events digest> <its heartbeat lifetime µs>" in the
--- configs hash, and is judged live by its own lifetime (an instance ticking a room every 6 s
--- is not gone between its ticks to one ticking every 100 ms: re-review).
-local function config_parts(v)
-  return string.match(v, '^(%S*) ?(%S*) ?(%S*)$')
-end
 local mine_ev = string.match(ARGV[12], ' (%S+)$')
 local cfgs = redis.call('HGETALL', KEYS[5])
-local stall_live = tonumber(redis.call('HGET', room, 'stall_live'))
-local unheard_since_stall = false
-if stall_live then
-  for i = 1, #cfgs, 2 do
-    local _, _, life = config_parts(cfgs[i + 1])
-    local seen = tonumber(redis.call('ZSCORE', KEYS[4], cfgs[i]))
-    local fresh = tonumber(redis.call('HGET', room, 'fresh:' .. cfgs[i]))
-    life = math.max(tonumber(life) or 0, tonumber(ARGV[9]))
-    if seen and seen > live - life and fresh and fresh < stall_live then
-      unheard_since_stall = true
-      break
-    end
-  end
-  if not unheard_since_stall then
-    redis.call('HDEL', room, 'stall_live')
-  end
-end
-if unheard_since_stall ~= (es[13] == '1') then
-  if unheard_since_stall then
-    redis.call('HSET', room, 'ev_wait', '1')
-  else
-    redis.call('HDEL', room, 'ev_wait')
-  end
-end
-local mixed_events = false
-if mine_ev then
-  for i = 1, #cfgs, 2 do
-    local _, theirs, life = config_parts(cfgs[i + 1])
-    if cfgs[i] ~= ARGV[8] and theirs ~= '' and theirs ~= mine_ev then
-      local seen = tonumber(redis.call('ZSCORE', KEYS[4], cfgs[i]))
-      life = math.max(tonumber(life) or 0, tonumber(ARGV[9]))
-      if seen and seen > live - life then
-        mixed_events = true
-        break
-      end
-    end
-  end
-end
-if not late and mixed_events ~= (es[12] == '1') then
-  if mixed_events then
-    redis.call('HSET', room, 'ev_mixed', '1')
-  else
-    redis.call('HDEL', room, 'ev_mixed')
-  end
+local unheard_stall = unheard_since_stall(room, cfgs, live)
+flag(room, 'ev_wait', unheard_stall, es[13] == '1')
+local mixed_events = events_disagree(cfgs, mine_ev, live)
+if not late then
+  flag(room, 'ev_mixed', mixed_events, es[12] == '1')
 end
 -- An instance whose events make this a drawn pre-queue says so for its heartbeat's lifetime:
 -- while instances disagree, join places no newcomer then, whatever the caller's own events (an
@@ -204,7 +159,7 @@ end
 if in_pre and ev.draw and not late then
   redis.call('HSET', room, 'mixed_draw', string.format('%.0f', live + tonumber(ARGV[9])))
 end
-local hold_events = mixed_events or late or unheard_since_stall
+local hold_events = mixed_events or late or unheard_stall
 stale_events = stale_events or hold_events
 if in_pre then
   if es[1] ~= ev.id and not hold_events then
@@ -340,27 +295,7 @@ local expired = redis.call('ZREMRANGEBYSCORE', active, '-inf', now)
 -- and stepped them: an opening another instance had moved later was recorded (found by
 -- re-review).
 redis.call('ZADD', KEYS[4], live, ARGV[8])
-local silent_since = live - tonumber(ARGV[9])
--- Gone: silent past the caller's lifetime and past the instance's own (when it says it).
-local lives = {}
-for i = 1, #cfgs, 2 do
-  local _, _, life = config_parts(cfgs[i + 1])
-  lives[cfgs[i]] = tonumber(life)
-end
-local gone = {}
-for _, id in ipairs(redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', silent_since)) do
-  local seen = tonumber(redis.call('ZSCORE', KEYS[4], id))
-  if not (lives[id] and seen > live - lives[id]) then
-    gone[#gone + 1] = id
-  end
-end
-if #gone > 0 then
-  redis.call('HDEL', KEYS[5], unpack(gone))
-  redis.call('ZREM', KEYS[4], unpack(gone))
-  for _, id in ipairs(gone) do
-    redis.call('HDEL', room, 'step:' .. id, 'given:' .. id, 'fresh:' .. id)
-  end
-end
+local gone = sweep_gone(room, cfgs, live)
 if ARGV[12] ~= '' and not late then
   -- With the events digest (a caller of this version), its lifetime too.
   redis.call('HSET', KEYS[5], ARGV[8], mine_ev and (ARGV[12] .. ' ' .. ARGV[9]) or ARGV[12])

@@ -19,6 +19,7 @@ use crate::config;
 
 mod caps;
 mod frozen;
+mod listeners;
 mod takeover;
 use frozen::{frozen_changes, gone, lines_of_gone_rooms, runtime_now};
 use takeover::takeovers;
@@ -164,6 +165,11 @@ impl Reloader {
             }
             new.store = o.store.clone();
             new.server = o.server.clone();
+        }
+        let looped = listeners::upstreams_at_running_listeners(&new, &self.path);
+        if !looped.is_empty() {
+            log_refusal(&looped);
+            return Err(config::ConfigErrors(looped).to_string());
         }
         let rooms = new.rooms.len();
         // Checked before the new rooms are built: building them takes state over from the

@@ -408,23 +408,37 @@ impl Builder<'_> {
     /// 3 s). Its address is anteroom's when it is the listener's, or loopback (or unspecified)
     /// with a listener on every address of the port.
     fn no_upstream_loops_back(&mut self, upstreams: &[Upstream], listen: &Listen) {
-        let own = [Some(listen.http), Some(listen.admin), listen.https];
-        for (i, u) in upstreams.iter().enumerate() {
-            let key = if u.addrs.is_empty() { "addr" } else { "addrs" };
-            let at = u
-                .resolved
-                .iter()
-                .flat_map(|(_, a)| a.iter())
-                .find(|a| own.iter().flatten().any(|l| loops_back(**a, *l)));
-            if let Some(a) = at {
-                self.fail(
-                    k("upstream").index(i).key(key),
-                    format!("{a} is one of anteroom's own listeners: every request would come back to anteroom"),
-                    "point the upstream at the shop's own server, on another port",
-                );
-            }
+        for (i, key, a) in upstreams_at_listeners(upstreams, listen) {
+            self.fail(
+                k("upstream").index(i).key(key),
+                format!("{a} is one of anteroom's own listeners: every request would come back to anteroom"),
+                "point the upstream at the shop's own server, on another port",
+            );
         }
     }
+}
+
+/// The upstreams that would connect to one of `listen`'s listeners: (index, its key, the
+/// address). Also judged by a reload against the listeners still running (found by review: a
+/// file that moved `listen.http` and pointed the upstream at the old port passed, and each
+/// request came back to anteroom, thousands a second).
+pub fn upstreams_at_listeners(
+    upstreams: &[Upstream],
+    listen: &Listen,
+) -> Vec<(usize, &'static str, SocketAddr)> {
+    let own = [Some(listen.http), Some(listen.admin), listen.https];
+    upstreams
+        .iter()
+        .enumerate()
+        .filter_map(|(i, u)| {
+            let key = if u.addrs.is_empty() { "addr" } else { "addrs" };
+            u.resolved
+                .iter()
+                .flat_map(|(_, a)| a.iter())
+                .find(|a| own.iter().flatten().any(|l| loops_back(**a, *l)))
+                .map(|a| (i, key, *a))
+        })
+        .collect()
 }
 
 /// Whether connecting to `upstream` reaches the listener at `listener`.

@@ -6,6 +6,7 @@
 
 mod admin;
 mod build;
+pub use build::upstreams_at_listeners;
 mod bypass;
 mod consume;
 mod env;

@@ -80,7 +80,7 @@ impl Scripts {
     fn new() -> Self {
         Self {
             join: Script::new(lua!("join")),
-            admit: Script::new(lua!("admit_steps", "admit")),
+            admit: Script::new(lua!("admit_steps", "admit_instances", "admit")),
             touch: Script::new(lua!("touch")),
             consume: Script::new(lua!("consume")),
             settle: Script::new(lua!("settle")),

@@ -239,3 +239,44 @@ async fn a_sighup_while_starting_is_applied_not_fatal() {
     .await;
     assert!(proxy.alive());
 }
+
+/// A reload that points the upstream at a listener still running (the file moved
+/// `listen.http`, which applies only at a restart, and named the old port as the shop) is
+/// refused, naming the key: every request would come back to anteroom. Before (found by
+/// review), it was applied and the instance sent itself thousands of requests a second.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reload_cannot_point_the_upstream_at_a_running_listener() {
+    let origin = Origin::start().await;
+    let proxy = Proxy::start_with(
+        &config(origin.addr, "\"/products\"", ""),
+        &[("ANTEROOM_LOG", "info")],
+        &[],
+    );
+    let text = std::fs::read_to_string(proxy.config_path()).unwrap();
+    let looped = text
+        .replace(
+            &format!("http = \"{}\"", proxy.addr),
+            "http = \"127.0.0.1:1\"",
+        )
+        .replace(
+            &format!("addr = \"{}\"", origin.addr),
+            &format!("addr = \"{}\"", proxy.addr),
+        );
+    assert_ne!(looped, text);
+    std::fs::write(proxy.config_path(), looped).unwrap();
+    proxy.signal("HUP");
+    let logs = eventually(Duration::from_secs(5), "the refusal in the log", || async {
+        let logs = proxy.stderr();
+        logs.contains("reload refused").then_some(logs)
+    })
+    .await;
+    assert!(
+        logs.contains("upstream[0].addr") && logs.contains("running listeners"),
+        "{logs}"
+    );
+    assert_eq!(
+        state(&client(), &proxy, "/cart").await,
+        "origin GET /cart",
+        "the shop is still the upstream"
+    );
+}
