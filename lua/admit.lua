@@ -143,7 +143,7 @@ local stale_events = ARGV[25] ~= '' and tonumber(ARGV[25]) ~= (tonumber(es[10]) 
 -- events and is not counted.
 local mine_ev = string.match(ARGV[12], ' (%S+)$')
 local cfgs = redis.call('HGETALL', KEYS[5])
-local unheard_stall = unheard_since_stall(room, cfgs, live)
+local unheard_stall = unheard_since_stall(room, cfgs, live) or after_loss(room, live, #events > 0)
 flag(room, 'ev_wait', unheard_stall, es[13] == '1')
 local mixed_events = events_disagree(cfgs, mine_ev, live)
 if not late then

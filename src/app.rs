@@ -32,6 +32,8 @@ pub struct Core {
     pub metrics: Metrics,
     /// One circuit breaker per room ([`Breakers`]).
     pub breakers: Breakers,
+    /// What each room's orders owe the store, per room name over reloads.
+    pub owed: crate::room::owed::OwedBook,
     /// The store timeout; store settings need a restart to change.
     timeout: std::time::Duration,
     breaker_failures: u32,
@@ -116,6 +118,7 @@ impl Core {
             clock,
             metrics,
             breakers: Breakers::new(s.breaker_failures, s.breaker_cooldown),
+            owed: Default::default(),
             timeout: s.timeout,
             breaker_failures: s.breaker_failures,
             breaker_cooldown: s.breaker_cooldown,
@@ -380,6 +383,7 @@ impl Shared {
                     secret,
                     &key_ids,
                     core.breakers.of(r.name()),
+                    core.owed.of(r.name()),
                 )
             })
             .collect();

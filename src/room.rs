@@ -293,6 +293,7 @@ impl Room {
         draw_secret: Option<std::sync::Arc<[u8]>>,
         key_ids: &[&str],
         breaker: std::sync::Arc<crate::breaker::Breaker>,
+        owed: std::sync::Arc<owed::Owed>,
     ) -> Self {
         let cookie_name = room_cookie_name(cfg.name());
         let ticket_cookie = crate::line::ticket::cookie_name(cfg.name());
@@ -331,7 +332,7 @@ impl Room {
             prelimit,
             gate,
             revoked: Default::default(),
-            owed: Default::default(),
+            owed,
             breaker,
         }
     }
@@ -404,7 +405,6 @@ impl Room {
             now,
         );
         self.revoked = old.revoked.clone();
-        self.owed = old.owed.clone();
         self.events.inherit(
             &old.events,
             crate::clock::Clock::now_micros(&crate::clock::SystemClock),

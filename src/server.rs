@@ -320,14 +320,18 @@ impl Signals {
 /// confirms owed, origin commands owed.
 fn owed(current: &Current) -> Vec<(String, [usize; 3])> {
     use crate::room::owed::Owing;
-    let shared = current.load();
-    shared
-        .rooms
-        .iter()
-        .map(|r| {
-            let n = |k| r.owed.count(k);
-            let counts = [n(Owing::InFlight), n(Owing::Confirm), n(Owing::Command)];
-            (r.name().to_string(), counts)
+    current
+        .load()
+        .core
+        .owed
+        .all()
+        .into_iter()
+        .map(|(room, o)| {
+            let n = |k| o.count(k);
+            (
+                room,
+                [n(Owing::InFlight), n(Owing::Confirm), n(Owing::Command)],
+            )
         })
         .filter(|(_, n)| n.iter().any(|&n| n > 0))
         .collect()
@@ -374,6 +378,7 @@ impl ShutdownSignalWatch for Signals {
         };
         let name = tokio::select! {
             _ = quit.recv() => {
+                crate::room::owed::stop();
                 tracing::info!("SIGQUIT: handing the sockets over to the new process (graceful upgrade)");
                 return ShutdownSignal::GracefulUpgrade;
             }
@@ -381,6 +386,7 @@ impl ShutdownSignalWatch for Signals {
             _ = int.recv() => "SIGINT",
         };
         self.settle_owed().await;
+        crate::room::owed::stop();
         // The one line of a shutdown (Pingora's own are below `warn`).
         tracing::info!(
             signal = name,

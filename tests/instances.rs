@@ -347,3 +347,83 @@ async fn instances_that_run_different_configurations_are_shown() {
     one.signal("HUP");
     differ(&two, false).await;
 }
+
+/// An upgrade during a Redis outage with an order's confirm owed: the old process hands the
+/// sockets over and, while it drains, Redis comes back; the confirm lands and the kept cookie
+/// orders on no instance. Before (found by review), only the admission loop probed the
+/// breaker, it stopped at the shutdown's broadcast, and the confirm failed fast against the
+/// open breaker until the exit: the kept cookie ordered again once the grace period ran.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upgrade_during_an_outage_lands_what_it_owes_while_it_drains() {
+    let redis = common::redis::RedisServer::start();
+    let shop = common::shop::Shop::start().await;
+    shop.script(&[common::shop::Answer::Late(Duration::from_secs(2), 200)]);
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let (http, admin) = (free_port(), free_port());
+    let text = format!(
+        "[listen]\nhttp = \"127.0.0.1:{http}\"\nadmin = \"127.0.0.1:{admin}\"\n\
+         [server]\ngrace-period = \"12s\"\nshutdown-timeout = \"2s\"\nupgrade-sock = \"{}\"\n\
+         [store]\nbackend = \"redis\"\nredis-url = \"{}\"\ntimeout = \"300ms\"\nbreaker-cooldown = \"300ms\"\n{}\n\
+         [[room]]\nname = \"sale\"\npaths = [\"/orders\", \"/products\"]\nconsume = [\"POST /orders\"]\n\
+         admit-per-second = 100\nmax-active = 10\n",
+        d.join("up.sock").display(),
+        redis.url(),
+        base_config(shop.addr)
+    );
+    let cfg = d.join("c.toml");
+    std::fs::write(&cfg, text).unwrap();
+    let addr = http_of(&cfg);
+    let mut old = Run::start(&cfg, false, d.join("old.log"));
+    until_answers(&addr, &old).await;
+    let mut jar = Jar::default();
+    let resp = client()
+        .get(format!("http://{addr}/products"))
+        .send()
+        .await
+        .unwrap();
+    jar.absorb(&resp);
+    assert!(jar.get("anteroom_sale").is_some(), "admitted");
+    let (url, cookie) = (format!("http://{addr}/orders"), jar.header());
+    let order = tokio::spawn(async move {
+        let resp = client().post(url).header("cookie", cookie).send().await;
+        resp.map(|r| r.status().as_u16()).ok()
+    });
+    eventually(Duration::from_secs(10), "the order at the shop", || async {
+        (shop.orders() == 1).then_some(())
+    })
+    .await;
+    redis.signal(true);
+    assert_eq!(order.await.unwrap(), Some(200), "the shop's answer");
+    let mut new = Run::start(&cfg, true, d.join("new.log"));
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !d.join("up.sock").exists() {
+        assert!(Instant::now() < deadline, "no socket: {}", new.stderr());
+        assert!(
+            new.exit_within(Duration::from_millis(20)).is_none(),
+            "{}",
+            new.stderr()
+        );
+    }
+    old.signal("QUIT");
+    // Past the five seconds after the handover, when the admission loop has stopped.
+    tokio::time::sleep(Duration::from_secs(7)).await;
+    redis.signal(false);
+    assert_eq!(
+        old.exit_within(Duration::from_secs(30)),
+        Some(0),
+        "{}",
+        old.stderr()
+    );
+    let err = old.stderr();
+    assert!(!err.contains("the store never heard"), "{err}");
+    // The kept cookie, through the new process: used.
+    let resp = client()
+        .post(format!("http://{addr}/orders"))
+        .header("cookie", jar.header())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 409, "{}", new.stderr());
+    assert_eq!(shop.orders(), 1, "one order");
+}

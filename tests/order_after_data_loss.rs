@@ -472,3 +472,32 @@ async fn orders_again(
     }
     answers
 }
+
+/// An order still at the shop when the process has waited all it may (`shutdown-timeout`,
+/// then `grace-period`) is cut off by the runtime's end: the exit says so. Before (found by
+/// review), the cut-off order was forgotten as if its visitor had left, the exit reported
+/// nothing, and a second order of the admission went through once its grace period had run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_order_cut_off_by_the_shutdown_is_reported_at_the_exit() {
+    let redis = RedisServer::start();
+    let shop = Shop::start().await;
+    shop.script(&[Answer::Late(Duration::from_secs(8), 200)]);
+    let cfg = format!(
+        "[server]\ngrace-period = \"0s\"\nshutdown-timeout = \"1s\"\n{}",
+        two_instances(&shop, &redis, "timeout = \"300ms\"")
+    );
+    let mut one = Proxy::start(&cfg);
+    let (_jar, _first) = an_order_at_the_shop(&one, &shop).await;
+    one.signal("TERM");
+    let (code, err) = tokio::task::spawn_blocking(move || {
+        let code = one.wait_exit(Duration::from_secs(20));
+        (code, one.stderr())
+    })
+    .await
+    .unwrap();
+    assert_eq!(code, Some(0), "{err}");
+    assert!(
+        err.contains("stopped with orders still at the shop"),
+        "{err}"
+    );
+}

@@ -317,6 +317,26 @@ async fn generation_seen(shared: &Shared, room: usize, report: &AdmitReport) -> 
     }
 }
 
+/// After the shutdown broadcast the admission steps stop, but what this process owes the store
+/// (confirms, origin commands) is still retried while it drains, behind each room's breaker,
+/// and only this loop probes a half-open breaker: it goes on probing the rooms that owe
+/// something until the runtime ends (found by review: after SIGQUIT the breakers stayed open
+/// while Redis answered again, and an owed confirm and a revoke never landed).
+async fn probe_while_owed(current: &crate::app::Current) {
+    loop {
+        let shared = current.load_full();
+        for r in &shared.rooms {
+            if !r.owed.is_empty() && !shared.store_closed(r.name()) {
+                let probe = shared.store.room_state(&r.cfg.params);
+                let _ = shared
+                    .store_call(crate::app::PROBE_OP, r.name(), probe)
+                    .await;
+            }
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+}
+
 async fn shutdown_requested(shutdown: &mut ShutdownWatch) {
     // A closed channel means the server is going away too.
     while !*shutdown.borrow() {
@@ -338,6 +358,7 @@ impl BackgroundService for AdmissionLoop {
             tokio::select! {
                 _ = shutdown_requested(&mut shutdown) => {
                     tasks.abort_all();
+                    probe_while_owed(&self.current).await;
                     return;
                 }
                 _ = self.reloaded.notified() => tasks.abort_all(),

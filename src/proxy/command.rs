@@ -160,7 +160,7 @@ fn obey(
     }
     // The shop's word settles an order in flight too: `finish` ends it in the store.
     if ctx.room == Some(room) && ctx.consumed.take().is_some() {
-        ctx.heartbeat = None;
+        super::settle::end_heartbeat(ctx);
     }
     // Until the store has heard, this instance refuses an order of this admission itself, as
     // for a confirm it owes (found by review: an order placed the moment Redis came back from

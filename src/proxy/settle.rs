@@ -175,6 +175,9 @@ pub(super) struct Heartbeat {
     owed: Arc<crate::room::owed::Owed>,
     vid: VisitorId,
     request: RequestId,
+    /// Its order was answered and settled (or given back): no longer in flight, whenever it
+    /// is dropped.
+    ended: bool,
 }
 
 impl Heartbeat {
@@ -224,14 +227,31 @@ impl Heartbeat {
             owed,
             vid,
             request,
+            ended: false,
         }
+    }
+
+    /// The order's end is known here (settled, given back, or ended by the shop's command).
+    pub(super) fn end(mut self) {
+        self.ended = true;
+    }
+}
+
+/// `ctx`'s heartbeat, if any, ended ([`Heartbeat::end`]).
+pub(super) fn end_heartbeat(ctx: &mut Ctx) {
+    if let Some(h) = ctx.heartbeat.take() {
+        h.end();
     }
 }
 
 impl Drop for Heartbeat {
     fn drop(&mut self) {
         self.beats.abort();
-        self.owed.sent(self.vid, &self.request);
+        // Dropped mid-flight while the process stops: cut off by the shutdown, still at the
+        // shop as far as anyone knows (see `owed::STOPPING`).
+        if self.ended || !crate::room::owed::stopping() {
+            self.owed.sent(self.vid, &self.request);
+        }
     }
 }
 
@@ -246,10 +266,10 @@ pub(super) async fn settle(shared: &super::held::Held, ctx: &mut Ctx, how: Settl
         // Owed before the heartbeat stops marking it in flight: no moment in between when
         // another order of it would be asked of the store.
         settle_later(shared.arc(), t, how);
-        ctx.heartbeat = None;
+        end_heartbeat(ctx);
         return;
     }
-    ctx.heartbeat = None;
+    end_heartbeat(ctx);
     let r = &shared.rooms[t.room];
     let clear = cookie::clear_admission(r.name(), false);
     let clear_secure = cookie::clear_admission(r.name(), true);

@@ -14,7 +14,8 @@
 //! instance that dies mid-order does.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 
 use crate::store::{RequestId, VisitorId};
 
@@ -28,6 +29,47 @@ pub enum Owing {
     /// The shop ended the admission (`Anteroom-Command: complete` or `revoke`) and the store
     /// has not heard: another order is refused, as for [`Owing::Confirm`].
     Command,
+}
+
+/// The process is stopping (its listeners closed, or its sockets handed to a new process):
+/// an order dropped mid-flight from now was cut off by the shutdown, not given up by its
+/// visitor, and stays counted as still at the shop for the exit's report (found by review: the
+/// runtime's end dropped such orders, which forgot them, and the exit reported nothing while a
+/// second order of the admission went through once the grace period had run).
+static STOPPING: AtomicBool = AtomicBool::new(false);
+
+/// Marks the process as stopping (see [`STOPPING`]).
+pub fn stop() {
+    STOPPING.store(true, Ordering::Relaxed);
+}
+
+/// Whether the process is stopping.
+pub fn stopping() -> bool {
+    STOPPING.load(Ordering::Relaxed)
+}
+
+/// Per room name, its [`Owed`], over every reload: a room a reload removed still owes what it
+/// owed, and the shutdown waits for it and reports it (found by review: only the rooms of the
+/// running file were counted, and a removed room's owed confirm was dropped unreported).
+#[derive(Debug, Default)]
+pub struct OwedBook {
+    rooms: Mutex<HashMap<String, Arc<Owed>>>,
+}
+
+impl OwedBook {
+    /// The record of the room named `room`.
+    pub fn of(&self, room: &str) -> Arc<Owed> {
+        let mut rooms = self.rooms.lock().unwrap_or_else(|e| e.into_inner());
+        rooms.entry(room.to_string()).or_default().clone()
+    }
+
+    /// Every room's record, by name.
+    pub fn all(&self) -> Vec<(String, Arc<Owed>)> {
+        let rooms = self.rooms.lock().unwrap_or_else(|e| e.into_inner());
+        let mut all: Vec<_> = rooms.iter().map(|(n, o)| (n.clone(), o.clone())).collect();
+        all.sort_by(|a, b| a.0.cmp(&b.0));
+        all
+    }
 }
 
 #[derive(Debug, Default)]

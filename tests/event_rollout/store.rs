@@ -301,3 +301,74 @@ async fn after_a_pause_no_event_step_before_every_instance_is_heard() {
     }
     assert_eq!(opened().trim(), "$-1", "the opening is the moved one");
 }
+
+/// The same hidden reload with a data loss instead of a pause: Redis restarted empty (here a
+/// `FLUSHALL`) past the old opening, B (not reloaded) steps first, then again once it knows the
+/// new generation. The store knows nobody's file then: for a heartbeat's life it takes no event
+/// step, and by then A has said its own. Before (found by review), B's first steps recorded the
+/// opening at the old time, and the sale opened minutes early once both files agreed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_a_data_loss_no_event_step_before_the_instances_are_heard() {
+    let pair = Pair::start("lost-reload");
+    let (a, b, p) = (&pair.a, &pair.b, &pair.p);
+    let now = now_us();
+    let drop_at = |opens_at: u64| drop_event(now, opens_at, false);
+    let old = EventsArg::of(&[drop_at(now + 5_000_000)]);
+    let moved = EventsArg::of(&[drop_at(now + 600_000_000)]);
+    let knowing = |digest: &str, events: &EventsArg, gen: &str| AdmitContext {
+        known_generation: (!gen.is_empty()).then(|| gen.to_string()),
+        ..ctx(digest, Some(events.clone()))
+    };
+    let mut gen = String::new();
+    for _ in 0..3 {
+        pair.step(Duration::from_millis(100));
+        gen = a
+            .admit_with(p, &knowing("old", &old, &gen))
+            .await
+            .unwrap()
+            .generation;
+        b.admit_with(p, &knowing("old", &old, &gen)).await.unwrap();
+    }
+    let opened = || {
+        common::redis::raw(pair._redis.port, "HGET {anteroom:lost-reload}:room opened")
+            .unwrap_or_default()
+    };
+    assert_eq!(opened().trim(), "$-1", "not opened yet");
+    common::redis::raw(pair._redis.port, "FLUSHALL").expect("flushed");
+    pair.step(Duration::from_secs(20));
+    // B first, twice: the loss found, then the new generation known.
+    let r = b.admit_with(p, &knowing("old", &old, &gen)).await.unwrap();
+    assert_eq!(
+        opened().trim(),
+        "$-1",
+        "opened by the step that found the loss"
+    );
+    let new_gen = r.generation;
+    assert_ne!(new_gen, gen);
+    pair.step(Duration::from_millis(100));
+    b.admit_with(p, &knowing("old", &old, &new_gen))
+        .await
+        .unwrap();
+    assert_eq!(opened().trim(), "$-1", "opened before A was heard");
+    // A, heard within the life: they disagree; then B reloaded too.
+    pair.step(Duration::from_millis(100));
+    a.admit_with(p, &knowing("moved", &moved, &gen))
+        .await
+        .unwrap();
+    pair.step(Duration::from_millis(100));
+    let r = b
+        .admit_with(p, &knowing("old", &old, &new_gen))
+        .await
+        .unwrap();
+    assert!(r.events_mixed, "they disagree");
+    for _ in 0..60 {
+        pair.step(Duration::from_millis(100));
+        a.admit_with(p, &knowing("moved", &moved, &new_gen))
+            .await
+            .unwrap();
+        b.admit_with(p, &knowing("moved", &moved, &new_gen))
+            .await
+            .unwrap();
+    }
+    assert_eq!(opened().trim(), "$-1", "the opening is the moved one");
+}
