@@ -203,6 +203,20 @@ pub fn rooms(args: AdminArgs) -> ExitCode {
 
 /// `anteroom room NAME [show | set K=V... | clear | changes]`.
 pub fn room(args: AdminArgs, name: &str, action: RoomAction) -> ExitCode {
+    // Names go into the request's path as they are: one no room or event could have is refused
+    // here (found by review: `sale?x` showed the room `sale`, a newline broke the request).
+    if !crate::config::valid_room_name(name) {
+        return fail(format!(
+            "{name:?} is no room name: lower-case letters, digits, '-' and '_', at most 32"
+        ));
+    }
+    if let RoomAction::EventChange(event, _) | RoomAction::EventCancel(event) = &action {
+        if !crate::event::valid_name(event) {
+            return fail(format!(
+                "{event:?} is no event name: letters, digits, '-', '_' and '.', at most 64"
+            ));
+        }
+    }
     let path = format!("/rooms/{name}");
     let table = matches!(action, RoomAction::Changes(_));
     let result = args.target().and_then(|t| match action {

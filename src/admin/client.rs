@@ -168,7 +168,11 @@ pub fn patch_body(pairs: &[String]) -> Result<Value, String> {
                 ))
             }
         };
-        body.insert(key, value);
+        // Twice, the last one won silently (found by review): the admin API refuses a
+        // duplicate field, and so does the CLI.
+        if body.insert(key.clone(), value).is_some() {
+            return Err(format!("{key} is given twice: give each key once"));
+        }
     }
     if body.is_empty() {
         return Err("nothing to set: give KEY=VALUE pairs".into());
@@ -396,6 +400,14 @@ mod tests {
         assert!(patch_body(&["rate=5".into()]).is_err());
         assert!(patch_body(&["enabled=maybe".into()]).is_err());
         assert!(patch_body(&[]).is_err());
+        // Each key once, however spelled (found by review: the last one won silently).
+        for twice in [
+            ["enabled=true", "enabled=false"],
+            ["queue-all=on", "queue_all=off"],
+        ] {
+            let e = patch_body(&twice.map(String::from)).unwrap_err();
+            assert!(e.contains("given twice"), "{e}");
+        }
     }
 
     #[test]

@@ -131,6 +131,15 @@ fn walk(
                 return;
             }
             let problems = &mut out.problems;
+            if name.is_empty() {
+                problems.push(Problem {
+                    key: key.clone(),
+                    what: "\"env:\" names no environment variable".to_string(),
+                    fix: "write env:NAME, NAME the variable to read, or the value inline"
+                        .to_string(),
+                });
+                return;
+            }
             match get(name) {
                 Some(v) if !v.is_empty() => {
                     *s = v;
@@ -174,7 +183,7 @@ mod tests {
 name = "sale"
 paths = ["/products", "env:SALE_PATH"]
 queueing = "env:METHOD"
-hosts = ["env:UNSET"]
+hosts = ["env:UNSET", "env:"]
 note = "environ: not a reference"
 rate = 5
 "#,
@@ -202,6 +211,10 @@ rate = 5
                 (
                     "room[0].hosts[0]".to_string(),
                     "environment variable UNSET is not set".to_string()
+                ),
+                (
+                    "room[0].hosts[1]".to_string(),
+                    "\"env:\" names no environment variable".to_string()
                 ),
                 (
                     "room[0].queueing".to_string(),

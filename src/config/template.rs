@@ -38,6 +38,18 @@ impl Builder<'_> {
                     }
                 }
             }
+            None if candidates.iter().any(|c| c.exists()) => {
+                let there = candidates.iter().find(|c| c.exists()).unwrap_or(&given);
+                self.fail(
+                    key.clone(),
+                    format!(
+                        "{} is not a regular file (a directory or a device)",
+                        there.display()
+                    ),
+                    "name the template file itself",
+                );
+                None
+            }
             None => {
                 let tried: Vec<String> =
                     candidates.iter().map(|c| c.display().to_string()).collect();

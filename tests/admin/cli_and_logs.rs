@@ -55,6 +55,14 @@ async fn the_operator_cli_drives_the_admin_api() {
     assert!(!ok && err.contains("unknown key"), "{err}");
     let (ok, _, err) = cli(&["room", "nope"]);
     assert!(!ok && err.contains("no room named"), "{err}");
+    // Names no room or event could have are refused before anything is sent (found by review:
+    // `sale?x` showed the room `sale`); a key given twice too (the last one won silently).
+    let (ok, _, err) = cli(&["room", "sale?x"]);
+    assert!(!ok && err.contains("is no room name"), "{err}");
+    let (ok, _, err) = cli(&["room", "sale", "event", "cancel", "a/b"]);
+    assert!(!ok && err.contains("is no event name"), "{err}");
+    let (ok, _, err) = cli(&["room", "sale", "set", "enabled=true", "enabled=false"]);
+    assert!(!ok && err.contains("given twice"), "{err}");
     let (ok, out, _) = cli(&["room", "sale", "clear"]);
     assert!(ok && out.contains("\"removed\""), "{out}");
     let (ok, _, _) = cli(&["health"]);

@@ -220,6 +220,12 @@ pub const BROKEN: &[(&str, usize, &str, &str)] = &[
         "does not render",
     ),
     (
+        "bad_template_device.toml",
+        13,
+        "room[0].template",
+        "/dev/null is not a regular file",
+    ),
+    (
         "bad_consume_outside.toml",
         13,
         "room[0].consume[0]",
