@@ -44,6 +44,20 @@ impl Run {
     fn signal(&self, name: &str) {
         signal_pid(self.child.id(), name);
     }
+
+    /// Started with `--upgrade`: waits until it listens on the upgrade socket `sock` (and has
+    /// not exited meanwhile).
+    fn waits_on(&mut self, sock: &Path) {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !sock.exists() {
+            assert!(Instant::now() < deadline, "no socket: {}", self.stderr());
+            assert!(
+                self.exit_within(Duration::from_millis(20)).is_none(),
+                "{}",
+                self.stderr()
+            );
+        }
+    }
 }
 
 impl Drop for Run {
@@ -129,15 +143,7 @@ async fn instances_on_one_host_keep_to_their_own_upgrade_socket() {
     // The graceful upgrade of the first: its new process waits on the socket; a second
     // waiting process is refused (it would unlink the first's socket).
     let mut new = Run::start(&first, true, d.join("new.log"));
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !sock.exists() {
-        assert!(Instant::now() < deadline, "no socket: {}", new.stderr());
-        assert!(
-            new.exit_within(Duration::from_millis(20)).is_none(),
-            "{}",
-            new.stderr()
-        );
-    }
+    new.waits_on(&sock);
     let mut again = Run::start(&first, true, d.join("again.log"));
     assert_eq!(again.exit_within(Duration::from_secs(20)), Some(1));
     assert!(
@@ -213,15 +219,7 @@ async fn an_upgrade_hands_over_at_once_while_an_order_is_at_the_shop() {
     })
     .await;
     let mut new = Run::start(&cfg, true, d.join("new.log"));
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !d.join("up.sock").exists() {
-        assert!(Instant::now() < deadline, "no socket: {}", new.stderr());
-        assert!(
-            new.exit_within(Duration::from_millis(20)).is_none(),
-            "{}",
-            new.stderr()
-        );
-    }
+    new.waits_on(&d.join("up.sock"));
     old.signal("QUIT");
     // Every probe is answered, through the old process, then the new one, until a second
     // after the old one exited.
@@ -396,15 +394,7 @@ async fn an_upgrade_during_an_outage_lands_what_it_owes_while_it_drains() {
     redis.signal(true);
     assert_eq!(order.await.unwrap(), Some(200), "the shop's answer");
     let mut new = Run::start(&cfg, true, d.join("new.log"));
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !d.join("up.sock").exists() {
-        assert!(Instant::now() < deadline, "no socket: {}", new.stderr());
-        assert!(
-            new.exit_within(Duration::from_millis(20)).is_none(),
-            "{}",
-            new.stderr()
-        );
-    }
+    new.waits_on(&d.join("up.sock"));
     old.signal("QUIT");
     // Past the five seconds after the handover, when the admission loop has stopped.
     tokio::time::sleep(Duration::from_secs(7)).await;
