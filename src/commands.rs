@@ -23,6 +23,18 @@ macro_rules! outln {
     ($($t:tt)*) => { write_out(format_args!("{}\n", format_args!($($t)*))) };
 }
 
+/// Writes a line to stderr like `eprintln!`, which panics when stderr cannot be written
+/// (`anteroom check 2>/dev/full` did, found by review); a message nobody can read is dropped.
+macro_rules! errln {
+    ($($t:tt)*) => { write_err(format_args!("{}\n", format_args!($($t)*))) };
+}
+
+fn write_err(args: std::fmt::Arguments<'_>) {
+    use std::io::Write;
+    let mut stderr = std::io::stderr().lock();
+    let _ = stderr.write_fmt(args).and_then(|()| stderr.flush());
+}
+
 fn write_out(args: std::fmt::Arguments<'_>) {
     use std::io::Write;
     let mut stdout = std::io::stdout().lock();
@@ -39,7 +51,7 @@ pub fn check(path: &Path, connect: bool) -> ExitCode {
     match config::load(path) {
         Ok(c) => {
             for w in &c.warnings {
-                eprintln!("warning: {w}");
+                errln!("warning: {w}");
             }
             out!("{}", summary(&c));
             if !connect {
@@ -55,7 +67,7 @@ pub fn check(path: &Path, connect: bool) -> ExitCode {
             }
         }
         Err(e) => {
-            eprintln!("{e}");
+            errln!("{e}");
             ExitCode::from(2)
         }
     }
@@ -67,7 +79,7 @@ pub fn run(path: &Path, upgrade: bool) -> ExitCode {
     let config = match config::load(path) {
         Ok(c) => c,
         Err(e) => {
-            eprintln!("{e}");
+            errln!("{e}");
             return ExitCode::from(2);
         }
     };
@@ -98,7 +110,7 @@ pub fn run(path: &Path, upgrade: bool) -> ExitCode {
             server::serve(built.server, built.current)
         }
         Err(e) => {
-            eprintln!("{e}");
+            errln!("{e}");
             ExitCode::from(1)
         }
     }
@@ -185,8 +197,9 @@ pub enum RoomAction {
     EventCancel(String),
 }
 
-fn fail(msg: impl std::fmt::Display) -> ExitCode {
-    eprintln!("anteroom: {msg}");
+/// A command refused before anything was sent: the message, exit status 1.
+pub fn fail(msg: impl std::fmt::Display) -> ExitCode {
+    errln!("anteroom: {msg}");
     ExitCode::from(1)
 }
 

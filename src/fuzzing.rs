@@ -88,8 +88,60 @@ fn property_router(matching: PathMatching) -> Router {
 /// trimmed), an old WSGI server (`//host/path`), each after decoding
 /// unreserved characters once and resolving dot segments; and origins that route the path
 /// as sent (dot segments kept), also behind a front controller (`/index.php/path`,
-/// `/app.fcgi/path`).
+/// `/app.fcgi/path`). Each also behind a hop that decoded the path once before handing it on
+/// (nginx's `$uri`: every `%XX` decoded, dot segments resolved; a rewrite that decodes its
+/// capture: not resolved).
 fn origin_readings(path: &str) -> Vec<String> {
+    let mut out = readings_at_the_origin(path);
+    if path.contains("%25") {
+        let decoded = hop_decoded(path);
+        let resolved = {
+            let mut segs: Vec<&str> = Vec::new();
+            for seg in decoded.split('/') {
+                match seg {
+                    "" | "." => {}
+                    ".." => {
+                        segs.pop();
+                    }
+                    x => segs.push(x),
+                }
+            }
+            format!("/{}", segs.join("/"))
+        };
+        for hop in [decoded.clone(), resolved] {
+            if hop.is_ascii() && hop.starts_with('/') && !hop.contains(['?', '#', '\0']) {
+                out.extend(readings_at_the_origin(&hop));
+            }
+        }
+    }
+    out
+}
+
+/// Every `%XX` of `path` decoded, as a hop decodes it before handing it on.
+fn hop_decoded(path: &str) -> String {
+    let b = path.as_bytes();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < b.len() {
+        match path
+            .get(i + 1..i + 3)
+            .filter(|h| b[i] == b'%' && !h.starts_with('+'))
+        {
+            Some(h) if u8::from_str_radix(h, 16).is_ok() => {
+                out.extend(u8::from_str_radix(h, 16));
+                i += 3;
+            }
+            _ => {
+                out.push(b[i]);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// [`origin_readings`] of the path as the origin is handed it.
+fn readings_at_the_origin(path: &str) -> Vec<String> {
     // Every `%XX` decoded (as http.sys hands ASP.NET the path).
     let decode_all = |s: &str| -> String {
         let b = s.as_bytes();

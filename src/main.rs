@@ -206,7 +206,7 @@ struct EventFields {
 }
 
 impl EventFields {
-    fn body(&self, name: Option<&str>) -> serde_json::Value {
+    fn body(&self, name: Option<&str>) -> Result<serde_json::Value, String> {
         let mut b = serde_json::Map::new();
         let mut put = |k: &str, v: serde_json::Value| {
             b.insert(k.to_string(), v);
@@ -238,26 +238,28 @@ impl EventFields {
             put("after_close", v.as_str().into());
         }
         // `null` means "back to the configured value": only `default` says it. A value that
-        // does not read as a finite number (or, for max-active, a whole one) is sent as the
-        // text given, which the API refuses with the field's name (found by review: `inf`
-        // was encoded as null and removed the override, `2.9` was cut to 2).
+        // does not read as a finite number (or, for max-active, a whole one) is refused here
+        // with the option's name (found by review: `inf` was encoded as null and removed the
+        // override, `2.9` was cut to 2; sent on as text, the API's answer named a JSON type).
         let number = |v: &str| match v.parse::<f64>() {
-            _ if none(v, "default") => serde_json::Value::Null,
-            Ok(n) if n.is_finite() => n.into(),
-            _ => v.into(),
+            _ if none(v, "default") => Ok(serde_json::Value::Null),
+            Ok(n) if n.is_finite() => Ok(n.into()),
+            _ => Err(format!(
+                "--admit-per-second {v}: a number of visitors per second, or default"
+            )),
         };
         let whole = |v: &str| match v.parse::<u64>() {
-            _ if none(v, "default") => serde_json::Value::Null,
-            Ok(n) => n.into(),
-            Err(_) => v.into(),
+            _ if none(v, "default") => Ok(serde_json::Value::Null),
+            Ok(n) => Ok(n.into()),
+            Err(_) => Err(format!("--max-active {v}: a whole number, or default")),
         };
         if let Some(v) = &self.admit_per_second {
-            put("admit_per_second", number(v));
+            put("admit_per_second", number(v)?);
         }
         if let Some(v) = &self.max_active {
-            put("max_active", whole(v));
+            put("max_active", whole(v)?);
         }
-        serde_json::Value::Object(b)
+        Ok(serde_json::Value::Object(b))
     }
 }
 
@@ -306,12 +308,14 @@ fn main() -> ExitCode {
                 Some(RoomCmd::Changes { limit }) => RoomAction::Changes(limit),
                 Some(RoomCmd::Events) => RoomAction::Events,
                 Some(RoomCmd::Event { action }) => match action {
-                    EventCmd::Add { name, fields } => {
-                        RoomAction::EventAdd(fields.body(Some(&name)))
-                    }
-                    EventCmd::Change { name, fields } => {
-                        RoomAction::EventChange(name, fields.body(None))
-                    }
+                    EventCmd::Add { name, fields } => match fields.body(Some(&name)) {
+                        Ok(body) => RoomAction::EventAdd(body),
+                        Err(e) => return commands::fail(e),
+                    },
+                    EventCmd::Change { name, fields } => match fields.body(None) {
+                        Ok(body) => RoomAction::EventChange(name, body),
+                        Err(e) => return commands::fail(e),
+                    },
                     EventCmd::Cancel { name } => RoomAction::EventCancel(name),
                 },
             };

@@ -108,3 +108,75 @@ async fn a_command_for_several_rooms_waits_for_the_store_once() {
         "the store waited for once, not once per room: {took:?}"
     );
 }
+
+/// A request that carries the admissions of two visitors (a sibling site's tossed in, or a
+/// throwaway one put first): the shop's command ends both, on every instance, in and outside
+/// the room (found by review: the first alone was ended, the other went on ordering through
+/// either instance, and the answer's clearing cookie deleted the visitor's own).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_command_ends_every_admission_the_request_carries() {
+    let redis = RedisServer::start();
+    let store = format!(
+        "[store]\nbackend = \"redis\"\nredis-url = \"{}\"\ntimeout = \"2s\"",
+        redis.url()
+    );
+    let origin = Origin::start().await;
+    // Four newcomers walk in one after another: more than one tick's share of 50 a second.
+    let cfg = config(origin.addr, &store, ON)
+        .replace("max-active = 1\n", "max-active = 50\n")
+        .replace("admit-per-second = 50\n", "admit-per-second = 1000\n");
+    let (one, two) = (Proxy::start(&cfg), Proxy::start(&cfg));
+    // Every visitor let in first, while the room is free (once the line is held, the probes
+    // below wait in it, and nobody walks in).
+    let mut pairs = Vec::new();
+    for _ in 0..2 {
+        pairs.push((admitted(&one).await, admitted(&one).await));
+    }
+    let (status, body) = admin_call(
+        &one,
+        reqwest::Method::PATCH,
+        "/rooms/sale",
+        Some(TOKEN),
+        Some(serde_json::json!({ "queue_all": true })),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    // A newcomer waits from here on: a refused cookie shows as waiting, not as a new admission
+    // through the free room.
+    eventually(
+        Duration::from_secs(10),
+        "the other instance holds the line",
+        || {
+            let two = &two;
+            async move { (!reaches_origin(two, "/products", &Jar::default()).await).then_some(()) }
+        },
+    )
+    .await;
+    for ((command, page), (a, b)) in [("revoke", "/products"), ("complete", "/about")]
+        .into_iter()
+        .zip(pairs)
+    {
+        let admission = |j: &Jar| {
+            (
+                "anteroom_sale".to_string(),
+                j.get("anteroom_sale").unwrap().to_string(),
+            )
+        };
+        let mut both = a.clone();
+        both.0.push(admission(&b));
+        let resp = send(&one, "GET", &format!("{page}/command-{command}"), &both).await;
+        assert_eq!(resp.status(), 200);
+        assert!(resp.headers().get("anteroom-command").is_none());
+        for (who, jar) in [("the first", &a), ("the other", &b)] {
+            for proxy in [&one, &two] {
+                let order = send(proxy, "POST", "/orders", jar).await;
+                let status = order.status();
+                let text = order.text().await.unwrap();
+                assert!(
+                    !text.starts_with("origin "),
+                    "{who} admission ordered after a {command} on {page}: {status} {text}"
+                );
+            }
+        }
+    }
+}

@@ -32,15 +32,35 @@ pub struct Target {
     pub token: Option<String>,
 }
 
+/// The `HOST:PORT` of an `--admin` URL, or why it names none (found by review: `https://…`,
+/// a path or a missing port each gave only the resolver's "invalid socket address").
+fn admin_hostport(url: &str) -> Result<&str, &'static str> {
+    let rest = match url.split_once("://") {
+        None => url,
+        Some((scheme, rest)) if scheme.eq_ignore_ascii_case("http") => rest,
+        Some(_) => return Err("the admin API speaks plain HTTP only"),
+    };
+    let hostport = rest.strip_suffix('/').unwrap_or(rest);
+    if hostport.contains(['/', '?', '#', '@']) {
+        return Err("the admin API is named by its address alone, without a path or user");
+    }
+    let port = hostport.rsplit_once(':').map(|(_, p)| p);
+    if hostport.ends_with(']') || port.is_none_or(|p| p.parse::<u16>().is_err()) {
+        return Err("the port is missing");
+    }
+    Ok(hostport)
+}
+
 impl Target {
     /// From `--admin URL` (`http://host:port` or `host:port`).
     pub fn from_url(url: &str, token: Option<String>) -> Result<Self, String> {
-        let hostport = url.trim_start_matches("http://").trim_end_matches('/');
+        let hostport = admin_hostport(url)
+            .map_err(|why| format!("--admin {url}: {why}; give http://HOST:PORT or HOST:PORT, the instance's listen.admin"))?;
         let addr = hostport
             .to_socket_addrs()
             .map_err(|e| format!("--admin {url}: {e}"))?
             .next()
-            .ok_or_else(|| format!("--admin {url}: no address"))?;
+            .ok_or_else(|| format!("--admin {url}: {hostport} has no address"))?;
         let token = token.map(|t| checked_token(&t)).transpose()?;
         Ok(Self { addr, token })
     }
@@ -351,123 +371,4 @@ fn configs_note(r: &Value) -> Option<String> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_token_is_trimmed_and_refused_with_anything_a_header_cannot_carry() {
-        let t = |s: &str| Target::from_url("127.0.0.1:1", Some(s.to_string())).map(|t| t.token);
-        assert_eq!(t("abc123\n").unwrap().as_deref(), Some("abc123"));
-        assert_eq!(t(" abc123\r\n").unwrap().as_deref(), Some("abc123"));
-        for bad in ["a\r\nX-Evil: 1", "ab c", "a\tb", "", "\n", "tök"] {
-            assert!(t(bad).is_err(), "{bad:?}");
-        }
-    }
-
-    #[test]
-    fn the_changes_table_says_who_when_from_where_and_what() {
-        let v = serde_json::json!({ "changes": [
-            { "id": "a", "at_ms": 1_796_000_000_000u64, "by": "oncall", "client": "10.0.0.7:5000",
-              "changes": [ { "field": "queue_all", "from": false, "to": true },
-                           { "field": "admit_per_second", "from": null, "to": 20 } ] },
-        ]});
-        let t = changes_table(&v);
-        let line = t.lines().nth(1).unwrap();
-        assert!(line.starts_with("2026-11-30 "), "{t}");
-        assert!(
-            line.contains("oncall") && line.contains("10.0.0.7:5000"),
-            "{t}"
-        );
-        assert!(
-            line.ends_with("queue_all false -> true, admit_per_second default -> 20"),
-            "{t}"
-        );
-        assert!(changes_table(&serde_json::json!({ "changes": [] })).contains("no change"));
-    }
-
-    #[test]
-    fn set_pairs_become_a_patch() {
-        let v = patch_body(&[
-            "queue-all=on".into(),
-            "admit_per_second=200".into(),
-            "max_active=default".into(),
-        ])
-        .unwrap();
-        assert_eq!(
-            v,
-            json!({"queue_all": true, "admit_per_second": 200.0, "max_active": null})
-        );
-        assert!(patch_body(&["rate=5".into()]).is_err());
-        assert!(patch_body(&["enabled=maybe".into()]).is_err());
-        assert!(patch_body(&[]).is_err());
-        // Each key once, however spelled (found by review: the last one won silently).
-        for twice in [
-            ["enabled=true", "enabled=false"],
-            ["queue-all=on", "queue_all=off"],
-        ] {
-            let e = patch_body(&twice.map(String::from)).unwrap_err();
-            assert!(e.contains("given twice"), "{e}");
-        }
-    }
-
-    #[test]
-    fn the_table_says_what_holds_each_line() {
-        let rooms = json!([
-            {"name": "sale", "enabled": true, "queue_all": false, "waiting": 4, "active": 3,
-             "admitted_per_second": 0.0, "admit_per_second": 0.5, "held_by": "max-active",
-             "new_visitor_wait_seconds": null},
-            {"name": "quiet", "enabled": true, "queue_all": false, "waiting": 0, "active": 1,
-             "admitted_per_second": 0.0, "admit_per_second": 0.5, "held_by": null,
-             "new_visitor_wait_seconds": 0},
-            {"name": "gone", "enabled": true, "queue_all": false, "waiting": 0, "active": 2,
-             "admitted_per_second": 0.0, "admit_per_second": 0.5, "held_by": null,
-             "new_visitor_wait_seconds": null, "queueing": "reject"},
-            {"name": "drop", "enabled": true, "queue_all": false, "waiting": 3, "active": 0,
-             "admitted_per_second": 0.0, "admit_per_second": 0.5, "held_by": "prequeue",
-             "new_visitor_wait_seconds": null, "event_phase": "prequeue"},
-        ]);
-        let t = rooms_table(&rooms);
-        let lines: Vec<&str> = t.lines().collect();
-        assert!(lines[0].contains("HELD BY"), "{t}");
-        assert!(
-            lines[1].contains("max-active") && lines[1].contains("unknown"),
-            "{t}"
-        );
-        assert!(lines[1].contains("0.0/0.5"), "{t}");
-        assert!(
-            lines[2].contains("-/0.5") && lines[2].ends_with("none"),
-            "{t}"
-        );
-        // A room that rejects newcomers is closed to them, with no wait to tell (review).
-        assert!(
-            lines[3].contains("closed") && !lines[3].ends_with("none"),
-            "{t}"
-        );
-        // A pre-queue holds its line for the opening, with no wait to tell (review 44).
-        assert!(
-            lines[4].matches("prequeue").count() == 2 && lines[4].ends_with('-'),
-            "{t}"
-        );
-    }
-
-    #[test]
-    fn booleans_are_one_set_in_any_case() {
-        for (yes, no) in [
-            ("true", "false"),
-            ("TRUE", "False"),
-            ("yes", "NO"),
-            ("On", "off"),
-            ("1", "0"),
-        ] {
-            assert_eq!(boolean(yes), Some(true), "{yes}");
-            assert_eq!(boolean(no), Some(false), "{no}");
-            assert_eq!(
-                patch_body(&[format!("enabled={yes}")]).unwrap(),
-                json!({"enabled": true})
-            );
-        }
-        for bad in ["", "t", "2", "truee", "nein"] {
-            assert_eq!(boolean(bad), None, "{bad}");
-        }
-    }
-}
+mod tests;

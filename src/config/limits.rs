@@ -184,7 +184,7 @@ impl Builder<'_> {
         if !valid_rate(v) {
             self.fail(
                 p.key("admit-per-second"),
-                format!("{RATE_RULE}, not {v}"),
+                format!("{RATE_RULE}, not {}", shown(v)),
                 "what the shop behind this upstream can take per second, all rooms together",
             );
             return None;

@@ -21,6 +21,8 @@ pub const DEFAULT_HTTP: &str = "127.0.0.1:8080";
 pub const DEFAULT_ADMIN: &str = "127.0.0.1:9180";
 /// A store call that takes longer than this is treated as a store error.
 pub const DEFAULT_STORE_TIMEOUT: Duration = Duration::from_millis(250);
+/// The shortest `[store] timeout` taken: a call over loopback takes a good part of it.
+pub const MIN_STORE_TIMEOUT: Duration = Duration::from_millis(1);
 /// Consecutive store failures that open the circuit breaker.
 pub const DEFAULT_BREAKER_FAILURES: u32 = 5;
 /// How long an open breaker fails store calls at once before letting a probe through.
@@ -470,6 +472,16 @@ pub const MAX_ACTIVE_RULE: &str = "must be at least 1 and at most 1000000000000"
 pub const MIN_RATE: f64 = 0.001;
 /// The highest rate [`valid_rate`] takes.
 pub const MAX_RATE: f64 = 1_000_000.0;
+
+/// A refused number as a message shows it: in scientific notation when plain digits would be
+/// a screenful (found by review: `1e308` came back as 309 digits) or lose the value (`1e-300`).
+pub fn shown(v: f64) -> String {
+    if v.is_finite() && v != 0.0 && !(1e-6..1e15).contains(&v.abs()) {
+        format!("{v:e}")
+    } else {
+        format!("{v}")
+    }
+}
 
 /// What [`valid_rate`] refuses, for messages.
 pub const RATE_RULE: &str = "must be above 0 (at least 0.001) and at most 1000000";

@@ -1,7 +1,7 @@
 //! Validation of `[[room]]` tables: paths and hosts (and their overlaps), rates, TTLs, poll
 //! tiers, consume routes, templates and texts. Part of [`super::build`].
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -22,8 +22,10 @@ impl Builder<'_> {
     ) -> Vec<RoomConfig> {
         let mut out: Vec<RoomConfig> = Vec::new();
         let mut names = HashSet::new();
-        // (host, path, room index) already claimed, for overlap checks.
-        let mut claimed: Vec<(HostPattern, String, usize)> = Vec::new();
+        // The (host, room index) pairs that claimed each path, by the path without case, for
+        // overlap checks (a list searched whole for every path was quadratic: found by review,
+        // a file of many paths took seconds to check).
+        let mut claimed: HashMap<String, Vec<(HostPattern, usize)>> = HashMap::new();
         for (i, r) in rooms.iter().enumerate() {
             let p = k("room").index(i);
             if !valid_room_name(&r.name) {
@@ -57,11 +59,11 @@ impl Builder<'_> {
             let paths = self.paths(&p, &r.paths);
             for (pi, path) in paths.iter().enumerate() {
                 for h in &hosts {
-                    if let Some((_, _, other)) = claimed
-                        .iter()
-                        // Without case: a case-insensitive origin reads `/Products` as
-                        // `/products`, and routing refuses a path two rooms hold (400).
-                        .find(|(oh, op, _)| op.eq_ignore_ascii_case(path) && oh.overlaps(h))
+                    // Without case: a case-insensitive origin reads `/Products` as
+                    // `/products`, and routing refuses a path two rooms hold (400).
+                    if let Some((_, other)) = claimed
+                        .get(&path.to_ascii_lowercase())
+                        .and_then(|by| by.iter().find(|(oh, _)| oh.overlaps(h)))
                     {
                         let other_name = rooms.get(*other).map(|o| o.name.as_str()).unwrap_or("?");
                         self.fail(
@@ -73,16 +75,15 @@ impl Builder<'_> {
                 }
             }
             for path in &paths {
-                for h in &hosts {
-                    claimed.push((h.clone(), path.clone(), i));
-                }
+                let by = claimed.entry(path.to_ascii_lowercase()).or_default();
+                by.extend(hosts.iter().map(|h| (h.clone(), i)));
             }
             let rate = match r.admit_per_second {
                 Some(v) if valid_rate(v) => v,
                 Some(v) => {
                     self.fail(
                         p.key("admit-per-second"),
-                        format!("{RATE_RULE}, not {v}"),
+                        format!("{RATE_RULE}, not {}", shown(v)),
                         "size it from what the shop can take, e.g. 175",
                     );
                     1.0

@@ -14,11 +14,23 @@ use super::model::*;
 impl Builder<'_> {
     pub(super) fn store(&mut self, s: StoreFile) -> StoreConfig {
         let key = k("store");
-        let timeout = self.duration(
+        let mut timeout = self.duration(
             &key.key("timeout"),
             s.timeout.as_deref(),
             DEFAULT_STORE_TIMEOUT,
         );
+        // Found by review: "1ns" passed, and every store call timed out.
+        if timeout < MIN_STORE_TIMEOUT {
+            self.fail(
+                key.key("timeout"),
+                format!(
+                    "{} is shorter than any store call can answer in: every call would time out",
+                    humantime::format_duration(timeout)
+                ),
+                "write at least \"1ms\" (the default is 250ms)",
+            );
+            timeout = DEFAULT_STORE_TIMEOUT;
+        }
         let backend_name = s.backend.as_deref().unwrap_or("memory");
         let backend = match backend_name {
             "memory" => {
@@ -229,7 +241,19 @@ impl Builder<'_> {
             "is not a Redis URL: it does not begin with redis:// or rediss:// (the value is not shown: it may hold a password)".to_string()
         } else {
             match ::redis::IntoConnectionInfo::into_connection_info(url) {
-                Ok(_) => return,
+                Ok(info) => {
+                    // A Redis has 16 databases unless its `databases` says more: a higher one
+                    // passed `check` and failed every connection (found by review).
+                    let db = info.redis_settings().db();
+                    if db >= 16 {
+                        self.warn(
+                            key.clone(),
+                            format!("names database {db}: a Redis has 16 (0 to 15) unless its databases setting says more"),
+                            "use a database from 0 to 15, or check that the server's databases setting covers it (check --connect reaches it)",
+                        );
+                    }
+                    return;
+                }
                 Err(e) => format!(
                     "does not parse as a Redis URL: {} (the value is not shown: it may hold a password)",
                     e.kind_and_detail()

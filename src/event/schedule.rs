@@ -207,7 +207,11 @@ pub fn check(events: &[Event]) -> Vec<Problem> {
                 fail(
                     i,
                     "admit-per-second",
-                    format!("{}, not {r}", crate::config::RATE_RULE),
+                    format!(
+                        "{}, not {}",
+                        crate::config::RATE_RULE,
+                        crate::config::shown(r)
+                    ),
                     "write the event's rate, such as 50",
                 );
             }

@@ -49,12 +49,13 @@ pub(super) async fn on_response(req: &RequestHeader, resp: &mut ResponseHeader, 
         return;
     }
     let shared = ctx.shared.clone();
-    let rooms: Vec<(usize, Option<Holder>)> = match ctx.room {
-        // The admission the request carried or was given; on a request let past without one
-        // (a bypass rule, a room switched off) the cookie it came with (found by review: a
-        // command there was counted `unadmitted` and the admission it carried kept).
+    let rooms: Vec<(usize, Vec<Holder>)> = match ctx.room {
+        // The admission the request carried or was given, and any other it carries; on a
+        // request let past without one (a bypass rule, a room switched off) the cookies it
+        // came with (found by review: a command there was counted `unadmitted` and the
+        // admission it carried kept).
         Some(room) if shared.rooms[room].cfg.origin_commands => {
-            vec![(room, ctx.holder.or_else(|| held(&shared, req, room)))]
+            vec![(room, held(&shared, req, room, ctx.holder))]
         }
         Some(_) => return,
         None => {
@@ -66,7 +67,8 @@ pub(super) async fn on_response(req: &RequestHeader, resp: &mut ResponseHeader, 
                     let r = &shared.rooms[i];
                     r.cfg.origin_commands && r.cfg.upstream == ctx.upstream
                 })
-                .filter_map(|i| held(&shared, req, i).map(|h| (i, Some(h))))
+                .map(|i| (i, held(&shared, req, i, None)))
+                .filter(|(_, holders)| !holders.is_empty())
                 .collect()
         }
     };
@@ -79,8 +81,8 @@ pub(super) async fn on_response(req: &RequestHeader, resp: &mut ResponseHeader, 
         return;
     }
     let mut endings = Vec::new();
-    for (room, holder) in rooms {
-        endings.extend(obey(&shared, ctx, room, holder, command, unknown));
+    for (room, holders) in rooms {
+        endings.extend(obey(&shared, ctx, room, &holders, command, unknown));
     }
     // Together: a page outside every room may carry the admissions of several, and one after
     // another the answer waited one store timeout per room while the store was away (found by
@@ -110,24 +112,38 @@ pub(super) fn await_answer(session: &mut pingora::proxy::Session, ctx: &Ctx) {
     }
 }
 
-/// The admission of `room` that `req` carries, verified as a protected request's is (outside
-/// every room, no more than the cookie is read: no store call).
-fn held(shared: &Shared, req: &RequestHeader, room: usize) -> Option<Holder> {
-    super::Proxy::admission(shared, req, room, shared.cookie_secs(room), false).map(|v| Holder {
-        vid: v.vid,
-        expires: v.expires,
-    })
+/// The admissions of `room` that the command ends: `first` (the one the request was let in
+/// with or given) and every other of another visitor that `req` carries, each verified as a
+/// protected request's is (no more than the cookie is read: no store call). All of them: the
+/// shop answers the browser, which cannot be told apart from its admissions, and a command
+/// that ended the first alone left the others ordering (found by review: a throwaway
+/// admission sent first took a `revoke` in place of the visitor's own).
+fn held(shared: &Shared, req: &RequestHeader, room: usize, first: Option<Holder>) -> Vec<Holder> {
+    let now = shared.cookie_secs(room);
+    let mut holders: Vec<Holder> = first.into_iter().collect();
+    let mut tried: Vec<VisitorId> = holders.iter().map(|h| h.vid).collect();
+    for _ in 0..cookie::VALUES_TRIED {
+        let Some(v) = super::Proxy::admission_besides(shared, req, room, now, false, &tried) else {
+            break;
+        };
+        tried.push(v.vid);
+        holders.push(Holder {
+            vid: v.vid,
+            expires: v.expires,
+        });
+    }
+    holders
 }
 
-/// Counts and obeys a command for `room`'s admission `holder`: what the store is to be told.
+/// Counts and obeys a command for `room`'s admissions `holders`: what the store is to be told.
 fn obey(
     shared: &super::held::Held,
     ctx: &mut Ctx,
     room: usize,
-    holder: Option<Holder>,
+    holders: &[Holder],
     command: Option<Command>,
     unknown: u32,
-) -> Option<(usize, VisitorId, Ending)> {
+) -> Vec<(usize, VisitorId, Ending)> {
     let r = &shared.rooms[room];
     let count = |c: OriginCommand| {
         if let Some(m) = r.metrics.origin_commands.get(c as usize) {
@@ -137,45 +153,53 @@ fn obey(
     for _ in 0..unknown {
         count(OriginCommand::Unknown);
     }
-    let command = command?;
-    let Some(holder) = holder else {
+    let Some(command) = command else {
+        return Vec::new();
+    };
+    if holders.is_empty() {
         // No valid admission came with the request: nothing to end.
         count(OriginCommand::Unadmitted);
-        return None;
-    };
+        return Vec::new();
+    }
     count(match command {
         Command::Complete => OriginCommand::Complete,
         Command::Revoke => OriginCommand::Revoke,
     });
     let now = shared.cookie_secs(room);
-    let ending = Ending::of(command, now, holder.expires, r.cfg.params.session_ttl);
-    if command == Command::Revoke {
-        r.revoked.note(
-            Revocation {
-                vid: holder.vid,
-                until: ending.until,
-            },
-            now,
-        );
+    let mut endings = Vec::with_capacity(holders.len());
+    for holder in holders {
+        let ending = Ending::of(command, now, holder.expires, r.cfg.params.session_ttl);
+        if command == Command::Revoke {
+            r.revoked.note(
+                Revocation {
+                    vid: holder.vid,
+                    until: ending.until,
+                },
+                now,
+            );
+        }
+        // Until the store has heard, this instance refuses an order of this admission itself,
+        // as for a confirm it owes (found by review: an order placed the moment Redis came
+        // back from an outage went through before the command's retry landed).
+        r.owed.owe_command(holder.vid, ending.request.clone());
+        endings.push((room, holder.vid, ending));
     }
     // The shop's word settles an order in flight too: `finish` ends it in the store.
     if ctx.room == Some(room) && ctx.consumed.take().is_some() {
         super::settle::end_heartbeat(ctx);
     }
-    // Until the store has heard, this instance refuses an order of this admission itself, as
-    // for a confirm it owes (found by review: an order placed the moment Redis came back from
-    // an outage went through before the command's retry landed).
-    r.owed.owe_command(holder.vid, ending.request.clone());
-    // No renewal rides on this answer, and the cookie the visitor holds is cleared.
+    // No renewal rides on this answer, and the cookie the visitor holds is cleared (every
+    // admission the request carried has ended: the clearing replaces none that works).
     ctx.set_cookies.retain(|c| !cookie::sets(c, &r.cookie_name));
     ctx.set_cookies
         .push(cookie::clear_admission(r.name(), secure(shared, ctx)));
     tracing::info!(
         room = r.name(),
         command = command.as_str(),
+        admissions = holders.len(),
         "the origin ended an admission"
     );
-    Some((room, holder.vid, ending))
+    endings
 }
 
 /// Tells the store, before the answer that carries the command is released: another instance

@@ -141,6 +141,9 @@ mod tests {
             "/products/feed.xml;x",
             "/products/feed.xml%2f..%2fcart",
             "/products/feed.xml\\..\\cart",
+            // Decoded twice, by a hop in front of the app (found by review).
+            "/products/feed.xml/%252e%252e/%252e%252e/cart",
+            "/products/feed.xml%252f..%252fcart",
             "/products/feed.xmlx",
             "/products",
         ] {

@@ -14,7 +14,9 @@
 
 use std::borrow::Cow;
 
-use super::spelling::{applicable, apply, keep_dots, trim_segments, COMBINED};
+use super::spelling::{
+    applicable, apply, decode_percent_escapes, keep_dots, trim_segments, COMBINED,
+};
 pub use super::spelling::{path_info, path_infos, transforms, Transform};
 
 /// Whether the prefix `prefix` covers `path` on a boundary: `/cart` covers `/cart`, `/cart/`
@@ -114,7 +116,10 @@ pub(super) fn encoded_at(s: &[u8], i: usize, c: u8) -> bool {
 }
 
 /// The transforms whose readings are additive ([`Reading::additive`]).
-const ADDITIVE: u8 = Transform::Dots as u8 | Transform::Script as u8 | Transform::Trim as u8;
+const ADDITIVE: u8 = Transform::Dots as u8
+    | Transform::Script as u8
+    | Transform::Trim as u8
+    | Transform::Twice as u8;
 
 /// One reading: a normalised path, and whether it was folded to lower case (then it is
 /// compared with room prefixes without case).
@@ -173,8 +178,16 @@ pub struct Readings<'a> {
 
 impl<'a> Readings<'a> {
     pub fn of(raw: &'a str) -> Self {
+        Self::read(raw, true)
+    }
+
+    /// [`Readings::of`]; with `twice`, also as decoded a second time ([`Transform::Twice`]).
+    fn read(raw: &'a str, twice: bool) -> Self {
         let standard = normalize_path(raw);
         let mut flags = applicable(raw);
+        if !twice {
+            flags &= !(Transform::Twice as u8);
+        }
         if path_info(&standard).is_some() {
             flags |= Transform::Script as u8;
         }
@@ -278,6 +291,18 @@ impl<'a> Readings<'a> {
                     out.add_both(info, Transform::Trim as u8 | Transform::Script as u8);
                 }
                 out.add_both(t, Transform::Trim as u8);
+            }
+        }
+        if flags & Transform::Twice as u8 != 0 {
+            let once = decode_percent_escapes(raw);
+            let more = Readings::read(&once, false);
+            let all: Vec<(String, bool, bool)> = more
+                .iter()
+                .map(|r| (r.path.to_string(), r.folded, r.script))
+                .collect();
+            for (path, folded, script) in all {
+                let via = Transform::Twice as u8 | if script { Transform::Script as u8 } else { 0 };
+                out.add(Cow::Owned(path), folded, via);
             }
         }
         out

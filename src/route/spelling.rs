@@ -37,9 +37,17 @@ pub enum Transform {
     /// Characters up to U+0020 at either end of a segment, raw or encoded, after `;params`
     /// are stripped as Spring strips them; additive.
     Trim = 64,
+    /// The path decoded twice: a hop that decodes the path before it hands it on (nginx's
+    /// `proxy_pass` with `$uri`, a rewrite that decodes its capture) in front of an app that
+    /// decodes it again, or an app that decodes a decoded path (CWE-174): `/%2570roducts` is
+    /// `/products` there. Every `%25XX` read as `%XX`, then every reading of that path
+    /// (once: a third decoding is not read); additive (found by review: double-encoded
+    /// spellings reached the origin outside the room, and past a bypass path with
+    /// `%252e%252e`).
+    Twice = 128,
 }
 
-const ALL: [Transform; 7] = [
+const ALL: [Transform; 8] = [
     Transform::Nul,
     Transform::Params,
     Transform::Windows,
@@ -47,6 +55,7 @@ const ALL: [Transform; 7] = [
     Transform::Dots,
     Transform::Script,
     Transform::Trim,
+    Transform::Twice,
 ];
 
 /// The transforms that are combined with each other (every subset that applies).
@@ -95,6 +104,9 @@ pub(super) fn applicable(raw: &str) -> u8 {
                 }
             }
             b'%' => {
+                if encoded_percent_escape(b, i) {
+                    flags |= Transform::Twice as u8;
+                }
                 // Any encoded dot may make a dot segment (`%2e%2e`, `.%2e`); an encoded `/`
                 // may end one (`..%2F`).
                 if encoded_at(b, i, b'.') || encoded_at(b, i, b'/') {
@@ -311,6 +323,31 @@ fn strip_windows_tail(seg: &str) -> &str {
     } else {
         s
     }
+}
+
+/// Whether `s` at `i` is `%25XX`: an escape of `%` before two hex digits, which a second
+/// decoding reads as the byte they name ([`Transform::Twice`]).
+fn encoded_percent_escape(s: &[u8], i: usize) -> bool {
+    encoded_at(s, i, b'%') && s.len() >= i + 5 && hex_pair(s[i + 3], s[i + 4]).is_some()
+}
+
+/// The path with every `%25XX` read as `%XX` ([`Transform::Twice`]): what an app that decodes
+/// again is handed by a hop that decoded the path once (the other escapes it decoded are read
+/// by the other transforms, which take them encoded or not alike).
+pub(super) fn decode_percent_escapes(raw: &str) -> String {
+    let b = raw.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if encoded_percent_escape(b, i) {
+            out.push(b'%');
+            i += 3;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
 }
 
 /// Whether `s` at `i` is `%XX` for a byte up to U+0020 (what Java's `String.trim` drops).

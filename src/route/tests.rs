@@ -78,9 +78,17 @@ fn additive_readings_add_a_room_and_never_make_a_spelling_ambiguous() {
             "/index.CGI/products/1",
             "/Default.aspx/products",
             "/dir.cgi/index.php/products",
+            // Decoded twice (a hop that decodes before the app does; found by review).
+            "/%2570roducts",
+            "/products%2500",
+            "/x/%252e%252e/products",
+            "/%2570roducts/%2525",
         ] {
             assert_eq!(d(p), Routing::Room(0), "{p} ({matching:?})");
         }
+        // A third decoding is not read; a `%25` that escapes no escape is a `%`.
+        assert_eq!(d("/%252570roducts"), Routing::Outside);
+        assert_eq!(d("/100%25/products"), Routing::Outside);
         // Inside by the standard reading, outside by an additive one: not ambiguous.
         assert_eq!(d("/x/../products/1"), Routing::Room(0), "{matching:?}");
         // Two rooms are still two rooms.

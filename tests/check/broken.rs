@@ -175,7 +175,8 @@ pub const BROKEN: &[(&str, usize, &str, &str)] = &[
         "bad_tiny_rate.toml",
         11,
         "room[0].admit-per-second",
-        "at least 0.001",
+        // The number as written, not three hundred digits (found by review).
+        "at least 0.001) and at most 1000000, not 1e-300",
     ),
     (
         "bad_waiting_status.toml",

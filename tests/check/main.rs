@@ -237,6 +237,23 @@ fn a_reader_that_goes_away_ends_the_summary_quietly() {
     );
 }
 
+/// A stderr nobody can write to (`anteroom check --config F 2>/dev/full`): the problems are
+/// lost, the exit status still says the file is broken (found by review: a panic, status 101).
+#[test]
+fn a_stderr_that_cannot_be_written_still_ends_with_the_files_status() {
+    let full = std::fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/full")
+        .unwrap();
+    let out = Command::new(common::binary())
+        .args(["check", "--config", "tests/fixtures/bad_duration.toml"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(full)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{:?}", out.status);
+}
+
 /// An upstream whose address does not resolve is one problem, at its address: the rooms and
 /// the default that name it are not told as naming an unknown upstream (found by review).
 #[test]

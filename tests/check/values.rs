@@ -300,6 +300,28 @@ fn a_redis_url_is_read_as_run_reads_it_and_its_password_is_not_shown() {
         !out.contains("s3cr3t") && !err.contains("s3cr3t"),
         "{out}{err}"
     );
+    // A database past the 16 a Redis has by default is a warning at the key (found by
+    // review: it passed, and every connection failed); a store timeout shorter than a call
+    // can answer in is refused.
+    write("redis://:s3cr3t-pw@127.0.0.1:6379/99999");
+    let (code, out, err) = check_env(dir.path(), "r.toml", &[]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        err.contains("store.redis-url") && err.contains("names database 99999"),
+        "{err}"
+    );
+    assert!(!err.contains("s3cr3t"), "{err}");
+    std::fs::write(
+        dir.path().join("t.toml"),
+        format!("[cookie]\nkeys = [\"env-key-0123456789-0123456789-0123456789\"]\n\n[store]\ntimeout = \"1ns\"\n\n{SMALL}"),
+    )
+    .unwrap();
+    let (code, out, err) = check_env(dir.path(), "t.toml", &[]);
+    assert_eq!(code, 2, "{out}{err}");
+    assert!(
+        err.contains("t.toml:5:11: store.timeout") && err.contains("at least \"1ms\""),
+        "{err}"
+    );
     // A cluster's nodes are checked as one list too, as `run` checks them.
     std::fs::write(
         dir.path().join("c.toml"),

@@ -138,6 +138,13 @@ async fn operators_add_change_and_cancel_events_at_run_time() {
     ] {
         let out = event_cli(flag, value);
         assert!(!out.status.success(), "{flag} {value}");
+        // Said with the option's name and what it takes (the API's answer to the text sent
+        // on named a JSON type).
+        let said = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            said.contains(&format!("{flag} {value}")) && said.contains("or default"),
+            "{flag} {value}: {said}"
+        );
     }
     let list = admin_json(&proxy, "/rooms/sale/events", TOKEN)
         .await

@@ -74,3 +74,13 @@ fn abandon_after_leaves_room_for_jitter_a_missed_poll_and_hidden_tabs() {
         Some(AbandonTooShort::ForPolls(4800 * S / 1000))
     );
 }
+
+#[test]
+fn a_refused_number_is_shown_short() {
+    assert_eq!(shown(1e308), "1e308");
+    assert_eq!(shown(1e-300), "1e-300");
+    assert_eq!(shown(2.5), "2.5");
+    assert_eq!(shown(0.001), "0.001");
+    assert_eq!(shown(1_000_001.0), "1000001");
+    assert_eq!(shown(-0.0), "-0");
+}
