@@ -150,8 +150,9 @@ pub fn load_pair(cert: &Path, key: &Path, hosts: &[TlsHost]) -> Result<Loaded, P
         .collect::<Result<_, _>>()
         .map_err(|e| {
             PairError::Cert(format!(
-                "{} is not a PEM certificate chain: {e}",
-                cert.display()
+                "{} is not a PEM certificate chain: {}",
+                cert.display(),
+                pem_problem(&e)
             ))
         })?;
     if chain.is_empty() {
@@ -163,8 +164,13 @@ pub fn load_pair(cert: &Path, key: &Path, hosts: &[TlsHost]) -> Result<Loaded, P
     let expires = check_dates(&chain, cert, now_secs()).map_err(PairError::Cert)?;
     let key_pem = crate::files::read_regular(key, MAX_PEM)
         .map_err(|e| PairError::Key(format!("cannot read {}: {e}", key.display())))?;
-    let private = PrivateKeyDer::from_pem_slice(&key_pem)
-        .map_err(|e| PairError::Key(format!("{} holds no private key: {e}", key.display())))?;
+    let private = PrivateKeyDer::from_pem_slice(&key_pem).map_err(|e| {
+        PairError::Key(format!(
+            "{} holds no private key: {}",
+            key.display(),
+            pem_problem(&e)
+        ))
+    })?;
     let pair =
         CertifiedKey::from_der(chain, private.clone_key(), &provider()).map_err(|e| match e {
             rustls::Error::InconsistentKeys(_) => PairError::Mismatch,
@@ -188,6 +194,25 @@ pub fn load_pair(cert: &Path, key: &Path, hosts: &[TlsHost]) -> Result<Loaded, P
         key: private,
         expires,
     })
+}
+
+/// What is wrong with a PEM file, in words: the parser's own text gives the markers as lists
+/// of byte values (found by review: a file cut short said `missing section end marker: [67,
+/// 69, 82, …]`).
+fn pem_problem(e: &rustls::pki_types::pem::Error) -> String {
+    use rustls::pki_types::pem::Error;
+    let text = |b: &[u8]| String::from_utf8_lossy(&b[..b.len().min(64)]).into_owned();
+    match e {
+        Error::MissingSectionEnd { end_marker } => format!(
+            "a section has no end line (-----END {}-----): the file is cut short or was joined wrongly",
+            text(end_marker)
+        ),
+        Error::IllegalSectionStart { line } => {
+            format!("a -----BEGIN line is malformed: {:?}", text(line))
+        }
+        Error::NoItemsFound => "no PEM section of this kind".to_string(),
+        other => other.to_string(),
+    }
 }
 
 /// One loaded `[[tls]]` entry.
@@ -313,6 +338,20 @@ mod tests {
         ] {
             assert!(TlsHost::parse(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn a_broken_pem_file_is_told_in_words() {
+        let cut = "-----BEGIN CERTIFICATE-----\nMIIB\n";
+        let e = CertificateDer::pem_slice_iter(cut.as_bytes())
+            .collect::<Result<Vec<_>, _>>()
+            .unwrap_err();
+        assert_eq!(
+            pem_problem(&e),
+            "a section has no end line (-----END CERTIFICATE-----): the file is cut short or was joined wrongly"
+        );
+        let e = PrivateKeyDer::from_pem_slice(b"nothing here").unwrap_err();
+        assert_eq!(pem_problem(&e), "no PEM section of this kind");
     }
 
     #[test]
