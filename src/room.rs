@@ -214,6 +214,8 @@ pub struct Room {
     pub line: crate::line::RoomLine,
     /// `join-limit` checked on this instance before the store's counter.
     pub prelimit: prelimit::JoinPreLimit,
+    /// The store asks of each queue ticket on this instance (kept over reloads).
+    pub ticket_asks: prelimit::TicketAsks,
     /// `max-origin-inflight`: this instance's slots to the origin (kept over reloads).
     pub gate: Option<std::sync::Arc<gate::OriginGate>>,
     /// [`config_digest`] of `cfg`, told to the store with each tick.
@@ -306,6 +308,10 @@ impl Room {
                 per: c.no_script_per,
             });
         let prelimit = prelimit::JoinPreLimit::new(cfg.join_limit.as_ref(), no_script.as_ref());
+        // The head of the line polls at the floor: the most often a visitor is told to.
+        let floor = crate::page::poll_floor(cfg.params.tick);
+        let shortest_poll = cfg.poll.iter().map(|t| t.every).fold(floor, std::cmp::min);
+        let ticket_asks = prelimit::TicketAsks::new(shortest_poll);
         let gate = cfg
             .origin_cap
             .map(|c| gate::OriginGate::new(c.max_inflight));
@@ -330,6 +336,7 @@ impl Room {
             abandon_hold: abandon_hold::AbandonHold::default(),
             line: crate::line::RoomLine::default(),
             prelimit,
+            ticket_asks,
             gate,
             revoked: Default::default(),
             owed,
@@ -383,6 +390,7 @@ impl Room {
             .store(old.live.refused(), Ordering::Relaxed);
         self.recovery.inherit(&old.recovery);
         self.prelimit.inherit(&old.prelimit);
+        self.ticket_asks.inherit(&old.ticket_asks);
         // What is in force, under the new file: the overrides the store last told (an
         // operator's, an event's, the autopilot's) over the new file's values. Before (found
         // by review), a reload during an outage kept the old file's max-active and dropped a

@@ -166,6 +166,17 @@ impl Proxy {
             return v;
         }
         let r = &shared.rooms[room];
+        // A ticket the edge could not answer asks the store, within its own quota: a copy
+        // replayed in a loop is refused here, without a store call (see `TicketAsks`). Not
+        // while the store cannot be asked (its breaker open: the call fails at once, and the
+        // room's policy answers, which gives a replayed ticket its one session again).
+        let asks_store = who.unanswered.is_none()
+            && r.breaker.state(shared.clock.mono_micros()) == crate::breaker::BreakerState::Closed;
+        if let Some(t) = ticket.as_ref().filter(|_| asks_store) {
+            if let Some(retry_after) = r.ticket_asks.check(t.vid) {
+                return Verdict::Limited { retry_after };
+            }
+        }
         // Without a ticket this is a store join that join-limit may count: past the limit on
         // this instance alone, a newcomer is refused here, without a store call. One that came
         // with a visitor id of its own may be in line, which only the store knows: it asks,

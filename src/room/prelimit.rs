@@ -124,32 +124,104 @@ impl Limiter {
 
     fn check(&self, client: &str) -> Option<Duration> {
         let limiter = self.limiter.as_ref()?;
-        if limiter.len() > KEEP {
-            use std::sync::atomic::Ordering;
-            static START: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
-            let since = START.get_or_init(std::time::Instant::now).elapsed();
-            let now = u64::try_from(since.as_millis()).unwrap_or(u64::MAX - 1) + 1;
-            let last = self.swept_at.load(Ordering::Relaxed);
-            if sweep_due(last, now)
-                && self
-                    .swept_at
-                    .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
-                    .is_ok()
-            {
-                self.sweeps.fetch_add(1, Ordering::Relaxed);
-                limiter.retain_recent();
-            }
-        }
-        let key = client.to_string();
-        match limiter.check_key(&key) {
-            Ok(()) => None,
-            Err(not_until) => Some(
-                not_until
-                    .wait_time_from(DefaultClock::default().now())
-                    .max(Duration::from_secs(1)),
-            ),
+        check_keyed(limiter, &self.swept_at, &self.sweeps, &client.to_string())
+    }
+}
+
+/// `key`'s turn in `limiter`, idle keys forgotten first when the table is past [`KEEP`] (at
+/// most once per [`SWEEP_EVERY_MS`]): `Some(wait)` when it is past its quota.
+fn check_keyed<K: std::hash::Hash + Eq + Clone>(
+    limiter: &DefaultKeyedRateLimiter<K>,
+    swept_at: &std::sync::atomic::AtomicU64,
+    sweeps: &std::sync::atomic::AtomicU64,
+    key: &K,
+) -> Option<Duration> {
+    if limiter.len() > KEEP {
+        use std::sync::atomic::Ordering;
+        static START: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+        let since = START.get_or_init(std::time::Instant::now).elapsed();
+        let now = u64::try_from(since.as_millis()).unwrap_or(u64::MAX - 1) + 1;
+        let last = swept_at.load(Ordering::Relaxed);
+        if sweep_due(last, now)
+            && swept_at
+                .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok()
+        {
+            sweeps.fetch_add(1, Ordering::Relaxed);
+            limiter.retain_recent();
         }
     }
+    match limiter.check_key(key) {
+        Ok(()) => None,
+        Err(not_until) => Some(
+            not_until
+                .wait_time_from(DefaultClock::default().now())
+                .max(Duration::from_secs(1)),
+        ),
+    }
+}
+
+/// The fewest store asks a queue ticket may make on this instance per second, and its least
+/// burst ([`TicketAsks::new`]): a browser polls at the interval the server gives, down to the
+/// poll floor at the head of the line (a tick, 100–250 ms), with a page load or a second tab
+/// beside it.
+pub const TICKET_ASKS_PER_SECOND: u32 = 4;
+/// See [`TICKET_ASKS_PER_SECOND`].
+pub const TICKET_ASKS_BURST: u32 = 8;
+
+/// The store asks of each queue ticket on this instance: a poll with a valid ticket that the
+/// edge cannot answer (its turn may have come, or its holder was away for half of
+/// `abandon-after`) asks the store, and a copy of one ticket replayed in a loop did so on every
+/// request, past `join-limit` and its pre-limit, which count new identities (found by review:
+/// 60 replays of one stale ticket, 53 more store calls in the same seconds, with a limit of 5 a
+/// minute). Keyed by the ticket's visitor: only requests that carry a ticket signed for that
+/// visitor count, so nobody else's flood can hold a visitor back; past the quota, `429` with
+/// `Retry-After`, which the waiting page honours (its place is kept: it asks again then).
+pub struct TicketAsks {
+    limiter: std::sync::Arc<DefaultKeyedRateLimiter<crate::store::VisitorId>>,
+    /// Asks per second ([`ticket_asks_per_second`]).
+    rate: u32,
+    swept_at: std::sync::atomic::AtomicU64,
+    sweeps: std::sync::atomic::AtomicU64,
+}
+
+impl TicketAsks {
+    /// For a room whose visitors are told to poll every `shortest_poll` at the most often
+    /// (the poll floor at the head of the line, or a shorter tier).
+    pub fn new(shortest_poll: Duration) -> Self {
+        let rate = ticket_asks_per_second(shortest_poll);
+        let quota = NonZeroU32::new(rate)
+            .zip(NonZeroU32::new(rate.max(TICKET_ASKS_BURST)))
+            .map(|(rate, burst)| Quota::per_second(rate).allow_burst(burst));
+        Self {
+            limiter: std::sync::Arc::new(RateLimiter::keyed(
+                quota.unwrap_or_else(|| Quota::per_second(NonZeroU32::MIN)),
+            )),
+            rate,
+            swept_at: Default::default(),
+            sweeps: Default::default(),
+        }
+    }
+
+    /// `Some(wait)` when `vid`'s ticket has asked the store its quota's worth lately.
+    pub fn check(&self, vid: crate::store::VisitorId) -> Option<Duration> {
+        check_keyed(&self.limiter, &self.swept_at, &self.sweeps, &vid)
+    }
+
+    /// Over a reload: the counts go on (a reload gives no ticket a new burst), unless the
+    /// quota changed with the poll intervals.
+    pub fn inherit(&mut self, old: &TicketAsks) {
+        if self.rate == old.rate {
+            self.limiter.clone_from(&old.limiter);
+        }
+    }
+}
+
+/// Two tabs' polls a second at `shortest_poll` less the polls' jitter (a poll comes up to a
+/// fifth early), at least [`TICKET_ASKS_PER_SECOND`].
+fn ticket_asks_per_second(shortest_poll: Duration) -> u32 {
+    let polls = 2.0 / (shortest_poll.as_secs_f64() * (1.0 - 0.2)).max(0.001);
+    (polls.ceil() as u32).clamp(TICKET_ASKS_PER_SECOND, 10_000)
 }
 
 #[cfg(test)]
@@ -176,6 +248,38 @@ mod tests {
             JoinPreLimit::new(None, None).check(&gate("198.51.100.1")),
             None
         );
+    }
+
+    #[test]
+    fn a_tickets_store_asks_have_a_quota_of_their_own() {
+        let second = Duration::from_secs(1);
+        let asks = TicketAsks::new(second);
+        let (one, two) = (
+            crate::store::VisitorId::random(),
+            crate::store::VisitorId::random(),
+        );
+        for _ in 0..TICKET_ASKS_BURST {
+            assert_eq!(asks.check(one), None);
+        }
+        let wait = asks.check(one).expect("past the burst");
+        assert_eq!(
+            wait,
+            Duration::from_secs(1),
+            "told to come back in a second"
+        );
+        assert_eq!(asks.check(two), None, "another visitor's ticket");
+        let mut reloaded = TicketAsks::new(second);
+        reloaded.inherit(&asks);
+        assert!(reloaded.check(one).is_some(), "no new burst by a reload");
+        // Polls at a shorter interval (the head of the line polls every tick): two tabs'.
+        assert_eq!(ticket_asks_per_second(second), TICKET_ASKS_PER_SECOND);
+        assert_eq!(ticket_asks_per_second(Duration::from_millis(250)), 10);
+        assert_eq!(ticket_asks_per_second(Duration::from_millis(100)), 25);
+        assert_eq!(ticket_asks_per_second(Duration::from_secs(5)), 4);
+        assert_eq!(ticket_asks_per_second(Duration::ZERO), 2000);
+        let mut faster = TicketAsks::new(Duration::from_millis(250));
+        faster.inherit(&asks);
+        assert_eq!(faster.check(one), None, "another quota, counted anew");
     }
 
     fn gate(client: &str) -> JoinGate {

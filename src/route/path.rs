@@ -15,7 +15,7 @@
 use std::borrow::Cow;
 
 use super::spelling::{
-    applicable, apply, decode_percent_escapes, keep_dots, trim_segments, COMBINED,
+    applicable, apply, decode_percent_escapes, hop_resolved, keep_dots, trim_segments, COMBINED,
 };
 pub use super::spelling::{path_info, path_infos, transforms, Transform};
 
@@ -294,12 +294,14 @@ impl<'a> Readings<'a> {
             }
         }
         if flags & Transform::Twice as u8 != 0 {
-            let once = decode_percent_escapes(raw);
-            let more = Readings::read(&once, false);
-            let all: Vec<(String, bool, bool)> = more
-                .iter()
-                .map(|r| (r.path.to_string(), r.folded, r.script))
-                .collect();
+            let mut all: Vec<(String, bool, bool)> = Vec::new();
+            for once in std::iter::once(decode_percent_escapes(raw)).chain(hop_resolved(raw)) {
+                let more = Readings::read(&once, false);
+                all.extend(
+                    more.iter()
+                        .map(|r| (r.path.to_string(), r.folded, r.script)),
+                );
+            }
             for (path, folded, script) in all {
                 let via = Transform::Twice as u8 | if script { Transform::Script as u8 } else { 0 };
                 out.add(Cow::Owned(path), folded, via);

@@ -40,7 +40,8 @@ pub enum Transform {
     /// The path decoded twice: a hop that decodes the path before it hands it on (nginx's
     /// `proxy_pass` with `$uri`, a rewrite that decodes its capture) in front of an app that
     /// decodes it again, or an app that decodes a decoded path (CWE-174): `/%2570roducts` is
-    /// `/products` there. Every `%25XX` read as `%XX`, then every reading of that path
+    /// `/products` there. Every `%25XX` read as `%XX`, and the path as nginx's `$uri` hands it
+    /// on ([`hop_resolved`]: all decoded, dot segments resolved), then every reading of each
     /// (once: a third decoding is not read); additive (found by review: double-encoded
     /// spellings reached the origin outside the room, and past a bypass path with
     /// `%252e%252e`).
@@ -348,6 +349,42 @@ pub(super) fn decode_percent_escapes(raw: &str) -> String {
         }
     }
     String::from_utf8(out).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
+}
+
+/// The path as a hop that decodes it hands it on ([`Transform::Twice`]): nginx's `$uri`, every
+/// `%XX` decoded, dot segments resolved and slashes merged. `None` when the decoding makes a
+/// query, a fragment or a NUL (no longer one path: the other readings stand for it).
+pub(super) fn hop_resolved(raw: &str) -> Option<String> {
+    let b = raw.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        match (b[i], b.get(i + 1), b.get(i + 2)) {
+            (b'%', Some(&h), Some(&l)) if hex_pair(h, l).is_some() => {
+                out.extend(hex_pair(h, l));
+                i += 3;
+            }
+            (c, _, _) => {
+                out.push(c);
+                i += 1;
+            }
+        }
+    }
+    if out.iter().any(|c| matches!(c, b'?' | b'#' | 0)) {
+        return None;
+    }
+    let decoded = String::from_utf8_lossy(&out);
+    let mut segs: Vec<&str> = Vec::new();
+    for seg in decoded.split('/') {
+        match seg {
+            "" | "." => {}
+            ".." => {
+                segs.pop();
+            }
+            seg => segs.push(seg),
+        }
+    }
+    Some(format!("/{}", segs.join("/")))
 }
 
 /// Whether `s` at `i` is `%XX` for a byte up to U+0020 (what Java's `String.trim` drops).

@@ -10,30 +10,7 @@ async fn a_flood_of_newcomers_from_one_address_costs_redis_the_limit_not_the_flo
     let room = "admit-per-second = 100\nmax-active = 1\ntick = \"10s\"\njoin-limit = { per-ip = 3, per = \"1m\" }";
     let proxy = Proxy::start(&config(origin.addr, &redis.url(), room));
     let mut conn = common::redis::connect(&redis.url()).await;
-    // The admission loop's first tick is behind us once the room is known to the store, and
-    // the other calls an instance makes as it starts once they stop for a second; the next
-    // tick is 10 s away. Counting from the second call alone failed on a loaded machine (the
-    // whole suite at once): 6 calls for the flood, the start's late ones among them.
-    eventually(Duration::from_secs(10), "the first tick", || {
-        let mut c = conn.clone();
-        async move { (common::redis::script_calls(&mut c).await >= 2).then_some(()) }
-    })
-    .await;
-    let deadline = Instant::now() + Duration::from_secs(15);
-    let mut last = (common::redis::script_calls(&mut conn).await, Instant::now());
-    let before = loop {
-        tokio::time::sleep(Duration::from_millis(50)).await;
-        let n = common::redis::script_calls(&mut conn).await;
-        if n != last.0 {
-            last = (n, Instant::now());
-        } else if last.1.elapsed() >= Duration::from_secs(1) {
-            break n;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "Redis calls did not stop after the start"
-        );
-    };
+    let before = quiet_calls(&mut conn).await;
     let mut codes = std::collections::BTreeMap::new();
     const FLOOD: u64 = 200;
     for _ in 0..FLOOD {
@@ -110,6 +87,90 @@ async fn a_visitor_in_line_without_their_ticket_is_not_limited_by_a_flood() {
         wait > 1 && wait + 1 >= newcomers_wait,
         "Retry-After: {wait}, {newcomers_wait} without an id"
     );
+}
+
+/// The script calls Redis has had once the instance's start is behind it: the admission
+/// loop's first tick is behind us once the room is known to the store, and the other calls an
+/// instance makes as it starts once they stop for a second (the rooms here tick every 10 s).
+/// Counting from the second call alone failed on a loaded machine (the whole suite at once):
+/// 6 calls for a flood, the start's late ones among them.
+async fn quiet_calls(conn: &mut ::redis::aio::MultiplexedConnection) -> u64 {
+    eventually(Duration::from_secs(10), "the first tick", || {
+        let mut c = conn.clone();
+        async move { (common::redis::script_calls(&mut c).await >= 2).then_some(()) }
+    })
+    .await;
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let mut last = (common::redis::script_calls(conn).await, Instant::now());
+    loop {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let n = common::redis::script_calls(conn).await;
+        if n != last.0 {
+            last = (n, Instant::now());
+        } else if last.1.elapsed() >= Duration::from_secs(1) {
+            return n;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "Redis calls did not stop after the start"
+        );
+    }
+}
+
+/// One visitor's queue ticket replayed in a loop (copies of one cookie jar, the answers'
+/// cookies thrown away): a poll the edge cannot answer asks the store, within the ticket's
+/// own quota on this instance; past it, `429` without a store call, and the place is kept
+/// (found by review: each replay of a stale ticket was a store call, past `join-limit` and
+/// its pre-limit, which count new identities).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replayed_ticket_costs_redis_its_quota_not_the_flood() {
+    let redis = RedisServer::start();
+    let origin = Origin::start().await;
+    let room = "admit-per-second = 100\nmax-active = 1\ntick = \"10s\"\njoin-limit = { per-ip = 3, per = \"1m\" }";
+    let proxy = Proxy::start(&config(origin.addr, &redis.url(), room));
+    let mut conn = common::redis::connect(&redis.url()).await;
+    let mut holder = Jar::default();
+    let v = json(&proxy, STATUS, &mut holder).await;
+    assert_eq!(v["state"], "admitted", "{v}");
+    let mut waiter = Jar::default();
+    let v = json(&proxy, STATUS, &mut waiter).await;
+    assert_eq!(v["position"], 1, "{v}");
+    assert!(waiter.get(TICKET).is_some(), "a ticket: {waiter:?}");
+    let before = quiet_calls(&mut conn).await;
+    let mut codes = std::collections::BTreeMap::new();
+    const REPLAYS: u64 = 60;
+    for _ in 0..REPLAYS {
+        let resp = client()
+            .get(proxy.url(STATUS))
+            .header("accept", "application/json")
+            .header("cookie", waiter.header())
+            .send()
+            .await
+            .unwrap();
+        *codes.entry(resp.status().as_u16()).or_insert(0u64) += 1;
+    }
+    let calls = common::redis::script_calls(&mut conn).await - before;
+    println!("{REPLAYS} replays of one ticket: {codes:?}, {calls} Redis calls");
+    // The head polls every 250 ms at the most (a 10 s tick): ten asks a second, a burst of ten.
+    assert!(
+        calls <= 16,
+        "{calls} Redis calls for {REPLAYS} replays of one ticket: {codes:?}"
+    );
+    assert!(
+        codes.get(&429).is_some_and(|n| *n >= REPLAYS - 16),
+        "{codes:?}"
+    );
+    // The place is kept: the ticket is answered again once its quota allows.
+    let v = eventually(Duration::from_secs(5), "an answer again", || {
+        let (proxy, mut jar) = (&proxy, waiter.clone());
+        async move {
+            get_json(proxy, STATUS, &mut jar)
+                .await
+                .filter(|v| v["state"] == "waiting")
+        }
+    })
+    .await;
+    assert_eq!(v["position"], 1, "{v}");
 }
 
 fn retry_after(resp: &reqwest::Response) -> u64 {
