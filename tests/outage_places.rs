@@ -24,6 +24,9 @@ async fn every_visitor_in_line_keeps_their_place_on_hold_while_the_store_is_away
     let origin = Origin::start().await;
     let proxy = Proxy::start(&format!(
         r#"{base}
+[admin]
+token = "{TOKEN}"
+
 [store]
 backend = "redis"
 redis-url = "{url}"
@@ -75,5 +78,16 @@ on-store-error = "closed"
             assert!(s["eta_seconds"].is_null(), "{s}");
         }
     }
+    // The admin view says what the visitors are told (found by review: `rate`).
+    let v = admin_json(&proxy, "/rooms/sale", TOKEN)
+        .await
+        .expect("the room");
+    assert_eq!(
+        (&v["stale"], &v["held_by"]),
+        (&Value::from(true), &Value::from("store")),
+        "{v}"
+    );
     redis.signal(false);
 }
+
+const TOKEN: &str = "admin-token-for-tests-0123456789";
