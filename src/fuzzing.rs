@@ -93,7 +93,7 @@ fn property_router(matching: PathMatching) -> Router {
 /// capture: not resolved).
 fn origin_readings(path: &str) -> Vec<String> {
     let mut out = readings_at_the_origin(path);
-    if path.contains("%25") {
+    if path.contains('%') {
         let decoded = hop_decoded(path);
         let resolved = {
             let mut segs: Vec<&str> = Vec::new();
@@ -109,8 +109,10 @@ fn origin_readings(path: &str) -> Vec<String> {
             format!("/{}", segs.join("/"))
         };
         for hop in [decoded.clone(), resolved] {
-            if hop.is_ascii() && hop.starts_with('/') && !hop.contains(['?', '#', '\0']) {
-                out.extend(readings_at_the_origin(&hop));
+            // A decoded `?`, `#` or NUL ends the path the app routes.
+            let hop = hop.split(['?', '#', '\0']).next().unwrap_or("");
+            if hop.is_ascii() && hop.starts_with('/') {
+                out.extend(readings_at_the_origin(hop));
             }
         }
     }

@@ -87,7 +87,10 @@ impl Proxy {
                 ticket.as_ref(),
                 Self::in_line_status(shared, room, shown.unwrap_or(position), waiting, 0.0, true),
             )),
-            Ok(Admission::Limited { retry_after }) => Verdict::Limited { retry_after },
+            Ok(Admission::Limited { retry_after }) => Verdict::Limited {
+                retry_after,
+                polls: false,
+            },
             Ok(Admission::Registered {
                 position,
                 waiting,

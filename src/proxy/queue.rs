@@ -14,8 +14,12 @@ pub(super) enum Verdict {
     Pass { admitted: bool },
     /// Show the waiting response.
     Wait(Status),
-    /// Refuse: too many new visitors from this client (`join-limit`).
-    Limited { retry_after: std::time::Duration },
+    /// Refuse: too many new visitors from this client (`join-limit`), or, `polls`, a queue
+    /// ticket that asked the store too often ([`crate::room::prelimit::TicketAsks`]).
+    Limited {
+        retry_after: std::time::Duration,
+        polls: bool,
+    },
     /// The room's event has closed: a newcomer is not added.
     Ended,
 }
@@ -97,8 +101,8 @@ impl Proxy {
                 }
                 Ok(true)
             }
-            Verdict::Limited { retry_after } => {
-                Self::send_limited(shared, session, ctx, room, retry_after).await?;
+            Verdict::Limited { retry_after, polls } => {
+                Self::send_limited(shared, session, ctx, room, retry_after, polls, false).await?;
                 Ok(true)
             }
             Verdict::Ended => {

@@ -22,16 +22,22 @@ impl Proxy {
         ctx: &mut Ctx,
         room: usize,
         retry_after: std::time::Duration,
+        polls: bool,
+        always_json: bool,
     ) -> Result<()> {
         let refusal = Refusal {
             status: 429,
             state: "limited",
             title: "Please wait a moment",
-            message: "Too many new visitors have come from your network in a short time. Please wait a moment and try again.",
+            message: if polls {
+                "This page has asked for your place too often in a short time. Your place is kept: please wait a moment."
+            } else {
+                "Too many new visitors have come from your network in a short time. Please wait a moment and try again."
+            },
             retry_secs: Some(retry_after.as_secs_f64().ceil().max(1.0) as u64),
             reject: Reject::JoinLimit,
             lang: "en",
-            always_json: false,
+            always_json,
         };
         Self::send_refusal(shared, session, ctx, room, &refusal).await
     }

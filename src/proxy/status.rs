@@ -134,8 +134,10 @@ pub(super) async fn serve(
         match verdict {
             Verdict::Pass { .. } => admitted,
             Verdict::Wait(s) => s,
-            Verdict::Limited { retry_after } => {
-                return Proxy::send_limited(shared, session, ctx, room, retry_after).await;
+            Verdict::Limited { retry_after, polls } => {
+                // JSON, as every answer here (the page reads its `retry_after_ms`).
+                return Proxy::send_limited(shared, session, ctx, room, retry_after, polls, true)
+                    .await;
             }
             Verdict::Ended => {
                 return Proxy::send_ended(shared, session, ctx, room, true).await;

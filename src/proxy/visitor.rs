@@ -166,15 +166,10 @@ impl Proxy {
             return v;
         }
         let r = &shared.rooms[room];
-        // A ticket the edge could not answer asks the store, within its own quota: a copy
-        // replayed in a loop is refused here, without a store call (see `TicketAsks`). Not
-        // while the store cannot be asked (its breaker open: the call fails at once, and the
-        // room's policy answers, which gives a replayed ticket its one session again).
-        let asks_store = who.unanswered.is_none()
-            && r.breaker.state(shared.clock.mono_micros()) == crate::breaker::BreakerState::Closed;
-        if let Some(t) = ticket.as_ref().filter(|_| asks_store) {
-            if let Some(retry_after) = r.ticket_asks.check(t.vid) {
-                return Verdict::Limited { retry_after };
+        // A ticket the edge could not answer asks the store, within its own quota.
+        if who.unanswered.is_none() {
+            if let Some(v) = Self::past_ticket_quota(shared, room, ticket.iter().map(|t| t.vid)) {
+                return v;
             }
         }
         // Without a ticket this is a store join that join-limit may count: past the limit on
@@ -188,7 +183,10 @@ impl Proxy {
         if let Some(g) = gate.as_mut().filter(|_| ticket.is_none()) {
             if let Some(retry_after) = r.prelimit.check(g) {
                 if !had_vid {
-                    return Verdict::Limited { retry_after };
+                    return Verdict::Limited {
+                        retry_after,
+                        polls: false,
+                    };
                 }
                 g.known_only = true;
                 local_wait = Some(retry_after);
@@ -247,6 +245,30 @@ impl Proxy {
         Self::answer_join(shared, ctx, room, vid, ticket, joined, uncounted)
     }
 
+    /// `429` for a request whose queue tickets (of the visitors `vids`) have asked the store
+    /// their quota's worth on this instance: a copy replayed in a loop is refused without a
+    /// store call (see `TicketAsks`; found by re-review: a second ticket beside it skipped the
+    /// quota). Not while the store cannot be asked (its breaker open: the call fails at once,
+    /// and the room's policy answers, which gives a replayed ticket its one session again).
+    fn past_ticket_quota(
+        shared: &Shared,
+        room: usize,
+        vids: impl Iterator<Item = crate::store::VisitorId>,
+    ) -> Option<Verdict> {
+        let r = &shared.rooms[room];
+        if r.breaker.state(shared.clock.mono_micros()) != crate::breaker::BreakerState::Closed {
+            return None;
+        }
+        let mut wait = None;
+        for vid in vids {
+            wait = wait.max(r.ticket_asks.check(vid));
+        }
+        wait.map(|retry_after| Verdict::Limited {
+            retry_after,
+            polls: true,
+        })
+    }
+
     /// Before the join challenge: a request whose tickets name several ids asks the store which
     /// it holds, for a visitor in line never needs the work (found by re-review: the challenge
     /// was judged for the earliest ticket, a stale one tossed in, and a visitor in line was
@@ -292,6 +314,13 @@ impl Proxy {
         gate: Option<&JoinGate>,
     ) -> Option<Verdict> {
         let r = &shared.rooms[room];
+        let tickets = std::iter::once(who.ticket)
+            .chain(who.others.iter().map(|c| c.ticket))
+            .flatten()
+            .map(|t| t.vid);
+        if let Some(v) = Self::past_ticket_quota(shared, room, tickets) {
+            return Some(v);
+        }
         let known_only = JoinGate {
             client: gate.map_or_else(|| "-".to_string(), |g| g.client.clone()),
             limit: 0,

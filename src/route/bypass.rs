@@ -144,6 +144,7 @@ mod tests {
             // Decoded twice, by a hop in front of the app (found by review).
             "/products/feed.xml/%252e%252e/%252e%252e/cart",
             "/products/feed.xml%252f..%252fcart",
+            "/products/feed.xml/%25%32e%25%32e/%25%32e%25%32e/cart",
             "/products/feed.xmlx",
             "/products",
         ] {

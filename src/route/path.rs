@@ -15,7 +15,8 @@
 use std::borrow::Cow;
 
 use super::spelling::{
-    applicable, apply, decode_percent_escapes, hop_resolved, keep_dots, trim_segments, COMBINED,
+    applicable, apply, decode_percent_escapes, hop_decoded, hop_resolved, keep_dots, routed_part,
+    trim_segments, COMBINED,
 };
 pub use super::spelling::{path_info, path_infos, transforms, Transform};
 
@@ -295,7 +296,18 @@ impl<'a> Readings<'a> {
         }
         if flags & Transform::Twice as u8 != 0 {
             let mut all: Vec<(String, bool, bool)> = Vec::new();
-            for once in std::iter::once(decode_percent_escapes(raw)).chain(hop_resolved(raw)) {
+            // nginx resolves the dots of the whole decoded path, then hands it on: the app
+            // routes what comes before a decoded `?`, `#` or NUL of either.
+            let decoded = hop_decoded(raw);
+            let hops = decoded.iter().flat_map(|d| {
+                let resolved = hop_resolved(d);
+                [
+                    routed_part(d).to_string(),
+                    routed_part(&resolved).to_string(),
+                ]
+            });
+            let once = std::iter::once(decode_percent_escapes(raw));
+            for once in once.chain(hops) {
                 let more = Readings::read(&once, false);
                 all.extend(
                     more.iter()

@@ -40,9 +40,10 @@ pub enum Transform {
     /// The path decoded twice: a hop that decodes the path before it hands it on (nginx's
     /// `proxy_pass` with `$uri`, a rewrite that decodes its capture) in front of an app that
     /// decodes it again, or an app that decodes a decoded path (CWE-174): `/%2570roducts` is
-    /// `/products` there. Every `%25XX` read as `%XX`, and the path as nginx's `$uri` hands it
-    /// on ([`hop_resolved`]: all decoded, dot segments resolved), then every reading of each
-    /// (once: a third decoding is not read); additive (found by review: double-encoded
+    /// `/products` there. Every `%25XX` read as `%XX`, the path with every escape decoded
+    /// ([`hop_decoded`]), and that as nginx's `$uri` hands it on ([`hop_resolved`]: dot
+    /// segments resolved, which also reads an IIS or a Tomcat behind nginx, whose own decoding
+    /// comes after), then every reading of each (once: a third decoding is not read); additive (found by review: double-encoded
     /// spellings reached the origin outside the room, and past a bypass path with
     /// `%252e%252e`).
     Twice = 128,
@@ -105,7 +106,9 @@ pub(super) fn applicable(raw: &str) -> u8 {
                 }
             }
             b'%' => {
-                if encoded_percent_escape(b, i) {
+                // Any escape: a hop decodes it (and resolves the dots it makes) before the
+                // app reads what is left, in an order no other reading takes.
+                if b.len() >= i + 3 && hex_pair(b[i + 1], b[i + 2]).is_some() {
                     flags |= Transform::Twice as u8;
                 }
                 // Any encoded dot may make a dot segment (`%2e%2e`, `.%2e`); an encoded `/`
@@ -351,10 +354,12 @@ pub(super) fn decode_percent_escapes(raw: &str) -> String {
     String::from_utf8(out).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
 }
 
-/// The path as a hop that decodes it hands it on ([`Transform::Twice`]): nginx's `$uri`, every
-/// `%XX` decoded, dot segments resolved and slashes merged. `None` when the decoding makes a
-/// query, a fragment or a NUL (no longer one path: the other readings stand for it).
-pub(super) fn hop_resolved(raw: &str) -> Option<String> {
+/// The path as a hop that decodes it hands it on ([`Transform::Twice`]): every `%XX` decoded
+/// (a rewrite that decodes its capture). What a decoded `?`, `#` or NUL begins is no part of
+/// the path the app routes ([`routed_part`]: `/orders%3F` is `/orders` with a query to it;
+/// found by re-review, an order went through without an admission). `None` when nothing is
+/// decoded.
+pub(super) fn hop_decoded(raw: &str) -> Option<String> {
     let b = raw.as_bytes();
     let mut out = Vec::with_capacity(b.len());
     let mut i = 0;
@@ -370,10 +375,21 @@ pub(super) fn hop_resolved(raw: &str) -> Option<String> {
             }
         }
     }
-    if out.iter().any(|c| matches!(c, b'?' | b'#' | 0)) {
+    if out.len() == b.len() {
         return None;
     }
-    let decoded = String::from_utf8_lossy(&out);
+    Some(String::from_utf8_lossy(&out).into_owned())
+}
+
+/// `path` up to a `?`, `#` or NUL: what the app routes of a path a hop decoded.
+pub(super) fn routed_part(path: &str) -> &str {
+    path.split(['?', '#', '\0']).next().unwrap_or("")
+}
+
+/// [`hop_decoded`] as nginx's `$uri` hands it on: dot segments resolved and slashes merged
+/// before the app decodes what is left (an IIS or a Tomcat behind nginx reads its own
+/// spellings only after nginx resolved the dots).
+pub(super) fn hop_resolved(decoded: &str) -> String {
     let mut segs: Vec<&str> = Vec::new();
     for seg in decoded.split('/') {
         match seg {
@@ -384,7 +400,7 @@ pub(super) fn hop_resolved(raw: &str) -> Option<String> {
             seg => segs.push(seg),
         }
     }
-    Some(format!("/{}", segs.join("/")))
+    format!("/{}", segs.join("/"))
 }
 
 /// Whether `s` at `i` is `%XX` for a byte up to U+0020 (what Java's `String.trim` drops).

@@ -228,3 +228,21 @@ fn spoofable_headers_are_found_and_removed() {
         &[("host", "a"), ("cookie", "x=1")]
     )));
 }
+
+/// An escaped line break anywhere in the path is refused, in a room or not: a hop that decodes
+/// the path writes it into its request to the origin (found by review: a second request, an
+/// order, followed it there).
+#[test]
+fn an_escaped_line_break_in_the_path_is_refused() {
+    for path in [
+        "/public%20HTTP/1.1%0D%0AHost:%20a%0D%0A%0D%0APOST%20/orders",
+        "/about%0a",
+        "/x%0Dy",
+        "/index.php/orders%0A",
+    ] {
+        assert!(no_line_break(path).is_err(), "{path}");
+    }
+    for path in ["/about", "/100%25/x", "/a%0b", "/%0", "/x%20y", "/%00a"] {
+        assert_eq!(no_line_break(path), Ok(()), "{path}");
+    }
+}
