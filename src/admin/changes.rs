@@ -96,7 +96,9 @@ pub(super) async fn patch(s: &Shared, body: &[u8], i: usize, who: &Caller) -> Re
         }
     };
     let r = &s.rooms[i];
-    if patch.autopilot == Some(Some(true)) && r.cfg.autopilot.is_none() {
+    // Pausing one the room does not have is refused as resuming it is (found by review: the
+    // pause was kept unseen, and an autopilot a later reload added started paused).
+    if matches!(patch.autopilot, Some(Some(_))) && r.cfg.autopilot.is_none() {
         return error(
             StatusCode::UNPROCESSABLE_ENTITY,
             "this room has no autopilot in its config: add autopilot = { target-latency, max-error-rate, min-rate } to it",

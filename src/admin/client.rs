@@ -106,7 +106,19 @@ impl Target {
         req.push_str(&format!("Content-Length: {}\r\n\r\n{body}", body.len()));
         s.write_all(req.as_bytes()).map_err(|e| e.to_string())?;
         let mut raw = Vec::new();
-        s.read_to_end(&mut raw).map_err(|e| e.to_string())?;
+        s.read_to_end(&mut raw).map_err(|e| match e.kind() {
+            // Found by review: "Resource temporarily unavailable (os error 11)".
+            std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut => format!(
+                "the admin API at {} sent no answer within 10 s{}",
+                self.addr,
+                if method == "GET" {
+                    ""
+                } else {
+                    ": the change may or may not have been made; look before you send it again"
+                }
+            ),
+            _ => format!("the admin API at {} broke off: {e}", self.addr),
+        })?;
         let text = String::from_utf8_lossy(&raw);
         let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
         let status = head

@@ -247,7 +247,16 @@ pub async fn change(
                 return error(StatusCode::NOT_FOUND, &format!("no event named {target:?} in this room"))
             }
             (Some(_), Some(o), true) => (Runtime { event: None, cancelled: true }, Some(o)),
+            // A change that changes nothing is answered as done and not written: written, it
+            // would stand for the file's event for good, the file's later changes ignored, and
+            // be recorded in the history as a change (found by review: an empty PATCH did both).
             (Some(_), Some(o), false) => match body.apply(Some(o), now) {
+                Ok(e) if e == *o => {
+                    return json_reply(
+                        StatusCode::OK,
+                        &json!({ "room": r.name(), "event": target, "cancelled": false, "now": shown(s, room, o), "version": runtime.version, "unchanged": true }),
+                    )
+                }
                 Ok(e) => (Runtime { event: Some(e), cancelled: false }, Some(o)),
                 Err(msg) => return error(StatusCode::UNPROCESSABLE_ENTITY, &msg),
             },

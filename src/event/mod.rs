@@ -163,6 +163,9 @@ pub fn valid_name(name: &str) -> bool {
         && name
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+        // `.` and `..` are no URL's segment: a client that normalises paths cannot name them
+        // in `/rooms/NAME/events/EVENT` (found by review).
+        && !name.bytes().all(|b| b == b'.')
 }
 
 #[cfg(test)]
@@ -227,7 +230,17 @@ mod tests {
     #[test]
     fn names_are_plain() {
         assert!(valid_name("spring-drop_2027.1"));
-        for bad in ["", "a b", "a/b", "ä", "a\nb", &"x".repeat(65)] {
+        for bad in [
+            "",
+            "a b",
+            "a/b",
+            "ä",
+            "a\nb",
+            &"x".repeat(65),
+            ".",
+            "..",
+            "...",
+        ] {
             assert!(!valid_name(bad), "{bad:?}");
         }
     }

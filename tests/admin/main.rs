@@ -253,6 +253,10 @@ async fn rooms_are_shown_changed_and_cleared() {
         (json!({"max_active": 0}), 422),
         (json!({"rate": 5}), 400),
         (json!({"enabled": "yes"}), 400),
+        // No autopilot to pause in this room (found by review: kept unseen, and one a reload
+        // added started paused).
+        (json!({"autopilot": false}), 422),
+        (json!({"autopilot": true}), 422),
     ] {
         let (status, v) = admin(
             &proxy,

@@ -90,6 +90,17 @@ async fn operators_add_change_and_cancel_events_at_run_time() {
     .await;
     assert_eq!(code, 422, "{body}");
     assert!(body.contains("draw"), "{body}");
+    // A change that changes nothing is answered and not written: not recorded in the history
+    // below, nor made to stand for a file's event (found by review: an empty PATCH did both).
+    let (code, body) = call(
+        reqwest::Method::PATCH,
+        "/rooms/sale/events/flash",
+        Some(serde_json::json!({})),
+    )
+    .await;
+    assert_eq!(code, 200, "{body}");
+    let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(v["unchanged"], true, "{body}");
     let (code, body) = call(
         reqwest::Method::POST,
         "/rooms/sale/events",
