@@ -95,19 +95,7 @@ fn origin_readings(path: &str) -> Vec<String> {
     let mut out = readings_at_the_origin(path);
     if path.contains('%') {
         let decoded = hop_decoded(path);
-        let resolved = {
-            let mut segs: Vec<&str> = Vec::new();
-            for seg in decoded.split('/') {
-                match seg {
-                    "" | "." => {}
-                    ".." => {
-                        segs.pop();
-                    }
-                    x => segs.push(x),
-                }
-            }
-            format!("/{}", segs.join("/"))
-        };
+        let resolved = model_resolve(&decoded);
         for hop in [decoded.clone(), resolved] {
             // A decoded `?`, `#` or NUL ends the path the app routes.
             let hop = hop.split(['?', '#', '\0']).next().unwrap_or("");
@@ -117,6 +105,22 @@ fn origin_readings(path: &str) -> Vec<String> {
         }
     }
     out
+}
+
+/// Dot segments resolved and empty ones dropped, as the origins of the model resolve them
+/// (written apart from the router's own).
+fn model_resolve(s: &str) -> String {
+    let mut segs: Vec<&str> = Vec::new();
+    for seg in s.split('/') {
+        match seg {
+            "" | "." => {}
+            ".." => {
+                segs.pop();
+            }
+            x => segs.push(x),
+        }
+    }
+    format!("/{}", segs.join("/"))
 }
 
 /// Every `%XX` of `path` decoded, as a hop decodes it before handing it on.
@@ -187,19 +191,7 @@ fn readings_at_the_origin(path: &str) -> Vec<String> {
         }
         out
     };
-    let resolve = |s: &str| -> String {
-        let mut segs: Vec<&str> = Vec::new();
-        for seg in s.split('/') {
-            match seg {
-                "" | "." => {}
-                ".." => {
-                    segs.pop();
-                }
-                x => segs.push(x),
-            }
-        }
-        format!("/{}", segs.join("/"))
-    };
+    let resolve = model_resolve;
     if !path.is_ascii() {
         return Vec::new();
     }

@@ -50,16 +50,10 @@ fn needs_normalizing(path: &str) -> bool {
         || memchr::memchr_iter(b'/', b).any(|i| matches!(b.get(i + 1), Some(b'/' | b'.')))
 }
 
-/// The path as the origin will most likely understand it: percent-encoded unreserved
-/// characters decoded, `.` and `..` segments resolved, repeated slashes collapsed.
-/// Clean paths (the common case) are returned borrowed.
-pub fn normalize_path(path: &str) -> Cow<'_, str> {
-    if !needs_normalizing(path) {
-        return Cow::Borrowed(path);
-    }
-    let decoded = decode_unreserved(path);
+/// The segments of `path` with `.` and `..` resolved and empty ones dropped.
+pub(super) fn resolved_segments(path: &str) -> Vec<&str> {
     let mut segs: Vec<&str> = Vec::new();
-    for seg in decoded.split('/') {
+    for seg in path.split('/') {
         match seg {
             "" | "." => {}
             ".." => {
@@ -68,6 +62,18 @@ pub fn normalize_path(path: &str) -> Cow<'_, str> {
             s => segs.push(s),
         }
     }
+    segs
+}
+
+/// The path as the origin will most likely understand it: percent-encoded unreserved
+/// characters decoded, `.` and `..` segments resolved, repeated slashes collapsed.
+/// Clean paths (the common case) are returned borrowed.
+pub fn normalize_path(path: &str) -> Cow<'_, str> {
+    if !needs_normalizing(path) {
+        return Cow::Borrowed(path);
+    }
+    let decoded = decode_unreserved(path);
+    let segs = resolved_segments(&decoded);
     let mut out = String::with_capacity(decoded.len() + 1);
     for s in &segs {
         out.push('/');

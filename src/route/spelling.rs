@@ -390,17 +390,7 @@ pub(super) fn routed_part(path: &str) -> &str {
 /// before the app decodes what is left (an IIS or a Tomcat behind nginx reads its own
 /// spellings only after nginx resolved the dots).
 pub(super) fn hop_resolved(decoded: &str) -> String {
-    let mut segs: Vec<&str> = Vec::new();
-    for seg in decoded.split('/') {
-        match seg {
-            "" | "." => {}
-            ".." => {
-                segs.pop();
-            }
-            seg => segs.push(seg),
-        }
-    }
-    format!("/{}", segs.join("/"))
+    format!("/{}", super::path::resolved_segments(decoded).join("/"))
 }
 
 /// Whether `s` at `i` is `%XX` for a byte up to U+0020 (what Java's `String.trim` drops).
