@@ -106,9 +106,10 @@ pub fn hex(bytes: &[u8]) -> String {
     s
 }
 
-/// Lowercase or uppercase hex of exactly `N` bytes.
+/// Lowercase or uppercase hex of exactly `N` bytes, nothing around it: a published list's
+/// ticket with a space in it is not the ticket (found by review: it verified). What a person
+/// types (`--ticket`, `--commitment`) is trimmed where it is read.
 pub fn unhex<const N: usize>(s: &str) -> Option<[u8; N]> {
-    let s = s.trim();
     // Hex digits only: `from_str_radix` would take a `+` for a sign (found by review: two
     // spellings of one ticket verified).
     if s.len() != N * 2 || !s.bytes().all(|b| b.is_ascii_hexdigit()) {

@@ -33,7 +33,7 @@ pub fn run(
     committed: Option<&str>,
     ca: Option<&Path>,
 ) -> Result<Report, String> {
-    let mine = draw::unhex::<TICKET_LEN>(ticket).ok_or_else(|| {
+    let mine = draw::unhex::<TICKET_LEN>(ticket.trim()).ok_or_else(|| {
         format!("--ticket {ticket:?} is not a registration ticket (32 hex digits, as the page shows it)")
     })?;
     let is_url = scheme_of(source).is_some();

@@ -68,6 +68,11 @@ fn a_saved_draw_checks_out_and_a_changed_one_does_not() {
     signed["tickets"][3] = json!(format!("+{}", &first[1..]));
     assert!(check(&signed, &list[41]).is_err());
     assert!(draw::unhex::<2>("+f0f").is_none() && draw::unhex::<2>("0f0f").is_some());
+    // Nor one with a space around it in the list (found by review: it verified).
+    let mut spaced = doc(&list, &seed);
+    spaced["tickets"][3] = json!(format!(" {first}"));
+    assert!(check(&spaced, &list[41]).is_err());
+    assert!(draw::unhex::<2>(" 0f0f").is_none() && draw::unhex::<2>("0f0f\n").is_none());
 }
 
 #[test]
