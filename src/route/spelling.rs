@@ -214,21 +214,7 @@ pub(super) fn apply(raw: &str, set: u8) -> String {
 /// CVE-2023-36899's fix and with `aspnet:RestoreAggressiveCookielessPathRemoval` (found by
 /// review: `/(S(x))/orders` placed an order without an admission).
 pub(super) fn is_cookieless(seg: &str) -> bool {
-    let b = seg.as_bytes();
-    let mut decoded = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        match (b[i], b.get(i + 1), b.get(i + 2)) {
-            (b'%', Some(&h), Some(&l)) if hex_pair(h, l).is_some() => {
-                decoded.extend(hex_pair(h, l));
-                i += 3;
-            }
-            (c, _, _) => {
-                decoded.push(c);
-                i += 1;
-            }
-        }
-    }
+    let decoded = decode_escapes(seg.as_bytes());
     let Some(inner) = decoded
         .strip_prefix(b"(")
         .and_then(|d| d.strip_suffix(b")"))
@@ -360,7 +346,15 @@ pub(super) fn decode_percent_escapes(raw: &str) -> String {
 /// found by re-review, an order went through without an admission). `None` when nothing is
 /// decoded.
 pub(super) fn hop_decoded(raw: &str) -> Option<String> {
-    let b = raw.as_bytes();
+    let out = decode_escapes(raw.as_bytes());
+    if out.len() == raw.len() {
+        return None;
+    }
+    Some(String::from_utf8_lossy(&out).into_owned())
+}
+
+/// `b` with every `%XX` decoded to its byte, in one pass (what it names is not decoded again).
+fn decode_escapes(b: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(b.len());
     let mut i = 0;
     while i < b.len() {
@@ -375,10 +369,7 @@ pub(super) fn hop_decoded(raw: &str) -> Option<String> {
             }
         }
     }
-    if out.len() == b.len() {
-        return None;
-    }
-    Some(String::from_utf8_lossy(&out).into_owned())
+    out
 }
 
 /// `path` up to a `?`, `#` or NUL: what the app routes of a path a hop decoded.
