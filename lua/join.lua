@@ -48,7 +48,8 @@
 --   code 0 admitted (claimed), 1 waiting, 2 paused (queue_all), 3 full, 4 open (room switched
 --   off), 5 entered (a newcomer admitted at once), 6 limited (too many new visitors from this
 --   client; the eta field carries the milliseconds until the window ends), 7 registered (in
---   line during a pre-queue; position 0 when drawn), 8 ended (the event closed: not added),
+--   line during a pre-queue, or at a draw's place whose order is not out yet; position 0 when
+--   drawn), 8 ended (the event closed: not added),
 --   9 unplaced (a newcomer, not added: the caller's events are older than the store's)
 
 local waiting, active, room = KEYS[1], KEYS[2], KEYS[3]
@@ -223,8 +224,13 @@ if score then
       vid)
     local n = redis.call('ZCARD', waiting)
     local d = drawn(offset) and 1 or 0
-    if in_pre and d == 1 then
-      return { code, 0, n, tostring(eta_rate(measured, rate)), 0, offset, epoch or 0, d }
+    -- A draw's place is sealed until the store has recorded its order as out (admit.lua:
+    -- its event seen open, or cancelled): a registration (code 7, no position) until then, by
+    -- whatever events the caller has. Before (found by review), a caller whose own file had the
+    -- opening behind it (a rolling reload that moved it) was told the place while the
+    -- instances disagreed and the store had recorded nothing.
+    if d == 1 and (in_pre or redis.call('HEXISTS', room, 'out:' .. h_draw_ev) == 0) then
+      return { 7, 0, n, tostring(eta_rate(measured, rate)), 0, offset, epoch or 0, d }
     end
     local rank = redis.call('ZRANK', waiting, vid)
     return { code, rank + 1, n, tostring(eta_rate(measured, rate)), 0, offset, epoch or 0, d }

@@ -116,6 +116,14 @@ impl Proxy {
                 return None;
             }
         }
+        // A draw's place is sealed until the store has recorded its order as out (its event
+        // seen open): the store's to answer until a tick says so. Before (found by review), an
+        // instance whose own file had the opening behind it (a rolling reload that moved it)
+        // told every registrant their place from the snapshot while the store, with the
+        // instances disagreeing, had recorded nothing.
+        if t.drawn && r.events.line_sealed(shared.clock.now_micros()) {
+            return None;
+        }
         // Past any pre-queue (where nobody is let in, and the countdown is the ticket's): the
         // store is known to be down (its breaker not closed: joins fail at once) and the
         // room's policy lets people in meanwhile: a ticket holder is the policy's to answer like

@@ -159,6 +159,34 @@ pub async fn a_draw_places_registrants_by_their_keys_ahead_of_later_arrivals(h: 
     assert_eq!(r.admitted, 0);
     assert_eq!(r.event.as_ref().map(|e| e.registrations), Some(40));
     h.advance(Duration::from_secs(21));
+    // Past the opening by the clock, before an admit has recorded it (the draw's order not out
+    // yet): still no place shown (found by review: it was, to a caller whose events had the
+    // opening behind them while the store had recorded nothing).
+    assert!(
+        matches!(
+            join(&*s, &p, &a, registrants[7]).await,
+            Admission::Registered {
+                position: None,
+                drawn: true,
+                ..
+            }
+        ),
+        "a draw's place is sealed until its order is out"
+    );
+    // Recorded (nobody let in yet): the place is shown.
+    let cap = |m: Option<u64>| RoomPatch {
+        max_active: Some(m),
+        ..Default::default()
+    };
+    s.update_room_state(&p, &cap(Some(0))).await.unwrap();
+    let r = admit(&*s, &p, &a).await;
+    assert_eq!(r.admitted, 0);
+    assert_eq!(r.line_draw.as_ref().map(|d| d.out), Some(true), "out");
+    match join(&*s, &p, &a, registrants[7]).await {
+        Admission::Waiting { position, .. } => assert!(position >= 2, "{position}"),
+        other => panic!("the place shown once the order is out: {other:?}"),
+    }
+    s.update_room_state(&p, &cap(None)).await.unwrap();
     let later: Vec<VisitorId> = (0..5).map(|_| VisitorId::random()).collect();
     for v in &later {
         assert!(

@@ -15,6 +15,7 @@ use common::redis::RedisServer;
 use common::*;
 use serde_json::Value;
 
+mod draw_opening;
 mod store;
 
 const TOKEN: &str = "admin-token-for-tests-0123456789";

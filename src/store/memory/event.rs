@@ -100,6 +100,15 @@ impl RoomData {
         })
     }
 
+    /// Whether the order of the line's draw is out (`out:<id>` in admit.lua): its places may be
+    /// shown.
+    pub(super) fn draw_out(&self) -> bool {
+        self.events
+            .drawn
+            .as_ref()
+            .is_some_and(|(id, _, _)| self.events.draws_out.contains(id))
+    }
+
     /// A join during a pre-queue no admit has seen yet marks it (as admit would): its
     /// registrations are silent only from its opening.
     pub(super) fn note_prequeue(&mut self, now: &Now<'_>, mono: Micros) {

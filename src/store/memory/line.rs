@@ -97,7 +97,8 @@ impl RoomData {
         }
     }
 
-    /// The answer for a visitor in line at `seq`, during a pre-queue or not.
+    /// The answer for a visitor in line at `seq`, during a pre-queue or not: a registration
+    /// while in one, or at a draw's place whose order is not out yet.
     pub(super) fn answer(
         &self,
         p: &RoomParams,
@@ -107,10 +108,11 @@ impl RoomData {
         joined: bool,
         in_pre: bool,
     ) -> Admission {
-        if !in_pre {
+        let drawn = self.drawn(seq);
+        // A draw's place stays sealed until its order is out (as in join.lua).
+        if !in_pre && !(drawn && !self.draw_out()) {
             return self.in_line(p, state, seq, waiting, joined);
         }
-        let drawn = self.drawn(seq);
         Admission::Registered {
             position: (!drawn).then(|| self.position(seq)),
             waiting,
