@@ -110,7 +110,8 @@ impl RoomData {
     ) -> Admission {
         let drawn = self.drawn(seq);
         // A draw's place stays sealed until its order is out (as in join.lua).
-        if !in_pre && !(drawn && !self.draw_out()) {
+        let sealed = drawn && !self.draw_out();
+        if !in_pre && !sealed {
             return self.in_line(p, state, seq, waiting, joined);
         }
         Admission::Registered {
