@@ -21,10 +21,8 @@
 //!   keeps them (who, when, from where, each field from what to what).
 //! - `/rooms/NAME/events`: the room's events at run time ([`super::events`]).
 
-use async_trait::async_trait;
 use bytes::BytesMut;
 use http::{Method, Response, StatusCode};
-use pingora::apps::http_app::ServeHttp;
 use pingora::protocols::http::ServerSession;
 use serde_json::{json, Value};
 
@@ -37,7 +35,11 @@ use crate::store::history::Actor;
 const MAX_BODY: usize = 16 * 1024;
 
 pub struct AdminApp {
-    current: Current,
+    pub(super) current: Current,
+    /// The connections open now, and the second a full listener was last warned of
+    /// ([`super::serve`]).
+    pub(super) open: std::sync::atomic::AtomicUsize,
+    pub(super) crowded_warned: std::sync::atomic::AtomicU64,
 }
 
 /// Who made a call: the token's label and the caller's address (for the logs and the audit).
@@ -59,7 +61,11 @@ impl Caller {
 
 impl AdminApp {
     pub fn new(current: Current) -> Self {
-        Self { current }
+        Self {
+            current,
+            open: Default::default(),
+            crowded_warned: Default::default(),
+        }
     }
 }
 
@@ -381,9 +387,9 @@ impl AdminApp {
     }
 }
 
-#[async_trait]
-impl ServeHttp for AdminApp {
-    async fn response(&self, session: &mut ServerSession) -> Response<Vec<u8>> {
+impl AdminApp {
+    /// The answer to one request (served by [`super::serve`]).
+    pub(super) async fn response(&self, session: &mut ServerSession) -> Response<Vec<u8>> {
         let resp = self.route(session).await;
         tracing::debug!(
             target: "anteroom::admin",

@@ -6,6 +6,8 @@ mod changes;
 pub mod client;
 pub mod dashboard;
 pub mod events;
+mod serve;
 mod view;
 
 pub use api::AdminApp;
+pub use serve::MAX_OPEN as MAX_ADMIN_CONNECTIONS;

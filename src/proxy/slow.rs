@@ -63,17 +63,7 @@ impl Proxy {
         }
         session.set_read_timeout(Some(s.client_timeout));
         session.set_write_timeout(Some(s.client_timeout));
-        let req = session.req_header();
-        let size: usize = req
-            .headers
-            .iter()
-            .map(|(k, v)| k.as_str().len() + v.len() + 4)
-            .sum::<usize>()
-            + req
-                .uri
-                .path_and_query()
-                .map(|p| p.as_str().len())
-                .unwrap_or(0);
+        let size = crate::route::headers::header_bytes(session.req_header());
         if size > s.max_header_bytes {
             return pingora::Error::e_explain(
                 pingora::ErrorType::HTTPStatus(431),

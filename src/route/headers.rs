@@ -49,3 +49,18 @@ pub const UPGRADE_HEADERS: [&str; 2] = ["upgrade", "http2-settings"];
 
 /// Every header `strip_spoofable` (src/proxy/target.rs) may remove (a header of anteroom's own must not be one).
 pub const STRIPPED_HEADERS: [&[&str]; 3] = [&SPOOFABLE, &PATH_OVERRIDES, &UPGRADE_HEADERS];
+
+/// What a request header counts against `[server] max-header-bytes`: each field's name and
+/// value with its separators, and the request target. The public listener and the admin one
+/// measure alike.
+pub fn header_bytes(req: &pingora::http::RequestHeader) -> usize {
+    req.headers
+        .iter()
+        .map(|(k, v)| k.as_str().len() + v.len() + 4)
+        .sum::<usize>()
+        + req
+            .uri
+            .path_and_query()
+            .map(|p| p.as_str().len())
+            .unwrap_or(0)
+}

@@ -12,6 +12,7 @@ use serde_json::{json, Value};
 
 mod cli_and_logs;
 mod health;
+mod listener;
 
 const TOKEN: &str = "admin-token-for-tests-0123456789";
 

@@ -1,0 +1,153 @@
+//! How the admin listener serves a connection: the bounds the public listener has, which
+//! Pingora's own loop for a `ServeHttp` app left out (found by review): a request header must
+//! come within `[server] client-timeout` and fit `max-header-bytes` (431 otherwise), an idle
+//! connection closes after `client-timeout`, a request Pingora cannot parse is answered 400
+//! (it was dropped without a word), and at most [`MAX_OPEN`] connections are open at once (a
+//! crowd of idle ones used up the process's descriptors, which stopped the public listener
+//! too): past it, a new connection is closed at once.
+
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use http::StatusCode;
+use pingora::apps::{HttpPersistentSettings, HttpServerApp, ReusedHttpStream};
+use pingora::http::ResponseHeader;
+use pingora::protocols::http::ServerSession;
+use pingora::server::ShutdownWatch;
+
+use super::api::{error, AdminApp};
+
+/// The most connections the admin listener keeps open at once (operators, their dashboards,
+/// the CLI and probes need a few).
+pub const MAX_OPEN: usize = 256;
+
+/// Counts an open connection while it lives.
+struct Open<'a>(&'a AtomicUsize);
+
+impl<'a> Open<'a> {
+    /// Counts one more; `None` (not counted) when [`MAX_OPEN`] are open already.
+    fn enter(count: &'a AtomicUsize) -> Option<Self> {
+        let was = count.fetch_add(1, Ordering::AcqRel);
+        let open = Self(count);
+        (was < MAX_OPEN).then_some(open)
+    }
+}
+
+impl Drop for Open<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// Whether a warning is due now (at most one a second), by the second it was last given.
+fn due(last: &AtomicU64) -> bool {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    last.swap(now, Ordering::AcqRel) != now
+}
+
+#[async_trait]
+impl HttpServerApp for AdminApp {
+    async fn process_new_http(
+        self: &Arc<Self>,
+        mut http: ServerSession,
+        shutdown: &ShutdownWatch,
+    ) -> Option<ReusedHttpStream> {
+        let Some(_open) = Open::enter(&self.open) else {
+            if due(&self.crowded_warned) {
+                tracing::warn!(
+                    limit = MAX_OPEN,
+                    "the admin listener has its most connections open: a new one is closed (keep the admin listener where only operators reach it)"
+                );
+            }
+            return None;
+        };
+        let (timeout, max_header) = {
+            let s = &self.current.load().config.server;
+            (s.client_timeout, s.max_header_bytes)
+        };
+        let secs = timeout.as_secs().max(1);
+        // The wait for a request (the first, or the next on a kept connection): Pingora reads
+        // by the keep-alive timeout when one is set, else by the read timeout.
+        let closing = *shutdown.borrow();
+        http.set_keepalive((!closing).then_some(secs));
+        http.set_read_timeout(Some(timeout));
+        http.set_write_timeout(Some(timeout));
+        match http.read_request().await {
+            Ok(true) => {}
+            Ok(false) => return None,
+            Err(e) => {
+                if matches!(e.etype, pingora::ErrorType::InvalidHTTPHeader) {
+                    let _ = http.respond_error(400).await;
+                }
+                http.shutdown().await;
+                return None;
+            }
+        }
+        if *shutdown.borrow() {
+            http.set_keepalive(None);
+        } else if http.get_keepalive().is_some() {
+            // Pingora leaves an HTTP/1.0 request without `Connection: keep-alive` unkept.
+            http.set_keepalive(Some(secs));
+        }
+        let size = crate::route::headers::header_bytes(http.req_header());
+        let resp = if size > max_header {
+            http.set_keepalive(None);
+            error(
+                StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+                &format!(
+                    "request header of {size} bytes; the limit is {max_header} (max-header-bytes)"
+                ),
+            )
+        } else {
+            self.response(&mut http).await
+        };
+        let (parts, body) = resp.into_parts();
+        let header: ResponseHeader = parts.into();
+        if let Err(e) = http.write_response_header(Box::new(header)).await {
+            tracing::debug!(target: "anteroom::admin", "writing an answer: {e}");
+            return None;
+        }
+        if !body.is_empty() {
+            if let Err(e) = http.write_response_body(body.into(), true).await {
+                tracing::debug!(target: "anteroom::admin", "writing an answer: {e}");
+                return None;
+            }
+        }
+        let settings = HttpPersistentSettings::for_session(&http);
+        match http.finish().await {
+            Ok(kept) => kept.map(|s| ReusedHttpStream::from_reusable_stream(s, settings)),
+            Err(_) => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn no_more_than_the_most_are_counted_open_and_a_closed_one_frees_its_place() {
+        let count = AtomicUsize::new(0);
+        let held: Vec<Open<'_>> = (0..MAX_OPEN).filter_map(|_| Open::enter(&count)).collect();
+        assert_eq!(held.len(), MAX_OPEN);
+        assert!(Open::enter(&count).is_none(), "one past the most");
+        assert_eq!(
+            count.load(Ordering::Acquire),
+            MAX_OPEN,
+            "a refused one is not counted"
+        );
+        drop(held);
+        assert_eq!(count.load(Ordering::Acquire), 0);
+        assert!(Open::enter(&count).is_some());
+    }
+
+    #[test]
+    fn a_warning_is_given_at_most_once_a_second() {
+        let last = AtomicU64::new(0);
+        assert!(due(&last));
+        assert!(!due(&last), "the same second");
+    }
+}

@@ -1,0 +1,103 @@
+//! The admin listener's bounds, as the public listener's (found by review): Pingora's loop for
+//! it dropped a request it could not parse without a word, kept an idle connection a minute
+//! whatever `client-timeout` said, took a header of any size Pingora takes, and kept any
+//! number of connections open (idle ones could use up the process's descriptors).
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::Instant;
+
+use super::*;
+
+/// With `[server]` settings in the file.
+fn with_server(origin: std::net::SocketAddr, server: &str) -> String {
+    format!("[server]\n{server}\n{}", config(origin, ""))
+}
+
+/// Sends `request` on a new connection to the admin listener and reads until it closes (or
+/// 10 s pass): what came back.
+fn exchange(proxy: &Proxy, request: &[u8]) -> String {
+    let mut conn = TcpStream::connect(proxy.admin).unwrap();
+    conn.set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    conn.write_all(request).unwrap();
+    let mut got = Vec::new();
+    let _ = conn.read_to_end(&mut got);
+    String::from_utf8_lossy(&got).into_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_malformed_request_is_answered_400_and_an_oversized_header_431() {
+    let origin = Origin::start().await;
+    let proxy = Proxy::start(&with_server(origin.addr, "max-header-bytes = 4096"));
+    let got = exchange(
+        &proxy,
+        b"GET /healthz HTTP/1.1\r\nHost: x\r\nno colon here\r\n\r\n",
+    );
+    assert!(got.starts_with("HTTP/1.1 400"), "{got:?}");
+    let big = format!(
+        "GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: {}\r\n\r\n",
+        "a".repeat(8000)
+    );
+    let got = exchange(&proxy, big.as_bytes());
+    assert!(got.starts_with("HTTP/1.1 431"), "{got:?}");
+    assert!(got.contains("max-header-bytes"), "{got:?}");
+    // Within the limit, the same request is answered.
+    let got = exchange(
+        &proxy,
+        b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+    );
+    assert!(got.starts_with("HTTP/1.1 200"), "{got:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_connection_closes_after_client_timeout() {
+    let origin = Origin::start().await;
+    let proxy = Proxy::start(&with_server(origin.addr, "client-timeout = \"1s\""));
+    // Nothing sent: closed after client-timeout (Pingora's minute before).
+    let started = Instant::now();
+    let got = exchange(&proxy, b"");
+    assert_eq!(got, "");
+    let took = started.elapsed();
+    assert!(took < Duration::from_secs(8), "open for {took:?}");
+    // Kept after an answer: closed after client-timeout too.
+    let started = Instant::now();
+    let got = exchange(&proxy, b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n");
+    assert!(got.starts_with("HTTP/1.1 200"), "{got:?}");
+    let took = started.elapsed();
+    assert!(took < Duration::from_secs(8), "kept for {took:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn past_the_most_connections_a_new_one_is_closed_and_the_public_listener_goes_on() {
+    let origin = Origin::start().await;
+    let proxy = Proxy::start(&config(origin.addr, ""));
+    let idle: Vec<TcpStream> = (0..anteroom::admin::MAX_ADMIN_CONNECTIONS)
+        .map(|_| TcpStream::connect(proxy.admin).unwrap())
+        .collect();
+    // Once the idle ones are counted (each in its own task), a new one is closed unanswered.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let got = exchange(&proxy, b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n");
+        if got.is_empty() {
+            break;
+        }
+        assert!(Instant::now() < deadline, "still answered: {got:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let resp = client().get(proxy.url("/elsewhere")).send().await.unwrap();
+    assert_eq!(resp.status(), 200, "the public listener serves on");
+    drop(idle);
+    eventually(
+        Duration::from_secs(10),
+        "the admin listener again",
+        || async {
+            let got = exchange(
+                &proxy,
+                b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+            );
+            got.starts_with("HTTP/1.1 200").then_some(())
+        },
+    )
+    .await;
+}
