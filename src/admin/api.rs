@@ -151,7 +151,17 @@ pub(super) fn error(status: StatusCode, message: &str) -> Response<Vec<u8>> {
 }
 
 /// A request's body, at most [`MAX_BODY`].
+/// A client that asked for `100 Continue` (curl does for a body over 1 KiB) is told to go on
+/// first: it waited a second for it, or for good (found by review).
 pub(super) async fn read_body(session: &mut ServerSession) -> Result<Vec<u8>, Response<Vec<u8>>> {
+    let expects = session
+        .req_header()
+        .headers
+        .get(http::header::EXPECT)
+        .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"100-continue"));
+    if expects && session.write_continue_response().await.is_err() {
+        return Err(error(StatusCode::BAD_REQUEST, "could not read the body"));
+    }
     let mut body = BytesMut::new();
     loop {
         match session.read_request_body().await {

@@ -101,3 +101,37 @@ async fn past_the_most_connections_a_new_one_is_closed_and_the_public_listener_g
     )
     .await;
 }
+
+/// A change whose client asks for `100 Continue` before its body (curl does past 1 KiB) is told
+/// to go on, and the change is made (before, the client waited in vain).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_change_that_expects_100_continue_is_told_to_go_on() {
+    let origin = Origin::start().await;
+    let proxy = Proxy::start(&config(origin.addr, ""));
+    let body = r#"{"queue_all": true}"#;
+    let mut conn = TcpStream::connect(proxy.admin).unwrap();
+    conn.set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let head = format!(
+        "PATCH /rooms/sale HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {TOKEN}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nExpect: 100-continue\r\nConnection: close\r\n\r\n",
+        body.len()
+    );
+    conn.write_all(head.as_bytes()).unwrap();
+    let mut interim = [0u8; 25];
+    conn.read_exact(&mut interim).unwrap();
+    assert_eq!(&interim, b"HTTP/1.1 100 Continue\r\n\r\n");
+    conn.write_all(body.as_bytes()).unwrap();
+    let mut rest = Vec::new();
+    let _ = conn.read_to_end(&mut rest);
+    let rest = String::from_utf8_lossy(&rest);
+    assert!(rest.starts_with("HTTP/1.1 200"), "{rest}");
+    let (_, room) = admin(
+        &proxy,
+        reqwest::Method::GET,
+        "/rooms/sale",
+        Some(TOKEN),
+        None,
+    )
+    .await;
+    assert_eq!(room["queue_all"], true, "{room}");
+}
