@@ -6,7 +6,8 @@
 //!   or "runtime") and its draw's commitment; the cancelled ones by name.
 //! - `POST /rooms/NAME/events` with `name`, `opens_at` and any of `prequeue_from`, `closes_at`,
 //!   `draw`, `after_close`, `admit_per_second`, `max_active` (times RFC 3339 with an offset; a
-//!   `prequeue_from` left out or already past starts the pre-queue now, by the store's clock).
+//!   `prequeue_from` left out or already past starts the pre-queue now, by the store's clock;
+//!   left out, only for an opening to come within a day: [`implied_start`]).
 //! - `PATCH /rooms/NAME/events/EVENT` with any of those: the event changed. Once its pre-queue
 //!   has begun, `prequeue_from` and `draw` stay as they are (the commitment is published).
 //! - `DELETE /rooms/NAME/events/EVENT`: the event cancelled (kept as cancelled, so that the
@@ -30,7 +31,7 @@ const TRIES: usize = 3;
 
 /// The fields of `POST` and `PATCH` (an absent one is left as it is; `null` removes an
 /// optional one).
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct EventBody {
     pub name: Option<String>,
@@ -60,6 +61,30 @@ where
 fn when(field: &str, text: &str) -> Result<(u64, i32), String> {
     time::parse(text)
         .map_err(|e| format!("{field} {text:?} {e}: write it like \"2027-03-01T10:00:00+09:00\""))
+}
+
+/// The longest pre-queue a new event's left-out `prequeue_from` starts (µs): a day. Past it the
+/// start must be given.
+const IMPLIED_PREQUEUE: u64 = 24 * 3600 * 1_000_000;
+
+/// Whether a new event without `prequeue_from` (its pre-queue begins `now`) may be added: not
+/// when its opening is past (told as a pre-queue start after the opening before: found by
+/// review, most likely a UTC offset mistaken), nor when the room would be held in a pre-queue
+/// for more than a day (an event added for next month held the room from now on).
+fn implied_start(e: &Event, now: u64) -> Result<(), String> {
+    let opens = time::format_exact(e.opens_at, e.utc_offset);
+    if e.opens_at <= now {
+        return Err(format!(
+            "opens_at {opens} is already past by the store's clock: write an opening to come (mind its UTC offset), or give prequeue_from too to run the event from now"
+        ));
+    }
+    if e.opens_at - now > IMPLIED_PREQUEUE {
+        let hours = (e.opens_at - now) / 3_600_000_000;
+        return Err(format!(
+            "without prequeue_from the pre-queue begins now, and would hold the room for {hours} hours until opens_at {opens}: give prequeue_from, when registration should begin"
+        ));
+    }
+    Ok(())
 }
 
 impl EventBody {
@@ -102,7 +127,10 @@ impl EventBody {
         }
         match &self.prequeue_from {
             Some(t) => e.prequeue_from = when("prequeue_from", t)?.0,
-            None if base.is_none() => e.prequeue_from = now,
+            None if base.is_none() => {
+                implied_start(&e, now)?;
+                e.prequeue_from = now;
+            }
             None => {}
         }
         if let Some(c) = &self.closes_at {
@@ -416,6 +444,22 @@ mod tests {
         };
         let e = add.apply(None, now).unwrap();
         assert_eq!(e.opens_at, 1_803_862_800 * S);
+        // Left out, the start is now: not for an opening past, nor more than a day away.
+        let at = |opens: &str| EventBody {
+            opens_at: Some(opens.into()),
+            ..add.clone()
+        };
+        let refused = at("2027-02-28T10:00:00+09:00")
+            .apply(None, now)
+            .unwrap_err();
+        assert!(refused.contains("already past"), "{refused}");
+        let refused = at("2027-03-03T10:00:00+09:00")
+            .apply(None, now)
+            .unwrap_err();
+        assert!(refused.contains("for 48 hours"), "{refused}");
+        let mut given = at("2027-03-03T10:00:00+09:00");
+        given.prequeue_from = Some("2027-03-02T10:00:00+09:00".into());
+        assert!(given.apply(None, now).is_ok(), "a start given");
         assert_eq!(
             e.prequeue_from, now,
             "no start given: the pre-queue begins now"
