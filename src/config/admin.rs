@@ -107,10 +107,10 @@ impl Builder<'_> {
         for (i, t) in a.tokens.iter().flatten().enumerate() {
             let k = key.key("tokens").index(i);
             let label = t.label.trim();
-            if label.is_empty() || label.len() > 64 || label.chars().any(char::is_control) {
+            if !plain_label(label) {
                 self.fail(
                     k.key("label"),
-                    "must be a short name (1 to 64 characters)",
+                    "must be a short name (1 to 64 characters, none a control, direction or invisible one)",
                     "name who holds it, e.g. label = \"oncall\"",
                 );
                 continue;
@@ -184,9 +184,38 @@ impl Builder<'_> {
     }
 }
 
+/// Whether a token's label reads as it is written wherever it is shown (logs, the changes'
+/// history, the dashboard): 1 to 64 characters (not bytes: found by review), none a control
+/// character, a direction mark or override (U+202E showed a label backwards), or an invisible
+/// one.
+fn plain_label(label: &str) -> bool {
+    let hidden = |c: char| {
+        c.is_control()
+            || matches!(c, '\u{200B}'..='\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2060}'..='\u{206F}' | '\u{FEFF}' | '\u{061C}')
+    };
+    let n = label.chars().count();
+    (1..=64).contains(&n) && !label.chars().any(hidden)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_label_is_counted_in_characters_and_shown_as_written() {
+        assert!(plain_label("oncall"));
+        assert!(plain_label(&"é".repeat(64)), "64 characters, 128 bytes");
+        assert!(!plain_label(&"é".repeat(65)));
+        assert!(!plain_label(""));
+        for hidden in [
+            "admin\u{202E}llacno",
+            "on\u{200B}call",
+            "a\u{2066}b",
+            "x\ty",
+        ] {
+            assert!(!plain_label(hidden), "{hidden:?}");
+        }
+    }
 
     fn cfg() -> AdminConfig {
         let t = |label: &str, value: &str, role| AdminToken {
