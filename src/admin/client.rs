@@ -82,13 +82,38 @@ impl Target {
         }
     }
 
-    /// One request; returns the status and the body.
+    /// One request; returns the status and the body. With a token, the server is asked first
+    /// (without it) whether it is an admin listener of anteroom's, by its mark: an `--admin`
+    /// that named another server (the public listener, which forwards to the shop) was sent
+    /// the token (found by review).
     pub fn call(
         &self,
         method: &str,
         path: &str,
         body: Option<&Value>,
     ) -> Result<(u16, String), String> {
+        if self.token.is_some() {
+            let (_, head, _) = self.exchange("GET", "/healthz", None, None)?;
+            if !marked(&head) {
+                return Err(format!(
+                    "the server at {} is not anteroom's admin listener (its answer lacks the {} header; an instance older than this CLI's too): the token was not sent; give --admin the instance's listen.admin",
+                    self.addr,
+                    super::serve::MARK
+                ));
+            }
+        }
+        let (status, _, body) = self.exchange(method, path, body, self.token.as_deref())?;
+        Ok((status, body))
+    }
+
+    /// One request on its own connection: the status, the head and the body.
+    fn exchange(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<&Value>,
+        token: Option<&str>,
+    ) -> Result<(u16, String, String), String> {
         let mut s = TcpStream::connect_timeout(&self.addr, Duration::from_secs(3))
             .map_err(|e| format!("cannot reach the admin API at {}: {e}", self.addr))?;
         let _ = s.set_read_timeout(Some(Duration::from_secs(10)));
@@ -97,7 +122,7 @@ impl Target {
             "{method} {path} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n",
             self.addr
         );
-        if let Some(t) = &self.token {
+        if let Some(t) = token {
             req.push_str(&format!("Authorization: Bearer {t}\r\n"));
         }
         if !body.is_empty() {
@@ -126,7 +151,7 @@ impl Target {
             .nth(1)
             .and_then(|s| s.parse().ok())
             .ok_or_else(|| "the admin API sent no HTTP status".to_string())?;
-        Ok((status, body.to_string()))
+        Ok((status, head.to_string(), body.to_string()))
     }
 
     /// What a CLI user does about a 401 (the API's own message is about HTTP headers).
@@ -153,6 +178,14 @@ impl Target {
         }
         Ok(v)
     }
+}
+
+/// Whether an answer's head carries the admin listener's mark.
+fn marked(head: &str) -> bool {
+    head.lines().skip(1).any(|l| {
+        l.split_once(':')
+            .is_some_and(|(k, _)| k.trim().eq_ignore_ascii_case(super::serve::MARK))
+    })
 }
 
 /// A yes-or-no value of the CLI: `true`/`false`, and the usual `yes`/`no`, `on`/`off`, `1`/`0`,

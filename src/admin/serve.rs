@@ -4,7 +4,7 @@
 //! connection closes after `client-timeout`, a request Pingora cannot parse is answered 400
 //! (it was dropped without a word), and at most [`MAX_OPEN`] connections are open at once (a
 //! crowd of idle ones used up the process's descriptors, which stopped the public listener
-//! too): past it, a new connection is closed at once.
+//! too): past it, a new connection is closed at once. Every answer is marked ([`MARK`]).
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -21,6 +21,10 @@ use super::api::{error, AdminApp};
 /// The most connections the admin listener keeps open at once (operators, their dashboards,
 /// the CLI and probes need a few).
 pub const MAX_OPEN: usize = 256;
+
+/// The header every answer of the admin listener carries: the CLI sends its token only to a
+/// server that answers with it (see [`super::client::Target::call`]).
+pub const MARK: &str = "anteroom-admin";
 
 /// Counts an open connection while it lives.
 struct Open<'a>(&'a AtomicUsize);
@@ -105,7 +109,8 @@ impl HttpServerApp for AdminApp {
             self.response(&mut http).await
         };
         let (parts, body) = resp.into_parts();
-        let header: ResponseHeader = parts.into();
+        let mut header: ResponseHeader = parts.into();
+        let _ = header.insert_header(MARK, "1");
         if let Err(e) = http.write_response_header(Box::new(header)).await {
             tracing::debug!(target: "anteroom::admin", "writing an answer: {e}");
             return None;

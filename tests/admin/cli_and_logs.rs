@@ -301,3 +301,40 @@ async fn the_log_says_what_an_operator_needs_once() {
     assert_eq!(logs.matches("shutting down").count(), 1, "{logs}");
     assert!(!logs.contains("pingora"), "Pingora's own lines:\n{logs}");
 }
+
+/// The CLI sends its token only to anteroom's admin listener: an `--admin` that names the
+/// public listener (which forwards to the shop) is told so, and the shop never sees the token
+/// (found by review: it was sent).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cli_sends_its_token_to_the_admin_listener_only() {
+    let origin = Origin::start().await;
+    let proxy = Proxy::start(&config(origin.addr, ""));
+    let cli = |admin: &str| {
+        let out = Command::new(binary())
+            .args(["rooms", "--admin", admin, "--token", TOKEN])
+            .env_remove("ANTEROOM_ADMIN_TOKEN")
+            .output()
+            .unwrap();
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (ok, _, err) = cli(&proxy.addr.to_string());
+    assert!(
+        !ok && err.contains("not anteroom's admin listener"),
+        "{err}"
+    );
+    let requests = origin.requests();
+    assert!(
+        !requests.is_empty(),
+        "the shop was asked (the mark is what tells)"
+    );
+    assert!(
+        requests.iter().all(|r| r.header("authorization").is_none()),
+        "the token reached the shop: {requests:?}"
+    );
+    let (ok, out, err) = cli(&proxy.admin.to_string());
+    assert!(ok && out.contains("sale"), "{out}{err}");
+}

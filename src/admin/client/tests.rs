@@ -142,3 +142,16 @@ fn booleans_are_one_set_in_any_case() {
         assert_eq!(boolean(bad), None, "{bad}");
     }
 }
+
+#[test]
+fn the_admin_listeners_mark_is_read_from_the_head_in_any_case() {
+    assert!(marked(
+        "HTTP/1.1 200 OK\r\nContent-Type: x\r\nAnteroom-Admin: 1"
+    ));
+    assert!(marked("HTTP/1.1 200 OK\r\nanteroom-admin:1"));
+    assert!(!marked("HTTP/1.1 200 OK\r\nX-Anteroom-Admin-Not: 1"));
+    assert!(
+        !marked("HTTP/1.1 200 anteroom-admin: 1"),
+        "not the status line"
+    );
+}
