@@ -476,7 +476,7 @@ pub mod tests_support {
     pub fn shared() -> Arc<Shared> {
         let text = r#"
 [listen]
-http = "127.0.0.1:0"
+http = "127.0.0.1:18080"
 [cookie]
 keys = ["unit-test-key-0123456789-0123456789-0123"]
 [[upstream]]

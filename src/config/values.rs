@@ -243,6 +243,16 @@ impl Builder<'_> {
             },
         };
         match text.parse::<SocketAddr>() {
+            // Port 0 binds a port the system picks: nobody would know where to reach it, and
+            // another at each start (found by review: `check` passed it).
+            Ok(a) if a.port() == 0 => {
+                self.fail(
+                    key.clone(),
+                    format!("{text:?} has port 0, which listens on a port picked at random"),
+                    "give the port to listen on, like \"127.0.0.1:8080\"",
+                );
+                fallback
+            }
             Ok(a) => a,
             Err(_) => {
                 self.fail(

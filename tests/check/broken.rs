@@ -87,6 +87,7 @@ pub const BROKEN: &[(&str, usize, &str, &str)] = &[
         "admin.tokens[0].value",
         "which an Authorization header cannot carry",
     ),
+    ("bad_listen_port_zero.toml", 3, "listen.admin", "port 0"),
     (
         "bad_listen_covered.toml",
         3,

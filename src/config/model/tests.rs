@@ -5,7 +5,7 @@ fn the_default_threads_are_the_cores_this_process_may_use() {
     if let Ok(cores) = std::thread::available_parallelism() {
         assert_eq!(default_threads(), cores.get());
     }
-    let text = "[listen]\nhttp = \"127.0.0.1:0\"\n[cookie]\nkeys = [\"unit-test-key-0123456789-0123456789-0123\"]\n[[upstream]]\nname = \"shop\"\naddr = \"127.0.0.1:9\"\n[default]\nupstream = \"shop\"\n";
+    let text = "[listen]\nhttp = \"127.0.0.1:18080\"\n[cookie]\nkeys = [\"unit-test-key-0123456789-0123456789-0123\"]\n[[upstream]]\nname = \"shop\"\naddr = \"127.0.0.1:9\"\n[default]\nupstream = \"shop\"\n";
     let config = crate::config::parse(text, "unit.toml", std::path::Path::new("."))
         .unwrap_or_else(|e| panic!("{e:?}"));
     assert_eq!(config.server.threads, default_threads());
