@@ -274,6 +274,8 @@ async fn generation_seen(shared: &Shared, room: usize, report: &AdmitReport) -> 
         }
         Seen::Lost(last) => last,
     };
+    // Tickets given before now may name places the store no longer holds.
+    r.line.note_loss(shared.clock.now_secs());
     let reasserted = shared
         .store_call(
             "room_state",

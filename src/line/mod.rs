@@ -354,9 +354,29 @@ pub struct RoomLine {
     pub accuracy: accuracy::Accuracy,
     pub band: accuracy::Band,
     pub pace: accuracy::SlowPace,
+    /// The second (this instance's wall clock) it last learned that the store lost the room's
+    /// data (0: never): see [`RoomLine::given_before_loss`].
+    lost_at: std::sync::atomic::AtomicU64,
 }
 
 impl RoomLine {
+    /// The store lost the room's data (a new generation seen at `now`, in seconds).
+    pub fn note_loss(&self, now: u64) {
+        self.lost_at
+            .fetch_max(now, std::sync::atomic::Ordering::AcqRel);
+    }
+
+    /// Whether a ticket the store last vouched for at `seen` (seconds) may name a place the
+    /// store no longer holds: given before the store lost the room's data. The line may have
+    /// come back from an older copy (a restart from an older dump, a failover that dropped
+    /// writes) with the same epoch and without the newest places: such a ticket is the store's
+    /// to answer once, which places the visitor again (found by review: it was answered from
+    /// the snapshot, later arrivals went ahead, and the place shown went up when it neared the
+    /// head).
+    pub fn given_before_loss(&self, seen: u64) -> bool {
+        seen <= self.lost_at.load(std::sync::atomic::Ordering::Acquire)
+    }
+
     pub fn snapshot(&self) -> Option<Arc<Snapshot>> {
         self.snapshot.load_full()
     }
@@ -371,6 +391,7 @@ impl RoomLine {
         self.seen.restore(old.seen.take_all());
         self.accuracy.inherit(&old.accuracy);
         self.band.set(old.band.get());
+        self.note_loss(old.lost_at.load(std::sync::atomic::Ordering::Acquire));
     }
 }
 

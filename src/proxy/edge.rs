@@ -32,6 +32,10 @@ impl Proxy {
         ) {
             return None;
         }
+        // A ticket given before the store lost the room's data: the store's to answer once.
+        if r.line.given_before_loss(t.seen) {
+            return None;
+        }
         let now = shared.clock.now_secs();
         let snapshot = r.line.snapshot();
         let mono = shared.clock.mono_micros();

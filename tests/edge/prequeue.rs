@@ -112,12 +112,14 @@ async fn a_lost_visitor_id_is_found_in_the_ticket_and_outlives_the_prequeue() {
         .unwrap()
         .as_micros() as u64;
     let opens = anteroom::event::time::format(now_us + 2 * 86_400_000_000, 0);
+    // Two days of pre-queue are asked for by giving its start (left out, at most one).
+    let from = anteroom::event::time::format(now_us, 0);
     let (code, body) = admin_call(
         &proxy,
         reqwest::Method::POST,
         "/rooms/other/events",
         Some(TOKEN),
-        Some(serde_json::json!({ "name": "drop", "opens_at": opens })),
+        Some(serde_json::json!({ "name": "drop", "prequeue_from": from, "opens_at": opens })),
     )
     .await;
     assert_eq!(code, 201, "{body}");

@@ -12,6 +12,7 @@ use common::*;
 use serde_json::{json, Value};
 
 mod held_back;
+mod older_data;
 
 const TOKEN: &str = "admin-token-for-tests-0123456789";
 
