@@ -154,27 +154,51 @@ pub(super) fn error(status: StatusCode, message: &str) -> Response<Vec<u8>> {
 /// A client that asked for `100 Continue` (curl does for a body over 1 KiB) is told to go on
 /// first: it waited a second for it, or for good (found by review).
 pub(super) async fn read_body(session: &mut ServerSession) -> Result<Vec<u8>, Response<Vec<u8>>> {
-    let expects = session
-        .req_header()
-        .headers
-        .get(http::header::EXPECT)
-        .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"100-continue"));
+    let req = session.req_header();
+    // Not to an HTTP/1.0 client, which cannot read it (RFC 9110 10.1.1).
+    let expects = req.version >= http::Version::HTTP_11
+        && req
+            .headers
+            .get(http::header::EXPECT)
+            .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"100-continue"));
     if expects && session.write_continue_response().await.is_err() {
-        return Err(error(StatusCode::BAD_REQUEST, "could not read the body"));
+        return Err(unread(
+            session,
+            StatusCode::BAD_REQUEST,
+            "could not read the body",
+        ));
     }
     let mut body = BytesMut::new();
     loop {
         match session.read_request_body().await {
             Ok(Some(chunk)) => {
                 if body.len() + chunk.len() > MAX_BODY {
-                    return Err(error(StatusCode::PAYLOAD_TOO_LARGE, "body too large"));
+                    return Err(unread(
+                        session,
+                        StatusCode::PAYLOAD_TOO_LARGE,
+                        "body too large",
+                    ));
                 }
                 body.extend_from_slice(&chunk);
             }
             Ok(None) => return Ok(body.to_vec()),
-            Err(_) => return Err(error(StatusCode::BAD_REQUEST, "could not read the body")),
+            Err(_) => {
+                return Err(unread(
+                    session,
+                    StatusCode::BAD_REQUEST,
+                    "could not read the body",
+                ))
+            }
         }
     }
+}
+
+/// The answer to a request whose body was not read to its end: the connection closes after it,
+/// so that what is left of the body is never read as the next request (found by review: after
+/// a malformed chunked body, the bytes that followed were).
+fn unread(session: &mut ServerSession, status: StatusCode, message: &str) -> Response<Vec<u8>> {
+    session.set_keepalive(None);
+    error(status, message)
 }
 
 impl AdminApp {

@@ -93,8 +93,8 @@ impl Target {
         body: Option<&Value>,
     ) -> Result<(u16, String), String> {
         if self.token.is_some() {
-            let (_, head, _) = self.exchange("GET", "/healthz", None, None)?;
-            if !marked(&head) {
+            let (status, head, _) = self.exchange("GET", "/healthz", None, None)?;
+            if status != 200 || !marked(&head) {
                 return Err(format!(
                     "the server at {} is not anteroom's admin listener (its answer lacks the {} header; an instance older than this CLI's too): the token was not sent; give --admin the instance's listen.admin",
                     self.addr,
@@ -145,7 +145,7 @@ impl Target {
             _ => format!("the admin API at {} broke off: {e}", self.addr),
         })?;
         let text = String::from_utf8_lossy(&raw);
-        let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+        let (head, body) = split_head(&text);
         let status = head
             .split_whitespace()
             .nth(1)
@@ -180,11 +180,26 @@ impl Target {
     }
 }
 
-/// Whether an answer's head carries the admin listener's mark.
+/// An answer's head and body: the head ends at the first empty line, however its lines end
+/// (found by review: a server answering with bare line feeds had its body read as head).
+fn split_head(text: &str) -> (&str, &str) {
+    let end = [("\r\n\r\n", 4), ("\n\n", 2), ("\n\r\n", 3)]
+        .iter()
+        .filter_map(|(sep, n)| text.find(sep).map(|i| (i, *n)))
+        .min();
+    match end {
+        Some((i, n)) => (&text[..i], &text[i + n..]),
+        None => (text, ""),
+    }
+}
+
+/// Whether an answer's head carries the admin listener's mark: a header line of its own, not
+/// a folded continuation of another.
 fn marked(head: &str) -> bool {
     head.lines().skip(1).any(|l| {
-        l.split_once(':')
-            .is_some_and(|(k, _)| k.trim().eq_ignore_ascii_case(super::serve::MARK))
+        !l.starts_with([' ', '\t'])
+            && l.split_once(':')
+                .is_some_and(|(k, _)| k.eq_ignore_ascii_case(super::serve::MARK))
     })
 }
 

@@ -1,6 +1,6 @@
 //! How the admin listener serves a connection: the bounds the public listener has, which
 //! Pingora's own loop for a `ServeHttp` app left out (found by review): a request header must
-//! come within `[server] client-timeout` and fit `max-header-bytes` (431 otherwise), an idle
+//! come whole within `[server] client-timeout` and fit `max-header-bytes` (431 otherwise), an idle
 //! connection closes after `client-timeout`, a request Pingora cannot parse is answered 400
 //! (it was dropped without a word), and at most [`MAX_OPEN`] connections are open at once (a
 //! crowd of idle ones used up the process's descriptors, which stopped the public listener
@@ -22,9 +22,7 @@ use super::api::{error, AdminApp};
 /// the CLI and probes need a few).
 pub const MAX_OPEN: usize = 256;
 
-/// The header every answer of the admin listener carries: the CLI sends its token only to a
-/// server that answers with it (see [`super::client::Target::call`]).
-pub const MARK: &str = "anteroom-admin";
+pub use crate::route::headers::ADMIN_MARK as MARK;
 
 /// Counts an open connection while it lives.
 struct Open<'a>(&'a AtomicUsize);
@@ -79,12 +77,22 @@ impl HttpServerApp for AdminApp {
         http.set_keepalive((!closing).then_some(secs));
         http.set_read_timeout(Some(timeout));
         http.set_write_timeout(Some(timeout));
-        match http.read_request().await {
-            Ok(true) => {}
-            Ok(false) => return None,
-            Err(e) => {
+        // Pingora bounds each read, not the header: one trickled a line at a time stayed open
+        // for good, and 256 of them shut the operators out (found by review). The whole wait
+        // for a request, and its header, is bounded here.
+        match tokio::time::timeout(timeout, http.read_request()).await {
+            Ok(Ok(true)) => {}
+            Ok(Ok(false)) | Err(_) => return None,
+            Ok(Err(e)) => {
                 if matches!(e.etype, pingora::ErrorType::InvalidHTTPHeader) {
-                    let _ = http.respond_error(400).await;
+                    let body = bytes::Bytes::from_static(
+                        b"{\"error\":\"a request that could not be read\"}\n",
+                    );
+                    let mut resp = ServerSession::generate_error(400);
+                    let _ = resp.insert_header(MARK, "1");
+                    let _ = resp.insert_header(http::header::CONTENT_TYPE, "application/json");
+                    let _ = resp.set_content_length(body.len());
+                    let _ = http.write_error_response(resp, body).await;
                 }
                 http.shutdown().await;
                 return None;

@@ -110,7 +110,7 @@ impl Builder<'_> {
             if !plain_label(label) {
                 self.fail(
                     k.key("label"),
-                    "must be a short name (1 to 64 characters, none a control, direction or invisible one)",
+                    "must be a short name: 1 to 64 letters, digits, spaces or - _ . @ + : / ( ) # ' (nothing that shows as nothing or turns the text)",
                     "name who holds it, e.g. label = \"oncall\"",
                 );
                 continue;
@@ -155,6 +155,23 @@ impl Builder<'_> {
         AdminConfig { tokens }
     }
 
+    /// The value of the one token this process's own calls use ([`AdminConfig::own_token`]:
+    /// `token`, else the first operate one of `tokens`, else the first), the others not read:
+    /// an operator's terminal needs no other holder's variable (found by review: every
+    /// token's `env:` had to be set).
+    pub(super) fn own_token_only(&mut self, a: AdminFile) -> Option<String> {
+        let key = KeyPath::root().key("admin");
+        if let Some(raw) = a.token.as_deref() {
+            return self.token_value(&key.key("token"), raw);
+        }
+        let list = a.tokens.unwrap_or_default();
+        let i = list
+            .iter()
+            .position(|t| t.role == "operate")
+            .or((!list.is_empty()).then_some(0))?;
+        self.token_value(&key.key("tokens").index(i).key("value"), &list[i].value)
+    }
+
     fn token_value(&mut self, key: &KeyPath, raw: &str) -> Option<String> {
         let value = self.secret_string(key, raw)?;
         // A token travels in an `Authorization` header, which trims whitespace at its ends and
@@ -185,16 +202,25 @@ impl Builder<'_> {
 }
 
 /// Whether a token's label reads as it is written wherever it is shown (logs, the changes'
-/// history, the dashboard): 1 to 64 characters (not bytes: found by review), none a control
-/// character, a direction mark or override (U+202E showed a label backwards), or an invisible
-/// one.
+/// history, the dashboard): 1 to 64 characters (not bytes: found by review), each a letter, a
+/// digit, a space or one of `- _ . @ + : / ( ) # '`, and none of the letters that show nothing
+/// (Unicode's default-ignorable code points: the Hangul fillers among them). Before (found by
+/// review), direction overrides showed a label backwards, and a soft hyphen made two labels
+/// that read the same.
 fn plain_label(label: &str) -> bool {
-    let hidden = |c: char| {
-        c.is_control()
-            || matches!(c, '\u{200B}'..='\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2060}'..='\u{206F}' | '\u{FEFF}' | '\u{061C}')
-    };
+    let shown =
+        |c: char| (c.is_alphanumeric() || " -_.@+:/()#'".contains(c)) && !default_ignorable(c);
     let n = label.chars().count();
-    (1..=64).contains(&n) && !label.chars().any(hidden)
+    (1..=64).contains(&n) && label.chars().all(shown)
+}
+
+/// Unicode's Default_Ignorable_Code_Point: characters shown as nothing.
+fn default_ignorable(c: char) -> bool {
+    matches!(c as u32,
+        0x00AD | 0x034F | 0x061C | 0x115F..=0x1160 | 0x17B4..=0x17B5 | 0x180B..=0x180F
+        | 0x200B..=0x200F | 0x202A..=0x202E | 0x2060..=0x206F | 0x3164 | 0xFE00..=0xFE0F
+        | 0xFEFF | 0xFFA0 | 0xFFF0..=0xFFF8 | 0x1BCA0..=0x1BCA3 | 0x1D173..=0x1D17A
+        | 0xE0000..=0xE0FFF)
 }
 
 #[cfg(test)]
@@ -207,7 +233,19 @@ mod tests {
         assert!(plain_label(&"é".repeat(64)), "64 characters, 128 bytes");
         assert!(!plain_label(&"é".repeat(65)));
         assert!(!plain_label(""));
+        assert!(plain_label("ci-bot (deploys) #2"));
+        assert!(plain_label("운영팀"));
         for hidden in [
+            "on\u{00AD}call",
+            "a\u{034F}",
+            "\u{0301}",
+            "\u{3164}",
+            "\u{FFA0}x",
+            "a\u{2028}b",
+            "\u{2800}",
+            "x\u{E0041}",
+            "x\u{FE0F}",
+            "\u{0600}x",
             "admin\u{202E}llacno",
             "on\u{200B}call",
             "a\u{2066}b",

@@ -232,9 +232,7 @@ impl Builder<'_> {
             DEFAULT_ADMIN,
         );
         let token = if need_token {
-            self.admin(f.admin.unwrap_or_default())
-                .own_token()
-                .map(String::from)
+            self.own_token_only(f.admin.unwrap_or_default())
         } else {
             None
         };

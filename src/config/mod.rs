@@ -124,13 +124,32 @@ pub fn load_admin(path: &Path, need_token: bool) -> Result<AdminEndpoint, Config
     let base = path.parent().unwrap_or(Path::new("."));
     // Only the keys it reads are resolved (an operator's terminal need not hold the cookie
     // key's variable: re-review found every `env:` of the file required).
+    // Of `admin.tokens`, only the entry it uses: an operator's terminal need not hold the
+    // other holders' variables either (found by review).
+    let own = need_token.then(|| own_token_entry(&text)).flatten();
+    let entry = own.map(|i| format!("admin.tokens[{i}]"));
     let scope = |k: &str| {
         k.starts_with("listen.")
-            || (need_token && (k == "admin.token" || k.starts_with("admin.tokens")))
+            || (need_token && k == "admin.token")
+            || entry.as_deref().is_some_and(|e| {
+                k.strip_prefix(e)
+                    .is_some_and(|rest| rest.is_empty() || rest.starts_with('.'))
+            })
     };
     with_builder(&text, &name, base, &scope, |b, mirror| {
         b.admin_endpoint(mirror, need_token)
     })
+}
+
+/// Which entry of `admin.tokens` the admin commands use: the first whose role is written
+/// `"operate"`, else the first (as `AdminConfig::own_token` chooses; a role read from the
+/// environment counts as not `"operate"`).
+fn own_token_entry(text: &str) -> Option<usize> {
+    let v: toml::Value = toml::from_str(text).ok()?;
+    let list = v.get("admin")?.get("tokens")?.as_array()?;
+    list.iter()
+        .position(|t| t.get("role").and_then(toml::Value::as_str) == Some("operate"))
+        .or((!list.is_empty()).then_some(0))
 }
 
 /// Validates config text; `name` is used in messages and `base_dir` for relative paths.

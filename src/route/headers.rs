@@ -50,6 +50,12 @@ pub const UPGRADE_HEADERS: [&str; 2] = ["upgrade", "http2-settings"];
 /// Every header `strip_spoofable` (src/proxy/target.rs) may remove (a header of anteroom's own must not be one).
 pub const STRIPPED_HEADERS: [&[&str]; 3] = [&SPOOFABLE, &PATH_OVERRIDES, &UPGRADE_HEADERS];
 
+/// The header every answer of the admin listener carries (`Anteroom-Admin: 1`): the CLI sends
+/// its token only to a server that answers with it. The public listener removes it from the
+/// shop's answers, so that a shop cannot pass for the admin listener (found by review: one
+/// that sent it was sent the token).
+pub const ADMIN_MARK: &str = "anteroom-admin";
+
 /// What a request header counts against `[server] max-header-bytes`: each field's name and
 /// value with its separators, and the request target. The public listener and the admin one
 /// measure alike.

@@ -338,3 +338,35 @@ async fn the_cli_sends_its_token_to_the_admin_listener_only() {
     let (ok, out, err) = cli(&proxy.admin.to_string());
     assert!(ok && out.contains("sale"), "{out}{err}");
 }
+
+/// `--config FILE` with a list of tokens reads the one the CLI uses (the first `operate` one)
+/// and no other holder's variable (found by review: every token's `env:` had to be set).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cli_reads_only_the_token_it_uses() {
+    let origin = Origin::start().await;
+    let proxy = Proxy::start(&config(origin.addr, ""));
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("cli.toml");
+    std::fs::write(
+        &file,
+        format!(
+            "[listen]\nadmin = \"{}\"\n\n[admin]\ntokens = [\n  {{ label = \"wallboard\", value = \"env:T_READ_TOKEN\", role = \"read\" }},\n  {{ label = \"oncall\", value = \"env:T_OPERATE_TOKEN\", role = \"operate\" }},\n]\n",
+            proxy.admin
+        ),
+    )
+    .unwrap();
+    let out = Command::new(binary())
+        .args(["rooms", "--config"])
+        .arg(&file)
+        .env_remove("ANTEROOM_ADMIN_TOKEN")
+        .env_remove("T_READ_TOKEN")
+        .env("T_OPERATE_TOKEN", TOKEN)
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(out.status.success(), "{stderr}");
+    assert!(stdout.contains("sale"), "{stdout}");
+}

@@ -127,7 +127,8 @@ impl Drop for Origin {
 }
 
 /// Answers as [`answer_plainly`] does; a path with a segment `command-WORD` also carries
-/// `Anteroom-Command: WORD` (`+` in WORD stands for `, `), whatever the answer.
+/// `Anteroom-Command: WORD` (`+` in WORD stands for `, `), whatever the answer; `/healthz`
+/// answers with `Anteroom-Admin: 1` (a shop passing for the admin listener).
 async fn answer(req: Request<Incoming>, log: Arc<Mutex<Vec<Seen>>>) -> Response<Full<Bytes>> {
     let command = req
         .uri()
@@ -135,7 +136,15 @@ async fn answer(req: Request<Incoming>, log: Arc<Mutex<Vec<Seen>>>) -> Response<
         .split('/')
         .find_map(|seg| seg.strip_prefix("command-"))
         .map(|w| w.replace('+', ", "));
+    // A shop whose health page carries the admin listener's mark: the proxy removes it.
+    let marked = req.uri().path() == "/healthz";
     let mut resp = answer_plainly(req, log).await;
+    if marked {
+        resp.headers_mut().insert(
+            "anteroom-admin",
+            hyper::header::HeaderValue::from_static("1"),
+        );
+    }
     if let Some(w) = command {
         resp.headers_mut()
             .insert("anteroom-command", w.parse().unwrap());

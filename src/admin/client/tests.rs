@@ -154,4 +154,14 @@ fn the_admin_listeners_mark_is_read_from_the_head_in_any_case() {
         !marked("HTTP/1.1 200 anteroom-admin: 1"),
         "not the status line"
     );
+    assert!(
+        !marked("HTTP/1.1 200 OK\r\nX-Foo: bar\r\n anteroom-admin: 1"),
+        "not a folded line"
+    );
+    let (head, body) = split_head("HTTP/1.1 200 OK\nX-A: 1\n\nanteroom-admin: 1\n");
+    assert!(!marked(head), "the body of an answer with bare line feeds");
+    assert_eq!(body, "anteroom-admin: 1\n");
+    let (head, body) = split_head("HTTP/1.1 200 OK\r\nAnteroom-Admin: 1\r\n\r\n{}\n\n");
+    assert!(marked(head));
+    assert_eq!(body, "{}\n\n");
 }
