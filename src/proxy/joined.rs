@@ -110,9 +110,12 @@ impl Proxy {
                 ),
                 // The store knew of a pre-queue this instance's schedule no longer has (changed
                 // a moment ago): on hold until the next tick says more.
-                None => {
-                    Self::in_line_status(shared, room, position.unwrap_or(1), waiting, 0.0, true)
-                }
+                // A draw's place has no position to show (found by review: every registrant
+                // was told 1).
+                None => Status {
+                    position: position.filter(|_| !drawn),
+                    ..Self::in_line_status(shared, room, position.unwrap_or(1), waiting, 0.0, true)
+                },
             }),
             Ok(Admission::Ended) => Verdict::Ended,
             // Not placed by events this instance has not read yet (changed a moment ago): on

@@ -69,3 +69,29 @@ async fn a_drawn_place_is_shown_only_once_the_store_records_the_opening() {
         }
     }
 }
+
+/// An instance whose file no longer has the drawn event (reloaded first) tells a registrant no
+/// place either: the store still answers a registration (found by review: every registrant
+/// was told position 1 there).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_instance_without_the_drawn_event_tells_no_place() {
+    let redis = RedisServer::start();
+    let origin = Origin::start().await;
+    let e = event(&at(-5), &at(600));
+    let drawn = config(origin.addr, &redis, &format!("{e}draw = true\n\n{SECRET}"));
+    let (one, two) = (Proxy::start(&drawn), Proxy::start(&drawn));
+    let mut jars = Vec::new();
+    for _ in 0..3 {
+        let mut jar = Jar::default();
+        let v: Value = get_json(&one, STATUS, &mut jar).await.expect("a status");
+        assert_eq!(v["state"], "prequeue", "{v}");
+        jars.push(jar);
+    }
+    reload(&two, &config(origin.addr, &redis, SECRET));
+    configs_differ(&one, true).await;
+    for jar in &mut jars {
+        let v: Value = get_json(&two, STATUS, jar).await.expect("a status");
+        assert!(v["position"].is_null(), "a place told: {v}");
+        assert_ne!(v["state"], "admitted", "{v}");
+    }
+}
