@@ -223,23 +223,6 @@ async fn visitors_whose_instance_hears_none_of_its_steps_keep_their_turn() {
     .await;
 }
 
-/// The same with B's breaker open for all of the fault (one failure opens it for longer than
-/// the fault): every poll of B is answered from its snapshot, none fails at the store, and only
-/// the notes those answers take keep the turns A gives meanwhile (found by re-review: such
-/// polls were not noted, and the turns ran out after claim-ttl).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn visitors_answered_at_the_edge_while_the_breaker_is_open_keep_their_turn() {
-    polls_lost_while_the_steps_go_on(
-        b"}:configs",
-        &[
-            ("breaker-failures = 3", "breaker-failures = 1"),
-            ("breaker-cooldown = \"500ms\"", "breaker-cooldown = \"30s\""),
-            ("abandon-after = \"6s\"", "abandon-after = \"40s\""),
-        ],
-    )
-    .await;
-}
-
 /// Ten visitors in line through B, then 15 s of B's joins failing (and the replies to calls
 /// naming `late` late) while A admits; `changes` made to both configurations.
 async fn polls_lost_while_the_steps_go_on(late: &'static [u8], changes: &[(&str, &str)]) {
