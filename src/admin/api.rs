@@ -38,7 +38,7 @@ pub struct AdminApp {
     pub(super) current: Current,
     /// The connections open now, and the second a full listener was last warned of
     /// ([`super::serve`]).
-    pub(super) open: std::sync::atomic::AtomicUsize,
+    pub(super) open: std::sync::Mutex<super::serve::Conns>,
     pub(super) crowded_warned: std::sync::atomic::AtomicU64,
 }
 

@@ -130,8 +130,7 @@ impl Target {
         }
         req.push_str(&format!("Content-Length: {}\r\n\r\n{body}", body.len()));
         s.write_all(req.as_bytes()).map_err(|e| e.to_string())?;
-        let mut raw = Vec::new();
-        s.read_to_end(&mut raw).map_err(|e| match e.kind() {
+        let raw = read_answer(&mut s).map_err(|e| match e.kind() {
             // Found by review: "Resource temporarily unavailable (os error 11)".
             std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut => format!(
                 "the admin API at {} sent no answer within 10 s{}",
@@ -147,8 +146,8 @@ impl Target {
         let text = String::from_utf8_lossy(&raw);
         let (head, body) = split_head(&text);
         let status = head
-            .split_whitespace()
-            .nth(1)
+            .strip_prefix("HTTP/1.")
+            .and_then(|rest| rest.split_whitespace().nth(1))
             .and_then(|s| s.parse().ok())
             .ok_or_else(|| "the admin API sent no HTTP status".to_string())?;
         Ok((status, head.to_string(), body.to_string()))
@@ -180,6 +179,32 @@ impl Target {
     }
 }
 
+/// The most of an answer the CLI reads (the API's largest are a few hundred KiB).
+const MAX_ANSWER: usize = 16 << 20;
+
+/// An answer, read to the connection's close within 10 s in all (not each read: found by
+/// review, a server sending a byte every few seconds kept the CLI waiting for good) and at
+/// most [`MAX_ANSWER`] bytes.
+fn read_answer(s: &mut TcpStream) -> std::io::Result<Vec<u8>> {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let mut raw = Vec::new();
+    let mut buf = [0u8; 16 * 1024];
+    loop {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() {
+            return Err(std::io::ErrorKind::TimedOut.into());
+        }
+        s.set_read_timeout(Some(left))?;
+        match s.read(&mut buf)? {
+            0 => return Ok(raw),
+            n if raw.len() + n > MAX_ANSWER => {
+                return Err(std::io::Error::other("an answer larger than 16 MiB"))
+            }
+            n => raw.extend_from_slice(&buf[..n]),
+        }
+    }
+}
+
 /// An answer's head and body: the head ends at the first empty line, however its lines end
 /// (found by review: a server answering with bare line feeds had its body read as head).
 fn split_head(text: &str) -> (&str, &str) {
@@ -199,7 +224,7 @@ fn marked(head: &str) -> bool {
     head.lines().skip(1).any(|l| {
         !l.starts_with([' ', '\t'])
             && l.split_once(':')
-                .is_some_and(|(k, _)| k.eq_ignore_ascii_case(super::serve::MARK))
+                .is_some_and(|(k, v)| k.eq_ignore_ascii_case(super::serve::MARK) && v.trim() == "1")
     })
 }
 

@@ -10,4 +10,6 @@ mod serve;
 mod view;
 
 pub use api::AdminApp;
-pub use serve::MAX_OPEN as MAX_ADMIN_CONNECTIONS;
+pub use serve::{
+    MAX_OPEN as MAX_ADMIN_CONNECTIONS, MAX_PER_PEER as MAX_ADMIN_CONNECTIONS_PER_CLIENT,
+};

@@ -6,8 +6,10 @@
 //! crowd of idle ones used up the process's descriptors, which stopped the public listener
 //! too): past it, a new connection is closed at once. Every answer is marked ([`MARK`]).
 
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use http::StatusCode;
@@ -24,21 +26,53 @@ pub const MAX_OPEN: usize = 256;
 
 pub use crate::route::headers::ADMIN_MARK as MARK;
 
+/// The most of them one address may hold: one client (a script looping on `/healthz`, a
+/// crowd of idle connections) cannot take every place (found by review: 256 busy connections
+/// of one client shut the operators out for as long as it kept sending).
+pub const MAX_PER_PEER: usize = 64;
+
+/// The connections open now, in all and by the client's address.
+#[derive(Debug, Default)]
+pub struct Conns {
+    total: usize,
+    by_peer: HashMap<IpAddr, usize>,
+}
+
 /// Counts an open connection while it lives.
-struct Open<'a>(&'a AtomicUsize);
+struct Open<'a> {
+    conns: &'a Mutex<Conns>,
+    peer: Option<IpAddr>,
+}
 
 impl<'a> Open<'a> {
-    /// Counts one more; `None` (not counted) when [`MAX_OPEN`] are open already.
-    fn enter(count: &'a AtomicUsize) -> Option<Self> {
-        let was = count.fetch_add(1, Ordering::AcqRel);
-        let open = Self(count);
-        (was < MAX_OPEN).then_some(open)
+    /// Counts one more from `peer`; `None` (not counted) when [`MAX_OPEN`] are open already,
+    /// or [`MAX_PER_PEER`] of that address.
+    fn enter(conns: &'a Mutex<Conns>, peer: Option<IpAddr>) -> Option<Self> {
+        let mut c = conns.lock().unwrap_or_else(|e| e.into_inner());
+        let of_peer = peer.map_or(0, |p| c.by_peer.get(&p).copied().unwrap_or(0));
+        if c.total >= MAX_OPEN || of_peer >= MAX_PER_PEER {
+            return None;
+        }
+        c.total += 1;
+        if let Some(p) = peer {
+            *c.by_peer.entry(p).or_insert(0) += 1;
+        }
+        Some(Self { conns, peer })
     }
 }
 
 impl Drop for Open<'_> {
     fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::AcqRel);
+        let mut c = self.conns.lock().unwrap_or_else(|e| e.into_inner());
+        c.total = c.total.saturating_sub(1);
+        if let Some(p) = self.peer {
+            if let std::collections::hash_map::Entry::Occupied(mut e) = c.by_peer.entry(p) {
+                *e.get_mut() -= 1;
+                if *e.get() == 0 {
+                    e.remove();
+                }
+            }
+        }
     }
 }
 
@@ -57,11 +91,14 @@ impl HttpServerApp for AdminApp {
         mut http: ServerSession,
         shutdown: &ShutdownWatch,
     ) -> Option<ReusedHttpStream> {
-        let Some(_open) = Open::enter(&self.open) else {
+        let peer = http.client_addr().and_then(|a| a.as_inet()).map(|a| a.ip());
+        let Some(_open) = Open::enter(&self.open, peer) else {
             if due(&self.crowded_warned) {
                 tracing::warn!(
                     limit = MAX_OPEN,
-                    "the admin listener has its most connections open: a new one is closed (keep the admin listener where only operators reach it)"
+                    per_client = MAX_PER_PEER,
+                    client = ?peer,
+                    "the admin listener has its most connections open, in all or from this client: a new one is closed (keep the admin listener where only operators reach it)"
                 );
             }
             return None;
@@ -143,18 +180,30 @@ mod tests {
 
     #[test]
     fn no_more_than_the_most_are_counted_open_and_a_closed_one_frees_its_place() {
-        let count = AtomicUsize::new(0);
-        let held: Vec<Open<'_>> = (0..MAX_OPEN).filter_map(|_| Open::enter(&count)).collect();
+        let conns = Mutex::new(Conns::default());
+        let peer = |i: usize| Some(IpAddr::from([10, 0, 0, (i / MAX_PER_PEER) as u8]));
+        let held: Vec<Open<'_>> = (0..MAX_OPEN)
+            .filter_map(|i| Open::enter(&conns, peer(i)))
+            .collect();
         assert_eq!(held.len(), MAX_OPEN);
-        assert!(Open::enter(&count).is_none(), "one past the most");
+        assert!(
+            Open::enter(&conns, peer(MAX_OPEN)).is_none(),
+            "one past the most"
+        );
         assert_eq!(
-            count.load(Ordering::Acquire),
+            conns.lock().unwrap().total,
             MAX_OPEN,
             "a refused one is not counted"
         );
         drop(held);
-        assert_eq!(count.load(Ordering::Acquire), 0);
-        assert!(Open::enter(&count).is_some());
+        assert_eq!(conns.lock().unwrap().total, 0);
+        assert!(conns.lock().unwrap().by_peer.is_empty());
+        // One address alone: its share, and another address still gets in.
+        let one: Vec<Open<'_>> = (0..MAX_PER_PEER + 5)
+            .filter_map(|_| Open::enter(&conns, peer(0)))
+            .collect();
+        assert_eq!(one.len(), MAX_PER_PEER);
+        assert!(Open::enter(&conns, peer(MAX_PER_PEER)).is_some());
     }
 
     #[test]

@@ -124,38 +124,65 @@ pub fn load_admin(path: &Path, need_token: bool) -> Result<AdminEndpoint, Config
     let base = path.parent().unwrap_or(Path::new("."));
     // Only the keys it reads are resolved (an operator's terminal need not hold the cookie
     // key's variable: re-review found every `env:` of the file required).
-    // Of `admin.tokens`, only the entry it uses: an operator's terminal need not hold the
-    // other holders' variables either (found by review).
-    let own = need_token.then(|| own_token_entry(&text)).flatten();
-    let entry = own.map(|i| format!("admin.tokens[{i}]"));
+    // Of `admin.tokens`, only the entry it uses (the whole list when the list itself is one
+    // variable): an operator's terminal need not hold the other holders' variables either
+    // (found by review).
+    let entry = match need_token.then(|| own_token_entry(&text)).flatten() {
+        Some(Some(i)) => Some(format!("admin.tokens[{i}]")),
+        Some(None) => Some("admin.tokens".to_string()),
+        None => None,
+    };
     let scope = |k: &str| {
-        k.starts_with("listen.")
+        k == "listen.admin"
             || (need_token && k == "admin.token")
             || entry.as_deref().is_some_and(|e| {
                 k.strip_prefix(e)
-                    .is_some_and(|rest| rest.is_empty() || rest.starts_with('.'))
+                    .is_some_and(|rest| rest.is_empty() || rest.starts_with(['.', '[']))
             })
     };
-    with_builder(&text, &name, base, &scope, |b, mirror| {
+    with_builder(&text, &name, base, &scope, true, |b, mirror| {
         b.admin_endpoint(mirror, need_token)
     })
 }
 
-/// Which entry of `admin.tokens` the admin commands use: the first whose role is written
-/// `"operate"`, else the first (as `AdminConfig::own_token` chooses; a role read from the
-/// environment counts as not `"operate"`).
-fn own_token_entry(text: &str) -> Option<usize> {
+/// Of a file's values, `listen.admin` and `[admin]` alone.
+fn keep_admin_only(value: &mut toml::Value) {
+    if let Some(t) = value.as_table_mut() {
+        t.retain(|k, _| k == "listen" || k == "admin");
+        if let Some(l) = t.get_mut("listen").and_then(toml::Value::as_table_mut) {
+            l.retain(|k, _| k == "admin");
+        }
+    }
+}
+
+/// Which entry of `admin.tokens` the admin commands use: the first whose role is `"operate"`,
+/// else the first (as `AdminConfig::own_token` chooses; a role written `env:NAME` is read from
+/// the environment, as the instance reads it: found by review, the CLI took another token
+/// than the instance would). `Some(None)`: the list itself is an `env:` value, read whole.
+fn own_token_entry(text: &str) -> Option<Option<usize>> {
     let v: toml::Value = toml::from_str(text).ok()?;
-    let list = v.get("admin")?.get("tokens")?.as_array()?;
+    let tokens = v.get("admin")?.get("tokens")?;
+    if tokens.as_str().is_some_and(|t| t.starts_with("env:")) {
+        return Some(None);
+    }
+    let list = tokens.as_array()?;
+    let role = |t: &toml::Value| {
+        let r = t.get("role").and_then(toml::Value::as_str)?;
+        match r.strip_prefix("env:") {
+            Some(var) => std::env::var(var).ok(),
+            None => Some(r.to_string()),
+        }
+    };
     list.iter()
-        .position(|t| t.get("role").and_then(toml::Value::as_str) == Some("operate"))
+        .position(|t| role(t).as_deref() == Some("operate"))
         .or((!list.is_empty()).then_some(0))
+        .map(Some)
 }
 
 /// Validates config text; `name` is used in messages and `base_dir` for relative paths.
 pub fn parse(text: &str, name: &str, base_dir: &Path) -> Result<Config, ConfigErrors> {
     let mut warnings = Vec::new();
-    let mut config = with_builder(text, name, base_dir, &|_| true, |b, mirror| {
+    let mut config = with_builder(text, name, base_dir, &|_| true, false, |b, mirror| {
         let c = b.config(mirror, name);
         warnings = std::mem::take(&mut b.warnings);
         for p in &mut warnings {
@@ -178,6 +205,7 @@ fn with_builder<T>(
     name: &str,
     base_dir: &Path,
     scope: env::Scope<'_>,
+    admin_only: bool,
     f: impl FnOnce(&mut build::Builder<'_>, file::FileConfig) -> T,
 ) -> Result<T, ConfigErrors> {
     let located = Located::new(text);
@@ -209,6 +237,12 @@ fn with_builder<T>(
                     .collect();
                 errors.sort_by_key(|e| (e.line, e.col));
                 return Err(ConfigErrors(errors));
+            }
+            // For the admin commands, only what they read: an `env:` value left unread where
+            // a number, a boolean or a list goes could not be typed (found by review:
+            // `admit-per-second = "env:RATE"` failed `anteroom health --config`).
+            if admin_only {
+                keep_admin_only(&mut value);
             }
             // A variable where the key takes a number, a boolean or a list: read as TOML.
             let typed = loop {

@@ -339,34 +339,77 @@ async fn the_cli_sends_its_token_to_the_admin_listener_only() {
     assert!(ok && out.contains("sale"), "{out}{err}");
 }
 
-/// `--config FILE` with a list of tokens reads the one the CLI uses (the first `operate` one)
-/// and no other holder's variable (found by review: every token's `env:` had to be set).
+/// `--config FILE` with a list of tokens reads the one the CLI uses (the first `operate` one,
+/// its role read from the environment as the instance reads it) and no other holder's
+/// variable, nor any value but `listen.admin` and `[admin]` (found by review: every token's
+/// `env:` had to be set, a number read from `env:` could not be typed, and the public
+/// listener's variable was required).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_cli_reads_only_the_token_it_uses() {
     let origin = Origin::start().await;
     let proxy = Proxy::start(&config(origin.addr, ""));
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("cli.toml");
-    std::fs::write(
-        &file,
-        format!(
-            "[listen]\nadmin = \"{}\"\n\n[admin]\ntokens = [\n  {{ label = \"wallboard\", value = \"env:T_READ_TOKEN\", role = \"read\" }},\n  {{ label = \"oncall\", value = \"env:T_OPERATE_TOKEN\", role = \"operate\" }},\n]\n",
-            proxy.admin
-        ),
-    )
-    .unwrap();
+    let room = "[[upstream]]\nname = \"shop\"\naddr = \"127.0.0.1:9\"\n\n[[room]]\nname = \"sale\"\npaths = [\"/products\"]\nadmit-per-second = \"env:T_RATE\"\nmax-active = 5\n";
+    let run = |tokens: &str, env: &[(&str, &str)]| {
+        std::fs::write(
+            &file,
+            format!(
+                "[listen]\nhttp = \"env:T_PUBLIC\"\nadmin = \"{}\"\n\n[admin]\ntokens = {tokens}\n\n{room}",
+                proxy.admin
+            ),
+        )
+        .unwrap();
+        let out = Command::new(binary())
+            .args(["rooms", "--config"])
+            .arg(&file)
+            .env_remove("ANTEROOM_ADMIN_TOKEN")
+            .env_remove("T_READ_TOKEN")
+            .env_remove("T_PUBLIC")
+            .env("T_RATE", "5")
+            .envs(env.iter().copied())
+            .output()
+            .unwrap();
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let list = "[\n  { label = \"wallboard\", value = \"env:T_READ_TOKEN\", role = \"read\" },\n  { label = \"oncall\", value = \"env:T_OPERATE_TOKEN\", role = \"env:T_ROLE\" },\n]";
+    let (ok, out, err) = run(list, &[("T_OPERATE_TOKEN", TOKEN), ("T_ROLE", "operate")]);
+    assert!(ok && out.contains("sale"), "{out}{err}");
+    // The whole list from one variable.
+    let whole = format!("[{{ label = \"oncall\", value = \"{TOKEN}\", role = \"operate\" }}]");
+    let (ok, out, err) = run("\"env:T_TOKENS\"", &[("T_TOKENS", whole.as_str())]);
+    assert!(ok && out.contains("sale"), "{out}{err}");
+}
+
+/// The CLI waits 10 s for a whole answer, not 10 s for each piece of it (found by review: a
+/// server sending a byte every few seconds kept it waiting for good).
+#[test]
+fn the_cli_waits_ten_seconds_for_a_whole_answer() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        if let Ok((mut conn, _)) = listener.accept() {
+            use std::io::Write;
+            for b in b"HTTP/1.1 200 OK\r\nAnteroom-Admin: 1\r\n" {
+                if conn.write_all(&[*b]).is_err() {
+                    return;
+                }
+                std::thread::sleep(Duration::from_secs(2));
+            }
+        }
+    });
+    let started = std::time::Instant::now();
     let out = Command::new(binary())
-        .args(["rooms", "--config"])
-        .arg(&file)
-        .env_remove("ANTEROOM_ADMIN_TOKEN")
-        .env_remove("T_READ_TOKEN")
-        .env("T_OPERATE_TOKEN", TOKEN)
+        .args(["health", "--admin", &addr.to_string()])
         .output()
         .unwrap();
-    let (stdout, stderr) = (
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr),
-    );
-    assert!(out.status.success(), "{stderr}");
-    assert!(stdout.contains("sale"), "{stdout}");
+    let took = started.elapsed();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(err.contains("no answer within 10 s"), "{err}");
+    assert!(took < Duration::from_secs(20), "waited {took:?}");
 }

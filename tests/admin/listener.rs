@@ -14,6 +14,17 @@ fn with_server(origin: std::net::SocketAddr, server: &str) -> String {
     format!("[server]\n{server}\n{}", config(origin, ""))
 }
 
+/// A connection to `to` from the loopback address `source`.
+async fn connect_from(source: [u8; 4], to: std::net::SocketAddr) -> TcpStream {
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket
+        .bind(std::net::SocketAddr::from((source, 0)))
+        .unwrap();
+    let conn = socket.connect(to).await.unwrap().into_std().unwrap();
+    conn.set_nonblocking(false).unwrap();
+    conn
+}
+
 /// Sends `request` on a new connection to the admin listener and reads until it closes (or
 /// 10 s pass): what came back.
 fn exchange(proxy: &Proxy, request: &[u8]) -> String {
@@ -93,9 +104,11 @@ async fn past_the_most_connections_a_new_one_is_closed_and_the_public_listener_g
     let proxy = Proxy::start(&config(origin.addr, ""));
     // Some past the most: whichever the listener's tasks count first (each its own task), the
     // most are counted and the rest closed.
-    let mut idle: Vec<TcpStream> = (0..anteroom::admin::MAX_ADMIN_CONNECTIONS + 20)
-        .map(|_| TcpStream::connect(proxy.admin).unwrap())
-        .collect();
+    // From five addresses, each within its share (127.0.0.1 is the probes').
+    let mut idle = Vec::new();
+    for i in 0..anteroom::admin::MAX_ADMIN_CONNECTIONS + 20 {
+        idle.push(connect_from([127, 0, 0, 2 + (i % 5) as u8], proxy.admin).await);
+    }
     // Once they are counted, a new one is closed unanswered (each probe closes after its
     // answer, so that it holds no place itself). A connection that left while they were
     // counted (the start's readiness check) frees a place: one more idle one takes it.
@@ -109,7 +122,7 @@ async fn past_the_most_connections_a_new_one_is_closed_and_the_public_listener_g
             break;
         }
         assert!(Instant::now() < deadline, "still answered: {got:?}");
-        idle.push(TcpStream::connect(proxy.admin).unwrap());
+        idle.push(connect_from([127, 0, 0, 7], proxy.admin).await);
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     // The ones past the most are closed by the listener (the last of them maybe a moment
@@ -224,4 +237,38 @@ async fn a_body_left_unread_closes_the_connection() {
     );
     let got = exchange(&proxy, req.as_bytes());
     assert!(got.starts_with("HTTP/1.1 200"), "no 100 first: {got}");
+}
+
+/// One client cannot take every place: past its share its new connections are closed, and
+/// another client is still answered (found by review: 256 busy connections of one client shut
+/// the operators out for as long as it kept sending).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_client_holds_no_more_than_its_share() {
+    let origin = Origin::start().await;
+    let proxy = Proxy::start(&config(origin.addr, ""));
+    let share = anteroom::admin::MAX_ADMIN_CONNECTIONS_PER_CLIENT;
+    let mut crowd = Vec::new();
+    for _ in 0..share + 6 {
+        crowd.push(connect_from([127, 0, 0, 2], proxy.admin).await);
+    }
+    for c in &crowd {
+        c.set_nonblocking(true).unwrap();
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let closed = crowd
+            .iter()
+            .filter(|c| matches!((&**c).read(&mut [0u8; 1]), Ok(0)))
+            .count();
+        if closed == 6 {
+            break;
+        }
+        assert!(closed < 6 && Instant::now() < deadline, "{closed} closed");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let got = exchange(
+        &proxy,
+        b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+    );
+    assert!(got.starts_with("HTTP/1.1 200"), "another client: {got:?}");
 }

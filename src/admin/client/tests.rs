@@ -164,4 +164,9 @@ fn the_admin_listeners_mark_is_read_from_the_head_in_any_case() {
     let (head, body) = split_head("HTTP/1.1 200 OK\r\nAnteroom-Admin: 1\r\n\r\n{}\n\n");
     assert!(marked(head));
     assert_eq!(body, "{}\n\n");
+    assert!(
+        !marked("HTTP/1.1 200 OK\r\nAnteroom-Admin: 0"),
+        "only its value"
+    );
+    assert!(!marked("HTTP/1.1 200 OK\r\nAnteroom-Admin:"));
 }
