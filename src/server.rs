@@ -225,6 +225,12 @@ pub fn build(config: Config, upgrade: bool) -> Result<Built, StartError> {
     let client_timeout = config.server.client_timeout;
     let core = Arc::new(Core::new(&config, store, clock).map_err(StartError::Pages)?);
     let shared = Shared::new(core, config, None).map_err(StartError::Pages)?;
+    // Queue tickets from before this process may name places a loss of the store's data took,
+    // which it did not see: each is the store's to answer once (`RoomLine::given_before_loss`).
+    let started = shared.clock.now_secs();
+    for r in &shared.rooms {
+        r.line.note_start(started);
+    }
     let current: Current = Arc::new(ArcSwap::from_pointee(shared));
     let reloaded = Arc::new(Notify::new());
 

@@ -355,8 +355,10 @@ pub struct RoomLine {
     pub band: accuracy::Band,
     pub pace: accuracy::SlowPace,
     /// The second (this instance's wall clock) it last learned that the store lost the room's
-    /// data (0: never): see [`RoomLine::given_before_loss`].
+    /// data (0: never), and the second this process started: see
+    /// [`RoomLine::given_before_loss`].
     lost_at: std::sync::atomic::AtomicU64,
+    started_at: std::sync::atomic::AtomicU64,
 }
 
 impl RoomLine {
@@ -366,15 +368,28 @@ impl RoomLine {
             .fetch_max(now, std::sync::atomic::Ordering::AcqRel);
     }
 
-    /// Whether a ticket the store last vouched for at `seen` (seconds) may name a place the
-    /// store no longer holds: given before the store lost the room's data. The line may have
-    /// come back from an older copy (a restart from an older dump, a failover that dropped
-    /// writes) with the same epoch and without the newest places: such a ticket is the store's
-    /// to answer once, which places the visitor again (found by review: it was answered from
-    /// the snapshot, later arrivals went ahead, and the place shown went up when it neared the
-    /// head).
+    /// This process started at `now` (seconds): see [`RoomLine::given_before_loss`].
+    pub fn note_start(&self, now: u64) {
+        self.started_at
+            .fetch_max(now, std::sync::atomic::Ordering::AcqRel);
+    }
+
+    /// Whether a ticket the store last vouched for at `seen` (seconds, by the clock of the
+    /// instance that gave it) may name a place the store no longer holds: given before the
+    /// store lost the room's data, as far as this instance can tell. The line may have come
+    /// back from an older copy (a restart from an older dump, a failover that dropped writes)
+    /// with the same epoch and without the newest places: such a ticket is the store's to
+    /// answer once, which places the visitor again (found by review: it was answered from the
+    /// snapshot, later arrivals went ahead, and the place shown went up when it neared the
+    /// head). Within [`SEEN_AHEAD`] of the loss too, for an instance whose clock is ahead (found
+    /// by re-review); and every ticket from before this process started, which may have missed
+    /// a loss the others saw (found by re-review: a restarted instance answered the lost
+    /// places, and its renewals of the tickets made the others answer them too).
     pub fn given_before_loss(&self, seen: u64) -> bool {
-        seen <= self.lost_at.load(std::sync::atomic::Ordering::Acquire)
+        use std::sync::atomic::Ordering::Acquire;
+        let lost = self.lost_at.load(Acquire);
+        (lost > 0 && seen <= lost.saturating_add(SEEN_AHEAD))
+            || seen < self.started_at.load(Acquire)
     }
 
     pub fn snapshot(&self) -> Option<Arc<Snapshot>> {
@@ -392,6 +407,7 @@ impl RoomLine {
         self.accuracy.inherit(&old.accuracy);
         self.band.set(old.band.get());
         self.note_loss(old.lost_at.load(std::sync::atomic::Ordering::Acquire));
+        self.note_start(old.started_at.load(std::sync::atomic::Ordering::Acquire));
     }
 }
 

@@ -301,3 +301,24 @@ fn a_note_older_than_abandon_after_is_dropped_unsent() {
     let left = seen.take(121 * S, Duration::from_secs(20));
     assert_eq!(left, vec![(b, p, 105 * S)]);
 }
+
+#[test]
+fn a_ticket_from_before_a_loss_or_this_process_is_the_stores_to_answer() {
+    let line = RoomLine::default();
+    assert!(
+        !line.given_before_loss(1),
+        "nothing known: the edge answers"
+    );
+    line.note_loss(100);
+    // Up to SEEN_AHEAD past the loss: an instance whose clock is ahead stamped it.
+    assert!(line.given_before_loss(100 + SEEN_AHEAD));
+    assert!(!line.given_before_loss(101 + SEEN_AHEAD));
+    line.note_start(200);
+    assert!(line.given_before_loss(199), "from before this process");
+    assert!(!line.given_before_loss(200));
+    // Kept over a reload.
+    let next = RoomLine::default();
+    next.inherit(&line);
+    assert!(next.given_before_loss(199) && next.given_before_loss(105));
+    assert!(!next.given_before_loss(200));
+}
