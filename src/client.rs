@@ -125,31 +125,35 @@ pub fn client_ip(
     chain.first().copied().flatten().unwrap_or(peer)
 }
 
-/// Whether a trusted proxy says the client came over HTTPS.
+/// Whether a trusted proxy says the client came over HTTPS: by the last element of the
+/// header (the one the nearest proxy, the trusted peer, wrote; a proxy that appends leaves the
+/// client's own before it). Before (found by review), the first element of `X-Forwarded-Proto`
+/// and any element of `Forwarded` counted, which the client may have written.
 pub fn forwarded_https(peer: IpAddr, headers: &HeaderMap, proxies: &[IpNet]) -> bool {
     if !trusted(peer, proxies) {
         return false;
     }
-    if let Some(v) = headers
-        .get("x-forwarded-proto")
-        .and_then(|v| v.to_str().ok())
-    {
-        return v
-            .split(',')
-            .next()
-            .is_some_and(|p| p.trim().eq_ignore_ascii_case("https"));
+    let last = |name: &str| {
+        headers
+            .get_all(name)
+            .iter()
+            .next_back()
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.rsplit(',').next())
+            .map(str::trim)
+    };
+    if headers.contains_key("x-forwarded-proto") {
+        return last("x-forwarded-proto").is_some_and(|p| p.eq_ignore_ascii_case("https"));
     }
-    headers
-        .get(http::header::FORWARDED)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| {
-            v.split([',', ';'])
-                .filter_map(|p| p.split_once('='))
-                .any(|(k, v)| {
-                    k.trim().eq_ignore_ascii_case("proto")
-                        && v.trim().trim_matches('"').eq_ignore_ascii_case("https")
-                })
-        })
+    last("forwarded").is_some_and(|element| {
+        element
+            .split(';')
+            .filter_map(|p| p.split_once('='))
+            .any(|(k, v)| {
+                k.trim().eq_ignore_ascii_case("proto")
+                    && v.trim().trim_matches('"').eq_ignore_ascii_case("https")
+            })
+    })
 }
 
 /// The key a per-IP limit counts by: the IPv4 address, or the IPv6 /64 (one subscriber's
@@ -227,6 +231,23 @@ mod tests {
             &h(&[("x-forwarded-proto", "https")]),
             &lb
         ));
+        // The nearest proxy's word is the last element: the client's own before it is not.
+        for (name, value, https) in [
+            ("x-forwarded-proto", "https, http", false),
+            ("x-forwarded-proto", "http, https", true),
+            ("forwarded", "proto=https, for=10.2.2.2;proto=http", false),
+            ("forwarded", "proto=http, for=10.2.2.2;proto=https", true),
+        ] {
+            assert_eq!(
+                forwarded_https(peer, &h(&[(name, value)]), &lb),
+                https,
+                "{name}: {value}"
+            );
+        }
+        let mut two = HeaderMap::new();
+        two.append("x-forwarded-proto", "https".parse().unwrap());
+        two.append("x-forwarded-proto", "http".parse().unwrap());
+        assert!(!forwarded_https(peer, &two, &lb), "the last line's");
         assert_eq!(
             client_ip(peer, &h(&[("x-forwarded-for", "garbage")]), &lb, XFF),
             peer
