@@ -17,7 +17,7 @@ use anteroom::store::StoreError;
 const CONFIG: &str = r#"
 [listen]
 http = "127.0.0.1:1"
-admin = "127.0.0.1:0"
+admin = "127.0.0.1:2"
 
 [store]
 backend = "memory"
