@@ -20,6 +20,27 @@ async fn position(proxy: &Proxy, jar: &mut Jar) -> Value {
     get_json(proxy, STATUS, jar).await.expect("a status")
 }
 
+/// The one admission the room has, then a line that does not move: three visitors in line
+/// when Redis saves its dump (`kept`), three more after it (`lost` when it comes back from it).
+async fn saved_after_three(proxy: &Proxy, redis: &RedisServer) -> (Jar, Vec<Jar>, Vec<Jar>) {
+    let mut holder = Jar::default();
+    assert_eq!(position(proxy, &mut holder).await["state"], "admitted");
+    let mut kept = Vec::new();
+    for expected in 1..=3u64 {
+        let mut jar = Jar::default();
+        assert_eq!(position(proxy, &mut jar).await["position"], expected);
+        kept.push(jar);
+    }
+    assert!(raw(redis.port, "SAVE").is_some_and(|r| r.starts_with("+OK")));
+    let mut lost = Vec::new();
+    for expected in 4..=6u64 {
+        let mut jar = Jar::default();
+        assert_eq!(position(proxy, &mut jar).await["position"], expected);
+        lost.push(jar);
+    }
+    (holder, kept, lost)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn places_lost_to_an_older_copy_are_given_again_before_later_arrivals() {
     let mut redis = RedisServer::start();
@@ -29,22 +50,7 @@ async fn places_lost_to_an_older_copy_are_given_again_before_later_arrivals() {
         &redis.url(),
         "admit-per-second = 1\nmax-active = 1\ntick = \"100ms\"\nabandon-after = \"60s\"",
     ));
-    // The one admission the room has, then a line that does not move.
-    let mut holder = Jar::default();
-    assert_eq!(position(&proxy, &mut holder).await["state"], "admitted");
-    let mut kept = Vec::new();
-    for expected in 1..=3u64 {
-        let mut jar = Jar::default();
-        assert_eq!(position(&proxy, &mut jar).await["position"], expected);
-        kept.push(jar);
-    }
-    assert!(raw(redis.port, "SAVE").is_some_and(|r| r.starts_with("+OK")));
-    let mut lost = Vec::new();
-    for expected in 4..=6u64 {
-        let mut jar = Jar::default();
-        assert_eq!(position(&proxy, &mut jar).await["position"], expected);
-        lost.push(jar);
-    }
+    let (_holder, mut kept, mut lost) = saved_after_three(&proxy, &redis).await;
     // Their tickets are answered at the edge now (a snapshot that holds them).
     a_tick_after(&redis.url(), redis_now(&redis.url()).await).await;
     for jar in &mut lost {
@@ -84,21 +90,7 @@ async fn an_instance_started_after_the_loss_gives_the_lost_places_again() {
     let origin = Origin::start().await;
     let room = "admit-per-second = 1\nmax-active = 1\ntick = \"100ms\"\nabandon-after = \"60s\"";
     let proxy = Proxy::start(&config(origin.addr, &redis.url(), room));
-    let mut holder = Jar::default();
-    assert_eq!(position(&proxy, &mut holder).await["state"], "admitted");
-    let mut kept = Vec::new();
-    for expected in 1..=3u64 {
-        let mut jar = Jar::default();
-        assert_eq!(position(&proxy, &mut jar).await["position"], expected);
-        kept.push(jar);
-    }
-    assert!(raw(redis.port, "SAVE").is_some_and(|r| r.starts_with("+OK")));
-    let mut lost = Vec::new();
-    for expected in 4..=6u64 {
-        let mut jar = Jar::default();
-        assert_eq!(position(&proxy, &mut jar).await["position"], expected);
-        lost.push(jar);
-    }
+    let (_holder, _kept, mut lost) = saved_after_three(&proxy, &redis).await;
     drop(proxy);
     redis.kill();
     redis.restart();
