@@ -192,6 +192,9 @@ pub fn shown(s: &Shared, room: usize, e: &Event) -> Value {
         "admit_per_second": e.admit_per_second,
         "max_active": e.max_active,
         "phase": phase,
+        "opened_at": seen
+            .and_then(|x| x.opened_at)
+            .map(|o| time::format_exact(o, e.utc_offset)),
         "source": source,
         "registrations": seen.map_or(0, |x| x.registrations),
         "commitment": if e.draw && now >= e.prequeue_from { r.events.commitment(e) } else { None },
@@ -344,7 +347,7 @@ pub async fn change(
                 );
             }
             if let Some(o) = &old {
-                if let Some(p) = schedule::frozen(o, e, now) {
+                if let Some(p) = schedule::frozen(o, e, now, r.events.recorded_open(o)) {
                     return error(
                         StatusCode::UNPROCESSABLE_ENTITY,
                         &format!("{} {}; {}", p.field, p.what, p.fix),

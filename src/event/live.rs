@@ -277,6 +277,14 @@ impl RoomEvents {
         self.seen.load_full()
     }
 
+    /// Whether the store, when it last answered, had recorded `event` as opened.
+    pub fn recorded_open(&self, event: &Event) -> bool {
+        self.seen
+            .load()
+            .as_ref()
+            .is_some_and(|x| event.is(&x.id) && x.opened_at.is_some())
+    }
+
     /// The event in force for a request at this instance's wall time `local`: by the store's
     /// clock as estimated here, and the store's word on the opening.
     pub fn view(&self, local: Micros) -> Option<View> {

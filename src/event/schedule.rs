@@ -252,8 +252,9 @@ pub fn check(events: &[Event]) -> Vec<Problem> {
 
 /// What a runtime change may not do to an event whose pre-queue has begun (by the store's
 /// clock): move its start or switch its draw, which would change or void a commitment already
-/// published (the start is part of the seed).
-pub fn frozen(old: &Event, new: &Event, now: Micros) -> Option<Problem> {
+/// published (the start is part of the seed); nor, once the store recorded its opening
+/// (`opened`), move its opening.
+pub fn frozen(old: &Event, new: &Event, now: Micros, opened: bool) -> Option<Problem> {
     if now < old.prequeue_from {
         return None;
     }
@@ -274,6 +275,19 @@ pub fn frozen(old: &Event, new: &Event, now: Micros) -> Option<Problem> {
             "draw",
             "cannot change: registrants were placed by the rule in force when they came",
         ));
+    }
+    // Once the store recorded the opening, the event stays open whatever its `opens-at` says: a
+    // moved opening would only show a countdown beside `phase: open` (found by review). An
+    // opening not recorded yet may still move (a rolling reload that moves it later).
+    if opened && new.opens_at != old.opens_at {
+        return Some(Problem {
+            event: 0,
+            field: "opens-at",
+            what: "cannot move: the event has opened, and an opened event stays open".into(),
+            fix:
+                "to hold the line now, pause the room (`queue-all`); to end the sale, set closes-at"
+                    .into(),
+        });
     }
     None
 }
@@ -408,13 +422,36 @@ mod tests {
         let old = ev("a", 100, 200, Some(300));
         let mut later = old.clone();
         later.opens_at = 250;
-        assert_eq!(frozen(&old, &later, 150), None, "the opening may move");
+        assert_eq!(
+            frozen(&old, &later, 150, false),
+            None,
+            "the opening may move"
+        );
         let mut moved = old.clone();
         moved.prequeue_from = 120;
-        assert_eq!(frozen(&old, &moved, 99), None, "not begun yet");
-        assert_eq!(frozen(&old, &moved, 100).unwrap().field, "prequeue-from");
+        assert_eq!(frozen(&old, &moved, 99, false), None, "not begun yet");
+        assert_eq!(
+            frozen(&old, &moved, 100, false).unwrap().field,
+            "prequeue-from"
+        );
         let mut undrawn = old.clone();
         undrawn.draw = false;
-        assert_eq!(frozen(&old, &undrawn, 150).unwrap().field, "draw");
+        assert_eq!(frozen(&old, &undrawn, 150, false).unwrap().field, "draw");
+        assert_eq!(
+            frozen(&old, &later, 250, false),
+            None,
+            "its opening not recorded"
+        );
+        assert_eq!(frozen(&old, &later, 250, true).unwrap().field, "opens-at");
+        let mut sooner = old.clone();
+        sooner.opens_at = 180;
+        assert_eq!(frozen(&old, &sooner, 250, true).unwrap().field, "opens-at");
+        let mut closed = old.clone();
+        closed.closes_at = Some(280);
+        assert_eq!(
+            frozen(&old, &closed, 250, true),
+            None,
+            "the closing may move"
+        );
     }
 }

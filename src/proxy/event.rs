@@ -54,7 +54,11 @@ impl Proxy {
         EventStatus {
             name: e.name.clone(),
             opens_at: time::format_exact(e.opens_at, e.utc_offset),
-            opens_in_seconds: e.opens_at.saturating_sub(v.now).div_ceil(1_000_000),
+            // No countdown beside an opening the store recorded early by this clock.
+            opens_in_seconds: match v.phase {
+                Phase::Prequeue => e.opens_at.saturating_sub(v.now).div_ceil(1_000_000),
+                _ => 0,
+            },
             closes_at: e.closes_at.map(|c| time::format_exact(c, e.utc_offset)),
             phase: v.phase.as_str(),
             draw: e.draw,

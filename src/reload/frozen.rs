@@ -106,7 +106,7 @@ pub(super) fn frozen_changes(
                 .events
                 .iter()
                 .find(|x| x.name == e.name)
-                .and_then(|x| crate::event::schedule::frozen(e, x, now))
+                .and_then(|x| crate::event::schedule::frozen(e, x, now, o.events.recorded_open(e)))
             {
                 out.push(error(
                     at(p.field),

@@ -189,6 +189,78 @@ async fn operators_add_change_and_cancel_events_at_run_time() {
     );
 }
 
+/// An opened event stays open (the store recorded its opening): moving its opening is refused,
+/// which before (found by review) was taken and showed a countdown beside `phase: open`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_opened_event_keeps_its_opening() {
+    let origin = Origin::start().await;
+    let proxy = Proxy::start(&config(
+        origin.addr,
+        "",
+        "admit-per-second = 10\nmax-active = 5",
+        "",
+    ));
+    post_event(
+        &proxy,
+        serde_json::json!({ "name": "now", "opens_at": at(2) }),
+    )
+    .await;
+    let mut jar = Jar::default();
+    let s = eventually(Duration::from_secs(10), "the opening", || {
+        let proxy = &proxy;
+        let mut jar = jar.clone();
+        async move {
+            let s = get_json(proxy, STATUS, &mut jar).await?;
+            (s["event"]["phase"] == "open").then_some(s)
+        }
+    })
+    .await;
+    assert_eq!(s["event"]["opens_in_seconds"], 0, "{s}");
+    // Until the store has recorded the opening (at its next tick) the opening may still move.
+    eventually(Duration::from_secs(5), "the opening recorded", || async {
+        let list = admin_json(&proxy, "/rooms/sale/events", TOKEN).await?;
+        list["events"][0]["opened_at"].is_string().then_some(())
+    })
+    .await;
+    for when in [at(600), at(-600)] {
+        let (code, body) = admin_call(
+            &proxy,
+            reqwest::Method::PATCH,
+            "/rooms/sale/events/now",
+            Some(TOKEN),
+            Some(serde_json::json!({ "opens_at": when })),
+        )
+        .await;
+        assert_eq!(code, 422, "{body}");
+        assert!(body.contains("opens-at cannot move"), "{body}");
+    }
+    // Its closing may still be set.
+    let (code, body) = admin_call(
+        &proxy,
+        reqwest::Method::PATCH,
+        "/rooms/sale/events/now",
+        Some(TOKEN),
+        Some(serde_json::json!({ "closes_at": at(600) })),
+    )
+    .await;
+    assert_eq!(code, 200, "{body}");
+    // (For about a tick after a change the store holds the room: its instances may disagree.)
+    let s = eventually(Duration::from_secs(5), "the event again", || {
+        let proxy = &proxy;
+        let mut jar = jar.clone();
+        async move {
+            let s = get_json(proxy, STATUS, &mut jar).await?;
+            s["event"].is_object().then_some(s)
+        }
+    })
+    .await;
+    assert_eq!(
+        (&s["event"]["phase"], &s["event"]["opens_in_seconds"]),
+        (&serde_json::json!("open"), &serde_json::json!(0)),
+        "{s}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_instances_on_redis_agree_and_the_countdown_costs_redis_nothing() {
     let redis = RedisServer::start();
