@@ -205,7 +205,7 @@ async fn an_opened_event_keeps_its_opening() {
         serde_json::json!({ "name": "now", "opens_at": at(2) }),
     )
     .await;
-    let mut jar = Jar::default();
+    let jar = Jar::default();
     let s = eventually(Duration::from_secs(10), "the opening", || {
         let proxy = &proxy;
         let mut jar = jar.clone();
