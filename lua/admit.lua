@@ -143,7 +143,11 @@ local stale_events = ARGV[25] ~= '' and tonumber(ARGV[25]) ~= (tonumber(es[10]) 
 -- events and is not counted.
 local mine_ev = string.match(ARGV[12], ' (%S+)$')
 local cfgs = redis.call('HGETALL', KEYS[5])
-local unheard_stall = unheard_since_stall(room, cfgs, live) or after_loss(room, live, #events > 0)
+-- Both holds are for events: a caller whose file has none near now is not held by them (found
+-- by review: after a restart of every instance, newcomers to a room without events were not
+-- placed for the old processes' heartbeat life, then placed in the order they polled again).
+local unheard_stall = unheard_since_stall(room, cfgs, live)
+unheard_stall = (unheard_stall and #events > 0) or after_loss(room, live, #events > 0)
 flag(room, 'ev_wait', unheard_stall, es[13] == '1')
 local mixed_events = events_disagree(cfgs, mine_ev, live)
 if not late then

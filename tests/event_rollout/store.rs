@@ -372,3 +372,33 @@ async fn after_a_data_loss_no_event_step_before_the_instances_are_heard() {
     }
     assert_eq!(opened().trim(), "$-1", "the opening is the moved one");
 }
+
+/// A room without events is not held after a stall: its newcomers are placed (here let in, the
+/// room empty) while the store waits to hear the other instance again, which matters only for
+/// events. Before (found by review), a restart of every instance kept newcomers unplaced ("on
+/// hold") for the old processes' heartbeat life, then placed them in the order they polled again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_a_pause_a_room_without_events_places_newcomers() {
+    let pair = Pair::start("no-events");
+    let (a, b, p) = (&pair.a, &pair.b, &pair.p);
+    let none = EventsArg::of(&[]);
+    let digest = anteroom::room::events_digest(None, None);
+    for _ in 0..3 {
+        pair.step(Duration::from_millis(100));
+        a.admit_with(p, &ctx(&digest, Some(none.clone())))
+            .await
+            .unwrap();
+        b.admit_with(p, &ctx(&digest, Some(none.clone())))
+            .await
+            .unwrap();
+    }
+    pair.step(Duration::from_secs(20));
+    b.admit_with(p, &ctx(&digest, Some(none.clone())))
+        .await
+        .unwrap();
+    let joined = newcomer(b, p, &none).await;
+    assert!(
+        matches!(joined, Admission::Entered),
+        "A not heard yet: {joined:?}"
+    );
+}
