@@ -27,11 +27,26 @@ pub const MAX_CONFIG: u64 = 16 * 1024 * 1024;
 
 /// [`read_regular`] as UTF-8 text.
 pub fn read_regular_text(path: &Path, max: u64) -> Result<String, String> {
-    let bytes = read_regular(path, max)?;
+    read_text_at(path, max).map_err(|(e, _)| e)
+}
+
+/// [`read_regular_text`], with the line and column (from 1) of the first byte that is not
+/// UTF-8 when that is what is wrong.
+pub fn read_text_at(path: &Path, max: u64) -> Result<String, (String, Option<(usize, usize)>)> {
+    let bytes = read_regular(path, max).map_err(|e| (e, None))?;
     String::from_utf8(bytes).map_err(|e| {
         let at = e.utf8_error().valid_up_to();
-        let line = e.as_bytes()[..at].iter().filter(|b| **b == b'\n').count() + 1;
-        format!("it is not UTF-8 text (line {line}, byte {at})")
+        let before = &e.as_bytes()[..at];
+        let line = before.iter().filter(|b| **b == b'\n').count() + 1;
+        let start = before
+            .iter()
+            .rposition(|b| *b == b'\n')
+            .map_or(0, |i| i + 1);
+        let col = String::from_utf8_lossy(&before[start..]).chars().count() + 1;
+        (
+            format!("it is not UTF-8 text (line {line}, byte {at})"),
+            Some((line, col)),
+        )
     })
 }
 
@@ -71,6 +86,7 @@ mod tests {
         std::fs::write(&file, b"a = 1\nb = \"\xff\"\n").unwrap();
         let e = read_regular_text(&file, 100).unwrap_err();
         assert!(e.contains("not UTF-8") && e.contains("line 2"), "{e}");
+        assert_eq!(read_text_at(&file, 100).unwrap_err().1, Some((2, 6)));
         std::fs::write(&file, "a = 1\n").unwrap();
         assert_eq!(read_regular_text(&file, 100).unwrap(), "a = 1\n");
     }

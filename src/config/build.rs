@@ -151,6 +151,7 @@ impl Builder<'_> {
         self.warn_stalls_past_the_cap(&rooms, &upstreams, &server, listen.https.is_some());
         self.warn_claims_past_the_cooldown(&rooms, &store);
         self.warn_rooms_ordered_for_other_hosts(&rooms, &upstreams, listen.other_hosts);
+        self.trust_not_too_wide(&listen.trusted_proxies, &rooms);
         let draw_secret = self.draw_secret(f.draw.as_ref(), &rooms);
         Config {
             source: source.to_string(),
@@ -250,6 +251,14 @@ impl Builder<'_> {
                 );
                 default_threads()
             }
+            Some(n) if n > MAX_THREADS => {
+                self.fail(
+                    key.key("threads"),
+                    format!("{n} is more than {MAX_THREADS}"),
+                    "set it to the machine's cores (or leave it out for that default)",
+                );
+                default_threads()
+            }
             Some(n) => n,
             None => default_threads(),
         };
@@ -270,17 +279,68 @@ impl Builder<'_> {
                 .upgrade_sock
                 .as_deref()
                 .and_then(|raw| self.string(&key.key("upgrade-sock"), raw))
+                .filter(|path| {
+                    let named = !path.is_empty();
+                    if !named {
+                        self.fail(
+                            key.key("upgrade-sock"),
+                            "is empty",
+                            "name a socket path such as \"/tmp/anteroom-upgrade.sock\", or leave it out for the default",
+                        );
+                    }
+                    named
+                })
                 .unwrap_or_else(|| default_upgrade_sock(http)),
             client_timeout: self.duration(
                 &key.key("client-timeout"),
                 s.client_timeout.as_deref(),
                 DEFAULT_CLIENT_TIMEOUT,
             ),
-            max_header_bytes: self.positive(
-                &key.key("max-header-bytes"),
-                s.max_header_bytes,
-                Some(DEFAULT_MAX_HEADER_BYTES),
-            ) as usize,
+            max_header_bytes: self.header_bytes(&key.key("max-header-bytes"), s.max_header_bytes),
+        }
+    }
+
+    /// `trusted-proxies` wider than any load balancer's network lets every client name its own
+    /// address (found by review: with `0.0.0.0/0` a forged `X-Forwarded-For` passed a `client`
+    /// bypass rule every time): refused beside a `client` bypass rule, a warning otherwise
+    /// (`join-limit` counts by what clients write then).
+    fn trust_not_too_wide(&mut self, trusted: &[ipnet::IpNet], rooms: &[RoomConfig]) {
+        let Some(wide) = Self::too_wide(trusted) else {
+            return;
+        };
+        let key = k("listen").key("trusted-proxies");
+        let fix = "list only your load balancers' addresses or networks, e.g. [\"10.0.0.0/24\"]";
+        match rooms
+            .iter()
+            .find(|r| r.bypass.iter().any(|b| matches!(b, BypassRule::Client(_))))
+        {
+            Some(r) => self.fail(
+                key,
+                format!("together these networks make {wide}: any client could write the address room {:?}'s client bypass rule lets past the line", r.name()),
+                fix,
+            ),
+            None => self.warn(
+                key,
+                format!("together these networks make {wide}: any client can name its own address, which join-limit then counts by"),
+                fix,
+            ),
+        }
+    }
+
+    /// `[server] max-header-bytes`: at least [`MIN_HEADER_BYTES`] (found by review: 10 passed
+    /// `check` and every request was answered 431).
+    fn header_bytes(&mut self, key: &KeyPath, raw: Option<i64>) -> usize {
+        match raw {
+            Some(n) if n < MIN_HEADER_BYTES as i64 => {
+                self.fail(
+                    key.clone(),
+                    format!("{n} is less than {MIN_HEADER_BYTES}: a browser's request with its cookies takes one to two KB"),
+                    format!("leave it out for {DEFAULT_MAX_HEADER_BYTES}, or set at least {MIN_HEADER_BYTES}"),
+                );
+                DEFAULT_MAX_HEADER_BYTES as usize
+            }
+            Some(n) => n as usize,
+            None => DEFAULT_MAX_HEADER_BYTES as usize,
         }
     }
 

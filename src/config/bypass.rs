@@ -115,6 +115,16 @@ impl Builder<'_> {
                     );
                     continue;
                 }
+                // As a path rule that covers the room (found by review: 0.0.0.0/0 let everyone
+                // past the line, and `check` said nothing).
+                if let Some(wide) = Self::too_wide(&nets) {
+                    self.fail(
+                        bp.key("client"),
+                        format!("together these networks make {wide}: that lets a large part of the internet past the line"),
+                        "name only the networks of partners, monitors or offices, e.g. client = [\"10.20.0.0/16\"]",
+                    );
+                    continue;
+                }
                 out.push(BypassRule::Client(nets));
             } else if let (Some(header), Some(equals)) = (&b.header, &b.equals) {
                 let Ok(name) = http::HeaderName::from_bytes(header.as_bytes()) else {

@@ -75,10 +75,36 @@ impl Builder<'_> {
                 );
                 continue;
             }
-            out.push(ConsumeRoute {
+            const STANDARD: [http::Method; 8] = [
+                http::Method::GET,
+                http::Method::HEAD,
+                http::Method::POST,
+                http::Method::PUT,
+                http::Method::PATCH,
+                http::Method::DELETE,
+                http::Method::OPTIONS,
+                http::Method::TRACE,
+            ];
+            if !STANDARD.contains(&method) {
+                self.warn(
+                    key.clone(),
+                    format!("{method} is not a standard HTTP method: browsers send orders with POST (or PUT, PATCH, DELETE)"),
+                    "check the method your shop's order form or API uses",
+                );
+            }
+            let route = ConsumeRoute {
                 method,
                 path: path.to_string(),
-            });
+            };
+            if out.contains(&route) {
+                self.warn(
+                    key,
+                    format!("{raw:?} is listed twice"),
+                    "list each route once",
+                );
+                continue;
+            }
+            out.push(route);
         }
         out
     }

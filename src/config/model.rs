@@ -221,6 +221,10 @@ pub struct ServerSettings {
 pub const DEFAULT_CLIENT_TIMEOUT: Duration = Duration::from_secs(60);
 /// Like nginx's default large header buffers (4 × 8 KiB).
 pub const DEFAULT_MAX_HEADER_BYTES: u64 = 32 * 1024;
+/// The least `max-header-bytes` taken: below, ordinary browser requests are refused.
+pub const MIN_HEADER_BYTES: u64 = 1024;
+/// The most `[server] threads` taken (found by review: 100,000 passed `check`).
+pub const MAX_THREADS: usize = 1024;
 
 /// Where `anteroom run --upgrade` waits for the running process's sockets when
 /// `upgrade-sock` is not set: one per public address, so that instances on one host never
@@ -269,7 +273,7 @@ impl StorePolicy {
 }
 
 /// A request that uses up the admission, such as `POST /orders`.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ConsumeRoute {
     pub method: http::Method,
     /// A path prefix, matched on segment boundaries like room paths.

@@ -102,7 +102,17 @@ impl Builder<'_> {
         let mut out = Vec::new();
         for (i, h) in hosts.iter().enumerate() {
             match HostPattern::parse(h) {
+                Some(hp) if out.contains(&hp) => self.warn(
+                    p.key("hosts").index(i),
+                    format!("{h:?} is listed twice (host names are read without case and trailing dot)"),
+                    "list each host once",
+                ),
                 Some(hp) => out.push(hp),
+                None if !h.is_ascii() => self.fail(
+                    p.key("hosts").index(i),
+                    format!("{h:?} is not in its ASCII form, which is what browsers send"),
+                    "write the name's punycode form (e.g. \"xn--bcher-kva.example\" for \"bücher.example\"; `idn2` prints it)",
+                ),
                 None => self.fail(
                     p.key("hosts").index(i),
                     format!("{h:?} is not a host pattern"),
@@ -211,12 +221,30 @@ impl Builder<'_> {
         let mut last_below = 0u64;
         for (i, t) in tiers.iter().enumerate() {
             let tp = key.index(i);
-            let every = self.duration(&tp.key("every"), Some(&t.every), Duration::from_secs(5));
+            let mut every = self.duration(&tp.key("every"), Some(&t.every), Duration::from_secs(5));
+            // The waiting page polls again after it (found by review: "1ns" passed, and every
+            // browser in line polled in a tight loop).
+            if every < MIN_POLL {
+                self.fail(
+                    tp.key("every"),
+                    format!("{every:?} is shorter than {MIN_POLL:?}: every waiting browser would poll that often"),
+                    "poll every second or slower near the head of the line, e.g. { below = 100, every = \"1s\" }",
+                );
+                every = MIN_POLL;
+            }
             let below = match t.below {
                 None => None,
                 Some(b) if b >= 1 && (b as u64) > last_below => {
                     last_below = b as u64;
                     Some(b as u64)
+                }
+                Some(b) if i == 0 => {
+                    self.fail(
+                        tp.key("below"),
+                        format!("{b} is less than 1"),
+                        "give the first tier the count of visitors at the front it covers, e.g. below = 100",
+                    );
+                    None
                 }
                 Some(b) => {
                     self.fail(
@@ -247,6 +275,9 @@ impl Builder<'_> {
         out
     }
 }
+
+/// The shortest poll interval a tier may set.
+pub const MIN_POLL: Duration = Duration::from_millis(100);
 
 /// Why a configured path prefix is not in plain form, as the fix to print: requests are
 /// matched on their normalised readings ([`crate::route::normalize_path`]), so a prefix in any

@@ -48,6 +48,15 @@ impl Builder<'_> {
         let mut resolved = Vec::new();
         for (key, raw) in &entries {
             let text = self.string(key, raw)?;
+            // A URL's parts: said as such, not as a name that does not resolve (review).
+            if let Some(part) = not_host_port(&text) {
+                self.fail(
+                    key.clone(),
+                    format!("{text:?} has {part}: addr takes host:port only"),
+                    "write host:port, e.g. \"127.0.0.1:9000\" (for HTTPS to the shop add tls = true)",
+                );
+                return None;
+            }
             let found: Vec<SocketAddr> = match text.parse::<SocketAddr>() {
                 Ok(a) => vec![a],
                 Err(_) => text
@@ -60,6 +69,14 @@ impl Builder<'_> {
                     key.clone(),
                     format!("{text:?} is not an address that resolves here"),
                     "write host:port (e.g. \"127.0.0.1:9000\" or \"shop.internal:80\") with a name that resolves where anteroom (or check) runs",
+                );
+                return None;
+            }
+            if found.iter().any(|a| a.port() == 0) {
+                self.fail(
+                    key.clone(),
+                    format!("{text:?} names port 0, on which no server can be reached"),
+                    "write the port the shop listens on, e.g. \"127.0.0.1:9000\"",
                 );
                 return None;
             }
@@ -127,5 +144,18 @@ impl Builder<'_> {
             u.resolve_every.as_deref(),
             DEFAULT_RESOLVE_EVERY,
         )
+    }
+}
+
+/// What in an upstream `addr` is not host:port: a scheme, a path or user information.
+fn not_host_port(text: &str) -> Option<&'static str> {
+    if text.contains("://") {
+        Some("a scheme")
+    } else if text.contains('@') {
+        Some("user information")
+    } else if text.contains('/') {
+        Some("a path")
+    } else {
+        None
     }
 }

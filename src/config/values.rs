@@ -287,6 +287,18 @@ impl Builder<'_> {
         out
     }
 
+    /// A network of `nets` (together: `0.0.0.0/1` and `128.0.0.0/1` are `0.0.0.0/0`) wider
+    /// than any one organisation's: an IPv4 one wider than `/8`, an IPv6 one wider than `/7`
+    /// (the unique local range `fc00::/7`).
+    pub(super) fn too_wide(nets: &[ipnet::IpNet]) -> Option<ipnet::IpNet> {
+        ipnet::IpNet::aggregate(&nets.to_vec())
+            .into_iter()
+            .find(|n| match n {
+                ipnet::IpNet::V4(v4) => v4.prefix_len() < 8,
+                ipnet::IpNet::V6(v6) => v6.prefix_len() < 7,
+            })
+    }
+
     pub(super) fn positive(
         &mut self,
         key: &KeyPath,

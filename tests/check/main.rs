@@ -471,3 +471,52 @@ fn check_env(dir: &std::path::Path, file: &str, env: &[(&str, &str)]) -> (i32, S
 
 const SMALL: &str =
     "[[upstream]]\nname = \"shop\"\naddr = \"127.0.0.1:9\"\n\n[default]\nupstream = \"shop\"\n";
+
+/// What would run but is most likely a slip is a warning (found by review): trusting every
+/// address as a load balancer (without a `client` bypass rule, where it is refused), a host or
+/// a consume route listed twice, a consume method no browser sends.
+#[test]
+fn likely_slips_are_warnings() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/bad_bypass_every_client.toml"),
+    )
+    .unwrap()
+    .replace(
+        "bypass = [{ client = [\"0.0.0.0/1\", \"128.0.0.0/1\"] }]\n",
+        "",
+    );
+    let file = base
+        .replace(
+            "admin = \"127.0.0.1:9090\"",
+            "admin = \"127.0.0.1:9090\"\ntrusted-proxies = [\"::/0\", \"127.0.0.1\"]",
+        )
+        .replace("paths = [\"/products\"]", "paths = [\"/products\", \"/orders\"]\nhosts = [\"shop.example\", \"Shop.Example.\"]\nconsume = [\"POST /orders\", \"POST /orders\", \"FOO /orders/x\"]");
+    std::fs::write(dir.path().join("slips.toml"), file).unwrap();
+    let (ok, _, stderr) = check_in(dir.path(), "slips.toml");
+    assert!(ok, "{stderr}");
+    for (line, key, words) in [
+        (
+            4,
+            "listen.trusted-proxies",
+            "together these networks make ::/0",
+        ),
+        (16, "room[0].hosts[1]", "is listed twice"),
+        (17, "room[0].consume[1]", "is listed twice"),
+        (
+            17,
+            "room[0].consume[2]",
+            "FOO is not a standard HTTP method",
+        ),
+    ] {
+        assert!(
+            stderr
+                .lines()
+                .any(|l| l.starts_with(&format!("warning: slips.toml:{line}:"))
+                    && l.contains(&format!("{key}: "))
+                    && l.contains(words)),
+            "{key}: {stderr}"
+        );
+    }
+}
