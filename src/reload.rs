@@ -139,7 +139,11 @@ impl Reloader {
             || new.server.work_stealing != o.server.work_stealing
             || new.server.grace_period != o.server.grace_period
             || new.server.shutdown_timeout != o.server.shutdown_timeout
-            || new.server.upgrade_sock != o.server.upgrade_sock
+            // The default socket follows listen.http, told already (found by review: a change
+            // of listen.http alone was told as one of `[server]` too).
+            || (new.server.upgrade_sock != o.server.upgrade_sock
+                && !(new.server.upgrade_sock == config::default_upgrade_sock(new.listen.http)
+                    && o.server.upgrade_sock == config::default_upgrade_sock(o.listen.http)))
             || new.server.client_timeout != o.server.client_timeout
             || new.server.max_header_bytes != o.server.max_header_bytes
         {

@@ -11,6 +11,9 @@ use super::QueueMethod;
 use crate::event::{self, AfterClose, Event};
 use crate::texts::TextSet;
 
+/// A day, in µs.
+const DAY_US: u64 = 86_400_000_000;
+
 impl Builder<'_> {
     /// A room's events and the pages of those that have their own.
     pub(super) fn events(
@@ -99,6 +102,24 @@ impl Builder<'_> {
                 utc_offset,
             });
             at.push(i);
+        }
+        // The last event closed more than a day ago keeps the room closed to newcomers as long
+        // as it stays in the file (found by review: a sale of 2020 left in the file, and `check`
+        // said nothing of a room that turned everyone away).
+        let now = crate::clock::Clock::now_micros(&crate::clock::SystemClock);
+        let last = events.iter().enumerate().max_by_key(|(_, e)| e.opens_at);
+        if let Some((j, e)) = last {
+            if let Some(closed) = e.closes_at.filter(|c| now > c.saturating_add(DAY_US)) {
+                self.warn(
+                    p.key("event").index(at.get(j).copied().unwrap_or(0)).key("closes-at"),
+                    format!(
+                        "event {:?} closed at {}: the room takes nobody new while it is in the file",
+                        e.name,
+                        crate::event::time::format_exact(closed, e.utc_offset)
+                    ),
+                    "remove the event once its sale is over (or the room, if it was only for the sale)",
+                );
+            }
         }
         for problem in event::schedule::check(&events) {
             let i = at.get(problem.event).copied().unwrap_or(0);

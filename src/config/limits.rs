@@ -84,8 +84,16 @@ impl Builder<'_> {
     ) -> Option<AutopilotConfig> {
         let a = a?;
         let key = p.key("autopilot");
-        let example =
-            "e.g. autopilot = { target-latency = \"800ms\", max-error-rate = 0.01, min-rate = 5 }";
+        // A floor this room's ceiling allows (found by review: 5 was suggested under a ceiling
+        // of 1).
+        let floor = if ceiling >= 20.0 {
+            5.0
+        } else {
+            (ceiling / 4.0 * 100.0).floor().max(1.0) / 100.0
+        };
+        let example = format!(
+            "e.g. autopilot = {{ target-latency = \"800ms\", max-error-rate = 0.01, min-rate = {floor} }}"
+        );
         let target_latency = self.duration(
             &key.key("target-latency"),
             Some(&a.target_latency),

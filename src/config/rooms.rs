@@ -134,7 +134,8 @@ impl Builder<'_> {
                     "claim-ttl",
                     claim_ttl,
                     MAX_CLAIM_TTL,
-                    "the seed's 1m is a good start",
+                    // The seed's 1m is under two throttled polls, which `check` warns of (review).
+                    "the default 90s is a good start",
                 ),
             ] {
                 if d < Duration::from_secs(1) || d > most {

@@ -474,7 +474,8 @@ const SMALL: &str =
 
 /// What would run but is most likely a slip is a warning (found by review): trusting every
 /// address as a load balancer (without a `client` bypass rule, where it is refused), a host or
-/// a consume route listed twice, a consume method no browser sends.
+/// a consume route listed twice, a consume method no browser sends, a sale closed long ago that
+/// keeps the room closed.
 #[test]
 fn likely_slips_are_warnings() {
     let dir = tempfile::tempdir().unwrap();
@@ -493,6 +494,7 @@ fn likely_slips_are_warnings() {
             "admin = \"127.0.0.1:9090\"\ntrusted-proxies = [\"::/0\", \"127.0.0.1\"]",
         )
         .replace("paths = [\"/products\"]", "paths = [\"/products\", \"/orders\"]\nhosts = [\"shop.example\", \"Shop.Example.\"]\nconsume = [\"POST /orders\", \"POST /orders\", \"FOO /orders/x\"]");
+    let file = format!("{file}\n[[room.event]]\nname = \"spring\"\nopens-at = \"2020-03-01T10:00:00Z\"\ncloses-at = \"2020-03-01T11:00:00Z\"\n");
     std::fs::write(dir.path().join("slips.toml"), file).unwrap();
     let (ok, _, stderr) = check_in(dir.path(), "slips.toml");
     assert!(ok, "{stderr}");
@@ -504,6 +506,11 @@ fn likely_slips_are_warnings() {
         ),
         (16, "room[0].hosts[1]", "is listed twice"),
         (17, "room[0].consume[1]", "is listed twice"),
+        (
+            24,
+            "room[0].event[0].closes-at",
+            "event \"spring\" closed at 2020-03-01T11:00:00Z: the room takes nobody new",
+        ),
         (
             17,
             "room[0].consume[2]",

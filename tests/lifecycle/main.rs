@@ -240,6 +240,39 @@ async fn a_sighup_while_starting_is_applied_not_fatal() {
     assert!(proxy.alive());
 }
 
+/// A reload that changes `listen.http` alone tells that it applies at a restart, and names
+/// nothing else (found by review: `[server]` was named too, its default upgrade socket being
+/// derived from `listen.http`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reload_names_only_the_fixed_settings_it_changes() {
+    let origin = Origin::start().await;
+    let proxy = Proxy::start_with(
+        &config(origin.addr, "\"/products\"", ""),
+        &[("ANTEROOM_LOG", "info")],
+        &[],
+    );
+    let text = std::fs::read_to_string(proxy.config_path()).unwrap();
+    let moved = text.replace(
+        &format!("http = \"{}\"", proxy.addr),
+        &format!("http = \"127.0.0.1:{}\"", common::free_port()),
+    );
+    assert_ne!(moved, text);
+    std::fs::write(proxy.config_path(), moved).unwrap();
+    proxy.signal("HUP");
+    let line = eventually(Duration::from_secs(5), "the warning in the log", || async {
+        proxy
+            .stderr()
+            .lines()
+            .find(|l| l.contains("settings="))
+            .map(str::to_string)
+    })
+    .await;
+    assert!(
+        line.contains("settings=\"listen.http\"") || line.contains("settings=listen.http"),
+        "{line}"
+    );
+}
+
 /// A reload that points the upstream at a listener still running (the file moved
 /// `listen.http`, which applies only at a restart, and named the old port as the shop) is
 /// refused, naming the key: every request would come back to anteroom. Before (found by
