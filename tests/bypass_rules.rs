@@ -34,6 +34,7 @@ paths = ["/vip"]
 admit-per-second = 50
 max-active = 1
 crawlers = "wait"
+bypass = [{{ preflight = true }}]
 "#,
         base = base_config(origin)
     )
@@ -283,4 +284,55 @@ async fn a_crawler_gets_a_503_where_a_visitor_would_wait() {
     let waits = get(&proxy, "/vip/2", &bot).await;
     assert_eq!(waits.status(), 200);
     assert!(!reached_origin(&waits));
+}
+
+/// A CORS preflight carries no cookies (browsers send none with it): it takes no place in line
+/// and is told no (found by review: each took a place, and an admitted visitor's cross-origin
+/// call could never pass it); a room's `{ preflight = true }` rule sends it to the shop, which
+/// answers what it allows. Only a preflight as browsers send it: with a body or a method
+/// override it is an ordinary request, and queues.
+#[tokio::test]
+async fn a_preflight_takes_no_place_and_a_rule_lets_it_reach_the_shop() {
+    let origin = Origin::start().await;
+    let proxy = start(&origin, "");
+    fill(&proxy, "/products").await;
+    fill(&proxy, "/vip").await;
+    let preflight = |path: &str, extra: Option<(&'static str, &'static str)>| {
+        let mut req = client()
+            .request(reqwest::Method::OPTIONS, proxy.url(path))
+            .header("Origin", "https://app.shop.example")
+            .header("Access-Control-Request-Method", "POST");
+        if let Some((k, v)) = extra {
+            req = req.header(k, v);
+        }
+        req.send()
+    };
+    let waiting = || async {
+        admin_json(&proxy, "/rooms/sale", TOKEN).await.unwrap()["waiting"]
+            .as_u64()
+            .unwrap()
+    };
+    let before = waiting().await;
+    for _ in 0..5 {
+        let resp = preflight("/products", None).await.unwrap();
+        assert_eq!(resp.status(), 503);
+        assert!(!reached_origin(&resp));
+        assert!(resp.headers().get("set-cookie").is_none(), "no visitor id");
+    }
+    assert_eq!(waiting().await, before, "no place taken");
+    let resp = preflight("/vip", None).await.unwrap();
+    assert!(reached_origin(&resp), "the rule sends it to the shop");
+    let scraped = metrics_text(&proxy, TOKEN).await;
+    assert!(
+        scraped.contains("anteroom_bypassed_total{room=\"vip\",rule=\"preflight\"} 1"),
+        "{scraped}"
+    );
+    for extra in [("X-HTTP-Method-Override", "GET"), ("Content-Length", "0")] {
+        let resp = preflight("/vip", Some(extra)).await.unwrap();
+        assert_eq!(
+            reached_origin(&resp),
+            extra.0 == "Content-Length",
+            "{extra:?}"
+        );
+    }
 }

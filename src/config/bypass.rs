@@ -23,15 +23,32 @@ impl Builder<'_> {
         let mut out = Vec::new();
         for (i, b) in rules.iter().enumerate() {
             let bp = p.key("bypass").index(i);
-            let kinds = [b.path.is_some(), b.client.is_some(), b.header.is_some()];
+            let kinds = [
+                b.path.is_some(),
+                b.client.is_some(),
+                b.header.is_some(),
+                b.preflight.is_some(),
+            ];
             if kinds.iter().filter(|k| **k).count() != 1
                 || (b.equals.is_some() != b.header.is_some())
             {
                 self.fail(
                     bp,
-                    "a bypass rule names exactly one of path, client, or header with equals",
-                    "write { path = \"/feed.xml\" }, { client = [\"10.20.0.0/16\"] } or { header = \"X-Partner-Key\", equals = \"env:PARTNER_KEY\" }",
+                    "a bypass rule names exactly one of path, client, header with equals, or preflight",
+                    "write { path = \"/feed.xml\" }, { client = [\"10.20.0.0/16\"] }, { header = \"X-Partner-Key\", equals = \"env:PARTNER_KEY\" } or { preflight = true }",
                 );
+                continue;
+            }
+            if let Some(on) = b.preflight {
+                if !on {
+                    self.fail(
+                        bp.key("preflight"),
+                        "is false: a rule that lets nothing past",
+                        "write { preflight = true }, or leave the rule out",
+                    );
+                    continue;
+                }
+                out.push(BypassRule::Preflight);
                 continue;
             }
             if let Some(path) = &b.path {

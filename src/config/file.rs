@@ -240,6 +240,7 @@ pub struct BypassFile {
     pub client: Option<Vec<String>>,
     pub header: Option<String>,
     pub equals: Option<String>,
+    pub preflight: Option<bool>,
 }
 
 #[derive(Debug, Deserialize)]

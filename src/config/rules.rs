@@ -14,6 +14,10 @@ pub enum BypassRule {
         name: http::HeaderName,
         digest: [u8; 32],
     },
+    /// A CORS preflight (`OPTIONS` with `Origin` and `Access-Control-Request-Method`, no body,
+    /// no method override), which browsers send without cookies: the shop answers what it
+    /// allows.
+    Preflight,
 }
 
 impl BypassRule {
@@ -29,6 +33,7 @@ impl BypassRule {
                     .join(",")
             ),
             BypassRule::Header { name, .. } => format!("header:{name}"),
+            BypassRule::Preflight => "preflight".into(),
         }
     }
 }

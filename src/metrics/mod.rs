@@ -43,8 +43,10 @@ pub enum Reject {
     Closed = 7,
     /// A newcomer after an event's closing.
     Ended = 8,
+    /// A CORS preflight, which carries no admission and takes no place.
+    Preflight = 9,
 }
-const REJECTS: [&str; 9] = [
+const REJECTS: [&str; 10] = [
     "full",
     "consumed",
     "store",
@@ -54,6 +56,7 @@ const REJECTS: [&str; 9] = [
     "crawler",
     "closed",
     "ended",
+    "preflight",
 ];
 
 /// The labels of `anteroom_join_challenges_total`, indexed by [`Challenge`].

@@ -70,6 +70,28 @@ pub fn takes_no_body(req: &RequestHeader) -> bool {
     }
 }
 
+/// Whether the request is a CORS preflight as a browser sends it: `OPTIONS` (in capitals, as
+/// browsers write it) with `Origin` and `Access-Control-Request-Method`, no body and no method
+/// override (which some origins would run as the method it names). Browsers send it without
+/// cookies, so no admission can come with it: it never queues (no place is taken for it), and a
+/// room's `{ preflight = true }` bypass rule lets it reach the shop.
+pub fn is_preflight(req: &RequestHeader) -> bool {
+    let h = &req.headers;
+    let no_body = !h.contains_key(http::header::TRANSFER_ENCODING)
+        && h.get_all(http::header::CONTENT_LENGTH)
+            .iter()
+            .all(|v| v.as_bytes() == b"0");
+    req.method == http::Method::OPTIONS
+        && h.contains_key(http::header::ORIGIN)
+        && h.contains_key(http::header::ACCESS_CONTROL_REQUEST_METHOD)
+        && no_body
+        && !h.iter().any(|(name, _)| {
+            METHOD_OVERRIDES
+                .iter()
+                .any(|o| crate::route::headers::named(name.as_str(), o))
+        })
+}
+
 /// The answer to a request whose method takes no body ([`takes_no_body`]).
 pub const BODY_REFUSED: &str = "A GET, HEAD or TRACE request cannot carry a body here: send the \
     request without one, or with the method its body is for (POST).";
@@ -151,5 +173,46 @@ mod tests {
         // An override names the handler; the server frames the request by its own method.
         let overridden = req("/x", &[("X-HTTP-Method-Override", "POST")]);
         assert!(takes_no_body(&overridden));
+    }
+
+    #[test]
+    fn a_preflight_is_an_options_request_a_browser_sends() {
+        let cors = [
+            ("Origin", "https://app.shop.example"),
+            ("Access-Control-Request-Method", "POST"),
+        ];
+        let build = |m: &str, extra: &[(&str, &str)]| {
+            let mut r = RequestHeader::build(m, b"/orders", None).unwrap();
+            for (k, v) in cors.iter().chain(extra) {
+                r.append_header(k.to_string(), *v).unwrap();
+            }
+            r
+        };
+        assert!(is_preflight(&build("OPTIONS", &[])));
+        assert!(is_preflight(&build("OPTIONS", &[("Content-Length", "0")])));
+        assert!(
+            !is_preflight(&build("options", &[])),
+            "not as browsers write it"
+        );
+        assert!(!is_preflight(&build("GET", &[])));
+        assert!(!is_preflight(&build("OPTIONS", &[("Content-Length", "5")])));
+        assert!(!is_preflight(&build(
+            "OPTIONS",
+            &[("Transfer-Encoding", "chunked")]
+        )));
+        for o in [
+            "X-HTTP-Method-Override",
+            "x_http_method",
+            "X-Method-Override",
+        ] {
+            assert!(!is_preflight(&build("OPTIONS", &[(o, "GET")])), "{o}");
+        }
+        let mut bare = RequestHeader::build("OPTIONS", b"/orders", None).unwrap();
+        assert!(!is_preflight(&bare));
+        bare.append_header("Origin", "https://x.example").unwrap();
+        assert!(
+            !is_preflight(&bare),
+            "without Access-Control-Request-Method"
+        );
     }
 }

@@ -190,6 +190,7 @@ impl ProxyHttp for Proxy {
                 &target.readings,
                 client,
                 &req.headers,
+                method::is_preflight(req) && !is_consume,
             ) {
                 ctx.outcome = Outcome::Bypass;
                 ctx.open_bypass = matches!(
@@ -227,6 +228,10 @@ impl ProxyHttp for Proxy {
         if r.cfg.queueing == crate::config::QueueMethod::Reject {
             // Nobody queues; the admitted (above) run on to the end of their sessions.
             Self::send_closed(shared, session, ctx, room, false).await?;
+            return Ok(true);
+        }
+        if method::is_preflight(req) {
+            Self::send_preflight(shared, session, ctx, room).await?;
             return Ok(true);
         }
         Self::to_the_line(shared, session, ctx, room, is_consume, cookie_now).await

@@ -75,6 +75,28 @@ impl Proxy {
         Self::send_refusal(shared, session, ctx, room, &refusal).await
     }
 
+    /// A CORS preflight with no admission (browsers send none with it) and no bypass rule for
+    /// it: no place is taken for it (found by review: each one took a place in line), and the
+    /// browser, told no, does not send the request it asked for.
+    pub(super) async fn send_preflight(
+        shared: &Shared,
+        session: &mut Session,
+        ctx: &mut Ctx,
+        room: usize,
+    ) -> Result<()> {
+        let refusal = Refusal {
+            status: 503,
+            state: "preflight",
+            title: "Not queued",
+            message: "A cross-origin check (CORS preflight) carries no cookies, so it cannot wait in line. The room lets it through to the shop only with the bypass rule { preflight = true }.",
+            retry_secs: None,
+            reject: Reject::Preflight,
+            lang: "en",
+            always_json: false,
+        };
+        Self::send_refusal(shared, session, ctx, room, &refusal).await
+    }
+
     /// A room that queues nobody (`queueing = "reject"`): its "closed" answer, in the
     /// visitor's language and the operator's words (`title_closed`, `lead_closed`), with
     /// `closed-status`; no place, no cookie, no store call.

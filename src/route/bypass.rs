@@ -8,7 +8,8 @@
 //! - a **client** rule reads the client's address as `join-limit` does: the socket peer, or
 //!   what a `trusted-proxies` load balancer reports — never a header from anyone else;
 //! - a **header** rule compares SHA-256 digests in constant time, so neither the value nor
-//!   its length leaks through timing.
+//!   its length leaks through timing;
+//! - a **preflight** rule takes only a CORS preflight with no body and no method override.
 
 use std::net::IpAddr;
 
@@ -18,14 +19,17 @@ use subtle::ConstantTimeEq;
 use super::{Reading, Readings};
 use crate::config::model::BypassRule;
 
-/// The index of the first rule the request matches.
+/// The index of the first rule the request matches. `preflight`: the request is a CORS
+/// preflight (`crate::proxy::method::is_preflight`).
 pub fn matching(
     rules: &[BypassRule],
     readings: &Readings<'_>,
     client: Option<IpAddr>,
     headers: &http::HeaderMap,
+    preflight: bool,
 ) -> Option<usize> {
     rules.iter().position(|rule| match rule {
+        BypassRule::Preflight => preflight,
         BypassRule::Path(prefix) => readings.iter().all(|r| strictly_under(prefix, r)),
         BypassRule::Client(nets) => client
             .map(|ip| ip.to_canonical())
@@ -124,7 +128,7 @@ mod tests {
             "/products//feed.xml",
         ] {
             assert_eq!(
-                matching(&rules, &Readings::of(path), None, &none),
+                matching(&rules, &Readings::of(path), None, &none, false),
                 Some(0),
                 "{path}"
             );
@@ -149,7 +153,7 @@ mod tests {
             "/products",
         ] {
             assert_eq!(
-                matching(&rules, &Readings::of(path), None, &none),
+                matching(&rules, &Readings::of(path), None, &none, false),
                 None,
                 "{path}"
             );
@@ -162,10 +166,13 @@ mod tests {
         let r = Readings::of("/x");
         let none = http::HeaderMap::new();
         let ip = |s: &str| Some(s.parse::<IpAddr>().unwrap());
-        assert_eq!(matching(&rules, &r, ip("10.20.3.4"), &none), Some(0));
-        assert_eq!(matching(&rules, &r, ip("::ffff:10.20.3.4"), &none), Some(0));
-        assert_eq!(matching(&rules, &r, ip("10.21.0.1"), &none), None);
-        assert_eq!(matching(&rules, &r, None, &none), None);
+        assert_eq!(matching(&rules, &r, ip("10.20.3.4"), &none, false), Some(0));
+        assert_eq!(
+            matching(&rules, &r, ip("::ffff:10.20.3.4"), &none, false),
+            Some(0)
+        );
+        assert_eq!(matching(&rules, &r, ip("10.21.0.1"), &none, false), None);
+        assert_eq!(matching(&rules, &r, None, &none, false), None);
     }
 
     #[test]
@@ -174,7 +181,7 @@ mod tests {
         let r = Readings::of("/x");
         let with = |v: &str| headers(&[("x-partner-key", v)]);
         assert_eq!(
-            matching(&rules, &r, None, &with("partner-secret-0123456789")),
+            matching(&rules, &r, None, &with("partner-secret-0123456789"), false),
             Some(0)
         );
         for wrong in [
@@ -183,9 +190,16 @@ mod tests {
             "",
             "PARTNER-SECRET-0123456789",
         ] {
-            assert_eq!(matching(&rules, &r, None, &with(wrong)), None, "{wrong:?}");
+            assert_eq!(
+                matching(&rules, &r, None, &with(wrong), false),
+                None,
+                "{wrong:?}"
+            );
         }
-        assert_eq!(matching(&rules, &r, None, &http::HeaderMap::new()), None);
+        assert_eq!(
+            matching(&rules, &r, None, &http::HeaderMap::new(), false),
+            None
+        );
     }
 
     #[test]
@@ -197,10 +211,13 @@ mod tests {
         let none = http::HeaderMap::new();
         let lo = Some("127.0.0.1".parse().unwrap());
         assert_eq!(
-            matching(&rules, &Readings::of("/health"), lo, &none),
+            matching(&rules, &Readings::of("/health"), lo, &none, false),
             Some(0)
         );
-        assert_eq!(matching(&rules, &Readings::of("/cart"), lo, &none), Some(1));
+        assert_eq!(
+            matching(&rules, &Readings::of("/cart"), lo, &none, false),
+            Some(1)
+        );
     }
 
     #[test]
@@ -226,7 +243,7 @@ mod tests {
     fn a_script_path_rule_reads_its_own_path_info() {
         let none = http::HeaderMap::new();
         let rules = [BypassRule::Path("/index.php/health".to_string())];
-        let m = |p: &str| matching(&rules, &Readings::of(p), None, &none);
+        let m = |p: &str| matching(&rules, &Readings::of(p), None, &none, false);
         assert_eq!(m("/index.php/health"), Some(0));
         assert_eq!(m("/index.php/health/x"), Some(0));
         // Another script's path info, or dots that leave the rule: not exempt.
@@ -235,13 +252,13 @@ mod tests {
         // A rule through two scripts exempts its own path (re-review: it exempted nothing),
         // and nothing whose path is not under it.
         let rules = [BypassRule::Path("/dir.cgi/index.php/health".to_string())];
-        let m = |p: &str| matching(&rules, &Readings::of(p), None, &none);
+        let m = |p: &str| matching(&rules, &Readings::of(p), None, &none, false);
         assert_eq!(m("/dir.cgi/index.php/health"), Some(0));
         assert_eq!(m("/index.php/health"), None);
         assert_eq!(m("/x.php/health"), None);
         assert_eq!(m("/dir.cgi/index.php/health/a.php/orders"), None);
         let rules = [BypassRule::Path("/health".to_string())];
-        let m = |p: &str| matching(&rules, &Readings::of(p), None, &none);
+        let m = |p: &str| matching(&rules, &Readings::of(p), None, &none, false);
         assert_eq!(m("/health/..%2F..%2Fproducts"), None);
         assert_eq!(m("/health/x/.."), Some(0));
     }

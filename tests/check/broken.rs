@@ -176,7 +176,7 @@ pub const BROKEN: &[(&str, usize, &str, &str)] = &[
         "bad_bypass_two_kinds.toml",
         14,
         "room[0].bypass[0]",
-        "exactly one of path, client, or header",
+        "exactly one of path, client, header with equals, or preflight",
     ),
     (
         "bad_bypass_whole_room.toml",
