@@ -126,7 +126,8 @@ impl ProxyHttp for Proxy {
         // connection (see `method::takes_no_body`). Over HTTP/2 a request may end with an
         // empty DATA frame, which is not known yet here: one that declares no length goes to
         // the origin chunked, which no server reads as a request, and ends its connection too.
-        if !session.is_body_empty() {
+        let body_empty = session.is_body_empty();
+        if !body_empty {
             let req = session.req_header();
             let declared = req.headers.contains_key(http::header::CONTENT_LENGTH)
                 || req.headers.contains_key(http::header::TRANSFER_ENCODING);
@@ -137,6 +138,9 @@ impl ProxyHttp for Proxy {
             ctx.last_on_connection = true;
         }
         let req = session.req_header();
+        // Over HTTP/2 a body comes without a length header (found by review: a "preflight"
+        // with one reached the shop through the preflight rule): only an ended stream counts.
+        let preflight = body_empty && method::is_preflight(req);
         let target = target::target(&shared.router, req, ctx.trusted_peer);
         if method::echoes(req) && Self::guards_a_secret(shared, ctx, &target.routing) {
             Self::send_no_trace(session, ctx).await?;
@@ -190,7 +194,7 @@ impl ProxyHttp for Proxy {
                 &target.readings,
                 client,
                 &req.headers,
-                method::is_preflight(req) && !is_consume,
+                preflight && !is_consume,
             ) {
                 ctx.outcome = Outcome::Bypass;
                 ctx.open_bypass = matches!(
@@ -230,7 +234,7 @@ impl ProxyHttp for Proxy {
             Self::send_closed(shared, session, ctx, room, false).await?;
             return Ok(true);
         }
-        if method::is_preflight(req) {
+        if preflight {
             Self::send_preflight(shared, session, ctx, room).await?;
             return Ok(true);
         }

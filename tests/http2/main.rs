@@ -205,6 +205,45 @@ async fn a_get_with_a_body_is_refused() {
     drop(proxy);
 }
 
+/// Over HTTP/2 a body needs no length header: a "preflight" with one is no preflight, and the
+/// room's `{ preflight = true }` rule does not send it past the line (found by review: it did,
+/// body and all, past a full room). A preflight as browsers send it does go past.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_preflight_with_a_body_is_no_preflight() {
+    let dir = tempfile::tempdir().unwrap();
+    let origin = Origin::start().await;
+    let (proxy, port, ca) =
+        https_proxy_with(dir.path(), &origin, "", "bypass = [{ preflight = true }]").await;
+    let preflight = || {
+        http::Request::builder()
+            .method("OPTIONS")
+            .uri(format!("https://shop.test:{port}/products/1"))
+            .header("origin", "https://app.shop.test")
+            .header("access-control-request-method", "POST")
+            .body(())
+            .unwrap()
+    };
+    // The room has room: with a body the request goes through the line (a newcomer let in,
+    // given an admission), not past it.
+    let smuggled: &[u8] = b"POST /products/order HTTP/1.1\r\n";
+    let (status, cookies) = h2_send(port, &ca, preflight(), Some(smuggled)).await;
+    assert_eq!(status, 200);
+    assert!(
+        cookies.iter().any(|c| c.starts_with("anteroom_sale=")),
+        "through the line: {cookies:?}"
+    );
+    let (status, cookies) = h2_send(port, &ca, preflight(), None).await;
+    assert_eq!(status, 200);
+    assert!(
+        !cookies.iter().any(|c| c.starts_with("anteroom_")),
+        "past the line: {cookies:?}"
+    );
+    let seen = origin.requests();
+    assert_eq!(seen.len(), 2, "{seen:?}");
+    assert_eq!(seen[0].method, "OPTIONS", "{seen:?}");
+    drop(proxy);
+}
+
 /// HTTP/2 sends each cookie as a field of its own; the shop gets them as one `Cookie` line
 /// joined with "; " (RFC 9113 §8.2.3), ours taken out or not. Before, a request without our
 /// cookies reached it as several lines, which servers that join repeated headers with ","
