@@ -316,12 +316,12 @@ impl Builder<'_> {
         {
             Some(r) => self.fail(
                 key,
-                format!("together these networks make {wide}: any client could write the address room {:?}'s client bypass rule lets past the line", r.name()),
+                format!("{wide}: any client could write the address room {:?}'s client bypass rule lets past the line", r.name()),
                 fix,
             ),
             None => self.warn(
                 key,
-                format!("together these networks make {wide}: any client can name its own address, which join-limit then counts by"),
+                format!("{wide}: any client can name its own address, which join-limit then counts by"),
                 fix,
             ),
         }

@@ -133,11 +133,20 @@ impl Builder<'_> {
                     continue;
                 }
                 // As a path rule that covers the room (found by review: 0.0.0.0/0 let everyone
-                // past the line, and `check` said nothing).
-                if let Some(wide) = Self::too_wide(&nets) {
+                // past the line, and `check` said nothing); with the room's other client rules.
+                let room_nets: Vec<ipnet::IpNet> = out
+                    .iter()
+                    .filter_map(|r| match r {
+                        BypassRule::Client(n) => Some(n.iter().copied()),
+                        _ => None,
+                    })
+                    .flatten()
+                    .chain(nets.iter().copied())
+                    .collect();
+                if let Some(wide) = Self::too_wide(&room_nets) {
                     self.fail(
                         bp.key("client"),
-                        format!("together these networks make {wide}: that lets a large part of the internet past the line"),
+                        format!("with the room's other client rules, {wide}: that lets a large part of the internet past the line"),
                         "name only the networks of partners, monitors or offices, e.g. client = [\"10.20.0.0/16\"]",
                     );
                     continue;

@@ -287,16 +287,48 @@ impl Builder<'_> {
         out
     }
 
-    /// A network of `nets` (together: `0.0.0.0/1` and `128.0.0.0/1` are `0.0.0.0/0`) wider
-    /// than any one organisation's: an IPv4 one wider than `/8`, an IPv6 one wider than `/7`
-    /// (the unique local range `fc00::/7`).
-    pub(super) fn too_wide(nets: &[ipnet::IpNet]) -> Option<ipnet::IpNet> {
-        ipnet::IpNet::aggregate(&nets.to_vec())
-            .into_iter()
-            .find(|n| match n {
-                ipnet::IpNet::V4(v4) => v4.prefix_len() < 8,
-                ipnet::IpNet::V6(v6) => v6.prefix_len() < 7,
-            })
+    /// What is wrong when `nets` together cover more public addresses than one organisation
+    /// holds: more than an IPv4 `/8`'s worth, or an IPv6 `/16`'s (private, loopback, shared and
+    /// link-local ranges are not counted). Counted over every network, not one at a time (found
+    /// by review: 128 networks of `/8`, or 256 rules of one each, passed).
+    pub(super) fn too_wide(nets: &[ipnet::IpNet]) -> Option<String> {
+        use ipnet::IpNet;
+        const PRIVATE: [&str; 9] = [
+            "10.0.0.0/8",
+            "172.16.0.0/12",
+            "192.168.0.0/16",
+            "127.0.0.0/8",
+            "100.64.0.0/10",
+            "169.254.0.0/16",
+            "fc00::/7",
+            "fe80::/10",
+            "::1/128",
+        ];
+        let private: Vec<IpNet> = PRIVATE.iter().filter_map(|p| p.parse().ok()).collect();
+        let (mut v4, mut v6) = (0u128, 0u128);
+        for n in IpNet::aggregate(&nets.to_vec()) {
+            if private.iter().any(|p| p.contains(&n)) {
+                continue;
+            }
+            let bits = u32::from(n.max_prefix_len() - n.prefix_len());
+            let count = 1u128.checked_shl(bits).unwrap_or(u128::MAX);
+            match n {
+                IpNet::V4(_) => v4 = v4.saturating_add(count),
+                IpNet::V6(_) => v6 = v6.saturating_add(count),
+            }
+        }
+        if v4 > 1 << 24 {
+            Some(format!(
+                "together they cover {v4} IPv4 addresses, more than a /8 (16777216) outside private ranges"
+            ))
+        } else if v6 > 1 << 112 {
+            Some(
+                "together they cover more IPv6 addresses than a /16 outside private ranges"
+                    .to_string(),
+            )
+        } else {
+            None
+        }
     }
 
     pub(super) fn positive(
@@ -462,5 +494,41 @@ mod tests {
             errors("[room.texts.en]\ntitle_waiting = \"In line {for you}\""),
             ""
         );
+    }
+
+    #[test]
+    fn networks_are_too_wide_by_what_they_cover_together() {
+        let wide = |nets: &[&str]| {
+            let nets: Vec<ipnet::IpNet> = nets.iter().map(|n| n.parse().unwrap()).collect();
+            super::Builder::too_wide(&nets).is_some()
+        };
+        assert!(wide(&["0.0.0.0/0"]));
+        assert!(wide(&["0.0.0.0/1", "128.0.0.0/1"]));
+        assert!(wide(&["::/0"]));
+        let evens: Vec<String> = (0..128).map(|i| format!("{}.0.0.0/8", 2 * i)).collect();
+        let evens: Vec<&str> = evens.iter().map(String::as_str).collect();
+        assert!(wide(&evens), "128 networks of /8");
+        assert!(wide(&["1.0.0.0/8", "3.0.0.0/8"]), "two public /8s");
+        assert!(!wide(&["17.0.0.0/8"]), "one organisation's /8");
+        assert!(!wide(&[
+            "10.0.0.0/8",
+            "172.16.0.0/12",
+            "192.168.0.0/16",
+            "127.0.0.0/8",
+            "17.0.0.0/8"
+        ]));
+        assert!(!wide(&["fc00::/7", "2001:db8::/32"]));
+        assert!(wide(&["2600::/7"]));
+        assert!(
+            !wide(&["::ffff:0:0/96"]),
+            "matches no address: clients are read as IPv4"
+        );
+        // Over the room's rules, not one at a time.
+        let e = errors("bypass = [{ client = [\"1.0.0.0/8\"] }, { client = [\"3.0.0.0/8\"] }]");
+        assert!(
+            e.contains("room[0].bypass[1].client") && e.contains("other client rules"),
+            "{e}"
+        );
+        assert_eq!(errors("bypass = [{ client = [\"1.0.0.0/8\"] }]"), "");
     }
 }

@@ -502,7 +502,7 @@ fn likely_slips_are_warnings() {
         (
             4,
             "listen.trusted-proxies",
-            "together these networks make ::/0",
+            "together they cover more IPv6 addresses than a /16",
         ),
         (16, "room[0].hosts[1]", "is listed twice"),
         (17, "room[0].consume[1]", "is listed twice"),
