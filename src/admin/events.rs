@@ -347,7 +347,9 @@ pub async fn change(
                 );
             }
             if let Some(o) = &old {
-                if let Some(p) = schedule::frozen(o, e, now, r.events.recorded_open(o)) {
+                if let Some(p) =
+                    schedule::frozen(o, e, now, runtime.opened(o) || r.events.recorded_open(o))
+                {
                     return error(
                         StatusCode::UNPROCESSABLE_ENTITY,
                         &format!("{} {}; {}", p.field, p.what, p.fix),

@@ -106,7 +106,11 @@ pub(super) fn frozen_changes(
                 .events
                 .iter()
                 .find(|x| x.name == e.name)
-                .and_then(|x| crate::event::schedule::frozen(e, x, now, o.events.recorded_open(e)))
+                .and_then(|x| {
+                    // The store's record as read for this reload, or the last tick's.
+                    let opened = runtime.opened(e) || o.events.recorded_open(e);
+                    crate::event::schedule::frozen(e, x, now, opened)
+                })
             {
                 out.push(error(
                     at(p.field),

@@ -416,6 +416,18 @@ pub trait Store: Send + Sync + 'static {
 pub struct RuntimeEvents {
     pub version: u64,
     pub events: std::collections::BTreeMap<String, crate::event::schedule::Runtime>,
+    /// The id of the event whose opening the store recorded, as [`Store::runtime_events`] read
+    /// it (`None` from other calls): a change is checked against the store's record, not only
+    /// against the last tick's (found by review: an instance a tick behind moved an opening
+    /// the store had recorded).
+    pub opened: Option<String>,
+}
+
+impl RuntimeEvents {
+    /// Whether the store had recorded `event`'s opening when these were read.
+    pub fn opened(&self, event: &crate::event::Event) -> bool {
+        self.opened.as_deref().is_some_and(|id| event.is(id))
+    }
 }
 
 /// What [`Store::change_event`] did.

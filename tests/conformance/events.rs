@@ -194,9 +194,15 @@ pub async fn a_prequeue_registers_and_admits_nobody_until_the_opening(h: &dyn Ha
         ),
         "after the opening, behind everyone registered"
     );
+    let rt = s.runtime_events(&p).await.unwrap();
+    assert_eq!(rt.opened, None, "not recorded before a tick");
     let r = admit(&*s, &p, &a).await;
     assert_eq!(r.event.as_ref().map(|e| e.phase), Some(Phase::Open));
+    let id = r.event.as_ref().map(|e| e.id.clone());
     assert!(r.event.and_then(|e| e.opened_at).is_some(), "seen open");
+    // The record of the opening, as the admin API and a reload read it.
+    let rt = s.runtime_events(&p).await.unwrap();
+    assert_eq!(rt.opened, id, "the store's record of the opening");
     let mut order = r
         .admitted_visitors
         .iter()

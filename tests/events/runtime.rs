@@ -261,6 +261,45 @@ async fn an_opened_event_keeps_its_opening() {
     );
 }
 
+/// The store's record of an opening is what counts, not the last tick's of the instance asked:
+/// one whose tick is long (10 s here) still had the pre-queue when the other's tick had
+/// recorded the opening, and moved it (found by review).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_instance_a_tick_behind_cannot_move_a_recorded_opening() {
+    let redis = RedisServer::start();
+    let origin = Origin::start().await;
+    let store = redis_store(&redis, "500ms");
+    let event = format!(
+        "[[room.event]]\nname = \"now\"\nprequeue-from = \"{}\"\nopens-at = \"{}\"\n",
+        at(-1),
+        at(3)
+    );
+    let room = "admit-per-second = 10\nmax-active = 5";
+    let a = Proxy::start(&config(origin.addr, &store, room, &event));
+    let b = Proxy::start(&config(
+        origin.addr,
+        &store,
+        &format!("{room}\ntick = \"10s\""),
+        &event,
+    ));
+    eventually(Duration::from_secs(10), "the opening recorded", || async {
+        let list = admin_json(&a, "/rooms/sale/events", TOKEN).await?;
+        list["events"][0]["opened_at"].is_string().then_some(())
+    })
+    .await;
+    let b_list = admin_json(&b, "/rooms/sale/events", TOKEN).await.unwrap();
+    let (code, body) = admin_call(
+        &b,
+        reqwest::Method::PATCH,
+        "/rooms/sale/events/now",
+        Some(TOKEN),
+        Some(serde_json::json!({ "opens_at": at(3600) })),
+    )
+    .await;
+    assert_eq!(code, 422, "{body} (b's view: {b_list})");
+    assert!(body.contains("opens-at cannot move"), "{body}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_instances_on_redis_agree_and_the_countdown_costs_redis_nothing() {
     let redis = RedisServer::start();

@@ -362,7 +362,10 @@ impl RoomData {
     }
 
     pub(super) fn runtime_events(&self) -> RuntimeEvents {
-        self.events.runtime.clone()
+        RuntimeEvents {
+            opened: self.events.opened.clone(),
+            ..self.events.runtime.clone()
+        }
     }
 
     pub(super) fn events_version(&self) -> u64 {

@@ -65,9 +65,26 @@ fn runtime_of(
     op: &'static str,
     room: &str,
 ) -> Result<RuntimeEvents, StoreError> {
+    runtime_at(v, from, None, op, room)
+}
+
+/// [`runtime_of`] with the id of the opened event at `opened` (the definitions after it).
+fn runtime_at(
+    v: &[Value],
+    from: usize,
+    opened: Option<usize>,
+    op: &'static str,
+    room: &str,
+) -> Result<RuntimeEvents, StoreError> {
     let version: u64 = at(v, from, op, room)?;
+    let (opened, mut i) = match opened {
+        Some(o) => (
+            Some(at::<String>(v, o, op, room)?).filter(|id| !id.is_empty()),
+            o + 1,
+        ),
+        None => (None, from + 1),
+    };
     let mut events = std::collections::BTreeMap::new();
-    let mut i = from + 1;
     while i + 1 < v.len() {
         let name: String = at(v, i, op, room)?;
         let json: String = at(v, i + 1, op, room)?;
@@ -77,7 +94,11 @@ fn runtime_of(
         }
         i += 2;
     }
-    Ok(RuntimeEvents { version, events })
+    Ok(RuntimeEvents {
+        version,
+        events,
+        opened,
+    })
 }
 
 impl RedisStore {
@@ -89,7 +110,7 @@ impl RedisStore {
         let mut inv = self.scripts.events.prepare_invoke();
         inv.key(&k.events).key(&k.room);
         let v: Vec<Value> = self.run("events", &p.name, &inv).await?;
-        runtime_of(&v, 0, "events", &p.name)
+        runtime_at(&v, 0, Some(1), "events", &p.name)
     }
 
     pub(super) async fn change_event_call(
