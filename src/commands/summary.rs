@@ -24,6 +24,20 @@ pub(super) fn summary(c: &Config) -> String {
             None => String::new(),
         }
     );
+    // Who may name the client's address: shown, as who skips a line is (review).
+    if !c.listen.trusted_proxies.is_empty() {
+        let nets: Vec<String> = c
+            .listen
+            .trusted_proxies
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        let _ = writeln!(
+            s,
+            "  trusted   {} (their forwarding headers are believed)",
+            nets.join(", ")
+        );
+    }
     for t in &c.tls {
         let hosts: Vec<String> = t.hosts.iter().map(ToString::to_string).collect();
         let _ = writeln!(
@@ -152,6 +166,10 @@ pub(super) fn summary(c: &Config) -> String {
                 .map(|t| format!(", template {}", t.display()))
                 .unwrap_or_default()
         );
+        if !r.bypass.is_empty() {
+            let rules: Vec<String> = r.bypass.iter().map(|b| b.label()).collect();
+            let _ = writeln!(s, "            past the line: {}", rules.join(", "));
+        }
         if let Some(a) = r.autopilot {
             let _ = writeln!(
                 s,

@@ -496,8 +496,10 @@ fn likely_slips_are_warnings() {
         .replace("paths = [\"/products\"]", "paths = [\"/products\", \"/orders\"]\nhosts = [\"shop.example\", \"Shop.Example.\"]\nconsume = [\"POST /orders\", \"POST /orders\", \"FOO /orders/x\"]");
     let file = format!("{file}\n[[room.event]]\nname = \"spring\"\nopens-at = \"2020-03-01T10:00:00Z\"\ncloses-at = \"2020-03-01T11:00:00Z\"\n");
     std::fs::write(dir.path().join("slips.toml"), file).unwrap();
-    let (ok, _, stderr) = check_in(dir.path(), "slips.toml");
+    let (ok, stdout, stderr) = check_in(dir.path(), "slips.toml");
     assert!(ok, "{stderr}");
+    // Who may name the client's address is shown (review).
+    assert!(stdout.contains("  trusted   ::/0, 127.0.0.1/32"), "{stdout}");
     for (line, key, words) in [
         (
             4,
