@@ -499,7 +499,10 @@ fn likely_slips_are_warnings() {
     let (ok, stdout, stderr) = check_in(dir.path(), "slips.toml");
     assert!(ok, "{stderr}");
     // Who may name the client's address is shown (review).
-    assert!(stdout.contains("  trusted   ::/0, 127.0.0.1/32"), "{stdout}");
+    assert!(
+        stdout.contains("  trusted   ::/0, 127.0.0.1/32"),
+        "{stdout}"
+    );
     for (line, key, words) in [
         (
             4,
