@@ -288,9 +288,12 @@ impl Builder<'_> {
     }
 
     /// What is wrong when `nets` together cover more public addresses than one organisation
-    /// holds: more than an IPv4 `/8`'s worth, or an IPv6 `/16`'s (private, loopback, shared and
+    /// holds: more than an IPv4 `/8`'s worth, or an IPv6 `/19`'s (private, loopback, shared and
     /// link-local ranges are not counted). Counted over every network, not one at a time (found
-    /// by review: 128 networks of `/8`, or 256 rules of one each, passed).
+    /// by review: 128 networks of `/8`, or 256 rules of one each, passed), with the IPv6 ranges
+    /// that carry IPv4 addresses (NAT64, 6to4, IPv4-compatible, Teredo) counted as the IPv4
+    /// addresses they stand for (found by re-review: `64:ff9b::/96` passed and let every client
+    /// behind a NAT64 translator past).
     pub(super) fn too_wide(nets: &[ipnet::IpNet]) -> Option<String> {
         use ipnet::IpNet;
         const PRIVATE: [&str; 9] = [
@@ -304,26 +307,49 @@ impl Builder<'_> {
             "fe80::/10",
             "::1/128",
         ];
+        // (range, the bit after the IPv4 address it carries, from the top).
+        const CARRY_V4: [(&str, u8); 5] = [
+            ("64:ff9b::/96", 128),
+            ("64:ff9b:1::/48", 128),
+            ("::/96", 128),
+            ("2002::/16", 48),
+            ("2001::/32", 128),
+        ];
+        let size = |n: &IpNet| {
+            let bits = u32::from(n.max_prefix_len() - n.prefix_len());
+            1u128.checked_shl(bits).unwrap_or(u128::MAX)
+        };
         let private: Vec<IpNet> = PRIVATE.iter().filter_map(|p| p.parse().ok()).collect();
+        let carriers: Vec<(IpNet, u8)> = CARRY_V4
+            .iter()
+            .filter_map(|(p, end)| p.parse().ok().map(|n| (n, *end)))
+            .collect();
         let (mut v4, mut v6) = (0u128, 0u128);
         for n in IpNet::aggregate(&nets.to_vec()) {
             if private.iter().any(|p| p.contains(&n)) {
                 continue;
             }
-            let bits = u32::from(n.max_prefix_len() - n.prefix_len());
-            let count = 1u128.checked_shl(bits).unwrap_or(u128::MAX);
+            // Less the private ranges inside it (CIDR ranges nest or are apart).
+            let inside: u128 = private.iter().filter(|p| n.contains(*p)).map(size).sum();
+            let count = size(&n).saturating_sub(inside);
             match n {
                 IpNet::V4(_) => v4 = v4.saturating_add(count),
-                IpNet::V6(_) => v6 = v6.saturating_add(count),
+                IpNet::V6(_) => {
+                    v6 = v6.saturating_add(count);
+                    if let Some((_, end)) = carriers.iter().find(|(c, _)| c.contains(&n)) {
+                        let bits = u32::from(end.saturating_sub(n.prefix_len()).min(32));
+                        v4 = v4.saturating_add(1u128 << bits);
+                    }
+                }
             }
         }
         if v4 > 1 << 24 {
             Some(format!(
-                "together they cover {v4} IPv4 addresses, more than a /8 (16777216) outside private ranges"
+                "together they cover {v4} IPv4 addresses (IPv6 forms of IPv4 included), more than a /8 (16777216) outside private ranges"
             ))
-        } else if v6 > 1 << 112 {
+        } else if v6 > 1 << 109 {
             Some(
-                "together they cover more IPv6 addresses than a /16 outside private ranges"
+                "together they cover more IPv6 addresses than a /19 outside private ranges"
                     .to_string(),
             )
         } else {
@@ -519,6 +545,24 @@ mod tests {
         ]));
         assert!(!wide(&["fc00::/7", "2001:db8::/32"]));
         assert!(wide(&["2600::/7"]));
+        assert!(wide(&["2600::/16"]), "more than one organisation holds");
+        // Private neighbours merge into a wider network; only what is public counts (review).
+        assert!(!wide(&["10.0.0.0/8", "11.0.0.0/8"]));
+        assert!(!wide(&["126.0.0.0/8", "127.0.0.0/8"]));
+        // IPv6 forms of all of IPv4 (review).
+        for n in [
+            "64:ff9b::/96",
+            "2002::/16",
+            "::/96",
+            "2001::/32",
+            "64:ff9b:1::/48",
+        ] {
+            assert!(wide(&[n]), "{n}");
+        }
+        assert!(
+            !wide(&["64:ff9b::cb00:7100/120"]),
+            "one IPv4 /24 through NAT64"
+        );
         assert!(
             !wide(&["::ffff:0:0/96"]),
             "matches no address: clients are read as IPv4"

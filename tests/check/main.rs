@@ -507,7 +507,7 @@ fn likely_slips_are_warnings() {
         (
             4,
             "listen.trusted-proxies",
-            "together they cover more IPv6 addresses than a /16",
+            "together they cover more IPv6 addresses than a /19",
         ),
         (16, "room[0].hosts[1]", "is listed twice"),
         (17, "room[0].consume[1]", "is listed twice"),
