@@ -418,6 +418,12 @@ pub async fn change(
                 );
             }
             Ok(EventChange::Conflict(now)) => conflict = Some(now.version),
+            Ok(EventChange::OpeningRecorded) => {
+                return error(
+                    StatusCode::UNPROCESSABLE_ENTITY,
+                    "opens-at cannot move: the event has opened, and an opened event stays open; to hold the line now, pause the room (`queue-all`); to end the sale, set closes-at",
+                )
+            }
             Err(e) => {
                 return super::api::change_unsure(&e, r.name(), "an event change", who);
             }

@@ -159,7 +159,7 @@ async fn reassert(shared: &Shared, room: usize, known: &RuntimeEvents, generatio
             Ok(EventChange::Done(v)) => version = v,
             // Changed meanwhile, or not written: the store's changes are looked at again at
             // the next tick.
-            Ok(EventChange::Conflict(_)) => {
+            Ok(EventChange::Conflict(_) | EventChange::OpeningRecorded) => {
                 r.events.forget_generation();
                 return;
             }

@@ -437,6 +437,9 @@ pub enum EventChange {
     Done(u64),
     /// Someone changed the events meanwhile: these are the current ones.
     Conflict(RuntimeEvents),
+    /// The change moves the opening of an event whose opening the store has recorded (found
+    /// by re-review: recorded between the caller's read and the write): not kept.
+    OpeningRecorded,
 }
 
 #[cfg(test)]

@@ -156,7 +156,8 @@ pub async fn a_passthrough_room_lets_nobody_past_a_hold_or_through_an_event(h: &
 pub async fn a_prequeue_registers_and_admits_nobody_until_the_opening(h: &dyn Harness) {
     let s = h.store();
     let p = room("prequeue", 100.0, 1000);
-    let a = EventsArg::of(&[event(h, "fifo-drop", 30, false)]);
+    let drop = event(h, "fifo-drop", 30, false);
+    let a = EventsArg::of(std::slice::from_ref(&drop));
     let vs: Vec<VisitorId> = (0..5).map(|_| VisitorId::random()).collect();
     for (i, v) in vs.iter().enumerate() {
         match join(&*s, &p, &a, *v).await {
@@ -203,6 +204,31 @@ pub async fn a_prequeue_registers_and_admits_nobody_until_the_opening(h: &dyn Ha
     // The record of the opening, as the admin API and a reload read it.
     let rt = s.runtime_events(&p).await.unwrap();
     assert_eq!(rt.opened, id, "the store's record of the opening");
+    // A change that moves the recorded opening is not kept, by the step that writes (found by
+    // re-review: one recorded between a caller's read and its write was moved); its closing may
+    // still be set.
+    let by = Actor {
+        id: "late-move".into(),
+        by: "ops".into(),
+        client: "127.0.0.1".into(),
+    };
+    let before = serde_json::to_value(&drop).unwrap();
+    let mut moved = drop.clone();
+    moved.opens_at += 3_600_000_000;
+    let change = |e: &Event| anteroom::event::schedule::Runtime {
+        event: Some(e.clone()),
+        cancelled: false,
+    };
+    let done = s
+        .change_event(&p, "fifo-drop", &change(&moved), rt.version, &before, &by)
+        .await;
+    assert_eq!(done.unwrap(), EventChange::OpeningRecorded);
+    let mut closing = drop.clone();
+    closing.closes_at = Some(drop.opens_at + 3_600_000_000);
+    let done = s
+        .change_event(&p, "fifo-drop", &change(&closing), rt.version, &before, &by)
+        .await;
+    assert!(matches!(done.unwrap(), EventChange::Done(_)));
     let mut order = r
         .admitted_visitors
         .iter()

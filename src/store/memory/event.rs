@@ -387,6 +387,23 @@ impl RoomData {
         if rt.version != version {
             return EventChange::Conflict(rt.clone());
         }
+        // As lua/change_event.lua: a recorded opening does not move.
+        let old_id = before
+            .get("name")
+            .and_then(serde_json::Value::as_str)
+            .zip(
+                before
+                    .get("prequeue-from")
+                    .and_then(serde_json::Value::as_u64),
+            )
+            .map(|(n, p)| format!("{n}@{p}"));
+        let moved = change.event.as_ref().is_some_and(|e| {
+            before.get("opens-at").and_then(serde_json::Value::as_u64) != Some(e.opens_at)
+        });
+        if moved && old_id.is_some() && self.events.opened == old_id {
+            return EventChange::OpeningRecorded;
+        }
+        let rt = &mut self.events.runtime;
         rt.events.insert(name.to_string(), change.clone());
         rt.version += 1;
         let v = rt.version;

@@ -139,6 +139,9 @@ impl RedisStore {
         if done == 1 {
             return Ok(EventChange::Done(at(&v, 1, "change_event", &p.name)?));
         }
+        if done == 2 {
+            return Ok(EventChange::OpeningRecorded);
+        }
         Ok(EventChange::Conflict(runtime_of(
             &v,
             1,
