@@ -419,10 +419,16 @@ pub async fn change(
             }
             Ok(EventChange::Conflict(now)) => conflict = Some(now.version),
             Ok(EventChange::OpeningRecorded) => {
-                return error(
-                    StatusCode::UNPROCESSABLE_ENTITY,
-                    "opens-at cannot move: the event has opened, and an opened event stays open; to hold the line now, pause the room (`queue-all`); to end the sale, set closes-at",
-                )
+                // Told as the check before the write tells it, the opening now recorded.
+                let told = old
+                    .as_ref()
+                    .zip(change.event.as_ref())
+                    .and_then(|(o, e)| schedule::frozen(o, e, now, true))
+                    .map_or_else(
+                        || "the event's opening was recorded meanwhile".to_string(),
+                        |p| format!("{} {}; {}", p.field, p.what, p.fix),
+                    );
+                return error(StatusCode::UNPROCESSABLE_ENTITY, &told);
             }
             Err(e) => {
                 return super::api::change_unsure(&e, r.name(), "an event change", who);

@@ -12,6 +12,13 @@ const METHOD_OVERRIDES: [&str; 3] = [
     "x-method-override",
 ];
 
+/// Whether the header `name` is a method override ([`METHOD_OVERRIDES`], in any spelling).
+fn is_override(name: &str) -> bool {
+    METHOD_OVERRIDES
+        .iter()
+        .any(|o| crate::route::headers::named(name, o))
+}
+
 /// Whether the request is `method` as some origin reads it: without case (`post` is POST to
 /// Symfony, Werkzeug, Django), or through a method-override header, any item of it (Express's
 /// method-override takes the first of `PUT, GET`), its name also spelled with `_` for `-`
@@ -21,9 +28,7 @@ pub fn is_method(req: &RequestHeader, method: &http::Method) -> bool {
     let want = method.as_str();
     req.method.as_str().eq_ignore_ascii_case(want)
         || req.headers.iter().any(|(name, v)| {
-            METHOD_OVERRIDES
-                .iter()
-                .any(|h| crate::route::headers::named(name.as_str(), h))
+            is_override(name.as_str())
                 && v.as_bytes()
                     .split(|&c| c == b',')
                     .any(|m| m.trim_ascii().eq_ignore_ascii_case(want.as_bytes()))
@@ -88,11 +93,7 @@ pub fn is_preflight(req: &RequestHeader) -> bool {
     h.contains_key(http::header::ORIGIN)
         && h.contains_key(http::header::ACCESS_CONTROL_REQUEST_METHOD)
         && no_body
-        && !h.iter().any(|(name, _)| {
-            METHOD_OVERRIDES
-                .iter()
-                .any(|o| crate::route::headers::named(name.as_str(), o))
-        })
+        && !h.keys().any(|name| is_override(name.as_str()))
 }
 
 /// The answer to a request whose method takes no body ([`takes_no_body`]).
