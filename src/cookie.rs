@@ -73,9 +73,9 @@ impl CookieKey {
         m.finalize().into_bytes().into()
     }
 
-    fn mac(&self, room: &str, vid: &str, exp: &str) -> HmacSha256 {
+    fn mac(&self, domain: &[u8], room: &str, vid: &str, exp: &str) -> HmacSha256 {
         let mut m = self.mac.clone();
-        m.update(b"anteroom/1|");
+        m.update(domain);
         m.update(room.as_bytes());
         m.update(b"|");
         m.update(vid.as_bytes());
@@ -94,13 +94,50 @@ pub struct Verified {
     pub expires: u64,
 }
 
+/// What the MAC of an admission starts with.
+const ADMISSION: &[u8] = b"anteroom/1|";
+/// What the MAC of an order's receipt starts with: the same format as an admission, so that
+/// neither verifies as the other.
+const RECEIPT: &[u8] = b"anteroom-receipt/1|";
+
 /// Signs an admission for `vid` in `room`, valid until `expires` (unix seconds), with the
 /// first key.
 pub fn sign(keys: &[CookieKey], room: &str, vid: VisitorId, expires: u64) -> Option<String> {
+    sign_in(ADMISSION, keys, room, vid, expires)
+}
+
+/// Signs an order's receipt (`order-receipt`, see `proxy::receipt`): the visitor `vid` of
+/// `room` ordered, and their GETs pass until `expires`. No admission: it orders nothing.
+pub fn sign_receipt(
+    keys: &[CookieKey],
+    room: &str,
+    vid: VisitorId,
+    expires: u64,
+) -> Option<String> {
+    sign_in(RECEIPT, keys, room, vid, expires)
+}
+
+/// Checks a receipt value as [`verify`] checks an admission.
+pub fn verify_receipt(
+    keys: &[CookieKey],
+    room: &str,
+    value: &str,
+    now_secs: u64,
+) -> Option<Verified> {
+    verify_in(RECEIPT, keys, room, value, now_secs)
+}
+
+fn sign_in(
+    domain: &[u8],
+    keys: &[CookieKey],
+    room: &str,
+    vid: VisitorId,
+    expires: u64,
+) -> Option<String> {
     let key = keys.first()?;
     let vid = vid.to_string();
     let exp = expires.to_string();
-    let tag = key.mac(room, &vid, &exp).finalize().into_bytes();
+    let tag = key.mac(domain, room, &vid, &exp).finalize().into_bytes();
     Some(format!(
         "{VERSION}.{vid}.{exp}.{}.{}",
         key.id,
@@ -111,6 +148,16 @@ pub fn sign(keys: &[CookieKey], room: &str, vid: VisitorId, expires: u64) -> Opt
 /// Checks an admission cookie value. Anything malformed, forged, expired, for another room or
 /// signed with an unknown key is `None`: the caller treats it as no cookie at all.
 pub fn verify(keys: &[CookieKey], room: &str, value: &str, now_secs: u64) -> Option<Verified> {
+    verify_in(ADMISSION, keys, room, value, now_secs)
+}
+
+fn verify_in(
+    domain: &[u8],
+    keys: &[CookieKey],
+    room: &str,
+    value: &str,
+    now_secs: u64,
+) -> Option<Verified> {
     if value.len() > MAX_VALUE_LEN {
         return None;
     }
@@ -127,7 +174,9 @@ pub fn verify(keys: &[CookieKey], room: &str, value: &str, now_secs: u64) -> Opt
     let mut raw = [0u8; 33];
     let n = URL_SAFE_NO_PAD.decode_slice(tag, &mut raw).ok()?;
     // Constant-time comparison: `verify_slice` does not short-circuit on the first wrong byte.
-    key.mac(room, vid, exp).verify_slice(&raw[..n]).ok()?;
+    key.mac(domain, room, vid, exp)
+        .verify_slice(&raw[..n])
+        .ok()?;
     if expires <= now_secs {
         return None;
     }
@@ -282,6 +331,12 @@ pub fn set_admission(room: &str, value: &str, max_age: u64, secure: bool) -> Str
         "{COOKIE_PREFIX}{room}={value}; Max-Age={max_age}{}",
         attrs(secure)
     )
+}
+
+/// The cookie name of a room's order receipt (`anteroom_r.ROOM`: a room name has no `.`, so
+/// it is no room's admission).
+pub fn receipt_cookie_name(room: &str) -> String {
+    format!("{COOKIE_PREFIX}r.{room}")
 }
 
 /// `Set-Cookie` for another cookie of ours (the queue ticket), with the same attributes.

@@ -204,6 +204,8 @@ pub struct Room {
     pub ticket_cookie: String,
     /// The join challenge's asked marker ([`crate::edge::challenge::asked_cookie_name`]).
     pub asked_cookie: String,
+    /// The order receipt's cookie name ([`crate::cookie::receipt_cookie_name`]).
+    pub receipt_cookie: String,
     pub live: Live,
     pub metrics: RoomMetrics,
     pub local: LocalBucket,
@@ -300,6 +302,7 @@ impl Room {
         let cookie_name = room_cookie_name(cfg.name());
         let ticket_cookie = crate::line::ticket::cookie_name(cfg.name());
         let asked_cookie = crate::edge::challenge::asked_cookie_name(cfg.name());
+        let receipt_cookie = crate::cookie::receipt_cookie_name(cfg.name());
         let no_script = cfg
             .join_challenge
             .as_ref()
@@ -329,6 +332,7 @@ impl Room {
             cookie_name,
             ticket_cookie,
             asked_cookie,
+            receipt_cookie,
             live: Live::default(),
             metrics,
             local: LocalBucket::default(),

@@ -214,6 +214,8 @@ pub struct RoomFile {
     pub crawlers: Option<String>,
     /// The origin's `Anteroom-Command: complete | revoke` response header is obeyed.
     pub origin_commands: Option<bool>,
+    /// How long after an order its receipt lets the visitor's GETs through (off without).
+    pub order_receipt: Option<String>,
     /// "fifo", "random" or "reject".
     pub queueing: Option<String>,
     /// HTTP status of the "closed" answer (`queueing = "reject"`).

@@ -321,6 +321,8 @@ pub struct RoomConfig {
     pub crawlers: CrawlerPolicy,
     /// The origin may end admissions with `Anteroom-Command` (`src/proxy/command.rs`).
     pub origin_commands: bool,
+    /// `order-receipt`: GETs after an order pass this long (`src/proxy/receipt.rs`).
+    pub order_receipt: Option<Duration>,
     pub queueing: super::QueueMethod,
     /// Status of the "closed" answer of a room that queues nobody.
     pub closed_status: u16,

@@ -13,6 +13,9 @@ use crate::cookie;
 use crate::route::{HostPattern, OtherHosts};
 use crate::store::RoomParams;
 
+/// The longest `order-receipt`: the pages right after an order, not another visit.
+pub const MAX_ORDER_RECEIPT: Duration = Duration::from_secs(600);
+
 impl Builder<'_> {
     pub(super) fn rooms(
         &mut self,
@@ -149,6 +152,7 @@ impl Builder<'_> {
                     );
                 }
             }
+            let order_receipt = self.order_receipt(&p, r.order_receipt.as_deref(), session_ttl);
             let abandon_after = self.duration(
                 &p.key("abandon-after"),
                 r.abandon_after.as_deref(),
@@ -269,6 +273,7 @@ impl Builder<'_> {
                 bypass,
                 crawlers,
                 origin_commands: r.origin_commands.unwrap_or(false),
+                order_receipt,
                 queueing,
                 closed_status,
                 join_challenge,
@@ -278,6 +283,34 @@ impl Builder<'_> {
         }
         self.shadowed_consume(rooms, &out);
         out
+    }
+
+    /// `order-receipt`: off when absent or zero; else between a second and
+    /// [`MAX_ORDER_RECEIPT`], and no longer than the session it follows (a receipt outliving
+    /// the admission it came from would let a visitor browse longer than their turn did).
+    fn order_receipt(
+        &mut self,
+        room: &super::locate::KeyPath,
+        raw: Option<&str>,
+        session_ttl: Duration,
+    ) -> Option<Duration> {
+        let key = room.key("order-receipt");
+        let d = self.duration_or_zero(&key, raw, Duration::ZERO);
+        if d.is_zero() {
+            return None;
+        }
+        let most = MAX_ORDER_RECEIPT.min(session_ttl);
+        if d < Duration::from_secs(1) || d > most {
+            self.fail(
+                key,
+                format!(
+                    "must be 0 (off) or between 1s and {} (and at most the room's session-ttl)",
+                    humantime::format_duration(most)
+                ),
+                "write \"1m\": long enough for the pages the shop shows right after an order",
+            );
+        }
+        Some(d)
     }
 
     /// With `other-hosts = "room"`, a request for a host no room names, on a path two

@@ -152,6 +152,31 @@ fn every_byte_matters() {
 }
 
 #[test]
+fn a_receipt_is_no_admission_and_an_admission_no_receipt() {
+    let k = keys();
+    let vid = VisitorId::random();
+    let receipt = sign_receipt(&k, "sale", vid, 1000).unwrap();
+    let admission = sign(&k, "sale", vid, 1000).unwrap();
+    assert_eq!(
+        verify_receipt(&k, "sale", &receipt, 999),
+        Some(Verified { vid, expires: 1000 })
+    );
+    assert_eq!(verify_receipt(&k, "sale", &receipt, 1000), None, "expired");
+    assert_eq!(verify_receipt(&k, "other", &receipt, 1), None, "cross-room");
+    assert_eq!(verify(&k, "sale", &receipt, 1), None, "a receipt admits");
+    assert_eq!(
+        verify_receipt(&k, "sale", &admission, 1),
+        None,
+        "an admission is a receipt"
+    );
+    assert_ne!(receipt_cookie_name("sale"), room_cookie_name("sale"));
+    assert!(
+        !crate::config::valid_room_name("r.sale"),
+        "a room's admission could be named so"
+    );
+}
+
+#[test]
 fn rotation_verifies_with_old_keys_and_signs_with_the_first() {
     let old = CookieKey::new(b"old-key-old-key-old-key-old-key-!").unwrap();
     let new = CookieKey::new(b"new-key-new-key-new-key-new-key-!").unwrap();

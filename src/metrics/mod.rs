@@ -24,8 +24,9 @@ const DURATION_BUCKETS: [f64; 14] = [
 use crate::proxy::Outcome;
 
 /// Outcomes in label order; `Outcome as usize` indexes it.
-pub const OUTCOMES: [&str; 9] = [
+pub const OUTCOMES: [&str; 10] = [
     "pass", "admit", "wait", "consume", "reject", "status", "bypass", "asset", "redirect",
+    "receipt",
 ];
 /// Why a request was refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

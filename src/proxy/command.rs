@@ -187,6 +187,10 @@ fn obey(
     // The shop's word settles an order in flight too: `finish` ends it in the store.
     if ctx.room == Some(room) && ctx.consumed.take().is_some() {
         super::settle::end_heartbeat(ctx);
+        // An order the shop says is done has its receipt (`order-receipt`); a revoked one not.
+        if let Some(h) = ctx.holder.filter(|_| command == Command::Complete) {
+            super::Proxy::give_receipt(shared, ctx, room, h.vid, h.expires);
+        }
     }
     // No renewal rides on this answer, and the cookie the visitor holds is cleared (every
     // admission the request carried has ended: the clearing replaces none that works).

@@ -30,6 +30,8 @@ pub enum Outcome {
     Asset = 7,
     /// Plain HTTP sent to HTTPS (`redirect-http`).
     Redirect = 8,
+    /// A read let through by an order's receipt (`order-receipt`).
+    Receipt = 9,
 }
 
 impl Outcome {

@@ -96,6 +96,15 @@ pub fn is_preflight(req: &RequestHeader) -> bool {
         && !h.keys().any(|name| is_override(name.as_str()))
 }
 
+/// Whether the request only reads, as every framework reads it: `GET` or `HEAD` without case
+/// and no method override (which could make it any method: an order). What an order's receipt
+/// lets through (`super::receipt`).
+pub fn is_read(req: &RequestHeader) -> bool {
+    let m = req.method.as_str();
+    (m.eq_ignore_ascii_case("GET") || m.eq_ignore_ascii_case("HEAD"))
+        && !req.headers.keys().any(|name| is_override(name.as_str()))
+}
+
 /// The answer to a request whose method takes no body ([`takes_no_body`]).
 pub const BODY_REFUSED: &str = "A GET, HEAD or TRACE request cannot carry a body here: send the \
     request without one, or with the method its body is for (POST).";
@@ -177,6 +186,29 @@ mod tests {
         // An override names the handler; the server frames the request by its own method.
         let overridden = req("/x", &[("X-HTTP-Method-Override", "POST")]);
         assert!(takes_no_body(&overridden));
+    }
+
+    #[test]
+    fn a_read_is_a_get_or_head_nothing_can_turn_into_another_method() {
+        let with = |m: &str, headers: &[(&str, &str)]| {
+            let mut r = req("/orders/1", headers);
+            r.set_method(http::Method::from_bytes(m.as_bytes()).unwrap());
+            r
+        };
+        for m in ["GET", "HEAD", "get", "Head"] {
+            assert!(is_read(&with(m, &[])), "{m}");
+        }
+        for m in ["POST", "post", "PUT", "DELETE", "OPTIONS", "PATCH", "GETX"] {
+            assert!(!is_read(&with(m, &[])), "{m}");
+        }
+        for o in [
+            "X-HTTP-Method-Override",
+            "x-http-method",
+            "X_Method_Override",
+        ] {
+            assert!(!is_read(&with("GET", &[(o, "GET")])), "{o}");
+        }
+        assert!(is_read(&with("GET", &[("X-Other", "POST")])));
     }
 
     #[test]

@@ -28,6 +28,7 @@ mod peer;
 mod prefetch;
 mod published;
 mod queue;
+mod receipt;
 mod refuse;
 mod request;
 mod reregister;
@@ -227,6 +228,11 @@ impl ProxyHttp for Proxy {
                 return Self::consume(shared, session, ctx, room, v.vid, cookie, Vec::new()).await;
             }
             Self::keep_session(shared, ctx, room, v.vid, v.expires, now, cookie_now).await;
+            return Self::wait_for_origin(shared, session, ctx, room).await;
+        }
+        // An order's receipt: the pages right after it (`order-receipt`).
+        if Self::receipt(shared, req, room, cookie_now, is_consume).is_some() {
+            ctx.outcome = Outcome::Receipt;
             return Self::wait_for_origin(shared, session, ctx, room).await;
         }
         if r.cfg.queueing == crate::config::QueueMethod::Reject {

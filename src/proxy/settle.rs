@@ -263,6 +263,10 @@ pub(super) async fn settle(shared: &super::held::Held, ctx: &mut Ctx, how: Settl
         return;
     };
     if how == Settle::Confirm {
+        // The pages right after the order (`order-receipt`).
+        if let Some(h) = ctx.holder.filter(|h| h.vid == t.vid) {
+            super::Proxy::give_receipt(shared, ctx, t.room, t.vid, h.expires);
+        }
         // Owed before the heartbeat stops marking it in flight: no moment in between when
         // another order of it would be asked of the store.
         settle_later(shared.arc(), t, how);

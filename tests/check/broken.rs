@@ -143,6 +143,12 @@ pub const BROKEN: &[(&str, usize, &str, &str)] = &[
         "takes the socket of listen.http",
     ),
     (
+        "bad_order_receipt_long.toml",
+        14,
+        "room[0].order-receipt",
+        "must be 0 (off) or between 1s and 5m (and at most the room's session-ttl)",
+    ),
+    (
         "bad_session_ttl_huge.toml",
         13,
         "room[0].session-ttl",
