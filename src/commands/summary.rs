@@ -224,6 +224,13 @@ pub(super) fn summary(c: &Config) -> String {
                 "            origin commands: Anteroom-Command complete | revoke obeyed (and removed)"
             );
         }
+        if let Some(d) = r.order_receipt {
+            let _ = writeln!(
+                s,
+                "            order receipt: GET and HEAD pass for {} after an order",
+                dur(d)
+            );
+        }
         for e in &r.events {
             use crate::event::time::format;
             let _ = writeln!(

@@ -21,6 +21,8 @@ impl Builder<'_> {
         consume: &[ConsumeRoute],
     ) -> Vec<BypassRule> {
         let mut out = Vec::new();
+        // The file's index of each rule in `out`.
+        let mut at = Vec::new();
         for (i, b) in rules.iter().enumerate() {
             let bp = p.key("bypass").index(i);
             let kinds = [
@@ -49,6 +51,7 @@ impl Builder<'_> {
                     continue;
                 }
                 out.push(BypassRule::Preflight);
+                at.push(i);
                 continue;
             }
             if let Some(path) = &b.path {
@@ -109,6 +112,7 @@ impl Builder<'_> {
                     continue;
                 }
                 out.push(BypassRule::Path(path.clone()));
+                at.push(i);
             } else if let Some(clients) = &b.client {
                 let mut nets = Vec::new();
                 for c in clients {
@@ -152,6 +156,7 @@ impl Builder<'_> {
                     continue;
                 }
                 out.push(BypassRule::Client(nets));
+                at.push(i);
             } else if let (Some(header), Some(equals)) = (&b.header, &b.equals) {
                 let Ok(name) = http::HeaderName::from_bytes(header.as_bytes()) else {
                     self.fail(
@@ -187,6 +192,17 @@ impl Builder<'_> {
                     name,
                     digest: Sha256::digest(value.as_bytes()).into(),
                 });
+                at.push(i);
+            }
+        }
+        // A rule written twice is a slip (a merge of two files, a copy meant to be edited).
+        for (j, rule) in out.iter().enumerate() {
+            if let Some(first) = out[..j].iter().position(|r| r == rule) {
+                self.warn(
+                    p.key("bypass").index(at[j]),
+                    format!("repeats bypass[{}]", at[first]),
+                    "leave one of them out (or change the one meant to differ)",
+                );
             }
         }
         out

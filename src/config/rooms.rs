@@ -211,6 +211,13 @@ impl Builder<'_> {
                 }
             };
             let consume = self.consume(&p, &r.consume, &paths);
+            if order_receipt.is_some() && consume.is_empty() && r.origin_commands != Some(true) {
+                self.warn(
+                    p.key("order-receipt"),
+                    "gives no receipt: the room has no consume route (nor origin-commands)",
+                    "add the order's route to consume, e.g. [\"POST /orders\"], or leave order-receipt out",
+                );
+            }
             let template = r
                 .template
                 .as_ref()

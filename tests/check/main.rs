@@ -493,8 +493,10 @@ fn likely_slips_are_warnings() {
             "admin = \"127.0.0.1:9090\"",
             "admin = \"127.0.0.1:9090\"\ntrusted-proxies = [\"::/0\", \"127.0.0.1\"]",
         )
-        .replace("paths = [\"/products\"]", "paths = [\"/products\", \"/orders\"]\nhosts = [\"shop.example\", \"Shop.Example.\"]\nconsume = [\"POST /orders\", \"POST /orders\", \"FOO /orders/x\"]");
+        .replace("paths = [\"/products\"]", "paths = [\"/products\", \"/orders\"]\nhosts = [\"shop.example\", \"Shop.Example.\"]\nconsume = [\"POST /orders\", \"POST /orders\", \"FOO /orders/x\"]\nbypass = [{ preflight = true }, { path = \"/feed\" }, { preflight = true }]");
     let file = format!("{file}\n[[room.event]]\nname = \"spring\"\nopens-at = \"2020-03-01T10:00:00Z\"\ncloses-at = \"2020-03-01T11:00:00Z\"\n");
+    // A second room that gives receipts and has no order to give them for.
+    let file = format!("{file}\n[[room]]\nname = \"browse\"\npaths = [\"/browse\"]\nadmit-per-second = 5\nmax-active = 5\norder-receipt = \"1m\"\n");
     std::fs::write(dir.path().join("slips.toml"), file).unwrap();
     let (ok, stdout, stderr) = check_in(dir.path(), "slips.toml");
     assert!(ok, "{stderr}");
@@ -502,6 +504,16 @@ fn likely_slips_are_warnings() {
     assert!(
         stdout.contains("  trusted   ::/0, 127.0.0.1/32"),
         "{stdout}"
+    );
+    assert!(
+        stdout.contains("order receipt: GET and HEAD pass for 1m after an order"),
+        "{stdout}"
+    );
+    assert!(
+        stderr
+            .lines()
+            .any(|l| l.contains("room[1].order-receipt: ") && l.contains("gives no receipt")),
+        "{stderr}"
     );
     for (line, key, words) in [
         (
@@ -511,8 +523,9 @@ fn likely_slips_are_warnings() {
         ),
         (16, "room[0].hosts[1]", "is listed twice"),
         (17, "room[0].consume[1]", "is listed twice"),
+        (18, "room[0].bypass[2]", "repeats bypass[0]"),
         (
-            24,
+            25,
             "room[0].event[0].closes-at",
             "event \"spring\" closed at 2020-03-01T11:00:00Z: the room takes nobody new",
         ),
