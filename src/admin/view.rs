@@ -75,6 +75,8 @@ pub async fn room(s: &Shared, i: usize) -> Value {
         "tick_ms": p.tick.as_millis() as u64,
         "on_store_error": r.cfg.on_store_error.as_str(),
         "consume": r.cfg.consume.iter().map(|c| format!("{} {}", c.method, c.path)).collect::<Vec<_>>(),
+        // `null` when off.
+        "order_receipt_seconds": r.cfg.order_receipt.map(|d| d.as_secs()),
     });
     // Counted by this process since it started; the top-level totals are the store's, for
     // every instance together.

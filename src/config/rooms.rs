@@ -307,6 +307,11 @@ impl Builder<'_> {
             return None;
         }
         let most = MAX_ORDER_RECEIPT.min(session_ttl);
+        // A suggestion that passes (found by review: "1m" under a session-ttl of 30s).
+        let fix = format!(
+            "write \"{}\": long enough for the pages the shop shows right after an order",
+            humantime::format_duration(Duration::from_secs(most.as_secs().clamp(1, 60)))
+        );
         if d < Duration::from_secs(1) || d > most {
             self.fail(
                 key,
@@ -314,8 +319,11 @@ impl Builder<'_> {
                     "must be 0 (off) or between 1s and {} (and at most the room's session-ttl)",
                     humantime::format_duration(most)
                 ),
-                "write \"1m\": long enough for the pages the shop shows right after an order",
+                fix,
             );
+        } else if d.subsec_nanos() != 0 {
+            // A receipt's life is signed in whole seconds (found by review: 1500ms was 1s).
+            self.fail(key, "is not a whole number of seconds", fix);
         }
         Some(d)
     }

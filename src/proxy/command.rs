@@ -185,11 +185,12 @@ fn obey(
         endings.push((room, holder.vid, ending));
     }
     // The shop's word settles an order in flight too: `finish` ends it in the store.
-    if ctx.room == Some(room) && ctx.consumed.take().is_some() {
+    let ours = ctx.room == Some(room);
+    if let Some(t) = ctx.consumed.take_if(|_| ours) {
         super::settle::end_heartbeat(ctx);
         // An order the shop says is done has its receipt (`order-receipt`); a revoked one not.
-        if let Some(h) = ctx.holder.filter(|_| command == Command::Complete) {
-            super::Proxy::give_receipt(shared, ctx, room, h.vid, h.expires);
+        if command == Command::Complete {
+            super::Proxy::give_receipt(shared, ctx, room, t.vid, t.expires);
         }
     }
     // No renewal rides on this answer, and the cookie the visitor holds is cleared (every

@@ -112,6 +112,7 @@ impl Proxy {
             vid,
             request: order.request.clone(),
             grace: order.grace,
+            expires: cookie_expires,
         };
         let (status, title, message, retry) = match won {
             Ok(Consumed::Won) => {

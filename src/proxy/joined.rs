@@ -216,6 +216,7 @@ impl Proxy {
                                 vid,
                                 request: RequestId::random(),
                                 grace: Self::order_grace(shared, room),
+                                expires: 0,
                             };
                             Self::order_goes_on(shared, ctx, room, taken);
                         }

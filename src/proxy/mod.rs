@@ -231,8 +231,14 @@ impl ProxyHttp for Proxy {
             return Self::wait_for_origin(shared, session, ctx, room).await;
         }
         // An order's receipt: the pages right after it (`order-receipt`).
-        if Self::receipt(shared, req, room, cookie_now, is_consume).is_some() {
+        if let Some(v) = Self::receipt(shared, req, room, cookie_now, is_consume) {
             ctx.outcome = Outcome::Receipt;
+            // Its visitor, whom the shop may end with a command here (found by review: a
+            // `revoke` on the confirmation page was counted `unadmitted`, the receipt kept).
+            ctx.holder = Some(command::Holder {
+                vid: v.vid,
+                expires: v.expires,
+            });
             return Self::wait_for_origin(shared, session, ctx, room).await;
         }
         if r.cfg.queueing == crate::config::QueueMethod::Reject {

@@ -9,7 +9,9 @@
 //! buys no order (a consume route with only a receipt gets the waiting flow, like any request
 //! without an admission), holds no place in `max-active`, and lives no longer than the admission
 //! it came from: a browser that kept the used cookie could open the same pages until then
-//! anyway. A revoked visitor's receipt, and any receipt in a pre-queue, opens nothing.
+//! anyway. A revoked visitor's receipt (the shop may send `revoke` on a page the receipt opened),
+//! and any receipt in a pre-queue, opens nothing; nor does one open a protocol switch
+//! (`Upgrade`: a WebSocket would outlive it).
 
 use pingora::http::RequestHeader;
 
@@ -31,7 +33,8 @@ impl Proxy {
     ) -> Option<cookie::Verified> {
         let r = &shared.rooms[room];
         r.cfg.order_receipt?;
-        if is_consume || !method::is_read(req) {
+        // Nor a protocol switch: a tunnel would outlive the receipt, and carry what it likes.
+        if is_consume || !method::is_read(req) || req.headers.contains_key(http::header::UPGRADE) {
             return None;
         }
         let v = cookie::find_map(cookie_values(req), &r.receipt_cookie, |v| {

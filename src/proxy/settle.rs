@@ -24,6 +24,9 @@ pub(super) struct Taken {
     pub request: RequestId,
     /// The consume's grace period: how long settling it is worth retrying.
     pub grace: Duration,
+    /// Until when the admission the order used ran (unix seconds, the store's clock); 0 for
+    /// an order let through without one (the `open` policy). An order's receipt lives no longer.
+    pub expires: u64,
 }
 
 /// How the origin's answer settles the order: a failure of the shop (5xx) or the shop turning
@@ -264,9 +267,7 @@ pub(super) async fn settle(shared: &super::held::Held, ctx: &mut Ctx, how: Settl
     };
     if how == Settle::Confirm {
         // The pages right after the order (`order-receipt`).
-        if let Some(h) = ctx.holder.filter(|h| h.vid == t.vid) {
-            super::Proxy::give_receipt(shared, ctx, t.room, t.vid, h.expires);
-        }
+        super::Proxy::give_receipt(shared, ctx, t.room, t.vid, t.expires);
         // Owed before the heartbeat stops marking it in flight: no moment in between when
         // another order of it would be asked of the store.
         settle_later(shared.arc(), t, how);

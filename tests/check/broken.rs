@@ -146,7 +146,20 @@ pub const BROKEN: &[(&str, usize, &str, &str)] = &[
         "bad_order_receipt_long.toml",
         14,
         "room[0].order-receipt",
-        "must be 0 (off) or between 1s and 5m (and at most the room's session-ttl)",
+        "must be 0 (off) or between 1s and 30s (and at most the room's session-ttl)",
+    ),
+    // The fix suggests a value that passes (review: "1m" under a session-ttl of 30s).
+    (
+        "bad_order_receipt_long.toml",
+        14,
+        "room[0].order-receipt",
+        "fix: write \"30s\"",
+    ),
+    (
+        "bad_order_receipt_fraction.toml",
+        14,
+        "room[0].order-receipt",
+        "is not a whole number of seconds",
     ),
     (
         "bad_session_ttl_huge.toml",
