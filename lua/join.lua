@@ -42,9 +42,12 @@
 -- max-active are in force, between an operator's override and the autopilot.
 --
 -- Reply (parsed by src/store/redis/join_reply.rs):
---   { code, position, waiting, eta rate (string), joined now (1/0), offset, epoch, drawn (1/0) }
+--   { code, position, waiting, eta rate (string), joined now (1/0), offset, epoch, drawn (1/0),
+--     full (1/0) }
 --   (offset and epoch, the visitor's place for the queue ticket, with codes 1, 2 and 7 only;
---   drawn: the place is a draw's, not to be shown before the opening)
+--   drawn: the place is a draw's, not to be shown before the opening; full, a newcomer's only:
+--   every slot of max-active was taken as they were placed, which the caller's figures from
+--   the last tick may not show yet)
 --   code 0 admitted (claimed), 1 waiting, 2 paused (queue_all), 3 full, 4 open (room switched
 --   off), 5 entered (a newcomer admitted at once), 6 limited (too many new visitors from this
 --   client; the eta field carries the milliseconds until the window ends), 7 registered (in
@@ -165,9 +168,9 @@ local function fast_path()
   local recent, window = window_left(h_recent, now, tonumber(ARGV[6]), burst)
   -- Slots the admission loop holds back for sessions a store that lost its data forgot.
   local hold_back = tonumber(h_hold_back) or 0
-  local walks_in = not held and n == 0 and tokens >= 1 and window >= 1
-    and redis.call('ZCARD', active) + hold_back < max_active
-  return walks_in, n, tokens, recent
+  local full = redis.call('ZCARD', active) + hold_back >= max_active
+  local walks_in = not held and n == 0 and tokens >= 1 and window >= 1 and not full
+  return walks_in, n, tokens, recent, full
 end
 
 -- Let in: held for claim-ttl until the visitor comes back with the cookie (whose first return
@@ -276,7 +279,8 @@ local refused = limited()
 if refused then
   return refused
 end
-local walks_in, n, tokens, recent = fast_path()
+local walks_in, n, tokens, recent, full = fast_path()
+full = full and 1 or 0
 if walks_in then
   return enter(true, tokens, recent, true)
 end
@@ -343,6 +347,6 @@ redis.call('ZADD', waiting, 'NX', offset * SLOTS + (in_pre and 0 or live_slot(li
 redis.call('HSET', room, 'epoch', epoch, 'last_off', last)
 redis.call('HINCRBY', room, 'joined', 1)
 if key then
-  return { code, 0, n + 1, tostring(eta_rate(measured, rate)), 1, offset, epoch, 1 }
+  return { code, 0, n + 1, tostring(eta_rate(measured, rate)), 1, offset, epoch, 1, full }
 end
-return { code, n + 1, n + 1, tostring(eta_rate(measured, rate)), 1, offset, epoch, 0 }
+return { code, n + 1, n + 1, tostring(eta_rate(measured, rate)), 1, offset, epoch, 0, full }

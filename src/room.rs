@@ -10,6 +10,7 @@
 
 pub mod abandon_hold;
 pub mod gate;
+mod live;
 mod local;
 pub mod owed;
 pub mod policy;
@@ -19,182 +20,13 @@ pub mod revoked;
 pub mod series;
 pub mod share;
 
+pub use live::Live;
 pub use local::{LocalAdmit, LocalBucket};
-
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use crate::clock::Micros;
 use crate::config::RoomConfig;
 use crate::cookie::room_cookie_name;
-use crate::line::forecast::{self, HeldBy};
 use crate::metrics::RoomMetrics;
-use crate::store::AdmitReport;
-
-/// Figures from the latest admission tick.
-#[derive(Debug)]
-pub struct Live {
-    enabled: AtomicBool,
-    queue_all: AtomicBool,
-    waiting: AtomicU64,
-    active: AtomicU64,
-    /// Slots of `max-active` the tick held back for sessions a store that lost its data forgot
-    /// (the store enforces them beside `active`).
-    held_back: AtomicU64,
-    /// Measured admissions per second × 1000.
-    rate_milli: AtomicU64,
-    admitted_total: AtomicU64,
-    /// The rate in force (config or override) × 1000, as of the last tick.
-    rate_in_force_milli: AtomicU64,
-    /// Live proxy instances as of the last tick (for the `local` policy's share).
-    instances: AtomicU64,
-    /// The max-active in force (config or override) as of the last tick.
-    max_active_in_force: AtomicU64,
-    /// An admission tick has answered since this process started: until then the figures
-    /// above are defaults, not knowledge, and the `local` policy admits nobody.
-    heard: AtomicBool,
-    /// When the last tick answered (for the decay of `active` in the store-error policy).
-    heard_at: std::sync::Mutex<Option<std::time::Instant>>,
-    /// The last tick that reached the store was refused for the room's key layout.
-    refused: AtomicBool,
-    /// The last tick said the live instances disagree on the room's events.
-    events_mixed: AtomicBool,
-}
-
-impl Default for Live {
-    fn default() -> Self {
-        Self {
-            enabled: AtomicBool::new(true),
-            queue_all: AtomicBool::new(false),
-            waiting: AtomicU64::new(0),
-            active: AtomicU64::new(0),
-            held_back: AtomicU64::new(0),
-            rate_milli: AtomicU64::new(0),
-            admitted_total: AtomicU64::new(0),
-            rate_in_force_milli: AtomicU64::new(0),
-            instances: AtomicU64::new(1),
-            max_active_in_force: AtomicU64::new(0),
-            heard: AtomicBool::new(false),
-            heard_at: std::sync::Mutex::new(None),
-            refused: AtomicBool::new(false),
-            events_mixed: AtomicBool::new(false),
-        }
-    }
-}
-
-impl Live {
-    /// `held_back`: the slots the tick's call held back (see the field).
-    pub fn update(
-        &self,
-        r: &AdmitReport,
-        rate_in_force: f64,
-        max_active_in_force: u64,
-        held_back: u64,
-    ) {
-        self.max_active_in_force
-            .store(max_active_in_force, Ordering::Relaxed);
-        self.heard.store(true, Ordering::Release);
-        self.refused.store(false, Ordering::Relaxed);
-        *self.heard_at.lock().unwrap_or_else(|e| e.into_inner()) = Some(std::time::Instant::now());
-        self.rate_in_force_milli
-            .store((rate_in_force * 1000.0).round() as u64, Ordering::Relaxed);
-        self.instances.store(r.instances.max(1), Ordering::Relaxed);
-        self.enabled.store(r.state.enabled, Ordering::Relaxed);
-        self.queue_all.store(r.state.queue_all, Ordering::Relaxed);
-        self.events_mixed.store(r.events_mixed, Ordering::Relaxed);
-        self.waiting.store(r.waiting, Ordering::Relaxed);
-        self.active.store(r.active, Ordering::Relaxed);
-        self.held_back.store(held_back, Ordering::Relaxed);
-        self.rate_milli
-            .store((r.measured_rate * 1000.0).round() as u64, Ordering::Relaxed);
-        self.admitted_total.fetch_add(r.admitted, Ordering::Relaxed);
-    }
-
-    /// Applies a state change made through this instance at once (others follow at their tick).
-    pub fn set_state(&self, s: &crate::store::RoomState) {
-        self.enabled.store(s.enabled, Ordering::Relaxed);
-        self.queue_all.store(s.queue_all, Ordering::Relaxed);
-    }
-
-    pub fn enabled(&self) -> bool {
-        self.enabled.load(Ordering::Relaxed)
-    }
-
-    pub fn queue_all(&self) -> bool {
-        self.queue_all.load(Ordering::Relaxed)
-    }
-
-    pub fn events_mixed(&self) -> bool {
-        self.events_mixed.load(Ordering::Relaxed)
-    }
-
-    pub fn waiting(&self) -> u64 {
-        self.waiting.load(Ordering::Relaxed)
-    }
-
-    pub fn active(&self) -> u64 {
-        self.active.load(Ordering::Relaxed)
-    }
-
-    /// The slots of `max-active` taken as of the last tick: the sessions and the slots held
-    /// back for those a store that lost its data forgot.
-    pub fn taken(&self) -> u64 {
-        self.active()
-            .saturating_add(self.held_back.load(Ordering::Relaxed))
-    }
-
-    /// The rate in force at the last tick; `None` before the first one.
-    pub fn rate_in_force(&self) -> Option<f64> {
-        match self.rate_in_force_milli.load(Ordering::Relaxed) {
-            0 => None,
-            m => Some(m as f64 / 1000.0),
-        }
-    }
-
-    pub fn instances(&self) -> u64 {
-        self.instances.load(Ordering::Relaxed)
-    }
-
-    /// A tick failed: a refusal of the key layout holds the room until a tick answers (a
-    /// timeout in between says nothing about the layout).
-    pub fn tick_failed(&self, e: &crate::store::StoreError) {
-        if e.is_layout_refusal() {
-            self.refused.store(true, Ordering::Relaxed);
-        }
-    }
-
-    pub fn refused(&self) -> bool {
-        self.refused.load(Ordering::Relaxed)
-    }
-
-    pub fn heard(&self) -> bool {
-        self.heard.load(Ordering::Acquire)
-    }
-
-    pub fn max_active_in_force(&self) -> u64 {
-        self.max_active_in_force.load(Ordering::Relaxed)
-    }
-
-    pub fn measured_rate(&self) -> f64 {
-        self.rate_milli.load(Ordering::Relaxed) as f64 / 1000.0
-    }
-
-    /// What holds the line as of the last tick (`None` before the first, and when nothing
-    /// does).
-    pub fn held_by(&self) -> Option<HeldBy> {
-        if !self.heard() {
-            return None;
-        }
-        forecast::held_by(&forecast::Figures {
-            enabled: self.enabled(),
-            queue_all: self.queue_all(),
-            waiting: self.waiting(),
-            // The slots held back are not free (found by review: after a loss with the shop
-            // full, the line was said to move at the rate while it stood still).
-            active: self.taken(),
-            max_active: self.max_active_in_force(),
-        })
-    }
-}
 
 /// One room: config, its cookie name, the live figures and its metric handles.
 pub struct Room {
@@ -356,42 +188,7 @@ impl Room {
             g.resize(cap.max_inflight);
             self.gate = Some(g.clone());
         }
-        self.live
-            .enabled
-            .store(old.live.enabled(), Ordering::Relaxed);
-        self.live
-            .queue_all
-            .store(old.live.queue_all(), Ordering::Relaxed);
-        // And that the instances disagreed on the events: a reload during an outage let the
-        // policy admit as if they agreed (found by re-review: newcomers reached the shop).
-        self.live
-            .events_mixed
-            .store(old.live.events_mixed(), Ordering::Relaxed);
-        self.live
-            .waiting
-            .store(old.live.waiting(), Ordering::Relaxed);
-        self.live.active.store(old.live.active(), Ordering::Relaxed);
-        self.live.held_back.store(
-            old.live.held_back.load(Ordering::Relaxed),
-            Ordering::Relaxed,
-        );
-        self.live
-            .instances
-            .store(old.live.instances(), Ordering::Relaxed);
-        self.live
-            .max_active_in_force
-            .store(old.live.max_active_in_force(), Ordering::Relaxed);
-        self.live.heard.store(old.live.heard(), Ordering::Release);
-        // When the store last answered, too: without it the store's sessions counted as
-        // running for good, and a reload during an outage left the `local` policy no share to
-        // admit with until the store was back (found by review).
-        let heard_at = *old.live.heard_at.lock().unwrap_or_else(|e| e.into_inner());
-        *self.live.heard_at.lock().unwrap_or_else(|e| e.into_inner()) = heard_at;
-        // A refusal of the key layout holds the room over a reload too (found by review: the
-        // room opened until its next tick reached the store).
-        self.live
-            .refused
-            .store(old.live.refused(), Ordering::Relaxed);
+        self.live.inherit(&old.live);
         self.recovery.inherit(&old.recovery);
         self.prelimit.inherit(&old.prelimit);
         self.ticket_asks.inherit(&old.ticket_asks);
@@ -401,13 +198,7 @@ impl Room {
         // rate override, and the `local` policy admitted by them.
         if let Some(k) = self.recovery.known() {
             let p = &self.cfg.params;
-            self.live
-                .max_active_in_force
-                .store(p.max_active(&k.state), Ordering::Relaxed);
-            self.live.rate_in_force_milli.store(
-                (p.rate(&k.state) * 1000.0).round() as u64,
-                Ordering::Relaxed,
-            );
+            self.live.in_force(p.max_active(&k.state), p.rate(&k.state));
         }
         let now = crate::clock::Clock::now_micros(&crate::clock::SystemClock);
         self.abandon_hold.inherit(
@@ -465,12 +256,7 @@ impl Room {
 
     /// What the store-error policy decides on: the last tick's knowledge and the local sessions.
     pub fn last_known(&self, now: Micros) -> policy::LastKnown {
-        let since = self
-            .live
-            .heard_at
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .map(|t| t.elapsed());
+        let since = self.live.since_heard();
         policy::LastKnown {
             // With the sessions a store that lost its data has not counted again.
             store_active: policy::still_active(

@@ -115,3 +115,37 @@ async fn a_line_held_by_a_full_shop_has_no_eta_from_the_rate() {
         "{table}"
     );
 }
+
+/// The first answer to a visitor who joins right after the shop filled already says so: the
+/// join's answer carries it, not only the next tick's figures (found by review: it said
+/// "rate", with the rate's ETA, and that first ETA is what the accuracy figures compare with).
+/// A tick of 5 s keeps the last tick's figures from before the shop filled.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_first_answer_after_the_shop_fills_says_it_is_full() {
+    let origin = Origin::start().await;
+    let proxy = Proxy::start(&config(origin.addr).replace("tick = \"100ms\"", "tick = \"5s\""));
+    // A tick has been heard: it sets the rate in force.
+    eventually(Duration::from_secs(10), "the first tick", || async {
+        let m = metrics_text(&proxy, TOKEN).await;
+        m.lines()
+            .any(|l| l.starts_with("anteroom_admit_rate{room=\"sale\"} 5"))
+            .then_some(())
+    })
+    .await;
+    for _ in 0..2 {
+        let mut jar = Jar::default();
+        let s = get_json(&proxy, "/.anteroom/status?room=sale", &mut jar)
+            .await
+            .unwrap();
+        assert_eq!(s["state"], "admitted", "{s}");
+    }
+    let mut third = Jar::default();
+    let s = get_json(&proxy, "/.anteroom/status?room=sale", &mut third)
+        .await
+        .unwrap();
+    assert_eq!(
+        (&s["state"], &s["held_by"], s["eta_seconds"].is_null()),
+        (&Value::from("waiting"), &Value::from("max-active"), true),
+        "{s}"
+    );
+}

@@ -211,10 +211,11 @@ impl Builder<'_> {
                 }
             };
             let consume = self.consume(&p, &r.consume, &paths);
-            if order_receipt.is_some() && consume.is_empty() && r.origin_commands != Some(true) {
+            // Only an order's answer gives one (a `complete` on another page does not).
+            if order_receipt.is_some() && consume.is_empty() {
                 self.warn(
                     p.key("order-receipt"),
-                    "gives no receipt: the room has no consume route (nor origin-commands)",
+                    "gives no receipt: the room has no consume route",
                     "add the order's route to consume, e.g. [\"POST /orders\"], or leave order-receipt out",
                 );
             }

@@ -35,6 +35,10 @@ pub(super) struct Holder {
     pub vid: VisitorId,
     /// Until when its cookie verifies (unix seconds).
     pub expires: u64,
+    /// Held by an order's receipt, not an admission (`order-receipt`): a `revoke` ends it, a
+    /// `complete` has nothing to end (found by review: it took the visitor, who had joined
+    /// the line again under the same id, out of it).
+    pub receipt: bool,
 }
 
 /// Reads, removes and obeys the origin's `Anteroom-Command` on `resp`, for the request
@@ -67,7 +71,17 @@ pub(super) async fn on_response(req: &RequestHeader, resp: &mut ResponseHeader, 
                     let r = &shared.rooms[i];
                     r.cfg.origin_commands && r.cfg.upstream == ctx.upstream
                 })
-                .map(|i| (i, held(&shared, req, i, None)))
+                .map(|i| {
+                    let mut holders = held(&shared, req, i, None);
+                    // And the receipt it carries (found by review: a `revoke` on a logout page
+                    // outside the room left it working).
+                    if let Some(h) = super::Proxy::receipt_holder(&shared, req, i) {
+                        if !holders.iter().any(|o| o.vid == h.vid) {
+                            holders.push(h);
+                        }
+                    }
+                    (i, holders)
+                })
                 .filter(|(_, holders)| !holders.is_empty())
                 .collect()
         }
@@ -130,6 +144,7 @@ fn held(shared: &Shared, req: &RequestHeader, room: usize, first: Option<Holder>
         holders.push(Holder {
             vid: v.vid,
             expires: v.expires,
+            receipt: false,
         });
     }
     holders
@@ -156,6 +171,11 @@ fn obey(
     let Some(command) = command else {
         return Vec::new();
     };
+    let holders: Vec<Holder> = holders
+        .iter()
+        .copied()
+        .filter(|h| command == Command::Revoke || !h.receipt)
+        .collect();
     if holders.is_empty() {
         // No valid admission came with the request: nothing to end.
         count(OriginCommand::Unadmitted);
@@ -167,7 +187,7 @@ fn obey(
     });
     let now = shared.cookie_secs(room);
     let mut endings = Vec::with_capacity(holders.len());
-    for holder in holders {
+    for holder in &holders {
         let ending = Ending::of(command, now, holder.expires, r.cfg.params.session_ttl);
         if command == Command::Revoke {
             r.revoked.note(
@@ -198,6 +218,17 @@ fn obey(
     ctx.set_cookies.retain(|c| !cookie::sets(c, &r.cookie_name));
     ctx.set_cookies
         .push(cookie::clear_admission(r.name(), secure(shared, ctx)));
+    // A revoked visitor's receipt is refused: the browser need not keep it (review).
+    if command == Command::Revoke && r.cfg.order_receipt.is_some() {
+        ctx.set_cookies
+            .retain(|c| !cookie::sets(c, &r.receipt_cookie));
+        ctx.set_cookies.push(cookie::set_named(
+            &r.receipt_cookie,
+            "",
+            0,
+            secure(shared, ctx),
+        ));
+    }
     tracing::info!(
         room = r.name(),
         command = command.as_str(),

@@ -154,6 +154,7 @@ impl Proxy {
                         ctx.holder = Some(super::command::Holder {
                             vid: next.vid,
                             expires: next.expires,
+                            receipt: false,
                         });
                         let cookie = (next.expires, cookie_now);
                         return Box::pin(Self::consume(

@@ -35,9 +35,19 @@ impl Proxy {
                     m.admitted.inc();
                 }
                 Ok(Admission::EnteredFromLine) => m.admitted.inc(),
+                Ok(Admission::Waiting {
+                    joined: true, full, ..
+                }) => {
+                    m.joined.inc();
+                    // The shop filled since the last tick: what holds the line, and the ETA,
+                    // are said by that from this answer on (found by review: the first answer
+                    // after the shop filled said "rate", with the rate's ETA).
+                    if *full {
+                        r.live.note_full();
+                    }
+                }
                 Ok(
-                    Admission::Waiting { joined: true, .. }
-                    | Admission::Paused { joined: true, .. }
+                    Admission::Paused { joined: true, .. }
                     | Admission::Registered { joined: true, .. },
                 ) => m.joined.inc(),
                 _ => {}

@@ -218,6 +218,7 @@ impl ProxyHttp for Proxy {
             ctx.holder = Some(command::Holder {
                 vid: v.vid,
                 expires: v.expires,
+                receipt: false,
             });
             if is_consume {
                 // The slot first: a consume that waits in vain has consumed nothing.
@@ -238,6 +239,7 @@ impl ProxyHttp for Proxy {
             ctx.holder = Some(command::Holder {
                 vid: v.vid,
                 expires: v.expires,
+                receipt: true,
             });
             return Self::wait_for_origin(shared, session, ctx, room).await;
         }

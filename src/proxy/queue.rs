@@ -76,6 +76,7 @@ impl Proxy {
                     ctx.holder = Some(command::Holder {
                         vid,
                         expires: cookie_now,
+                        receipt: false,
                     });
                     Outcome::Admit
                 } else {

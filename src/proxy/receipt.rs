@@ -37,10 +37,7 @@ impl Proxy {
         if is_consume || !method::is_read(req) || req.headers.contains_key(http::header::UPGRADE) {
             return None;
         }
-        let v = cookie::find_map(cookie_values(req), &r.receipt_cookie, |v| {
-            cookie::verify_receipt(&shared.config.cookie.keys, r.name(), v, now)
-                .filter(|v| !r.revoked.holds(v.vid, now))
-        })?;
+        let v = Self::verified_receipt(shared, req, room, now)?;
         // A pre-queue lets nobody through (as for an admission from before it).
         if r.events.any()
             && r.events
@@ -49,6 +46,37 @@ impl Proxy {
             return None;
         }
         Some(v)
+    }
+
+    /// The receipt a request carries for `room`, whatever its method and path, as an origin
+    /// command reads it on a page outside every room: only a `revoke` acts on it.
+    pub(super) fn receipt_holder(
+        shared: &Shared,
+        req: &RequestHeader,
+        room: usize,
+    ) -> Option<super::command::Holder> {
+        shared.rooms[room].cfg.order_receipt?;
+        let v = Self::verified_receipt(shared, req, room, shared.cookie_secs(room))?;
+        Some(super::command::Holder {
+            vid: v.vid,
+            expires: v.expires,
+            receipt: true,
+        })
+    }
+
+    /// The first of the request's receipts for `room` that verifies at `now` and whose
+    /// visitor the shop has not revoked.
+    fn verified_receipt(
+        shared: &Shared,
+        req: &RequestHeader,
+        room: usize,
+        now: u64,
+    ) -> Option<cookie::Verified> {
+        let r = &shared.rooms[room];
+        cookie::find_map(cookie_values(req), &r.receipt_cookie, |v| {
+            cookie::verify_receipt(&shared.config.cookie.keys, r.name(), v, now)
+                .filter(|v| !r.revoked.holds(v.vid, now))
+        })
     }
 
     /// Gives the visitor `vid`, whose order of `room` the origin took, a receipt: for the room's

@@ -126,13 +126,16 @@ pub enum Admission {
     Admitted,
     /// In line at `position` (1 = next) of `waiting`; `eta_rate` is admissions per second to
     /// base an ETA on; `joined` is true when this call put the visitor in line; `place` is the
-    /// visitor's place in the line's order, for their queue ticket.
+    /// visitor's place in the line's order, for their queue ticket. `full`: a newcomer placed
+    /// while every slot of `max-active` was taken (what the last tick's figures may not show
+    /// yet); `false` for a visitor already in line.
     Waiting {
         position: u64,
         waiting: u64,
         eta_rate: f64,
         joined: bool,
         place: Place,
+        full: bool,
     },
     /// In line, but the room holds the line (`queue_all`): nobody is admitted for now.
     Paused {

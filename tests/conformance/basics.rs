@@ -26,8 +26,16 @@ pub async fn join_is_idempotent_and_fifo(h: &dyn Harness) {
     for (i, v) in vs.iter().enumerate() {
         let a = s.join(&p, *v).await.unwrap();
         assert_eq!(waiting_pos(&a), Some(i as u64 + 1), "{a:?}");
+        // Placed while the one slot is taken: the answer says the shop is full.
         assert!(
-            matches!(a, Admission::Waiting { joined: true, .. }),
+            matches!(
+                a,
+                Admission::Waiting {
+                    joined: true,
+                    full: true,
+                    ..
+                }
+            ),
             "{a:?}"
         );
     }

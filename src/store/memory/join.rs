@@ -67,10 +67,11 @@ impl RoomData {
         let rate = p.rate(&state);
         let burst = p.burst(rate);
         r.refill(now, rate, burst);
+        let full = (r.active.len() as u64).saturating_add(r.hold_back) >= p.max_active(&state);
         if !state.queue_all
             && !in_pre
             && r.waiters.is_empty()
-            && (r.active.len() as u64).saturating_add(r.hold_back) < p.max_active(&state)
+            && !full
             && r.tokens >= 1.0
             && r.window_left(now, micros(p.tick), burst) >= 1
         {
@@ -94,6 +95,10 @@ impl RoomData {
         let (seq, _) = r.place_for(&at, ctx.draws, vid);
         r.enqueue_at(vid, seq, now, in_pre);
         r.joined_total += 1;
-        r.answer(p, &state, seq, waiting + 1, true, in_pre)
+        let mut placed = r.answer(p, &state, seq, waiting + 1, true, in_pre);
+        if let Admission::Waiting { full: f, .. } = &mut placed {
+            *f = full;
+        }
+        placed
     }
 }

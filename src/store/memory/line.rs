@@ -93,6 +93,7 @@ impl RoomData {
                 eta_rate: p.eta_rate(state, self.measured_rate),
                 joined,
                 place,
+                full: false,
             }
         }
     }

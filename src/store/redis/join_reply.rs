@@ -43,6 +43,8 @@ impl FromRedisValue for JoinReply {
                 eta_rate: number(&eta),
                 joined,
                 place: place()?,
+                // Absent from a poll's reply (only a newcomer's carries it).
+                full: v.len() > 8 && item::<i64>(&v, 8)? == 1,
             },
             2 => Admission::Paused {
                 position,
@@ -100,6 +102,7 @@ mod tests {
                     epoch: 99,
                     key: 1234
                 },
+                full: false,
             }
         );
         assert!(matches!(
