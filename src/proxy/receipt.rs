@@ -39,13 +39,7 @@ impl Proxy {
         }
         let v = Self::verified_receipt(shared, req, room, now)?;
         // A pre-queue lets nobody through (as for an admission from before it).
-        if r.events.any()
-            && r.events
-                .refuses_cookies(shared.clock.now_micros(), r.live.heard(), false)
-        {
-            return None;
-        }
-        Some(v)
+        (!Self::events_refuse_cookies(shared, room, false)).then_some(v)
     }
 
     /// The receipt a request carries for `room`, whatever its method and path, as an origin

@@ -49,13 +49,16 @@ impl Proxy {
         // heard from it: the store is asked, which ends a session from before the event if no
         // call has yet (re-review: after an outage that spanned the pre-queue, such a cookie
         // placed an order before the room's tick reached the store).
-        if r.events.any()
+        (!Self::events_refuse_cookies(shared, room, order)).then_some(v)
+    }
+
+    /// Whether the room's events refuse what a cookie of it vouches for now (see
+    /// `Events::refuses_cookies`): an admission, an order, or an order's receipt.
+    pub(super) fn events_refuse_cookies(shared: &Shared, room: usize, order: bool) -> bool {
+        let r = &shared.rooms[room];
+        r.events.any()
             && r.events
                 .refuses_cookies(shared.clock.now_micros(), r.live.heard(), order)
-        {
-            return None;
-        }
-        Some(v)
     }
 
     /// Whether the request carries an admission of the room for another visitor than `vid`
