@@ -36,12 +36,18 @@ impl Proxy {
                 }
                 Ok(Admission::EnteredFromLine) => m.admitted.inc(),
                 Ok(Admission::Waiting {
-                    joined: true, full, ..
+                    joined: true,
+                    full,
+                    waiting,
+                    ..
                 }) => {
                     m.joined.inc();
-                    // The shop filled since the last tick: what holds the line, and the ETA,
-                    // are said by that from this answer on (found by review: the first answer
-                    // after the shop filled said "rate", with the rate's ETA).
+                    // A line formed, or the shop filled, since the last tick: what holds the
+                    // line, the ETA and the join challenge go by that from this answer on
+                    // (found by review: the first answer after the shop filled said "rate",
+                    // with the rate's ETA; newcomers into a line that formed within a tick
+                    // were asked no work, 40 of 300 at once).
+                    r.live.note_line(*waiting);
                     if *full {
                         r.live.note_full();
                     }

@@ -84,6 +84,12 @@ impl Live {
         self.admitted_total.fetch_add(r.admitted, Ordering::Relaxed);
     }
 
+    /// A newcomer was placed in a line of `waiting` (the join's answer): until the next tick
+    /// says otherwise, at least that many wait (see [`Self::held_by`]).
+    pub fn note_line(&self, waiting: u64) {
+        self.waiting.fetch_max(waiting, Ordering::Relaxed);
+    }
+
     /// A newcomer was placed while every slot was taken (the join's answer): until the next
     /// tick says otherwise, the shop is full (see [`Self::held_by`]).
     pub fn note_full(&self) {
