@@ -195,12 +195,17 @@ impl Builder<'_> {
                 at.push(i);
             }
         }
-        // A rule written twice is a slip (a merge of two files, a copy meant to be edited).
+        // A rule written twice is a slip (a merge of two files, a copy meant to be edited), and
+        // so is a path rule under another (found by re-review: only literal repeats were told).
         for (j, rule) in out.iter().enumerate() {
-            if let Some(first) = out[..j].iter().position(|r| r == rule) {
+            let other = (0..out.len()).find_map(|i| {
+                let why = redundant(rule, &out[i], i < j)?;
+                Some((i, why))
+            });
+            if let Some((i, why)) = other {
                 self.warn(
                     p.key("bypass").index(at[j]),
-                    format!("repeats bypass[{}]", at[first]),
+                    format!("{why} bypass[{}]", at[i]),
                     "leave one of them out (or change the one meant to differ)",
                 );
             }
@@ -221,5 +226,64 @@ impl Builder<'_> {
                 CrawlerPolicy::Refuse
             }
         }
+    }
+}
+
+/// How `rule` adds nothing beside `other` (`earlier`: written before it), if it does: the same
+/// rule (networks in any order, each once), or a path under `other`'s path.
+fn redundant(rule: &BypassRule, other: &BypassRule, earlier: bool) -> Option<&'static str> {
+    let nets = |n: &[ipnet::IpNet]| {
+        let mut n = n.to_vec();
+        n.sort();
+        n.dedup();
+        n
+    };
+    match (rule, other) {
+        (BypassRule::Path(a), BypassRule::Path(b)) if a != b && path_covers_folded(b, a) => {
+            Some("is a path under")
+        }
+        (BypassRule::Client(a), BypassRule::Client(b)) if earlier && nets(a) == nets(b) => {
+            Some("repeats")
+        }
+        (a, b) if earlier && a == b => Some("repeats"),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_rule_that_adds_nothing_is_told() {
+        let path = |p: &str| BypassRule::Path(p.into());
+        let nets = |n: &[&str]| BypassRule::Client(n.iter().map(|s| s.parse().unwrap()).collect());
+        let a = nets(&["10.0.0.0/24", "10.0.1.0/24"]);
+        let b = nets(&["10.0.1.0/24", "10.0.0.0/24", "10.0.1.0/24"]);
+        assert_eq!(
+            redundant(&b, &a, true),
+            Some("repeats"),
+            "any order, each once"
+        );
+        assert_eq!(
+            redundant(&a, &b, false),
+            None,
+            "the first of two is told nothing"
+        );
+        assert_eq!(redundant(&nets(&["10.0.0.0/24"]), &a, true), None);
+        assert_eq!(
+            redundant(&path("/feed/x"), &path("/feed"), false),
+            Some("is a path under")
+        );
+        assert_eq!(redundant(&path("/feed"), &path("/feed/x"), true), None);
+        assert_eq!(redundant(&path("/feedx"), &path("/feed"), true), None);
+        assert_eq!(
+            redundant(&path("/feed"), &path("/feed"), true),
+            Some("repeats")
+        );
+        assert_eq!(
+            redundant(&BypassRule::Preflight, &BypassRule::Preflight, true),
+            Some("repeats")
+        );
     }
 }

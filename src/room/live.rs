@@ -91,10 +91,16 @@ impl Live {
     }
 
     /// A newcomer was placed while every slot was taken (the join's answer): until the next
-    /// tick says otherwise, the shop is full (see [`Self::held_by`]).
+    /// tick says otherwise, the shop is full (see [`Self::held_by`]). The slots held back
+    /// after a loss are among those taken already (`taken`, and the store-error policy, count
+    /// them on top): the sessions are the rest (found by re-review: counted twice, an outage
+    /// soon after a loss let the `local` policy admit nobody for a whole `session-ttl`).
     pub fn note_full(&self) {
-        self.active
-            .fetch_max(self.max_active_in_force(), Ordering::Relaxed);
+        let held_back = self.held_back.load(Ordering::Relaxed);
+        self.active.fetch_max(
+            self.max_active_in_force().saturating_sub(held_back),
+            Ordering::Relaxed,
+        );
     }
 
     /// Applies a state change made through this instance at once (others follow at their tick).
@@ -223,5 +229,35 @@ impl Live {
             .store(max_active, Ordering::Relaxed);
         self.rate_in_force_milli
             .store((rate * 1000.0).round() as u64, Ordering::Relaxed);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What a join's answer tells the figures until the next tick: the line at least as long,
+    /// and a full shop full with the held-back slots counted once (found by re-review).
+    #[test]
+    fn a_join_fills_the_figures_in_without_counting_a_slot_twice() {
+        let l = Live::default();
+        l.heard.store(true, Ordering::Release);
+        l.enabled.store(true, Ordering::Relaxed);
+        l.max_active_in_force.store(5, Ordering::Relaxed);
+        l.held_back.store(2, Ordering::Relaxed);
+        l.active.store(1, Ordering::Relaxed);
+        assert_eq!(l.held_by(), None, "a slot free, nobody waiting");
+        l.note_line(3);
+        assert_eq!((l.waiting(), l.held_by()), (3, Some(HeldBy::Rate)));
+        l.note_line(1);
+        assert_eq!(l.waiting(), 3, "never shorter than the tick or a join said");
+        l.note_full();
+        assert_eq!(l.taken(), 5, "the held-back slots once");
+        assert_eq!(l.active(), 3);
+        assert_eq!(l.held_by(), Some(HeldBy::MaxActive));
+        // More sessions than the cap leaves (a lowered max-active): kept as they are.
+        l.active.store(7, Ordering::Relaxed);
+        l.note_full();
+        assert_eq!(l.active(), 7);
     }
 }

@@ -493,7 +493,7 @@ fn likely_slips_are_warnings() {
             "admin = \"127.0.0.1:9090\"",
             "admin = \"127.0.0.1:9090\"\ntrusted-proxies = [\"::/0\", \"127.0.0.1\"]",
         )
-        .replace("paths = [\"/products\"]", "paths = [\"/products\", \"/orders\"]\nhosts = [\"shop.example\", \"Shop.Example.\"]\nconsume = [\"POST /orders\", \"POST /orders\", \"FOO /orders/x\"]\nbypass = [{ preflight = true }, { path = \"/feed\" }, { preflight = true }]");
+        .replace("paths = [\"/products\"]", "paths = [\"/products\", \"/orders\"]\nhosts = [\"shop.example\", \"Shop.Example.\"]\nconsume = [\"POST /orders\", \"POST /orders\", \"FOO /orders/x\"]\nbypass = [{ preflight = true }, { path = \"/feed\" }, { preflight = true }, { path = \"/feed/x\" }]");
     let file = format!("{file}\n[[room.event]]\nname = \"spring\"\nopens-at = \"2020-03-01T10:00:00Z\"\ncloses-at = \"2020-03-01T11:00:00Z\"\n");
     // A second room that gives receipts and has no order to give them for.
     let file = format!("{file}\n[[room]]\nname = \"browse\"\npaths = [\"/browse\"]\nadmit-per-second = 5\nmax-active = 5\norder-receipt = \"1m\"\norigin-commands = true\n");
@@ -524,6 +524,7 @@ fn likely_slips_are_warnings() {
         (16, "room[0].hosts[1]", "is listed twice"),
         (17, "room[0].consume[1]", "is listed twice"),
         (18, "room[0].bypass[2]", "repeats bypass[0]"),
+        (18, "room[0].bypass[3]", "is a path under bypass[1]"),
         (
             25,
             "room[0].event[0].closes-at",
