@@ -75,6 +75,11 @@ pub const TEXTS: &[(&str, &str, &str)] = &[
         "이 탭을 열어 두세요. 새로 고침해도 순서는 유지됩니다.",
     ),
     (
+        "form_not_sent",
+        "What you sent from the previous page was not passed on to the shop while you waited: send it again once you are let in.",
+        "기다리는 동안 이전 페이지에서 보내신 내용은 쇼핑몰에 전달되지 않았습니다. 입장한 뒤 다시 보내 주세요.",
+    ),
+    (
         "cookies_required",
         "This browser is refusing cookies from this site, so it cannot keep a place in line: every visit would join again at the end. Allow cookies for this site, then reload this page.",
         "이 브라우저가 이 사이트의 쿠키를 거부하고 있어 대기 순서를 유지할 수 없습니다. 방문할 때마다 맨 뒤에 다시 줄을 서게 됩니다. 이 사이트의 쿠키를 허용한 뒤 페이지를 새로 고침해 주세요.",

@@ -16,4 +16,7 @@ function anteroomSayCookiesRefused(text) {
   }
   e.hidden = false;
   e.setAttribute("role", "alert");
+  // No place is kept: the page does not promise one (found by review).
+  var k = document.getElementById("keep-tab");
+  if (k) k.hidden = true;
 }

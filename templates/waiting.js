@@ -95,7 +95,8 @@
     eta_range = shown !== null && lo !== null && hi !== null ? [lo, hi] : null;
     set("eta", shown === null ? (d.held_by === "max-active" ? T.eta_held : T.eta_unknown)
       : eta_range ? fmtRange(lo, hi) : fmt(shown));
-    ranged(eta_range !== null);
+    // "Less than a minute" is no range: no note beside it (as the server renders the page).
+    ranged(eta_range !== null && hi >= 60);
     bar(p);
   }
 

@@ -120,6 +120,7 @@ impl Shape {
             refresh_url: URL_TEXT,
             event: None,
             placed_by: None,
+            form: false,
         }
     }
 }
@@ -206,6 +207,7 @@ impl Prerendered {
                 refresh_url: "/products/a%20b;x?q=<1>&r='2'\"",
                 event: None,
                 placed_by: None,
+                form: false,
             };
             if pre.write(shape, &figures)? != render(&figures)? {
                 return None;

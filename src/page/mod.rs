@@ -85,7 +85,9 @@ pub struct Figures<'a> {
     pub waiting: u64,
     pub eta_seconds: Option<u64>,
     /// `[low, high]` seconds when the estimate is told as a range (see
-    /// [`Status::eta_low_seconds`]); `eta_text` then words the range.
+    /// [`Status::eta_low_seconds`]); `eta_text` then words the range. Not under a minute:
+    /// "less than a minute" is no range, and the page's note on ranges would stand alone (found
+    /// by review).
     pub eta_range: Option<[u64; 2]>,
     pub eta_text: String,
     /// What decides when the line moves (see [`Status::held_by`]); empty when not in line.
@@ -102,6 +104,10 @@ pub struct Figures<'a> {
     /// The cancelled draw a visitor's place was drawn in ([`Status::placed_by`]): the page
     /// shows their ticket in it the same way. `null` for everyone else.
     pub placed_by: Option<&'a PlacedBy>,
+    /// The request was a form (any method but `GET` and `HEAD`) that did not go to the shop:
+    /// the page says so, for it is not sent again (found by review: a form posted while waiting
+    /// was dropped, and the page said nothing of it).
+    pub form: bool,
 }
 
 impl<'a> Figures<'a> {
@@ -116,7 +122,7 @@ impl<'a> Figures<'a> {
             position: s.position.unwrap_or(0),
             waiting: s.waiting,
             eta_seconds: s.eta_seconds,
-            eta_range: s.eta_range(),
+            eta_range: s.eta_range().filter(|[_, hi]| *hi >= 60),
             eta_text: match (s.eta_seconds, s.eta_range(), s.held_by) {
                 (Some(_), Some([lo, hi]), _) => crate::texts::eta_range_text(t, lo, hi),
                 (Some(e), None, _) => crate::texts::eta_text(t, e),
@@ -131,6 +137,7 @@ impl<'a> Figures<'a> {
             refresh_url,
             event: s.event.as_deref().filter(|e| e.ticket.is_some()),
             placed_by: s.placed_by.as_deref(),
+            form: false,
         }
     }
 }

@@ -93,19 +93,21 @@ impl Pages {
 
     /// The waiting page: the room's constant context for `lang` (when `t` is that language's
     /// texts, as the proxy passes them) plus this answer's figures.
-    /// `url`: where its refresh goes ([`super::refresh_url`]).
+    /// `url`: where its refresh goes ([`super::refresh_url`]); `form`: the request was a form
+    /// the shop did not get ([`Figures::form`]).
     pub fn waiting(
         &self,
         room: usize,
         status: &Status,
         lang: &str,
         t: &TextSet,
-        url: &str,
+        (url, form): (&str, bool),
     ) -> String {
         if let Some(page) = self.event_page(room, status, lang, t, url) {
             return page;
         }
-        let figures = Figures::new(status, t, url);
+        let mut figures = Figures::new(status, t, url);
+        figures.form = form;
         let refresh = figures.refresh_seconds;
         let name = self
             .room_templates
@@ -118,7 +120,8 @@ impl Pages {
             .and_then(|f| f.get(lang))
             .filter(|_| self.is_room(room, &status.room));
         // A registrant's page shows their ticket: the pre-rendered page has no place for it.
-        let pre = pre.filter(|_| figures.event.is_none() && figures.placed_by.is_none());
+        // Nor has it the note on a form (rare: rendered by Tera).
+        let pre = pre.filter(|_| figures.event.is_none() && figures.placed_by.is_none() && !form);
         if let Some(page) = pre.and_then(|p| p.page(status.state, &figures)) {
             return page;
         }

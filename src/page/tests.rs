@@ -78,7 +78,7 @@ fn every_refresh_names_the_address() {
         placed_by: None,
     };
     let named = "; url=&#x2F;products?a=1&amp;b=&lt;2&gt;\">";
-    let waiting = pages.waiting(0, &status, "en", t, URL);
+    let waiting = pages.waiting(0, &status, "en", t, (URL, false));
     assert!(
         waiting.contains(&format!("content=\"2{named}")),
         "{waiting}"
@@ -143,7 +143,7 @@ title_waiting = "In line for <the> sale"
                 event: None,
                 placed_by: None,
             };
-            let fast = pages.waiting(0, &status, lang, t, URL);
+            let fast = pages.waiting(0, &status, lang, t, (URL, false));
             let view = WaitingView::new(&status, lang, t, URL);
             let whole = Context::from_serialize(&view)
                 .and_then(|ctx| pages.tera.render(WAITING, &ctx))
@@ -186,7 +186,7 @@ title_waiting = "In line for <the> sale"
                 .and_then(|ctx| pages.tera.render(WAITING, &ctx))
                 .expect("renders");
             assert_eq!(
-                pages.waiting(0, &status, lang, t, URL),
+                pages.waiting(0, &status, lang, t, (URL, false)),
                 whole,
                 "{lang} {position}"
             );
@@ -220,6 +220,7 @@ fn an_operators_template_gets_every_documented_variable() {
         "refresh_seconds",
         "progress_percent",
         "status_url",
+        "form",
         "script_url",
         "style_url",
         "lang",
@@ -266,13 +267,58 @@ template = "mine.html"
         event: None,
         placed_by: None,
     };
-    let page = pages.waiting(0, &status, "en", t, URL);
+    let page = pages.waiting(0, &status, "en", t, (URL, false));
     let whole = Context::from_serialize(WaitingView::new(&status, "en", t, URL))
         .and_then(|ctx| pages.tera.render(&pages.room_templates[0], &ctx))
         .expect("renders");
     assert_eq!(page, whole);
     assert!(page.contains("held_by=\"max-active\""), "{page}");
     assert!(page.contains("eta_range=[35,75]"), "{page}");
+}
+
+/// A form the shop did not get is said; the full page promises no place; a wait under a minute
+/// has no note on ranges (found by review in a browser).
+#[test]
+fn the_page_says_what_it_did_and_promises_nothing_else() {
+    let cfg = crate::config::parse(
+        "[cookie]\nkeys = [\"0123456789abcdef0123456789abcdef\"]\n[[upstream]]\nname = \"shop\"\n\
+             addr = \"127.0.0.1:9\"\n[default]\nupstream = \"shop\"\n[[room]]\nname = \"sale\"\n\
+             paths = [\"/p\"]\nadmit-per-second = 10\nmax-active = 10\n",
+        "test.toml",
+        std::path::Path::new("."),
+    )
+    .expect("config");
+    let pages = Pages::load(&cfg).expect("pages");
+    for lang in ["en", "ko"] {
+        let t = &cfg.rooms[0].texts[lang];
+        let text = |k: &str| tera::escape_html(&t[k]);
+        let mut status = Status {
+            room: "sale".into(),
+            state: State::Waiting,
+            position: Some(3),
+            waiting: 9,
+            eta_seconds: Some(4),
+            eta_low_seconds: Some(2),
+            eta_high_seconds: Some(6),
+            retry_after_ms: 2000,
+            held_by: None,
+            event: None,
+            placed_by: None,
+        };
+        let page = pages.waiting(0, &status, lang, t, (URL, false));
+        assert!(!page.contains(&text("form_not_sent")), "{page}");
+        assert!(page.contains(&text("keep_tab")), "{page}");
+        assert!(page.contains("id=\"eta-note\" hidden"), "{page}");
+        let form = pages.waiting(0, &status, lang, t, (URL, true));
+        assert!(form.contains(&text("form_not_sent")), "{form}");
+        status.eta_high_seconds = Some(90);
+        let ranged = pages.waiting(0, &status, lang, t, (URL, false));
+        assert!(!ranged.contains("id=\"eta-note\" hidden"), "{ranged}");
+        status.state = State::Full;
+        status.position = None;
+        let full = pages.waiting(0, &status, lang, t, (URL, false));
+        assert!(!full.contains(&text("keep_tab")), "{full}");
+    }
 }
 
 #[test]

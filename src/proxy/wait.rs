@@ -160,7 +160,10 @@ impl Proxy {
                     status,
                     lang,
                     texts.unwrap_or(&empty),
-                    &super::request::page_url(session.req_header()),
+                    (
+                        &super::request::page_url(session.req_header()),
+                        !super::method::is_read(session.req_header()),
+                    ),
                 )),
             )
         };

@@ -50,6 +50,27 @@ async fn a_queued_visitor_gets_the_waiting_page() {
     );
 }
 
+/// A form posted while waiting is not sent to the shop, and the page says so (found by review
+/// in a browser: it was dropped without a word); a page asked for with a GET says nothing of it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_form_posted_while_waiting_is_said_not_sent() {
+    let (origin, proxy) = setup("").await;
+    let _holder = admitted_visitor(&proxy).await;
+    let before = origin.requests().len();
+    let resp = client()
+        .post(proxy.url("/products/buy"))
+        .header("accept", "text/html")
+        .form(&[("qty", "77")])
+        .send()
+        .await
+        .unwrap();
+    let html = resp.text().await.unwrap();
+    assert!(html.contains("was not passed on to the shop"), "{html}");
+    assert_eq!(origin.requests().len(), before, "nothing reached the shop");
+    let page = get(&proxy, "/products/buy", &Jar::default(), Some("text/html")).await;
+    assert!(!page.text().await.unwrap().contains("was not passed on"));
+}
+
 /// A page's poll (`page=1`) that comes back without the visitor-id cookie its page set is a
 /// browser that refuses cookies: told `cookies_required`, it joins nobody (each such poll was a
 /// new place at the end of the line: found by review). The same poll with the cookie, or
