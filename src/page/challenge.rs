@@ -32,6 +32,8 @@ struct View<'a> {
     refresh_seconds: u64,
     refresh_url: &'a str,
     solver: &'static str,
+    /// The request was a form the shop did not get (see `Figures::form`).
+    form: bool,
 }
 
 impl Pages {
@@ -44,7 +46,7 @@ impl Pages {
         t: &TextSet,
         challenge: &str,
         difficulty: u32,
-        url: &str,
+        (url, form): (&str, bool),
     ) -> String {
         let view = View {
             lang,
@@ -56,6 +58,7 @@ impl Pages {
             refresh_seconds: NO_SCRIPT_REFRESH_SECS,
             refresh_url: url,
             solver: SOLVER,
+            form,
         };
         match Context::from_serialize(&view).and_then(|ctx| self.tera.render(NAME, &ctx)) {
             Ok(html) => html,

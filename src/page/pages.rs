@@ -103,7 +103,7 @@ impl Pages {
         t: &TextSet,
         (url, form): (&str, bool),
     ) -> String {
-        if let Some(page) = self.event_page(room, status, lang, t, url) {
+        if let Some(page) = self.event_page(room, status, lang, t, (url, form)) {
             return page;
         }
         let mut figures = Figures::new(status, t, url);

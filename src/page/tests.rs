@@ -83,7 +83,7 @@ fn every_refresh_names_the_address() {
         waiting.contains(&format!("content=\"2{named}")),
         "{waiting}"
     );
-    let challenge = pages.challenge("sale", "en", t, "1.abc", 8, URL);
+    let challenge = pages.challenge("sale", "en", t, "1.abc", 8, (URL, false));
     assert!(challenge.contains(named), "{challenge}");
     let message = pages.message(&MessageView {
         status: 502,
@@ -311,6 +311,10 @@ fn the_page_says_what_it_did_and_promises_nothing_else() {
         assert!(page.contains("id=\"eta-note\" hidden"), "{page}");
         let form = pages.waiting(0, &status, lang, t, (URL, true));
         assert!(form.contains(&text("form_not_sent")), "{form}");
+        let asked = pages.challenge("sale", lang, t, "1.abc", 8, (URL, true));
+        assert!(asked.contains(&text("form_not_sent")), "{asked}");
+        let asked = pages.challenge("sale", lang, t, "1.abc", 8, (URL, false));
+        assert!(!asked.contains(&text("form_not_sent")), "{asked}");
         status.eta_high_seconds = Some(90);
         let ranged = pages.waiting(0, &status, lang, t, (URL, false));
         assert!(!ranged.contains("id=\"eta-note\" hidden"), "{ranged}");

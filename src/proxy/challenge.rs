@@ -166,7 +166,10 @@ impl Proxy {
                 texts.unwrap_or(&empty),
                 &puzzle,
                 difficulty,
-                &super::request::page_url(session.req_header()),
+                (
+                    &super::request::page_url(session.req_header()),
+                    super::method::is_form(session.req_header()),
+                ),
             );
             (HTML, Bytes::from(html))
         };

@@ -105,6 +105,16 @@ pub fn is_read(req: &RequestHeader) -> bool {
         && !req.headers.keys().any(|name| is_override(name.as_str()))
 }
 
+/// Whether the request sends the shop something it would act on, as a form or a script does:
+/// `POST`, `PUT`, `PATCH` or `DELETE`, without case (a page's read, a `HEAD`, an `OPTIONS` are
+/// not, whatever override header they carry: found by re-review, a `GET` with one was told its
+/// form was not sent). What a waiting page says was not passed on.
+pub fn is_form(req: &RequestHeader) -> bool {
+    ["POST", "PUT", "PATCH", "DELETE"]
+        .iter()
+        .any(|m| req.method.as_str().eq_ignore_ascii_case(m))
+}
+
 /// The answer to a request whose method takes no body ([`takes_no_body`]).
 pub const BODY_REFUSED: &str = "A GET, HEAD or TRACE request cannot carry a body here: send the \
     request without one, or with the method its body is for (POST).";
@@ -209,6 +219,22 @@ mod tests {
             assert!(!is_read(&with("GET", &[(o, "GET")])), "{o}");
         }
         assert!(is_read(&with("GET", &[("X-Other", "POST")])));
+    }
+
+    #[test]
+    fn a_form_is_what_a_form_or_a_script_sends_to_be_acted_on() {
+        let with = |m: &str, headers: &[(&str, &str)]| {
+            let mut r = req("/orders/1", headers);
+            r.set_method(http::Method::from_bytes(m.as_bytes()).unwrap());
+            r
+        };
+        for m in ["POST", "post", "PUT", "Patch", "DELETE"] {
+            assert!(is_form(&with(m, &[])), "{m}");
+        }
+        for m in ["GET", "HEAD", "OPTIONS", "get"] {
+            assert!(!is_form(&with(m, &[])), "{m}");
+        }
+        assert!(!is_form(&with("GET", &[("X-HTTP-Method-Override", "GET")])));
     }
 
     #[test]

@@ -162,7 +162,7 @@ impl Proxy {
                     texts.unwrap_or(&empty),
                     (
                         &super::request::page_url(session.req_header()),
-                        !super::method::is_read(session.req_header()),
+                        super::method::is_form(session.req_header()),
                     ),
                 )),
             )
