@@ -31,14 +31,23 @@ macro_rules! errln {
 
 fn write_err(args: std::fmt::Arguments<'_>) {
     use std::io::Write;
+    let whole = args.to_string();
+    let text = printable(&whole);
     let mut stderr = std::io::stderr().lock();
-    let _ = stderr.write_fmt(args).and_then(|()| stderr.flush());
+    let _ = stderr
+        .write_all(text.as_bytes())
+        .and_then(|()| stderr.flush());
 }
 
 fn write_out(args: std::fmt::Arguments<'_>) {
     use std::io::Write;
+    let whole = args.to_string();
+    let text = printable(&whole);
     let mut stdout = std::io::stdout().lock();
-    if let Err(e) = stdout.write_fmt(args).and_then(|()| stdout.flush()) {
+    if let Err(e) = stdout
+        .write_all(text.as_bytes())
+        .and_then(|()| stdout.flush())
+    {
         if e.kind() == std::io::ErrorKind::BrokenPipe {
             std::process::exit(141);
         }
@@ -197,6 +206,28 @@ pub enum RoomAction {
     EventCancel(String),
 }
 
+/// `text` as a terminal shows it and nothing more: control characters but line ends and tabs
+/// written as escapes. What a command prints may come from a server (an admin API's room names,
+/// its errors) or a file, and an escape sequence in it would drive the operator's terminal
+/// (found by review: a server's room name set the window title and cleared the screen).
+fn printable(text: &str) -> std::borrow::Cow<'_, str> {
+    let plain = |c: char| !c.is_control() || c == '\n' || c == '\t';
+    if text.chars().all(plain) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    std::borrow::Cow::Owned(
+        text.chars()
+            .map(|c| {
+                if plain(c) {
+                    c.to_string()
+                } else {
+                    c.escape_unicode().to_string()
+                }
+            })
+            .collect(),
+    )
+}
+
 /// A command refused before anything was sent: the message, exit status 1.
 pub fn fail(msg: impl std::fmt::Display) -> ExitCode {
     errln!("anteroom: {msg}");
@@ -298,12 +329,25 @@ pub fn verify_draw(
 
 /// `anteroom health`: exit 0 when `/healthz` answers 200.
 pub fn health(args: AdminArgs) -> ExitCode {
-    match args
-        .target_with(false)
-        .and_then(|t| t.call("GET", "/healthz", None))
-    {
+    match args.target_with(false).and_then(|t| t.health()) {
         Ok((200, _)) => ExitCode::SUCCESS,
-        Ok((status, body)) => fail(format!("/healthz answered {status}: {body}")),
+        Ok((status, body)) => fail(format!(
+            "/healthz answered {status}: {}",
+            admin_client::clipped(&body)
+        )),
         Err(e) => fail(e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// What a command prints cannot drive the terminal (found by review: a server's room name
+    /// set the window title and cleared the screen).
+    #[test]
+    fn escape_sequences_are_printed_as_text() {
+        assert_eq!(super::printable("a\tb\nc"), "a\tb\nc");
+        let shown = super::printable("\u{1b}]0;PWNED\u{7}\u{1b}[2J ok");
+        assert!(!shown.chars().any(|c| c.is_control()), "{shown}");
+        assert!(shown.contains("PWNED") && shown.ends_with(" ok"), "{shown}");
     }
 }

@@ -117,11 +117,24 @@ pub(super) async fn patch(s: &Shared, body: &[u8], i: usize, who: &Caller) -> Re
             r.live.set_state(&state);
             r.recovery.note_state(&state);
             // What the store recorded: each field from what to what.
-            let recorded = s
+            let history = s
                 .store_call("changes", r.name(), s.store.changes(&r.cfg.params, 10))
-                .await
+                .await;
+            let heard = history.is_ok();
+            let recorded = history
                 .ok()
                 .and_then(|all| all.into_iter().find(|c| c.id == by.id));
+            // A change of nothing (what was in force asked for again) is no change in the log
+            // either, as in the history (found by review: logged as one, `changed=""`).
+            if heard && recorded.is_none() {
+                tracing::info!(
+                    room = r.name(),
+                    by = who.label,
+                    client = %who.addr,
+                    "a room state change through the admin API asked for what was in force: nothing changed"
+                );
+                return json_reply(StatusCode::OK, &super::view::room(s, i).await);
+            }
             let changed = recorded.map_or_else(String::new, |c| describe(&c.changes));
             // Only the keys the change named; `default` for an override removed.
             let shown = |o: Option<Option<String>>| {

@@ -106,6 +106,21 @@ impl Target {
         Ok((status, body))
     }
 
+    /// `GET /healthz` without a token: the status and the body, from anteroom's admin listener
+    /// only. Any server answers 200 somewhere: its mark says it is anteroom's (found by review:
+    /// the public listener, which forwards to the shop, and a bare origin passed the check).
+    pub fn health(&self) -> Result<(u16, String), String> {
+        let (status, head, body) = self.exchange("GET", "/healthz", None, None)?;
+        if !marked(&head) {
+            return Err(format!(
+                "the server at {} is not anteroom's admin listener (its answer lacks the {} header): give --admin the instance's listen.admin",
+                self.addr,
+                super::serve::MARK
+            ));
+        }
+        Ok((status, body))
+    }
+
     /// One request on its own connection: the status, the head and the body.
     fn exchange(
         &self,
@@ -170,10 +185,11 @@ impl Target {
         if status == 401 {
             return Err(self.refused());
         }
-        let v: Value = serde_json::from_str(&text).map_err(|_| format!("HTTP {status}: {text}"))?;
+        let v: Value = serde_json::from_str(&text)
+            .map_err(|_| format!("HTTP {status}: {}", clipped(&text)))?;
         if status >= 400 {
             let why = v.get("error").and_then(Value::as_str).unwrap_or(&text);
-            return Err(format!("HTTP {status}: {why}"));
+            return Err(format!("HTTP {status}: {}", clipped(why)));
         }
         Ok(v)
     }
@@ -299,6 +315,11 @@ pub fn changes_table(history: &Value) -> String {
         let when = c["at_ms"].as_u64().map_or_else(
             || "?".to_string(),
             |ms| {
+                // RFC 3339 has four-digit years: a later time (a server's nonsense) is told as
+                // its number (found by review: formatting it panicked).
+                if ms >= LAST_RFC3339_MS {
+                    return ms.to_string();
+                }
                 let t = std::time::UNIX_EPOCH + std::time::Duration::from_millis(ms);
                 humantime::format_rfc3339_seconds(t)
                     .to_string()
@@ -453,6 +474,19 @@ fn configs_note(r: &Value) -> Option<String> {
             .and_then(Value::as_str)
             .unwrap_or("?")
     ))
+}
+
+/// The first millisecond after 9999-12-31T23:59:59Z, past which RFC 3339 has no year.
+const LAST_RFC3339_MS: u64 = 253_402_300_800_000;
+
+/// A server's text as an error tells it: at most a line's worth (found by review: a body of
+/// megabytes was printed whole).
+pub fn clipped(text: &str) -> std::borrow::Cow<'_, str> {
+    const MOST: usize = 512;
+    match text.char_indices().nth(MOST) {
+        Some((i, _)) => std::borrow::Cow::Owned(format!("{}… ({} bytes)", &text[..i], text.len())),
+        None => std::borrow::Cow::Borrowed(text),
+    }
 }
 
 #[cfg(test)]

@@ -72,6 +72,15 @@ async fn the_operator_cli_drives_the_admin_api() {
         .output()
         .unwrap();
     assert!(!out.status.success());
+    // The public listener answers /healthz from the shop: no health of anteroom's (found by
+    // review: it passed, as a bare origin did).
+    let out = Command::new(binary())
+        .args(["health", "--admin", &proxy.url("")])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(err.contains("is not anteroom's admin listener"), "{err}");
 }
 
 /// `--config FILE` takes the admin address and token from the file and nothing else: the

@@ -170,3 +170,23 @@ fn the_admin_listeners_mark_is_read_from_the_head_in_any_case() {
     );
     assert!(!marked("HTTP/1.1 200 OK\r\nAnteroom-Admin:"));
 }
+
+/// What a server sends is told, not obeyed: a time past RFC 3339's years is its number (found
+/// by review: the table panicked), and a long error is clipped.
+#[test]
+fn a_servers_nonsense_is_told_as_it_is() {
+    let v = serde_json::json!({ "changes": [
+        { "id": "a", "at_ms": 253_402_300_800_000u64, "by": "x", "client": "y",
+          "changes": [ { "field": "queue_all", "from": false, "to": true } ] },
+    ]});
+    assert!(changes_table(&v).contains("253402300800000"));
+    let v = serde_json::json!({ "changes": [
+        { "id": "a", "at_ms": 253_402_300_799_000u64, "by": "x", "client": "y",
+          "changes": [ { "field": "queue_all", "from": false, "to": true } ] },
+    ]});
+    assert!(changes_table(&v).contains("9999-12-31 23:59:59"));
+    let long = "x".repeat(100_000);
+    assert!(clipped(&long).len() < 600);
+    assert!(clipped(&long).ends_with("(100000 bytes)"));
+    assert_eq!(clipped("short"), "short");
+}
