@@ -404,12 +404,23 @@ impl Shared {
                     .iter()
                     .any(|r| r.upstream == i && r.autopilot.is_some());
                 watched.then(|| {
-                    previous
+                    let h: Arc<crate::admission::health::OriginHealth> = previous
                         .and_then(|old| {
                             let j = old.config.upstreams.iter().position(|o| o.name == u.name)?;
                             old.origin_health.get(j).cloned().flatten()
                         })
-                        .unwrap_or_default()
+                        .unwrap_or_default();
+                    // Slow, for the sources of a slow window: over the lowest target watching.
+                    let least = config
+                        .rooms
+                        .iter()
+                        .filter(|r| r.upstream == i)
+                        .filter_map(|r| r.autopilot.map(|a| a.target_latency))
+                        .min();
+                    if let Some(t) = least {
+                        h.set_slow_over(t);
+                    }
+                    h
                 })
             })
             .collect();

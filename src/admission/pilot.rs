@@ -51,7 +51,11 @@ pub fn prepare(shared: &Shared, room: usize) -> Option<AutopilotTick> {
     let within = cfg.window.as_secs_f64().ceil() as u64 + 1;
     let sources = health.sources(second, within);
     let mut pilot = r.pilot.inner.lock().unwrap_or_else(|e| e.into_inner());
-    let report = judged(pilot.window.tick(health.read(), slots), sources);
+    let report = judged(
+        pilot.window.tick(health.read(), slots),
+        sources,
+        cfg.target_latency,
+    );
     let proposal = pilot
         .last
         .as_ref()

@@ -152,7 +152,7 @@ fn sample(session: &Session, ctx: &Ctx, latency: Option<Duration>, failed: bool)
     // The network it came from (once a second per visitor): whose failures they are.
     let client = super::request::client_key(&ctx.shared, session).unwrap_or_default();
     let network = crate::admission::health::network_key(&client);
-    h.voted_from(&v.vid, network, second, failed);
+    h.voted_from(&v.vid, network, second, (failed, latency));
 }
 
 /// Whether an answer says the shop is failing: a 5xx, but not 501 or 505, which refuse the

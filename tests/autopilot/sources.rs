@@ -138,6 +138,65 @@ async fn failures_from_one_or_two_sources_do_not_cut_the_rate_and_three_do() {
     stop.store(true, Ordering::Relaxed);
 }
 
+/// Slowness counts only when it comes from at least three sources (or every source that
+/// voted), as failures do (found by review: five admitted visitors of one network asking for a
+/// page that took a second, among thirty fast ones, drove the rate from 50 to `min-rate`). Three
+/// visitors of one network and one visitor from three networks in turn ask for a page the shop
+/// answers in 1.5 s, among six fast ones on six networks, watched for 4 s; then a visitor of
+/// another network does too, and the rate is cut for latency.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slowness_from_one_or_two_sources_does_not_cut_the_rate_and_three_do() {
+    let origin = Origin::start().await;
+    let proxy = Proxy::start(&format!(
+        "trusted-proxies = [\"127.0.0.1/32\"]\n{}",
+        alone(
+            origin.addr,
+            "/",
+            "autopilot = { target-latency = \"300ms\", max-error-rate = 0.5, min-rate = 1, window = \"1s\" }",
+        )
+        .replace("admit-per-second = 40", "admit-per-second = 10")
+    ));
+    rate_until(&[&proxy], "a start", Duration::from_secs(10), |r| r > 0.0).await;
+    let start = rate(&proxy).await;
+    let mut visitors = Vec::new();
+    for i in 0..11 {
+        let jar = admitted_in_turn(&proxy).await;
+        let network = match i {
+            0..=5 => format!("10.0.0.{}", i + 1),
+            6..=8 => "10.0.9.1".to_string(),
+            9 => "10.0.8.1|10.0.8.2|10.0.8.3".to_string(),
+            _ => "10.0.9.3".to_string(),
+        };
+        visitors.push((jar, network));
+    }
+    let third = visitors.split_off(10);
+    let slow = visitors.split_off(6);
+    let stop = Arc::new(AtomicBool::new(false));
+    browse(&proxy, visitors, "/products/ok-", &stop);
+    browse(&proxy, slow, "/slow-", &stop);
+    // The windows are judged: slow, but by too few sources, so at the target.
+    eventually(Duration::from_secs(10), "slow windows", || async {
+        let v = room(&proxy).await;
+        (v["autopilot"]["origin_p90_ms"].as_f64()? >= 299.0).then_some(())
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let v = room(&proxy).await;
+    assert!(
+        v["autopilot"]["rate"].as_f64().unwrap() >= start,
+        "two sources' slow pages cut the rate from {start}: {v}"
+    );
+    browse(&proxy, third, "/slow-", &stop);
+    eventually(Duration::from_secs(15), "a cut for latency", || async {
+        let v = room(&proxy).await;
+        (v["autopilot"]["rate"].as_f64()? < start
+            && v["autopilot"]["last_change"]["reason"] == "latency")
+            .then_some(())
+    })
+    .await;
+    stop.store(true, Ordering::Relaxed);
+}
+
 /// The shop's latency runs from the end of a request's body: a body the visitor uploads
 /// slowly is not the shop's slowness (found by review: 30 trickled uploads read as a p90 of a
 /// second and cut the rate to min-rate, the shop answering at once). The window's p90 is
