@@ -253,13 +253,25 @@ impl Counts {
 
     /// The `q` quantile of the latencies counted (zero when none).
     pub fn quantile(&self, q: f64) -> Duration {
-        let timed: u64 = self.buckets.iter().sum();
+        self.quantile_of(q, &self.buckets)
+    }
+
+    /// The `q` quantile of the latencies counted up to `most` (their bucket's), zero when none.
+    pub fn quantile_up_to(&self, q: f64, most: Duration) -> Duration {
+        let last = bucket_of(most);
+        let mut kept = self.buckets;
+        kept.iter_mut().skip(last + 1).for_each(|n| *n = 0);
+        self.quantile_of(q, &kept)
+    }
+
+    fn quantile_of(&self, q: f64, buckets: &[u64; BUCKETS]) -> Duration {
+        let timed: u64 = buckets.iter().sum();
         if timed == 0 {
             return Duration::ZERO;
         }
         let want = ((timed as f64) * q).ceil().max(1.0) as u64;
         let mut seen = 0;
-        for (i, n) in self.buckets.iter().enumerate() {
+        for (i, n) in buckets.iter().enumerate() {
             seen += n;
             if seen >= want {
                 return bucket_top(i);
@@ -318,6 +330,11 @@ impl OriginHealth {
         }
     }
 
+    /// The latency over which a vote is slow ([`Self::set_slow_over`]).
+    pub fn slow_over(&self) -> Duration {
+        Duration::from_micros(self.slow_over_us.load(Ordering::Relaxed))
+    }
+
     /// The latency over which a vote is slow: the lowest `target-latency` of the rooms whose
     /// autopilots watch this upstream.
     pub fn set_slow_over(&self, d: Duration) {
@@ -352,16 +369,23 @@ fn vote_key(vid: &crate::store::VisitorId) -> u64 {
 /// A window's health as the autopilot judges it: its failures count only when they come from
 /// at least [`MIN_FAILING_SOURCES`] sources, or from every source that voted when fewer did;
 /// and so does a p90 over `target` (the room's `target-latency`): slowness fewer sources saw
-/// is theirs, not the shop's, and the window is taken as at the target (neither a cut nor a
-/// raise). Before (found by review), five admitted visitors of one network asking for a page
-/// that took a second, among thirty fast ones, drove the rate from 50 to `min-rate` in 28 s.
-pub fn judged(mut health: Health, sources: Sources, target: Duration) -> Health {
+/// is theirs, not the shop's, and the window is judged by the rest of its votes (`rest_p90`:
+/// the p90 of the votes that were not slow, see [`HealthWindow::p90_not_slow`]). Before
+/// (found by review), five admitted visitors of one network asking for a page that took a
+/// second, among thirty fast ones, drove the rate from 50 to `min-rate` in 28 s; and taken as
+/// at the target, such a window held the rate where it stood (re-review).
+pub fn judged(
+    mut health: Health,
+    sources: Sources,
+    target: Duration,
+    rest_p90: Duration,
+) -> Health {
     let least = MIN_FAILING_SOURCES.min(sources.voting.max(1));
     if sources.failing < least {
         health.errors = 0;
     }
     if health.p90 > target && sources.slow < least {
-        health.p90 = target;
+        health.p90 = rest_p90.min(target);
     }
     health
 }
@@ -382,6 +406,16 @@ pub struct HealthWindow {
 }
 
 impl HealthWindow {
+    /// The p90 of the window's votes that were not slow (up to `slow_over`): what the window
+    /// says of the shop when its slow votes came from too few sources ([`judged`]).
+    pub fn p90_not_slow(&self, slow_over: Duration) -> Duration {
+        let mut sum = Counts::default();
+        for t in &self.ticks {
+            sum.add(t);
+        }
+        sum.quantile_up_to(0.9, slow_over)
+    }
+
     /// Folds the counters in at a tick and returns the health of the last `slots` ticks.
     pub fn tick(&mut self, now: Counts, slots: usize) -> Health {
         let delta = match &self.last {

@@ -51,11 +51,9 @@ pub fn prepare(shared: &Shared, room: usize) -> Option<AutopilotTick> {
     let within = cfg.window.as_secs_f64().ceil() as u64 + 1;
     let sources = health.sources(second, within);
     let mut pilot = r.pilot.inner.lock().unwrap_or_else(|e| e.into_inner());
-    let report = judged(
-        pilot.window.tick(health.read(), slots),
-        sources,
-        cfg.target_latency,
-    );
+    let window = pilot.window.tick(health.read(), slots);
+    let rest = pilot.window.p90_not_slow(health.slow_over());
+    let report = judged(window, sources, cfg.target_latency, rest);
     let proposal = pilot
         .last
         .as_ref()

@@ -174,10 +174,10 @@ async fn slowness_from_one_or_two_sources_does_not_cut_the_rate_and_three_do() {
     let stop = Arc::new(AtomicBool::new(false));
     browse(&proxy, visitors, "/products/ok-", &stop);
     browse(&proxy, slow, "/slow-", &stop);
-    // The windows are judged: slow, but by too few sources, so at the target.
-    eventually(Duration::from_secs(10), "slow windows", || async {
+    // The windows are judged (their slow votes, from too few sources, left out).
+    eventually(Duration::from_secs(5), "windows judged", || async {
         let v = room(&proxy).await;
-        (v["autopilot"]["origin_p90_ms"].as_f64()? >= 299.0).then_some(())
+        (v["autopilot"]["origin_requests"].as_u64()? >= 6).then_some(())
     })
     .await;
     tokio::time::sleep(Duration::from_secs(4)).await;

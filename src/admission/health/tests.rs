@@ -103,7 +103,7 @@ fn failures_count_from_three_sources_or_every_source() {
             failing,
             slow: 0,
         };
-        judged(health, sources, target).errors
+        judged(health, sources, target, health.p90).errors
     };
     assert_eq!(judge(10, 2), 0, "two sources among ten");
     assert_eq!(judge(10, MIN_FAILING_SOURCES), 8);
@@ -123,6 +123,7 @@ fn failures_count_from_three_sources_or_every_source() {
                 slow: 0,
             },
             target,
+            health.p90,
         )
         .requests,
         40
@@ -131,11 +132,12 @@ fn failures_count_from_three_sources_or_every_source() {
 
 /// A slow window counts only when the slowness comes from three sources, or every source
 /// (found by review: five visitors of one network asking for a slow page among thirty fast
-/// ones drove the rate to `min-rate`); it is then taken as at the target, neither a cut nor a
-/// raise.
+/// ones drove the rate to `min-rate`); else it is judged by its votes that were not slow (taken
+/// as at the target, it held the rate where it stood: re-review).
 #[test]
 fn slowness_counts_from_three_sources_or_every_source() {
     let target = Duration::from_millis(300);
+    let rest = Duration::from_millis(20);
     let slow = Health {
         requests: 40,
         errors: 0,
@@ -147,10 +149,10 @@ fn slowness_counts_from_three_sources_or_every_source() {
             failing: 0,
             slow,
         };
-        judged(health, sources, target).p90
+        judged(health, sources, target, rest).p90
     };
-    assert_eq!(judge(slow, 30, 1), target, "one network's slow page");
-    assert_eq!(judge(slow, 30, 2), target);
+    assert_eq!(judge(slow, 30, 1), rest, "one network's slow page");
+    assert_eq!(judge(slow, 30, 2), rest);
     assert_eq!(judge(slow, 30, 3), slow.p90, "three sources: the shop");
     assert_eq!(judge(slow, 2, 2), slow.p90, "every source that voted");
     let fast = Health {
@@ -218,4 +220,24 @@ fn the_p90_is_of_the_last_window_only() {
     w.tick(h.read(), 3);
     let got = w.tick(h.read(), 3);
     assert_eq!((got.requests, got.errors, got.p90), (1, 1, Duration::ZERO));
+}
+
+/// The p90 of a window's votes up to a latency: what is left of it without the slow ones.
+#[test]
+fn a_quantile_up_to_a_latency_leaves_the_slower_votes_out() {
+    let h = OriginHealth::default();
+    for _ in 0..30 {
+        h.record(Some(Duration::from_millis(10)), false);
+    }
+    for _ in 0..10 {
+        h.record(Some(Duration::from_secs(1)), false);
+    }
+    let c = h.read();
+    assert!(c.quantile(0.9) >= Duration::from_secs(1));
+    let rest = c.quantile_up_to(0.9, Duration::from_millis(300));
+    assert!(rest < Duration::from_millis(20), "{rest:?}");
+    assert_eq!(
+        Counts::default().quantile_up_to(0.9, Duration::from_secs(1)),
+        Duration::ZERO
+    );
 }
