@@ -253,7 +253,7 @@ impl Counts {
 
     /// The `q` quantile of the latencies counted (zero when none).
     pub fn quantile(&self, q: f64) -> Duration {
-        self.quantile_of(q, &self.buckets)
+        quantile_of(q, &self.buckets)
     }
 
     /// The `q` quantile of the latencies counted up to `most` (their bucket's), zero when none.
@@ -261,24 +261,25 @@ impl Counts {
         let last = bucket_of(most);
         let mut kept = self.buckets;
         kept.iter_mut().skip(last + 1).for_each(|n| *n = 0);
-        self.quantile_of(q, &kept)
+        quantile_of(q, &kept)
     }
+}
 
-    fn quantile_of(&self, q: f64, buckets: &[u64; BUCKETS]) -> Duration {
-        let timed: u64 = buckets.iter().sum();
-        if timed == 0 {
-            return Duration::ZERO;
-        }
-        let want = ((timed as f64) * q).ceil().max(1.0) as u64;
-        let mut seen = 0;
-        for (i, n) in buckets.iter().enumerate() {
-            seen += n;
-            if seen >= want {
-                return bucket_top(i);
-            }
-        }
-        bucket_top(BUCKETS - 1)
+/// The `q` quantile of the latencies in `buckets` (zero when none).
+fn quantile_of(q: f64, buckets: &[u64; BUCKETS]) -> Duration {
+    let timed: u64 = buckets.iter().sum();
+    if timed == 0 {
+        return Duration::ZERO;
     }
+    let want = ((timed as f64) * q).ceil().max(1.0) as u64;
+    let mut seen = 0;
+    for (i, n) in buckets.iter().enumerate() {
+        seen += n;
+        if seen >= want {
+            return bucket_top(i);
+        }
+    }
+    bucket_top(BUCKETS - 1)
 }
 
 impl OriginHealth {
@@ -403,17 +404,15 @@ pub fn network_key(client: &str) -> u64 {
 pub struct HealthWindow {
     last: Option<Counts>,
     ticks: std::collections::VecDeque<Counts>,
+    /// The ticks added up, as the last [`Self::tick`] left them.
+    sum: Counts,
 }
 
 impl HealthWindow {
     /// The p90 of the window's votes that were not slow (up to `slow_over`): what the window
     /// says of the shop when its slow votes came from too few sources ([`judged`]).
     pub fn p90_not_slow(&self, slow_over: Duration) -> Duration {
-        let mut sum = Counts::default();
-        for t in &self.ticks {
-            sum.add(t);
-        }
-        sum.quantile_up_to(0.9, slow_over)
+        self.sum.quantile_up_to(0.9, slow_over)
     }
 
     /// Folds the counters in at a tick and returns the health of the last `slots` ticks.
@@ -431,11 +430,13 @@ impl HealthWindow {
         for t in &self.ticks {
             sum.add(t);
         }
-        Health {
+        let health = Health {
             requests: sum.requests,
             errors: sum.errors,
             p90: sum.quantile(0.9),
-        }
+        };
+        self.sum = sum;
+        health
     }
 }
 
