@@ -124,14 +124,7 @@ async fn a_line_held_by_a_full_shop_has_no_eta_from_the_rate() {
 async fn the_first_answer_after_the_shop_fills_says_it_is_full() {
     let origin = Origin::start().await;
     let proxy = Proxy::start(&config(origin.addr).replace("tick = \"100ms\"", "tick = \"5s\""));
-    // A tick has been heard: it sets the rate in force.
-    eventually(Duration::from_secs(10), "the first tick", || async {
-        let m = metrics_text(&proxy, TOKEN).await;
-        m.lines()
-            .any(|l| l.starts_with("anteroom_admit_rate{room=\"sale\"} 5"))
-            .then_some(())
-    })
-    .await;
+    first_tick(&proxy, TOKEN, "sale", "5").await;
     for _ in 0..2 {
         let mut jar = Jar::default();
         let s = get_json(&proxy, "/.anteroom/status?room=sale", &mut jar)

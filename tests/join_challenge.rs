@@ -428,14 +428,7 @@ async fn a_line_formed_since_the_last_tick_asks_the_next_newcomer() {
         .replace("max-active = 1", "max-active = 100")
         .replace("tick = \"50ms\"", "tick = \"5s\"");
     let proxy = Proxy::start(&cfg);
-    // A tick has been heard: it sets the rate in force.
-    eventually(Duration::from_secs(10), "the first tick", || async {
-        let m = metrics_text(&proxy, TOKEN).await;
-        m.lines()
-            .any(|l| l.starts_with("anteroom_admit_rate{room=\"sale\"} 1"))
-            .then_some(())
-    })
-    .await;
+    first_tick(&proxy, TOKEN, "sale", "1").await;
     let mut placed = 0;
     let mut asked = None;
     for i in 0..10 {

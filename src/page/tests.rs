@@ -50,18 +50,23 @@ fn eta_is_computed() {
     assert_eq!(eta_seconds(1, 0.0), None);
 }
 
-/// Every page of ours that refreshes names where: the waiting page (pre-rendered and by
-/// Tera), the challenge, and a message with a retry.
-#[test]
-fn every_refresh_names_the_address() {
-    let cfg = crate::config::parse(
+/// A file of one room, `sale`, with the built-in pages.
+fn plain_room() -> crate::config::Config {
+    crate::config::parse(
         "[cookie]\nkeys = [\"0123456789abcdef0123456789abcdef\"]\n[[upstream]]\nname = \"shop\"\n\
              addr = \"127.0.0.1:9\"\n[default]\nupstream = \"shop\"\n[[room]]\nname = \"sale\"\n\
              paths = [\"/p\"]\nadmit-per-second = 10\nmax-active = 10\n",
         "test.toml",
         std::path::Path::new("."),
     )
-    .expect("config");
+    .expect("config")
+}
+
+/// Every page of ours that refreshes names where: the waiting page (pre-rendered and by
+/// Tera), the challenge, and a message with a retry.
+#[test]
+fn every_refresh_names_the_address() {
+    let cfg = plain_room();
     let pages = Pages::load(&cfg).expect("pages");
     let t = &cfg.rooms[0].texts["en"];
     let status = Status {
@@ -280,14 +285,7 @@ template = "mine.html"
 /// has no note on ranges (found by review in a browser).
 #[test]
 fn the_page_says_what_it_did_and_promises_nothing_else() {
-    let cfg = crate::config::parse(
-        "[cookie]\nkeys = [\"0123456789abcdef0123456789abcdef\"]\n[[upstream]]\nname = \"shop\"\n\
-             addr = \"127.0.0.1:9\"\n[default]\nupstream = \"shop\"\n[[room]]\nname = \"sale\"\n\
-             paths = [\"/p\"]\nadmit-per-second = 10\nmax-active = 10\n",
-        "test.toml",
-        std::path::Path::new("."),
-    )
-    .expect("config");
+    let cfg = plain_room();
     let pages = Pages::load(&cfg).expect("pages");
     for lang in ["en", "ko"] {
         let t = &cfg.rooms[0].texts[lang];

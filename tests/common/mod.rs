@@ -452,6 +452,17 @@ pub async fn admitted_at_once(proxy: &Proxy, room: &str) -> Jar {
     jar
 }
 
+/// Waits until the room's admission loop has been heard once: its first tick sets the rate in
+/// force (`anteroom_admit_rate`), written as `rate` prints.
+pub async fn first_tick(proxy: &Proxy, token: &str, room: &str, rate: &str) {
+    let line = format!("anteroom_admit_rate{{room=\"{room}\"}} {rate}");
+    eventually(Duration::from_secs(10), "the first tick", || async {
+        let m = metrics_text(proxy, token).await;
+        m.lines().any(|l| l.starts_with(&line)).then_some(())
+    })
+    .await;
+}
+
 /// Polls `check` until it returns `Some`, or panics after `limit`.
 pub async fn eventually<T, F, Fut>(limit: Duration, what: &str, mut check: F) -> T
 where
