@@ -21,11 +21,23 @@
 //! by visitor, a client without cookies minted a new visitor with each request that walked in;
 //! counted by network, one admission sent from three addresses in turn was three (re-reviews).
 //! A shop failing for everyone fails for every source that votes.
+//!
+//! And the votes are kept in parts by a hash of their network, so that a window is judged
+//! without the few parts with the most votes either way ([`trim`]): counting sources that had
+//! any slow or failed vote let an honest tail supply the three, one network's pages then
+//! deciding the window (found by review).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use crate::store::autopilot::Health;
+
+mod sources;
+pub mod trim;
+
+pub use sources::Sources;
+use sources::{pair_key, Recent};
+use trim::{part_of, PARTS};
 
 /// Latency buckets: four per octave from 1 ms (bucket 0: under 1 ms) to about 50 s.
 const BUCKETS: usize = 64;
@@ -52,142 +64,33 @@ fn bucket_top(i: usize) -> Duration {
 
 /// Visitors' votes: slots by visitor id, each holding the second of its last vote.
 const VOTE_SLOTS: usize = 4096;
-/// (Visitor, network) pairs remembered, each with the second it last voted (or failed) in.
-const RECENT: usize = 16;
-/// The bits of an entry that hold its second (the rest: the network's).
-const SECOND_BITS: u32 = 24;
-const SECOND_MASK: u64 = (1 << SECOND_BITS) - 1;
 /// Fewer sources than this failing in a window is their own doing, not the shop failing,
 /// unless no other source voted in it.
 pub const MIN_FAILING_SOURCES: u64 = 3;
 
-/// Distinct keys seen lately, each with the second it was last seen in: a key seen again
-/// refreshes its own entry and a new one takes the oldest, so one key never pushes others out.
-#[derive(Debug, Default)]
-struct Recent {
-    /// The key's high bits and the second plus one (low [`SECOND_BITS`]); 0 is empty.
-    slots: [AtomicU64; RECENT],
+/// One part's counters ([`trim::PARTS`]: by a hash of the voter's network).
+#[derive(Debug)]
+struct Part {
+    requests: AtomicU64,
+    errors: AtomicU64,
+    buckets: [AtomicU64; BUCKETS],
 }
 
-impl Recent {
-    fn note(&self, key: u64, second: u64) {
-        let tag = key & !SECOND_MASK;
-        debug_assert_eq!(key & SECOND_MASK, 0);
-        let stamp = second.wrapping_add(1) & SECOND_MASK;
-        let now = stamp;
-        let mut oldest = (0, 0);
-        for (i, slot) in self.slots.iter().enumerate() {
-            let e = slot.load(Ordering::Relaxed);
-            if e != 0 && e & !SECOND_MASK == tag {
-                slot.store(tag | stamp, Ordering::Relaxed);
-                return;
-            }
-            let age = if e == 0 {
-                u64::MAX
-            } else {
-                now.wrapping_sub(e & SECOND_MASK) & SECOND_MASK
-            };
-            if age >= oldest.1 {
-                oldest = (i, age);
-            }
-        }
-        self.slots[oldest.0].store(tag | stamp, Ordering::Relaxed);
-    }
-
-    /// The (visitor, network) pairs seen in the `within` seconds up to `second`.
-    fn pairs(&self, second: u64, within: u64) -> Vec<(u64, u64)> {
-        let now = second.wrapping_add(1) & SECOND_MASK;
-        let mut out: Vec<(u64, u64)> = Vec::with_capacity(RECENT);
-        for slot in &self.slots {
-            let e = slot.load(Ordering::Relaxed);
-            let age = now.wrapping_sub(e & SECOND_MASK) & SECOND_MASK;
-            let pair = (e >> PAIR_SHIFT, (e >> SECOND_BITS) & PAIR_MASK);
-            if e == 0 || age >= within || out.contains(&pair) {
-                continue;
-            }
-            out.push(pair);
-        }
-        out
-    }
-
-    /// How many of the visitors seen lately can each be given a network of their own (a
-    /// maximum matching of the pairs seen): one visitor from many networks, or many visitors
-    /// from one network, is one source.
-    fn sources(&self, second: u64, within: u64) -> u64 {
-        matching(&self.pairs(second, within))
-    }
-}
-
-/// The bits of a visitor's and of a network's hash in an entry: a pair is the two, above the
-/// second.
-const PAIR_BITS: u32 = 20;
-const PAIR_MASK: u64 = (1 << PAIR_BITS) - 1;
-const PAIR_SHIFT: u32 = SECOND_BITS + PAIR_BITS;
-
-/// An entry's key for visitor `vid` from network `network` (both hashes).
-fn pair_key(vid: u64, network: u64) -> u64 {
-    ((vid & PAIR_MASK) << PAIR_SHIFT) | ((network & PAIR_MASK) << SECOND_BITS)
-}
-
-/// The size of a maximum matching of `pairs` (visitor, network): augmenting paths, for the few
-/// pairs a window keeps.
-fn matching(pairs: &[(u64, u64)]) -> u64 {
-    fn augment(
-        v: u64,
-        pairs: &[(u64, u64)],
-        matched: &mut Vec<(u64, u64)>,
-        seen: &mut Vec<u64>,
-    ) -> bool {
-        for &(_, n) in pairs.iter().filter(|(pv, _)| *pv == v) {
-            if seen.contains(&n) {
-                continue;
-            }
-            seen.push(n);
-            match matched.iter().position(|(mn, _)| *mn == n) {
-                None => {
-                    matched.push((n, v));
-                    return true;
-                }
-                Some(i) => {
-                    let other = matched[i].1;
-                    if augment(other, pairs, matched, seen) {
-                        matched[i].1 = v;
-                        return true;
-                    }
-                }
-            }
-        }
-        false
-    }
-    let mut visitors: Vec<u64> = pairs.iter().map(|(v, _)| *v).collect();
-    visitors.sort_unstable();
-    visitors.dedup();
-    let mut matched = Vec::new();
-    let mut size = 0;
-    for v in visitors {
-        if augment(v, pairs, &mut matched, &mut Vec::new()) {
-            size += 1;
+impl Default for Part {
+    fn default() -> Self {
+        Self {
+            requests: AtomicU64::new(0),
+            errors: AtomicU64::new(0),
+            buckets: std::array::from_fn(|_| AtomicU64::new(0)),
         }
     }
-    size
-}
-
-/// The sources of a window's votes (visitors each from a network of their own): how many
-/// voted, how many failed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Sources {
-    pub voting: u64,
-    pub failing: u64,
-    /// Those whose votes took longer than the lowest `target-latency` of the upstream's rooms.
-    pub slow: u64,
 }
 
 /// Counts since the process started (never reset: each reader keeps its own last reading).
 #[derive(Debug)]
 pub struct OriginHealth {
-    requests: AtomicU64,
-    errors: AtomicU64,
-    buckets: [AtomicU64; BUCKETS],
+    /// The votes, by a hash of the network they came from ([`trim::part_of`]).
+    parts: Box<[Part]>,
     /// The second (on the monotonic clock, plus one: 0 is "never") each slot last voted in. Two
     /// visitors in one slot share its vote: a sample, not a count.
     votes: Box<[AtomicU64]>,
@@ -204,9 +107,7 @@ pub struct OriginHealth {
 impl Default for OriginHealth {
     fn default() -> Self {
         Self {
-            requests: AtomicU64::new(0),
-            errors: AtomicU64::new(0),
-            buckets: std::array::from_fn(|_| AtomicU64::new(0)),
+            parts: (0..PARTS).map(|_| Part::default()).collect(),
             votes: (0..VOTE_SLOTS).map(|_| AtomicU64::new(0)).collect(),
             voters: Recent::default(),
             failing: Recent::default(),
@@ -216,15 +117,15 @@ impl Default for OriginHealth {
     }
 }
 
-/// A reading of [`OriginHealth`].
+/// Votes counted: how many, how many failed, and how long the timed ones took.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Counts {
+pub struct Tally {
     pub requests: u64,
     pub errors: u64,
     pub buckets: [u64; BUCKETS],
 }
 
-impl Default for Counts {
+impl Default for Tally {
     fn default() -> Self {
         Self {
             requests: 0,
@@ -234,21 +135,18 @@ impl Default for Counts {
     }
 }
 
-impl Counts {
-    fn since(&self, earlier: &Counts) -> Counts {
-        Counts {
-            requests: self.requests.saturating_sub(earlier.requests),
-            errors: self.errors.saturating_sub(earlier.errors),
-            buckets: std::array::from_fn(|i| self.buckets[i].saturating_sub(earlier.buckets[i])),
-        }
-    }
-
-    fn add(&mut self, other: &Counts) {
+impl Tally {
+    fn add(&mut self, other: &Tally) {
         self.requests += other.requests;
         self.errors += other.errors;
         for (a, b) in self.buckets.iter_mut().zip(other.buckets.iter()) {
             *a += b;
         }
+    }
+
+    /// The votes timed (those that had an answer).
+    pub fn timed(&self) -> u64 {
+        self.buckets.iter().sum()
     }
 
     /// The `q` quantile of the latencies counted (zero when none).
@@ -262,6 +160,31 @@ impl Counts {
         let mut kept = self.buckets;
         kept.iter_mut().skip(last + 1).for_each(|n| *n = 0);
         quantile_of(q, &kept)
+    }
+}
+
+/// A reading of [`OriginHealth`]: a [`Tally`] per part.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Counts {
+    pub parts: Vec<Tally>,
+}
+
+impl Default for Counts {
+    fn default() -> Self {
+        Self {
+            parts: vec![Tally::default(); PARTS],
+        }
+    }
+}
+
+impl Counts {
+    /// Every part's votes together.
+    pub fn total(&self) -> Tally {
+        let mut sum = Tally::default();
+        for t in &self.parts {
+            sum.add(t);
+        }
+        sum
     }
 }
 
@@ -297,15 +220,17 @@ impl OriginHealth {
                 .is_ok()
     }
 
-    /// One request of admitted traffic: `latency` to the response header (`None` when there
-    /// was none: refused, timed out), and whether it failed (5xx, timeout, connection).
-    pub fn record(&self, latency: Option<Duration>, failed: bool) {
-        self.requests.fetch_add(1, Ordering::Relaxed);
+    /// One vote of admitted traffic from client network `network` (a [`network_key`]):
+    /// `latency` to the response header (`None` when there was none: refused, timed out), and
+    /// whether it failed (5xx, timeout, connection).
+    pub fn record(&self, network: u64, latency: Option<Duration>, failed: bool) {
+        let part = &self.parts[part_of(network)];
+        part.requests.fetch_add(1, Ordering::Relaxed);
         if failed {
-            self.errors.fetch_add(1, Ordering::Relaxed);
+            part.errors.fetch_add(1, Ordering::Relaxed);
         }
         if let Some(d) = latency {
-            self.buckets[bucket_of(d)].fetch_add(1, Ordering::Relaxed);
+            part.buckets[bucket_of(d)].fetch_add(1, Ordering::Relaxed);
         }
     }
 
@@ -344,7 +269,7 @@ impl OriginHealth {
     }
 
     /// The sources that voted, and failed, in the `within` seconds up to `second`: visitors
-    /// each from a network of their own (at most [`RECENT`]).
+    /// each from a network of their own (at most the 16 pairs seen last).
     pub fn sources(&self, second: u64, within: u64) -> Sources {
         Sources {
             voting: self.voters.sources(second, within),
@@ -355,9 +280,15 @@ impl OriginHealth {
 
     pub fn read(&self) -> Counts {
         Counts {
-            requests: self.requests.load(Ordering::Relaxed),
-            errors: self.errors.load(Ordering::Relaxed),
-            buckets: std::array::from_fn(|i| self.buckets[i].load(Ordering::Relaxed)),
+            parts: self
+                .parts
+                .iter()
+                .map(|p| Tally {
+                    requests: p.requests.load(Ordering::Relaxed),
+                    errors: p.errors.load(Ordering::Relaxed),
+                    buckets: std::array::from_fn(|i| p.buckets[i].load(Ordering::Relaxed)),
+                })
+                .collect(),
         }
     }
 }
@@ -367,28 +298,49 @@ fn vote_key(vid: &crate::store::VisitorId) -> u64 {
     u64::from_le_bytes([b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]])
 }
 
-/// A window's health as the autopilot judges it: its failures count only when they come from
-/// at least [`MIN_FAILING_SOURCES`] sources, or from every source that voted when fewer did;
-/// and so does a p90 over `target` (the room's `target-latency`): slowness fewer sources saw
-/// is theirs, not the shop's, and the window is judged by the rest of its votes (`rest_p90`:
-/// the p90 of the votes that were not slow, see [`HealthWindow::p90_not_slow`]). Before
-/// (found by review), five admitted visitors of one network asking for a page that took a
-/// second, among thirty fast ones, drove the rate from 50 to `min-rate` in 28 s; and taken as
-/// at the target, such a window held the rate where it stood (re-review).
-pub fn judged(
-    mut health: Health,
-    sources: Sources,
-    target: Duration,
-    rest_p90: Duration,
-) -> Health {
+/// A window's health as the autopilot judges it, for a room whose `target-latency` is
+/// `target` (`slow_over`: the lowest target on the upstream, over which a vote is noted slow
+/// by source).
+///
+/// Its error share and p90 are those of the window's votes without the two parts with the
+/// most failed (slow) votes and the two with the most answered (fast) ones ([`trim`]): a few
+/// networks cannot sway them either way. And its failures count only when they come from at
+/// least [`MIN_FAILING_SOURCES`] sources, or from every source that voted when fewer did; so
+/// does a p90 over `target`, else the window is judged by its votes that were not slow (one
+/// visitor sending from many networks reaches many parts). Before (found by review), five
+/// admitted visitors of one network asking for a page that took a second, among thirty fast
+/// ones, drove the rate from 50 to `min-rate` in 28 s; taken as at the target, such a window
+/// held the rate where it stood (re-review); and see [`trim`] for what counting sources alone
+/// let through.
+pub fn judged(window: &Counts, sources: Sources, target: Duration, slow_over: Duration) -> Health {
     let least = MIN_FAILING_SOURCES.min(sources.voting.max(1));
-    if sources.failing < least {
-        health.errors = 0;
+    let drop = (least - 1) as usize;
+    let requests = window.total().requests;
+    let answered = |t: &Tally| t.requests - t.errors;
+    let e = trim::trimmed(&window.parts, drop, |t| t.errors, answered);
+    let errors = if sources.failing < least || e.requests == 0 {
+        0
+    } else {
+        // The trimmed share, over every request of the window (how many were judged).
+        let share = u128::from(e.errors) * u128::from(requests);
+        u64::try_from((share + u128::from(e.requests) / 2) / u128::from(e.requests))
+            .unwrap_or(requests)
+    };
+    let l = trim::trimmed(
+        &window.parts,
+        drop,
+        |t| trim::over(t, target),
+        |t| trim::within(t, target),
+    );
+    let mut p90 = l.quantile(0.9);
+    if p90 > target && sources.slow < least {
+        p90 = l.quantile_up_to(0.9, slow_over).min(target);
     }
-    if health.p90 > target && sources.slow < least {
-        health.p90 = rest_p90.min(target);
+    Health {
+        requests,
+        errors,
+        p90,
     }
-    health
 }
 
 /// The key a client network is told apart by: a hash of `join-limit`'s key for it.
@@ -403,40 +355,50 @@ pub fn network_key(client: &str) -> u64 {
 #[derive(Debug, Default)]
 pub struct HealthWindow {
     last: Option<Counts>,
-    ticks: std::collections::VecDeque<Counts>,
-    /// The ticks added up, as the last [`Self::tick`] left them.
+    /// Each tick's counters that moved, as (counter, by how much): a tick's votes move a few of
+    /// the parts' counters, and a window may hold thousands of ticks.
+    ticks: std::collections::VecDeque<Vec<(u16, u64)>>,
+    /// The ticks added up.
     sum: Counts,
 }
 
-impl HealthWindow {
-    /// The p90 of the window's votes that were not slow (up to `slow_over`): what the window
-    /// says of the shop when its slow votes came from too few sources ([`judged`]).
-    pub fn p90_not_slow(&self, slow_over: Duration) -> Duration {
-        self.sum.quantile_up_to(0.9, slow_over)
-    }
+/// The counters of a part: requests, errors, then the buckets.
+const PER_PART: usize = BUCKETS + 2;
 
-    /// Folds the counters in at a tick and returns the health of the last `slots` ticks.
-    pub fn tick(&mut self, now: Counts, slots: usize) -> Health {
-        let delta = match &self.last {
-            Some(last) => now.since(last),
-            None => Counts::default(),
-        };
+/// Counter `i` of `counts` ([`PER_PART`] per part).
+fn counter(counts: &mut Counts, i: usize) -> &mut u64 {
+    let t = &mut counts.parts[i / PER_PART];
+    match i % PER_PART {
+        0 => &mut t.requests,
+        1 => &mut t.errors,
+        b => &mut t.buckets[b - 2],
+    }
+}
+
+impl HealthWindow {
+    /// Folds the counters in at a tick and returns the votes of the last `slots` ticks.
+    pub fn tick(&mut self, mut now: Counts, slots: usize) -> &Counts {
+        let mut moved = Vec::new();
+        if let Some(last) = &mut self.last {
+            for i in 0..PARTS * PER_PART {
+                let (was, is) = (*counter(last, i), *counter(&mut now, i));
+                if is > was {
+                    moved.push((i as u16, is - was));
+                }
+            }
+        }
+        for &(i, n) in &moved {
+            *counter(&mut self.sum, usize::from(i)) += n;
+        }
         self.last = Some(now);
-        self.ticks.push_back(delta);
+        self.ticks.push_back(moved);
         while self.ticks.len() > slots.max(1) {
-            self.ticks.pop_front();
+            for (i, n) in self.ticks.pop_front().unwrap_or_default() {
+                let c = counter(&mut self.sum, usize::from(i));
+                *c = c.saturating_sub(n);
+            }
         }
-        let mut sum = Counts::default();
-        for t in &self.ticks {
-            sum.add(t);
-        }
-        let health = Health {
-            requests: sum.requests,
-            errors: sum.errors,
-            p90: sum.quantile(0.9),
-        };
-        self.sum = sum;
-        health
+        &self.sum
     }
 }
 

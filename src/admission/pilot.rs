@@ -52,8 +52,7 @@ pub fn prepare(shared: &Shared, room: usize) -> Option<AutopilotTick> {
     let sources = health.sources(second, within);
     let mut pilot = r.pilot.inner.lock().unwrap_or_else(|e| e.into_inner());
     let window = pilot.window.tick(health.read(), slots);
-    let rest = pilot.window.p90_not_slow(health.slow_over());
-    let report = judged(window, sources, cfg.target_latency, rest);
+    let report = judged(window, sources, cfg.target_latency, health.slow_over());
     let proposal = pilot
         .last
         .as_ref()

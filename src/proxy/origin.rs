@@ -148,10 +148,10 @@ fn sample(session: &Session, ctx: &Ctx, latency: Option<Duration>, failed: bool)
     let Some(v) = ctx.holder.filter(|v| h.vote(&v.vid, second)) else {
         return;
     };
-    h.record(latency, failed);
-    // The network it came from (once a second per visitor): whose failures they are.
+    // The network it came from (once a second per visitor): whose votes they are.
     let client = super::request::client_key(&ctx.shared, session).unwrap_or_default();
     let network = crate::admission::health::network_key(&client);
+    h.record(network, latency, failed);
     h.voted_from(&v.vid, network, second, (failed, latency));
 }
 
