@@ -10,7 +10,10 @@
 -- ARGV[4] max-waiting   ARGV[5] session-ttl µs   ARGV[6] tick µs   ARGV[7] abandon-after µs
 -- ARGV[8] clock (prelude `now_us`, with the caller's deadline: `late_call`)
 -- ARGV[9] new joins allowed per client and window (0: no limit; -1: the caller's own count is
--- past it, so known visitors only: a newcomer is refused without being counted)   ARGV[10] window µs
+-- past it, so known visitors only: a newcomer is refused without being counted), and after a
+-- ':' the epoch of the line a queue ticket vouches for: a newcomer placed in a line of another
+-- epoch (the store lost that line, or it emptied) is not counted, one of the same epoch is
+-- (they left that line: let in or swept)   ARGV[10] window µs
 -- ARGV[11] claim-ttl µs (how long a fast-path entry holds its slot until the visitor is back)
 -- ARGV[12] the store generation the caller's last admit saw ('' if none): another one (or none,
 --          the room's data lost in an empty restart) means the caller's admission loop has not
@@ -142,7 +145,12 @@ end
 
 -- A newcomer counted against the client's limit: the reply that refuses them, or nil.
 local function limited()
-  local limit = tonumber(ARGV[9])
+  local limit, vouched = string.match(ARGV[9], '^(-?%d+):?(%d*)$')
+  limit = tonumber(limit)
+  if vouched ~= '' and tonumber(vouched) ~= epoch then
+    -- A place held lately in a line this store no longer holds: placed anew, uncounted.
+    return nil
+  end
   if limit < 0 then
     -- Past the limit on the calling instance already: a newcomer is refused, uncounted.
     return { 6, 0, 0, '1000', 0 }

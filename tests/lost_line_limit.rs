@@ -55,3 +55,55 @@ async fn a_lost_lines_people_behind_one_address_are_placed_past_join_limit() {
         );
     }
 }
+
+/// The other side of it: a ticket kept after its visitor left the line (let in, their order
+/// placed) is no place held, and its way back into the same line is counted against
+/// `join-limit` like any newcomer's (found by review: spared the count, a kept ticket rejoined
+/// as often as its holder liked, and without the join challenge). One address, three new
+/// visitors a minute: the one who takes the room first, the visitor, the one behind them; the
+/// visitor's way back with the ticket kept is the fourth, refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_ticket_kept_after_an_order_is_counted_on_the_way_back() {
+    use common::commands::{config, send};
+    let redis = RedisServer::start();
+    let origin = Origin::start().await;
+    let store = common::sale::redis_store(&redis, "500ms");
+    let proxy = Proxy::start(&config(
+        origin.addr,
+        &store,
+        "join-limit = { per-ip = 3, per = \"1m\" }",
+    ));
+    admission_loop_ran(&redis).await;
+    let mut first = Jar::default();
+    assert!(visit(&proxy, &mut first).await.0, "the room taken at once");
+    let mut visitor = Jar::default();
+    let (_, state) = visit(&proxy, &mut visitor).await;
+    assert_eq!(state, "waiting");
+    let ticket = visitor
+        .get("anteroom_q.sale")
+        .map(String::from)
+        .expect("a ticket");
+    let mut behind = Jar::default();
+    assert_eq!(visit(&proxy, &mut behind).await.1, "waiting");
+    // The first orders; the visitor is let in at a tick, and orders too.
+    assert_eq!(send(&proxy, "POST", "/orders", &first).await.status(), 200);
+    eventually(Duration::from_secs(10), "the visitor's turn", || async {
+        let mut jar = visitor.clone();
+        let (admitted, _) = visit(&proxy, &mut jar).await;
+        admitted.then_some(jar)
+    })
+    .await
+    .clone_into(&mut visitor);
+    let order = send(&proxy, "POST", "/orders", &visitor).await;
+    assert_eq!(order.status(), 200);
+    visitor.absorb(&order);
+    assert!(
+        visitor.get("anteroom_sale").is_none(),
+        "the admission used up"
+    );
+    // Back with the ticket kept: a fourth new visitor from the address.
+    visitor.set("anteroom_q.sale", &ticket);
+    let (admitted, state) = visit(&proxy, &mut visitor).await;
+    assert!(!admitted);
+    assert_eq!(state, "limited", "a kept ticket rejoined uncounted");
+}

@@ -196,16 +196,21 @@ impl Proxy {
             }
         }
         // A ticket that vouches for a place held lately (see `challenge::holds_place`) is no new
-        // identity: a join the store must place anew (it lost the line) is not counted (found by
-        // review: after a FLUSHALL, people in line behind one address were refused 429 on every
-        // poll past join-limit, and lost their turn to everyone else's).
-        let holds_place = ticket
+        // identity when the store must place it anew because it lost the line: such a join is
+        // not counted (found by review: after a FLUSHALL, people in line behind one address
+        // were refused 429 on every poll past join-limit, and lost their turn to everyone
+        // else's). The store tells that from a visitor who left the same line (let in, their
+        // order placed) and comes back with the ticket kept: counted (`JoinGate::vouched`;
+        // found by review: spared, a kept ticket rejoined as often as its holder liked).
+        let vouched = ticket
             .as_ref()
-            .is_some_and(|t| super::challenge::holds_place(shared, room, t));
+            .filter(|t| super::challenge::holds_place(shared, room, t))
+            .map(|t| t.place.epoch);
         // While the store cannot answer, a ticket's local admissions are counted by its
         // address's gate ([`Self::answer_join`]), a fresh ticket's too.
         let uncounted = gate.as_ref().filter(|_| ticket.is_some());
-        let gate = gate.as_ref().filter(|_| !holds_place);
+        let gate = gate.clone().map(|g| JoinGate { vouched, ..g });
+        let gate = gate.as_ref();
         let known_only = gate.is_some_and(|g| g.known_only);
         // A room with events passes them (the store decides the one in force by its clock), and
         // the visitor's place in each draw that has not opened.
@@ -329,6 +334,7 @@ impl Proxy {
             limit: 0,
             per: std::time::Duration::ZERO,
             known_only: true,
+            vouched: None,
         };
         let first = Candidate {
             vid: who.vid,

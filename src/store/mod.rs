@@ -178,6 +178,14 @@ pub struct JoinGate {
     /// Past the limit on the calling instance already: a visitor the store knows (in line, or
     /// admitted) is answered as ever, a newcomer refused without being counted.
     pub known_only: bool,
+    /// The epoch of the line a queue ticket that vouches for a place held lately was given in
+    /// (`challenge::holds_place`): the visitor is placed anew uncounted when the store's line
+    /// is of another epoch (it lost the line the ticket was of, or that line emptied), and
+    /// counted as any newcomer when it is the same — the visitor left that line (let in, or
+    /// swept), and a ticket kept is no way back into it past the limit. Before (found by
+    /// review), any such ticket was spared the count: one kept after an order rejoined the
+    /// line as often as its holder liked.
+    pub vouched: Option<u64>,
 }
 
 /// A room's figures, for the admin API and metrics.

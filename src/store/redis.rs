@@ -261,8 +261,7 @@ impl Store for RedisStore {
             .arg(micros(p.tick))
             .arg(micros(p.abandon_after))
             .arg(self.clock_arg_until(&p.name))
-            // -1: past the limit on this instance already (known visitors only).
-            .arg(gate.map_or(0, |g| if g.known_only { -1 } else { i64::from(g.limit) }))
+            .arg(limit_arg(gate))
             .arg(gate.map(|g| micros(g.per)).unwrap_or(0))
             .arg(micros(p.claim_ttl))
             .arg(self.generation_seen(&p.name).unwrap_or_default())
@@ -453,5 +452,21 @@ impl Store for RedisStore {
         count: u64,
     ) -> Result<Vec<crate::event::draw::RegTicket>, StoreError> {
         self.draw_list_call(p, event, from, count).await
+    }
+}
+
+/// join.lua's ARGV[9]: the new joins allowed per client and window (0: no limit; -1: past the
+/// limit on this instance already, known visitors only), and after a `:` the epoch a queue
+/// ticket vouches for (`JoinGate::vouched`).
+fn limit_arg(gate: Option<&super::JoinGate>) -> String {
+    match gate {
+        None => "0".to_string(),
+        Some(g) if g.known_only => "-1".to_string(),
+        Some(super::JoinGate {
+            limit,
+            vouched: Some(epoch),
+            ..
+        }) => format!("{limit}:{epoch}"),
+        Some(g) => g.limit.to_string(),
     }
 }

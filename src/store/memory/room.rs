@@ -236,6 +236,10 @@ impl RoomData {
     /// Counts a new join from a client (a fixed window from its first join, like Redis `INCR` +
     /// `PEXPIRE`); `Some(wait)` when over the limit.
     pub(super) fn count_join(&mut self, g: &JoinGate, now: Micros) -> Option<Duration> {
+        // A place held lately in a line this room no longer holds: placed anew, uncounted.
+        if g.vouched.is_some_and(|e| e != self.epoch) {
+            return None;
+        }
         if self.joins_by_client.len() > 10_000
             && self
                 .joins_swept_at
