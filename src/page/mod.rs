@@ -153,6 +153,10 @@ pub struct MessageView<'a> {
     pub refresh_url: &'a str,
     pub room: &'a str,
     pub lang: &'a str,
+    /// Said when the request was a form (`proxy::method::is_form`): what it sent did not reach
+    /// the shop, and the page's retry sends nothing of it (found by review: the 429 after
+    /// `join-limit` said "try again" and nothing of the form).
+    pub form_note: Option<&'a str>,
 }
 
 /// Where a page's refresh goes: the request's path and query (`path_and_query`), written out
@@ -278,6 +282,12 @@ fn read(path: &Path) -> Result<String, String> {
 }
 
 /// The page of last resort; its inputs are our own constant strings.
+/// The note a message page answering a form says ([`MessageView::form_note`]; message pages
+/// are in English).
+pub fn form_note() -> &'static str {
+    "What you sent from the previous page did not reach the shop: send it again once you are let in."
+}
+
 fn fallback_page(title: &str, message: &str, refresh: u64, url: &str) -> String {
     let refresh = if refresh > 0 && url.is_empty() {
         format!("<meta http-equiv=\"refresh\" content=\"{refresh}\">")

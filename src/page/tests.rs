@@ -98,6 +98,7 @@ fn every_refresh_names_the_address() {
         refresh_url: URL,
         room: "sale",
         lang: "en",
+        form_note: None,
     });
     assert!(
         message.contains(&format!("content=\"5{named}")),

@@ -105,6 +105,7 @@ fn page(
             refresh_url: url,
             room,
             lang: "en",
+            form_note: None,
         });
         (HTML, Bytes::from(html), retry)
     }

@@ -106,6 +106,8 @@ impl Proxy {
                 refresh_url: &super::request::page_url(session.req_header()),
                 room: r.name(),
                 lang: f.lang,
+                form_note:
+                    super::method::is_form(session.req_header()).then(crate::page::form_note),
             }))
         };
         Reply {

@@ -297,6 +297,7 @@ impl Proxy {
                 refresh_url: "",
                 room: "",
                 lang: "en",
+                form_note: None,
             }))
         };
         Reply {

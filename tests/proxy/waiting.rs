@@ -71,6 +71,29 @@ async fn a_form_posted_while_waiting_is_said_not_sent() {
     assert!(!page.text().await.unwrap().contains("was not passed on"));
 }
 
+/// A form refused past `join-limit` says so too: the 429 page's retry sends nothing of it
+/// (found by review: it said "try again" and nothing of the form); a GET's says nothing of it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_form_refused_past_join_limit_is_said_not_sent() {
+    let (origin, proxy) = setup("join-limit = { per-ip = 1, per = \"1m\" }").await;
+    let _holder = admitted_visitor(&proxy).await;
+    let before = origin.requests().len();
+    let resp = client()
+        .post(proxy.url("/products/buy"))
+        .header("accept", "text/html")
+        .form(&[("qty", "77")])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 429);
+    let html = resp.text().await.unwrap();
+    assert!(html.contains("did not reach the shop"), "{html}");
+    assert_eq!(origin.requests().len(), before, "nothing reached the shop");
+    let page = get(&proxy, "/products/buy", &Jar::default(), Some("text/html")).await;
+    assert_eq!(page.status(), 429);
+    assert!(!page.text().await.unwrap().contains("did not reach"));
+}
+
 /// A page's poll (`page=1`) that comes back without the visitor-id cookie its page set is a
 /// browser that refuses cookies: told `cookies_required`, it joins nobody (each such poll was a
 /// new place at the end of the line: found by review). The same poll with the cookie, or
