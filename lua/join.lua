@@ -10,10 +10,10 @@
 -- ARGV[4] max-waiting   ARGV[5] session-ttl µs   ARGV[6] tick µs   ARGV[7] abandon-after µs
 -- ARGV[8] clock (prelude `now_us`, with the caller's deadline: `late_call`)
 -- ARGV[9] new joins allowed per client and window (0: no limit; -1: the caller's own count is
--- past it, so known visitors only: a newcomer is refused without being counted), and after a
--- ':' the epoch of the line a queue ticket vouches for: a newcomer placed in a line of another
--- epoch (the store lost that line, or it emptied) is not counted, one of the same epoch is
--- (they left that line: let in or swept)   ARGV[10] window µs
+-- past it, so known visitors only: a newcomer is refused without being counted), and ':v' after
+-- it when a queue ticket vouches for a place held lately: placed anew, the visitor is not
+-- counted (the store lost the place, or the turn lapsed) unless KEYS[6] holds an order of
+-- theirs (they were let in and ordered)   ARGV[10] window µs
 -- ARGV[11] claim-ttl µs (how long a fast-path entry holds its slot until the visitor is back)
 -- ARGV[12] the store generation the caller's last admit saw ('' if none): another one (or none,
 --          the room's data lost in an empty restart) means the caller's admission loop has not
@@ -35,8 +35,8 @@
 --          tick; the visitor's next poll places them. So is a newcomer to a drawn pre-queue
 --          while live instances disagree on the events (ev_mixed): each would draw by its own
 --          seed.
--- KEYS[5] ended ZSET (end_sessions in the prelude)
--- KEYS[6], KEYS[7], ... per event of ARGV[14], in order: its draw's list (registrations ZSET)
+-- KEYS[5] ended ZSET (end_sessions in the prelude)   KEYS[6] the visitor's consumed marker STRING
+-- KEYS[7], KEYS[8], ... per event of ARGV[14], in order: its draw's list (registrations ZSET)
 --
 -- Events: during a pre-queue nobody is let in and everyone in line is "registered" (slot 0: not
 -- silent before the opening); a newcomer to a drawn pre-queue is placed at its draw key in the
@@ -145,11 +145,14 @@ end
 
 -- A newcomer counted against the client's limit: the reply that refuses them, or nil.
 local function limited()
-  local limit, vouched = string.match(ARGV[9], '^(-?%d+):?(%d*)$')
+  local limit, vouched = string.match(ARGV[9], '^(-?%d+)(:?v?)$')
   limit = tonumber(limit)
-  if vouched ~= '' and tonumber(vouched) ~= epoch then
-    -- A place held lately in a line this store no longer holds: placed anew, uncounted.
-    return nil
+  if vouched == ':v' then
+    -- A place held lately, lost or lapsed: placed anew uncounted, unless the visitor ordered.
+    local m = read_marker(redis.call('GET', KEYS[6]))
+    if not (m and (m.kind == 'c' or m.kind == 'p')) then
+      return nil
+    end
   end
   if limit < 0 then
     -- Past the limit on the calling instance already: a newcomer is refused, uncounted.
@@ -336,7 +339,7 @@ if key then
     h_draw_ev, h_draw_base, h_draw_epoch = ev.id, base, epoch
   end
   offset = base + key
-  local list = KEYS[5 + ev.i]
+  local list = KEYS[6 + ev.i]
   redis.call('ZADD', list, 'NX', key, ARGV[14 + 2 * ev.i])
   local ends = ev.close or ev.open
   redis.call('PEXPIRE', list, math.max(1000, math.floor((ends - now) / 1000) + 30 * 86400000))

@@ -10,6 +10,7 @@ use std::time::Duration;
 use common::local::*;
 use common::redis::{raw, RedisServer};
 use common::*;
+use serde_json::Value;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lost_lines_people_behind_one_address_are_placed_past_join_limit() {
@@ -106,4 +107,102 @@ async fn a_ticket_kept_after_an_order_is_counted_on_the_way_back() {
     let (admitted, state) = visit(&proxy, &mut visitor).await;
     assert!(!admitted);
     assert_eq!(state, "limited", "a kept ticket rejoined uncounted");
+}
+
+/// A visitor whose turn lapsed (not collected within `claim-ttl`) rejoins at the back, as
+/// `check` warns, not refused: their ticket still vouches for the place they held, and they
+/// ordered nothing (re-review: a first fix, counting a ticket of the line's own epoch, refused
+/// them 429 behind an address at its limit).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_visitor_whose_turn_lapsed_rejoins_past_join_limit() {
+    use common::commands::{config, send};
+    let redis = RedisServer::start();
+    let origin = Origin::start().await;
+    let store = common::sale::redis_store(&redis, "500ms");
+    let proxy = Proxy::start(&config(
+        origin.addr,
+        &store,
+        "join-limit = { per-ip = 3, per = \"1m\" }\nclaim-ttl = \"1s\"",
+    ));
+    admission_loop_ran(&redis).await;
+    let mut first = Jar::default();
+    assert!(visit(&proxy, &mut first).await.0, "the room taken at once");
+    let mut late = Jar::default();
+    assert_eq!(visit(&proxy, &mut late).await.1, "waiting");
+    let mut behind = Jar::default();
+    assert_eq!(visit(&proxy, &mut behind).await.1, "waiting");
+    // The address is at its limit; the first orders, and the late one's turn comes (the one
+    // behind sees it go by) and lapses unclaimed.
+    assert_eq!(send(&proxy, "POST", "/orders", &first).await.status(), 200);
+    let stats = || async {
+        let v: Value = client()
+            .get(proxy.admin_url("/rooms/sale"))
+            .bearer_auth(TOKEN)
+            .send()
+            .await
+            .ok()?
+            .json()
+            .await
+            .ok()?;
+        Some(v)
+    };
+    eventually(Duration::from_secs(10), "the turn given", || async {
+        (stats().await?["admitted_total"].as_u64()? >= 2).then_some(())
+    })
+    .await;
+    eventually(Duration::from_secs(10), "the turn lapsed", || async {
+        (stats().await?["active"].as_u64()? == 0).then_some(())
+    })
+    .await;
+    let (_, state) = visit(&proxy, &mut late).await;
+    assert_ne!(state, "limited", "a lapsed turn refused by join-limit");
+}
+
+/// After a loss, a request that carries a second ticket beside its own (a sibling site's, or
+/// one kept from before) keeps its exemption: its visitor is placed anew, not refused (found by
+/// re-review: such requests lost it, and people behind one address were refused 429).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_lines_people_with_a_second_ticket_are_placed_past_join_limit() {
+    let redis = RedisServer::start();
+    let origin = Origin::start().await;
+    let room =
+        "admit-per-second = 100\nmax-active = 100\njoin-limit = { per-ip = 2, per = \"1s\" }";
+    let proxy = Proxy::start(&config(origin.addr, &redis.url(), 3, room));
+    admission_loop_ran(&redis).await;
+    hold_the_line(&proxy).await;
+    let mut jars = Vec::new();
+    while jars.len() < 5 {
+        let mut jar = Jar::default();
+        let (_, state) = visit(&proxy, &mut jar).await;
+        if state == "paused" && jar.get("anteroom_q.sale").is_some() {
+            jars.push(jar);
+        } else {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+    // Each of the first four carries the fifth's ticket after its own.
+    let other = jars
+        .pop()
+        .and_then(|j| j.get("anteroom_q.sale").map(String::from));
+    let other = other.expect("a ticket");
+    assert!(raw(redis.port, "FLUSHALL").is_some_and(|r| r.starts_with("+OK")));
+    let poll = |jar: &Jar| {
+        let cookie = format!("{}; anteroom_q.sale={other}", jar.header());
+        let url = proxy.url("/.anteroom/status?room=sale");
+        async move {
+            let resp = client().get(url).header("cookie", cookie).send().await;
+            let v: Value = resp.ok()?.json().await.ok()?;
+            v["state"].as_str().map(String::from)
+        }
+    };
+    // Placed anew (paused: the hold went with the data, until the instance holds it again),
+    // never refused: a few rounds of polls.
+    let deadline = std::time::Instant::now() + Duration::from_secs(3);
+    while std::time::Instant::now() < deadline {
+        for jar in &jars {
+            let state = poll(jar).await;
+            assert_ne!(state.as_deref(), Some("limited"), "refused by join-limit");
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }

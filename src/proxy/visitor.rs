@@ -175,15 +175,30 @@ impl Proxy {
                 return v;
             }
         }
-        // Without a ticket this is a store join that join-limit may count: past the limit on
-        // this instance alone, a newcomer is refused here, without a store call. One that came
-        // with a visitor id of its own may be in line, which only the store knows: it asks,
-        // and the store answers a known visitor as ever and refuses a newcomer uncounted (found
-        // by review: a visitor in line polling without its ticket was told 429 by a flood from
-        // its network's newcomers, and lost the place for silence).
+        // A ticket that vouches for a place held lately (see `challenge::holds_place`) is no new
+        // identity: a join the store must place anew (it lost the place, or the turn lapsed) is
+        // not counted (found by review: after a FLUSHALL, people in line behind one address
+        // were refused 429 on every poll past join-limit, and lost their turn to everyone
+        // else's) — unless the store holds an order of the visitor's: they were let in and
+        // ordered, and a ticket kept is no way back past the limit (`JoinGate::vouched`; found
+        // by review). The request's own ticket, or, when the store held none of the request's
+        // tickets, the one that named `vid` (found by re-review: a second ticket tossed in
+        // beside one's own lost the exemption after a loss, and 429'd a network's people).
+        let vouching = who
+            .vouched
+            .filter(|t| t.vid == vid && super::challenge::holds_place(shared, room, t));
+        // Without such a ticket this is a store join that join-limit may count: past the limit
+        // on this instance alone, a newcomer is refused here, without a store call. One that
+        // came with a visitor id of its own may be in line, which only the store knows: it
+        // asks, and the store answers a known visitor as ever and refuses a newcomer uncounted
+        // (found by review: a visitor in line polling without its ticket was told 429 by a
+        // flood from its network's newcomers, and lost the place for silence).
         let mut gate = gate;
         let mut local_wait = None;
-        if let Some(g) = gate.as_mut().filter(|_| ticket.is_none()) {
+        if let Some(g) = gate
+            .as_mut()
+            .filter(|_| ticket.is_none() && vouching.is_none())
+        {
             if let Some(retry_after) = r.prelimit.check(g) {
                 if !had_vid {
                     return Verdict::Limited {
@@ -195,21 +210,13 @@ impl Proxy {
                 local_wait = Some(retry_after);
             }
         }
-        // A ticket that vouches for a place held lately (see `challenge::holds_place`) is no new
-        // identity when the store must place it anew because it lost the line: such a join is
-        // not counted (found by review: after a FLUSHALL, people in line behind one address
-        // were refused 429 on every poll past join-limit, and lost their turn to everyone
-        // else's). The store tells that from a visitor who left the same line (let in, their
-        // order placed) and comes back with the ticket kept: counted (`JoinGate::vouched`;
-        // found by review: spared, a kept ticket rejoined as often as its holder liked).
-        let vouched = ticket
-            .as_ref()
-            .filter(|t| super::challenge::holds_place(shared, room, t))
-            .map(|t| t.place.epoch);
         // While the store cannot answer, a ticket's local admissions are counted by its
         // address's gate ([`Self::answer_join`]), a fresh ticket's too.
         let uncounted = gate.as_ref().filter(|_| ticket.is_some());
-        let gate = gate.clone().map(|g| JoinGate { vouched, ..g });
+        let gate = gate.clone().map(|g| JoinGate {
+            vouched: vouching.is_some(),
+            ..g
+        });
         let gate = gate.as_ref();
         let known_only = gate.is_some_and(|g| g.known_only);
         // A room with events passes them (the store decides the one in force by its clock), and
@@ -334,7 +341,7 @@ impl Proxy {
             limit: 0,
             per: std::time::Duration::ZERO,
             known_only: true,
-            vouched: None,
+            vouched: false,
         };
         let first = Candidate {
             vid: who.vid,

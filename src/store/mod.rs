@@ -178,14 +178,17 @@ pub struct JoinGate {
     /// Past the limit on the calling instance already: a visitor the store knows (in line, or
     /// admitted) is answered as ever, a newcomer refused without being counted.
     pub known_only: bool,
-    /// The epoch of the line a queue ticket that vouches for a place held lately was given in
-    /// (`challenge::holds_place`): the visitor is placed anew uncounted when the store's line
-    /// is of another epoch (it lost the line the ticket was of, or that line emptied), and
-    /// counted as any newcomer when it is the same — the visitor left that line (let in, or
-    /// swept), and a ticket kept is no way back into it past the limit. Before (found by
-    /// review), any such ticket was spared the count: one kept after an order rejoined the
-    /// line as often as its holder liked.
-    pub vouched: Option<u64>,
+    /// A queue ticket vouches for a place the visitor held lately (`challenge::holds_place`):
+    /// placed anew, they are not counted — the store lost the place (a loss of its data), or
+    /// their turn lapsed — unless the store holds an order of theirs (a consumed marker,
+    /// pending or used up: let in, they ordered, or an origin command ended the admission).
+    /// Such a visitor left the line with a turn they used, and a ticket kept is no way back
+    /// into it past the limit. Before (found by review), any such ticket was spared the count:
+    /// one kept after an order rejoined the line as often as its holder liked; and a first fix
+    /// that counted a ticket of the line's own epoch counted people placed again after Redis
+    /// came back from an older snapshot, and spared a ticket of the line before it emptied
+    /// (re-review).
+    pub vouched: bool,
 }
 
 /// A room's figures, for the admin API and metrics.

@@ -253,6 +253,7 @@ impl Store for RedisStore {
             .key(&k.room)
             .key(&client_key)
             .key(&k.ended)
+            .key(keys::marker_key(&p.name, vid))
             .arg(&vid.as_bytes()[..])
             .arg(p.admit_per_second)
             .arg(p.max_active)
@@ -456,17 +457,13 @@ impl Store for RedisStore {
 }
 
 /// join.lua's ARGV[9]: the new joins allowed per client and window (0: no limit; -1: past the
-/// limit on this instance already, known visitors only), and after a `:` the epoch a queue
-/// ticket vouches for (`JoinGate::vouched`).
+/// limit on this instance already, known visitors only), and `:v` after it when a queue ticket
+/// vouches for a place held lately (`JoinGate::vouched`).
 fn limit_arg(gate: Option<&super::JoinGate>) -> String {
     match gate {
         None => "0".to_string(),
         Some(g) if g.known_only => "-1".to_string(),
-        Some(super::JoinGate {
-            limit,
-            vouched: Some(epoch),
-            ..
-        }) => format!("{limit}:{epoch}"),
+        Some(g) if g.vouched => format!("{}:v", g.limit),
         Some(g) => g.limit.to_string(),
     }
 }

@@ -60,7 +60,7 @@ impl RoomData {
                     retry_after: Duration::from_secs(1),
                 };
             }
-            if let Some(retry_after) = r.count_join(g, now) {
+            if let Some(retry_after) = r.count_join(g, vid, now) {
                 return Admission::Limited { retry_after };
             }
         }

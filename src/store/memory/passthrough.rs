@@ -21,7 +21,7 @@ impl RoomData {
                     retry_after: std::time::Duration::from_secs(1),
                 };
             }
-            if let Some(retry_after) = gate.and_then(|g| self.count_join(g, now)) {
+            if let Some(retry_after) = gate.and_then(|g| self.count_join(g, vid, now)) {
                 return Admission::Limited { retry_after };
             }
         }

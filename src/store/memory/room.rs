@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 
 use super::super::liveness::{self, Liveness};
-use super::super::marks::Marks;
+use super::super::marks::{Mark, Marks};
 use super::super::ranks::Ranks;
 use super::super::*;
 use super::{autopilot, event, revoked};
@@ -235,9 +235,20 @@ impl RoomData {
 
     /// Counts a new join from a client (a fixed window from its first join, like Redis `INCR` +
     /// `PEXPIRE`); `Some(wait)` when over the limit.
-    pub(super) fn count_join(&mut self, g: &JoinGate, now: Micros) -> Option<Duration> {
-        // A place held lately in a line this room no longer holds: placed anew, uncounted.
-        if g.vouched.is_some_and(|e| e != self.epoch) {
+    /// A newcomer `vid` whose queue ticket vouches for a place held lately (`g.vouched`) is not
+    /// counted unless they ordered (a marker of theirs, pending or used up), as in join.lua.
+    pub(super) fn count_join(
+        &mut self,
+        g: &JoinGate,
+        vid: VisitorId,
+        now: Micros,
+    ) -> Option<Duration> {
+        let ordered = self.marks.until(&vid) > now
+            && matches!(
+                self.marks.get(&vid),
+                Some(Mark::Pending { .. } | Mark::Confirmed(_))
+            );
+        if g.vouched && !ordered {
             return None;
         }
         if self.joins_by_client.len() > 10_000
