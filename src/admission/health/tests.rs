@@ -199,10 +199,26 @@ fn a_few_networks_cannot_sway_the_window_either_way() {
     let w = window_of(&[(0, 30, 10, 400, false), (1000, 1, 100, 3000, false)]);
     assert!(w.total().quantile(0.9) > ms(1000));
     assert!(judged(&w, many, ms(1000), target).p90 <= ms(1000));
-    // A shop slow for everyone is slow, also with one network's many fast identities.
-    let w = window_of(&[(0, 30, 10, 900, false), (1000, 1, 3000, 10, false)]);
-    assert!(w.total().quantile(0.9) < target, "hidden as the votes are");
+    // A shop slow for everyone is slow, also with one network's many fast identities (a third
+    // of the votes).
+    let w = window_of(&[(0, 30, 10, 900, false), (1000, 1, 150, 10, false)]);
     assert!(judged(&w, many, target, target).p90 > target, "not hidden");
+    // Few networks with most of the votes are most of the visitors: two honest networks in
+    // two parts, ten identities each, and three of an attacker's, one identity each, neither
+    // hide the shop slow for the two nor make it slow (found by re-review: both honest parts
+    // were set aside, and the attacker's decided). Networks 1005–1009 fall in parts of their
+    // own (5, 11, 9, 0, 3).
+    let honest = |ms| (1005, 2, 20, ms, false);
+    let w = window_of(&[honest(900), (1007, 3, 2, 10, false)]);
+    assert!(
+        judged(&w, many, target, target).p90 > target,
+        "hidden by three"
+    );
+    let w = window_of(&[honest(40), (1007, 3, 2, 1000, false)]);
+    assert!(
+        judged(&w, many, target, target).p90 <= target,
+        "cut by three"
+    );
     // Failures: one network failing among an honest 1 % does not fail the shop; a shop failing
     // for everyone is not hidden by one network's answered votes.
     let w = window_of(&[
@@ -215,17 +231,17 @@ fn a_few_networks_cannot_sway_the_window_either_way() {
         "14 % as they are"
     );
     assert!(judged(&w, many, target, target).error_share() < 0.02);
-    let w = window_of(&[(0, 30, 10, 40, true), (1000, 1, 3000, 40, false)]);
-    assert!(judged(&w, many, target, target).error_share() > 0.9);
+    let w = window_of(&[(0, 30, 10, 40, true), (1000, 1, 150, 40, false)]);
+    assert!(judged(&w, many, target, target).error_share() > 0.5);
     // Three networks slow among thirty: the shop, as before (three of three parts of their
     // own: networks 1005–1007 fall in parts 5, 11 and 9).
     let w = window_of(&[(0, 30, 10, 40, false), (1005, 3, 100, 1000, false)]);
     assert!(judged(&w, many, target, target).p90 > target);
 }
 
-/// Whatever two networks send, they cannot make a shop that answers everyone else in time
-/// look slow or failing, nor hide a shop that is slow or failing for everyone else — with a
-/// dozen other networks voting.
+/// Whatever two networks send (up to a third of the window's votes), they cannot make a shop
+/// that answers everyone else in time look slow or failing, nor hide a shop that is slow or
+/// failing for everyone else — with a dozen other networks voting.
 mod property {
     use super::*;
     use proptest::prelude::*;
@@ -236,7 +252,7 @@ mod property {
             honest in proptest::collection::vec(1u32..30, 12..40),
             shop_slow in any::<bool>(),
             shop_failing in any::<bool>(),
-            them in proptest::collection::vec((0u32..3000, 1u64..5000, any::<bool>()), 1..=2),
+            them in proptest::collection::vec((0u32..3000, 0.0f64..1.0, any::<bool>()), 1..=2),
         ) {
             let h = OriginHealth::default();
             let target = ms(300);
@@ -247,8 +263,12 @@ mod property {
                     h.record(net, Some(latency), shop_failing);
                 }
             }
-            for (k, &(latency, votes, failed)) in them.iter().enumerate() {
+            // Together at most a third of the window's votes: more, and they are most of the
+            // visitors who vote ([`trim::trimmed`] keeps at least half of the votes).
+            let most = honest.iter().map(|&n| u64::from(n)).sum::<u64>() / 4;
+            for (k, &(latency, share, failed)) in them.iter().enumerate() {
                 let net = network_key(&format!("172.16.{k}.0"));
+                let votes = ((most as f64) * share) as u64;
                 for _ in 0..votes {
                     h.record(net, Some(ms(u64::from(latency))), failed);
                 }
