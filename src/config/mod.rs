@@ -22,6 +22,7 @@ mod queueing;
 mod room_parts;
 mod rooms;
 mod rules;
+mod scrub;
 mod store;
 mod template;
 mod tls;
@@ -197,7 +198,7 @@ pub fn parse(text: &str, name: &str, base_dir: &Path) -> Result<Config, ConfigEr
         let c = b.config(mirror, name);
         warnings = std::mem::take(&mut b.warnings);
         for p in &mut warnings {
-            scrub(&b.hidden, p);
+            scrub::scrub(&b.hidden, p);
         }
         c
     })?;
@@ -309,7 +310,7 @@ fn with_builder<T>(
     let built = f(&mut b, mirror);
     let hidden = std::mem::take(&mut b.hidden);
     for p in b.problems.iter_mut() {
-        scrub(&hidden, p);
+        scrub::scrub(&hidden, p);
     }
     if b.problems.is_empty() {
         Ok(built)
@@ -320,60 +321,6 @@ fn with_builder<T>(
                 .map(|p| positioned(&located, name, &p.key, p.what, p.fix))
                 .collect(),
         ))
-    }
-}
-
-/// A problem without the `hidden` values (read from the environment or a file) of its key,
-/// the keys under it and the key it is under, as written or as `{:?}` quotes them: each is
-/// told as `(a value read from env: or file:)`. Scoped by key, not by text: a value is not
-/// looked for in another key's problem (re-review: a variable's value `shop` hid the word in
-/// every message, a host written in the file too), and every string a variable put in is
-/// known, also one inside a list or table read as TOML (re-review: a token put in as a role
-/// inside `tokens = "env:TOKS"` was quoted). Values under four characters are hidden only
-/// where quoted (a rate of `5` would hide every 5), and the longest go first.
-fn scrub(hidden: &[(KeyPath, String)], p: &mut build::Problem) {
-    const SHOWN: &str = "(a value read from env: or file:)";
-    let key = p.key.to_string();
-    let related = |k: &KeyPath| {
-        let k = k.to_string();
-        let under = |a: &str, b: &str| {
-            a.strip_prefix(b)
-                .is_some_and(|rest| rest.is_empty() || rest.starts_with(['.', '[']))
-        };
-        under(&key, &k) || under(&k, &key)
-    };
-    let mut forms: Vec<(String, String)> = hidden
-        .iter()
-        .filter(|(k, v)| !v.is_empty() && related(k))
-        .flat_map(|(_, v)| {
-            let quoted = format!("{v:?}");
-            let mut forms = vec![(quoted, format!("\"{SHOWN}\""))];
-            if v.chars().count() >= 4 {
-                forms.push((v.clone(), SHOWN.to_string()));
-                let inner = forms[0].0[1..forms[0].0.len() - 1].to_string();
-                forms.push((inner, SHOWN.to_string()));
-            }
-            // The pieces a key splits its value into (`consume = "POST …"`), long enough
-            // not to be a common word (re-review).
-            for piece in v
-                .split_whitespace()
-                .filter(|p| p.len() >= 8 && p.len() < v.len())
-            {
-                let quoted = format!("{piece:?}");
-                forms.push((quoted, format!("\"{SHOWN}\"")));
-                forms.push((piece.to_string(), SHOWN.to_string()));
-            }
-            forms
-        })
-        .collect();
-    forms.sort_by_key(|(v, _)| std::cmp::Reverse(v.len()));
-    forms.dedup();
-    for (v, shown) in &forms {
-        for text in [&mut p.what, &mut p.fix] {
-            if text.contains(v.as_str()) {
-                *text = text.replace(v.as_str(), shown);
-            }
-        }
     }
 }
 
@@ -514,45 +461,6 @@ fn distance(a: &str, b: &str) -> usize {
 
 #[cfg(test)]
 mod tests {
-
-    #[test]
-    fn values_read_from_outside_are_not_told_at_their_keys() {
-        use super::build::Problem;
-        use super::locate::KeyPath;
-        let at = |k: &str| KeyPath::root().key(k);
-        let hidden = vec![
-            (at("timeout"), "redis://:pw@h:1".to_string()),
-            (at("role"), "pw\"x".to_string()),
-            (at("rate"), "175".to_string()),
-        ];
-        let told = |key: &str, what: &str| {
-            let mut p = Problem {
-                key: at(key),
-                what: what.to_string(),
-                fix: String::new(),
-            };
-            super::scrub(&hidden, &mut p);
-            p.what
-        };
-        assert_eq!(
-            told("timeout", "\"redis://:pw@h:1\" is not a duration"),
-            "\"(a value read from env: or file:)\" is not a duration"
-        );
-        // As `{:?}` quotes it; a short value only where quoted.
-        assert_eq!(
-            told("role", "\"pw\\\"x\" is not a role"),
-            "\"(a value read from env: or file:)\" is not a role"
-        );
-        assert_eq!(
-            told("rate", "\"175\" is not a number; at most 1750"),
-            "\"(a value read from env: or file:)\" is not a number; at most 1750"
-        );
-        // Another key's problem keeps its words.
-        assert_eq!(
-            told("hosts", "\"redis://:pw@h:1\" is not a host"),
-            "\"redis://:pw@h:1\" is not a host"
-        );
-    }
 
     #[test]
     fn a_key_not_in_the_file_is_told_without_a_place() {
