@@ -161,6 +161,7 @@ async fn a_wrong_version_room_language_or_method_is_answered_plainly() {
         .await
         .unwrap();
     assert_eq!(post.status(), 405);
+    assert_eq!(header(&post, "allow"), "GET, HEAD");
     assert_eq!(origin.count("/"), 0, "{:?}", origin.requests());
 }
 

@@ -28,12 +28,18 @@ impl Builder<'_> {
             };
             let method = method.trim();
             if method.bytes().any(|b| b.is_ascii_lowercase()) {
-                // Methods are case-sensitive: a route of "post" matches no order a browser
-                // sends, and every order would go through without using the admission.
+                // Methods are written in capitals: a route of "post" is a slip (the route
+                // matches a request's method without case, but the file says what it means).
+                // Found by review: the message said it would match no browser's order, which
+                // is not so.
                 self.fail(
                     key,
-                    format!("{method:?} is not in capitals, and methods are case-sensitive: it would match no browser's order"),
-                    format!("write it like \"{} {}\"", method.to_ascii_uppercase(), path.trim()),
+                    format!("{method:?} is not in capitals, as a route's method is written"),
+                    format!(
+                        "write it like \"{} {}\"",
+                        method.to_ascii_uppercase(),
+                        path.trim()
+                    ),
                 );
                 continue;
             }

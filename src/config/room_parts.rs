@@ -192,7 +192,7 @@ impl Builder<'_> {
             Some(AbandonTooShort::ForHiddenTabs(least)) => self.warn(
                 p.key("abandon-after"),
                 format!(
-                    "({}) is shorter than two polls of a hidden tab (throttled-poll = {}: browsers run a hidden tab's timers about once a minute): visitors who switch tabs would lose their place",
+                    "({}) is shorter than two polls of a hidden tab (throttled-poll = {}, how often a browser is taken to run a hidden tab's timers): visitors who switch tabs would lose their place",
                     f(abandon),
                     f(hidden)
                 ),

@@ -38,6 +38,12 @@ impl Reply<'_> {
         if let Some(secs) = self.retry_after {
             h.insert_header(http::header::RETRY_AFTER, secs)?;
         }
+        // Our 405s are for addresses of our own that read only (the status, the page's
+        // files), which RFC 9110 has the answer name (found by review); not a `TRACE` refused
+        // on the shop's paths, whose methods are the shop's.
+        if self.status == 405 && session.req_header().method != http::Method::TRACE {
+            h.insert_header(http::header::ALLOW, "GET, HEAD")?;
+        }
         for c in self.cookies {
             h.append_header(http::header::SET_COOKIE, c.as_str())?;
         }

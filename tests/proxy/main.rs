@@ -207,6 +207,7 @@ async fn the_reserved_prefix_is_never_forwarded() {
         .await
         .unwrap();
     assert_eq!(resp.status(), 405);
+    assert_eq!(resp.headers()["allow"], "GET, HEAD");
     assert_eq!(origin.requests().len(), 0);
 }
 
