@@ -209,6 +209,25 @@ pub(super) fn summary(c: &Config) -> String {
                 );
             }
         }
+        if let Some(j) = &r.join_limit {
+            let _ = writeln!(
+                s,
+                "            join limit: {} new visitors a client per {} (then 429)",
+                j.per_ip,
+                dur(j.per)
+            );
+        }
+        if r.waiting_status != 200 || r.crawlers == crate::config::model::CrawlerPolicy::Wait {
+            let _ = writeln!(
+                s,
+                "            waiting page status {}; search crawlers {}",
+                r.waiting_status,
+                match r.crawlers {
+                    crate::config::model::CrawlerPolicy::Refuse => "refused (503)",
+                    crate::config::model::CrawlerPolicy::Wait => "shown the waiting page",
+                }
+            );
+        }
         if let Some(c) = &r.join_challenge {
             let _ = writeln!(
                 s,

@@ -496,7 +496,7 @@ fn likely_slips_are_warnings() {
         .replace("paths = [\"/products\"]", "paths = [\"/products\", \"/orders\"]\nhosts = [\"shop.example\", \"Shop.Example.\"]\nconsume = [\"POST /orders\", \"POST /orders\", \"FOO /orders/x\"]\nbypass = [{ preflight = true }, { path = \"/feed\" }, { preflight = true }, { path = \"/feed/x\" }]");
     let file = format!("{file}\n[[room.event]]\nname = \"spring\"\nopens-at = \"2020-03-01T10:00:00Z\"\ncloses-at = \"2020-03-01T11:00:00Z\"\n");
     // A second room that gives receipts and has no order to give them for.
-    let file = format!("{file}\n[[room]]\nname = \"browse\"\npaths = [\"/browse\"]\nadmit-per-second = 5\nmax-active = 5\norder-receipt = \"1m\"\norigin-commands = true\n");
+    let file = format!("{file}\n[[room]]\nname = \"browse\"\npaths = [\"/browse\"]\nadmit-per-second = 5\nmax-active = 5\norder-receipt = \"1m\"\norigin-commands = true\njoin-limit = {{ per-ip = 7, per = \"1m\" }}\nwaiting-status = 503\n");
     std::fs::write(dir.path().join("slips.toml"), file).unwrap();
     let (ok, stdout, stderr) = check_in(dir.path(), "slips.toml");
     assert!(ok, "{stderr}");
@@ -507,6 +507,12 @@ fn likely_slips_are_warnings() {
     );
     assert!(
         stdout.contains("order receipt: GET and HEAD pass for 1m after an order"),
+        "{stdout}"
+    );
+    // The summary tells the limits a room keeps (found by review: join-limit was not shown).
+    assert!(
+        stdout.contains("join limit: 7 new visitors a client per 1m (then 429)")
+            && stdout.contains("waiting page status 503; search crawlers refused (503)"),
         "{stdout}"
     );
     assert!(
