@@ -355,9 +355,10 @@ pub fn network_key(client: &str) -> u64 {
 #[derive(Debug, Default)]
 pub struct HealthWindow {
     last: Option<Counts>,
-    /// Each tick's counters that moved, as (counter, by how much): a tick's votes move a few of
-    /// the parts' counters, and a window may hold thousands of ticks.
-    ticks: std::collections::VecDeque<Vec<(u16, u64)>>,
+    /// Each tick's counters that moved, as (counter, by how much; eight bytes): a tick's votes
+    /// move a few of the parts' counters, and a window may hold thousands of ticks (5m of
+    /// 100ms: 3,000).
+    ticks: std::collections::VecDeque<Vec<(u16, u32)>>,
     /// The ticks added up.
     sum: Counts,
 }
@@ -383,19 +384,19 @@ impl HealthWindow {
             for i in 0..PARTS * PER_PART {
                 let (was, is) = (*counter(last, i), *counter(&mut now, i));
                 if is > was {
-                    moved.push((i as u16, is - was));
+                    moved.push((i as u16, u32::try_from(is - was).unwrap_or(u32::MAX)));
                 }
             }
         }
         for &(i, n) in &moved {
-            *counter(&mut self.sum, usize::from(i)) += n;
+            *counter(&mut self.sum, usize::from(i)) += u64::from(n);
         }
         self.last = Some(now);
         self.ticks.push_back(moved);
         while self.ticks.len() > slots.max(1) {
             for (i, n) in self.ticks.pop_front().unwrap_or_default() {
                 let c = counter(&mut self.sum, usize::from(i));
-                *c = c.saturating_sub(n);
+                *c = c.saturating_sub(u64::from(n));
             }
         }
         &self.sum
