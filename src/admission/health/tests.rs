@@ -219,6 +219,33 @@ fn a_few_networks_cannot_sway_the_window_either_way() {
         judged(&w, many, target, target).p90 <= target,
         "cut by three"
     );
+    // One more network's fast (or answered) votes do not make the honest two too few sources
+    // for a shop slow (or failing) for both (found by re-review: a third source, that did not
+    // see the slowness, raised the sources needed to three, and the shop read as healthy).
+    let honest_and_one = sources(3, 2, 2);
+    let w = window_of(&[honest(900), (1007, 1, 2, 10, false)]);
+    assert!(
+        judged(&w, honest_and_one, target, target).p90 > target,
+        "hidden by one"
+    );
+    let w = window_of(&[(1005, 2, 20, 40, true), (1007, 1, 2, 40, false)]);
+    assert!(
+        judged(&w, honest_and_one, target, target).error_share() > 0.5,
+        "hidden by one"
+    );
+    // Two networks of two identities each, slow, among two honest ones that are fast but for
+    // one visitor's slightly slow page (the third slow source): both set aside (found by
+    // re-review: of four parts one was, and a sixth of the votes cut).
+    let w = window_of(&[
+        (1005, 1, 18, 40, false),
+        (1005, 1, 2, 400, false),
+        (1006, 1, 20, 40, false),
+        (1007, 2, 4, 600, false),
+    ]);
+    assert!(
+        judged(&w, sources(5, 0, 3), target, target).p90 <= target,
+        "cut by two"
+    );
     // Failures: one network failing among an honest 1 % does not fail the shop; a shop failing
     // for everyone is not hidden by one network's answered votes.
     let w = window_of(&[
