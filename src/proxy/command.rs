@@ -188,7 +188,7 @@ fn obey(
     let now = shared.cookie_secs(room);
     let mut endings = Vec::with_capacity(holders.len());
     for holder in &holders {
-        let ending = Ending::of(command, now, holder.expires, r.cfg.params.marker_span());
+        let ending = Ending::of(command, now, holder.expires, r.cfg.params.session_ttl);
         if command == Command::Revoke {
             r.revoked.note(
                 Revocation {

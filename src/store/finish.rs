@@ -97,12 +97,11 @@ pub struct Ending {
 
 impl Ending {
     /// The ending of an admission whose cookie expires at `expires` (unix seconds), told at
-    /// `now`: past that cookie and past any renewal made meanwhile, and past any queue ticket
-    /// that could still vouch for the visitor (`span`: `RoomParams::marker_span` from now),
+    /// `now`: past that cookie and past any renewal made meanwhile (`session-ttl` from now),
     /// plus [`MARKER_MARGIN`] for the clocks of other instances.
-    pub fn of(command: Command, now: u64, expires: u64, span: Duration) -> Self {
+    pub fn of(command: Command, now: u64, expires: u64, session_ttl: Duration) -> Self {
         let until = expires
-            .max(now.saturating_add(span.as_secs()))
+            .max(now.saturating_add(session_ttl.as_secs()))
             .saturating_add(MARKER_MARGIN.as_secs());
         Self {
             command,

@@ -55,17 +55,6 @@ impl Queueing {
 }
 
 impl RoomParams {
-    /// How long an order's (or an origin command's) marker lives at least, less its margin:
-    /// past every cookie of the session (`session-ttl`), and past every queue ticket that could
-    /// still vouch for its visitor (`abandon-after` since its last poll: see
-    /// [`super::JoinGate::vouched`]), so that a ticket kept after an order is counted on the way
-    /// back for as long as it could come back. Before (found by re-review), it lived
-    /// `session-ttl` only: with a `session-ttl` of 5 s under an `abandon-after` of 5 m, a ticket
-    /// kept came back uncounted a minute after the order.
-    pub fn marker_span(&self) -> Duration {
-        self.session_ttl.max(self.abandon_after)
-    }
-
     /// The rate in force, in this order: an operator's override (it pins the rate), the
     /// running event's, the autopilot's rate while it runs, the configured one.
     pub fn rate(&self, state: &RoomState) -> f64 {

@@ -269,41 +269,6 @@ pub async fn a_ticket_kept_after_an_order_is_counted_and_one_of_a_lost_place_is_
     }
 }
 
-/// The order's marker outlives every ticket that could vouch for its visitor: with a
-/// `session-ttl` far under `abandon-after`, a ticket kept after an order is still counted on
-/// the way back over three minutes later (found by re-review: the marker lived `session-ttl` and a
-/// margin, and the ticket came back uncounted a minute after the order). On Redis the marker
-/// expires by Redis's own clock, which the harness does not move: there this holds trivially.
-pub async fn an_orders_marker_outlives_the_tickets_that_could_come_back(h: &dyn Harness) {
-    use anteroom::store::JoinGate;
-    let s = h.store();
-    let mut p = room("span", 100.0, 1);
-    p.session_ttl = Duration::from_secs(5);
-    p.abandon_after = Duration::from_secs(300);
-    let gate = |vouched| JoinGate {
-        client: "192.0.2.7".to_string(),
-        limit: 1,
-        per: Duration::from_secs(3600),
-        known_only: false,
-        vouched,
-    };
-    let v = VisitorId::random();
-    assert_eq!(
-        s.join_from(&p, v, Some(&gate(false))).await.unwrap(),
-        Admission::Entered
-    );
-    assert_eq!(s.join(&p, v).await.unwrap(), Admission::Admitted);
-    assert!(s.use_up(&p, v).await.unwrap());
-    // Past the session, the margin and the order's grace (125 s), within abandon-after.
-    h.advance(Duration::from_secs(200));
-    s.admit(&p).await.unwrap();
-    let back = s.join_from(&p, v, Some(&gate(true))).await.unwrap();
-    assert!(
-        matches!(back, Admission::Limited { .. }),
-        "a ticket kept after an order came back uncounted: {back:?}"
-    );
-}
-
 pub async fn join_limit_counts_new_visitors_not_polls(h: &dyn Harness) {
     use anteroom::store::JoinGate;
     let s = h.store();

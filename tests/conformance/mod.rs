@@ -132,7 +132,6 @@ macro_rules! conformance_suite {
             the_measured_rate_counts_only_time_with_a_line,
             join_limit_counts_new_visitors_not_polls,
             a_ticket_kept_after_an_order_is_counted_and_one_of_a_lost_place_is_not,
-            an_orders_marker_outlives_the_tickets_that_could_come_back,
             an_outage_abandons_nobody,
             polling_just_within_abandon_after_keeps_the_place,
             a_clock_step_back_sweeps_nobody_and_admission_goes_on,

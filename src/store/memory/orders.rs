@@ -15,7 +15,7 @@ use crate::store::{Consumed, Order, RequestId, RoomParams, Settle, Settled, Visi
 /// order, as `lua/consume.lua`, `lua/settle.lua` and `lua/touch.lua`.
 impl RoomData {
     fn marker_life(p: &RoomParams) -> Micros {
-        micros(p.marker_span().saturating_add(MARKER_MARGIN))
+        micros(p.session_ttl.saturating_add(MARKER_MARGIN))
     }
 
     /// A pending consume that failed or was never settled: the same visitor holds the slot
@@ -146,7 +146,7 @@ impl RoomData {
             // Past every cookie of the admission: each was issued against the session's
             // deadline (as in consume.lua).
             deadline
-                + micros(order.marker_life(p.marker_span()))
+                + micros(order.marker_life(p.session_ttl))
                     .max(held.saturating_sub(now) + micros(MARKER_MARGIN))
                     .max(
                         micros(Duration::from_secs(

@@ -48,5 +48,5 @@ pub(super) fn marker_key(room: &str, vid: VisitorId) -> String {
 
 /// How long a consumed marker lives: longer than any cookie of that admission verifies.
 pub(super) fn marker_ms(p: &RoomParams) -> u64 {
-    u64::try_from(p.marker_span().saturating_add(MARKER_MARGIN).as_millis()).unwrap_or(u64::MAX)
+    u64::try_from(p.session_ttl.saturating_add(MARKER_MARGIN).as_millis()).unwrap_or(u64::MAX)
 }

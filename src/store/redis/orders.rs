@@ -53,7 +53,7 @@ impl RedisStore {
             .arg(&vid.as_bytes()[..])
             .arg(order.request.as_str())
             .arg(micros(order.grace))
-            .arg(u64::try_from(order.marker_life(p.marker_span()).as_millis()).unwrap_or(u64::MAX))
+            .arg(u64::try_from(order.marker_life(p.session_ttl).as_millis()).unwrap_or(u64::MAX))
             .arg(micros(p.session_ttl))
             .arg(u8::from(order.vouched))
             .arg(self.clock_arg())
