@@ -496,7 +496,7 @@ fn likely_slips_are_warnings() {
         .replace("paths = [\"/products\"]", "paths = [\"/products\", \"/orders\"]\nhosts = [\"shop.example\", \"Shop.Example.\"]\nconsume = [\"POST /orders\", \"POST /orders\", \"FOO /orders/x\"]\nbypass = [{ preflight = true }, { path = \"/feed\" }, { preflight = true }, { path = \"/feed/x\" }]");
     let file = format!("{file}\n[[room.event]]\nname = \"spring\"\nopens-at = \"2020-03-01T10:00:00Z\"\ncloses-at = \"2020-03-01T11:00:00Z\"\n");
     // A second room that gives receipts and has no order to give them for.
-    let file = format!("{file}\n[[room]]\nname = \"browse\"\npaths = [\"/browse\"]\nadmit-per-second = 5\nmax-active = 5\norder-receipt = \"1m\"\norigin-commands = true\njoin-limit = {{ per-ip = 7, per = \"1m\" }}\nwaiting-status = 503\n");
+    let file = format!("{file}\n[[room]]\nname = \"browse\"\npaths = [\"/browse\"]\nadmit-per-second = 5\nmax-active = 5\norder-receipt = \"1m\"\norigin-commands = true\njoin-limit = {{ per-ip = 7, per = \"1m\" }}\nwaiting-status = 503\nsession-ttl = \"2m\"\n");
     std::fs::write(dir.path().join("slips.toml"), file).unwrap();
     let (ok, stdout, stderr) = check_in(dir.path(), "slips.toml");
     assert!(ok, "{stderr}");
@@ -508,6 +508,12 @@ fn likely_slips_are_warnings() {
     assert!(
         stdout.contains("order receipt: GET and HEAD pass for 1m after an order"),
         "{stdout}"
+    );
+    // A session shorter than a ticket's vouching, with join-limit and orders to count.
+    assert!(
+        stderr.lines().any(|l| l.contains("room[1].session-ttl: ")
+            && l.contains("rejoin the line uncounted by join-limit")),
+        "{stderr}"
     );
     // The summary tells the limits a room keeps (found by review: join-limit was not shown).
     assert!(
