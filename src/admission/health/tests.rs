@@ -247,6 +247,16 @@ fn a_few_networks_cannot_sway_the_window_either_way() {
         0,
         "failed by one"
     );
+    // Beside one honest network the shop is slow (or fails) for, two identities on two more
+    // networks asking for fast pages make its slowness a few sources': held at the target,
+    // not read as fast (found by re-review: the rest of the votes was none, the p90 read 0,
+    // and the rate rose to its ceiling).
+    let w = window_of(&[(1005, 1, 20, 900, false), (1007, 2, 1, 10, false)]);
+    let got = judged(&w, sources(3, 0, 1), target, target);
+    assert_eq!(got.p90, target, "{got:?}");
+    let w = window_of(&[(1005, 1, 20, 40, true), (1007, 2, 1, 10, false)]);
+    let got = judged(&w, sources(3, 1, 0), target, target);
+    assert_eq!((got.errors, got.p90), (0, target), "{got:?}");
     // Two networks of two identities each, slow, among two honest ones that are fast but for
     // one visitor's slightly slow page (the third slow source): both set aside (found by
     // re-review: of four parts one was, and a sixth of the votes cut).
