@@ -12,8 +12,9 @@ use common::redis::{raw, RedisServer};
 use common::*;
 use serde_json::Value;
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_lost_lines_people_behind_one_address_are_placed_past_join_limit() {
+/// `n` people in a held line from this address, on Redis (`join-limit` two a second): the
+/// Redis server, the origin, the proxy and their jars.
+async fn held_line_of(n: usize) -> (RedisServer, Origin, Proxy, Vec<Jar>) {
     let redis = RedisServer::start();
     let origin = Origin::start().await;
     let room =
@@ -21,9 +22,8 @@ async fn a_lost_lines_people_behind_one_address_are_placed_past_join_limit() {
     let proxy = Proxy::start(&config(origin.addr, &redis.url(), 3, room));
     admission_loop_ran(&redis).await;
     hold_the_line(&proxy).await;
-    // Four in line from this address: two per window.
     let mut jars = Vec::new();
-    while jars.len() < 4 {
+    while jars.len() < n {
         let mut jar = Jar::default();
         let (_, state) = visit(&proxy, &mut jar).await;
         if state == "paused" && jar.get("anteroom_q.sale").is_some() {
@@ -33,6 +33,13 @@ async fn a_lost_lines_people_behind_one_address_are_placed_past_join_limit() {
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
     }
+    (redis, origin, proxy, jars)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_lines_people_behind_one_address_are_placed_past_join_limit() {
+    // Four in line from this address: two per window.
+    let (redis, _origin, proxy, mut jars) = held_line_of(4).await;
     assert!(raw(redis.port, "FLUSHALL").is_some_and(|r| r.starts_with("+OK")));
     // The first polls until the store places it anew (a new ticket: the instance has seen
     // the loss and asks the store, no longer the line it had); then the others poll at once:
@@ -163,23 +170,7 @@ async fn a_visitor_whose_turn_lapsed_rejoins_past_join_limit() {
 /// re-review: such requests lost it, and people behind one address were refused 429).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lost_lines_people_with_a_second_ticket_are_placed_past_join_limit() {
-    let redis = RedisServer::start();
-    let origin = Origin::start().await;
-    let room =
-        "admit-per-second = 100\nmax-active = 100\njoin-limit = { per-ip = 2, per = \"1s\" }";
-    let proxy = Proxy::start(&config(origin.addr, &redis.url(), 3, room));
-    admission_loop_ran(&redis).await;
-    hold_the_line(&proxy).await;
-    let mut jars = Vec::new();
-    while jars.len() < 5 {
-        let mut jar = Jar::default();
-        let (_, state) = visit(&proxy, &mut jar).await;
-        if state == "paused" && jar.get("anteroom_q.sale").is_some() {
-            jars.push(jar);
-        } else {
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
-    }
+    let (redis, _origin, proxy, mut jars) = held_line_of(5).await;
     // Each of the first four carries the fifth's ticket after its own.
     let other = jars
         .pop()
