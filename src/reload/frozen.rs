@@ -269,6 +269,13 @@ pub(super) fn gone<'a>(
         .filter(|o| !new.rooms.iter().any(|r| r.name() == o.name()))
 }
 
+/// How long before a drawn pre-queue begins its secret is kept already, by this instance's
+/// estimate of the store's clock: the estimate moves with each tick's call (back by as much as
+/// a slow call took), and another instance's may be ahead, showing the commitment a moment
+/// sooner. Found by a flaky CI run: the commitment shown, a tick under load put the estimate
+/// back before the pre-queue's start, and a SIGHUP changed the secret under it.
+const SECRET_MARGIN: crate::clock::Micros = 60_000_000;
+
 /// What of a room's draws a change of the secret would void, told for the refusal: a drawn
 /// event whose pre-queue has begun by `now`, in any of `schedules` (running and new, with the
 /// store's runtime events and this instance's), or the
@@ -283,7 +290,7 @@ fn drawing(
     let mut names: Vec<&str> = schedules
         .iter()
         .flat_map(|s| &s.events)
-        .filter(|e| e.draw && now >= e.prequeue_from)
+        .filter(|e| e.draw && now.saturating_add(SECRET_MARGIN) >= e.prequeue_from)
         .map(|e| e.name.as_str())
         .collect();
     names.sort_unstable();
@@ -329,4 +336,45 @@ pub(super) async fn runtime_now(old: &Shared, new: &config::Config) -> Vec<Arc<R
         }
     });
     futures_util::future::join_all(calls).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A drawn pre-queue keeps the secret from a minute before it begins, by this instance's
+    /// estimate of the store's clock, as long as its event is in a schedule.
+    #[test]
+    fn the_secret_is_kept_from_a_minute_before_a_drawn_prequeue() {
+        let at = |secs: i64| (1_800_000_000_i64 + secs) as u64 * 1_000_000;
+        let event = |draw| crate::event::Event {
+            name: "flash".into(),
+            prequeue_from: at(0),
+            opens_at: at(3600),
+            closes_at: None,
+            draw,
+            after_close: Default::default(),
+            admit_per_second: None,
+            max_active: None,
+            utc_offset: 0,
+        };
+        let drawn = Schedule {
+            events: vec![event(true)],
+            version: 1,
+        };
+        assert!(drawing(&[&drawn], None, at(0)).is_some());
+        assert!(
+            drawing(&[&drawn], None, at(-30)).is_some(),
+            "an estimate 30 s behind"
+        );
+        assert!(
+            drawing(&[&drawn], None, at(-120)).is_none(),
+            "two minutes before"
+        );
+        let plain = Schedule {
+            events: vec![event(false)],
+            version: 1,
+        };
+        assert!(drawing(&[&plain], None, at(0)).is_none());
+    }
 }
