@@ -64,6 +64,24 @@ async fn a_lost_lines_people_behind_one_address_are_placed_past_join_limit() {
     }
 }
 
+/// A one-slot room with orders on Redis, three new visitors a minute from an address, and
+/// `extra`; its slot taken by the first of them: the Redis server, the origin, the proxy and
+/// that visitor's jar.
+async fn taken_room(extra: &str) -> (RedisServer, Origin, Proxy, Jar) {
+    let redis = RedisServer::start();
+    let origin = Origin::start().await;
+    let store = common::sale::redis_store(&redis, "500ms");
+    let proxy = Proxy::start(&common::commands::config(
+        origin.addr,
+        &store,
+        &format!("join-limit = {{ per-ip = 3, per = \"1m\" }}\n{extra}"),
+    ));
+    admission_loop_ran(&redis).await;
+    let mut first = Jar::default();
+    assert!(visit(&proxy, &mut first).await.0, "the room taken at once");
+    (redis, origin, proxy, first)
+}
+
 /// The other side of it: a ticket kept after its visitor left the line (let in, their order
 /// placed) is no place held, and its way back into the same line is counted against
 /// `join-limit` like any newcomer's (found by review: spared the count, a kept ticket rejoined
@@ -72,18 +90,8 @@ async fn a_lost_lines_people_behind_one_address_are_placed_past_join_limit() {
 /// visitor's way back with the ticket kept is the fourth, refused.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_ticket_kept_after_an_order_is_counted_on_the_way_back() {
-    use common::commands::{config, send};
-    let redis = RedisServer::start();
-    let origin = Origin::start().await;
-    let store = common::sale::redis_store(&redis, "500ms");
-    let proxy = Proxy::start(&config(
-        origin.addr,
-        &store,
-        "join-limit = { per-ip = 3, per = \"1m\" }",
-    ));
-    admission_loop_ran(&redis).await;
-    let mut first = Jar::default();
-    assert!(visit(&proxy, &mut first).await.0, "the room taken at once");
+    use common::commands::send;
+    let (_redis, _origin, proxy, first) = taken_room("").await;
     let mut visitor = Jar::default();
     let (_, state) = visit(&proxy, &mut visitor).await;
     assert_eq!(state, "waiting");
@@ -122,18 +130,8 @@ async fn a_ticket_kept_after_an_order_is_counted_on_the_way_back() {
 /// them 429 behind an address at its limit).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_visitor_whose_turn_lapsed_rejoins_past_join_limit() {
-    use common::commands::{config, send};
-    let redis = RedisServer::start();
-    let origin = Origin::start().await;
-    let store = common::sale::redis_store(&redis, "500ms");
-    let proxy = Proxy::start(&config(
-        origin.addr,
-        &store,
-        "join-limit = { per-ip = 3, per = \"1m\" }\nclaim-ttl = \"1s\"",
-    ));
-    admission_loop_ran(&redis).await;
-    let mut first = Jar::default();
-    assert!(visit(&proxy, &mut first).await.0, "the room taken at once");
+    use common::commands::send;
+    let (_redis, _origin, proxy, first) = taken_room("claim-ttl = \"1s\"").await;
     let mut late = Jar::default();
     assert_eq!(visit(&proxy, &mut late).await.1, "waiting");
     let mut behind = Jar::default();
@@ -141,24 +139,12 @@ async fn a_visitor_whose_turn_lapsed_rejoins_past_join_limit() {
     // The address is at its limit; the first orders, and the late one's turn comes (the one
     // behind sees it go by) and lapses unclaimed.
     assert_eq!(send(&proxy, "POST", "/orders", &first).await.status(), 200);
-    let stats = || async {
-        let v: Value = client()
-            .get(proxy.admin_url("/rooms/sale"))
-            .bearer_auth(TOKEN)
-            .send()
-            .await
-            .ok()?
-            .json()
-            .await
-            .ok()?;
-        Some(v)
-    };
     eventually(Duration::from_secs(10), "the turn given", || async {
-        (stats().await?["admitted_total"].as_u64()? >= 2).then_some(())
+        (room_figures(&proxy).await?["admitted_total"].as_u64()? >= 2).then_some(())
     })
     .await;
     eventually(Duration::from_secs(10), "the turn lapsed", || async {
-        (stats().await?["active"].as_u64()? == 0).then_some(())
+        (room_figures(&proxy).await?["active"].as_u64()? == 0).then_some(())
     })
     .await;
     let (_, state) = visit(&proxy, &mut late).await;

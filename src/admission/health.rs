@@ -304,10 +304,11 @@ fn vote_key(vid: &crate::store::VisitorId) -> u64 {
 ///
 /// Its error share and p90 are those of the window's votes without the two parts with the
 /// most failed (slow) votes and the two with the most answered (fast) ones ([`trim`]): a few
-/// networks cannot sway them either way. And its failures count only when they come from at
-/// least [`MIN_FAILING_SOURCES`] sources, or from every source that voted when fewer did; so
-/// does a p90 over `target`, else the window is judged by its votes that were not slow (one
-/// visitor sending from many networks reaches many parts). Before (found by review), five
+/// networks cannot sway them either way. And failures from fewer than [`MIN_FAILING_SOURCES`]
+/// sources (or than every source that voted) that are also under half of the sources that
+/// voted are discounted; so is a p90 over `target`, the window then judged by its votes that
+/// were not slow (one visitor sending from many networks reaches many parts) — or held at the
+/// target when the discounted votes are most of those judged. Before (found by review), five
 /// admitted visitors of one network asking for a page that took a second, among thirty fast
 /// ones, drove the rate from 50 to `min-rate` in 28 s; taken as at the target, such a window
 /// held the rate where it stood (re-review); and see [`trim`] for what counting sources alone
@@ -315,7 +316,7 @@ fn vote_key(vid: &crate::store::VisitorId) -> u64 {
 pub fn judged(window: &Counts, sources: Sources, target: Duration, slow_over: Duration) -> Health {
     let least = MIN_FAILING_SOURCES.min(sources.voting.max(1));
     let drop = (least - 1) as usize;
-    let requests = window.total().requests;
+    let requests = window.parts.iter().map(|t| t.requests).sum();
     let answered = |t: &Tally| t.requests - t.errors;
     let e = trim::trimmed(&window.parts, drop, |t| t.errors, answered);
     // Fewer than `least` sources are a few only among many: under half of those that voted.

@@ -230,15 +230,7 @@ async fn sessions_admitted_locally_are_counted_once_the_store_answers() {
                     let (_, state) = visit(proxy, &mut jar).await;
                     assert!(state.starts_with("origin GET"), "{state}");
                 }
-                let v: Value = client()
-                    .get(proxy.admin_url("/rooms/sale"))
-                    .bearer_auth(TOKEN)
-                    .send()
-                    .await
-                    .ok()?
-                    .json()
-                    .await
-                    .ok()?;
+                let v = room_figures(proxy).await?;
                 (v["stale"] != true && v["active"].as_u64() == Some(admitted as u64)).then_some(())
             }
         },
