@@ -140,11 +140,12 @@ async fn a_visitor_whose_turn_lapsed_rejoins_past_join_limit() {
     // behind sees it go by) and lapses unclaimed.
     assert_eq!(send(&proxy, "POST", "/orders", &first).await.status(), 200);
     eventually(Duration::from_secs(10), "the turn given", || async {
-        (room_figures(&proxy).await?["admitted_total"].as_u64()? >= 2).then_some(())
+        (admin_json(&proxy, "/rooms/sale", TOKEN).await?["admitted_total"].as_u64()? >= 2)
+            .then_some(())
     })
     .await;
     eventually(Duration::from_secs(10), "the turn lapsed", || async {
-        (room_figures(&proxy).await?["active"].as_u64()? == 0).then_some(())
+        (admin_json(&proxy, "/rooms/sale", TOKEN).await?["active"].as_u64()? == 0).then_some(())
     })
     .await;
     let (_, state) = visit(&proxy, &mut late).await;

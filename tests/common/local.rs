@@ -122,19 +122,6 @@ pub async fn breaker_open(proxy: &Proxy) {
 
 /// Holds the room's line through the admin API, and waits for a tick that saw it held (the
 /// held state comes back from the store then too); nobody is let in meanwhile.
-/// The room `sale` as the admin API shows it (`GET /rooms/sale`), `None` while it cannot.
-pub async fn room_figures(proxy: &Proxy) -> Option<Value> {
-    client()
-        .get(proxy.admin_url("/rooms/sale"))
-        .bearer_auth(TOKEN)
-        .send()
-        .await
-        .ok()?
-        .json()
-        .await
-        .ok()
-}
-
 pub async fn hold_the_line(proxy: &Proxy) {
     let resp = client()
         .patch(proxy.admin_url("/rooms/sale"))

@@ -230,7 +230,7 @@ async fn sessions_admitted_locally_are_counted_once_the_store_answers() {
                     let (_, state) = visit(proxy, &mut jar).await;
                     assert!(state.starts_with("origin GET"), "{state}");
                 }
-                let v = room_figures(proxy).await?;
+                let v = admin_json(proxy, "/rooms/sale", TOKEN).await?;
                 (v["stale"] != true && v["active"].as_u64() == Some(admitted as u64)).then_some(())
             }
         },
