@@ -50,6 +50,17 @@ async fn a_queued_visitor_gets_the_waiting_page() {
     );
 }
 
+/// A newcomer's form posted to a room page (`qty=77` to `/products/buy`), asking for HTML.
+async fn post_form(proxy: &Proxy) -> reqwest::Response {
+    client()
+        .post(proxy.url("/products/buy"))
+        .header("accept", "text/html")
+        .form(&[("qty", "77")])
+        .send()
+        .await
+        .unwrap()
+}
+
 /// A form posted while waiting is not sent to the shop, and the page says so (found by review
 /// in a browser: it was dropped without a word); a page asked for with a GET says nothing of it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -57,13 +68,7 @@ async fn a_form_posted_while_waiting_is_said_not_sent() {
     let (origin, proxy) = setup("").await;
     let _holder = admitted_visitor(&proxy).await;
     let before = origin.requests().len();
-    let resp = client()
-        .post(proxy.url("/products/buy"))
-        .header("accept", "text/html")
-        .form(&[("qty", "77")])
-        .send()
-        .await
-        .unwrap();
+    let resp = post_form(&proxy).await;
     let html = resp.text().await.unwrap();
     assert!(html.contains("was not passed on to the shop"), "{html}");
     assert_eq!(origin.requests().len(), before, "nothing reached the shop");
@@ -78,13 +83,7 @@ async fn a_form_refused_past_join_limit_is_said_not_sent() {
     let (origin, proxy) = setup("join-limit = { per-ip = 1, per = \"1m\" }").await;
     let _holder = admitted_visitor(&proxy).await;
     let before = origin.requests().len();
-    let resp = client()
-        .post(proxy.url("/products/buy"))
-        .header("accept", "text/html")
-        .form(&[("qty", "77")])
-        .send()
-        .await
-        .unwrap();
+    let resp = post_form(&proxy).await;
     assert_eq!(resp.status(), 429);
     let html = resp.text().await.unwrap();
     assert!(html.contains("did not reach the shop"), "{html}");
