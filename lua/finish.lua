@@ -13,11 +13,13 @@
 -- told with 10 s, then browsed and ordered).
 --
 -- KEYS[1] active ZSET   KEYS[2] consumed marker STRING for this visitor   KEYS[3] room HASH
--- KEYS[4] waiting ZSET   KEYS[5] revoked ZSET
+-- KEYS[4] waiting ZSET   KEYS[5] revoked ZSET   KEYS[6] the visitor's order record STRING
+-- (note_ordered: the session the origin ended counts as ordered for join-limit)
 -- ARGV[1] visitor id   ARGV[2] request id (names the marker)   ARGV[3] 'complete' | 'revoke'
 -- ARGV[4] marker lifetime ms (until the last cookie expires)   ARGV[5] until (unix s, the
 -- store's clock as the proxies read it: the revocation's end)   ARGV[6] clock (prelude `now_us`)
 -- ARGV[7] margin s past the session's deadline here (the other instances' clocks)
+-- ARGV[8] the caller's abandon-after µs (how long the order's record lives)
 -- Reply: the revocation's end as recorded (unix s): ARGV[5], or later by the session here
 
 local active, marker, room = KEYS[1], KEYS[2], KEYS[3]
@@ -38,6 +40,7 @@ end
 redis.call('ZREM', active, vid)
 redis.call('ZREM', KEYS[4], vid)
 redis.call('SET', marker, 'c ' .. req, 'PX', math.max(life_ms, redis.call('PTTL', marker)))
+note_ordered(KEYS[6], room, ARGV[8], now)
 local until_txt = string.format('%.0f', until_s)
 if how == 'revoke' then
   trim_revoked(KEYS[5], room, now)

@@ -12,8 +12,8 @@
 -- ARGV[9] new joins allowed per client and window (0: no limit; -1: the caller's own count is
 -- past it, so known visitors only: a newcomer is refused without being counted), and ':v' after
 -- it when a queue ticket vouches for a place held lately: placed anew, the visitor is not
--- counted (the store lost the place, or the turn lapsed) unless KEYS[6] holds an order of
--- theirs (they were let in and ordered)   ARGV[10] window µs
+-- counted (the store lost the place, or the turn lapsed) unless KEYS[6] records an order of
+-- theirs (they were let in and ordered: note_ordered)   ARGV[10] window µs
 -- ARGV[11] claim-ttl µs (how long a fast-path entry holds its slot until the visitor is back)
 -- ARGV[12] the store generation the caller's last admit saw ('' if none): another one (or none,
 --          the room's data lost in an empty restart) means the caller's admission loop has not
@@ -35,7 +35,7 @@
 --          tick; the visitor's next poll places them. So is a newcomer to a drawn pre-queue
 --          while live instances disagree on the events (ev_mixed): each would draw by its own
 --          seed.
--- KEYS[5] ended ZSET (end_sessions in the prelude)   KEYS[6] the visitor's consumed marker STRING
+-- KEYS[5] ended ZSET (end_sessions in the prelude)   KEYS[6] the visitor's order record STRING (note_ordered)
 -- KEYS[7], KEYS[8], ... per event of ARGV[14], in order: its draw's list (registrations ZSET)
 --
 -- Events: during a pre-queue nobody is let in and everyone in line is "registered" (slot 0: not
@@ -148,9 +148,9 @@ local function limited()
   local limit, vouched = string.match(ARGV[9], '^(-?%d+)(:?v?)$')
   limit = tonumber(limit)
   if vouched == ':v' then
-    -- A place held lately, lost or lapsed: placed anew uncounted, unless the visitor ordered.
-    local m = read_marker(redis.call('GET', KEYS[6]))
-    if not (m and (m.kind == 'c' or m.kind == 'p')) then
+    -- A place held lately, lost or lapsed: placed anew uncounted, unless the visitor ordered
+    -- since (a record that lives as long as the ticket may vouch: note_ordered).
+    if redis.call('EXISTS', KEYS[6]) == 0 then
       return nil
     end
   end

@@ -23,6 +23,9 @@
 --                                ended (end_sessions), kept until its cookies have expired
 --   {anteroom:R}:consumed:<visitor hex>  STRING  the last order of this admission (see
 --                                read_marker); lives session-ttl + a margin after the consume
+--   {anteroom:R}:ordered:<visitor hex>  STRING  '1': the visitor ordered (or the origin ended
+--                                their session) lately; lives abandon-after + a margin after it
+--                                (note_ordered), read only by join-limit's count (join.lua)
 --   {anteroom:R}:revoked   ZSET  member = visitor id (16 bytes) .. ' ' .. until (unix s), score =
 --                                its number in the room's revocation log: the store's clock in µs,
 --                                above the last (room hash 'revoke_seq');
@@ -226,6 +229,24 @@ end
 -- it. `hi` and `until_us`: 'ab_hi' and 'ab_hi_until' as read (see check_layout), or nil.
 local function abandon_after(room, mine, now, keep, hi, until_us)
   return longest_lately(room, 'ab_hi', 'ab_hi_until', mine, now, keep, hi, until_us)
+end
+
+-- How long past abandon-after an order's record (note_ordered) lives: the proxies' clocks, by
+-- which a queue ticket's last poll is read, may be behind the store's.
+local ORDERED_MARGIN_MS = 60000
+
+-- Records that the visitor ordered (consume, settle) or the origin ended their session (finish),
+-- for join-limit: a queue ticket kept from before vouches for a place held lately for
+-- abandon-after after the visitor's last poll, and with it a newcomer is placed uncounted
+-- (join.lua's `limited`) unless this record is there. It lives abandon-after — the longest the
+-- instances run the room with lately, read only — and the margin from now, never less than it
+-- had. Apart from the consumed marker (found by review: the marker lives session-ttl and a
+-- minute, and past it a kept ticket rejoined uncounted; a marker living abandon-after instead
+-- refused, after Redis came back from an older snapshot, the order of the same visitor let in
+-- again). `mine_us`: the caller's abandon-after.
+local function note_ordered(key, room, mine_us, now)
+  local life = math.ceil(abandon_after(room, tonumber(mine_us) or 0, now) / 1000) + ORDERED_MARGIN_MS
+  redis.call('SET', key, '1', 'PX', math.max(life, redis.call('PTTL', key)))
 end
 
 -- A slot up to this many seconds ahead of the clock counts as "seen now": a join reads the

@@ -10,6 +10,8 @@
 -- order of a session a pre-queue ended does not bring the session back)   KEYS[5] waiting ZSET
 -- (a confirm that uses an admission up takes its visitor out of the line, as consume's does; a
 -- retried one that finds it done leaves a place taken since alone: found by re-review)
+-- KEYS[6] the visitor's order record STRING (note_ordered: a confirm, and a pending marker
+-- written again, record the order as consume's win does)
 -- Extend (a heartbeat while the order is in flight): a pending consume's deadline moves to
 -- now + ARGV[7], its slot held at least as long; a settled one is left alone (3); a marker the
 -- store lost is written again, pending.
@@ -17,6 +19,7 @@
 -- ARGV[1] visitor id   ARGV[2] request id   ARGV[3] 'confirm' | 'give_back' | 'extend'
 -- ARGV[4] marker lifetime ms   ARGV[5] session-ttl µs   ARGV[6] clock (prelude `now_us`)
 -- ARGV[7] grace µs (extend only)   ARGV[8] tick µs (the liveness clock's cap, see pending_left)
+-- ARGV[9] the caller's abandon-after µs (how long the order's record lives: note_ordered)
 -- Reply: 1 done, 2 already done that way, 3 settled the other way already (nothing changed),
 --   0 gone: another order of this admission is known, not this one
 
@@ -42,6 +45,7 @@ if how == 'confirm' and (not m or (m.req ~= req and m.kind ~= 'p')) then
     life = math.max(life, math.ceil((held - now) / 1000) + marker_ms - math.floor(session_us / 1000))
   end
   redis.call('SET', marker, 'c ' .. req, 'PX', life)
+  note_ordered(KEYS[6], KEYS[3], ARGV[9], now)
   return 1
 end
 if how == 'extend' and not m then
@@ -57,6 +61,7 @@ if how == 'extend' and not m then
   end
   redis.call('SET', marker, pending_marker(req, deadline, 0, live + tonumber(ARGV[7]) + cap),
     'PX', marker_ms + math.ceil(tonumber(ARGV[7]) / 1000))
+  note_ordered(KEYS[6], KEYS[3], ARGV[9], now)
   return 1
 end
 if not m or m.req ~= req then
@@ -85,6 +90,7 @@ if how == 'confirm' then
   redis.call('ZREM', KEYS[5], vid)
   -- The marker keeps the life the consume gave it (past the cookie that vouched), if longer.
   redis.call('SET', marker, 'c ' .. req, 'PX', math.max(marker_ms, redis.call('PTTL', marker)))
+  note_ordered(KEYS[6], KEYS[3], ARGV[9], now)
   return 1
 end
 if m.kind == 'g' then

@@ -87,11 +87,12 @@ async fn taken_room(extra: &str) -> (RedisServer, Origin, Proxy, Jar) {
 /// `join-limit` like any newcomer's (found by review: spared the count, a kept ticket rejoined
 /// as often as its holder liked, and without the join challenge). One address, three new
 /// visitors a minute: the one who takes the room first, the visitor, the one behind them; the
-/// visitor's way back with the ticket kept is the fourth, refused.
+/// visitor's way back with the ticket kept is the fourth, refused — also once the order's
+/// consumed marker is gone (re-review).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_ticket_kept_after_an_order_is_counted_on_the_way_back() {
     use common::commands::send;
-    let (_redis, _origin, proxy, first) = taken_room("").await;
+    let (redis, _origin, proxy, first) = taken_room("").await;
     let mut visitor = Jar::default();
     let (_, state) = visit(&proxy, &mut visitor).await;
     assert_eq!(state, "waiting");
@@ -116,6 +117,17 @@ async fn a_ticket_kept_after_an_order_is_counted_on_the_way_back() {
     assert!(
         visitor.get("anteroom_sale").is_none(),
         "the admission used up"
+    );
+    // The order's consumed marker gone, as it is `session-ttl` and a minute on, while the
+    // ticket still vouches (`abandon-after`): what counts the way back is the order's record,
+    // which lives as long as the ticket vouches (found by review: the count read the marker).
+    let dropped = raw(
+        redis.port,
+        "EVAL \"for _, k in ipairs(redis.call('KEYS', '*:consumed:*')) do redis.call('DEL', k) end return 1\" 0",
+    );
+    assert!(
+        dropped.as_deref().is_some_and(|r| r.starts_with(":1")),
+        "{dropped:?}"
     );
     // Back with the ticket kept: a fourth new visitor from the address.
     visitor.set("anteroom_q.sale", &ticket);

@@ -165,39 +165,6 @@ impl Builder<'_> {
         out
     }
 
-    /// `abandon-after` against the gaps between one visitor's polls ([`check_abandon_after`]).
-    /// A queue ticket vouches for its visitor's place for `abandon-after` (and its quarter)
-    /// after their last poll; what counts a ticket kept after an order on the way back is the
-    /// order's record in the store, which lives `session-ttl` and a minute. Past it the ticket
-    /// rejoins the line uncounted by `join-limit` (found by review; a record living
-    /// `abandon-after` instead widened what a loss of the store's data can refuse, an order of
-    /// the same visitor let in again: re-review).
-    pub(super) fn kept_ticket_outlives_the_order(
-        &mut self,
-        p: &KeyPath,
-        session_ttl: Duration,
-        abandon: Duration,
-    ) {
-        let record = session_ttl + crate::store::order::MARKER_MARGIN;
-        let vouches = abandon + abandon / 4;
-        if record < vouches {
-            let f = humantime::format_duration;
-            self.warn(
-                p.key("session-ttl"),
-                format!(
-                    "({}) and a minute end before a queue ticket stops vouching for a place (abandon-after {} and a quarter): a visitor who ordered and kept the ticket may rejoin the line uncounted by join-limit once the order's record is gone (once per order, and in line)",
-                    f(session_ttl),
-                    f(abandon)
-                ),
-                format!(
-                    "make session-ttl at least {}, or abandon-after at most {}, if that matters here",
-                    f(Duration::from_secs((vouches - crate::store::order::MARKER_MARGIN).as_secs())),
-                    f(Duration::from_secs(record.as_secs() * 4 / 5))
-                ),
-            );
-        }
-    }
-
     pub(super) fn abandon_after(
         &mut self,
         p: &KeyPath,

@@ -224,9 +224,6 @@ impl Builder<'_> {
                 .as_ref()
                 .and_then(|t| self.template(&p.key("template"), t));
             let join_limit = self.join_limit(&p, r.join_limit.as_ref());
-            if join_limit.is_some() && (!consume.is_empty() || r.origin_commands == Some(true)) {
-                self.kept_ticket_outlives_the_order(&p, session_ttl, abandon_after);
-            }
             let origin_cap = self.origin_cap(&p, r);
             let autopilot = self.autopilot(&p, r.autopilot.as_ref(), rate, tick);
             let waiting_status = match r.waiting_status {

@@ -26,6 +26,7 @@ mod bucket;
 mod event;
 mod join;
 mod line;
+mod ordered;
 mod orders;
 mod passthrough;
 mod revoked;
@@ -167,7 +168,7 @@ impl Store for MemoryStore {
         ending: &Ending,
     ) -> Result<u64, StoreError> {
         let wall = self.clock.now_micros();
-        Ok(self.with(p, |r, now| r.finish_admission(vid, ending, now, wall)))
+        Ok(self.with(p, |r, now| r.finish_admission(p, vid, ending, now, wall)))
     }
 
     async fn room_state(&self, p: &RoomParams) -> Result<RoomState, StoreError> {

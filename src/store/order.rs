@@ -24,6 +24,13 @@ use std::time::Duration;
 /// proxy's clock (cookie expiry) and the store's (marker expiry).
 pub const MARKER_MARGIN: Duration = Duration::from_secs(60);
 
+/// Added to `abandon-after` for the life of an order's record (`note_ordered` in
+/// `lua/prelude.lua`, the memory store's `ordered`): a queue ticket kept from before the order
+/// vouches for a place for `abandon-after` after its last poll, read by the proxy's clock,
+/// which may be behind the store's. While the record lives, the ticket's way back into the line
+/// is counted by `join-limit` (`JoinGate::vouched`).
+pub const ORDERED_MARGIN: Duration = Duration::from_secs(60);
+
 /// Added to the upstream's timeouts for the grace period of a pending consume.
 pub const GRACE_MARGIN: Duration = Duration::from_secs(5);
 

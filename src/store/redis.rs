@@ -253,7 +253,7 @@ impl Store for RedisStore {
             .key(&k.room)
             .key(&client_key)
             .key(&k.ended)
-            .key(keys::marker_key(&p.name, vid))
+            .key(keys::ordered_key(&p.name, vid))
             .arg(&vid.as_bytes()[..])
             .arg(p.admit_per_second)
             .arg(p.max_active)

@@ -509,10 +509,11 @@ fn likely_slips_are_warnings() {
         stdout.contains("order receipt: GET and HEAD pass for 1m after an order"),
         "{stdout}"
     );
-    // A session shorter than a ticket's vouching, with join-limit and orders to count.
+    // A session shorter than a ticket's vouching, with join-limit and orders to count, is no
+    // slip: the order's record lives as long as the ticket vouches (it warned while the count
+    // read the consumed marker, which lives session-ttl and a minute).
     assert!(
-        stderr.lines().any(|l| l.contains("room[1].session-ttl: ")
-            && l.contains("rejoin the line uncounted by join-limit")),
+        !stderr.lines().any(|l| l.contains("room[1].session-ttl: ")),
         "{stderr}"
     );
     // The summary tells the limits a room keeps (found by review: join-limit was not shown).

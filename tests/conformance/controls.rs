@@ -206,6 +206,53 @@ pub async fn the_measured_rate_counts_only_time_with_a_line(h: &dyn Harness) {
     );
 }
 
+/// The order's record outlives its consumed marker: in a room whose `session-ttl` and a
+/// minute end long before a queue ticket stops vouching (`abandon-after` after its last poll),
+/// a ticket kept after an order, or after the origin's `complete`, is still counted on the way
+/// back once the marker is gone (found by review: the count read the marker, and past it the
+/// kept ticket rejoined uncounted, once per order; a marker living `abandon-after` instead
+/// refused, after a restore from an older snapshot, the order of the same visitor let in
+/// again: re-review).
+pub async fn a_ticket_kept_past_the_orders_marker_is_still_counted(h: &dyn Harness) {
+    use anteroom::store::finish::{Command, Ending};
+    use anteroom::store::JoinGate;
+    let s = h.store();
+    let mut p = room("outlived", 100.0, 2);
+    p.session_ttl = Duration::from_secs(1);
+    p.abandon_after = Duration::from_secs(600);
+    let gate = |vouched| JoinGate {
+        client: "192.0.2.7".to_string(),
+        limit: 3,
+        per: Duration::from_secs(3600),
+        known_only: false,
+        vouched,
+    };
+    // Two visitors of the address let in at once: one orders, the origin completes the other.
+    let (ordered, completed) = (VisitorId::random(), VisitorId::random());
+    for v in [ordered, completed] {
+        let a = s.join_from(&p, v, Some(&gate(false))).await.unwrap();
+        assert_eq!(a, Admission::Entered);
+        assert_eq!(s.join(&p, v).await.unwrap(), Admission::Admitted);
+    }
+    assert!(s.use_up(&p, ordered).await.unwrap());
+    let now = h.wall_secs();
+    let ending = Ending::of(Command::Complete, now, now + 1, Duration::from_secs(1));
+    s.finish(&p, completed, &ending).await.unwrap();
+    // Two minutes on: both markers are past (session-ttl and a minute), the tickets still vouch.
+    h.advance(Duration::from_secs(120));
+    // Back with the ticket kept: the third of the address's three, then refused.
+    let back = s.join_from(&p, ordered, Some(&gate(true))).await.unwrap();
+    assert!(
+        !matches!(back, Admission::Limited { .. }),
+        "the first way back is the address's third: {back:?}"
+    );
+    let again = s.join_from(&p, completed, Some(&gate(true))).await.unwrap();
+    assert!(
+        matches!(again, Admission::Limited { .. }),
+        "a ticket kept past the order's marker rejoined uncounted: {again:?}"
+    );
+}
+
 /// A queue ticket that vouches for a place held lately spares its visitor the join-limit
 /// count when the store places them anew (it lost the place, or their turn lapsed) — but not
 /// when the store holds an order of theirs: let in, they ordered, and their way back into the

@@ -132,6 +132,7 @@ macro_rules! conformance_suite {
             the_measured_rate_counts_only_time_with_a_line,
             join_limit_counts_new_visitors_not_polls,
             a_ticket_kept_after_an_order_is_counted_and_one_of_a_lost_place_is_not,
+            a_ticket_kept_past_the_orders_marker_is_still_counted,
             an_outage_abandons_nobody,
             polling_just_within_abandon_after_keeps_the_place,
             a_clock_step_back_sweeps_nobody_and_admission_goes_on,

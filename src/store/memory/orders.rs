@@ -164,6 +164,7 @@ impl RoomData {
         // One place in line buys one admission: the one this order uses may be one the line
         // never gave (a local admission, a session the store lost), as in consume.lua.
         self.remove_waiter(vid);
+        self.ordered.note(vid, now, p.abandon_after);
         Consumed::Won
     }
 
@@ -195,6 +196,7 @@ impl RoomData {
             let until = (now + Self::marker_life(p))
                 .max(held.unwrap_or(0).saturating_add(micros(MARKER_MARGIN)));
             self.marks.set(vid, Mark::Confirmed(request.clone()), until);
+            self.ordered.note(vid, now, p.abandon_after);
             return Settled::Done;
         }
         let Some(mark) = mark else {
@@ -215,6 +217,7 @@ impl RoomData {
                 };
                 self.marks
                     .set(vid, pending, deadline + Self::marker_life(p));
+                self.ordered.note(vid, now, p.abandon_after);
                 return Settled::Done;
             }
             return Settled::Gone;
@@ -265,6 +268,7 @@ impl RoomData {
                 // The marker keeps the life the consume gave it (past the cookie), if longer.
                 let until = self.marks.until(&vid).max(now + Self::marker_life(p));
                 self.marks.set(vid, Mark::Confirmed(request.clone()), until);
+                self.ordered.note(vid, now, p.abandon_after);
                 Settled::Done
             }
             (Settle::GiveBack, Mark::Pending { held_until, .. }) => {

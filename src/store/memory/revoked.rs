@@ -9,7 +9,7 @@ use crate::clock::{micros, Micros};
 use crate::store::finish::{self, Command, Ending, Revocation, Revocations};
 use crate::store::marks::Mark;
 use crate::store::order::MARKER_MARGIN;
-use crate::store::VisitorId;
+use crate::store::{RoomParams, VisitorId};
 
 /// The room's revoked admissions, numbered in the order they came by the store's clock (µs,
 /// above the last: as the Redis ZSET scored by the room's `revoke_seq`).
@@ -75,6 +75,7 @@ impl RoomData {
     /// revocation numbered in the log, as long. Returns the revocation's end.
     pub(super) fn finish_admission(
         &mut self,
+        p: &RoomParams,
         vid: VisitorId,
         ending: &Ending,
         now: Micros,
@@ -100,6 +101,8 @@ impl RoomData {
             .set(vid, Mark::Confirmed(ending.request.clone()), until);
         // `ending.until` is on the wall clock, which may step back.
         self.marks.hold_until_wall(vid, ending.until);
+        // The session the origin ended counts as ordered for join-limit (as in finish.lua).
+        self.ordered.note(vid, now, p.abandon_after);
         if ending.command == Command::Revoke {
             self.revoked.add(
                 Revocation {

@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 
 use super::super::liveness::{self, Liveness};
-use super::super::marks::{Mark, Marks};
+use super::super::marks::Marks;
 use super::super::ranks::Ranks;
 use super::super::*;
 use super::{autopilot, event, revoked};
@@ -91,6 +91,8 @@ pub(super) struct RoomData {
     pub(super) joins_swept_at: Option<Micros>,
     /// Consumed markers: the last order of each admission (see [`super::order`]).
     pub(super) marks: Marks,
+    /// Who ordered lately, for join-limit's count ([`super::ordered`]).
+    pub(super) ordered: super::ordered::Ordered,
     /// The store generation (see [`AdmitReport::generation`]); made by the first `admit`.
     pub(super) generation: Option<String>,
     /// The latest admit's `hold_back`, which join's fast path honours too.
@@ -236,19 +238,14 @@ impl RoomData {
     /// Counts a new join from a client (a fixed window from its first join, like Redis `INCR` +
     /// `PEXPIRE`); `Some(wait)` when over the limit.
     /// A newcomer `vid` whose queue ticket vouches for a place held lately (`g.vouched`) is not
-    /// counted unless they ordered (a marker of theirs, pending or used up), as in join.lua.
+    /// counted unless they ordered lately (a record of it, [`super::ordered`]), as in join.lua.
     pub(super) fn count_join(
         &mut self,
         g: &JoinGate,
         vid: VisitorId,
         now: Micros,
     ) -> Option<Duration> {
-        let ordered = self.marks.until(&vid) > now
-            && matches!(
-                self.marks.get(&vid),
-                Some(Mark::Pending { .. } | Mark::Confirmed(_))
-            );
-        if g.vouched && !ordered {
+        if g.vouched && !self.ordered.holds(&vid, now) {
             return None;
         }
         if self.joins_by_client.len() > 10_000

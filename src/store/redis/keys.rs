@@ -46,6 +46,12 @@ pub(super) fn marker_key(room: &str, vid: VisitorId) -> String {
     format!("{{anteroom:{room}}}:consumed:{vid}")
 }
 
+/// A visitor's record of an order lately, read by join-limit's count (`note_ordered` in
+/// `lua/prelude.lua`).
+pub(super) fn ordered_key(room: &str, vid: VisitorId) -> String {
+    format!("{{anteroom:{room}}}:ordered:{vid}")
+}
+
 /// How long a consumed marker lives: longer than any cookie of that admission verifies.
 pub(super) fn marker_ms(p: &RoomParams) -> u64 {
     u64::try_from(p.session_ttl.saturating_add(MARKER_MARGIN).as_millis()).unwrap_or(u64::MAX)

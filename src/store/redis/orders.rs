@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use super::keys::{marker_key, marker_ms, Keys};
+use super::keys::{marker_key, marker_ms, ordered_key, Keys};
 use super::{micros, unavailable, RedisStore};
 use crate::store::order::MARKER_MARGIN;
 use crate::store::{
@@ -50,6 +50,7 @@ impl RedisStore {
             .key(&k.room)
             .key(&k.ended)
             .key(&k.waiting)
+            .key(ordered_key(&p.name, vid))
             .arg(&vid.as_bytes()[..])
             .arg(order.request.as_str())
             .arg(micros(order.grace))
@@ -61,7 +62,8 @@ impl RedisStore {
             .arg(micros(p.tick))
             .arg(order.cookie_expires)
             .arg(order.generation.as_ref().map_or("", |g| g.id.as_str()))
-            .arg(order.generation.as_ref().map_or(0, |g| micros(g.quiet)));
+            .arg(order.generation.as_ref().map_or(0, |g| micros(g.quiet)))
+            .arg(micros(p.abandon_after));
         let (code, ms): (i64, u64) = self.run("consume", &p.name, &inv).await?;
         match code {
             1 => Ok(Consumed::Won),
@@ -92,6 +94,7 @@ impl RedisStore {
             .key(&k.room)
             .key(&k.ended)
             .key(&k.waiting)
+            .key(ordered_key(&p.name, vid))
             .arg(&vid.as_bytes()[..])
             .arg(request.as_str())
             .arg(match how {
@@ -106,7 +109,8 @@ impl RedisStore {
                 Settle::Extend(grace) => micros(grace),
                 _ => 0,
             })
-            .arg(micros(p.tick));
+            .arg(micros(p.tick))
+            .arg(micros(p.abandon_after));
         let code: i64 = self.run("settle", &p.name, &inv).await?;
         match code {
             1 => Ok(Settled::Done),
@@ -135,13 +139,15 @@ impl RedisStore {
             .key(&k.room)
             .key(&k.waiting)
             .key(&k.revoked)
+            .key(ordered_key(&p.name, vid))
             .arg(&vid.as_bytes()[..])
             .arg(ending.request.as_str())
             .arg(ending.command.as_str())
             .arg(u64::try_from(ending.marker_life(now).as_millis()).unwrap_or(u64::MAX))
             .arg(ending.until)
             .arg(self.clock_arg())
-            .arg(MARKER_MARGIN.as_secs());
+            .arg(MARKER_MARGIN.as_secs())
+            .arg(micros(p.abandon_after));
         let until: String = self.run("finish", &p.name, &inv).await?;
         // An older script answers 1: the caller's own `until` then stands.
         Ok(until
