@@ -14,7 +14,7 @@
 --
 -- KEYS[1] active ZSET   KEYS[2] consumed marker STRING for this visitor   KEYS[3] room HASH
 -- (read only: its key layout version and liveness clock)   KEYS[4] ended ZSET (end_sessions in the prelude)
--- KEYS[5] waiting ZSET   KEYS[6] the visitor's order record STRING (note_ordered)
+-- KEYS[5] waiting ZSET
 -- ARGV[1] visitor id   ARGV[2] request id   ARGV[3] grace µs   ARGV[4] marker lifetime ms
 -- (session-ttl + margin)   ARGV[5] session-ttl µs   ARGV[6] vouched (1/0)   ARGV[7] clock (prelude `now_us`)
 -- ARGV[8] margin ms: the marker also outlives the session's deadline here by it — every cookie
@@ -25,7 +25,6 @@
 -- expired by this clock vouches for nothing, and the marker lives past it by the margin
 -- ARGV[11] the store generation the caller last saw ('' if none)   ARGV[12] how long after a
 -- generation is born the wait below lasts (µs; at least three ticks): see it
--- ARGV[13] the caller's abandon-after µs (how long the order's record lives: note_ordered)
 -- Reply: { code, ms }  code 1 won, 0 used (or never admitted), 2 busy: another order of this
 --   admission is pending, ms until its deadline, 3 a session a pre-queue ended (never used)
 
@@ -80,5 +79,4 @@ redis.call('ZADD', active, math.max(held, deadline), vid)
 redis.call('SET', marker, pending_marker(req, deadline, held, live + grace + cap),
   'PX', life_ms + math.ceil(grace / 1000))
 redis.call('ZREM', KEYS[5], vid)
-note_ordered(KEYS[6], KEYS[3], ARGV[13], now)
 return { 1, 0 }

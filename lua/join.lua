@@ -10,10 +10,12 @@
 -- ARGV[4] max-waiting   ARGV[5] session-ttl µs   ARGV[6] tick µs   ARGV[7] abandon-after µs
 -- ARGV[8] clock (prelude `now_us`, with the caller's deadline: `late_call`)
 -- ARGV[9] new joins allowed per client and window (0: no limit; -1: the caller's own count is
--- past it, so known visitors only: a newcomer is refused without being counted), and ':v' after
--- it when a queue ticket vouches for a place held lately: placed anew, the visitor is not
--- counted (the store lost the place, or the turn lapsed) unless KEYS[6] records an order of
--- theirs (they were let in and ordered: note_ordered)   ARGV[10] window µs
+-- past it, so known visitors only: a newcomer is refused without being counted), and ':v' and
+-- the ticket's age after it (seconds since its last poll, by the caller's clock) when a queue
+-- ticket vouches for a place held lately: placed anew, the visitor is not counted (the store
+-- lost the place, or the turn lapsed) unless KEYS[6] records an order of theirs since that
+-- poll (they were let in and ordered: note_ordered; a place taken after the order was counted
+-- then)   ARGV[10] window µs
 -- ARGV[11] claim-ttl µs (how long a fast-path entry holds its slot until the visitor is back)
 -- ARGV[12] the store generation the caller's last admit saw ('' if none): another one (or none,
 --          the room's data lost in an empty restart) means the caller's admission loop has not
@@ -145,12 +147,16 @@ end
 
 -- A newcomer counted against the client's limit: the reply that refuses them, or nil.
 local function limited()
-  local limit, vouched = string.match(ARGV[9], '^(-?%d+)(:?v?)$')
+  local limit, vouched, age = string.match(ARGV[9], '^(-?%d+)(:?v?)(%d*)$')
   limit = tonumber(limit)
   if vouched == ':v' then
     -- A place held lately, lost or lapsed: placed anew uncounted, unless the visitor ordered
-    -- since (a record that lives as long as the ticket may vouch: note_ordered).
-    if redis.call('EXISTS', KEYS[6]) == 0 then
+    -- since the ticket's last poll (a record that lives as long as the ticket may vouch:
+    -- note_ordered). Its age is in whole seconds of another clock: a poll up to TICKET_AGE_US
+    -- after the order still counts as before it.
+    local at = tonumber(redis.call('GET', KEYS[6]))
+    age = tonumber(age)
+    if not at or (age and age * 1000000 + TICKET_AGE_US < now - at) then
       return nil
     end
   end

@@ -10,8 +10,7 @@
 -- order of a session a pre-queue ended does not bring the session back)   KEYS[5] waiting ZSET
 -- (a confirm that uses an admission up takes its visitor out of the line, as consume's does; a
 -- retried one that finds it done leaves a place taken since alone: found by re-review)
--- KEYS[6] the visitor's order record STRING (note_ordered: a confirm, and a pending marker
--- written again, record the order as consume's win does)
+-- KEYS[6] the visitor's order record STRING (note_ordered: a confirm records the order)
 -- Extend (a heartbeat while the order is in flight): a pending consume's deadline moves to
 -- now + ARGV[7], its slot held at least as long; a settled one is left alone (3); a marker the
 -- store lost is written again, pending.
@@ -61,7 +60,6 @@ if how == 'extend' and not m then
   end
   redis.call('SET', marker, pending_marker(req, deadline, 0, live + tonumber(ARGV[7]) + cap),
     'PX', marker_ms + math.ceil(tonumber(ARGV[7]) / 1000))
-  note_ordered(KEYS[6], KEYS[3], ARGV[9], now)
   return 1
 end
 if not m or m.req ~= req then

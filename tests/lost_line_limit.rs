@@ -64,17 +64,17 @@ async fn a_lost_lines_people_behind_one_address_are_placed_past_join_limit() {
     }
 }
 
-/// A one-slot room with orders on Redis, three new visitors a minute from an address, and
+/// A one-slot room with orders on Redis, `per_ip` new visitors a minute from an address, and
 /// `extra`; its slot taken by the first of them: the Redis server, the origin, the proxy and
 /// that visitor's jar.
-async fn taken_room(extra: &str) -> (RedisServer, Origin, Proxy, Jar) {
+async fn taken_room(per_ip: u32, extra: &str) -> (RedisServer, Origin, Proxy, Jar) {
     let redis = RedisServer::start();
     let origin = Origin::start().await;
     let store = common::sale::redis_store(&redis, "500ms");
     let proxy = Proxy::start(&common::commands::config(
         origin.addr,
         &store,
-        &format!("join-limit = {{ per-ip = 3, per = \"1m\" }}\n{extra}"),
+        &format!("join-limit = {{ per-ip = {per_ip}, per = \"1m\" }}\n{extra}"),
     ));
     admission_loop_ran(&redis).await;
     let mut first = Jar::default();
@@ -92,7 +92,7 @@ async fn taken_room(extra: &str) -> (RedisServer, Origin, Proxy, Jar) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_ticket_kept_after_an_order_is_counted_on_the_way_back() {
     use common::commands::send;
-    let (redis, _origin, proxy, first) = taken_room("").await;
+    let (redis, _origin, proxy, first) = taken_room(3, "").await;
     let mut visitor = Jar::default();
     let (_, state) = visit(&proxy, &mut visitor).await;
     assert_eq!(state, "waiting");
@@ -143,7 +143,7 @@ async fn a_ticket_kept_after_an_order_is_counted_on_the_way_back() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_visitor_whose_turn_lapsed_rejoins_past_join_limit() {
     use common::commands::send;
-    let (_redis, _origin, proxy, first) = taken_room("claim-ttl = \"1s\"").await;
+    let (_redis, _origin, proxy, first) = taken_room(3, "claim-ttl = \"1s\"").await;
     let mut late = Jar::default();
     assert_eq!(visit(&proxy, &mut late).await.1, "waiting");
     let mut behind = Jar::default();
@@ -195,4 +195,69 @@ async fn a_lost_lines_people_with_a_second_ticket_are_placed_past_join_limit() {
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+}
+
+/// The visitor of the test above, counted on the way back with the ticket kept, holds a place
+/// taken after the order: when that turn lapses, the ticket of it (last polled after the
+/// order) places them again uncounted, as any lapsed turn (re-review: a record of the order
+/// without its time counted them a second time, and refused them 429). Four new visitors a
+/// minute: the first, the visitor, the one behind, and the visitor's way back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_place_taken_after_an_order_lapses_without_a_second_count() {
+    use common::commands::send;
+    let (_redis, _origin, proxy, first) = taken_room(4, "claim-ttl = \"1s\"").await;
+    let mut visitor = Jar::default();
+    assert_eq!(visit(&proxy, &mut visitor).await.1, "waiting");
+    let kept = visitor
+        .get("anteroom_q.sale")
+        .map(String::from)
+        .expect("a ticket");
+    let mut behind = Jar::default();
+    assert_eq!(visit(&proxy, &mut behind).await.1, "waiting");
+    // The first orders; the visitor's turn comes and they order; the one behind is let in.
+    assert_eq!(send(&proxy, "POST", "/orders", &first).await.status(), 200);
+    let let_in = |jar: &Jar| {
+        let jar = jar.clone();
+        let proxy = &proxy;
+        async move {
+            eventually(Duration::from_secs(10), "a turn", || async {
+                let mut j = jar.clone();
+                let (admitted, _) = visit(proxy, &mut j).await;
+                admitted.then_some(j)
+            })
+            .await
+        }
+    };
+    visitor = let_in(&visitor).await;
+    let order = send(&proxy, "POST", "/orders", &visitor).await;
+    assert_eq!(order.status(), 200);
+    visitor.absorb(&order);
+    behind = let_in(&behind).await;
+    // Back a few seconds after the order (a poll within a second of it is taken as before it:
+    // a ticket's age is told in whole seconds), with the ticket kept from before the order:
+    // counted (the fourth), and in line.
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    visitor.set("anteroom_q.sale", &kept);
+    assert_eq!(visit(&proxy, &mut visitor).await.1, "waiting");
+    assert_ne!(
+        visitor.get("anteroom_q.sale"),
+        Some(kept.as_str()),
+        "a new ticket"
+    );
+    // The one behind orders; the visitor's new turn comes and lapses unclaimed.
+    assert_eq!(send(&proxy, "POST", "/orders", &behind).await.status(), 200);
+    eventually(Duration::from_secs(10), "the turn given", || async {
+        (admin_json(&proxy, "/rooms/sale", TOKEN).await?["admitted_total"].as_u64()? >= 4)
+            .then_some(())
+    })
+    .await;
+    eventually(Duration::from_secs(10), "the turn lapsed", || async {
+        (admin_json(&proxy, "/rooms/sale", TOKEN).await?["active"].as_u64()? == 0).then_some(())
+    })
+    .await;
+    let (_, state) = visit(&proxy, &mut visitor).await;
+    assert_ne!(
+        state, "limited",
+        "a place taken after the order counted twice"
+    );
 }

@@ -208,29 +208,37 @@ pub async fn the_measured_rate_counts_only_time_with_a_line(h: &dyn Harness) {
 
 /// The order's record outlives its consumed marker: in a room whose `session-ttl` and a
 /// minute end long before a queue ticket stops vouching (`abandon-after` after its last poll),
-/// a ticket kept after an order, or after the origin's `complete`, is still counted on the way
-/// back once the marker is gone (found by review: the count read the marker, and past it the
-/// kept ticket rejoined uncounted, once per order; a marker living `abandon-after` instead
-/// refused, after a restore from an older snapshot, the order of the same visitor let in
-/// again: re-review).
+/// a ticket kept from before an order, or before the origin's `complete`, is still counted on
+/// the way back once the marker is gone (found by review: the count read the marker, and past
+/// it the kept ticket rejoined uncounted, once per order; a marker living `abandon-after`
+/// instead refused, after a restore from an older snapshot, the order of the same visitor let
+/// in again: re-review). And only those: a ticket of a place taken after the order (counted
+/// then) whose turn lapsed is not counted again, nor is one kept from before an order the shop
+/// failed and that was given back (re-review: a record without the order's time counted both).
 pub async fn a_ticket_kept_past_the_orders_marker_is_still_counted(h: &dyn Harness) {
     use anteroom::store::finish::{Command, Ending};
-    use anteroom::store::JoinGate;
+    use anteroom::store::{Consumed, JoinGate, Order, RequestId, Settle, Settled};
     let s = h.store();
-    let mut p = room("outlived", 100.0, 2);
+    let mut p = room("outlived", 100.0, 3);
     p.session_ttl = Duration::from_secs(1);
     p.abandon_after = Duration::from_secs(600);
+    // A ticket last polled `age` seconds ago vouches, or none does.
     let gate = |vouched| JoinGate {
         client: "192.0.2.7".to_string(),
-        limit: 3,
+        limit: 4,
         per: Duration::from_secs(3600),
         known_only: false,
         vouched,
     };
-    // Two visitors of the address let in at once: one orders, the origin completes the other.
-    let (ordered, completed) = (VisitorId::random(), VisitorId::random());
-    for v in [ordered, completed] {
-        let a = s.join_from(&p, v, Some(&gate(false))).await.unwrap();
+    // Three visitors of the address let in at once: one orders, the origin completes the
+    // second, the shop fails the third's order.
+    let (ordered, completed, failed) = (
+        VisitorId::random(),
+        VisitorId::random(),
+        VisitorId::random(),
+    );
+    for v in [ordered, completed, failed] {
+        let a = s.join_from(&p, v, Some(&gate(None))).await.unwrap();
         assert_eq!(a, Admission::Entered);
         assert_eq!(s.join(&p, v).await.unwrap(), Admission::Admitted);
     }
@@ -238,18 +246,54 @@ pub async fn a_ticket_kept_past_the_orders_marker_is_still_counted(h: &dyn Harne
     let now = h.wall_secs();
     let ending = Ending::of(Command::Complete, now, now + 1, Duration::from_secs(1));
     s.finish(&p, completed, &ending).await.unwrap();
-    // Two minutes on: both markers are past (session-ttl and a minute), the tickets still vouch.
+    let order = Order {
+        request: RequestId::random(),
+        grace: Duration::from_secs(60),
+        vouched: false,
+        cookie_life: Duration::ZERO,
+        cookie_expires: 0,
+        generation: None,
+    };
+    assert_eq!(s.consume(&p, failed, &order).await.unwrap(), Consumed::Won);
+    let back = s.settle(&p, failed, &order.request, Settle::GiveBack).await;
+    assert_eq!(back.unwrap(), Settled::Done);
+    // Two minutes on: the markers are past (session-ttl and a minute), the tickets, last
+    // polled before the orders, still vouch.
     h.advance(Duration::from_secs(120));
-    // Back with the ticket kept: the third of the address's three, then refused.
-    let back = s.join_from(&p, ordered, Some(&gate(true))).await.unwrap();
+    // The failed order's visitor ordered nothing: back uncounted.
+    let a = s
+        .join_from(&p, failed, Some(&gate(Some(125))))
+        .await
+        .unwrap();
+    assert!(!matches!(a, Admission::Limited { .. }), "{a:?}");
+    // Back with the ticket kept: the address's fourth, then refused.
+    let back = s
+        .join_from(&p, ordered, Some(&gate(Some(125))))
+        .await
+        .unwrap();
     assert!(
         !matches!(back, Admission::Limited { .. }),
-        "the first way back is the address's third: {back:?}"
+        "the first way back is the address's fourth: {back:?}"
     );
-    let again = s.join_from(&p, completed, Some(&gate(true))).await.unwrap();
+    let again = s
+        .join_from(&p, completed, Some(&gate(Some(125))))
+        .await
+        .unwrap();
     assert!(
         matches!(again, Admission::Limited { .. }),
         "a ticket kept past the order's marker rejoined uncounted: {again:?}"
+    );
+    // The ordered visitor's new turn (counted) lapses unclaimed; back with the ticket of it,
+    // polled after the order: placed anew uncounted.
+    h.advance(p.claim_ttl + Duration::from_secs(10));
+    let age = (p.claim_ttl + Duration::from_secs(10)).as_secs();
+    let lapsed = s
+        .join_from(&p, ordered, Some(&gate(Some(age))))
+        .await
+        .unwrap();
+    assert!(
+        !matches!(lapsed, Admission::Limited { .. }),
+        "a place taken after the order counted twice: {lapsed:?}"
     );
 }
 
@@ -275,7 +319,7 @@ pub async fn a_ticket_kept_after_an_order_is_counted_and_one_of_a_lost_place_is_
     };
     // Let in at once (the room empty), and orders.
     let v = VisitorId::random();
-    let a = gate("192.0.2.1", false);
+    let a = gate("192.0.2.1", None);
     assert_eq!(
         s.join_from(&p, v, Some(&a)).await.unwrap(),
         Admission::Entered
@@ -287,7 +331,7 @@ pub async fn a_ticket_kept_after_an_order_is_counted_and_one_of_a_lost_place_is_
     // Back with the ticket kept: placed, and counted (the second of client a's two), so the
     // next newcomer of a is refused.
     let back = s
-        .join_from(&p, v, Some(&gate("192.0.2.1", true)))
+        .join_from(&p, v, Some(&gate("192.0.2.1", Some(30))))
         .await
         .unwrap();
     assert!(waiting_pos(&back).is_some(), "{back:?}");
@@ -299,7 +343,7 @@ pub async fn a_ticket_kept_after_an_order_is_counted_and_one_of_a_lost_place_is_
     // Tickets of places the store no longer holds, and no order: placed anew, uncounted, so
     // client c's two new visitors are still to come.
     for _ in 0..3 {
-        let lost = gate("192.0.2.3", true);
+        let lost = gate("192.0.2.3", Some(30));
         let a = s
             .join_from(&p, VisitorId::random(), Some(&lost))
             .await
@@ -307,7 +351,7 @@ pub async fn a_ticket_kept_after_an_order_is_counted_and_one_of_a_lost_place_is_
         assert!(waiting_pos(&a).is_some(), "{a:?}");
     }
     for _ in 0..2 {
-        let c = gate("192.0.2.3", false);
+        let c = gate("192.0.2.3", None);
         let a = s
             .join_from(&p, VisitorId::random(), Some(&c))
             .await
@@ -326,7 +370,7 @@ pub async fn join_limit_counts_new_visitors_not_polls(h: &dyn Harness) {
         limit: 3,
         per: Duration::from_secs(60),
         known_only: false,
-        vouched: false,
+        vouched: None,
     };
     let a = gate("192.0.2.1");
     let mut first = Vec::new();
@@ -364,7 +408,7 @@ pub async fn join_limit_counts_new_visitors_not_polls(h: &dyn Harness) {
     // 1 used of 3, is whole after it).
     let known = JoinGate {
         known_only: true,
-        vouched: false,
+        vouched: None,
         ..gate("192.0.2.2")
     };
     assert_eq!(

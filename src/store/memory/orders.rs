@@ -164,7 +164,6 @@ impl RoomData {
         // One place in line buys one admission: the one this order uses may be one the line
         // never gave (a local admission, a session the store lost), as in consume.lua.
         self.remove_waiter(vid);
-        self.ordered.note(vid, now, p.abandon_after);
         Consumed::Won
     }
 
@@ -217,7 +216,6 @@ impl RoomData {
                 };
                 self.marks
                     .set(vid, pending, deadline + Self::marker_life(p));
-                self.ordered.note(vid, now, p.abandon_after);
                 return Settled::Done;
             }
             return Settled::Gone;

@@ -238,14 +238,17 @@ impl RoomData {
     /// Counts a new join from a client (a fixed window from its first join, like Redis `INCR` +
     /// `PEXPIRE`); `Some(wait)` when over the limit.
     /// A newcomer `vid` whose queue ticket vouches for a place held lately (`g.vouched`) is not
-    /// counted unless they ordered lately (a record of it, [`super::ordered`]), as in join.lua.
+    /// counted unless they ordered since its last poll (a record of it, [`super::ordered`]), as
+    /// in join.lua.
     pub(super) fn count_join(
         &mut self,
         g: &JoinGate,
         vid: VisitorId,
         now: Micros,
     ) -> Option<Duration> {
-        if g.vouched && !self.ordered.holds(&vid, now) {
+        if g.vouched
+            .is_some_and(|age| !self.ordered.since(&vid, now, age))
+        {
             return None;
         }
         if self.joins_by_client.len() > 10_000

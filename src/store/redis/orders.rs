@@ -50,7 +50,6 @@ impl RedisStore {
             .key(&k.room)
             .key(&k.ended)
             .key(&k.waiting)
-            .key(ordered_key(&p.name, vid))
             .arg(&vid.as_bytes()[..])
             .arg(order.request.as_str())
             .arg(micros(order.grace))
@@ -62,8 +61,7 @@ impl RedisStore {
             .arg(micros(p.tick))
             .arg(order.cookie_expires)
             .arg(order.generation.as_ref().map_or("", |g| g.id.as_str()))
-            .arg(order.generation.as_ref().map_or(0, |g| micros(g.quiet)))
-            .arg(micros(p.abandon_after));
+            .arg(order.generation.as_ref().map_or(0, |g| micros(g.quiet)));
         let (code, ms): (i64, u64) = self.run("consume", &p.name, &inv).await?;
         match code {
             1 => Ok(Consumed::Won),
