@@ -136,6 +136,20 @@ async fn a_ticket_kept_after_an_order_is_counted_on_the_way_back() {
     assert_eq!(state, "limited", "a kept ticket rejoined uncounted");
 }
 
+/// Waits until the room has given `given` turns in all and the last lapsed unclaimed (nobody
+/// holds its one slot).
+async fn a_turn_lapses(proxy: &Proxy, given: u64) {
+    eventually(Duration::from_secs(10), "the turn given", || async {
+        (admin_json(proxy, "/rooms/sale", TOKEN).await?["admitted_total"].as_u64()? >= given)
+            .then_some(())
+    })
+    .await;
+    eventually(Duration::from_secs(10), "the turn lapsed", || async {
+        (admin_json(proxy, "/rooms/sale", TOKEN).await?["active"].as_u64()? == 0).then_some(())
+    })
+    .await;
+}
+
 /// A visitor whose turn lapsed (not collected within `claim-ttl`) rejoins at the back, as
 /// `check` warns, not refused: their ticket still vouches for the place they held, and they
 /// ordered nothing (re-review: a first fix, counting a ticket of the line's own epoch, refused
@@ -151,15 +165,7 @@ async fn a_visitor_whose_turn_lapsed_rejoins_past_join_limit() {
     // The address is at its limit; the first orders, and the late one's turn comes (the one
     // behind sees it go by) and lapses unclaimed.
     assert_eq!(send(&proxy, "POST", "/orders", &first).await.status(), 200);
-    eventually(Duration::from_secs(10), "the turn given", || async {
-        (admin_json(&proxy, "/rooms/sale", TOKEN).await?["admitted_total"].as_u64()? >= 2)
-            .then_some(())
-    })
-    .await;
-    eventually(Duration::from_secs(10), "the turn lapsed", || async {
-        (admin_json(&proxy, "/rooms/sale", TOKEN).await?["active"].as_u64()? == 0).then_some(())
-    })
-    .await;
+    a_turn_lapses(&proxy, 2).await;
     let (_, state) = visit(&proxy, &mut late).await;
     assert_ne!(state, "limited", "a lapsed turn refused by join-limit");
 }
@@ -246,15 +252,7 @@ async fn a_place_taken_after_an_order_lapses_without_a_second_count() {
     );
     // The one behind orders; the visitor's new turn comes and lapses unclaimed.
     assert_eq!(send(&proxy, "POST", "/orders", &behind).await.status(), 200);
-    eventually(Duration::from_secs(10), "the turn given", || async {
-        (admin_json(&proxy, "/rooms/sale", TOKEN).await?["admitted_total"].as_u64()? >= 4)
-            .then_some(())
-    })
-    .await;
-    eventually(Duration::from_secs(10), "the turn lapsed", || async {
-        (admin_json(&proxy, "/rooms/sale", TOKEN).await?["active"].as_u64()? == 0).then_some(())
-    })
-    .await;
+    a_turn_lapses(&proxy, 4).await;
     let (_, state) = visit(&proxy, &mut visitor).await;
     assert_ne!(
         state, "limited",

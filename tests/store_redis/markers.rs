@@ -1,15 +1,26 @@
 use super::*;
 
+/// The milliseconds left of `v`'s key `kind` (`consumed`: the marker; `ordered`: the order's
+/// record) in `p`'s room.
+fn pttl(
+    server: &RedisServer,
+    p: &anteroom::store::RoomParams,
+    kind: &str,
+    v: anteroom::store::VisitorId,
+) -> i64 {
+    let key = format!("{{anteroom:{}}}:{kind}:{v}", p.name);
+    common::redis::raw(server.port, &format!("PTTL {key}"))
+        .and_then(|r| r.trim().trim_start_matches(':').parse().ok())
+        .expect("the key's PTTL")
+}
+
 /// The milliseconds left of `v`'s consumed marker in `p`'s room.
 fn marker_pttl(
     server: &RedisServer,
     p: &anteroom::store::RoomParams,
     v: anteroom::store::VisitorId,
 ) -> i64 {
-    let key = format!("{{anteroom:{}}}:consumed:{v}", p.name);
-    common::redis::raw(server.port, &format!("PTTL {key}"))
-        .and_then(|r| r.trim().trim_start_matches(':').parse().ok())
-        .expect("the marker's PTTL")
+    pttl(server, p, "consumed", v)
 }
 
 /// The key that keeps a used admission used lives as long as every cookie of it (the
@@ -121,18 +132,6 @@ async fn a_pending_marker_reads_as_pending_to_the_version_before() {
     }
 }
 
-/// The milliseconds left of `v`'s order record in `p`'s room.
-fn ordered_pttl(
-    server: &RedisServer,
-    p: &anteroom::store::RoomParams,
-    v: anteroom::store::VisitorId,
-) -> i64 {
-    let key = format!("{{anteroom:{}}}:ordered:{v}", p.name);
-    common::redis::raw(server.port, &format!("PTTL {key}"))
-        .and_then(|r| r.trim().trim_start_matches(':').parse().ok())
-        .expect("the record's PTTL")
-}
-
 /// An order's record, which join-limit's count reads, lives `abandon-after` and a minute,
 /// however short the consumed marker (`session-ttl` and a minute), and counts a kept ticket on
 /// the way back once the marker is gone (the conformance test
@@ -175,7 +174,7 @@ async fn an_orders_record_lives_abandon_after_and_outlives_the_marker() {
     for v in [ordered, completed, unseen] {
         let marker = marker_pttl(&server, &p, v);
         assert!(marker < 600_000, "the marker lives {marker} ms");
-        let record = ordered_pttl(&server, &p, v);
+        let record = pttl(&server, &p, "ordered", v);
         assert!(record >= 655_000, "the record lives {record} ms");
         // The marker gone, as it is a minute and a few seconds on.
         let key = format!("{{anteroom:{}}}:consumed:{v}", p.name);
