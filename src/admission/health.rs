@@ -35,8 +35,8 @@ use crate::store::autopilot::Health;
 mod sources;
 pub mod trim;
 
+pub use sources::Sources;
 use sources::{pair_key, Recent};
-pub use sources::{Sources, Voters};
 use trim::{part_of, PARTS};
 
 /// Latency buckets: four per octave from 1 ms (bucket 0: under 1 ms) to about 50 s.
@@ -268,20 +268,14 @@ impl OriginHealth {
         self.slow_over_us.store(us, Ordering::Relaxed);
     }
 
-    /// The (visitor, network) pairs that voted, failed, and were slow in the `within` seconds
-    /// up to `second` (at most the 16 pairs seen last of each).
-    pub fn voters(&self, second: u64, within: u64) -> Voters {
-        Voters {
-            voting: self.voters.pairs(second, within),
-            failing: self.failing.pairs(second, within),
-            slow: self.slow.pairs(second, within),
-        }
-    }
-
     /// The sources that voted, and failed, in the `within` seconds up to `second`: visitors
-    /// each from a network of their own (at most the 16 pairs seen last), in every part.
+    /// each from a network of their own (at most the 16 pairs seen last).
     pub fn sources(&self, second: u64, within: u64) -> Sources {
-        self.voters(second, within).among(trim::ALL)
+        Sources {
+            voting: self.voters.sources(second, within),
+            failing: self.failing.sources(second, within),
+            slow: self.slow.sources(second, within),
+        }
     }
 
     pub fn read(&self) -> Counts {
@@ -306,7 +300,7 @@ fn vote_key(vid: &crate::store::VisitorId) -> u64 {
 
 /// A window's health as the autopilot judges it, for a room whose `target-latency` is
 /// `target` (`slow_over`: the lowest target on the upstream, over which a vote is noted slow
-/// by source), from the votes of `window` by the `voters` of the same time.
+/// by source).
 ///
 /// Its error share and p90 are those of the window's votes without the two parts with the
 /// most failed (slow) votes and the two with the most answered (fast) ones ([`trim`]): a few
@@ -314,36 +308,25 @@ fn vote_key(vid: &crate::store::VisitorId) -> u64 {
 /// sources (or than every source that voted) that are also under half of the sources that
 /// voted are discounted; so is a p90 over `target`, the window then judged by its votes that
 /// were not slow (one visitor sending from many networks reaches many parts) — or held at the
-/// target when the discounted votes are most of those judged. The sources that voted are
-/// counted in the parts the trim kept ([`Voters::among`]), those that failed or were slow in
-/// every part: the networks set aside as the fastest no longer make those that found the shop
-/// slow few, nor does setting aside the slowest of them take their word away. Before (found
-/// by review), five admitted visitors of one network asking for a page that took a second,
-/// among thirty fast ones, drove the rate from 50 to `min-rate` in 28 s; taken as at the
-/// target, such a window held the rate where it stood (re-review); and see [`trim`] for what
-/// counting sources alone let through.
-pub fn judged(window: &Counts, voters: &Voters, target: Duration, slow_over: Duration) -> Health {
-    let all = voters.among(trim::ALL);
-    let least = MIN_FAILING_SOURCES.min(all.voting.max(1));
+/// target when the discounted votes are most of those judged. Before (found by review), five
+/// admitted visitors of one network asking for a page that took a second, among thirty fast
+/// ones, drove the rate from 50 to `min-rate` in 28 s; taken as at the target, such a window
+/// held the rate where it stood (re-review); and see [`trim`] for what counting sources alone
+/// let through.
+pub fn judged(window: &Counts, sources: Sources, target: Duration, slow_over: Duration) -> Health {
+    let least = MIN_FAILING_SOURCES.min(sources.voting.max(1));
     let drop = (least - 1) as usize;
     let requests = window.parts.iter().map(|t| t.requests).sum();
     let answered = |t: &Tally| t.requests - t.errors;
-    let (e, e_parts) = trim::trimmed(&window.parts, drop, |t| t.errors, answered);
-    // Fewer than three sources (or than every one) are a few only among many: under half of
-    // those that voted in the parts judged. Found by re-review: with the honest visitors in
-    // two networks, one more network sending fast pages made the two too few, and a shop
-    // failing or slow for everyone read as healthy; counting failures or slowness of most of
-    // the votes whatever the sources let one network's identities, asking every second where
-    // honest visitors read a page every few, be most of the votes and cut a healthy shop; and
-    // counting the voters of every part, two identities on two networks asking for fast pages,
-    // set aside by the trim, still made one honest network's slowness a few sources' (both
-    // re-reviews).
-    let few = |n: u64, voting: u64| {
-        let least = MIN_FAILING_SOURCES.min(voting.max(1));
-        n < least && (n == 0 || n * 2 < voting)
-    };
-    let few_failing = few(all.failing, voters.among(e_parts).voting);
-    let errors = if few_failing || e.requests == 0 {
+    let e = trim::trimmed(&window.parts, drop, |t| t.errors, answered);
+    // Fewer than `least` sources are a few only among many: under half of those that voted.
+    // Found by re-review: with the honest visitors in two networks, one more network sending
+    // fast pages made the two too few, and a shop failing or slow for everyone read as
+    // healthy; and counting failures or slowness of most of the votes whatever the sources
+    // let one network's identities, asking every second where honest visitors read a page
+    // every few, be most of the votes and cut a healthy shop (re-review).
+    let few = |n: u64| n < least && (n == 0 || n * 2 < sources.voting);
+    let errors = if few(sources.failing) || e.requests == 0 {
         0
     } else {
         // The trimmed share, over every request of the window (how many were judged).
@@ -351,25 +334,25 @@ pub fn judged(window: &Counts, voters: &Voters, target: Duration, slow_over: Dur
         u64::try_from((share + u128::from(e.requests) / 2) / u128::from(e.requests))
             .unwrap_or(requests)
     };
-    let (l, l_parts) = trim::trimmed(
+    let l = trim::trimmed(
         &window.parts,
         drop,
         |t| trim::over(t, target),
         |t| trim::within(t, target),
     );
     let mut p90 = l.quantile(0.9);
-    let slow_discounted = p90 > target && few(all.slow, voters.among(l_parts).voting);
+    let slow_discounted = p90 > target && few(sources.slow);
     if slow_discounted {
         p90 = l.quantile_up_to(0.9, slow_over).min(target);
     }
     // Discounted votes that are most of those judged leave nothing to judge the shop by: the
     // window is held (at the target: neither a cut nor a raise). Found by re-review: beside
-    // one network the shop was slow (or failed) for, a few identities on other networks asking
-    // for fast pages made its slowness a few sources', the rest of the votes was none, and the
-    // window read as fast — the rate rose to its ceiling.
+    // one honest network the shop was slow (or failed) for, two identities on two more
+    // networks asking for fast pages made its slowness a few sources', the rest of the votes
+    // was none, and the window read as fast — the rate rose to its ceiling.
     let most = |part: u64, of: u64| part > 0 && part * 2 >= of;
     if (slow_discounted && most(trim::over(&l, slow_over), l.timed()))
-        || (few_failing && most(e.errors, e.requests))
+        || (few(sources.failing) && most(e.errors, e.requests))
     {
         p90 = p90.max(target);
     }

@@ -71,6 +71,13 @@ impl Recent {
         }
         out
     }
+
+    /// How many of the visitors seen lately can each be given a network of their own (a
+    /// maximum matching of the pairs seen): one visitor from many networks, or many visitors
+    /// from one network, is one source.
+    pub(super) fn sources(&self, second: u64, within: u64) -> u64 {
+        matching(&self.pairs(second, within))
+    }
 }
 
 /// The bits of a visitor's and of a network's hash in an entry: a pair is the two, above the
@@ -79,21 +86,9 @@ const PAIR_BITS: u32 = 20;
 const PAIR_MASK: u64 = (1 << PAIR_BITS) - 1;
 const PAIR_SHIFT: u32 = SECOND_BITS + PAIR_BITS;
 
-/// The bits of a pair's network that tell its part ([`super::trim::part_of`]): the lowest.
-const PART_BITS: u32 = 4;
-
-/// An entry's key for visitor `vid` from network `network` (both hashes): the network is told
-/// by its part and bits of its hash, so that a window can count the sources of the parts its
-/// judgement kept ([`Voters::among`]).
+/// An entry's key for visitor `vid` from network `network` (both hashes).
 pub(super) fn pair_key(vid: u64, network: u64) -> u64 {
-    let part = super::trim::part_of(network) as u64;
-    let net = ((network << PART_BITS) | part) & PAIR_MASK;
-    ((vid & PAIR_MASK) << PAIR_SHIFT) | (net << SECOND_BITS)
-}
-
-/// The part of a pair's network.
-fn part_of_pair(pair: &(u64, u64)) -> usize {
-    (pair.1 & ((1 << PART_BITS) - 1)) as usize
+    ((vid & PAIR_MASK) << PAIR_SHIFT) | ((network & PAIR_MASK) << SECOND_BITS)
 }
 
 /// An entry's (visitor, network).
@@ -142,38 +137,6 @@ pub(super) fn matching(pairs: &[(u64, u64)]) -> u64 {
         }
     }
     size
-}
-
-/// The (visitor, network) pairs that voted lately, those that failed, and those that were
-/// slow: what a window's [`Sources`] are counted from, among the parts its judgement kept.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Voters {
-    pub(super) voting: Vec<(u64, u64)>,
-    pub(super) failing: Vec<(u64, u64)>,
-    pub(super) slow: Vec<(u64, u64)>,
-}
-
-impl Voters {
-    /// The sources among the pairs whose network is in one of the parts `kept` (bit `i`: part
-    /// `i`). Found by re-review: counted over every part, the sources a judgement had set aside
-    /// made the honest ones few — beside one honest network the shop was slow for, two
-    /// identities on two more networks asking for fast pages were set aside as the fastest,
-    /// and still made the one slow source a few among three.
-    pub fn among(&self, kept: u32) -> Sources {
-        let of = |pairs: &[(u64, u64)]| {
-            let in_kept: Vec<(u64, u64)> = pairs
-                .iter()
-                .filter(|p| kept & (1 << part_of_pair(p)) != 0)
-                .copied()
-                .collect();
-            matching(&in_kept)
-        };
-        Sources {
-            voting: of(&self.voting),
-            failing: of(&self.failing),
-            slow: of(&self.slow),
-        }
-    }
 }
 
 /// The sources of a window's votes (visitors each from a network of their own): how many

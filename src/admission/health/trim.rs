@@ -23,66 +23,48 @@ pub fn part_of(network: u64) -> usize {
     ((network ^ (network >> 29) ^ (network >> 47)) % PARTS as u64) as usize
 }
 
-/// Every part, as a set ([`trimmed`]'s second half: bit `i` is part `i`).
-pub const ALL: u32 = (1 << PARTS) - 1;
-const _: () = assert!(
-    PARTS <= 16,
-    "a part is told in four bits of a source's pair"
-);
-
 /// The sum of `parts` without the (at most) `drop` parts with the most `high` votes, then the
-/// (at most) `drop` parts with the most `low` votes among the rest, and the parts kept (bit
-/// `i`: part `i`, one with votes). Only a part with such votes is set aside, and never one that
-/// would leave half of the window's votes or less kept: a few parts holding most of the votes
-/// are most of the visitors, not a few networks' doing (found by re-review: with the honest
-/// votes in two parts, both were set aside as the slowest, and three identities on three
-/// networks of an attacker's, the parts left, hid a shop slow for everyone and cut one fast
-/// for everyone). That bound is the only one: a first version also set aside at most
-/// `(n - 1) / 2` of `n` parts each way, and of four parts (two honest networks, two of an
-/// attacker's) one of the attacker's stayed and cut (re-review).
+/// (at most) `drop` parts with the most `low` votes among the rest. Only a part with such
+/// votes is set aside, and never one that would leave half of the window's votes or less
+/// kept: a few parts holding most of the votes are most of the visitors, not a few networks'
+/// doing (found by re-review: with the honest votes in two parts, both were set aside as the
+/// slowest, and three identities on three networks of an attacker's, the parts left, hid a
+/// shop slow for everyone and cut one fast for everyone). That bound is the only one: a first
+/// version also set aside at most `(n - 1) / 2` of `n` parts each way, and of four parts (two
+/// honest networks, two of an attacker's) one of the attacker's stayed and cut (re-review).
 pub fn trimmed(
     parts: &[Tally],
     drop: usize,
     high: impl Fn(&Tally) -> u64,
     low: impl Fn(&Tally) -> u64,
-) -> (Tally, u32) {
-    let mut kept: Vec<usize> = (0..parts.len())
-        .filter(|&i| parts[i].requests > 0)
-        .collect();
-    let all: u64 = kept.iter().map(|&i| parts[i].requests).sum();
-    set_aside(parts, &mut kept, drop, &high, all);
-    set_aside(parts, &mut kept, drop, &low, all);
+) -> Tally {
+    let mut kept: Vec<&Tally> = parts.iter().filter(|t| t.requests > 0).collect();
+    let all: u64 = kept.iter().map(|t| t.requests).sum();
+    set_aside(&mut kept, drop, &high, all);
+    set_aside(&mut kept, drop, &low, all);
     let mut sum = Tally::default();
-    let mut set = 0;
-    for i in kept {
-        sum.add(&parts[i]);
-        set |= 1 << i;
+    for t in kept {
+        sum.add(t);
     }
-    (sum, set)
+    sum
 }
 
-/// Removes from `kept` (indices of `parts`) the `drop` parts with the most `by` votes (those
-/// with some), as long as what is kept holds more than half of `all` the window's votes (at
-/// exactly half, the part with the most fast votes of two honest networks went, and a sixth of
-/// the votes cut: found by re-review).
-fn set_aside(
-    parts: &[Tally],
-    kept: &mut Vec<usize>,
-    drop: usize,
-    by: &impl Fn(&Tally) -> u64,
-    all: u64,
-) {
+/// Removes from `kept` the `drop` parts with the most `by` votes (those with some), as long as
+/// what is kept holds more than half of `all` the window's votes (at exactly half, the part
+/// with the most fast votes of two honest networks went, and a sixth of the votes cut: found
+/// by re-review).
+fn set_aside(kept: &mut Vec<&Tally>, drop: usize, by: &impl Fn(&Tally) -> u64, all: u64) {
     for _ in 0..drop {
         let most = kept
             .iter()
             .enumerate()
-            .filter(|(_, &p)| by(&parts[p]) > 0)
-            .max_by_key(|(k, &p)| (by(&parts[p]), std::cmp::Reverse(*k)))
-            .map(|(k, _)| k);
-        let left: u64 = kept.iter().map(|&p| parts[p].requests).sum();
+            .filter(|(_, t)| by(t) > 0)
+            .max_by_key(|(i, t)| (by(t), std::cmp::Reverse(*i)))
+            .map(|(i, _)| i);
+        let left: u64 = kept.iter().map(|t| t.requests).sum();
         match most {
-            Some(k) if (left - parts[kept[k]].requests) * 2 > all => {
-                kept.remove(k);
+            Some(i) if (left - kept[i].requests) * 2 > all => {
+                kept.remove(i);
             }
             _ => return,
         }
@@ -129,11 +111,11 @@ mod tests {
             part(900, 0),
             part(10, 0),
         ];
-        let (kept, _) = trimmed(&parts, 2, hi, lo);
+        let kept = trimmed(&parts, 2, hi, lo);
         // Five parts: two each way at most — but D holds most of the votes (900 of 1,431), and
         // set aside it would leave less than half of them: kept, with A and E.
         assert_eq!(kept.requests, 920, "{kept:?}");
-        let (kept, _) = trimmed(&parts, 1, hi, lo);
+        let kept = trimmed(&parts, 1, hi, lo);
         assert_eq!((kept.requests, over(&kept, target)), (931, 1));
         // Five parts of ten votes: the two with slow votes go, then none (set aside, one more
         // would leave less than half).
@@ -144,22 +126,22 @@ mod tests {
             part(10, 0),
             part(10, 0),
         ];
-        let (kept, _) = trimmed(&parts, 2, hi, lo);
+        let kept = trimmed(&parts, 2, hi, lo);
         assert_eq!((kept.requests, over(&kept, target)), (30, 0), "{kept:?}");
         // Of three parts the slowest goes, then none (10 of 30 would be left); of two, none.
-        assert_eq!(trimmed(&parts[..3], 2, hi, lo).0.requests, 20);
-        assert_eq!(trimmed(&parts[..2], 2, hi, lo).0.requests, 20);
-        assert_eq!(trimmed(&parts[1..2], 2, hi, lo).0.requests, 10);
+        assert_eq!(trimmed(&parts[..3], 2, hi, lo).requests, 20);
+        assert_eq!(trimmed(&parts[..2], 2, hi, lo).requests, 20);
+        assert_eq!(trimmed(&parts[1..2], 2, hi, lo).requests, 10);
         // Never less than half of the votes kept: of three parts of 40, 30 and 30 votes, the
         // one with the most slow votes goes (60 left), then none (30 would be left).
         let even = [part(0, 40), part(30, 0), part(25, 5)];
-        assert_eq!(trimmed(&even, 1, hi, lo).0.requests, 60);
+        assert_eq!(trimmed(&even, 1, hi, lo).requests, 60);
         // A part without slow votes is not set aside as the slowest.
         let all_fast = [part(5, 0), part(6, 0), part(7, 0), part(8, 0), part(9, 0)];
-        assert_eq!(trimmed(&all_fast, 2, hi, lo).0.requests, 5 + 6 + 7);
+        assert_eq!(trimmed(&all_fast, 2, hi, lo).requests, 5 + 6 + 7);
         // Parts without votes are not counted among those left.
         let sparse = [Tally::default(), part(1, 0), Tally::default(), part(0, 1)];
-        assert_eq!(trimmed(&sparse, 2, hi, lo), (part(1, 1), 0b1010));
+        assert_eq!(trimmed(&sparse, 2, hi, lo).requests, 2);
     }
 
     #[test]
