@@ -247,6 +247,18 @@ fn a_few_networks_cannot_sway_the_window_either_way() {
         0,
         "failed by one"
     );
+    // So beside two honest networks (found by re-review: counting the voting sources only in
+    // the parts the trim kept, the two honest parts, set aside as the fastest, left the one
+    // network's slowness not a few sources', and a healthy shop was cut to `min-rate`).
+    let w = window_of(&[(1005, 2, 10, 40, false), (1007, 1, 40, 600, false)]);
+    assert_eq!(
+        judged(&w, sources(3, 0, 1), target, target).p90,
+        target,
+        "cut by one of three"
+    );
+    let w = window_of(&[(1005, 2, 10, 40, false), (1007, 1, 40, 40, true)]);
+    let got = judged(&w, sources(3, 1, 0), target, target);
+    assert_eq!((got.errors, got.p90), (0, target), "failed by one of three");
     // Beside one honest network the shop is slow (or fails) for, two identities on two more
     // networks asking for fast pages make its slowness a few sources': held at the target,
     // not read as fast (found by re-review: the rest of the votes was none, the p90 read 0,
