@@ -289,8 +289,9 @@ async fn a_crawler_gets_a_503_where_a_visitor_would_wait() {
 /// A CORS preflight carries no cookies (browsers send none with it): it takes no place in line
 /// and is told no (found by review: each took a place, and an admitted visitor's cross-origin
 /// call could never pass it); a room's `{ preflight = true }` rule sends it to the shop, which
-/// answers what it allows. Only a preflight as browsers send it: with a body or a method
-/// override it is an ordinary request, and queues.
+/// answers what it allows. Only a preflight as browsers send it: with a body, a method
+/// override or an `Upgrade` (found by review: a WebSocket upgrade sent as a preflight reached
+/// the shop) it is an ordinary request, and queues.
 #[tokio::test]
 async fn a_preflight_takes_no_place_and_a_rule_lets_it_reach_the_shop() {
     let origin = Origin::start().await;
@@ -327,7 +328,11 @@ async fn a_preflight_takes_no_place_and_a_rule_lets_it_reach_the_shop() {
         scraped.contains("anteroom_bypassed_total{room=\"vip\",rule=\"preflight\"} 1"),
         "{scraped}"
     );
-    for extra in [("X-HTTP-Method-Override", "GET"), ("Content-Length", "0")] {
+    for extra in [
+        ("X-HTTP-Method-Override", "GET"),
+        ("Upgrade", "websocket"),
+        ("Content-Length", "0"),
+    ] {
         let resp = preflight("/vip", Some(extra)).await.unwrap();
         assert_eq!(
             reached_origin(&resp),

@@ -76,8 +76,10 @@ pub fn takes_no_body(req: &RequestHeader) -> bool {
 }
 
 /// Whether the request is a CORS preflight as a browser sends it: `OPTIONS` (in capitals, as
-/// browsers write it) with `Origin` and `Access-Control-Request-Method`, no body and no method
-/// override (which some origins would run as the method it names). Browsers send it without
+/// browsers write it) with `Origin` and `Access-Control-Request-Method`, no body, no method
+/// override (which some origins would run as the method it names) and no `Upgrade` (found by
+/// review: a WebSocket upgrade sent as a preflight reached the shop past the line, and a shop
+/// that took it passed any request over it). Browsers send it without
 /// cookies, so no admission can come with it: it never queues (no place is taken for it), and a
 /// room's `{ preflight = true }` bypass rule lets it reach the shop.
 pub fn is_preflight(req: &RequestHeader) -> bool {
@@ -93,6 +95,7 @@ pub fn is_preflight(req: &RequestHeader) -> bool {
     h.contains_key(http::header::ORIGIN)
         && h.contains_key(http::header::ACCESS_CONTROL_REQUEST_METHOD)
         && no_body
+        && !h.contains_key(http::header::UPGRADE)
         && !h.keys().any(|name| is_override(name.as_str()))
 }
 
@@ -269,6 +272,10 @@ mod tests {
         ] {
             assert!(!is_preflight(&build("OPTIONS", &[(o, "GET")])), "{o}");
         }
+        assert!(!is_preflight(&build(
+            "OPTIONS",
+            &[("Upgrade", "websocket")]
+        )));
         let mut bare = RequestHeader::build("OPTIONS", b"/orders", None).unwrap();
         assert!(!is_preflight(&bare));
         bare.append_header("Origin", "https://x.example").unwrap();
