@@ -10,12 +10,11 @@
 -- ARGV[4] max-waiting   ARGV[5] session-ttl µs   ARGV[6] tick µs   ARGV[7] abandon-after µs
 -- ARGV[8] clock (prelude `now_us`, with the caller's deadline: `late_call`)
 -- ARGV[9] new joins allowed per client and window (0: no limit; -1: the caller's own count is
--- past it, so known visitors only: a newcomer is refused without being counted), and ':v' and
--- the ticket's age after it (seconds since its last poll, by the caller's clock) when a queue
--- ticket vouches for a place held lately: placed anew, the visitor is not counted (the store
--- lost the place, or the turn lapsed) unless KEYS[6] records an order of theirs since that
--- poll (they were let in and ordered: note_ordered; a place taken after the order was counted
--- then)   ARGV[10] window µs
+-- past it, so known visitors only: a newcomer is refused without being counted), and ':v' after
+-- it when a queue ticket vouches for a place held lately: placed anew, the visitor is not
+-- counted (the store lost the place, or the turn lapsed) unless KEYS[6] records an order of
+-- theirs (they were let in and ordered: note_ordered) that no counted join has paid for: a
+-- newcomer counted within the limit spends the record   ARGV[10] window µs
 -- ARGV[11] claim-ttl µs (how long a fast-path entry holds its slot until the visitor is back)
 -- ARGV[12] the store generation the caller's last admit saw ('' if none): another one (or none,
 --          the room's data lost in an empty restart) means the caller's admission loop has not
@@ -147,16 +146,13 @@ end
 
 -- A newcomer counted against the client's limit: the reply that refuses them, or nil.
 local function limited()
-  local limit, vouched, age = string.match(ARGV[9], '^(-?%d+)(:?v?)(%d*)$')
+  local limit, vouched = string.match(ARGV[9], '^(-?%d+)(:?v?)$')
   limit = tonumber(limit)
   if vouched == ':v' then
     -- A place held lately, lost or lapsed: placed anew uncounted, unless the visitor ordered
-    -- since the ticket's last poll (a record that lives as long as the ticket may vouch:
-    -- note_ordered). Its age is in whole seconds of another clock: a poll up to TICKET_AGE_US
-    -- after the order still counts as before it.
-    local at = tonumber(redis.call('GET', KEYS[6]))
-    age = tonumber(age)
-    if not at or (age and age * 1000000 + TICKET_AGE_US < now - at) then
+    -- and no way back has been counted since (a record that lives as long as the ticket may
+    -- vouch: note_ordered).
+    if redis.call('EXISTS', KEYS[6]) == 0 then
       return nil
     end
   end
@@ -172,6 +168,11 @@ local function limited()
     if joins > limit then
       return { 6, 0, 0, tostring(math.max(redis.call('PTTL', KEYS[4]), 1000)), 0 }
     end
+    -- Counted: the visitor's way back after their last order is paid for, and a place they
+    -- take now is no way back past the limit when its turn lapses (found by re-review: a
+    -- record that stayed counted that lapsed place again, and one telling tickets from before
+    -- the order by their age read two instances' clocks).
+    redis.call('DEL', KEYS[6])
   end
   return nil
 end

@@ -23,10 +23,10 @@
 --                                ended (end_sessions), kept until its cookies have expired
 --   {anteroom:R}:consumed:<visitor hex>  STRING  the last order of this admission (see
 --                                read_marker); lives session-ttl + a margin after the consume
---   {anteroom:R}:ordered:<visitor hex>  STRING  when the visitor last ordered (or the origin
---                                ended their session), µs of the store's clock; lives
---                                abandon-after + a margin after it (note_ordered), read only by
---                                join-limit's count (join.lua)
+--   {anteroom:R}:ordered:<visitor hex>  STRING  '1': the visitor's order went through (or the
+--                                origin ended their session) and no join of theirs was counted
+--                                since; lives abandon-after + a margin (note_ordered), read and
+--                                spent only by join-limit's count (join.lua)
 --   {anteroom:R}:revoked   ZSET  member = visitor id (16 bytes) .. ' ' .. until (unix s), score =
 --                                its number in the room's revocation log: the store's clock in µs,
 --                                above the last (room hash 'revoke_seq');
@@ -235,27 +235,22 @@ end
 -- How long past abandon-after an order's record (note_ordered) lives: the proxies' clocks, by
 -- which a queue ticket's last poll is read, may be behind the store's.
 local ORDERED_MARGIN_MS = 60000
--- A queue ticket's age (join.lua's `limited`) is told in whole seconds since its last poll (by
--- the clock of the instance that reads it: an interval, whatever that clock's offset from the
--- store's), so it places the poll up to a second after it was: a poll up to this long after an
--- order is taken to be before it (counted on the way back), not one of a place taken since.
-local TICKET_AGE_US = 1000000
 
 -- Records that the visitor's order went through (settle's confirm) or the origin ended their
--- session (finish), and when, for join-limit: a queue ticket kept from before vouches for a
--- place held lately for abandon-after after the visitor's last poll, and with it a newcomer is
--- placed uncounted (join.lua's `limited`) unless this record is younger than the ticket's last
--- poll. It lives abandon-after — the longest the instances run the room with lately, read
--- only — and the margin from now, never less than it had. Apart from the consumed marker
--- (found by review: the marker lives session-ttl and a minute, and past it a kept ticket
--- rejoined uncounted; a marker living abandon-after instead refused, after Redis came back from
--- an older snapshot, the order of the same visitor let in again). Not at the consume: an order
--- the shop fails is given back, and its visitor has ordered nothing (re-review). `mine_us`: the
--- caller's abandon-after.
+-- session (finish), for join-limit: a queue ticket kept from before vouches for a place held
+-- lately for abandon-after after the visitor's last poll, and with it a newcomer is placed
+-- uncounted (join.lua's `limited`) unless this record is there; the first newcomer join of the
+-- visitor counted after it spends it (one order, one counted way back: a place taken after it
+-- whose turn lapses is placed again uncounted, as any lapsed turn). It lives abandon-after —
+-- the longest the instances run the room with lately, read only — and the margin from now,
+-- never less than it had. Apart from the consumed marker (found by review: the marker lives
+-- session-ttl and a minute, and past it a kept ticket rejoined uncounted; a marker living
+-- abandon-after instead refused, after Redis came back from an older snapshot, the order of
+-- the same visitor let in again). Not at the consume: an order the shop fails is given back,
+-- and its visitor has ordered nothing (re-review). `mine_us`: the caller's abandon-after.
 local function note_ordered(key, room, mine_us, now)
   local life = math.ceil(abandon_after(room, tonumber(mine_us) or 0, now) / 1000) + ORDERED_MARGIN_MS
-  local at = math.max(now, tonumber(redis.call('GET', key)) or 0)
-  redis.call('SET', key, string.format('%.0f', at), 'PX', math.max(life, redis.call('PTTL', key)))
+  redis.call('SET', key, '1', 'PX', math.max(life, redis.call('PTTL', key)))
 end
 
 -- A slot up to this many seconds ahead of the clock counts as "seen now": a join reads the

@@ -109,7 +109,7 @@ impl Proxy {
                     limit: c.no_script_per_ip,
                     per: c.no_script_per,
                     known_only: false,
-                    vouched: None,
+                    vouched: false,
                 }))
             }
         }

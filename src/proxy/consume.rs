@@ -43,10 +43,14 @@ impl Proxy {
     /// The answer to an order whose admission is used, or has an order on its way.
     fn refused(c: &Consumed) -> (u16, &'static str, &'static str, Option<u64>) {
         match c {
+            // Also the store's answer for a few seconds after it lost its data, while an order
+            // of the admission may be on its way through an instance that has not yet seen the
+            // loss: the page says both (found by review: it told of an order in another tab
+            // that did not exist).
             Consumed::Busy { retry_after } => (
                 409,
-                "Your order is on its way",
-                "An order with this admission is being placed, for example in another tab. If it fails, the admission comes back: try again in a moment.",
+                "Not just yet",
+                "An order with this admission may be on its way (for example from another tab), or the waiting room is catching up after a hiccup. Your admission is kept: try again in a moment.",
                 Some(retry_after.as_secs().clamp(1, 60)),
             ),
             _ => (

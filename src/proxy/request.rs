@@ -54,7 +54,7 @@ pub(super) fn gate(shared: &Shared, session: &Session, room: usize) -> Option<Jo
         limit: limit.per_ip,
         per: limit.per,
         known_only: false,
-        vouched: None,
+        vouched: false,
     })
 }
 

@@ -214,7 +214,7 @@ impl Proxy {
         // address's gate ([`Self::answer_join`]), a fresh ticket's too.
         let uncounted = gate.as_ref().filter(|_| ticket.is_some());
         let gate = gate.clone().map(|g| JoinGate {
-            vouched: vouching.map(|t| shared.clock.now_secs().saturating_sub(t.seen)),
+            vouched: vouching.is_some(),
             ..g
         });
         let gate = gate.as_ref();
@@ -341,7 +341,7 @@ impl Proxy {
             limit: 0,
             per: std::time::Duration::ZERO,
             known_only: true,
-            vouched: None,
+            vouched: false,
         };
         let first = Candidate {
             vid: who.vid,

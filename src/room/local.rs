@@ -352,7 +352,7 @@ mod tests {
             limit: 2,
             per: Duration::from_secs(60),
             known_only: false,
-            vouched: None,
+            vouched: false,
         };
         let ask = |now| LocalAdmit {
             vid: VisitorId::random(),

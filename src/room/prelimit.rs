@@ -290,7 +290,7 @@ mod tests {
             limit: 0,
             per: Duration::from_secs(60),
             known_only: false,
-            vouched: None,
+            vouched: false,
         }
     }
 

@@ -178,21 +178,23 @@ pub struct JoinGate {
     /// Past the limit on the calling instance already: a visitor the store knows (in line, or
     /// admitted) is answered as ever, a newcomer refused without being counted.
     pub known_only: bool,
-    /// A queue ticket vouches for a place the visitor held lately (`challenge::holds_place`),
-    /// last polled this many seconds ago (by the calling instance's clock): placed anew, they
-    /// are not counted — the store lost the place (a loss of its data), or their turn lapsed —
-    /// unless the store records an order of theirs since that poll (let in, they ordered, or
-    /// an origin command ended the admission: `note_ordered` in `lua/prelude.lua`). Such a
-    /// visitor left the line with a turn they used, and a ticket kept is no way back into it
-    /// past the limit; a ticket of a place taken after the order is (it was counted then).
+    /// A queue ticket vouches for a place the visitor held lately (`challenge::holds_place`):
+    /// placed anew, they are not counted — the store lost the place (a loss of its data), or
+    /// their turn lapsed — unless the store records an order of theirs that no counted join
+    /// has paid for since (let in, they ordered, or an origin command ended the admission:
+    /// `note_ordered` in `lua/prelude.lua`). Such a visitor left the line with a turn they
+    /// used, and a ticket kept is no way back into it past the limit; a place they took after
+    /// the order was counted (the record then spent), and its lapsed turn is not counted again.
     /// Before (found by review), any such ticket was spared the count: one kept after an order
     /// rejoined the line as often as its holder liked; a first fix that counted a ticket of the
     /// line's own epoch counted people placed again after Redis came back from an older
     /// snapshot, and spared a ticket of the line before it emptied; the order read from its
     /// consumed marker was gone `session-ttl` and a minute on, while the ticket vouched for
-    /// `abandon-after`; and a record of the order without its time counted a place taken after
-    /// it, whose turn lapsed, a second time (re-reviews).
-    pub vouched: Option<u64>,
+    /// `abandon-after`; a record of the order alone counted a place taken after it, whose turn
+    /// lapsed, a second time; and telling tickets from before the order by their age read the
+    /// clocks of two instances, and with one 30 s behind the other a kept ticket came back
+    /// uncounted after each of nine orders (re-reviews).
+    pub vouched: bool,
 }
 
 /// A room's figures, for the admin API and metrics.

@@ -31,13 +31,6 @@ pub const MARKER_MARGIN: Duration = Duration::from_secs(60);
 /// is counted by `join-limit` (`JoinGate::vouched`).
 pub const ORDERED_MARGIN: Duration = Duration::from_secs(60);
 
-/// A queue ticket's age is told in whole seconds since its last poll (by the clock of the
-/// instance that reads it: an interval, whatever that clock's offset from the store's), so it
-/// places the poll up to a second after it was: a poll up to this long after an order is taken
-/// to be before it (counted on the way back), not one of a place taken since (`TICKET_AGE_US`
-/// in `lua/prelude.lua`).
-pub const TICKET_AGE: Duration = Duration::from_secs(1);
-
 /// Added to the upstream's timeouts for the grace period of a pending consume.
 pub const GRACE_MARGIN: Duration = Duration::from_secs(5);
 

@@ -457,17 +457,13 @@ impl Store for RedisStore {
 }
 
 /// join.lua's ARGV[9]: the new joins allowed per client and window (0: no limit; -1: past the
-/// limit on this instance already, known visitors only), and `:v` and the ticket's age (s)
-/// after it when a queue ticket vouches for a place held lately (`JoinGate::vouched`).
+/// limit on this instance already, known visitors only), and `:v` after it when a queue ticket
+/// vouches for a place held lately (`JoinGate::vouched`).
 fn limit_arg(gate: Option<&super::JoinGate>) -> String {
     match gate {
         None => "0".to_string(),
         Some(g) if g.known_only => "-1".to_string(),
-        Some(super::JoinGate {
-            limit,
-            vouched: Some(age),
-            ..
-        }) => format!("{limit}:v{age}"),
+        Some(g) if g.vouched => format!("{}:v", g.limit),
         Some(g) => g.limit.to_string(),
     }
 }

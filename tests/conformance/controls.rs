@@ -212,37 +212,50 @@ pub async fn the_measured_rate_counts_only_time_with_a_line(h: &dyn Harness) {
 /// the way back once the marker is gone (found by review: the count read the marker, and past
 /// it the kept ticket rejoined uncounted, once per order; a marker living `abandon-after`
 /// instead refused, after a restore from an older snapshot, the order of the same visitor let
-/// in again: re-review). And only those: a ticket of a place taken after the order (counted
-/// then) whose turn lapsed is not counted again, nor is one kept from before an order the shop
-/// failed and that was given back (re-review: a record without the order's time counted both).
+/// in again: re-review). Once per order: a place taken after it (that join counted, with or
+/// without the ticket) whose turn lapses is not counted again, nor is the way back of an order
+/// the shop failed and that was given back (re-reviews: a record of the order alone counted
+/// both; telling tickets apart by their age read two instances' clocks).
 pub async fn a_ticket_kept_past_the_orders_marker_is_still_counted(h: &dyn Harness) {
     use anteroom::store::finish::{Command, Ending};
     use anteroom::store::{Consumed, JoinGate, Order, RequestId, Settle, Settled};
     let s = h.store();
-    let mut p = room("outlived", 100.0, 3);
+    let mut p = room("outlived", 100.0, 4);
     p.session_ttl = Duration::from_secs(1);
     p.abandon_after = Duration::from_secs(600);
-    // A ticket last polled `age` seconds ago vouches, or none does.
-    let gate = |vouched| JoinGate {
-        client: "192.0.2.7".to_string(),
-        limit: 4,
+    // Two addresses: four new visitors an hour from the first, two from the second; a ticket
+    // that vouches for a place, or none.
+    let gate = |client: &str, limit, vouched| JoinGate {
+        client: client.to_string(),
+        limit,
         per: Duration::from_secs(3600),
         known_only: false,
         vouched,
     };
-    // Three visitors of the address let in at once: one orders, the origin completes the
-    // second, the shop fails the third's order.
-    let (ordered, completed, failed) = (
+    let a = |vouched| gate("192.0.2.7", 4, vouched);
+    let b = |vouched| gate("192.0.2.8", 2, vouched);
+    // Visitors let in at once: one orders, the origin completes the second, the shop fails the
+    // third's order; and one from the second address orders.
+    let (ordered, completed, failed, other) = (
+        VisitorId::random(),
         VisitorId::random(),
         VisitorId::random(),
         VisitorId::random(),
     );
-    for v in [ordered, completed, failed] {
-        let a = s.join_from(&p, v, Some(&gate(None))).await.unwrap();
-        assert_eq!(a, Admission::Entered);
+    for (v, g) in [
+        (ordered, a(false)),
+        (completed, a(false)),
+        (failed, a(false)),
+        (other, b(false)),
+    ] {
+        assert_eq!(
+            s.join_from(&p, v, Some(&g)).await.unwrap(),
+            Admission::Entered
+        );
         assert_eq!(s.join(&p, v).await.unwrap(), Admission::Admitted);
     }
     assert!(s.use_up(&p, ordered).await.unwrap());
+    assert!(s.use_up(&p, other).await.unwrap());
     let now = h.wall_secs();
     let ending = Ending::of(Command::Complete, now, now + 1, Duration::from_secs(1));
     s.finish(&p, completed, &ending).await.unwrap();
@@ -261,40 +274,32 @@ pub async fn a_ticket_kept_past_the_orders_marker_is_still_counted(h: &dyn Harne
     // polled before the orders, still vouch.
     h.advance(Duration::from_secs(120));
     // The failed order's visitor ordered nothing: back uncounted.
-    let a = s
-        .join_from(&p, failed, Some(&gate(Some(125))))
-        .await
-        .unwrap();
-    assert!(!matches!(a, Admission::Limited { .. }), "{a:?}");
-    // Back with the ticket kept: the address's fourth, then refused.
-    let back = s
-        .join_from(&p, ordered, Some(&gate(Some(125))))
-        .await
-        .unwrap();
+    let back = s.join_from(&p, failed, Some(&a(true))).await.unwrap();
+    assert!(!matches!(back, Admission::Limited { .. }), "{back:?}");
+    // Back with the ticket kept: the first address's fourth, then refused.
+    let back = s.join_from(&p, ordered, Some(&a(true))).await.unwrap();
     assert!(
         !matches!(back, Admission::Limited { .. }),
         "the first way back is the address's fourth: {back:?}"
     );
-    let again = s
-        .join_from(&p, completed, Some(&gate(Some(125))))
-        .await
-        .unwrap();
+    let again = s.join_from(&p, completed, Some(&a(true))).await.unwrap();
     assert!(
         matches!(again, Admission::Limited { .. }),
         "a ticket kept past the order's marker rejoined uncounted: {again:?}"
     );
-    // The ordered visitor's new turn (counted) lapses unclaimed; back with the ticket of it,
-    // polled after the order: placed anew uncounted.
+    // The other comes back without a ticket: counted (the second address's second).
+    let back = s.join_from(&p, other, Some(&b(false))).await.unwrap();
+    assert!(!matches!(back, Admission::Limited { .. }), "{back:?}");
+    // Both new turns (counted) lapse unclaimed; back with the tickets of them: placed anew
+    // uncounted.
     h.advance(p.claim_ttl + Duration::from_secs(10));
-    let age = (p.claim_ttl + Duration::from_secs(10)).as_secs();
-    let lapsed = s
-        .join_from(&p, ordered, Some(&gate(Some(age))))
-        .await
-        .unwrap();
-    assert!(
-        !matches!(lapsed, Admission::Limited { .. }),
-        "a place taken after the order counted twice: {lapsed:?}"
-    );
+    for (v, g) in [(ordered, a(true)), (other, b(true))] {
+        let lapsed = s.join_from(&p, v, Some(&g)).await.unwrap();
+        assert!(
+            !matches!(lapsed, Admission::Limited { .. }),
+            "a place taken after the order counted twice: {lapsed:?}"
+        );
+    }
 }
 
 /// A queue ticket that vouches for a place held lately spares its visitor the join-limit
@@ -319,7 +324,7 @@ pub async fn a_ticket_kept_after_an_order_is_counted_and_one_of_a_lost_place_is_
     };
     // Let in at once (the room empty), and orders.
     let v = VisitorId::random();
-    let a = gate("192.0.2.1", None);
+    let a = gate("192.0.2.1", false);
     assert_eq!(
         s.join_from(&p, v, Some(&a)).await.unwrap(),
         Admission::Entered
@@ -331,7 +336,7 @@ pub async fn a_ticket_kept_after_an_order_is_counted_and_one_of_a_lost_place_is_
     // Back with the ticket kept: placed, and counted (the second of client a's two), so the
     // next newcomer of a is refused.
     let back = s
-        .join_from(&p, v, Some(&gate("192.0.2.1", Some(30))))
+        .join_from(&p, v, Some(&gate("192.0.2.1", true)))
         .await
         .unwrap();
     assert!(waiting_pos(&back).is_some(), "{back:?}");
@@ -343,7 +348,7 @@ pub async fn a_ticket_kept_after_an_order_is_counted_and_one_of_a_lost_place_is_
     // Tickets of places the store no longer holds, and no order: placed anew, uncounted, so
     // client c's two new visitors are still to come.
     for _ in 0..3 {
-        let lost = gate("192.0.2.3", Some(30));
+        let lost = gate("192.0.2.3", true);
         let a = s
             .join_from(&p, VisitorId::random(), Some(&lost))
             .await
@@ -351,7 +356,7 @@ pub async fn a_ticket_kept_after_an_order_is_counted_and_one_of_a_lost_place_is_
         assert!(waiting_pos(&a).is_some(), "{a:?}");
     }
     for _ in 0..2 {
-        let c = gate("192.0.2.3", None);
+        let c = gate("192.0.2.3", false);
         let a = s
             .join_from(&p, VisitorId::random(), Some(&c))
             .await
@@ -370,7 +375,7 @@ pub async fn join_limit_counts_new_visitors_not_polls(h: &dyn Harness) {
         limit: 3,
         per: Duration::from_secs(60),
         known_only: false,
-        vouched: None,
+        vouched: false,
     };
     let a = gate("192.0.2.1");
     let mut first = Vec::new();
@@ -408,7 +413,7 @@ pub async fn join_limit_counts_new_visitors_not_polls(h: &dyn Harness) {
     // 1 used of 3, is whole after it).
     let known = JoinGate {
         known_only: true,
-        vouched: None,
+        vouched: false,
         ..gate("192.0.2.2")
     };
     assert_eq!(

@@ -158,7 +158,7 @@ async fn an_orders_record_lives_abandon_after_and_outlives_the_marker() {
     let mut vids = Vec::new();
     for _ in 0..3 {
         let v = anteroom::store::VisitorId::random();
-        let a = store.join_from(&p, v, Some(&gate(None))).await.unwrap();
+        let a = store.join_from(&p, v, Some(&gate(false))).await.unwrap();
         assert_eq!(a, Admission::Entered);
         vids.push(v);
     }
@@ -181,10 +181,10 @@ async fn an_orders_record_lives_abandon_after_and_outlives_the_marker() {
         assert!(common::redis::raw(server.port, &format!("DEL {key}")).is_some());
     }
     // Back with the tickets kept: the address's fourth, then refused twice.
-    let back = store.join_from(&p, ordered, Some(&gate(Some(60)))).await;
+    let back = store.join_from(&p, ordered, Some(&gate(true))).await;
     assert!(!matches!(back.unwrap(), Admission::Limited { .. }));
     for v in [completed, unseen] {
-        let again = store.join_from(&p, v, Some(&gate(Some(60)))).await.unwrap();
+        let again = store.join_from(&p, v, Some(&gate(true))).await.unwrap();
         assert!(
             matches!(again, Admission::Limited { .. }),
             "a ticket kept past the order's marker rejoined uncounted: {again:?}"

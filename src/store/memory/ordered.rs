@@ -1,22 +1,22 @@
 //! The memory store's records of orders lately, read only by `join-limit`'s count: the same as
 //! `{anteroom:R}:ordered:<vid>` in Redis (`note_ordered` in `lua/prelude.lua`). A record of an
-//! order that went through (or of the origin's `complete` or `revoke`) keeps when it was and
-//! lives `abandon-after` and [`ORDERED_MARGIN`] from then, as long as a queue ticket kept from
-//! before it can vouch for a place; apart from the consumed marker, which lives `session-ttl`
-//! and a minute (found by review: past the marker, a kept ticket rejoined the line uncounted).
+//! order that went through (or of the origin's `complete` or `revoke`) lives `abandon-after`
+//! and [`ORDERED_MARGIN`], as long as a queue ticket kept from before it can vouch for a place,
+//! and is spent by the visitor's next newcomer join counted within the limit (one order, one
+//! counted way back); apart from the consumed marker, which lives `session-ttl` and a minute
+//! (found by review: past the marker, a kept ticket rejoined the line uncounted).
 
 use std::collections::HashMap;
 use std::time::Duration;
 
 use crate::clock::{micros, Micros};
-use crate::store::order::{ORDERED_MARGIN, TICKET_AGE};
+use crate::store::order::ORDERED_MARGIN;
 use crate::store::VisitorId;
 
-/// Visitors who ordered lately: when (the store's monotonic clock), and until when the record
-/// lives.
+/// Visitors whose order is on record, each until when the record lives.
 #[derive(Debug, Default)]
 pub(super) struct Ordered {
-    by_vid: HashMap<VisitorId, (Micros, Micros)>,
+    until: HashMap<VisitorId, Micros>,
     /// When the records past their time were last dropped: at most once a second.
     swept_at: Option<Micros>,
 }
@@ -30,21 +30,21 @@ impl Ordered {
             .is_none_or(|at| now.saturating_sub(at) >= 1_000_000)
         {
             self.swept_at = Some(now);
-            self.by_vid.retain(|_, (_, until)| *until > now);
+            self.until.retain(|_, until| *until > now);
         }
         let until = now.saturating_add(micros(abandon_after.saturating_add(ORDERED_MARGIN)));
-        let kept = self.by_vid.entry(vid).or_insert((now, 0));
-        *kept = (kept.0.max(now), kept.1.max(until));
+        let kept = self.until.entry(vid).or_insert(0);
+        *kept = (*kept).max(until);
     }
 
-    /// Whether `vid` ordered since a queue ticket's last poll `age` seconds before `now` (by
-    /// the reading instance's clock, in whole seconds: a poll up to [`TICKET_AGE`] after the
-    /// order counts as before it).
-    pub fn since(&self, vid: &VisitorId, now: Micros, age: u64) -> bool {
-        self.by_vid.get(vid).is_some_and(|&(at, until)| {
-            let polled = now.saturating_sub(age.saturating_mul(1_000_000));
-            until > now && polled <= at.saturating_add(micros(TICKET_AGE))
-        })
+    /// Whether an order of `vid` is on record at `now`.
+    pub fn holds(&self, vid: &VisitorId, now: Micros) -> bool {
+        self.until.get(vid).is_some_and(|until| *until > now)
+    }
+
+    /// Spends `vid`'s record: a join of theirs was counted.
+    pub fn forget(&mut self, vid: &VisitorId) {
+        self.until.remove(vid);
     }
 }
 
@@ -52,36 +52,24 @@ impl Ordered {
 mod tests {
     use super::*;
 
-    const S: Micros = 1_000_000;
-
     #[test]
-    fn a_record_lives_abandon_after_and_the_margin_and_is_never_shortened() {
+    fn a_record_lives_abandon_after_and_the_margin_until_spent() {
         let mut o = Ordered::default();
         let v = VisitorId::random();
-        o.note(v, 10 * S, Duration::from_secs(300));
-        // A ticket polled before the order, read until the record's end.
-        assert!(o.since(&v, 370 * S - 1, 361));
-        assert!(!o.since(&v, 370 * S, 361));
+        let min = 60_000_000;
+        o.note(v, 0, Duration::from_secs(300));
+        assert!(o.holds(&v, 300 * 1_000_000 + min - 1));
+        assert!(!o.holds(&v, 300 * 1_000_000 + min));
         // A later order under a shorter abandon-after (a reload) keeps the longer record.
-        o.note(v, 11 * S, Duration::from_secs(1));
-        assert!(o.since(&v, 370 * S - 1, 361));
-        assert!(!o.since(&VisitorId::random(), 20 * S, 15));
+        o.note(v, 1_000_000, Duration::from_secs(1));
+        assert!(o.holds(&v, 300 * 1_000_000 + min - 1));
+        assert!(!o.holds(&VisitorId::random(), 0));
+        // Spent by a counted join.
+        o.forget(&v);
+        assert!(!o.holds(&v, 2_000_000));
         // Swept once past its time.
-        o.note(VisitorId::random(), 400 * S, Duration::ZERO);
-        assert!(!o.by_vid.contains_key(&v));
-    }
-
-    #[test]
-    fn a_ticket_polled_after_the_order_is_not_of_it() {
-        let mut o = Ordered::default();
-        let v = VisitorId::random();
-        o.note(v, 100 * S, Duration::from_secs(300));
-        // Polled 30 s before the order, read 10 s after it: the order is since.
-        assert!(o.since(&v, 110 * S, 40));
-        // Polled 5 s after it (a place taken since, counted then): not.
-        assert!(!o.since(&v, 110 * S, 5));
-        // Within the second a ticket's age is told in: taken as before.
-        assert!(o.since(&v, 110 * S, 9));
-        assert!(!o.since(&v, 110 * S, 8));
+        o.note(v, 0, Duration::ZERO);
+        o.note(VisitorId::random(), 400 * 1_000_000, Duration::ZERO);
+        assert!(!o.until.contains_key(&v));
     }
 }

@@ -238,17 +238,15 @@ impl RoomData {
     /// Counts a new join from a client (a fixed window from its first join, like Redis `INCR` +
     /// `PEXPIRE`); `Some(wait)` when over the limit.
     /// A newcomer `vid` whose queue ticket vouches for a place held lately (`g.vouched`) is not
-    /// counted unless they ordered since its last poll (a record of it, [`super::ordered`]), as
-    /// in join.lua.
+    /// counted unless an order of theirs is on record ([`super::ordered`]); a newcomer counted
+    /// within the limit spends the record, as in join.lua.
     pub(super) fn count_join(
         &mut self,
         g: &JoinGate,
         vid: VisitorId,
         now: Micros,
     ) -> Option<Duration> {
-        if g.vouched
-            .is_some_and(|age| !self.ordered.since(&vid, now, age))
-        {
+        if g.vouched && !self.ordered.holds(&vid, now) {
             return None;
         }
         if self.joins_by_client.len() > 10_000
@@ -267,8 +265,13 @@ impl RoomData {
             *entry = (0, now + micros(g.per));
         }
         entry.0 += 1;
-        (entry.0 > g.limit)
-            .then(|| Duration::from_micros(entry.1 - now).max(Duration::from_secs(1)))
+        let refused = (entry.0 > g.limit)
+            .then(|| Duration::from_micros(entry.1 - now).max(Duration::from_secs(1)));
+        if refused.is_none() {
+            // Counted: the way back after the visitor's last order is paid for (as in join.lua).
+            self.ordered.forget(&vid);
+        }
+        refused
     }
 
     pub(super) fn position(&self, seq: u64) -> u64 {
