@@ -128,6 +128,11 @@ fn any_reading_in_a_room_puts_the_request_there() {
         "/products%5C1",
         "/products%00",
         "/Products./1",
+        "/products::$DATA",
+        "/products::$DATA/1",
+        "/Products%3a%3a$data",
+        "/products:$I30:$INDEX_ALLOCATION/1",
+        "/products::%24INDEX_ALLOCATION/1",
     ] {
         assert_eq!(decide(&r, "shop.test", p), Routing::Room(0), "{p}");
         assert_eq!(decide(&r, "shop.test", "/products;x/1"), Routing::Room(0));

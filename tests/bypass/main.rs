@@ -129,6 +129,9 @@ async fn a_consume_route_is_consumed_under_every_spelling() {
         // review: both reached the shop).
         "/orders%252f",
         "/%256frders",
+        // An NTFS stream of the file, as IIS serving files reads it (found by review).
+        "/orders::$DATA",
+        "/orders:$I30:$INDEX_ALLOCATION",
     ] {
         let r = raw(&proxy, &order(again)).await;
         assert_eq!(r.status, 409, "POST {again} after the order: {r:?}");
