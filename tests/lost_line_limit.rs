@@ -256,3 +256,35 @@ async fn a_place_taken_after_an_order_lapses_without_a_second_count() {
         "a place taken after the order counted twice"
     );
 }
+
+/// A newcomer who polls while Redis is stalled is put on hold, neither placed nor counted by
+/// the store: the instance gives back the turn its own pre-limit took for each such poll, so
+/// once Redis answers again the newcomer is placed (found by review: each poll during the
+/// stall, answered on hold and without a ticket, spent a turn, and once Redis was back the
+/// address was refused 429 for the limit's window though the store had counted nobody).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn polls_during_a_redis_stall_spend_no_turn_of_join_limit() {
+    // Two new visitors a minute from this address: the first took the room's slot. Held
+    // while the store cannot answer (`closed`: the `local` policy may let the newcomer in on
+    // this instance's share instead, which keeps the turn).
+    let (redis, _origin, proxy, _first) = taken_room(2, "on-store-error = \"closed\"").await;
+    redis.signal(true);
+    let mut newcomer = Jar::default();
+    for _ in 0..3 {
+        let (admitted, state) = visit(&proxy, &mut newcomer).await;
+        assert!(!admitted);
+        assert_ne!(state, "limited", "refused during the stall");
+    }
+    redis.signal(false);
+    eventually(
+        Duration::from_secs(15),
+        "placed once Redis is back",
+        || async {
+            let mut jar = newcomer.clone();
+            let (_, state) = visit(&proxy, &mut jar).await;
+            assert_ne!(state, "limited", "refused by join-limit after the stall");
+            (state == "waiting").then_some(())
+        },
+    )
+    .await;
+}

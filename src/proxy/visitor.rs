@@ -195,6 +195,9 @@ impl Proxy {
         // flood from its network's newcomers, and lost the place for silence).
         let mut gate = gate;
         let mut local_wait = None;
+        // The gate whose turn on this instance the join took (given back if the store never
+        // answers it: `JoinPreLimit::refund`).
+        let mut took_turn = None;
         if let Some(g) = gate
             .as_mut()
             .filter(|_| ticket.is_none() && vouching.is_none())
@@ -208,6 +211,8 @@ impl Proxy {
                 }
                 g.known_only = true;
                 local_wait = Some(retry_after);
+            } else {
+                took_turn = Some(g.clone());
             }
         }
         // While the store cannot answer, a ticket's local admissions are counted by its
@@ -257,7 +262,14 @@ impl Proxy {
             }),
             (_, joined) => joined,
         };
-        Self::answer_join(shared, ctx, room, vid, ticket, joined, uncounted)
+        let unanswered = joined.is_err();
+        let verdict = Self::answer_join(shared, ctx, room, vid, ticket, joined, uncounted);
+        // Put on hold without a place: the store counted nothing, and neither does this
+        // instance (a local admission or a pass keeps the turn).
+        if let (true, Verdict::Wait(_), Some(g)) = (unanswered, &verdict, &took_turn) {
+            r.prelimit.refund(g);
+        }
+        verdict
     }
 
     /// `429` for a request whose queue tickets (of the visitors `vids`) have asked the store

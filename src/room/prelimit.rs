@@ -73,14 +73,29 @@ impl JoinPreLimit {
     /// `Some(wait)` when the gate's client is past its limit on this instance alone (refuse
     /// without a store call); `None` to go on to the store.
     pub fn check(&self, gate: &JoinGate) -> Option<Duration> {
-        let limiter = if gate.client.ends_with(NO_SCRIPT) {
+        self.of(gate).check(&gate.client)
+    }
+
+    /// Gives back the turn a [`Self::check`] let through for a join the store never answered
+    /// (the visitor was put on hold, neither placed nor counted there): before (found by
+    /// review), each poll of a newcomer during a Redis stall — answered on hold, with no ticket,
+    /// so the next poll was a new join again — spent a turn, and once Redis was back the
+    /// address was refused 429 for `per` though the store had counted nobody.
+    pub fn refund(&self, gate: &JoinGate) {
+        self.of(gate).refund(&gate.client);
+    }
+
+    fn of(&self, gate: &JoinGate) -> &Limiter {
+        if gate.client.ends_with(NO_SCRIPT) {
             &self.no_script
         } else {
             &self.join
-        };
-        limiter.check(&gate.client)
+        }
     }
 }
+
+/// Turns given back to clients ([`JoinPreLimit::refund`]): how many, and when the last was.
+type Credits = std::sync::Mutex<std::collections::HashMap<String, (u32, std::time::Instant)>>;
 
 /// One gate's limiter (none without the gate), and the limit it was made for.
 #[derive(Default)]
@@ -91,6 +106,9 @@ struct Limiter {
     swept_at: std::sync::atomic::AtomicU64,
     /// Sweeps made (for the tests).
     sweeps: std::sync::atomic::AtomicU64,
+    /// Turns given back, spent before the limiter refuses (GCRA cells cannot be given back);
+    /// each client's for `per` after its last, at most `per-ip`.
+    credits: std::sync::Arc<Credits>,
 }
 
 /// Whether a sweep last made at `swept_at` (ms, 0: never) is due again at `now` (ms).
@@ -119,12 +137,48 @@ impl Limiter {
     fn inherit(&mut self, old: &Limiter) {
         if self.limit.is_some() && self.limit == old.limit {
             self.limiter.clone_from(&old.limiter);
+            self.credits.clone_from(&old.credits);
         }
     }
 
     fn check(&self, client: &str) -> Option<Duration> {
         let limiter = self.limiter.as_ref()?;
-        check_keyed(limiter, &self.swept_at, &self.sweeps, &client.to_string())
+        let wait = check_keyed(limiter, &self.swept_at, &self.sweeps, &client.to_string())?;
+        (!self.take_credit(client)).then_some(wait)
+    }
+
+    fn refund(&self, client: &str) {
+        let Some((per_ip, per)) = self.limit else {
+            return;
+        };
+        let now = std::time::Instant::now();
+        let mut credits = self.credits.lock().unwrap_or_else(|e| e.into_inner());
+        if credits.len() >= KEEP {
+            credits.retain(|_, (_, at)| now.duration_since(*at) < per);
+            if credits.len() >= KEEP {
+                return;
+            }
+        }
+        let c = credits.entry(client.to_string()).or_insert((0, now));
+        *c = ((c.0 + 1).min(per_ip), now);
+    }
+
+    /// Spends one of `client`'s turns given back, if it has one.
+    fn take_credit(&self, client: &str) -> bool {
+        let Some((_, per)) = self.limit else {
+            return false;
+        };
+        let mut credits = self.credits.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(c) = credits.get_mut(client) else {
+            return false;
+        };
+        let fresh = c.0 > 0 && c.1.elapsed() < per;
+        if fresh && c.0 > 1 {
+            c.0 -= 1;
+        } else {
+            credits.remove(client);
+        }
+        fresh
     }
 }
 
@@ -250,6 +304,33 @@ mod tests {
             JoinPreLimit::new(None, None).check(&gate("198.51.100.1")),
             None
         );
+    }
+
+    #[test]
+    fn a_turn_given_back_is_spent_before_a_refusal() {
+        let limit = JoinLimit {
+            per_ip: 2,
+            per: Duration::from_secs(60),
+        };
+        let p = JoinPreLimit::new(Some(&limit), None);
+        let a = gate("198.51.100.1");
+        // Three joins the store never answered, each given back: the limit is still whole.
+        for _ in 0..3 {
+            assert_eq!(p.check(&a), None);
+            p.refund(&a);
+        }
+        assert_eq!(p.check(&a), None);
+        assert_eq!(p.check(&a), None);
+        assert!(p.check(&a).is_some(), "then refused");
+        // No more given back than the limit, and only to that client.
+        for _ in 0..5 {
+            p.refund(&a);
+        }
+        assert_eq!(p.check(&a), None);
+        assert_eq!(p.check(&a), None);
+        assert!(p.check(&a).is_some());
+        assert_eq!(p.check(&gate("198.51.100.2")), None);
+        JoinPreLimit::new(None, None).refund(&a);
     }
 
     #[test]
