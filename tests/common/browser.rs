@@ -30,29 +30,42 @@ pub struct Browser {
 }
 
 impl Driver {
+    /// A chromedriver on a free port, ready. One that exits before it is ready (the port taken
+    /// between `free_port` and its bind, by another test's process) is started again on
+    /// another port (found by a CI rehearsal: "timed out waiting for: chromedriver to be
+    /// ready", the process long gone).
     pub async fn start() -> Driver {
-        let port = free_port();
-        let child = Command::new("chromedriver")
-            .arg(format!("--port={port}"))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("chromedriver must be installed (scripts/test installs chromium-driver)");
-        let driver = Driver {
-            child,
-            base: format!("http://127.0.0.1:{port}"),
-            _profiles: tempfile::tempdir().unwrap(),
-        };
-        let status = format!("{}/status", driver.base);
-        eventually(Duration::from_secs(20), "chromedriver to be ready", || {
-            let url = status.clone();
-            async move {
-                let v: Value = reqwest::get(url).await.ok()?.json().await.ok()?;
-                (v["value"]["ready"] == true).then_some(())
+        for _ in 0..3 {
+            let port = free_port();
+            let child = Command::new("chromedriver")
+                .arg(format!("--port={port}"))
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("chromedriver must be installed (scripts/test installs chromium-driver)");
+            let mut driver = Driver {
+                child,
+                base: format!("http://127.0.0.1:{port}"),
+                _profiles: tempfile::tempdir().unwrap(),
+            };
+            let status = format!("{}/status", driver.base);
+            let ready = eventually(Duration::from_secs(30), "chromedriver to be ready", || {
+                let url = status.clone();
+                let exited = driver.child.try_wait().ok().flatten().is_some();
+                async move {
+                    if exited {
+                        return Some(false);
+                    }
+                    let v: Value = reqwest::get(url).await.ok()?.json().await.ok()?;
+                    (v["value"]["ready"] == true).then_some(true)
+                }
+            })
+            .await;
+            if ready {
+                return driver;
             }
-        })
-        .await;
-        driver
+        }
+        panic!("chromedriver exited before it was ready, three times");
     }
 
     pub async fn browser(
