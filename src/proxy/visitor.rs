@@ -195,12 +195,15 @@ impl Proxy {
         // flood from its network's newcomers, and lost the place for silence).
         let mut gate = gate;
         let mut local_wait = None;
-        // The gate whose turn on this instance the join took (given back if the store never
-        // answers it: `JoinPreLimit::refund`).
-        let mut took_turn = None;
+        // A visitor whose join took a turn here and was put on hold (the store never answered)
+        // takes none again: no new identity (`JoinPreLimit::held`; found by review).
+        let held = gate
+            .as_ref()
+            .is_some_and(|g| r.prelimit.held(vid, &g.client));
+        let mut took_turn = false;
         if let Some(g) = gate
             .as_mut()
-            .filter(|_| ticket.is_none() && vouching.is_none())
+            .filter(|_| ticket.is_none() && vouching.is_none() && !held)
         {
             if let Some(retry_after) = r.prelimit.check(g) {
                 if !had_vid {
@@ -212,12 +215,12 @@ impl Proxy {
                 g.known_only = true;
                 local_wait = Some(retry_after);
             } else {
-                took_turn = Some(g.clone());
+                took_turn = true;
             }
         }
         // While the store cannot answer, a ticket's local admissions are counted by its
-        // address's gate ([`Self::answer_join`]), a fresh ticket's too.
-        let uncounted = gate.as_ref().filter(|_| ticket.is_some());
+        // address's gate ([`Self::answer_join`]), a fresh ticket's too, and a held visitor's.
+        let uncounted = gate.as_ref().filter(|_| ticket.is_some() || held);
         let gate = gate.clone().map(|g| JoinGate {
             vouched: vouching.is_some(),
             ..g
@@ -264,10 +267,13 @@ impl Proxy {
         };
         let unanswered = joined.is_err();
         let verdict = Self::answer_join(shared, ctx, room, vid, ticket, joined, uncounted);
-        // Put on hold without a place: the store counted nothing, and neither does this
-        // instance (a local admission or a pass keeps the turn).
-        if let (true, Verdict::Wait(_), Some(g)) = (unanswered, &verdict, &took_turn) {
-            r.prelimit.refund(g);
+        match (&verdict, gate) {
+            // Put on hold without a place: the store counted nothing.
+            (Verdict::Wait(_), Some(g)) if unanswered && (took_turn || held) => {
+                r.prelimit.note_held(vid, &g.client);
+            }
+            _ if !unanswered || held => r.prelimit.answered(vid),
+            _ => {}
         }
         verdict
     }

@@ -26,7 +26,7 @@ use governor::clock::{Clock, DefaultClock};
 use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
 
 use crate::config::JoinLimit;
-use crate::store::JoinGate;
+use crate::store::{JoinGate, VisitorId};
 
 /// Clients kept before idle ones are forgotten.
 const KEEP: usize = 50_000;
@@ -43,6 +43,8 @@ const SWEEP_EVERY_MS: u64 = 1_000;
 pub struct JoinPreLimit {
     join: Limiter,
     no_script: Limiter,
+    /// Visitors whose join took a turn here and was put on hold ([`Self::held`]).
+    held: std::sync::Arc<Held>,
 }
 
 /// The suffix of a client key counted under the no-script gate (`join-challenge` without a
@@ -60,6 +62,7 @@ impl JoinPreLimit {
         Self {
             join: Limiter::new(join),
             no_script: Limiter::new(no_script),
+            held: Default::default(),
         }
     }
 
@@ -68,34 +71,109 @@ impl JoinPreLimit {
     pub fn inherit(&mut self, old: &JoinPreLimit) {
         self.join.inherit(&old.join);
         self.no_script.inherit(&old.no_script);
+        self.held.clone_from(&old.held);
+    }
+
+    /// Whether `vid` from `client` took a turn here for a join the store never answered (it
+    /// was put on hold): its next joins are no new identity, and take none. Before (found by
+    /// review), each poll of a newcomer during a Redis stall — on hold, with no ticket, so a
+    /// new join again at the next poll — took a turn, and once Redis was back the address was
+    /// refused 429 for the limit's window though the store had counted nobody. The store's
+    /// count stays the judge of the limit (and a local admission the store-error policy gives
+    /// such a visitor is gated by the address: `LocalAdmit`).
+    pub fn held(&self, vid: VisitorId, client: &str) -> bool {
+        self.held.holds(vid, client)
+    }
+
+    /// Notes that `vid` from `client` took a turn and was put on hold ([`Self::held`]).
+    pub fn note_held(&self, vid: VisitorId, client: &str) {
+        self.held.note(vid, client);
+    }
+
+    /// The store answered `vid`'s join: its next one is judged as ever.
+    pub fn answered(&self, vid: VisitorId) {
+        self.held.forget(vid);
     }
 
     /// `Some(wait)` when the gate's client is past its limit on this instance alone (refuse
     /// without a store call); `None` to go on to the store.
     pub fn check(&self, gate: &JoinGate) -> Option<Duration> {
-        self.of(gate).check(&gate.client)
-    }
-
-    /// Gives back the turn a [`Self::check`] let through for a join the store never answered
-    /// (the visitor was put on hold, neither placed nor counted there): before (found by
-    /// review), each poll of a newcomer during a Redis stall — answered on hold, with no ticket,
-    /// so the next poll was a new join again — spent a turn, and once Redis was back the
-    /// address was refused 429 for `per` though the store had counted nobody.
-    pub fn refund(&self, gate: &JoinGate) {
-        self.of(gate).refund(&gate.client);
-    }
-
-    fn of(&self, gate: &JoinGate) -> &Limiter {
-        if gate.client.ends_with(NO_SCRIPT) {
+        let limiter = if gate.client.ends_with(NO_SCRIPT) {
             &self.no_script
         } else {
             &self.join
-        }
+        };
+        limiter.check(&gate.client)
     }
 }
 
-/// Turns given back to clients ([`JoinPreLimit::refund`]): how many, and when the last was.
-type Credits = std::sync::Mutex<std::collections::HashMap<String, (u32, std::time::Instant)>>;
+/// Visitors held without a store answer after their join took a turn ([`JoinPreLimit::held`]),
+/// with their client and when they were noted. Entries older than [`HELD_FOR`] are dropped (at
+/// most once per [`SWEEP_EVERY_MS`] once the table is past [`HELD_KEEP`]: found by review, a
+/// table swept on every note past its size made each newcomer of an outage a scan of it under
+/// its lock); a table still full then is emptied, and those visitors take a turn again, as
+/// before.
+#[derive(Default)]
+struct Held {
+    by_vid: std::sync::Mutex<std::collections::HashMap<VisitorId, (String, std::time::Instant)>>,
+    /// When the table was last swept (ms since the first sweep's check, +1; 0: never).
+    swept_at: std::sync::atomic::AtomicU64,
+    /// Whether the table may hold anyone: a join asks the lock only then (outside an outage,
+    /// never).
+    any: std::sync::atomic::AtomicBool,
+}
+
+/// How long a held visitor's turn is kept for them: an outage longer than this takes a turn
+/// again at the next poll.
+const HELD_FOR: Duration = Duration::from_secs(3600);
+
+/// Held visitors kept (about 100 bytes each): newcomers of an outage on one instance, each
+/// having taken a turn of their address's limit (found by review: a table of 50,000 entries
+/// gave nothing back past a big sale's outage).
+const HELD_KEEP: usize = 500_000;
+
+impl Held {
+    fn holds(&self, vid: VisitorId, client: &str) -> bool {
+        if !self.any.load(std::sync::atomic::Ordering::Relaxed) {
+            return false;
+        }
+        let by_vid = self.by_vid.lock().unwrap_or_else(|e| e.into_inner());
+        by_vid
+            .get(&vid)
+            .is_some_and(|(c, at)| c == client && at.elapsed() < HELD_FOR)
+    }
+
+    fn note(&self, vid: VisitorId, client: &str) {
+        let mut by_vid = self.by_vid.lock().unwrap_or_else(|e| e.into_inner());
+        if by_vid.len() >= HELD_KEEP {
+            use std::sync::atomic::Ordering;
+            static START: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+            let since = START.get_or_init(std::time::Instant::now).elapsed();
+            let now = u64::try_from(since.as_millis()).unwrap_or(u64::MAX - 1) + 1;
+            if !sweep_due(self.swept_at.load(Ordering::Relaxed), now) {
+                return;
+            }
+            self.swept_at.store(now, Ordering::Relaxed);
+            by_vid.retain(|_, (_, at)| at.elapsed() < HELD_FOR);
+            if by_vid.len() >= HELD_KEEP {
+                by_vid.clear();
+            }
+        }
+        by_vid.insert(vid, (client.to_string(), std::time::Instant::now()));
+        self.any.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    fn forget(&self, vid: VisitorId) {
+        if !self.any.load(std::sync::atomic::Ordering::Relaxed) {
+            return;
+        }
+        let mut by_vid = self.by_vid.lock().unwrap_or_else(|e| e.into_inner());
+        by_vid.remove(&vid);
+        if by_vid.is_empty() {
+            self.any.store(false, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+}
 
 /// One gate's limiter (none without the gate), and the limit it was made for.
 #[derive(Default)]
@@ -106,9 +184,6 @@ struct Limiter {
     swept_at: std::sync::atomic::AtomicU64,
     /// Sweeps made (for the tests).
     sweeps: std::sync::atomic::AtomicU64,
-    /// Turns given back, spent before the limiter refuses (GCRA cells cannot be given back);
-    /// each client's for `per` after its last, at most `per-ip`.
-    credits: std::sync::Arc<Credits>,
 }
 
 /// Whether a sweep last made at `swept_at` (ms, 0: never) is due again at `now` (ms).
@@ -137,48 +212,12 @@ impl Limiter {
     fn inherit(&mut self, old: &Limiter) {
         if self.limit.is_some() && self.limit == old.limit {
             self.limiter.clone_from(&old.limiter);
-            self.credits.clone_from(&old.credits);
         }
     }
 
     fn check(&self, client: &str) -> Option<Duration> {
         let limiter = self.limiter.as_ref()?;
-        let wait = check_keyed(limiter, &self.swept_at, &self.sweeps, &client.to_string())?;
-        (!self.take_credit(client)).then_some(wait)
-    }
-
-    fn refund(&self, client: &str) {
-        let Some((per_ip, per)) = self.limit else {
-            return;
-        };
-        let now = std::time::Instant::now();
-        let mut credits = self.credits.lock().unwrap_or_else(|e| e.into_inner());
-        if credits.len() >= KEEP {
-            credits.retain(|_, (_, at)| now.duration_since(*at) < per);
-            if credits.len() >= KEEP {
-                return;
-            }
-        }
-        let c = credits.entry(client.to_string()).or_insert((0, now));
-        *c = ((c.0 + 1).min(per_ip), now);
-    }
-
-    /// Spends one of `client`'s turns given back, if it has one.
-    fn take_credit(&self, client: &str) -> bool {
-        let Some((_, per)) = self.limit else {
-            return false;
-        };
-        let mut credits = self.credits.lock().unwrap_or_else(|e| e.into_inner());
-        let Some(c) = credits.get_mut(client) else {
-            return false;
-        };
-        let fresh = c.0 > 0 && c.1.elapsed() < per;
-        if fresh && c.0 > 1 {
-            c.0 -= 1;
-        } else {
-            credits.remove(client);
-        }
-        fresh
+        check_keyed(limiter, &self.swept_at, &self.sweeps, &client.to_string())
     }
 }
 
@@ -307,30 +346,23 @@ mod tests {
     }
 
     #[test]
-    fn a_turn_given_back_is_spent_before_a_refusal() {
-        let limit = JoinLimit {
-            per_ip: 2,
-            per: Duration::from_secs(60),
-        };
-        let p = JoinPreLimit::new(Some(&limit), None);
-        let a = gate("198.51.100.1");
-        // Three joins the store never answered, each given back: the limit is still whole.
-        for _ in 0..3 {
-            assert_eq!(p.check(&a), None);
-            p.refund(&a);
-        }
-        assert_eq!(p.check(&a), None);
-        assert_eq!(p.check(&a), None);
-        assert!(p.check(&a).is_some(), "then refused");
-        // No more given back than the limit, and only to that client.
-        for _ in 0..5 {
-            p.refund(&a);
-        }
-        assert_eq!(p.check(&a), None);
-        assert_eq!(p.check(&a), None);
-        assert!(p.check(&a).is_some());
-        assert_eq!(p.check(&gate("198.51.100.2")), None);
-        JoinPreLimit::new(None, None).refund(&a);
+    fn a_visitor_held_without_an_answer_is_known_from_its_client_until_answered() {
+        let p = JoinPreLimit::new(None, None);
+        let (v, w) = (VisitorId::random(), VisitorId::random());
+        assert!(!p.held(v, "198.51.100.1"));
+        p.note_held(v, "198.51.100.1");
+        assert!(p.held(v, "198.51.100.1"));
+        assert!(!p.held(v, "198.51.100.2"), "another address's request");
+        assert!(!p.held(w, "198.51.100.1"), "another visitor");
+        p.answered(w);
+        assert!(p.held(v, "198.51.100.1"));
+        p.answered(v);
+        assert!(!p.held(v, "198.51.100.1"));
+        // Over a reload too.
+        p.note_held(w, "198.51.100.1");
+        let mut next = JoinPreLimit::new(None, None);
+        next.inherit(&p);
+        assert!(next.held(w, "198.51.100.1"));
     }
 
     #[test]
