@@ -13,8 +13,8 @@ use crate::store::{Admission, JoinGate, RequestId, StoreError, VisitorId};
 
 impl Proxy {
     /// The answer to the store's reply to `vid`'s join (`ticket`: the one the request carried
-    /// for that id). `uncounted`: the per-client gate of a join this instance did not count
-    /// against its own limit (a ticket's), which a fresh local admission must pass.
+    /// for that id). `uncounted`: the per-client gate of the join, which a fresh local
+    /// admission must pass (every local admission from an address is counted by it).
     pub(super) fn answer_join(
         shared: &Shared,
         ctx: &mut Ctx,

@@ -218,9 +218,12 @@ impl Proxy {
                 took_turn = true;
             }
         }
-        // While the store cannot answer, a ticket's local admissions are counted by its
-        // address's gate ([`Self::answer_join`]), a fresh ticket's too, and a held visitor's.
-        let uncounted = gate.as_ref().filter(|_| ticket.is_some() || held);
+        // While the store cannot answer, every local admission is counted by its address's
+        // gate ([`Self::answer_join`]): a ticket's (a fresh one's too) and a held visitor's
+        // took no turn here, and a newcomer's turn is no count of admissions (found by
+        // re-review: held visitors' admissions and then fresh newcomers' were two budgets,
+        // four local admissions at once from an address allowed two).
+        let uncounted = gate.as_ref();
         let gate = gate.clone().map(|g| JoinGate {
             vouched: vouching.is_some(),
             ..g

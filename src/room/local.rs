@@ -85,9 +85,10 @@ impl LocalBucket {
     /// who holds a local session already is given it again, without a token or a slot: one
     /// identity holds one session (found by review: one queue ticket replayed while the store
     /// was away took 99 of an instance's 100 local admissions).
-    /// With `client` (a queue ticket's join-limit gate), at most its limit of local admissions
-    /// per window from its address: a join this instance did not count must not make a claim
-    /// on more. Only admissions given count (found by re-review: counting every poll that
+    /// With `client` (the join's join-limit gate), at most its limit of local admissions per
+    /// window from its address, whatever turns of the instance's pre-limit the joins took: a
+    /// join this instance did not count (a ticket's, a held visitor's) must not make a claim on
+    /// more, nor two budgets add up (found by re-review). Only admissions given count (found by re-review: counting every poll that
     /// found no token held a lone visitor for the window, and newcomers of the address after).
     pub fn try_admit(&self, a: &LocalAdmit, client: Option<&JoinGate>) -> Option<LocalSession> {
         let mut inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());

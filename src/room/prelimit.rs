@@ -111,8 +111,9 @@ impl JoinPreLimit {
 /// with their client and when they were noted. Entries older than [`HELD_FOR`] are dropped (at
 /// most once per [`SWEEP_EVERY_MS`] once the table is past [`HELD_KEEP`]: found by review, a
 /// table swept on every note past its size made each newcomer of an outage a scan of it under
-/// its lock); a table still full then is emptied, and those visitors take a turn again, as
-/// before.
+/// its lock); while it is still full, no one more is noted — those take a turn at each poll,
+/// as before — and the visitors it holds keep their turn (found by re-review: emptying it
+/// refused them 429 after the outage).
 #[derive(Default)]
 struct Held {
     by_vid: std::sync::Mutex<std::collections::HashMap<VisitorId, (String, std::time::Instant)>>,
@@ -156,7 +157,7 @@ impl Held {
             self.swept_at.store(now, Ordering::Relaxed);
             by_vid.retain(|_, (_, at)| at.elapsed() < HELD_FOR);
             if by_vid.len() >= HELD_KEEP {
-                by_vid.clear();
+                return;
             }
         }
         by_vid.insert(vid, (client.to_string(), std::time::Instant::now()));
