@@ -82,6 +82,20 @@ async fn taken_room(per_ip: u32, extra: &str) -> (RedisServer, Origin, Proxy, Ja
     (redis, origin, proxy, first)
 }
 
+/// Two newcomers in the taken room's line: the first's jar and ticket, and the jar of the one
+/// behind.
+async fn two_in_line(proxy: &Proxy) -> (Jar, String, Jar) {
+    let mut visitor = Jar::default();
+    assert_eq!(visit(proxy, &mut visitor).await.1, "waiting");
+    let ticket = visitor
+        .get("anteroom_q.sale")
+        .map(String::from)
+        .expect("a ticket");
+    let mut behind = Jar::default();
+    assert_eq!(visit(proxy, &mut behind).await.1, "waiting");
+    (visitor, ticket, behind)
+}
+
 /// The other side of it: a ticket kept after its visitor left the line (let in, their order
 /// placed) is no place held, and its way back into the same line is counted against
 /// `join-limit` like any newcomer's (found by review: spared the count, a kept ticket rejoined
@@ -93,15 +107,7 @@ async fn taken_room(per_ip: u32, extra: &str) -> (RedisServer, Origin, Proxy, Ja
 async fn a_ticket_kept_after_an_order_is_counted_on_the_way_back() {
     use common::commands::send;
     let (redis, _origin, proxy, first) = taken_room(3, "").await;
-    let mut visitor = Jar::default();
-    let (_, state) = visit(&proxy, &mut visitor).await;
-    assert_eq!(state, "waiting");
-    let ticket = visitor
-        .get("anteroom_q.sale")
-        .map(String::from)
-        .expect("a ticket");
-    let mut behind = Jar::default();
-    assert_eq!(visit(&proxy, &mut behind).await.1, "waiting");
+    let (mut visitor, ticket, _behind) = two_in_line(&proxy).await;
     // The first orders; the visitor is let in at a tick, and orders too.
     assert_eq!(send(&proxy, "POST", "/orders", &first).await.status(), 200);
     eventually(Duration::from_secs(10), "the visitor's turn", || async {
@@ -212,14 +218,7 @@ async fn a_lost_lines_people_with_a_second_ticket_are_placed_past_join_limit() {
 async fn a_place_taken_after_an_order_lapses_without_a_second_count() {
     use common::commands::send;
     let (_redis, _origin, proxy, first) = taken_room(4, "claim-ttl = \"1s\"").await;
-    let mut visitor = Jar::default();
-    assert_eq!(visit(&proxy, &mut visitor).await.1, "waiting");
-    let kept = visitor
-        .get("anteroom_q.sale")
-        .map(String::from)
-        .expect("a ticket");
-    let mut behind = Jar::default();
-    assert_eq!(visit(&proxy, &mut behind).await.1, "waiting");
+    let (mut visitor, kept, mut behind) = two_in_line(&proxy).await;
     // The first orders; the visitor's turn comes and they order; the one behind is let in.
     assert_eq!(send(&proxy, "POST", "/orders", &first).await.status(), 200);
     let let_in = |jar: &Jar| {
