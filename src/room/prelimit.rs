@@ -45,6 +45,8 @@ pub struct JoinPreLimit {
     no_script: Limiter,
     /// Visitors whose join took a turn here and was put on hold ([`Self::held`]).
     held: std::sync::Arc<Held>,
+    /// How long such a visitor's turn is kept for them ([`held_for`]).
+    held_for: Duration,
 }
 
 /// The suffix of a client key counted under the no-script gate (`join-challenge` without a
@@ -63,6 +65,7 @@ impl JoinPreLimit {
             join: Limiter::new(join),
             no_script: Limiter::new(no_script),
             held: Default::default(),
+            held_for: held_for([join, no_script]),
         }
     }
 
@@ -82,12 +85,12 @@ impl JoinPreLimit {
     /// count stays the judge of the limit (and a local admission the store-error policy gives
     /// such a visitor is gated by the address: `LocalAdmit`).
     pub fn held(&self, vid: VisitorId, client: &str) -> bool {
-        self.held.holds(vid, client)
+        self.held.holds(vid, client, self.held_for)
     }
 
     /// Notes that `vid` from `client` took a turn and was put on hold ([`Self::held`]).
     pub fn note_held(&self, vid: VisitorId, client: &str) {
-        self.held.note(vid, client);
+        self.held.note(vid, client, self.held_for);
     }
 
     /// The store answered `vid`'s join: its next one is judged as ever.
@@ -108,7 +111,8 @@ impl JoinPreLimit {
 }
 
 /// Visitors held without a store answer after their join took a turn ([`JoinPreLimit::held`]),
-/// with their client and when they were noted. Entries older than [`HELD_FOR`] are dropped (at
+/// with their client and when they were noted. Entries older than the room's [`held_for`] are
+/// dropped (at
 /// most once per [`SWEEP_EVERY_MS`] once the table is past [`HELD_KEEP`]: found by review, a
 /// table swept on every note past its size made each newcomer of an outage a scan of it under
 /// its lock); while it is still full, no one more is noted — those take a turn at each poll,
@@ -117,16 +121,29 @@ impl JoinPreLimit {
 #[derive(Default)]
 struct Held {
     by_vid: std::sync::Mutex<std::collections::HashMap<VisitorId, (String, std::time::Instant)>>,
-    /// When the table was last swept (ms since the first sweep's check, +1; 0: never).
-    swept_at: std::sync::atomic::AtomicU64,
+    sweeps: Sweeps,
     /// Whether the table may hold anyone: a join asks the lock only then (outside an outage,
     /// never).
     any: std::sync::atomic::AtomicBool,
 }
 
-/// How long a held visitor's turn is kept for them: an outage longer than this takes a turn
-/// again at the next poll.
+/// The longest a held visitor's turn is kept for them ([`held_for`]).
 const HELD_FOR: Duration = Duration::from_secs(3600);
+
+/// How long a held visitor's turn is kept for them: the longest window of the room's gates
+/// (by then the turn has come back to the address's bucket, so a held visitor takes at most
+/// one turn a window), at most [`HELD_FOR`] and at least a second. Before (found by review),
+/// an hour whatever the window: a flood's held newcomers, gone, kept the table full for an
+/// hour, and a later outage's newcomers took a turn at each poll again.
+fn held_for(limits: [Option<&JoinLimit>; 2]) -> Duration {
+    limits
+        .into_iter()
+        .flatten()
+        .map(|l| l.per)
+        .max()
+        .unwrap_or(HELD_FOR)
+        .clamp(Duration::from_secs(1), HELD_FOR)
+}
 
 /// Held visitors kept (about 100 bytes each): newcomers of an outage on one instance, each
 /// having taken a turn of their address's limit (found by review: a table of 50,000 entries
@@ -134,29 +151,29 @@ const HELD_FOR: Duration = Duration::from_secs(3600);
 const HELD_KEEP: usize = 500_000;
 
 impl Held {
-    fn holds(&self, vid: VisitorId, client: &str) -> bool {
+    fn holds(&self, vid: VisitorId, client: &str, held_for: Duration) -> bool {
         if !self.any.load(std::sync::atomic::Ordering::Relaxed) {
             return false;
         }
         let by_vid = self.by_vid.lock().unwrap_or_else(|e| e.into_inner());
         by_vid
             .get(&vid)
-            .is_some_and(|(c, at)| c == client && at.elapsed() < HELD_FOR)
+            .is_some_and(|(c, at)| c == client && at.elapsed() < held_for)
     }
 
-    fn note(&self, vid: VisitorId, client: &str) {
+    fn note(&self, vid: VisitorId, client: &str, held_for: Duration) {
+        self.note_within(vid, client, held_for, HELD_KEEP);
+    }
+
+    /// [`Self::note`] with a table of at most `keep` entries.
+    fn note_within(&self, vid: VisitorId, client: &str, held_for: Duration, keep: usize) {
         let mut by_vid = self.by_vid.lock().unwrap_or_else(|e| e.into_inner());
-        if by_vid.len() >= HELD_KEEP {
-            use std::sync::atomic::Ordering;
-            static START: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
-            let since = START.get_or_init(std::time::Instant::now).elapsed();
-            let now = u64::try_from(since.as_millis()).unwrap_or(u64::MAX - 1) + 1;
-            if !sweep_due(self.swept_at.load(Ordering::Relaxed), now) {
+        if by_vid.len() >= keep {
+            if !self.sweeps.due() {
                 return;
             }
-            self.swept_at.store(now, Ordering::Relaxed);
-            by_vid.retain(|_, (_, at)| at.elapsed() < HELD_FOR);
-            if by_vid.len() >= HELD_KEEP {
+            by_vid.retain(|_, (_, at)| at.elapsed() < held_for);
+            if by_vid.len() >= keep {
                 return;
             }
         }
@@ -181,10 +198,38 @@ impl Held {
 struct Limiter {
     limiter: Option<std::sync::Arc<DefaultKeyedRateLimiter<String>>>,
     limit: Option<(u32, Duration)>,
-    /// When idle clients were last forgotten (ms since the first sweep's check, +1; 0: never).
+    /// When idle clients were last forgotten.
+    sweeps: Sweeps,
+}
+
+/// Paces a table's sweeps: at most one per [`SWEEP_EVERY_MS`] (one clock for the three tables
+/// here).
+#[derive(Default)]
+struct Sweeps {
+    /// When the last sweep was made (ms since the first sweep's check, +1; 0: never).
     swept_at: std::sync::atomic::AtomicU64,
     /// Sweeps made (for the tests).
-    sweeps: std::sync::atomic::AtomicU64,
+    made: std::sync::atomic::AtomicU64,
+}
+
+impl Sweeps {
+    /// Whether a sweep is due now; if so, it counts as made (one caller of many racing wins).
+    fn due(&self) -> bool {
+        use std::sync::atomic::Ordering;
+        static START: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+        let since = START.get_or_init(std::time::Instant::now).elapsed();
+        let now = u64::try_from(since.as_millis()).unwrap_or(u64::MAX - 1) + 1;
+        let last = self.swept_at.load(Ordering::Relaxed);
+        let won = sweep_due(last, now)
+            && self
+                .swept_at
+                .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok();
+        if won {
+            self.made.fetch_add(1, Ordering::Relaxed);
+        }
+        won
+    }
 }
 
 /// Whether a sweep last made at `swept_at` (ms, 0: never) is due again at `now` (ms).
@@ -218,7 +263,7 @@ impl Limiter {
 
     fn check(&self, client: &str) -> Option<Duration> {
         let limiter = self.limiter.as_ref()?;
-        check_keyed(limiter, &self.swept_at, &self.sweeps, &client.to_string())
+        check_keyed(limiter, &self.sweeps, &client.to_string())
     }
 }
 
@@ -226,24 +271,11 @@ impl Limiter {
 /// most once per [`SWEEP_EVERY_MS`]): `Some(wait)` when it is past its quota.
 fn check_keyed<K: std::hash::Hash + Eq + Clone>(
     limiter: &DefaultKeyedRateLimiter<K>,
-    swept_at: &std::sync::atomic::AtomicU64,
-    sweeps: &std::sync::atomic::AtomicU64,
+    sweeps: &Sweeps,
     key: &K,
 ) -> Option<Duration> {
-    if limiter.len() > KEEP {
-        use std::sync::atomic::Ordering;
-        static START: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
-        let since = START.get_or_init(std::time::Instant::now).elapsed();
-        let now = u64::try_from(since.as_millis()).unwrap_or(u64::MAX - 1) + 1;
-        let last = swept_at.load(Ordering::Relaxed);
-        if sweep_due(last, now)
-            && swept_at
-                .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
-                .is_ok()
-        {
-            sweeps.fetch_add(1, Ordering::Relaxed);
-            limiter.retain_recent();
-        }
+    if limiter.len() > KEEP && sweeps.due() {
+        limiter.retain_recent();
     }
     match limiter.check_key(key) {
         Ok(()) => None,
@@ -277,8 +309,7 @@ pub struct TicketAsks {
     limiter: std::sync::Arc<DefaultKeyedRateLimiter<crate::store::VisitorId>>,
     /// Asks per second ([`ticket_asks_per_second`]).
     rate: u32,
-    swept_at: std::sync::atomic::AtomicU64,
-    sweeps: std::sync::atomic::AtomicU64,
+    sweeps: Sweeps,
 }
 
 impl TicketAsks {
@@ -294,14 +325,13 @@ impl TicketAsks {
                 quota.unwrap_or_else(|| Quota::per_second(NonZeroU32::MIN)),
             )),
             rate,
-            swept_at: Default::default(),
-            sweeps: Default::default(),
+            sweeps: Sweeps::default(),
         }
     }
 
     /// `Some(wait)` when `vid`'s ticket has asked the store its quota's worth lately.
     pub fn check(&self, vid: crate::store::VisitorId) -> Option<Duration> {
-        check_keyed(&self.limiter, &self.swept_at, &self.sweeps, &vid)
+        check_keyed(&self.limiter, &self.sweeps, &vid)
     }
 
     /// Over a reload: the counts go on (a reload gives no ticket a new burst), unless the
@@ -364,6 +394,62 @@ mod tests {
         let mut next = JoinPreLimit::new(None, None);
         next.inherit(&p);
         assert!(next.held(w, "198.51.100.1"));
+    }
+
+    /// A held visitor's turn is kept for the gates' longest window, at most an hour: by then
+    /// the turn is back in the address's bucket. An hour whatever the window (found by
+    /// review) kept a gone flood's table full, and a later outage's newcomers took a turn at
+    /// each poll.
+    #[test]
+    fn a_held_turn_is_kept_for_the_limits_window() {
+        let limit = |secs| JoinLimit {
+            per_ip: 3,
+            per: Duration::from_secs(secs),
+        };
+        let (minute, ten) = (limit(60), limit(600));
+        assert_eq!(held_for([Some(&minute), None]), Duration::from_secs(60));
+        assert_eq!(held_for([None, Some(&ten)]), Duration::from_secs(600));
+        assert_eq!(
+            held_for([Some(&minute), Some(&ten)]),
+            Duration::from_secs(600)
+        );
+        assert_eq!(held_for([Some(&limit(86_400)), None]), HELD_FOR);
+        assert_eq!(held_for([Some(&limit(0)), None]), Duration::from_secs(1));
+        assert_eq!(held_for([None, None]), HELD_FOR);
+        assert_eq!(
+            JoinPreLimit::new(Some(&minute), None).held_for,
+            Duration::from_secs(60)
+        );
+
+        let held = Held::default();
+        let (v, w, x) = (
+            VisitorId::random(),
+            VisitorId::random(),
+            VisitorId::random(),
+        );
+        held.note_within(v, "198.51.100.1", Duration::from_secs(60), 2);
+        assert!(held.holds(v, "198.51.100.1", Duration::from_secs(60)));
+        assert!(
+            !held.holds(v, "198.51.100.1", Duration::ZERO),
+            "past its window"
+        );
+        held.note_within(w, "198.51.100.2", Duration::from_secs(60), 2);
+        // Full, every entry within its window: no one more is noted, and those held keep it.
+        held.note_within(x, "198.51.100.3", Duration::from_secs(60), 2);
+        assert!(!held.holds(x, "198.51.100.3", Duration::from_secs(60)));
+        assert!(held.holds(v, "198.51.100.1", Duration::from_secs(60)));
+        // Full of entries past their window: the sweep makes room for a newcomer (the sweep
+        // above was made within the second, so wait for the next one to be due).
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while !held.holds(x, "198.51.100.3", Duration::from_secs(60)) {
+            assert!(std::time::Instant::now() < deadline, "never noted");
+            held.note_within(x, "198.51.100.3", Duration::ZERO, 2);
+            std::thread::yield_now();
+        }
+        assert!(
+            !held.holds(v, "198.51.100.1", Duration::from_secs(60)),
+            "swept"
+        );
     }
 
     #[test]
@@ -449,7 +535,7 @@ mod tests {
         }
         // Every client is still within its window: a sweep removes nobody, and is not made
         // again on each of the requests that follow.
-        let sweeps = p.sweeps.load(std::sync::atomic::Ordering::Relaxed);
+        let sweeps = p.sweeps.made.load(std::sync::atomic::Ordering::Relaxed);
         assert!(sweeps <= 2, "{sweeps} sweeps");
     }
 
