@@ -287,12 +287,14 @@ async fn generation_seen(shared: &Shared, room: usize, report: &AdmitReport) -> 
         .await;
     match reasserted {
         Ok(state) => {
+            // The sessions the last tick counted, and the walk-ins since.
+            let old_active = last.active.saturating_add(r.recovery.entered_since_known());
             tracing::warn!(
                 room = r.name(),
                 old_generation = %last.generation,
                 new_generation = %report.generation,
                 state = ?state,
-                sessions_before = last.active,
+                sessions_before = old_active,
                 "the store lost this room's data: re-asserted the last runtime state seen; \
                  admitted visitors re-register their sessions for one session-ttl"
             );
@@ -300,7 +302,7 @@ async fn generation_seen(shared: &Shared, room: usize, report: &AdmitReport) -> 
                 .unwrap_or(usize::MAX)
                 .clamp(1024, 4_000_000);
             r.recovery
-                .open_window(shared.clock.now_micros(), p.session_ttl, last.active, cap);
+                .open_window(shared.clock.now_micros(), p.session_ttl, old_active, cap);
             // The store's record of the instances' ticks went with the loss: the slowest one
             // known before it may not have reported since (`longest_tick`).
             r.recovery.remember(Known {

@@ -33,8 +33,12 @@ impl Proxy {
                 Ok(Admission::Entered) => {
                     m.joined.inc();
                     m.admitted.inc();
+                    r.recovery.note_entered();
                 }
-                Ok(Admission::EnteredFromLine) => m.admitted.inc(),
+                Ok(Admission::EnteredFromLine) => {
+                    m.admitted.inc();
+                    r.recovery.note_entered();
+                }
                 Ok(Admission::Waiting {
                     joined: true,
                     full,

@@ -247,3 +247,35 @@ async fn a_full_room_after_a_loss_is_told_full_not_moving_at_the_rate() {
     assert_eq!(view["held_by"], "max-active", "{view}");
     assert!(view["new_visitor_wait_seconds"] != 0, "{view}");
 }
+
+/// Walk-ins let in after the last tick and before the loss are held back too: that tick's count
+/// of sessions did not hold them (found by review r79a: a FLUSHALL 100 ms after a walk-in held
+/// back nothing for it, and a newcomer was let in past `max-active`). A long tick keeps the
+/// loss between two ticks; had one run between the walk-ins and the loss, its count would hold
+/// them, and the test would pass by that count alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn walk_ins_since_the_last_tick_are_held_back_after_a_loss() {
+    let redis = RedisServer::start();
+    let url = redis.url();
+    let origin = Origin::start().await;
+    let room_cfg = "admit-per-second = 50\nmax-active = 2\ntick = \"3s\"\nsession-ttl = \"10m\"";
+    let proxy = Proxy::start(&config(origin.addr, &url, room_cfg));
+    a_tick_after(&url, 0).await;
+    a_tick_after(&url, redis_now(&url).await).await;
+    for _ in 0..2 {
+        let (admitted, state) = visit(&proxy, &mut Jar::default(), "/products").await;
+        assert!(admitted, "a walk-in: {state}");
+    }
+    let _: () = ::redis::cmd("FLUSHALL")
+        .query_async(&mut conn(&url).await)
+        .await
+        .unwrap();
+    eventually(
+        Duration::from_secs(20),
+        "the walk-ins' slots held back",
+        || async { (held_back(&url).await == Some(2)).then_some(()) },
+    )
+    .await;
+    let (admitted, state) = visit(&proxy, &mut Jar::default(), "/products").await;
+    assert!(!admitted, "a newcomer past max-active: {state}");
+}

@@ -186,3 +186,29 @@ fn a_second_loss_carries_the_first_windows_hold_back() {
     r.open_window(200 * S, Duration::from_secs(100), 2, 1024);
     assert_eq!(r.held_back(200 * S), 2);
 }
+
+/// Walk-ins are counted from before the admit call whose answer is remembered: one made while
+/// the call was out is counted (maybe twice), none missed.
+#[test]
+fn walk_ins_are_counted_from_the_call_whose_count_is_known() {
+    let r = Recovery::default();
+    r.note_entered();
+    r.note_entered();
+    assert_eq!(r.entered_since_known(), 2, "no tick known yet");
+    let _ = r.context(S);
+    r.note_entered();
+    assert_eq!(
+        r.entered_since_known(),
+        3,
+        "the call's answer not remembered yet"
+    );
+    r.remember(known("g1"));
+    assert_eq!(
+        r.entered_since_known(),
+        1,
+        "the one made while the call was out"
+    );
+    let _ = r.context(2 * S);
+    r.remember(known("g1"));
+    assert_eq!(r.entered_since_known(), 0);
+}
