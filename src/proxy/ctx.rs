@@ -50,6 +50,10 @@ pub struct Ctx {
     /// cookie is given again with it, not with the room's own id when its ticket names
     /// another (see `identity`), since the other rooms know the visitor by it.
     pub(super) kept_vid: Option<crate::store::VisitorId>,
+    /// The request carried a queue ticket cookie of the room, whether or not it verified here:
+    /// an admission removes it either way (found by review r83c: mid key rotation, an instance
+    /// that could not read a ticket signed under the new key admitted its visitor and left it).
+    pub(super) carried_ticket: bool,
     /// The answer sets no ticket or id cookie of the room: the request holds several places
     /// of a sealed draw, and which is the visitor's own cannot be told (`Proxy::enter_known`).
     pub(super) hold_identity: bool,
@@ -129,6 +133,7 @@ impl Ctx {
             room: None,
             set_cookies: Vec::new(),
             kept_vid: None,
+            carried_ticket: false,
             hold_identity: false,
             hold_admission: false,
             outcome: Outcome::Pass,

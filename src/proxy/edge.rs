@@ -234,7 +234,7 @@ impl Proxy {
                 ..
             } => (position.unwrap_or(ticket::NOT_SHOWN), *place, None, *drawn),
             Admission::Admitted | Admission::Entered | Admission::EnteredFromLine
-                if old.is_some() =>
+                if old.is_some() || ctx.carried_ticket =>
             {
                 ctx.set_cookies.push(cookie::set_named(
                     &r.ticket_cookie,

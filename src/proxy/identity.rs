@@ -140,11 +140,14 @@ impl Proxy {
             .filter_map(VisitorId::parse)
             .filter(|v| !revoked(v))
             .collect();
+        let mut carried = false;
         let mut tickets: Vec<Ticket> = cookie::values(cookie_values(req), &r.ticket_cookie)
             .take(cookie::VALUES_TRIED)
+            .inspect(|_| carried = true)
             .filter_map(|v| crate::line::ticket::verify(&shared.config.cookie.keys, r.name(), v))
             .filter(|t| !revoked(&t.vid))
             .collect();
+        ctx.carried_ticket = carried;
         // A drawn place is ordered by nothing of its draw until the draw is revealed: its key
         // is sealed until then, and which of two tickets a request was placed by would tell
         // which drew the earlier place (found by re-review: pairs of tickets sent together

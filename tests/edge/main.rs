@@ -285,6 +285,32 @@ async fn a_tampered_or_foreign_ticket_costs_nobody_their_place() {
     }
 }
 
+/// An admission removes the room's ticket cookie also when this instance could not read it
+/// (signed under a key it does not hold, mid key rotation; or tampered): the admission replaced
+/// it (found by review r83c: such a ticket was left in the browser).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_admission_removes_a_ticket_this_instance_cannot_read() {
+    let redis = RedisServer::start();
+    let origin = Origin::start().await;
+    let room = "admit-per-second = 50\nmax-active = 10";
+    let proxy = Proxy::start(&config(origin.addr, &redis.url(), room));
+    for bad in ["1.unreadable", "garbage"] {
+        let mut jar = Jar::default();
+        jar.set(TICKET, bad);
+        let v = eventually(Duration::from_secs(10), "a walk-in", || {
+            let mut jar = jar.clone();
+            let proxy = &proxy;
+            async move {
+                let v = json(proxy, STATUS, &mut jar).await;
+                (v["state"] == "admitted").then_some((v, jar))
+            }
+        })
+        .await;
+        assert_eq!(v.0["state"], "admitted");
+        assert_eq!(v.1.get(TICKET), None, "the ticket {bad:?} was left");
+    }
+}
+
 /// With Redis gone, polls with a ticket are still answered from the last snapshot (places kept,
 /// nobody admitted by it); the line moves again when Redis is back.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
