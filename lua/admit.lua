@@ -251,8 +251,18 @@ if not gen then
   end
 end
 local stale = ARGV[10] ~= '' and ARGV[10] ~= gen
--- Kept for join's fast path too, which must not take the slots held back either.
-redis.call('HSET', room, 'hold_back', ARGV[11])
+-- Kept for join's fast path too, which must not take the slots held back either. Each
+-- instance's hold-back counts what it saw (the walk-ins through it since its last tick, the
+-- visitors who came back through it): the largest an instance told within its heartbeat's life
+-- is kept, and the instance that told it lowers it as its window runs down (found by review
+-- r83a: the instances' writes took turns, one that had seen no walk-in wrote 0 over another's 3
+-- at every other tick, and newcomers went past max-active).
+local hb = redis.call('HMGET', room, 'hold_back', 'hb_by', 'hb_until')
+if (tonumber(ARGV[11]) or 0) >= (tonumber(hb[1]) or 0) or hb[2] == ARGV[8]
+    or now >= (tonumber(hb[3]) or 0) then
+  redis.call('HSET', room, 'hold_back', ARGV[11], 'hb_by', ARGV[8],
+    'hb_until', string.format('%.0f', now + tonumber(ARGV[9])))
+end
 
 -- The admissions of 'vids' still held and running out within claim-ttl of now hold until then
 -- (never shortened, never revived); a random draw's claims may be collected as long (see

@@ -162,8 +162,11 @@ pub struct Recovery {
     /// store knows this instance runs the room with ([`crate::store::AdmitReport::tick_hi`]).
     landed_tick: AtomicU64,
     /// Newcomers the store let in at once through this instance's joins, ever
-    /// ([`Self::note_entered`]).
-    entered: AtomicU64,
+    /// ([`Self::note_entered`]); shared with the rooms of the configurations before and after
+    /// a reload (a request of the old one may still be answered after it), as the counts below
+    /// are carried over (found by re-review r83a: a reload between the walk-ins and the loss
+    /// counted none of them).
+    entered: std::sync::Arc<AtomicU64>,
     /// `entered` when the last admit call was made, and when the last one whose answer was
     /// remembered was made ([`Self::entered_since_known`]).
     entered_at_call: AtomicU64,
@@ -395,6 +398,13 @@ impl Recovery {
     /// Carries everything over a reload.
     pub fn inherit(&mut self, old: &Recovery) {
         self.lost = old.lost.clone();
+        self.entered = old.entered.clone();
+        for (mine, theirs) in [
+            (&self.entered_at_call, &old.entered_at_call),
+            (&self.entered_at_known, &old.entered_at_known),
+        ] {
+            mine.store(theirs.load(Ordering::Acquire), Ordering::Release);
+        }
         self.landed_tick
             .store(old.landed_tick.load(Ordering::Acquire), Ordering::Release);
         self.heard

@@ -279,3 +279,67 @@ async fn walk_ins_since_the_last_tick_are_held_back_after_a_loss() {
     let (admitted, state) = visit(&proxy, &mut Jar::default(), "/products").await;
     assert!(!admitted, "a newcomer past max-active: {state}");
 }
+
+/// Two instances, the walk-ins through one of them: the store keeps that instance's hold-back,
+/// which counts them, and the other's smaller one (it saw none) does not overwrite it at its
+/// ticks (found by re-review r83a: the instances' writes took turns, `0 0 3 3 0 0`, and
+/// newcomers through either instance went past `max-active`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_store_keeps_the_largest_instances_hold_back() {
+    let redis = RedisServer::start();
+    let url = redis.url();
+    let origin = Origin::start().await;
+    let room_cfg = "admit-per-second = 50\nmax-active = 2\ntick = \"2s\"\nsession-ttl = \"10m\"";
+    let text = config(origin.addr, &url, room_cfg);
+    let (a, b) = (Proxy::start(&text), Proxy::start(&text));
+    a_tick_after(&url, 0).await;
+    every_instance_ticked_after(&url, redis_now(&url).await).await;
+    for _ in 0..2 {
+        let (admitted, state) = visit(&a, &mut Jar::default(), "/products").await;
+        assert!(admitted, "a walk-in: {state}");
+    }
+    let _: () = ::redis::cmd("FLUSHALL")
+        .query_async(&mut conn(&url).await)
+        .await
+        .unwrap();
+    eventually(
+        Duration::from_secs(20),
+        "the walk-ins' slots held back",
+        || async { (held_back(&url).await == Some(2)).then_some(()) },
+    )
+    .await;
+    // Through a tick of each instance, the store holds them back all along.
+    let from = redis_now(&url).await;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !every_instance_ticked(&url, from).await {
+        assert!(Instant::now() < deadline, "the instances stopped ticking");
+        assert_eq!(held_back(&url).await, Some(2), "the other instance's 0 won");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    for proxy in [&b, &a] {
+        let (admitted, state) = visit(proxy, &mut Jar::default(), "/products").await;
+        assert!(!admitted, "a newcomer past max-active: {state}");
+    }
+}
+
+/// Whether every instance's last admission tick ran on Redis after `after` (Redis time, µs).
+async fn every_instance_ticked(url: &str, after: u64) -> bool {
+    let beats: Vec<(String, f64)> = ::redis::cmd("ZRANGE")
+        .arg("{anteroom:sale}:instances")
+        .arg(0)
+        .arg(-1)
+        .arg("WITHSCORES")
+        .query_async(&mut conn(url).await)
+        .await
+        .unwrap_or_default();
+    beats.len() >= 2 && beats.iter().all(|(_, at)| *at as u64 > after)
+}
+
+async fn every_instance_ticked_after(url: &str, after: u64) {
+    eventually(
+        Duration::from_secs(10),
+        "a tick of each instance",
+        || async { every_instance_ticked(url, after).await.then_some(()) },
+    )
+    .await;
+}

@@ -212,3 +212,23 @@ fn walk_ins_are_counted_from_the_call_whose_count_is_known() {
     r.remember(known("g1"));
     assert_eq!(r.entered_since_known(), 0);
 }
+
+/// A reload between the walk-ins and the loss keeps their count (found by re-review r83a: the
+/// reloaded room counted none of them, and newcomers went past `max-active`), and a walk-in
+/// answered by the configuration before it is counted too.
+#[test]
+fn walk_ins_are_counted_across_a_reload() {
+    let old = Recovery::default();
+    let _ = old.context(S);
+    old.remember(known("g1"));
+    old.note_entered();
+    let mut new = Recovery::default();
+    new.inherit(&old);
+    assert_eq!(new.entered_since_known(), 1);
+    old.note_entered();
+    assert_eq!(
+        new.entered_since_known(),
+        2,
+        "answered by the old configuration"
+    );
+}
