@@ -222,6 +222,7 @@ impl Proxy {
                     share,
                     now,
                     session_ttl: p.session_ttl,
+                    heard_at: r.live.heard_at(),
                 };
                 match decision {
                     OnError::Pass => {

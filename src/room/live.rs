@@ -215,6 +215,11 @@ impl Live {
         self.refused.store(old.refused(), Ordering::Relaxed);
     }
 
+    /// When the store last answered a tick (`None`: never, in this process).
+    pub fn heard_at(&self) -> Option<std::time::Instant> {
+        *self.heard_at.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     /// How long ago the store last answered a tick (`None`: never, in this process).
     pub fn since_heard(&self) -> Option<std::time::Duration> {
         self.heard_at

@@ -30,7 +30,7 @@ struct LocalInner {
     /// Shared with the room of the configuration before a reload (`inherit`): a new room's
     /// limiter started full, and an operator's or a tool's reloads during an outage each let a
     /// burst in (found by review: ten times the rate with a reload every 100 ms).
-    limiter: Option<std::sync::Arc<(u64, DefaultDirectRateLimiter)>>,
+    limiter: Option<std::sync::Arc<Tokens>>,
     /// When each locally admitted session runs out, oldest first (all last one session-ttl).
     /// Never longer than the share of max-active, so bounded by max-active.
     sessions: VecDeque<(Micros, VisitorId)>,
@@ -46,6 +46,14 @@ struct LocalInner {
     per_client_swept_at: Option<Micros>,
     /// Of those, the ones the store has not been told of yet.
     unregistered: HashSet<VisitorId>,
+}
+
+/// The local bucket: made for a share of the rate (its key, in thousandths a second) in the
+/// outage after the store last answered at `since`.
+struct Tokens {
+    key: u64,
+    since: Option<std::time::Instant>,
+    limiter: DefaultDirectRateLimiter,
 }
 
 impl LocalInner {
@@ -72,6 +80,9 @@ pub struct LocalAdmit {
     pub share: u64,
     pub now: Micros,
     pub session_ttl: Duration,
+    /// When the store last answered this instance's tick for the room: the outage began after
+    /// it, and the bucket starts empty in each outage ([`LocalBucket::try_admit`]).
+    pub heard_at: Option<std::time::Instant>,
 }
 
 /// A local session [`LocalBucket::try_admit`] gave.
@@ -118,7 +129,7 @@ impl LocalBucket {
                 return None;
             }
         }
-        if !Self::take_token(&mut inner.limiter, a.rate, a.instances, a.tick) {
+        if !Self::take_token(&mut inner.limiter, a) {
             return None;
         }
         if let (Some(g), Some((n, started))) = (client, counted) {
@@ -204,24 +215,35 @@ impl LocalBucket {
         inner.sessions.len() as u64
     }
 
-    fn take_token(
-        limiter: &mut Option<std::sync::Arc<(u64, DefaultDirectRateLimiter)>>,
-        rate: f64,
-        instances: u64,
-        tick: Duration,
-    ) -> bool {
-        let share = (rate / instances.max(1) as f64).max(0.001);
+    /// A token of this instance's share of the rate. The bucket is made anew, empty, for a new
+    /// outage (the store answered since it was made) and for another share: the store's bucket
+    /// let its burst in before the outage, and a local one that started full let one more in
+    /// at each outage, on each instance (found by review r83b: two admissions in 471 s at
+    /// 0.001/s). A bucket made before any answer (never, on the request path: `local` waits
+    /// for one) starts full.
+    fn take_token(limiter: &mut Option<std::sync::Arc<Tokens>>, a: &LocalAdmit) -> bool {
+        let share = (a.rate / a.instances.max(1) as f64).max(0.001);
         let key = (share * 1000.0).round() as u64;
-        if limiter.as_ref().map(|l| l.0) != Some(key) {
+        let fits = |t: &Tokens| t.key == key && t.since == a.heard_at;
+        if !limiter.as_deref().is_some_and(fits) {
             // One tick's worth, and never more than a second's worth.
-            let window = tick.min(Duration::from_secs(1)).as_secs_f64();
+            let window = a.tick.min(Duration::from_secs(1)).as_secs_f64();
             let burst = (share * window).ceil().clamp(1.0, f64::from(u32::MAX)) as u32;
+            let burst = NonZeroU32::new(burst).unwrap_or(NonZeroU32::MIN);
             let quota = Quota::with_period(Duration::from_secs_f64(1.0 / share))
-                .map(|q| q.allow_burst(NonZeroU32::new(burst).unwrap_or(NonZeroU32::MIN)));
+                .map(|q| q.allow_burst(burst));
             let Some(quota) = quota else { return false };
-            *limiter = Some(std::sync::Arc::new((key, RateLimiter::direct(quota))));
+            let fresh = RateLimiter::direct(quota);
+            if a.heard_at.is_some() {
+                let _ = fresh.check_n(burst);
+            }
+            *limiter = Some(std::sync::Arc::new(Tokens {
+                key,
+                since: a.heard_at,
+                limiter: fresh,
+            }));
         }
-        limiter.as_ref().is_some_and(|l| l.1.check().is_ok())
+        limiter.as_ref().is_some_and(|l| l.limiter.check().is_ok())
     }
 }
 
@@ -238,6 +260,7 @@ mod tests {
             share,
             now,
             session_ttl: Duration::from_secs(10),
+            heard_at: None,
         }
     }
 
@@ -291,6 +314,43 @@ mod tests {
             "the reload refilled the bucket"
         );
         assert_eq!(new.active(1), 1, "the session came over too");
+    }
+
+    /// Each outage starts with an empty bucket: the store's let its burst in before it (found
+    /// by review r83b: a local bucket that started full let one more admission in at each
+    /// outage, on each instance). Within one outage the tokens come at the share's rate.
+    #[test]
+    fn each_outage_starts_with_an_empty_bucket() {
+        let heard = std::time::Instant::now();
+        let ask = |heard_at| LocalAdmit {
+            // A token every half second, one at most in the bucket.
+            rate: 2.0,
+            heard_at: Some(heard_at),
+            ..admit(1_000, 1)
+        };
+        let b = LocalBucket::default();
+        assert!(b.try_admit(&ask(heard), None).is_none(), "a burst at once");
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while b.try_admit(&ask(heard), None).is_none() {
+            assert!(std::time::Instant::now() < deadline, "no token at the rate");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let next = heard + Duration::from_secs(1);
+        assert!(
+            b.try_admit(&ask(next), None).is_none(),
+            "the next outage's burst"
+        );
+        // Over a reload within the outage, the bucket goes on.
+        let new = LocalBucket::default();
+        new.inherit(&b);
+        while new.try_admit(&ask(next), None).is_none() {
+            assert!(std::time::Instant::now() < deadline, "no token at the rate");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert!(
+            new.try_admit(&ask(next), None).is_none(),
+            "refilled by the reload"
+        );
     }
 
     #[test]
