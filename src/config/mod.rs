@@ -9,6 +9,7 @@ mod build;
 pub use build::upstreams_at_listeners;
 mod bypass;
 mod consume;
+mod durations;
 mod env;
 mod events;
 pub mod file;

@@ -23,6 +23,8 @@ pub const DEFAULT_ADMIN: &str = "127.0.0.1:9180";
 pub const DEFAULT_STORE_TIMEOUT: Duration = Duration::from_millis(250);
 /// The shortest `[store] timeout` taken: a call over loopback takes a good part of it.
 pub const MIN_STORE_TIMEOUT: Duration = Duration::from_millis(1);
+/// The longest `[store] timeout`: each request may wait this long on a stalled store.
+pub const MAX_STORE_TIMEOUT: Duration = Duration::from_secs(10);
 /// Consecutive store failures that open the circuit breaker.
 pub const DEFAULT_BREAKER_FAILURES: u32 = 5;
 /// How long an open breaker fails store calls at once before letting a probe through.

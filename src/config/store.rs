@@ -31,6 +31,21 @@ impl Builder<'_> {
             );
             timeout = DEFAULT_STORE_TIMEOUT;
         }
+        // Found by review r84c: "300d" passed, and while Redis stalled every request waited
+        // for it, the `on-store-error` policy never asked.
+        if timeout > MAX_STORE_TIMEOUT {
+            self.fail(
+                key.key("timeout"),
+                format!(
+                    "{} is longer than a visitor can wait for each request while the store \
+                     stalls (at most {})",
+                    humantime::format_duration(timeout),
+                    humantime::format_duration(MAX_STORE_TIMEOUT)
+                ),
+                "write a few hundred milliseconds (the default is 250ms)",
+            );
+            timeout = DEFAULT_STORE_TIMEOUT;
+        }
         let backend_name = s.backend.as_deref().unwrap_or("memory");
         let backend = match backend_name {
             "memory" => {

@@ -322,6 +322,37 @@ fn a_redis_url_is_read_as_run_reads_it_and_its_password_is_not_shown() {
         err.contains("t.toml:5:11: store.timeout") && err.contains("at least \"1ms\""),
         "{err}"
     );
+    // Nor one longer than a visitor can wait on each request while Redis stalls, nor a
+    // duration in calendar months ("1M" is a month, not a minute: found by review r84c, it
+    // passed, and every request waited out a stalled Redis), at any key.
+    for (timeout, told) in [
+        ("300d", "at most 10s"),
+        ("1M", "calendar months"),
+        ("2 years", "calendar months or years"),
+    ] {
+        std::fs::write(
+            dir.path().join("t.toml"),
+            format!("[cookie]\nkeys = [\"env-key-0123456789-0123456789-0123456789\"]\n\n[store]\ntimeout = \"{timeout}\"\n\n{SMALL}"),
+        )
+        .unwrap();
+        let (code, out, err) = check_env(dir.path(), "t.toml", &[]);
+        assert_eq!(code, 2, "{timeout}: {out}{err}");
+        assert!(
+            err.contains("t.toml:5:11: store.timeout") && err.contains(told),
+            "{timeout}: {err}"
+        );
+    }
+    std::fs::write(
+        dir.path().join("t.toml"),
+        format!("[cookie]\nkeys = [\"env-key-0123456789-0123456789-0123456789\"]\n\n[server]\nclient-timeout = \"1M\"\n\n{SMALL}"),
+    )
+    .unwrap();
+    let (code, out, err) = check_env(dir.path(), "t.toml", &[]);
+    assert_eq!(code, 2, "{out}{err}");
+    assert!(
+        err.contains("server.client-timeout") && err.contains("small \"m\""),
+        "{err}"
+    );
     // A cluster's nodes are checked as one list too, as `run` checks them.
     std::fs::write(
         dir.path().join("c.toml"),
