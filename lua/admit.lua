@@ -257,11 +257,17 @@ local stale = ARGV[10] ~= '' and ARGV[10] ~= gen
 -- is kept, and the instance that told it lowers it as its window runs down (found by review
 -- r83a: the instances' writes took turns, one that had seen no walk-in wrote 0 over another's 3
 -- at every other tick, and newcomers went past max-active).
+-- The slots this call holds back are the ones kept, the caller's own or larger (found by
+-- re-review r84a: the line was let in by the tick of an instance holding back less, past the
+-- hold-back join kept).
+local hold_back = tonumber(ARGV[11]) or 0
 local hb = redis.call('HMGET', room, 'hold_back', 'hb_by', 'hb_until')
-if (tonumber(ARGV[11]) or 0) >= (tonumber(hb[1]) or 0) or hb[2] == ARGV[8]
+if hold_back >= (tonumber(hb[1]) or 0) or hb[2] == ARGV[8]
     or now >= (tonumber(hb[3]) or 0) then
   redis.call('HSET', room, 'hold_back', ARGV[11], 'hb_by', ARGV[8],
     'hb_until', string.format('%.0f', now + tonumber(ARGV[9])))
+else
+  hold_back = tonumber(hb[1])
 end
 
 -- The admissions of 'vids' still held and running out within claim-ttl of now hold until then
@@ -422,7 +428,7 @@ local out = {}
 local admitted = 0
 if h[1] ~= '0' and h[2] ~= '1' and not stale and not in_pre and not stale_events
   and ARGV[23] ~= 'reject' and not unheard then
-  local room_left = max_active - redis.call('ZCARD', active) - tonumber(ARGV[11])
+  local room_left = max_active - redis.call('ZCARD', active) - hold_back
   local want = math.min(math.floor(tokens), room_left, window)
   local until_us = now + tonumber(ARGV[3])
   local ended_any = redis.call('EXISTS', KEYS[8]) == 1

@@ -316,9 +316,21 @@ async fn the_store_keeps_the_largest_instances_hold_back() {
         assert_eq!(held_back(&url).await, Some(2), "the other instance's 0 won");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    for proxy in [&b, &a] {
-        let (admitted, state) = visit(proxy, &mut Jar::default(), "/products").await;
+    let mut jars = [Jar::default(), Jar::default()];
+    for (proxy, jar) in [&b, &a].into_iter().zip(jars.iter_mut()) {
+        let (admitted, state) = visit(proxy, jar, "/products").await;
         assert!(!admitted, "a newcomer past max-active: {state}");
+    }
+    // In line, they are not let in by the tick of the instance that holds back less (found
+    // by re-review r84a: its admit went by its own hold-back, and let the line in).
+    every_instance_ticked_after(&url, redis_now(&url).await).await;
+    every_instance_ticked_after(&url, redis_now(&url).await).await;
+    for (proxy, jar) in [&b, &a].into_iter().zip(jars.iter_mut()) {
+        let (admitted, state) = visit(proxy, jar, "/products").await;
+        assert!(
+            !admitted && state == "waiting",
+            "let in from the line: {state}"
+        );
     }
 }
 
