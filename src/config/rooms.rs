@@ -253,6 +253,18 @@ impl Builder<'_> {
             let join_challenge =
                 self.join_challenge(&p, r.join_challenge.as_ref(), join_limit.as_ref());
             let (events, event_pages) = self.events(&p, &r.event, &texts, queueing);
+            // Found by review r84b: fifty requests from one address without a cookie were fifty
+            // registrations, each a draw of its own, and `check` said nothing.
+            let drawn = r.event.iter().position(|e| e.draw == Some(true));
+            if let (Some(j), None, None) = (drawn, &join_limit, &join_challenge) {
+                self.warn(
+                    p.key("event").index(j).key("draw"),
+                    "draws places, but the room has neither join-limit nor join-challenge: one \
+                     client can register as many identities as it likes, each drawn on its own",
+                    "add join-limit = { per-ip = 30, per = \"1m\" } to the room (and \
+                     join-challenge for a large sale; docs/SECURITY.md)",
+                );
+            }
             out.push(RoomConfig {
                 params: RoomParams {
                     name: Arc::from(r.name.as_str()),

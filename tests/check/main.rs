@@ -62,6 +62,14 @@ fn the_summary_names_each_event() {
         assert!(stdout.contains(needle), "{needle} in {stdout}");
     }
     assert!(!stdout.contains("draw-secret"), "secrets are never printed");
+    // A draw with neither join-limit nor join-challenge is a warning (review r84b: one
+    // address registered fifty identities, each drawn on its own).
+    let all = format!("{stdout}{stderr}");
+    assert!(
+        all.contains("events.toml:26:8: room[0].event[0].draw")
+            && all.contains("neither join-limit nor join-challenge"),
+        "{all}"
+    );
 }
 
 /// A template that is not there: the message names every file looked at, absolute, once each.
