@@ -265,10 +265,10 @@ async fn walking_away_from_an_order_does_not_give_it_back() {
     assert_eq!(shop.orders(), 1, "the shop saw one order");
 }
 
-/// An order cut short in its body is used all the same: the shop had its head, and a shop may
-/// act on the head alone (a handler that reads no body) or stop reading at the end of its JSON
-/// (found by review: five orders cut short, each given back, then one sent whole: six orders
-/// on one admission).
+/// An order whose body is too long to be read ahead (past 64 KiB), cut short, is used all the
+/// same: the shop had its head, and a shop may act on the head alone (a handler that reads no
+/// body) or stop reading at the end of its JSON (found by review: five orders cut short, each
+/// given back, then one sent whole: six orders on one admission).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cutting_an_order_short_does_not_give_it_back() {
     use tokio::io::AsyncWriteExt;
@@ -276,7 +276,7 @@ async fn cutting_an_order_short_does_not_give_it_back() {
     let proxy = Proxy::start(&config(shop.addr, "", "max-active = 5"));
     let mut jar = admitted(&proxy).await;
     let head = format!(
-        "POST /orders HTTP/1.1\r\nHost: shop.test\r\nCookie: {}\r\nContent-Length: 100\r\n\r\nx",
+        "POST /orders HTTP/1.1\r\nHost: shop.test\r\nCookie: {}\r\nContent-Length: 100000\r\n\r\nx",
         jar.header()
     );
     let mut s = tokio::net::TcpStream::connect(proxy.addr).await.unwrap();
@@ -299,6 +299,48 @@ async fn cutting_an_order_short_does_not_give_it_back() {
     assert_eq!(shop.orders(), 1, "the shop saw one order");
 }
 
+/// An order with a small body (64 KiB at most) is read whole before its admission is used,
+/// with or without `max-origin-inflight`: cut short, it reaches nobody and the admission orders
+/// after (found by review r85b: without a cap the admission was used at the head, and an
+/// upload that broke off — an HTTP/2 stream reset, a dropped connection — lost it, the shop
+/// getting a cut-off order).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_order_cut_short_before_its_small_body_is_whole_reaches_nobody() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let shop = Shop::start().await;
+    let proxy = Proxy::start(&config(shop.addr, "", "max-active = 5"));
+    let mut jar = admitted(&proxy).await;
+    // `Expect: 100-continue`: the `100` says the head was read (by the proxy reading the body
+    // ahead, or by the shop, had the head gone on to it).
+    let head = format!(
+        "POST /orders HTTP/1.1\r\nHost: shop.test\r\nCookie: {}\r\nContent-Length: 100\r\nExpect: 100-continue\r\n\r\n",
+        jar.header()
+    );
+    let mut s = tokio::net::TcpStream::connect(proxy.addr).await.unwrap();
+    s.write_all(head.as_bytes()).await.unwrap();
+    let mut got = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !String::from_utf8_lossy(&got).contains("\r\n\r\n") {
+        assert!(Instant::now() < deadline, "no 100 Continue: {got:?}");
+        let mut buf = [0u8; 256];
+        let n = tokio::time::timeout(Duration::from_secs(5), s.read(&mut buf))
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(n > 0, "closed before the 100: {got:?}");
+        got.extend_from_slice(&buf[..n]);
+    }
+    assert!(
+        got.starts_with(b"HTTP/1.1 100"),
+        "{:?}",
+        String::from_utf8_lossy(&got)
+    );
+    s.write_all(b"{\"item\"").await.unwrap();
+    drop(s);
+    assert_eq!(order(&proxy, &mut jar).await, 200, "the admission was used");
+    assert_eq!(shop.orders(), 1, "the cut-off order reached the shop");
+}
+
 /// An order whose body stalls past the proxy's `read-timeout` on the shop (3 s here, which
 /// runs out before `client-timeout`) times out on the shop's side while the shop waits for the
 /// rest: the visitor's doing, and the admission is used (found by re-review: it was given back,
@@ -310,7 +352,7 @@ async fn stalling_an_order_past_the_shops_read_timeout_does_not_give_it_back() {
     let proxy = Proxy::start(&config(shop.addr, "", "max-active = 5"));
     let mut jar = admitted(&proxy).await;
     let head = format!(
-        "POST /orders HTTP/1.1\r\nHost: shop.test\r\nCookie: {}\r\nContent-Length: 100\r\n\r\n{{\"item\":1}}",
+        "POST /orders HTTP/1.1\r\nHost: shop.test\r\nCookie: {}\r\nContent-Length: 100000\r\n\r\n{{\"item\":1}}",
         jar.header()
     );
     let mut s = tokio::net::TcpStream::connect(proxy.addr).await.unwrap();

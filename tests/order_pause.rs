@@ -162,12 +162,16 @@ async fn an_order_in_flight_through_a_pause_keeps_its_admission() {
     let (first, second) = (Proxy::start(&cfg), Proxy::start(&cfg));
     let jar = admitted(&first).await;
     let mut conn = tokio::net::TcpStream::connect(first.addr).await.unwrap();
+    // A body too long to be read ahead (64 KiB and 20 bytes): the order goes on to the shop as
+    // it comes, and is in flight while its last bytes trickle (a body of at most 64 KiB is read
+    // whole before the admission is taken).
     let head = format!(
-        "POST /products/order HTTP/1.1\r\nHost: shop.test\r\nCookie: {}\r\nContent-Length: 20\r\nConnection: close\r\n\r\n",
-        jar.header()
+        "POST /products/order HTTP/1.1\r\nHost: shop.test\r\nCookie: {}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        jar.header(),
+        64 * 1024 + 20
     );
     conn.write_all(head.as_bytes()).await.unwrap();
-    conn.write_all(b"x").await.unwrap();
+    conn.write_all(&[b'x'; 64 * 1024 + 1]).await.unwrap();
     pending_in_store(&redis, &jar).await;
     // The body goes on coming, a byte a second, through the pause and after it.
     let trickle = tokio::spawn(async move {

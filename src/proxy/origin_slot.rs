@@ -110,6 +110,13 @@ impl Proxy {
     ) -> Result<bool> {
         let r = &shared.rooms[room];
         let (Some(gate), Some(cap)) = (&r.gate, r.cfg.origin_cap) else {
+            // An order's small body is read whole before its admission is used, cap or not: a
+            // visitor whose upload broke off keeps the admission and the shop gets no cut-off
+            // order (found by review r85b: without a cap, an HTTP/2 stream reset after the
+            // order's head used the admission up, and the shop got the head alone).
+            if ctx.order {
+                Self::prefetch_body(session, ctx).await?;
+            }
             return Ok(false);
         };
         // A small body is read whole first, holding nothing; a request whose body is still to
