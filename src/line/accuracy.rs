@@ -12,6 +12,8 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
+use crate::store::VisitorId;
+
 /// Ratios kept, and for how long: what the line did in the last minutes, not last week's sale.
 const KEEP: usize = 500;
 const MAX_AGE: Duration = Duration::from_secs(600);
@@ -223,23 +225,32 @@ impl Band {
     }
 }
 
-/// One room's recent ratios on this instance.
+/// One room's recent ratios on this instance, each with the visitor it was measured of.
 #[derive(Debug, Default)]
 pub struct Accuracy {
-    recent: Mutex<VecDeque<(Instant, f64)>>,
+    recent: Mutex<VecDeque<(Instant, f64, VisitorId)>>,
 }
 
 impl Accuracy {
-    /// Notes one admitted visitor's actual ÷ predicted wait.
-    pub fn note(&self, ratio: f64) {
+    /// Notes `vid`'s actual ÷ predicted wait, once: `false` when it was not noted (not a
+    /// number, or one of `vid`'s is among the recent ones). A visitor's queue ticket replayed
+    /// after their admission is answered `admitted` again (they hold the session), and each
+    /// replay counted its ratio, as large as the wait since the first ETA (found by review
+    /// r85c: 200 replays of one ticket, 30 s after its admission, set every newcomer's range
+    /// to 0.7–18 times the estimate).
+    pub fn note(&self, vid: VisitorId, ratio: f64) -> bool {
         if !ratio.is_finite() {
-            return;
+            return false;
         }
         let mut r = self.recent.lock().unwrap_or_else(|e| e.into_inner());
+        if r.iter().any(|(_, _, v)| *v == vid) {
+            return false;
+        }
         if r.len() == KEEP {
             r.pop_front();
         }
-        r.push_back((Instant::now(), ratio));
+        r.push_back((Instant::now(), ratio, vid));
+        true
     }
 
     /// The summary of the ratios of the last minutes (the admission loop's, once a tick; the
@@ -249,11 +260,11 @@ impl Accuracy {
         let mut r = self.recent.lock().unwrap_or_else(|e| e.into_inner());
         while r
             .front()
-            .is_some_and(|(t, _)| now.duration_since(*t) > MAX_AGE)
+            .is_some_and(|(t, _, _)| now.duration_since(*t) > MAX_AGE)
         {
             r.pop_front();
         }
-        summarise(r.iter().map(|(_, x)| *x))
+        summarise(r.iter().map(|(_, x, _)| *x))
     }
 
     /// Over a reload: the same line, the same evidence.
@@ -413,17 +424,34 @@ mod tests {
         let a = Accuracy::default();
         assert_eq!(a.summary(), None);
         for _ in 0..KEEP + 10 {
-            a.note(2.0);
+            assert!(a.note(VisitorId::random(), 2.0));
         }
-        a.note(f64::INFINITY);
+        assert!(!a.note(VisitorId::random(), f64::INFINITY));
         let s = a.summary().expect("a summary");
         assert_eq!((s.count, s.median_ratio), (KEEP, 2.0));
         for _ in 0..KEEP {
-            a.note(1.0);
+            a.note(VisitorId::random(), 1.0);
         }
         assert_eq!(a.summary().map(|s| s.median_ratio), Some(1.0));
         let b = Accuracy::default();
         b.inherit(&a);
         assert_eq!(b.summary().map(|s| s.count), Some(KEEP));
+    }
+
+    /// A visitor's wait counts once among the recent ones, however often their ticket is
+    /// replayed after their admission (found by review r85c).
+    #[test]
+    fn a_visitors_wait_counts_once() {
+        let a = Accuracy::default();
+        let (one, other) = (VisitorId::random(), VisitorId::random());
+        assert!(a.note(one, 1.0));
+        for _ in 0..200 {
+            assert!(!a.note(one, 8.0), "a replay counted");
+        }
+        assert!(a.note(other, 1.1));
+        assert_eq!(
+            a.summary().map(|s| (s.count, s.median_ratio < 1.2)),
+            Some((2, true))
+        );
     }
 }

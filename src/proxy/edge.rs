@@ -286,9 +286,12 @@ impl Proxy {
     pub(super) fn note_eta(shared: &Shared, room: usize, ticket: Option<&Ticket>) {
         let r = &shared.rooms[room];
         let now_ms = shared.clock.now_micros() / 1000;
-        if let Some(ratio) = ticket.and_then(|t| t.predicted?.ratio(now_ms)) {
-            r.metrics.eta_error.observe(ratio);
-            r.line.accuracy.note(ratio);
+        // Once per visitor among the recent ones (a replay of the ticket is `admitted` again).
+        if let Some((vid, ratio)) = ticket.and_then(|t| Some((t.vid, t.predicted?.ratio(now_ms)?)))
+        {
+            if r.line.accuracy.note(vid, ratio) {
+                r.metrics.eta_error.observe(ratio);
+            }
         }
     }
 

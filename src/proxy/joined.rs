@@ -274,15 +274,19 @@ impl Proxy {
     /// of abandon-after, were told "on hold" with no place while those behind them kept theirs.
     pub(super) fn held_while_away(shared: &Shared, room: usize, ticket: Option<Ticket>) -> Verdict {
         let p = &shared.rooms[room].cfg.params;
+        let position = ticket
+            .filter(|t| {
+                !t.drawn
+                    && t.shown < crate::line::ticket::NOT_SHOWN
+                    && p.queueing != crate::store::Queueing::Random
+            })
+            .map(|t| t.shown.max(1));
+        let held = Self::on_hold(shared, room);
+        // Never a place past the line's length (review r85c).
         Verdict::Wait(Status {
-            position: ticket
-                .filter(|t| {
-                    !t.drawn
-                        && t.shown < crate::line::ticket::NOT_SHOWN
-                        && p.queueing != crate::store::Queueing::Random
-                })
-                .map(|t| t.shown.max(1)),
-            ..Self::on_hold(shared, room)
+            position,
+            waiting: held.waiting.max(position.unwrap_or(0)),
+            ..held
         })
     }
 }

@@ -48,6 +48,10 @@ impl Proxy {
     ) -> Status {
         let r = &shared.rooms[room];
         let tiers = &r.cfg.poll;
+        // The line is at least as long as the place shown: a ticket's place never goes up,
+        // while a snapshot's count does go down (found by review r85c: during a Redis stall,
+        // `position: 305` of `waiting: 303`).
+        let waiting = waiting.max(position);
         // Drawn at random, a visitor has no place: each admission is anyone's, and the wait is
         // that of the middle of the line.
         let random = r.cfg.params.queueing == crate::store::Queueing::Random;
