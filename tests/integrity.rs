@@ -341,6 +341,44 @@ async fn an_order_cut_short_before_its_small_body_is_whole_reaches_nobody() {
     assert_eq!(shop.orders(), 1, "the cut-off order reached the shop");
 }
 
+/// An order whose head came with a valid cookie goes through when the cookie runs out while
+/// its body is still coming: the cookie is judged as the head found it (found by re-review
+/// r86a: read whole before the admission is used, such an order was refused "already used",
+/// and its visitor sent to the back of the line).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_order_whose_cookie_runs_out_during_its_upload_goes_through() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let shop = Shop::start().await;
+    let room = "max-active = 5\nclaim-ttl = \"2s\"\nsession-ttl = \"2s\"";
+    let proxy = Proxy::start(&config(shop.addr, "", room));
+    let jar = admitted(&proxy).await;
+    let head = format!(
+        "POST /orders HTTP/1.1\r\nHost: shop.test\r\nCookie: {}\r\nContent-Length: 8\r\nExpect: 100-continue\r\nConnection: close\r\n\r\n",
+        jar.header()
+    );
+    let mut s = tokio::net::TcpStream::connect(proxy.addr).await.unwrap();
+    s.write_all(head.as_bytes()).await.unwrap();
+    let mut got = [0u8; 64];
+    let n = tokio::time::timeout(Duration::from_secs(5), s.read(&mut got))
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(got[..n].starts_with(b"HTTP/1.1 100"), "{:?}", &got[..n]);
+    s.write_all(b"one ").await.unwrap();
+    // The length of the pause under test (past the cookie's two seconds), not a wait for a
+    // condition.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    s.write_all(b"item").await.unwrap();
+    let mut answer = Vec::new();
+    tokio::time::timeout(Duration::from_secs(10), s.read_to_end(&mut answer))
+        .await
+        .unwrap()
+        .unwrap();
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert_eq!(shop.orders(), 1);
+}
+
 /// An order whose body stalls past the proxy's `read-timeout` on the shop (3 s here, which
 /// runs out before `client-timeout`) times out on the shop's side while the shop waits for the
 /// rest: the visitor's doing, and the admission is used (found by re-review: it was given back,

@@ -18,6 +18,15 @@ use super::{Ctx, Proxy};
 /// The largest body read whole before the slot: Pingora's retry buffer (64 KiB).
 pub(super) const PREFETCH_MAX: u64 = 64 * 1024;
 
+/// A `Content-Length` value: one number, or a list of the same number, which HTTP/1.1 allows
+/// and Pingora takes (found by re-review r86a: `6, 6` was read as no length, and such an order
+/// streamed to the shop and was used at its head).
+fn declared_length(value: &str) -> Option<u64> {
+    let mut items = value.split(',').map(|v| v.trim().parse::<u64>().ok());
+    let first = items.next()??;
+    items.all(|n| n == Some(first)).then_some(first)
+}
+
 /// Whether a body of this declared length (none: unknown) is read whole first.
 pub(super) fn prefetched(declared: Option<u64>) -> bool {
     declared.is_some_and(|n| n > 0 && n <= PREFETCH_MAX)
@@ -33,7 +42,7 @@ impl Proxy {
             .headers
             .get(http::header::CONTENT_LENGTH)
             .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.trim().parse::<u64>().ok());
+            .and_then(declared_length);
         let expects = req
             .headers
             .get(http::header::EXPECT)
@@ -86,5 +95,13 @@ mod tests {
         assert!(prefetched(Some(1)));
         assert!(prefetched(Some(PREFETCH_MAX)));
         assert!(!prefetched(Some(PREFETCH_MAX + 1)));
+    }
+
+    #[test]
+    fn a_length_listed_twice_is_one_length() {
+        assert_eq!(declared_length("6"), Some(6));
+        assert_eq!(declared_length(" 6 , 6"), Some(6));
+        assert_eq!(declared_length("6, 7"), None);
+        assert_eq!(declared_length("6,"), None);
     }
 }
