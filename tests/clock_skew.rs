@@ -46,6 +46,13 @@ admit-per-second = 50
 max-active = 1000
 session-ttl = "{TTL}s"
 tick = "100ms"
+
+[[room]]
+name = "slow"
+paths = ["/slow"]
+admit-per-second = 0.5
+max-active = 1000
+tick = "100ms"
 "#,
         base = base_config(origin)
     )
@@ -187,4 +194,41 @@ async fn a_revocation_holds_on_an_instance_started_after_it_whose_clock_is_ahead
             "a revoked cookie let in by an instance started after the revocation"
         );
     }
+}
+
+/// A wait told by one instance and measured by another whose clock is ten minutes ahead is
+/// measured on the store's clock, as it was told: honest (found by re-review r86b: an instance
+/// two minutes ahead read honest waits as nine times what was told, and told every newcomer a
+/// range up to twenty times its estimate).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wait_is_measured_on_the_stores_clock_whatever_the_instances() {
+    let redis = RedisServer::start();
+    let origin = Origin::start().await;
+    let cfg = config(origin.addr, &redis.url());
+    let (on_time, ahead) = (skewed(&cfg, 0), skewed(&cfg, SKEW));
+    let status = "/.anteroom/status?room=slow";
+    // The first walks in (once the loop has heard from the store); the next waits its turn,
+    // told two seconds or so by the instance on time.
+    eventually(Duration::from_secs(10), "a walk-in", || async {
+        let v = get_json(&on_time, status, &mut Jar::default()).await?;
+        (v["state"] == "admitted").then_some(())
+    })
+    .await;
+    let mut jar = Jar::default();
+    let v = get_json(&on_time, status, &mut jar).await.unwrap();
+    assert_eq!(v["state"], "waiting", "{v}");
+    assert!(v["eta_seconds"].as_u64() >= Some(1), "{v}");
+    // Its turn, learnt from the instance ahead.
+    until_all_admitted(
+        &ahead,
+        "slow",
+        std::slice::from_mut(&mut jar),
+        Duration::from_secs(20),
+    )
+    .await;
+    let label = "room=\"slow\"";
+    let count = metric(&ahead, TOKEN, "anteroom_eta_error_count", label).await;
+    let sum = metric(&ahead, TOKEN, "anteroom_eta_error_sum", label).await;
+    assert_eq!(count, 1, "measured where it was admitted");
+    assert!(sum < 5, "actual ÷ told read as {sum}");
 }
