@@ -6,6 +6,7 @@
 
 use std::net::SocketAddr;
 use std::path::Path;
+use std::time::Duration;
 
 use super::file::*;
 use super::limits::share_upstream_caps;
@@ -14,6 +15,9 @@ use super::model::*;
 use crate::client::ClientHeader;
 use crate::cookie::CookieKey;
 use crate::route::{OtherHosts, PathMatching};
+
+/// The longest a timeout of a connection or of a stopping process is taken for.
+const HOUR: Duration = Duration::from_secs(3600);
 
 /// A problem found while validating, before it is given a position.
 #[derive(Debug)]
@@ -265,15 +269,17 @@ impl Builder<'_> {
         ServerSettings {
             threads,
             work_stealing: s.work_stealing.unwrap_or(true),
-            grace_period: self.duration_or_zero(
+            grace_period: self.duration_at_most(
                 &key.key("grace-period"),
                 s.grace_period.as_deref(),
-                DEFAULT_GRACE_PERIOD,
+                (DEFAULT_GRACE_PERIOD, HOUR, true),
+                "a stopping process would stay that long",
             ),
-            shutdown_timeout: self.duration(
+            shutdown_timeout: self.duration_at_most(
                 &key.key("shutdown-timeout"),
                 s.shutdown_timeout.as_deref(),
-                DEFAULT_SHUTDOWN_TIMEOUT,
+                (DEFAULT_SHUTDOWN_TIMEOUT, HOUR, false),
+                "a stopping process would stay that long",
             ),
             upgrade_sock: s
                 .upgrade_sock
@@ -291,10 +297,11 @@ impl Builder<'_> {
                     named
                 })
                 .unwrap_or_else(|| default_upgrade_sock(http)),
-            client_timeout: self.duration(
+            client_timeout: self.duration_at_most(
                 &key.key("client-timeout"),
                 s.client_timeout.as_deref(),
-                DEFAULT_CLIENT_TIMEOUT,
+                (DEFAULT_CLIENT_TIMEOUT, HOUR, false),
+                "an idle client would hold its connection that long",
             ),
             max_header_bytes: self.header_bytes(&key.key("max-header-bytes"), s.max_header_bytes),
         }
@@ -376,20 +383,23 @@ impl Builder<'_> {
                 .sni
                 .clone()
                 .unwrap_or_else(|| host.trim_matches(['[', ']']).to_string());
-            let connect_timeout = self.duration(
+            let connect_timeout = self.duration_at_most(
                 &p.key("connect-timeout"),
                 u.connect_timeout.as_deref(),
-                DEFAULT_CONNECT_TIMEOUT,
+                (DEFAULT_CONNECT_TIMEOUT, Duration::from_secs(60), false),
+                "a request would wait that long for a connection to the shop",
             );
-            let read_timeout = self.duration(
+            let read_timeout = self.duration_at_most(
                 &p.key("read-timeout"),
                 u.read_timeout.as_deref(),
-                DEFAULT_READ_TIMEOUT,
+                (DEFAULT_READ_TIMEOUT, HOUR, false),
+                "a request would wait that long for the shop's answer",
             );
-            let write_timeout = self.duration(
+            let write_timeout = self.duration_at_most(
                 &p.key("write-timeout"),
                 u.write_timeout.as_deref(),
-                DEFAULT_WRITE_TIMEOUT,
+                (DEFAULT_WRITE_TIMEOUT, HOUR, false),
+                "a request would wait that long to write to the shop",
             );
             let (ca, client_cert) = self.upstream_tls(&p, u);
             let (balance, health_check) =

@@ -22,6 +22,42 @@ impl Builder<'_> {
         }
     }
 
+    /// Like [`Self::duration`] (or [`Self::duration_or_zero`] with `zero`), at most `most`:
+    /// `waits` says what a longer one would hold up (found by review r86b: a
+    /// `breaker-cooldown` of 300 days held a room for good after one Redis stall, and a
+    /// `grace-period` as long kept a stopped process alive).
+    pub(super) fn duration_at_most(
+        &mut self,
+        key: &KeyPath,
+        raw: Option<&str>,
+        (default, most, zero): (Duration, Duration, bool),
+        waits: &str,
+    ) -> Duration {
+        let d = if zero {
+            self.duration_or_zero(key, raw, default)
+        } else {
+            self.duration(key, raw, default)
+        };
+        if d <= most {
+            return d;
+        }
+        let f = humantime::format_duration;
+        self.fail(
+            key.clone(),
+            format!(
+                "{} is longer than the most taken ({}): {waits}",
+                f(d),
+                f(most)
+            ),
+            format!(
+                "write at most \"{}\" (the default is {})",
+                f(most),
+                f(default)
+            ),
+        );
+        default
+    }
+
     pub(super) fn duration(
         &mut self,
         key: &KeyPath,
@@ -77,8 +113,12 @@ impl Builder<'_> {
 /// word (found by review r84c: `[store] timeout = "1M"` passed `check`, and every request
 /// waited out a stalled Redis; no key of anteroom's is meant in months).
 fn calendar_unit(text: &str) -> Option<&str> {
-    text.split(|c: char| !c.is_ascii_alphabetic())
-        .find(|unit| matches!(*unit, "M" | "month" | "months" | "y" | "year" | "years"))
+    text.split(|c: char| !c.is_ascii_alphabetic()).find(|unit| {
+        matches!(
+            *unit,
+            "M" | "month" | "months" | "y" | "yr" | "yrs" | "year" | "years"
+        )
+    })
 }
 
 #[cfg(test)]

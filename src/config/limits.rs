@@ -20,7 +20,19 @@ impl Builder<'_> {
     ) -> Option<JoinLimit> {
         let j = j?;
         let jp = p.key("join-limit");
-        let per = self.duration(&jp.key("per"), Some(&j.per), Duration::from_secs(60));
+        let mut per = self.duration(&jp.key("per"), Some(&j.per), Duration::from_secs(60));
+        // Found by review r86b: "1ns" passed, a window that counts nobody.
+        if per < Duration::from_secs(1) {
+            self.fail(
+                jp.key("per"),
+                format!(
+                    "{} is shorter than a second: each window would end before the next join",
+                    humantime::format_duration(per)
+                ),
+                "write a window of a second or more, e.g. per = \"1m\"",
+            );
+            per = Duration::from_secs(60);
+        }
         if j.per_ip < 1 || j.per_ip > i64::from(u32::MAX) {
             self.fail(
                 jp.key("per-ip"),

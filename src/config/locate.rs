@@ -133,6 +133,35 @@ impl Located {
         best
     }
 
+    /// The key written on the line of `offset`, under the table header above it, read from
+    /// the text alone (`room.max-active`, without the array's index): for a document that did
+    /// not parse, which [`Self::path_at`] cannot walk (found by review r84c: a number too
+    /// large for TOML was told without its key).
+    pub fn key_on_line(&self, offset: usize) -> Option<String> {
+        let offset = offset.min(self.text.len());
+        let start = self.text[..offset].rfind('\n').map_or(0, |i| i + 1);
+        let line = self.text[start..].lines().next()?;
+        let (name, _) = line.split_once('=')?;
+        let name = name.trim().trim_matches('"');
+        let plain = |s: &str| {
+            !s.is_empty()
+                && s.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+        };
+        if !plain(name) {
+            return None;
+        }
+        let table = self.text[..start].lines().rev().find_map(|l| {
+            let l = l.trim();
+            let inner = l.strip_prefix('[')?.strip_suffix(']')?;
+            Some(inner.trim_matches(['[', ']']).trim().to_string())
+        });
+        Some(match table.filter(|t| plain(t)) {
+            Some(t) => format!("{t}.{name}"),
+            None => name.to_string(),
+        })
+    }
+
     /// The deepest key whose key or value covers `offset`.
     pub fn path_at(&self, offset: usize) -> Option<KeyPath> {
         let doc = self.doc.as_ref()?;
@@ -215,5 +244,24 @@ fn walk_value(v: &Value, offset: usize, path: &mut KeyPath) -> bool {
             contains(t.span(), offset)
         }
         other => contains(other.span(), offset),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Located;
+
+    /// A document that does not parse is still told the key on the error's line (review r84c).
+    #[test]
+    fn the_key_on_a_line_is_read_from_the_text() {
+        let text = "[cookie]\nkeys = [\"k\"]\n\n[[room]]\nname = \"s\"\nmax-active = 99999999999999999999\n";
+        let at = text.find("9999").unwrap();
+        assert_eq!(
+            Located::new(text).key_on_line(at).as_deref(),
+            Some("room.max-active")
+        );
+        let top = "threads = 1e999\n";
+        assert_eq!(Located::new(top).key_on_line(3).as_deref(), Some("threads"));
+        assert_eq!(Located::new("[a]\n= 1\n").key_on_line(5), None);
     }
 }

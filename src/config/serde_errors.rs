@@ -42,8 +42,12 @@ pub(super) fn serde_error(located: &Located, name: &str, e: &toml::de::Error) ->
         .unwrap_or((1, 1));
     let key = span
         .as_ref()
-        .and_then(|s| located.path_at(s.start))
-        .map(|p| p.to_string())
+        .and_then(|s| {
+            located
+                .path_at(s.start)
+                .map(|p| p.to_string())
+                .or_else(|| located.key_on_line(s.start))
+        })
         .unwrap_or_default();
     let message = no_type_names(&without_value(e.message().trim()));
     let fix = if message.starts_with("unknown field") {

@@ -90,10 +90,15 @@ impl Builder<'_> {
             breaker_failures = u64::from(DEFAULT_BREAKER_FAILURES);
         }
         let breaker_failures = breaker_failures as u32;
-        let breaker_cooldown = self.duration(
+        let breaker_cooldown = self.duration_at_most(
             &key.key("breaker-cooldown"),
             s.breaker_cooldown.as_deref(),
-            DEFAULT_BREAKER_COOLDOWN,
+            (
+                DEFAULT_BREAKER_COOLDOWN,
+                std::time::Duration::from_secs(300),
+                false,
+            ),
+            "a room would stay held that long after one stall of the store",
         );
         StoreConfig {
             backend,

@@ -139,10 +139,15 @@ impl Builder<'_> {
         p: &KeyPath,
         u: &UpstreamFile,
     ) -> std::time::Duration {
-        self.duration(
+        self.duration_at_most(
             &p.key("resolve-every"),
             u.resolve_every.as_deref(),
-            DEFAULT_RESOLVE_EVERY,
+            (
+                DEFAULT_RESOLVE_EVERY,
+                std::time::Duration::from_secs(86_400),
+                false,
+            ),
+            "a shop's new address would go unseen that long",
         )
     }
 }

@@ -342,6 +342,34 @@ fn a_redis_url_is_read_as_run_reads_it_and_its_password_is_not_shown() {
             "{timeout}: {err}"
         );
     }
+    // Nor a cooldown, a timeout or a grace period long enough to hold a room or a stopping
+    // process for good (found by re-review r86b: a `breaker-cooldown` of 300 days held a room
+    // after one stall), nor a join-limit window under a second.
+    for (table, line, told) in [
+        (
+            "store",
+            "breaker-cooldown = \"300d\"",
+            "store.breaker-cooldown",
+        ),
+        ("server", "grace-period = \"2h\"", "server.grace-period"),
+        (
+            "server",
+            "shutdown-timeout = \"0.9yr\"",
+            "server.shutdown-timeout",
+        ),
+    ] {
+        std::fs::write(
+            dir.path().join("t.toml"),
+            format!("[cookie]\nkeys = [\"env-key-0123456789-0123456789-0123456789\"]\n\n[{table}]\n{line}\n\n{SMALL}"),
+        )
+        .unwrap();
+        let (code, out, err) = check_env(dir.path(), "t.toml", &[]);
+        assert_eq!(code, 2, "{line}: {out}{err}");
+        assert!(
+            err.contains("t.toml:5:") && err.contains(told),
+            "{line}: {err}"
+        );
+    }
     std::fs::write(
         dir.path().join("t.toml"),
         format!("[cookie]\nkeys = [\"env-key-0123456789-0123456789-0123456789\"]\n\n[server]\nclient-timeout = \"1M\"\n\n{SMALL}"),
