@@ -262,22 +262,27 @@ async fn walk_ins_since_the_last_tick_are_held_back_after_a_loss() {
     let proxy = Proxy::start(&config(origin.addr, &url, room_cfg));
     a_tick_after(&url, 0).await;
     a_tick_after(&url, redis_now(&url).await).await;
+    two_walk_ins_then_a_loss(&proxy, &url).await;
+    let (admitted, state) = visit(&proxy, &mut Jar::default(), "/products").await;
+    assert!(!admitted, "a newcomer past max-active: {state}");
+}
+
+/// Two walk-ins through `proxy`, then Redis loses its data: once the slots are held back.
+async fn two_walk_ins_then_a_loss(proxy: &Proxy, url: &str) {
     for _ in 0..2 {
-        let (admitted, state) = visit(&proxy, &mut Jar::default(), "/products").await;
+        let (admitted, state) = visit(proxy, &mut Jar::default(), "/products").await;
         assert!(admitted, "a walk-in: {state}");
     }
     let _: () = ::redis::cmd("FLUSHALL")
-        .query_async(&mut conn(&url).await)
+        .query_async(&mut conn(url).await)
         .await
         .unwrap();
     eventually(
         Duration::from_secs(20),
         "the walk-ins' slots held back",
-        || async { (held_back(&url).await == Some(2)).then_some(()) },
+        || async { (held_back(url).await == Some(2)).then_some(()) },
     )
     .await;
-    let (admitted, state) = visit(&proxy, &mut Jar::default(), "/products").await;
-    assert!(!admitted, "a newcomer past max-active: {state}");
 }
 
 /// Two instances, the walk-ins through one of them: the store keeps that instance's hold-back,
@@ -294,20 +299,7 @@ async fn the_store_keeps_the_largest_instances_hold_back() {
     let (a, b) = (Proxy::start(&text), Proxy::start(&text));
     a_tick_after(&url, 0).await;
     every_instance_ticked_after(&url, redis_now(&url).await).await;
-    for _ in 0..2 {
-        let (admitted, state) = visit(&a, &mut Jar::default(), "/products").await;
-        assert!(admitted, "a walk-in: {state}");
-    }
-    let _: () = ::redis::cmd("FLUSHALL")
-        .query_async(&mut conn(&url).await)
-        .await
-        .unwrap();
-    eventually(
-        Duration::from_secs(20),
-        "the walk-ins' slots held back",
-        || async { (held_back(&url).await == Some(2)).then_some(()) },
-    )
-    .await;
+    two_walk_ins_then_a_loss(&a, &url).await;
     // Through a tick of each instance, the store holds them back all along.
     let from = redis_now(&url).await;
     let deadline = Instant::now() + Duration::from_secs(20);
@@ -336,14 +328,7 @@ async fn the_store_keeps_the_largest_instances_hold_back() {
 
 /// Whether every instance's last admission tick ran on Redis after `after` (Redis time, µs).
 async fn every_instance_ticked(url: &str, after: u64) -> bool {
-    let beats: Vec<(String, f64)> = ::redis::cmd("ZRANGE")
-        .arg("{anteroom:sale}:instances")
-        .arg(0)
-        .arg(-1)
-        .arg("WITHSCORES")
-        .query_async(&mut conn(url).await)
-        .await
-        .unwrap_or_default();
+    let beats = beats(url).await.unwrap_or_default();
     beats.len() >= 2 && beats.iter().all(|(_, at)| *at as u64 > after)
 }
 

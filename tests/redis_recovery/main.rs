@@ -56,20 +56,25 @@ async fn redis_now(url: &str) -> u64 {
     s * 1_000_000 + us
 }
 
+/// Each instance's last admission tick (its heartbeat): its id and when (Redis time, µs).
+async fn beats(url: &str) -> Option<Vec<(String, f64)>> {
+    ::redis::cmd("ZRANGE")
+        .arg("{anteroom:sale}:instances")
+        .arg(0)
+        .arg(-1)
+        .arg("WITHSCORES")
+        .query_async(&mut conn(url).await)
+        .await
+        .ok()
+}
+
 /// Waits until an admission tick ran on Redis after `after` (Redis time, µs).
 async fn a_tick_after(url: &str, after: u64) {
     eventually(
         Duration::from_secs(10),
         "an admission tick",
         || async move {
-            let beats: Vec<(String, f64)> = ::redis::cmd("ZRANGE")
-                .arg("{anteroom:sale}:instances")
-                .arg(0)
-                .arg(-1)
-                .arg("WITHSCORES")
-                .query_async(&mut conn(url).await)
-                .await
-                .ok()?;
+            let beats = beats(url).await?;
             beats.iter().any(|(_, at)| *at as u64 > after).then_some(())
         },
     )
