@@ -218,9 +218,13 @@ impl SentinelConn {
                     ErrorKind::MasterNameNotFoundBySentinel,
                     "no primary that a majority of the listed sentinels names",
                     format!(
-                        "{} of {listed} named one ({}; {} needed){}",
+                        "{} of {listed} named one they do not see down or cut off{} ({} needed){}",
                         named.len(),
-                        names.join(", "),
+                        if names.is_empty() {
+                            String::new()
+                        } else {
+                            format!(": {}", names.join(", "))
+                        },
                         lookup::majority(listed),
                         failed
                             .map(|e| format!("; a sentinel failed: {e}"))
