@@ -222,19 +222,14 @@ impl ProxyHttp for Proxy {
             });
             if is_consume {
                 // The slot first: a consume that waits in vain has consumed nothing.
-                let head_at = std::time::Instant::now();
                 if Self::wait_for_origin(shared, session, ctx, room).await? {
                     return Ok(true);
                 }
-                // The cookie is judged as the order's head found it: the time its body took to
-                // come (read whole first) and its wait for a slot are not the visitor's (found
-                // by re-review r86a: a cookie that ran out while a slow link sent the body was
-                // refused as "already used", and its visitor sent to the back of the line).
-                let waited = head_at.elapsed().as_secs_f64().ceil() as u64;
-                let cookie = (
-                    v.expires.saturating_add(waited),
-                    cookie_now.saturating_add(waited),
-                );
+                // The cookie as it is now, not as the head found it: a cookie stretched by the
+                // body's read and the slot's wait outlived the consumed marker of an order made
+                // meanwhile, and the revocation (found by re-review r87a: one admission, two
+                // orders; an order after a revoke).
+                let cookie = (v.expires, cookie_now);
                 return Self::consume(shared, session, ctx, room, v.vid, cookie, Vec::new()).await;
             }
             Self::keep_session(shared, ctx, room, v.vid, v.expires, now, cookie_now).await;
