@@ -293,7 +293,9 @@ async fn an_order_refused_before_it_reaches_the_shop_keeps_its_admission() {
 /// its head (a shop may act on it): the admission is used, as for an order walked away from
 /// (integrity's `walking_away_from_an_order_does_not_give_it_back` and
 /// `cutting_an_order_short_does_not_give_it_back`). A first version gave it back (found by
-/// review: one admission placed six orders with shops that act before the body's end).
+/// review: one admission placed six orders with shops that act before the body's end). So for
+/// a body past 64 KiB, which streams to the shop; a shorter one is read whole first, and
+/// stalled it reaches nobody and keeps the admission (found by review r85b).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_order_stalled_past_client_timeout_uses_its_admission() {
     let origin = Origin::start().await;
@@ -301,20 +303,34 @@ async fn an_order_stalled_past_client_timeout_uses_its_admission() {
         "[server]\nclient-timeout = \"1s\"\n{}",
         config(origin.addr, "")
     ));
-    let jar = admitted(&proxy).await;
-    // A byte every 200 ms: past the 1 s client-timeout long before the 100 bytes.
-    common::raw::trickled_post(&proxy, "/orders", &jar.header()).await;
-    let resp = client()
-        .post(proxy.url("/orders"))
-        .header("cookie", jar.header())
-        .body("x")
-        .send()
-        .await
-        .unwrap();
+    let (streamed, small) = (admitted(&proxy).await, admitted(&proxy).await);
+    // A byte every 200 ms: past the 1 s client-timeout long before the end.
+    common::raw::trickled_post(&proxy, "/orders", &small.header()).await;
+    assert_eq!(
+        origin.count("/orders"),
+        0,
+        "a small body stalled reached the shop"
+    );
+    let order = |jar: &Jar| {
+        client()
+            .post(proxy.url("/orders"))
+            .header("cookie", jar.header())
+            .body("x")
+            .send()
+    };
+    assert_eq!(
+        order(&small).await.unwrap().status(),
+        200,
+        "its admission was kept"
+    );
+    assert_eq!(origin.count("/orders"), 1);
+    common::raw::trickled_post_of(&proxy, "/orders", &streamed.header(), 100_000).await;
+    let resp = order(&streamed).await.unwrap();
     assert_eq!(resp.status(), 409, "the admission ordered once");
-    // The stalled one only (this origin notes a request once its body ends or breaks).
+    // The small one and the stalled one only (this origin notes a request once its body ends
+    // or breaks).
     assert!(
-        origin.count("/orders") <= 1,
+        origin.count("/orders") <= 2,
         "the second order never reached the shop"
     );
 }

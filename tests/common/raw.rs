@@ -36,9 +36,15 @@ impl Raw {
 /// 200 ms (15 at most: past a `client-timeout` of 1 s long before the end); the answer read
 /// whole, as text.
 pub async fn trickled_post(proxy: &Proxy, path: &str, cookie: &str) -> String {
+    trickled_post_of(proxy, path, cookie, 100).await
+}
+
+/// [`trickled_post`] declaring `declared` bytes (past 64 KiB, an order's body is not read whole
+/// before its admission is used: it streams to the shop).
+pub async fn trickled_post_of(proxy: &Proxy, path: &str, cookie: &str, declared: usize) -> String {
     let mut s = TcpStream::connect(proxy.addr).await.unwrap();
     let head = format!(
-        "POST {path} HTTP/1.1\r\nHost: shop.test\r\nCookie: {cookie}\r\nContent-Length: 100\r\n\r\n"
+        "POST {path} HTTP/1.1\r\nHost: shop.test\r\nCookie: {cookie}\r\nContent-Length: {declared}\r\n\r\n"
     );
     s.write_all(head.as_bytes()).await.unwrap();
     for _ in 0..15 {
