@@ -225,10 +225,11 @@ impl ProxyHttp for Proxy {
                 if Self::wait_for_origin(shared, session, ctx, room).await? {
                     return Ok(true);
                 }
-                // The cookie as it is now, not as the head found it: a cookie stretched by the
-                // body's read and the slot's wait outlived the consumed marker of an order made
-                // meanwhile, and the revocation (found by re-review r87a: one admission, two
-                // orders; an order after a revoke).
+                // The cookie's own expiry, which the store judges on its clock when the consume
+                // is made (after the body's read and the slot's wait), not stretched by them: a
+                // stretched cookie outlived the consumed marker of an order made meanwhile, and
+                // the revocation (found by re-review r87a: one admission, two orders; an order
+                // after a revoke).
                 let cookie = (v.expires, cookie_now);
                 return Self::consume(shared, session, ctx, room, v.vid, cookie, Vec::new()).await;
             }
