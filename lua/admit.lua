@@ -251,15 +251,13 @@ if not gen then
   end
 end
 local stale = ARGV[10] ~= '' and ARGV[10] ~= gen
--- Kept for join's fast path too, which must not take the slots held back either. Each
--- instance's hold-back counts what it saw (the walk-ins through it since its last tick, the
--- visitors who came back through it): the largest an instance told within its heartbeat's life
--- is kept, and the instance that told it lowers it as its window runs down (found by review
--- r83a: the instances' writes took turns, one that had seen no walk-in wrote 0 over another's 3
--- at every other tick, and newcomers went past max-active).
--- The slots this call holds back are the ones kept, the caller's own or larger (found by
--- re-review r84a: the line was let in by the tick of an instance holding back less, past the
--- hold-back join kept).
+-- The slots held back, kept for join's fast path too. Each instance's hold-back counts what it
+-- saw (the walk-ins through it since its last tick, the visitors who came back through it):
+-- the largest an instance told within its heartbeat's life is kept, and the instance that told
+-- it lowers it as its window runs down (found by review r83a: the instances' writes took turns,
+-- one that had seen no walk-in wrote 0 over another's 3 at every other tick, and newcomers went
+-- past max-active). This call holds back the kept one, its own or larger (found by re-review
+-- r84a: the tick of an instance holding back less let the line in past it).
 local hold_back = tonumber(ARGV[11]) or 0
 local hb = redis.call('HMGET', room, 'hold_back', 'hb_by', 'hb_until')
 if hold_back >= (tonumber(hb[1]) or 0) or hb[2] == ARGV[8]

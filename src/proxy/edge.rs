@@ -285,9 +285,7 @@ impl Proxy {
     /// An admitted visitor's wait against the first one they were told (their ticket's).
     pub(super) fn note_eta(shared: &Shared, room: usize, ticket: Option<&Ticket>) {
         let r = &shared.rooms[room];
-        // On the store's clock, as the prediction was stamped (found by re-review r86b: an
-        // instance two minutes ahead read honest waits as nine times what was told).
-        let now_ms = r.events.store_now(shared.clock.now_micros()) / 1000;
+        let now_ms = Self::eta_clock_ms(shared, room);
         // Once per visitor among the recent ones (a replay of the ticket is `admitted` again).
         if let Some((vid, ratio)) = ticket.and_then(|t| Some((t.vid, t.predicted?.ratio(now_ms)?)))
         {
@@ -300,8 +298,17 @@ impl Proxy {
     /// The wait a visitor at `position` is told now, to keep in their ticket.
     fn prediction(shared: &Shared, room: usize, position: u64, eta_rate: f64) -> Option<Predicted> {
         let wait = Self::predicted_wait(shared, room, position, eta_rate)?;
-        let r = &shared.rooms[room];
-        Predicted::new(r.events.store_now(shared.clock.now_micros()) / 1000, wait)
+        Predicted::new(Self::eta_clock_ms(shared, room), wait)
+    }
+
+    /// The clock waits are stamped and measured by (ms): the store's, as this instance reads
+    /// it, so that instances whose clocks disagree agree on a wait (found by re-review r86b:
+    /// one two minutes ahead read honest waits as nine times what was told).
+    fn eta_clock_ms(shared: &Shared, room: usize) -> u64 {
+        shared.rooms[room]
+            .events
+            .store_now(shared.clock.now_micros())
+            / 1000
     }
 
     /// Gives the ticket, and the visitor-id cookie again beside it: both live as long
