@@ -20,7 +20,14 @@ impl Builder<'_> {
     ) -> Option<JoinLimit> {
         let j = j?;
         let jp = p.key("join-limit");
-        let mut per = self.duration(&jp.key("per"), Some(&j.per), Duration::from_secs(60));
+        // At most an hour: a held newcomer's turn is kept that long at most (`prelimit::held_for`),
+        // and a window longer than a sale counts a network's joins against the next one.
+        let mut per = self.duration_at_most(
+            &jp.key("per"),
+            Some(&j.per),
+            (Duration::from_secs(60), Duration::from_secs(3600), false),
+            "a network that joined once would be counted against for that long",
+        );
         // Found by review r86b: "1ns" passed, a window that counts nobody.
         if per < Duration::from_secs(1) {
             self.fail(

@@ -220,7 +220,15 @@ impl Builder<'_> {
         let mut last_below = 0u64;
         for (i, t) in tiers.iter().enumerate() {
             let tp = key.index(i);
-            let mut every = self.duration(&tp.key("every"), Some(&t.every), Duration::from_secs(5));
+            // At most MAX_POLL: two polls with their jitter must fit in abandon-after, itself at
+            // most 30m (found by review: "2h" asked for an abandon-after of 5h, which no config
+            // may have).
+            let mut every = self.duration_at_most(
+                &tp.key("every"),
+                Some(&t.every),
+                (Duration::from_secs(5), MAX_POLL, false),
+                "two polls with their jitter must fit in abandon-after, which is at most 30m",
+            );
             // The waiting page polls again after it (found by review: "1ns" passed, and every
             // browser in line polled in a tight loop).
             if every < MIN_POLL {
@@ -277,6 +285,10 @@ impl Builder<'_> {
 
 /// The shortest poll interval a tier may set.
 pub const MIN_POLL: Duration = Duration::from_millis(100);
+
+/// The longest: two polls of it with their +20 % jitter (24m) fit in the longest abandon-after
+/// (30m, [`super::model::MAX_ABANDON_AFTER`]).
+pub const MAX_POLL: Duration = Duration::from_secs(600);
 
 /// Why a configured path prefix is not in plain form, as the fix to print: requests are
 /// matched on their normalised readings ([`crate::route::normalize_path`]), so a prefix in any

@@ -130,7 +130,16 @@ impl Builder<'_> {
             );
             return None;
         }
-        let every = self.duration(&hp.key("every"), h.every.as_deref(), DEFAULT_HEALTH_EVERY);
+        let every = self.duration_at_most(
+            &hp.key("every"),
+            h.every.as_deref(),
+            (
+                DEFAULT_HEALTH_EVERY,
+                std::time::Duration::from_secs(3600),
+                false,
+            ),
+            "a server that went down would be sent requests that long before a check saw it",
+        );
         Some(HealthCheck { path, every })
     }
 

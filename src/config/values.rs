@@ -362,7 +362,9 @@ mod tests {
             assert!(e.contains("longer than any duration"), "{extra}: {e}");
             assert!(e.contains("room[0]"), "{extra}: {e}");
         }
-        assert_eq!(errors("join-limit = { per-ip = 1, per = \"365d\" }"), "");
+        assert_eq!(errors("join-limit = { per-ip = 1, per = \"1h\" }"), "");
+        let e = errors("join-limit = { per-ip = 1, per = \"365d\" }");
+        assert!(e.contains("at most \"1h\""), "{e}");
     }
 
     /// A secret that reads as a reference anteroom does not resolve is refused, with the

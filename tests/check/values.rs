@@ -370,6 +370,44 @@ fn a_redis_url_is_read_as_run_reads_it_and_its_password_is_not_shown() {
             "{line}: {err}"
         );
     }
+    // Nor a poll interval that no abandon-after could cover (at most 30m for two polls), a
+    // health check or a join-limit window past an hour (found by review: each was unbounded,
+    // and a poll of "2h" was told to raise abandon-after to a value it may not have).
+    for (line, key, fix) in [
+        (
+            "poll = [ { every = \"2h\" } ]",
+            "room[0].poll[0].every",
+            "at most \"10m\"",
+        ),
+        (
+            "join-limit = { per-ip = 5, per = \"2h\" }",
+            "room[0].join-limit.per",
+            "at most \"1h\"",
+        ),
+    ] {
+        std::fs::write(
+            dir.path().join("t.toml"),
+            format!("[cookie]\nkeys = [\"env-key-0123456789-0123456789-0123456789\"]\n\n{SMALL}\n[[room]]\nname = \"sale\"\npaths = [\"/p\"]\n{line}\n"),
+        )
+        .unwrap();
+        let (code, out, err) = check_env(dir.path(), "t.toml", &[]);
+        assert_eq!(code, 2, "{line}: {out}{err}");
+        assert!(
+            err.contains("t.toml:14:") && err.contains(key) && err.contains(fix),
+            "{line}: {err}"
+        );
+    }
+    std::fs::write(
+        dir.path().join("t.toml"),
+        format!("[cookie]\nkeys = [\"env-key-0123456789-0123456789-0123456789\"]\n\n{}health-check = {{ path = \"/health\", every = \"2h\" }}\n\n[default]\nupstream = \"shop\"\n", SMALL.split("[default]").next().unwrap_or_default()),
+    )
+    .unwrap();
+    let (code, out, err) = check_env(dir.path(), "t.toml", &[]);
+    assert_eq!(code, 2, "{out}{err}");
+    assert!(
+        err.contains("upstream[0].health-check.every") && err.contains("at most \"1h\""),
+        "{err}"
+    );
     std::fs::write(
         dir.path().join("t.toml"),
         format!("[cookie]\nkeys = [\"env-key-0123456789-0123456789-0123456789\"]\n\n[server]\nclient-timeout = \"1M\"\n\n{SMALL}"),
