@@ -42,7 +42,9 @@
 --          whose answer the caller received (0: none yet)
 -- ARGV[28] the room's count of admit calls ('admits') in the last answer the caller received
 --          in the generation it knows (0: none)
--- ARGV[29..] liveness batch: triples (visitor id, epoch, offset) of visitors polled through the
+-- ARGV[29] the commitments of the caller's drawn events in ARGV[24]: 'ID HEX16\n' each (the first
+--          16 hex digits of sha256(seed); src/admission/events.rs commitments)
+-- ARGV[30..] liveness batch: triples (visitor id, epoch, offset) of visitors polled through the
 --            caller's queue tickets since its last call; each one still in line at that place
 --            is marked seen now (its score's low part), as a join would
 -- KEYS[8] ended ZSET (end_sessions in the prelude; who is admitted leaves it)
@@ -68,7 +70,8 @@
 --          the draw whose places the line holds (its event's id) or '', its order out (1/0),
 --          the line's epoch it holds them in (0 without), the room's count of admit calls,
 --          when an operator last changed its state ('st_at', µs; 0: never),
---          the live instances disagree on the room's events (1/0, 'ev_mixed'),
+--          the live instances disagree on the room's events (1, 'ev_mixed') plus 2 when the caller's
+--          draw commitment is not the one the event's pre-queue began with ('draw_commit'),
 --          line epoch, count of the numbers that follow (2 per point),
 --          rank1, offset1, rank2, offset2, ...   (the line sampled: src/store/line.rs)
 --          the last revocation number handed back, count of the numbers that follow (2 per
@@ -150,6 +153,27 @@ local unheard_stall = unheard_since_stall(room, cfgs, live)
 unheard_stall = (unheard_stall and #events > 0) or after_loss(room, live, #events > 0)
 flag(room, 'ev_wait', unheard_stall, es[13] == '1')
 local mixed_events = events_disagree(cfgs, mine_ev, live)
+-- The draw's commitment is the one its pre-queue began with: the store keeps it ('draw_commit',
+-- the event's id and the first 16 hex digits), and an instance whose `[draw] secret` gives
+-- another (a restart or a deploy with another secret once the instances that began it are
+-- gone) is held as instances that disagree are: it places nobody in the draw, which it would
+-- place by another seed than the one published, and the room says so (found by review r84b: a
+-- restart with another secret silently committed to another seed). At the opening and after,
+-- the places are fixed: nothing is held, the reply still tells.
+local commits = {}
+for id, c in string.gmatch(ARGV[29] or '', '(%S+) (%x+)\n') do
+  commits[id] = c
+end
+local recommitted = false
+if ev and ev.draw and commits[ev.id] and not late then
+  local kept_id, kept = string.match(redis.call('HGET', room, 'draw_commit') or '', '^(%S+) (%x+)$')
+  if kept_id == ev.id then
+    recommitted = kept ~= commits[ev.id]
+  elseif in_pre then
+    redis.call('HSET', room, 'draw_commit', ev.id .. ' ' .. commits[ev.id])
+  end
+end
+mixed_events = mixed_events or (recommitted and in_pre)
 if not late then
   flag(room, 'ev_mixed', mixed_events, es[12] == '1')
 end
@@ -339,7 +363,7 @@ local seen_slot = in_pre and 0 or live_slot(live)
 -- not hear it (a store that answers the admission steps but not the polls; found by review:
 -- such visitors lost their turn after claim-ttl).
 local turns = {}
-for i = 29, #ARGV - 2, 3 do
+for i = 30, #ARGV - 2, 3 do
   local offset = tonumber(ARGV[i + 2])
   local score = redis.call('ZSCORE', waiting, ARGV[i])
   if score == false then
@@ -514,7 +538,7 @@ local reply = { admitted, abandoned, expired, n, redis.call('ZCARD', active), to
   (ev and es[3] == ev.id) and es[4] or '', tonumber(es[10]) or 0,
   random_recent and 1 or 0, string.format('%.0f', tick_hi), line_draw or '', draw_out and 1 or 0,
   line_draw and tonumber(h[7]) or 0, admits,
-  tonumber(redis.call('HGET', room, 'st_at')) or 0, mixed_events and 1 or 0,
+  tonumber(redis.call('HGET', room, 'st_at')) or 0, (mixed_events and 1 or 0) + (recommitted and 2 or 0),
   #points > 0 and line_epoch or 0, #points }
 for i = 1, #points do
   reply[#reply + 1] = points[i]

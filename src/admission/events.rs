@@ -21,9 +21,42 @@ pub fn prepare(shared: &Shared, room: usize) -> Option<EventsArg> {
         .tick_args(shared.clock.now_micros())
 }
 
+/// The commitments of the drawn events `events` holds, "ID HEX\n" each (the first 16 hex
+/// digits of each commitment): the store keeps the one an event's pre-queue began with, and a
+/// tick whose commitment is another places nobody in the draw (lua/admit.lua, 'draw_commit').
+pub fn commitments(shared: &Shared, room: usize, events: Option<&EventsArg>) -> String {
+    let Some(events) = events else {
+        return String::new();
+    };
+    let r = &shared.rooms[room].events;
+    let mut out = String::new();
+    for e in events.events.iter().filter(|e| e.draw) {
+        if let Some(c) = r.own_commitment(e) {
+            out.push_str(&e.id());
+            out.push(' ');
+            out.push_str(&c[..16.min(c.len())]);
+            out.push('\n');
+        }
+    }
+    out
+}
+
 /// What a tick's report says of the room's events.
 pub async fn learn(shared: &Arc<Shared>, room: usize, report: &AdmitReport) {
     let r = &shared.rooms[room];
+    if r.events.note_recommitted(report.draw_recommitted) {
+        if report.draw_recommitted {
+            tracing::error!(
+                room = r.name(),
+                "the draw of the event in force was committed to under another [draw] secret than this instance's: nobody is placed in it through this room's instances meanwhile, and this instance publishes no commitment; start it with the secret the pre-queue began with (or cancel the event and add it again, which draws anew)"
+            );
+        } else {
+            tracing::info!(
+                room = r.name(),
+                "this instance's draw commitment is the one the pre-queue began with again"
+            );
+        }
+    }
     let moved = r.events.learn(
         report.event.as_ref(),
         report.line_draw.as_ref(),

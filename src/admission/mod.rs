@@ -89,6 +89,7 @@ async fn run_room(shared: Arc<Shared>, room: usize) {
         // (found by review: one reloaded with it off never learned the others' revocations).
         ctx.revoked_after = Some(r.revoked.last());
         ctx.events = events::prepare(&shared, room);
+        ctx.draw_commitments = events::commitments(&shared, room, ctx.events.as_ref());
         ctx.events_config =
             crate::room::events_digest(ctx.events.as_ref(), r.events_secret.as_deref());
         match shared

@@ -68,6 +68,10 @@ pub struct RoomEvents {
     wanted: Mutex<Vec<String>>,
     /// The store generation the last tick reported (empty before the first).
     generation: Mutex<String>,
+    /// The last tick found this instance's commitment to the draw in force another than the
+    /// one its pre-queue began with ([`crate::store::AdmitReport::draw_recommitted`]): none is
+    /// published here meanwhile.
+    recommitted: AtomicBool,
 }
 
 /// What a request sees of the room's event.
@@ -124,6 +128,7 @@ impl RoomEvents {
             lists: Mutex::new(Vec::new()),
             wanted: Mutex::new(Vec::new()),
             generation: Mutex::new(String::new()),
+            recommitted: AtomicBool::new(false),
         }
     }
 
@@ -143,6 +148,8 @@ impl RoomEvents {
             .unwrap_or_else(|e| e.into_inner())
             .clone();
         *self.generation.lock().unwrap_or_else(|e| e.into_inner()) = generation;
+        self.recommitted
+            .store(old.recommitted.load(Ordering::Relaxed), Ordering::Relaxed);
         // The joins until the next tick carry the new schedule's events, with its version.
         self.tick_args(local);
     }
@@ -271,6 +278,18 @@ impl RoomEvents {
             self.line_draw.store(line_draw.cloned().map(Arc::new));
         }
         version != self.runtime.load().version
+    }
+
+    /// Notes what the last tick said of this instance's draw commitment; `true` when that
+    /// changed (the caller says so in the log).
+    pub fn note_recommitted(&self, recommitted: bool) -> bool {
+        self.recommitted.swap(recommitted, Ordering::Relaxed) != recommitted
+    }
+
+    /// Whether the last tick found this instance's draw commitment another than the one the
+    /// pre-queue began with.
+    pub fn recommitted(&self) -> bool {
+        self.recommitted.load(Ordering::Relaxed)
     }
 
     pub fn seen(&self) -> Option<Arc<EventSeen>> {

@@ -41,7 +41,11 @@ impl Proxy {
     ) -> EventStatus {
         let r = &shared.rooms[room];
         let e = &v.event;
-        let seed = if e.draw { r.events.seed(e) } else { None };
+        let seed = if e.draw {
+            r.events.published_seed(e)
+        } else {
+            None
+        };
         // A registrant's ticket is of the draw their place was drawn in: this event's, unless
         // the line's draw is another's (cancelled; shown as `placed_by`) and their place is in
         // its epoch (a place of another epoch was drawn since the last tick: re-review). Before

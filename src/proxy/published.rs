@@ -106,7 +106,11 @@ pub(super) async fn serve(
         Some(Phase::Prequeue) if revealed => "open",
         Some(p) => p.as_str(),
     };
-    let seed = if e.draw { r.events.seed(e) } else { None };
+    let seed = if e.draw {
+        r.events.published_seed(e)
+    } else {
+        None
+    };
     let list = r.events.list(&e.id()).filter(|_| revealed && e.draw);
     if want_tickets && revealed && e.draw && list.is_none() {
         // An older event's list (or one this instance has not read yet): the next tick reads it.

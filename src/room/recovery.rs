@@ -304,6 +304,7 @@ impl Recovery {
             autopilot: None,
             revoked_after: None,
             events: None,
+            draw_commitments: String::new(),
             step: AdmitStep {
                 number: STEPS.fetch_add(1, Ordering::Relaxed) + 1,
                 heard: self.heard.load(Ordering::Acquire),

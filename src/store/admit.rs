@@ -68,6 +68,11 @@ pub struct AdmitReport {
     /// the store takes no event step and admits nobody, and while the store is away the room
     /// holds whatever this instance's own events say (always `false` for memory).
     pub events_mixed: bool,
+    /// This instance's commitment to the draw of the event in force is not the one its
+    /// pre-queue began with (another `[draw] secret` than the instances that began it had):
+    /// in the pre-queue the store places nobody in the draw meanwhile (`events_mixed` is set
+    /// too). Always `false` for memory (its draws end with the process).
+    pub draw_recommitted: bool,
 }
 
 /// What the caller of `admit` knows, from its own earlier ticks.
@@ -99,6 +104,11 @@ pub struct AdmitContext {
     pub revoked_after: Option<u64>,
     /// The room's events near now ([`super::event`]); `None` for a room without events.
     pub events: Option<EventsArg>,
+    /// The commitments of the drawn events in `events`, as this instance's `[draw] secret`
+    /// gives them: "ID HEX\n" each, HEX the first 16 hex digits
+    /// ([`crate::admission::events::commitments`]). The store keeps the one a pre-queue began
+    /// with, and holds a caller whose commitment is another ([`AdmitReport::draw_recommitted`]).
+    pub draw_commitments: String,
     /// This call's number and the last one whose answer the caller received.
     pub step: AdmitStep,
 }

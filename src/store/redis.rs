@@ -313,7 +313,8 @@ impl Store for RedisStore {
         events::admit_args(&mut inv, &p.name, ctx.events.as_ref());
         inv.arg(ctx.step.number)
             .arg(ctx.step.heard)
-            .arg(ctx.step.admits);
+            .arg(ctx.step.admits)
+            .arg(&ctx.draw_commitments);
         for (vid, place) in &ctx.seen {
             inv.arg(&vid.as_bytes()[..]).arg(place.epoch).arg(place.key);
         }

@@ -338,6 +338,95 @@ async fn instances_with_two_draw_secrets_place_nobody_in_the_draw() {
     .await;
 }
 
+/// The draw's commitment is the one its pre-queue began with, also when no instance that began
+/// it is left: an instance started with another `[draw] secret` (a deploy whose secret
+/// differs) places nobody in the draw, publishes no commitment of its own and says so in its
+/// log; started again with the first secret, it places newcomers under the first commitment
+/// (found by review r84b: the restart committed to another seed, with nothing logged).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restart_with_another_draw_secret_places_nobody_in_the_draw() {
+    let redis = RedisServer::start();
+    let origin = Origin::start().await;
+    // One event for every instance (its id is its name and pre-queue start).
+    let e = event(&at(-1), &at(600));
+    let drawn = |secret: &str| format!("{e}draw = true\n\n[draw]\nsecret = \"{secret}\"\n");
+    let first = "the-first-secret-0123456789abcdef0123456789";
+    let one = Proxy::start(&config(origin.addr, &redis, &drawn(first)));
+    register(&one, 2).await;
+    let (_, doc) = event_doc(&one).await;
+    let committed = doc["commitment"]
+        .as_str()
+        .expect("a commitment")
+        .to_string();
+    drop(one);
+    let instances = |proxy: &Proxy| {
+        let proxy = proxy.url("");
+        async move {
+            let resp = client()
+                .get(format!("{proxy}.anteroom/admin/rooms/sale").replace("/.anteroom/admin", ""))
+                .send()
+                .await
+                .ok()?;
+            resp.json::<Value>().await.ok()
+        }
+    };
+    let _ = instances;
+    let two = Proxy::start(&config(
+        origin.addr,
+        &redis,
+        &drawn("the-second-secret-0123456789abcdef012345678"),
+    ));
+    // The first instance's heartbeat has run out: the second is alone.
+    eventually(
+        Duration::from_secs(20),
+        "the second instance alone",
+        || async {
+            let v = admin_json(&two, "/rooms/sale", TOKEN).await?;
+            let n: u64 = v["instance_configs"]
+                .as_object()?
+                .values()
+                .filter_map(Value::as_u64)
+                .sum();
+            (n == 1).then_some(())
+        },
+    )
+    .await;
+    eventually(Duration::from_secs(10), "the error logged", || async {
+        two.stderr()
+            .contains("committed to under another [draw] secret")
+            .then_some(())
+    })
+    .await;
+    // Ticks of the second instance alone: a newcomer is never placed in the draw, and no
+    // second commitment is published.
+    let until = Instant::now() + Duration::from_secs(2);
+    while Instant::now() < until {
+        let mut jar = Jar::default();
+        let v: Value = get_json(&two, STATUS, &mut jar).await.expect("a status");
+        assert_ne!(v["state"], "prequeue", "placed under another seed: {v}");
+        assert!(v["event"]["ticket"].is_null(), "{v}");
+        let (_, doc) = event_doc(&two).await;
+        assert!(
+            doc["commitment"].is_null() && doc["seed"].is_null(),
+            "a commitment published: {doc}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let (_, doc) = event_doc(&two).await;
+    assert_eq!(doc["registrations"], 2, "the first two only: {doc}");
+    drop(two);
+    // Started again with the first secret, it goes on under the first commitment.
+    let three = Proxy::start(&config(origin.addr, &redis, &drawn(first)));
+    eventually(Duration::from_secs(30), "a newcomer placed", || async {
+        let mut jar = Jar::default();
+        let v: Value = get_json(&three, STATUS, &mut jar).await?;
+        (v["state"] == "prequeue" && v["event"]["ticket"].is_string()).then_some(())
+    })
+    .await;
+    let (_, doc) = event_doc(&three).await;
+    assert_eq!(doc["commitment"], committed.as_str(), "{doc}");
+}
+
 async fn event_doc(proxy: &Proxy) -> (u16, Value) {
     let resp = client()
         .get(proxy.url("/.anteroom/event?room=sale"))

@@ -81,6 +81,17 @@ impl RoomEvents {
         self.seed_of(&e.name, e.prequeue_from)
     }
 
+    /// The seed of an event's draw as this instance publishes it (its commitment, and the seed
+    /// from the opening): none while the store keeps another commitment for it
+    /// ([`Self::recommitted`]: this instance runs with another `[draw] secret` than the one the
+    /// pre-queue began with, and would show visitors a second commitment).
+    pub fn published_seed(&self, e: &Event) -> Option<[u8; 32]> {
+        if self.recommitted() {
+            return None;
+        }
+        self.seed(e)
+    }
+
     /// The seed of the draw of the event `name` whose pre-queue began at `prequeue_from`.
     fn seed_of(&self, name: &str, prequeue_from: Micros) -> Option<[u8; 32]> {
         let secret = self.secret.as_ref()?;
@@ -120,7 +131,13 @@ impl RoomEvents {
         }
     }
 
+    /// The commitment this instance publishes for an event's draw ([`Self::published_seed`]).
     pub fn commitment(&self, e: &Event) -> Option<String> {
+        self.published_seed(e).map(|s| draw::commitment(&s))
+    }
+
+    /// The commitment this instance's `[draw] secret` gives an event's draw.
+    pub fn own_commitment(&self, e: &Event) -> Option<String> {
         self.seed(e).map(|s| draw::commitment(&s))
     }
 

@@ -141,6 +141,7 @@ impl RoomData {
             store_now: wall,
             random_recent: r.random_until.is_some_and(|until| now < until),
             events_mixed: false,
+            draw_recommitted: false,
             // One instance: its own.
             tick_hi: p.tick,
             line_draw,

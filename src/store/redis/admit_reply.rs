@@ -32,7 +32,8 @@ const ADMITS_AT: usize = 34;
 /// learns the state from its ticks re-asserts it with its time (found by review: with 0, a
 /// restarted instance's re-assertion of a pause after a rollback lost to an older snapshot's).
 const ST_AT: usize = 35;
-/// Whether the live instances disagree on the room's events (1/0; 'ev_mixed').
+/// Whether the live instances disagree on the room's events (1; 'ev_mixed'), plus 2 when the
+/// caller's draw commitment is not the one its pre-queue began with ('draw_commit').
 const MIXED_AT: usize = 36;
 /// Where the line's sample starts: after the fixed fields (its epoch, then its length).
 const LINE_FROM: usize = 37;
@@ -214,7 +215,8 @@ impl FromRedisValue for AdmitReply {
             events_version,
             store_now: store_now.parse().unwrap_or(0),
             random_recent: random_recent == 1,
-            events_mixed: events_mixed == 1,
+            events_mixed: events_mixed & 1 != 0,
+            draw_recommitted: events_mixed & 2 != 0,
             tick_hi: Duration::from_micros(tick_hi.parse().unwrap_or(0)),
             line_draw: (!line_draw.is_empty()).then_some(LineDraw {
                 id: line_draw,
@@ -314,7 +316,7 @@ mod tests {
         assert_eq!(d.epoch, 777);
         assert_eq!(r.admits, 88);
         assert_eq!(r.state.changed_at, 1_700_000_001_000_000);
-        assert!(r.events_mixed);
+        assert!(r.events_mixed && !r.draw_recommitted);
         assert_eq!(d.name_and_start(), Some(("old", 1_700_000_000_000_000)));
         assert_eq!(r.line.epoch, 777);
         assert_eq!(r.line.points, vec![(0, 10), (3, 40)]);
