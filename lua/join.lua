@@ -216,7 +216,7 @@ end
 if ARGV[13] == 'passthrough' and not held and not ev then
   local exp = tonumber(redis.call('ZSCORE', active, vid))
   if exp and exp > now then
-    redis.call('ZADD', active, now + tonumber(ARGV[5]), vid)
+    redis.call('ZADD', active, renewed_deadline(exp, now + tonumber(ARGV[5])), vid)
     return { 0, 0, 0, '0', 0 }
   end
   local newcomer = redis.call('ZREM', waiting, vid) == 0
@@ -267,7 +267,7 @@ end
 local exp = redis.call('ZSCORE', active, vid)
 if exp then
   if tonumber(exp) > now and (not in_pre or mixed_events) then
-    redis.call('ZADD', active, now + tonumber(ARGV[5]), vid)
+    redis.call('ZADD', active, renewed_deadline(exp, now + tonumber(ARGV[5])), vid)
     return { 0, 0, 0, '0', 0 }
   end
   redis.call('ZREM', active, vid)

@@ -425,6 +425,12 @@ local function pending_marker(req, deadline, held, live_deadline)
   return string.format('p %s@%.0f %.0f %.0f', req, live_deadline, deadline, held)
 end
 
+-- A held session's deadline renewed to `wanted`, never below what it was (`held`: its score, or
+-- nil/false for none): every cookie of the admission was issued against it (touch.lua).
+local function renewed_deadline(held, wanted)
+  return math.max(tonumber(held) or 0, wanted)
+end
+
 -- A pending consume that failed or was never settled: the same visitor holds the slot again,
 -- whatever max-active says (it never left the count) — unless a pre-queue ended that session
 -- meanwhile (end_sessions).

@@ -39,7 +39,12 @@ end
 local caps = redis.call('HMGET', room, 'max_active', 'ev_max')
 local max_active = tonumber(caps[1]) or tonumber(caps[2]) or tonumber(ARGV[3])
 if held or (not session_ended(KEYS[5], vid, now) and redis.call('ZCARD', active) < max_active) then
-  redis.call('ZADD', active, now + tonumber(ARGV[2]), vid)
+  -- Never shortened: every cookie of the admission was issued against the session's deadline,
+  -- and a consumed marker is sized from it. A renewal under a lower session-ttl (a reload, or
+  -- another instance's file) moved it below a cookie issued before, the marker of its order
+  -- ran out first, and that cookie ordered again (found by review r89b: two orders of one
+  -- admission).
+  redis.call('ZADD', active, renewed_deadline(held, now + tonumber(ARGV[2])), vid)
   redis.call('ZREM', KEYS[4], vid)
   return 1
 end

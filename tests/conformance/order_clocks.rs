@@ -149,6 +149,45 @@ pub async fn a_marker_outlives_every_cookie_of_the_admission(h: &dyn Harness) {
     assert!(!s.touch(&p, v).await.unwrap(), "not renewed");
 }
 
+/// A renewal under a lower `session-ttl` never shortens the session: a cookie issued before it,
+/// against the longer deadline, still finds the admission used once an order of a later cookie
+/// has settled (found by review r89b: the renewal moved the store's deadline below the earlier
+/// cookie's expiry, the order's marker was sized from it and ran out first, and the earlier
+/// cookie ordered again).
+pub async fn a_renewal_under_a_lower_session_ttl_never_shortens_the_session(h: &dyn Harness) {
+    let s = h.store();
+    let mut p = room("shorter-renewal", 100.0, 10);
+    p.session_ttl = Duration::from_secs(600);
+    let v = occupy(&*s, &p).await;
+    // A cookie valid for 600 s.
+    assert!(s.touch(&p, v).await.unwrap(), "renewed");
+    // A reload lowers session-ttl, and a renewal under it issues a cookie of 20 s.
+    p.session_ttl = Duration::from_secs(20);
+    assert!(s.touch(&p, v).await.unwrap(), "renewed");
+    let o = Order {
+        cookie_life: Duration::from_secs(20),
+        cookie_expires: 0,
+        generation: None,
+        ..order()
+    };
+    assert_eq!(s.consume(&p, v, &o).await.unwrap(), Consumed::Won);
+    let done = s.settle(&p, v, &o.request, Settle::Confirm).await.unwrap();
+    assert_eq!(done, Settled::Done);
+    // Past the short cookie's life and margin, inside the first cookie's life.
+    h.advance(Duration::from_secs(200));
+    let replay = Order {
+        cookie_life: Duration::from_secs(400),
+        cookie_expires: 0,
+        generation: None,
+        ..order()
+    };
+    assert_eq!(
+        s.consume(&p, v, &replay).await.unwrap(),
+        Consumed::Used,
+        "the first cookie orders again"
+    );
+}
+
 /// A claim (the visitor's turn came, the admission not collected yet) is not lost to a pause
 /// of the store: time in which no call could reach it does not count against `claim-ttl`.
 /// Before, a Redis paused for longer than `claim-ttl` sent the visitor at the head of the

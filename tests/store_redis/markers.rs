@@ -53,6 +53,37 @@ async fn a_used_marker_lives_as_long_as_every_cookie_of_the_admission() {
     assert!(pttl >= 255_000, "the marker lives {pttl} ms");
 }
 
+/// A renewal under a lower `session-ttl` leaves the session's deadline where it was, and the
+/// marker of a later order outlives the cookie issued before it (the conformance test
+/// `a_renewal_under_a_lower_session_ttl_never_shortens_the_session` cannot show it on Redis,
+/// for the reason above; found by review r89b: one admission ordered twice).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_renewal_under_a_lower_session_ttl_keeps_the_marker_past_every_cookie() {
+    use anteroom::store::{Consumed, Order, RequestId, Settle, Settled};
+    let server = RedisServer::start();
+    let store = RedisStore::new(Target::Single(server.url()), Duration::from_secs(2)).unwrap();
+    let mut p = conformance::room("renewal-life", 100.0, 10);
+    p.session_ttl = Duration::from_secs(600);
+    let v = conformance::occupy(&store, &p).await;
+    assert!(store.touch(&p, v).await.unwrap(), "renewed for 600 s");
+    p.session_ttl = Duration::from_secs(20);
+    assert!(store.touch(&p, v).await.unwrap(), "renewed for 20 s");
+    let o = Order {
+        request: RequestId::random(),
+        grace: Duration::from_secs(10),
+        vouched: true,
+        cookie_life: Duration::from_secs(20),
+        cookie_expires: 0,
+        generation: None,
+    };
+    assert_eq!(store.consume(&p, v, &o).await.unwrap(), Consumed::Won);
+    let done = store.settle(&p, v, &o.request, Settle::Confirm).await;
+    assert_eq!(done.unwrap(), Settled::Done);
+    let pttl = marker_pttl(&server, &p, v);
+    // The first cookie runs 600 s; the marker outlives it.
+    assert!(pttl >= 600_000, "the marker lives {pttl} ms");
+}
+
 /// A beat of an order in flight keeps the marker's life (the conformance test
 /// `a_heartbeat_does_not_shorten_the_marker` cannot show it on Redis, for the reason above):
 /// the consume gave it the cookie's hour; a beat set it to today's session-ttl + margin

@@ -31,7 +31,7 @@ impl RoomData {
             // A pre-queue admits nobody: a session there (an order's, given back) ends, and
             // its holder registers (as in join.lua).
             if !in_pre {
-                r.activate(vid, now + micros(p.session_ttl));
+                r.renew(vid, now + micros(p.session_ttl));
                 return Admission::Admitted;
             }
             r.active.remove(&vid);

@@ -84,7 +84,8 @@ impl RoomData {
             || (!self.session_ended(vid, now)
                 && (self.active.len() as u64) < p.max_active(&self.state))
         {
-            self.activate(vid, now + micros(p.session_ttl));
+            // Never shortened (as in touch.lua): every cookie of it was issued against it.
+            self.renew(vid, now + micros(p.session_ttl));
             // A session is not also a place in line (as in touch.lua).
             self.remove_waiter(vid);
             true

@@ -228,6 +228,14 @@ impl RoomData {
         }
     }
 
+    /// Renews a session to `until`, never below the deadline it has: every cookie of the
+    /// admission was issued against that, and a consumed marker is sized from it (found by
+    /// review r89b: a renewal under a lower session-ttl let an earlier cookie order again).
+    pub(super) fn renew(&mut self, vid: VisitorId, until: Micros) {
+        let held = self.active.get(&vid).copied().unwrap_or(0);
+        self.activate(vid, until.max(held));
+    }
+
     pub(super) fn activate(&mut self, vid: VisitorId, until: Micros) {
         if let Some(old) = self.active.insert(vid, until) {
             self.expiries.remove(&(old, vid));
