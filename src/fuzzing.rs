@@ -55,12 +55,16 @@ pub fn route(data: &[u8]) {
 }
 
 /// The rooms of the property: `/products` on every host (upstream 0, the default), `/orders`
-/// on `shop.test` only (upstream 0 too, so other hosts must not reach it).
+/// on `shop.test` only (upstream 0 too, so other hosts must not reach it); and on every host
+/// `/주문` and `/q:r`, written as `check` takes them (`/%EC%A3%BC%EB%AC%B8`, `/q:r`: found by
+/// review r89a, the raw UTF-8 bytes and `/q%3Ar` missed such rooms).
 fn property_router(matching: PathMatching) -> Router {
     let any = [HostPattern::Any];
     let products = ["/products".to_string()];
     let shop = [HostPattern::Exact("shop.test".to_string())];
     let orders = ["/orders".to_string()];
+    let korean = [KOREAN_PREFIX.to_string()];
+    let colon = ["/q:r".to_string()];
     Router::new(
         [
             RoomRoutes {
@@ -73,6 +77,16 @@ fn property_router(matching: PathMatching) -> Router {
                 paths: &orders,
                 upstream: 0,
             },
+            RoomRoutes {
+                hosts: &any,
+                paths: &korean,
+                upstream: 0,
+            },
+            RoomRoutes {
+                hosts: &any,
+                paths: &colon,
+                upstream: 0,
+            },
         ],
         Policy {
             matching,
@@ -81,6 +95,9 @@ fn property_router(matching: PathMatching) -> Router {
         },
     )
 }
+
+/// `/주문` ("order") as `check` takes a room prefix: escaped, upper-case hex.
+const KOREAN_PREFIX: &str = "/%EC%A3%BC%EB%AC%B8";
 
 /// How origins read a path, written independently of the router's own readings: Tomcat
 /// (`;params` stripped per segment), IIS (`\` as `/`, trailing dots and spaces dropped, no
@@ -93,6 +110,12 @@ fn property_router(matching: PathMatching) -> Router {
 /// capture: not resolved).
 fn origin_readings(path: &str) -> Vec<String> {
     let mut out = readings_at_the_origin(path);
+    // A WSGI server's `PATH_INFO` (Django, Flask, gunicorn): every `%XX` decoded, UTF-8,
+    // raw or escaped alike; what a NUL, `?` or `#` it decoded ends is not routed.
+    let wsgi = hop_decoded(path);
+    out.push(model_resolve(
+        wsgi.split(['?', '#', '\0']).next().unwrap_or(""),
+    ));
     if path.contains('%') {
         let decoded = hop_decoded(path);
         let resolved = model_resolve(&decoded);
@@ -380,6 +403,10 @@ fn held_as_origins_read(routing: &Routing, o: &str, what: &str) {
         Some(0)
     } else if inside(o, "/orders") {
         Some(1)
+    } else if inside(o, "/주문") {
+        Some(2)
+    } else if inside(o, "/q:r") {
+        Some(3)
     } else {
         None
     };

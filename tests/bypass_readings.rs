@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::raw::{assert_held, enter, get, occupy, raw};
+use common::raw::{assert_held, enter, get, occupy, order_request, raw};
 use common::{base_config, Origin, Proxy};
 
 fn room(listen: &str, max_active: u32) -> String {
@@ -209,4 +209,59 @@ async fn methods_as_frameworks_make_them_use_the_admission() {
         "POST /orders",
     )
     .await;
+}
+
+/// A room's path written as `check` takes it (`/%EC%A3%BC%EB%AC%B8` for `/주문`, `/q:r`) holds
+/// every spelling of it: the raw UTF-8 bytes, escapes in either case, `/q%3Ar` (found by
+/// review r89a: the raw bytes and the escaped colon reached the shop without waiting, and one
+/// admission ordered three times through the raw spelling of its consume route).
+#[tokio::test]
+async fn a_path_with_non_ascii_or_escaped_characters_is_held_in_every_spelling() {
+    let origin = Origin::start().await;
+    let rooms = |max_active: u32| {
+        format!(
+            r#"
+[[room]]
+name = "sale"
+upstream = "shop"
+paths = ["/products", "/%EC%A3%BC%EB%AC%B8", "/q:r"]
+admit-per-second = 1000
+max-active = {max_active}
+consume = ["POST /%EC%A3%BC%EB%AC%B8"]
+"#
+        )
+    };
+    let held = Proxy::start(&format!("{}{}", rooms(1), base_config(origin.addr)));
+    occupy(&held, "shop.test").await;
+    for p in [
+        "/주문",
+        "/주문/1",
+        "/%ec%a3%bc%eb%ac%b8",
+        "/%EC%A3%BC문",
+        "/q%3Ar",
+        "/q%3ar/x",
+        "/q:r",
+    ] {
+        assert_held(
+            &held,
+            &origin,
+            &get(p, "shop.test", ""),
+            &format!("GET {p}"),
+        )
+        .await;
+        let post = format!(
+            "POST {p} HTTP/1.1\r\nHost: shop.test\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+        );
+        assert_held(&held, &origin, &post, &format!("POST {p}")).await;
+    }
+    drop(held);
+    // One order per admission, whatever spelling of the route the order takes.
+    let open = Proxy::start(&format!("{}{}", rooms(50), base_config(origin.addr)));
+    let (vid, cookie) = enter(&open, "/products/1").await;
+    let r = raw(&open, &order_request("/%EC%A3%BC%EB%AC%B8", &vid, &cookie)).await;
+    assert!(r.reached_origin(), "the order: {r:?}");
+    for again in ["/%EC%A3%BC%EB%AC%B8", "/주문", "/%ec%a3%bc%eb%ac%b8"] {
+        let r = raw(&open, &order_request(again, &vid, &cookie)).await;
+        assert_eq!(r.status, 409, "a second order as {again}: {r:?}");
+    }
 }

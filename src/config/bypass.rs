@@ -57,11 +57,12 @@ impl Builder<'_> {
             if let Some(path) = &b.path {
                 let clean = crate::route::normalize_path(path);
                 if !path.starts_with('/') || clean != path.as_str() {
-                    self.fail(
-                        bp.key("path"),
-                        format!("{path:?} is not a plain path"),
-                        "write it as the origin names it, from the root: e.g. \"/products/feed.xml\"",
-                    );
+                    let fix = if path.starts_with('/') {
+                        format!("write it as {clean:?}, its plain form (requests are matched in it: a path's own characters unescaped, non-ASCII escaped, no dot segments or repeated slashes)")
+                    } else {
+                        "write it as the origin names it, from the root: e.g. \"/products/feed.xml\"".to_string()
+                    };
+                    self.fail(bp.key("path"), format!("{path:?} is not a plain path"), fix);
                     continue;
                 }
                 // A trailing `/` would exempt everything under a room path but the path

@@ -349,7 +349,7 @@ pub(super) fn not_plain(path: &str) -> Option<String> {
         && path.is_ascii();
     (!plain).then(|| {
         format!(
-            "write it as {:?} (unreserved characters unescaped, other escapes in upper-case hex, non-ASCII escaped; no ';', '\\', dot segments or repeated slashes)",
+            "write it as {:?} (a path's own characters unescaped — letters, digits and - . _ ~ ! $ & ' ( ) * + , = : @ — other escapes in upper-case hex, non-ASCII and \" < > [ ] ^ ` {{ | }} escaped; no ';', '\\', dot segments or repeated slashes)",
             crate::route::normalize_path(&percent_encode_non_ascii(
                 &path.replace([';', '\\', '\0'], "/")
             ))

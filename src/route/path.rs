@@ -19,6 +19,7 @@ use super::spelling::{
     trim_segments, COMBINED,
 };
 pub use super::spelling::{path_info, path_infos, transforms, Transform};
+pub(crate) use escapes::plain_escapes;
 
 /// Whether the prefix `prefix` covers `path` on a boundary: `/cart` covers `/cart`, `/cart/`
 /// and `/cart/1`, and also `/cart.json` and `/cart;jsessionid=1` — Rails and Spring route a
@@ -47,6 +48,7 @@ fn needs_normalizing(path: &str) -> bool {
     let b = path.as_bytes();
     b.first() != Some(&b'/')
         || memchr::memchr(b'%', b).is_some()
+        || escapes::has_bytes_to_escape(b)
         || memchr::memchr_iter(b'/', b).any(|i| matches!(b.get(i + 1), Some(b'/' | b'.')))
 }
 
@@ -65,14 +67,15 @@ pub(super) fn resolved_segments(path: &str) -> Vec<&str> {
     segs
 }
 
-/// The path as the origin will most likely understand it: percent-encoded unreserved
-/// characters decoded, `.` and `..` segments resolved, repeated slashes collapsed.
+/// The path as the origin will most likely understand it: its bytes in their plain form
+/// ([`escapes`]: the escapes of a path's own characters decoded, bytes no path holds raw
+/// escaped), `.` and `..` segments resolved, repeated slashes collapsed.
 /// Clean paths (the common case) are returned borrowed.
 pub fn normalize_path(path: &str) -> Cow<'_, str> {
     if !needs_normalizing(path) {
         return Cow::Borrowed(path);
     }
-    let decoded = decode_unreserved(path);
+    let decoded = escapes::plain_escapes(path);
     let segs = resolved_segments(&decoded);
     let mut out = String::with_capacity(decoded.len() + 1);
     for s in &segs {
@@ -83,33 +86,6 @@ pub fn normalize_path(path: &str) -> Cow<'_, str> {
         out.push('/');
     }
     Cow::Owned(out)
-}
-
-/// Decodes `%XX` where XX encodes an unreserved character or `/` `.`; leaves the rest encoded
-/// (so nothing that the origin would read differently is changed), with the hex digits in
-/// upper case: `%d1` and `%D1` are one byte to every origin.
-pub(super) fn decode_unreserved(path: &str) -> String {
-    let b = path.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'%' && i + 2 < b.len() {
-            if let Some(c) = hex_pair(b[i + 1], b[i + 2]) {
-                if c.is_ascii_alphanumeric() || matches!(c, b'-' | b'.' | b'_' | b'~' | b'/') {
-                    out.push(c);
-                } else {
-                    out.push(b'%');
-                    out.push(b[i + 1].to_ascii_uppercase());
-                    out.push(b[i + 2].to_ascii_uppercase());
-                }
-                i += 3;
-                continue;
-            }
-        }
-        out.push(b[i]);
-        i += 1;
-    }
-    String::from_utf8(out).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
 }
 
 pub(super) fn hex_pair(h: u8, l: u8) -> Option<u8> {
@@ -454,5 +430,6 @@ fn query_route(raw: &str, query: Option<&str>) -> Option<String> {
     Some(format!("{dir}/{route}"))
 }
 
+mod escapes;
 #[cfg(test)]
 mod tests;

@@ -2,7 +2,7 @@
 //! ([`super::path::normalize_path`]): each a [`Transform`] of the raw path, which
 //! [`super::path::Readings`] applies where it could change anything.
 
-use super::path::{decode_unreserved, encoded_at, hex_pair};
+use super::path::{encoded_at, hex_pair, plain_escapes};
 
 /// One way an origin may read a path, as a bit of [`super::path::Readings`]' transforms.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -442,10 +442,10 @@ pub(super) fn trim_segments(raw: &str) -> String {
         .join("/")
 }
 
-/// The path with dot segments kept ([`Transform::Dots`]): unreserved characters and `/`
-/// decoded once, empty and `.` segments dropped, `..` kept as a name.
+/// The path with dot segments kept ([`Transform::Dots`]): its bytes in their plain form
+/// ([`plain_escapes`]), empty and `.` segments dropped, `..` kept as a name.
 pub(super) fn keep_dots(raw: &str) -> String {
-    let decoded = decode_unreserved(raw);
+    let decoded = plain_escapes(raw);
     let mut out = String::with_capacity(decoded.len() + 1);
     for seg in decoded.split('/').filter(|s| !s.is_empty() && *s != ".") {
         out.push('/');

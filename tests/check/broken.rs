@@ -372,6 +372,13 @@ pub const BROKEN: &[(&str, usize, &str, &str)] = &[
         "room[0].paths[1]",
         "not in plain form",
     ),
+    // An escape of a path's own character is decoded in the plain form (r89a).
+    (
+        "bad_path_escaped_colon.toml",
+        10,
+        "room[0].paths[1]",
+        "write it as \"/q:r\"",
+    ),
     (
         "bad_abandon_short_for_polls.toml",
         14,
