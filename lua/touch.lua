@@ -15,6 +15,8 @@
 -- ARGV[5] marker lifetime ms   ARGV[6] tick µs   ARGV[7] claim-ttl µs (for a gap, see the prelude)
 -- ARGV[8] the store generation the caller last saw ('' if none)   ARGV[9] µs: a session the
 -- store does not hold is not taken back while its generation is another, or younger than this
+-- ARGV[10] '1': a session the caller admitted on its own while the store was away (the `local`
+-- policy), taken back past max-active too; '' otherwise
 -- Reply: 1 when the session is held (now extended), 0 when it is not renewed
 
 local active, room, marker = KEYS[1], KEYS[2], KEYS[3]
@@ -38,7 +40,10 @@ if not held and loss_too_recent(room, ARGV[8], tonumber(ARGV[9]) or 0, now) then
 end
 local caps = redis.call('HMGET', room, 'max_active', 'ev_max')
 local max_active = tonumber(caps[1]) or tonumber(caps[2]) or tonumber(ARGV[3])
-if held or (not session_ended(KEYS[5], vid, now) and redis.call('ZCARD', active) < max_active) then
+-- A `local` admission (ARGV[10] = '1') is taken back past max-active: its visitor is in the
+-- shop on their cookie whatever this says (src/store/mod.rs register_local).
+if held or (not session_ended(KEYS[5], vid, now)
+    and (ARGV[10] == '1' or redis.call('ZCARD', active) < max_active)) then
   -- Never shortened: every cookie of the admission was issued against the session's deadline,
   -- and a consumed marker is sized from it. A renewal under a lower session-ttl (a reload, or
   -- another instance's file) moved it below a cookie issued before, the marker of its order

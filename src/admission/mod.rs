@@ -195,14 +195,19 @@ async fn register_local(shared: &Shared, room: usize) {
     }
     let seen = shared.seen_generation(room);
     let calls = batch.iter().map(|&vid| {
-        let touch = shared.store.touch_seen(&r.cfg.params, vid, seen.as_ref());
+        // Counted past max-active too (found by review r89c: left out, the store let the line
+        // into their slots).
+        let touch = shared
+            .store
+            .register_local(&r.cfg.params, vid, seen.as_ref());
         async move { (vid, shared.store_call("touch", r.name(), touch).await) }
     });
     let quiet = seen.as_ref().map_or(std::time::Duration::ZERO, |s| s.quiet);
     for (vid, told) in futures_util::future::join_all(calls).await {
         match told {
-            // `false` (max-active reached): as on the request path, the cookie runs out and
-            // the store is not asked again — unless a loss is young ([`Room::local_told`]).
+            // `false` (an order of it used, a pre-queue ended it): as on the request path, the
+            // cookie runs out and the store is not asked again — unless a loss is young
+            // ([`Room::local_told`]).
             Ok(held) => r.local_told(vid, held, shared.clock.now_micros(), quiet),
             Err(e) => shared.warn_store_error(&e),
         }

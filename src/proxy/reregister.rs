@@ -36,10 +36,19 @@ impl Proxy {
             // The renewal's own touch re-registers a session that is due anyway.
             return Self::refresh(shared, ctx, room, vid, expires).await;
         }
-        let touch = shared.store.touch_seen(&r.cfg.params, vid, seen.as_ref());
+        // A local admission is counted past max-active: its visitor is in the shop whatever the
+        // store says (found by review r89c).
+        let touch = if local {
+            shared
+                .store
+                .register_local(&r.cfg.params, vid, seen.as_ref())
+        } else {
+            shared.store.touch_seen(&r.cfg.params, vid, seen.as_ref())
+        };
         match shared.store_call("touch", r.name(), touch).await {
-            // `false`: max-active is reached. The cookie stays valid until it runs out; the
-            // visitor is not asked again (one call per visitor, not per request).
+            // `false`: max-active is reached (a session the store lost), or the admission was
+            // used or ended. The cookie stays valid until it runs out; the visitor is not asked
+            // again (one call per visitor, not per request).
             Ok(held) => {
                 if local {
                     r.local_told(vid, held, now, quiet);

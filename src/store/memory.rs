@@ -137,7 +137,18 @@ impl Store for MemoryStore {
 
     async fn touch(&self, p: &RoomParams, vid: VisitorId) -> Result<bool, StoreError> {
         let wall = self.clock.now_secs();
-        Ok(self.with(p, |r, now| r.touch_session(p, vid, now, wall)))
+        Ok(self.with(p, |r, now| r.renew_session(p, vid, now, wall, false)))
+    }
+
+    async fn register_local(
+        &self,
+        p: &RoomParams,
+        vid: VisitorId,
+        seen: Option<&crate::store::SeenGeneration>,
+    ) -> Result<bool, StoreError> {
+        let _ = seen;
+        let wall = self.clock.now_secs();
+        Ok(self.with(p, |r, now| r.renew_session(p, vid, now, wall, true)))
     }
 
     async fn consume(

@@ -313,6 +313,20 @@ pub trait Store: Send + Sync + 'static {
         self.touch(room, vid).await
     }
 
+    /// [`Store::touch_seen`] of a session this instance admitted on its own while the store was
+    /// away (the `local` policy): the store takes it back also past max-active. The visitor is
+    /// in the shop on their cookie whatever the store says; left uncounted, the store let the
+    /// line into their slot as well, for as long as their session ran (found by review r89c:
+    /// with two instances coming back a moment apart, the first filled the slots, and the
+    /// other's local admissions were never counted: four in for a max-active of three). Counted,
+    /// the line waits until the count is below max-active again.
+    async fn register_local(
+        &self,
+        room: &RoomParams,
+        vid: VisitorId,
+        seen: Option<&SeenGeneration>,
+    ) -> Result<bool, StoreError>;
+
     /// Takes an admission for an order. Of concurrent calls for one visitor exactly one wins;
     /// a call re-sent with the same request id wins again. The admission stays pending until
     /// [`Store::settle`], or until `order.grace` has passed and the visitor is seen again.

@@ -333,7 +333,7 @@ impl Store for RedisStore {
     }
 
     async fn touch(&self, p: &RoomParams, vid: VisitorId) -> Result<bool, StoreError> {
-        self.touch_call(p, vid, None).await
+        self.touch_call(p, vid, None, false).await
     }
 
     async fn touch_seen(
@@ -342,7 +342,16 @@ impl Store for RedisStore {
         vid: VisitorId,
         seen: Option<&crate::store::SeenGeneration>,
     ) -> Result<bool, StoreError> {
-        self.touch_call(p, vid, seen).await
+        self.touch_call(p, vid, seen, false).await
+    }
+
+    async fn register_local(
+        &self,
+        p: &RoomParams,
+        vid: VisitorId,
+        seen: Option<&crate::store::SeenGeneration>,
+    ) -> Result<bool, StoreError> {
+        self.touch_call(p, vid, seen, true).await
     }
 
     async fn consume(

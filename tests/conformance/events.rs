@@ -388,9 +388,10 @@ pub async fn an_events_rate_and_cap_sit_between_an_override_and_the_autopilot(h:
     );
 }
 
-/// A renewal that re-registers a session the store does not hold (after a data loss, or a
-/// `local` admission during an outage) keeps to the cap in force, an event's included (found by
-/// review: on Redis it went by the room's configured cap, and filled the shop past the event's).
+/// A renewal that re-registers a session the store does not hold (after a data loss) keeps to
+/// the cap in force, an event's included (found by review: on Redis it went by the room's
+/// configured cap, and filled the shop past the event's). A `local` admission is counted past
+/// it (`a_local_admission_is_counted_past_the_cap`).
 pub async fn a_renewal_keeps_to_an_events_cap(h: &dyn Harness) {
     let s = h.store();
     let p = room("event-touch", 100.0, 10);

@@ -66,12 +66,15 @@ impl RoomData {
         mark
     }
 
-    pub(super) fn touch_session(
+    /// touch.lua's renewal; `past_cap`: a `local` admission, taken back past max-active too
+    /// ([`crate::store::Store::register_local`]).
+    pub(super) fn renew_session(
         &mut self,
         p: &RoomParams,
         vid: VisitorId,
         now: Micros,
         wall: u64,
+        past_cap: bool,
     ) -> bool {
         let mark = self.settled_mark(p, vid, now, self.live_peek(p, now), wall);
         let held = self.active.contains_key(&vid);
@@ -82,7 +85,7 @@ impl RoomData {
         }
         if held
             || (!self.session_ended(vid, now)
-                && (self.active.len() as u64) < p.max_active(&self.state))
+                && (past_cap || (self.active.len() as u64) < p.max_active(&self.state)))
         {
             // Never shortened (as in touch.lua): every cookie of it was issued against it.
             self.renew(vid, now + micros(p.session_ttl));

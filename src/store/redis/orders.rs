@@ -16,6 +16,7 @@ impl RedisStore {
         p: &RoomParams,
         vid: VisitorId,
         seen: Option<&crate::store::SeenGeneration>,
+        past_cap: bool,
     ) -> Result<bool, StoreError> {
         let k = Keys::of(&p.name);
         let mut inv = self.scripts.touch.prepare_invoke();
@@ -32,7 +33,8 @@ impl RedisStore {
             .arg(micros(p.tick))
             .arg(micros(p.claim_ttl))
             .arg(seen.map_or("", |g| g.id.as_str()))
-            .arg(seen.map_or(0, |g| micros(g.quiet)));
+            .arg(seen.map_or(0, |g| micros(g.quiet)))
+            .arg(if past_cap { "1" } else { "" });
         let held: i64 = self.run("touch", &p.name, &inv).await?;
         Ok(held == 1)
     }
