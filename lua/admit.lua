@@ -44,7 +44,9 @@
 --          in the generation it knows (0: none)
 -- ARGV[29] the commitments of the caller's drawn events in ARGV[24]: 'ID HEX16\n' each (the first
 --          16 hex digits of sha256(seed); src/admission/events.rs commitments)
--- ARGV[30..] liveness batch: triples (visitor id, epoch, offset) of visitors polled through the
+-- ARGV[30] the slots the caller holds back should this call find the store lost its data: the
+--          sessions its last tick counted and its walk-ins since (src/room/recovery.rs)
+-- ARGV[31..] liveness batch: triples (visitor id, epoch, offset) of visitors polled through the
 --            caller's queue tickets since its last call; each one still in line at that place
 --            is marked seen now (its score's low part), as a join would
 -- KEYS[8] ended ZSET (end_sessions in the prelude; who is admitted leaves it)
@@ -283,10 +285,17 @@ local stale = ARGV[10] ~= '' and ARGV[10] ~= gen
 -- past max-active). This call holds back the kept one, its own or larger (found by re-review
 -- r84a: the tick of an instance holding back less let the line in past it).
 local hold_back = tonumber(ARGV[11]) or 0
+-- The call that finds the store lost its data holds back what the caller would after it
+-- (ARGV[30]): the caller re-asserts the room's state at once, which ends the hold on the line,
+-- and until its next tick join's fast path let newcomers into the forgotten sessions' slots
+-- (found on re-review r89c: a newcomer walked in between the re-assertion and the tick).
+if stale then
+  hold_back = math.max(hold_back, tonumber(ARGV[30]) or 0)
+end
 local hb = redis.call('HMGET', room, 'hold_back', 'hb_by', 'hb_until')
 if hold_back >= (tonumber(hb[1]) or 0) or hb[2] == ARGV[8]
     or now >= (tonumber(hb[3]) or 0) then
-  redis.call('HSET', room, 'hold_back', ARGV[11], 'hb_by', ARGV[8],
+  redis.call('HSET', room, 'hold_back', hold_back, 'hb_by', ARGV[8],
     'hb_until', string.format('%.0f', now + tonumber(ARGV[9])))
 else
   hold_back = tonumber(hb[1])
@@ -363,7 +372,7 @@ local seen_slot = in_pre and 0 or live_slot(live)
 -- not hear it (a store that answers the admission steps but not the polls; found by review:
 -- such visitors lost their turn after claim-ttl).
 local turns = {}
-for i = 30, #ARGV - 2, 3 do
+for i = 31, #ARGV - 2, 3 do
   local offset = tonumber(ARGV[i + 2])
   local score = redis.call('ZSCORE', waiting, ARGV[i])
   if score == false then

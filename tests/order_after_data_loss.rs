@@ -501,3 +501,79 @@ async fn an_order_cut_off_by_the_shutdown_is_reported_at_the_exit() {
         "{err}"
     );
 }
+
+/// A confirm owed through an outage that lands after Redis came back empty ends its session's
+/// hold-back: the visitor ordered, their session is over, and its slot is not kept free for
+/// them (found by review r89c: the slots of visitors who ordered during an outage stayed held
+/// back after the empty restart, for up to a session-ttl, while the shop was empty and the
+/// line stood still).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_confirm_owed_through_a_loss_frees_its_slot() {
+    let mut redis = RedisServer::start();
+    let shop = Shop::start().await;
+    shop.script(&[Answer::Late(Duration::from_secs(2), 200)]);
+    let cfg = two_instances(
+        &shop,
+        &redis,
+        "timeout = \"300ms\"\nbreaker-cooldown = \"300ms\"",
+    )
+    .replace("max-active = 10", "max-active = 1");
+    let one = Proxy::start(&cfg);
+    let mut jar = Jar::default();
+    let resp = client()
+        .get(one.url("/.anteroom/status?room=sale"))
+        .send()
+        .await
+        .unwrap();
+    jar.absorb(&resp);
+    assert!(jar.get("anteroom_sale").is_some(), "let in");
+    // Two ticks counted the session since (its walk-in is then not counted twice).
+    let admits = || async {
+        let n: Option<u64> = ::redis::cmd("HGET")
+            .arg("{anteroom:sale}:room")
+            .arg("admits")
+            .query_async(&mut common::redis::connect(&redis.url()).await)
+            .await
+            .ok()
+            .flatten();
+        n.unwrap_or(0)
+    };
+    let from = admits().await;
+    eventually(Duration::from_secs(5), "two ticks", || async {
+        (admits().await >= from + 2).then_some(())
+    })
+    .await;
+    let (url, cookie) = (one.url("/orders"), jar.header());
+    let first = tokio::spawn(async move {
+        let resp = client().post(url).header("cookie", cookie).send().await;
+        resp.map(|r| r.status().as_u16()).ok()
+    });
+    eventually(Duration::from_secs(5), "the shop has the order", || async {
+        (shop.orders() == 1).then_some(())
+    })
+    .await;
+    redis.kill();
+    assert_eq!(first.await.unwrap(), Some(200), "the shop's answer");
+    redis.restart();
+    // The confirm lands; the one slot is free again: the next visitor is let in.
+    let mut next = Jar::default();
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        if let Ok(resp) = client()
+            .get(one.url("/.anteroom/status?room=sale"))
+            .header("cookie", next.header())
+            .send()
+            .await
+        {
+            next.absorb(&resp);
+        }
+        if next.get("anteroom_sale").is_some() {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the next visitor was never let in"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}

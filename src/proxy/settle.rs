@@ -92,6 +92,13 @@ async fn settle_once(shared: &Shared, t: &Taken, how: Settle) -> bool {
         .await
     {
         Ok(Settled::Done | Settled::Already) => {
+            if how == Settle::Confirm {
+                // The session is over: after a data loss, its slot is held back for it no
+                // longer (found by review r89c: the slots of visitors who ordered through an
+                // `open` outage stayed held back after an empty restart, and the line stood
+                // still while the shop was empty).
+                r.recovery.counted(t.vid, shared.clock.now_micros());
+            }
             if how == Settle::GiveBack {
                 tracing::info!(
                     room = r.name(),

@@ -287,13 +287,17 @@ impl Recovery {
     pub fn context(&self, now: Micros) -> AdmitContext {
         self.entered_at_call
             .store(self.entered.load(Ordering::Acquire), Ordering::Release);
-        let known_generation = self
+        let (known_generation, known_active) = self
             .known
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .as_ref()
-            .map(|k| k.generation.clone());
+            .map_or((None, 0), |k| (Some(k.generation.clone()), k.active));
         let hold = self.held_back(now);
+        // What `open_window` would hold back, were the loss found by this call.
+        let hold_if_lost = known_active
+            .saturating_add(self.entered_since_known())
+            .saturating_add(hold);
         let admits = self.admits_heard(known_generation.as_deref());
         AdmitContext {
             known_generation,
@@ -305,6 +309,7 @@ impl Recovery {
             revoked_after: None,
             events: None,
             draw_commitments: String::new(),
+            hold_if_lost,
             step: AdmitStep {
                 number: STEPS.fetch_add(1, Ordering::Relaxed) + 1,
                 heard: self.heard.load(Ordering::Acquire),
@@ -363,8 +368,8 @@ impl Recovery {
     }
 
     /// The store counted `vid`'s session again by other means than this instance's touch: an
-    /// order vouched by its cookie (consume.lua takes a session it does not know back). Its
-    /// slot is held back no longer (found by review: two forgotten sessions whose first request
+    /// order vouched by its cookie (consume.lua takes a session it does not know back), or the
+    /// confirm of its order landed (the session is over). Its slot is held back no longer (found by review: two forgotten sessions whose first request
     /// after the loss was their order stayed held back after the orders ended, and the line
     /// stood still for minutes).
     pub fn counted(&self, vid: VisitorId, now: Micros) {

@@ -109,6 +109,11 @@ pub struct AdmitContext {
     /// ([`crate::admission::events::commitments`]). The store keeps the one a pre-queue began
     /// with, and holds a caller whose commitment is another ([`AdmitReport::draw_recommitted`]).
     pub draw_commitments: String,
+    /// The slots to hold back should this call find that the store lost its data (the
+    /// sessions the caller's last tick counted and its walk-ins since): the call that finds the
+    /// loss holds them back at once, before the caller re-asserts the room's state and its
+    /// next tick says so (found on re-review r89c: a newcomer walked in between).
+    pub hold_if_lost: u64,
     /// This call's number and the last one whose answer the caller received.
     pub step: AdmitStep,
 }

@@ -314,7 +314,8 @@ impl Store for RedisStore {
         inv.arg(ctx.step.number)
             .arg(ctx.step.heard)
             .arg(ctx.step.admits)
-            .arg(&ctx.draw_commitments);
+            .arg(&ctx.draw_commitments)
+            .arg(ctx.hold_if_lost);
         for (vid, place) in &ctx.seen {
             inv.arg(&vid.as_bytes()[..]).arg(place.epoch).arg(place.key);
         }

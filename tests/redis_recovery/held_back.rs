@@ -340,3 +340,34 @@ async fn every_instance_ticked_after(url: &str, after: u64) {
     )
     .await;
 }
+
+/// The call that finds the loss holds the forgotten sessions' slots back at once: between the
+/// instance's re-assertion of the room's state (which ends the hold on the line) and its next
+/// tick, a newcomer walked in past `max-active` (found on re-review r89c). A long tick keeps
+/// that gap open.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_slots_are_held_back_from_the_call_that_finds_the_loss() {
+    let redis = RedisServer::start();
+    let url = redis.url();
+    let origin = Origin::start().await;
+    let room_cfg = "admit-per-second = 50\nmax-active = 1\ntick = \"3s\"\nsession-ttl = \"10m\"";
+    let proxy = Proxy::start(&config(origin.addr, &url, room_cfg));
+    a_tick_after(&url, 0).await;
+    let (admitted, state) = visit(&proxy, &mut Jar::default(), "/products").await;
+    assert!(admitted, "a walk-in: {state}");
+    // A tick counts the session.
+    a_tick_after(&url, redis_now(&url).await).await;
+    let _: () = ::redis::cmd("FLUSHALL")
+        .query_async(&mut conn(&url).await)
+        .await
+        .unwrap();
+    eventually(Duration::from_secs(20), "the loss seen", || async {
+        proxy
+            .stderr()
+            .contains("the store lost this room's data")
+            .then_some(())
+    })
+    .await;
+    let (admitted, state) = visit(&proxy, &mut Jar::default(), "/products").await;
+    assert!(!admitted, "a newcomer before the next tick: {state}");
+}

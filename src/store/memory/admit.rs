@@ -24,7 +24,12 @@ impl RoomData {
             r.loss_hold.get_or_insert(r.state.queue_all);
             r.state.queue_all = true;
         }
-        r.hold_back = ctx.hold_back;
+        // As in admit.lua: a call that finds the loss holds back what its caller will.
+        r.hold_back = if stale {
+            ctx.hold_back.max(ctx.hold_if_lost)
+        } else {
+            ctx.hold_back
+        };
         r.config.clone_from(&ctx.config);
         // A gap before this call costs no claim its deadline, as in admit.lua (found by
         // re-review: the memory store's admit did not forgive it; only its other calls did).
