@@ -146,6 +146,20 @@ fn model_resolve(s: &str) -> String {
     format!("/{}", segs.join("/"))
 }
 
+/// Decoded bytes as the model writes them: past ASCII, escaped in upper-case hex (an origin
+/// routes bytes; a room on `/주문` is `/%EC%A3%BC%EB%AC%B8` here).
+fn model_bytes(b: &[u8]) -> String {
+    b.iter()
+        .map(|&c| {
+            if c.is_ascii() {
+                (c as char).to_string()
+            } else {
+                format!("%{c:02X}")
+            }
+        })
+        .collect()
+}
+
 /// Every `%XX` of `path` decoded, as a hop decodes it before handing it on.
 fn hop_decoded(path: &str) -> String {
     let b = path.as_bytes();
@@ -166,7 +180,7 @@ fn hop_decoded(path: &str) -> String {
             }
         }
     }
-    String::from_utf8_lossy(&out).into_owned()
+    model_bytes(&out)
 }
 
 /// [`origin_readings`] of the path as the origin is handed it.
@@ -193,7 +207,7 @@ fn readings_at_the_origin(path: &str) -> Vec<String> {
                 }
             }
         }
-        String::from_utf8_lossy(&out).into_owned()
+        model_bytes(&out)
     };
     let decode = |s: &str| -> String {
         let mut out = String::new();
@@ -208,6 +222,17 @@ fn readings_at_the_origin(path: &str) -> Vec<String> {
                         continue;
                     }
                 }
+            }
+            // A `%` that starts no escape is the character: kept apart from an escape that
+            // decoding the next one makes (`%%45C` is `%EC` as text, not the byte).
+            if b[i] == b'%'
+                && !b
+                    .get(i + 1..i + 3)
+                    .is_some_and(|h| h.iter().all(u8::is_ascii_hexdigit))
+            {
+                out.push_str("%25");
+                i += 1;
+                continue;
             }
             out.push(b[i] as char);
             i += 1;
@@ -403,7 +428,7 @@ fn held_as_origins_read(routing: &Routing, o: &str, what: &str) {
         Some(0)
     } else if inside(o, "/orders") {
         Some(1)
-    } else if inside(o, "/주문") {
+    } else if inside(o, KOREAN_PREFIX) {
         Some(2)
     } else if inside(o, "/q:r") {
         Some(3)

@@ -241,6 +241,10 @@ consume = ["POST /%EC%A3%BC%EB%AC%B8"]
         "/q%3Ar",
         "/q%3ar/x",
         "/q:r",
+        // Escaped twice, nested: a hop decodes it to `%EC` and raw bytes, the app to `/주문`
+        // (found by re-review r90a).
+        "/%25%45C%A3%BC%EB%AC%B8",
+        "/%%45C%A3%BC%EB%AC%B8",
     ] {
         assert_held(
             &held,
@@ -260,7 +264,12 @@ consume = ["POST /%EC%A3%BC%EB%AC%B8"]
     let (vid, cookie) = enter(&open, "/products/1").await;
     let r = raw(&open, &order_request("/%EC%A3%BC%EB%AC%B8", &vid, &cookie)).await;
     assert!(r.reached_origin(), "the order: {r:?}");
-    for again in ["/%EC%A3%BC%EB%AC%B8", "/주문", "/%ec%a3%bc%eb%ac%b8"] {
+    for again in [
+        "/%EC%A3%BC%EB%AC%B8",
+        "/주문",
+        "/%ec%a3%bc%eb%ac%b8",
+        "/%25%45C%A3%BC%EB%AC%B8",
+    ] {
         let r = raw(&open, &order_request(again, &vid, &cookie)).await;
         assert_eq!(r.status, 409, "a second order as {again}: {r:?}");
     }

@@ -350,8 +350,10 @@ pub(super) fn not_plain(path: &str) -> Option<String> {
     (!plain).then(|| {
         format!(
             "write it as {:?} (a path's own characters unescaped — letters, digits and - . _ ~ ! $ & ' ( ) * + , = : @ — other escapes in upper-case hex, non-ASCII and \" < > [ ] ^ ` {{ | }} escaped; no ';', '\\', dot segments or repeated slashes)",
+            // A `;` is written escaped (Tomcat reads a raw one as the start of parameters: `/`
+            // in its place named another path; found by re-review r90a).
             crate::route::normalize_path(&percent_encode_non_ascii(
-                &path.replace([';', '\\', '\0'], "/")
+                &path.replace(';', "%3B").replace(['\\', '\0'], "/")
             ))
         )
     })

@@ -19,7 +19,7 @@ use super::spelling::{
     trim_segments, COMBINED,
 };
 pub use super::spelling::{path_info, path_infos, transforms, Transform};
-pub(crate) use escapes::plain_escapes;
+pub(crate) use escapes::{bytes_as_path, plain_escapes};
 
 /// Whether the prefix `prefix` covers `path` on a boundary: `/cart` covers `/cart`, `/cart/`
 /// and `/cart/1`, and also `/cart.json` and `/cart;jsessionid=1` — Rails and Spring route a

@@ -2,7 +2,7 @@
 //! ([`super::path::normalize_path`]): each a [`Transform`] of the raw path, which
 //! [`super::path::Readings`] applies where it could change anything.
 
-use super::path::{encoded_at, hex_pair, plain_escapes};
+use super::path::{bytes_as_path, encoded_at, hex_pair, plain_escapes};
 
 /// One way an origin may read a path, as a bit of [`super::path::Readings`]' transforms.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -196,8 +196,7 @@ pub(super) fn apply(raw: &str, set: u8) -> String {
         }
         s = out;
     }
-    let mut text =
-        String::from_utf8(s).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned());
+    let mut text = bytes_as_path(&s);
     if set & Transform::Windows as u8 != 0 {
         text = text
             .split('/')
@@ -263,7 +262,7 @@ fn decode_percent_u(raw: &str) -> std::borrow::Cow<'_, str> {
             i += 1;
         }
     }
-    std::borrow::Cow::Owned(String::from_utf8_lossy(&out).into_owned())
+    std::borrow::Cow::Owned(bytes_as_path(&out))
 }
 
 /// `%uXXXX` at `i`, IIS's spelling of a UTF-16 code unit: the character it names (`None`
@@ -356,7 +355,7 @@ pub(super) fn decode_percent_escapes(raw: &str) -> String {
             i += 1;
         }
     }
-    String::from_utf8(out).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
+    bytes_as_path(&out)
 }
 
 /// The path as a hop that decodes it hands it on ([`Transform::Twice`]): every `%XX` decoded
@@ -369,7 +368,7 @@ pub(super) fn hop_decoded(raw: &str) -> Option<String> {
     if out.len() == raw.len() {
         return None;
     }
-    Some(String::from_utf8_lossy(&out).into_owned())
+    Some(bytes_as_path(&out))
 }
 
 /// `b` with every `%XX` decoded to its byte, in one pass (what it names is not decoded again).
