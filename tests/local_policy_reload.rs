@@ -75,3 +75,41 @@ async fn a_reload_during_an_outage_puts_the_new_max_active_in_force() {
     );
     assert!(admitted >= 1, "nobody let in: {states:?}");
 }
+
+/// A reload that would give a room's paths to another room is refused while admitted visitors
+/// hold its sessions, also during an outage, when the count is this instance's own: the
+/// sessions the last tick counted, and those it let in since on its own (found by re-review
+/// r90c: a rename during an outage was applied with a visitor let in locally, who was then sent
+/// to the back of another room's line).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rename_during_an_outage_is_refused_while_a_local_admission_holds_its_session() {
+    let mut redis = RedisServer::start();
+    let origin = Origin::start().await;
+    let room = "admit-per-second = 100\nmax-active = 5\nsession-ttl = \"60s\"";
+    let cfg = config(origin.addr, &redis.url(), 3, room);
+    let proxy = Proxy::start(&cfg);
+    admission_loop_ran(&redis).await;
+    redis.kill();
+    breaker_open(&proxy).await;
+    let (admitted, states) = newcomers(&proxy, 1, 20).await;
+    assert_eq!(admitted, 1, "let in locally: {states:?}");
+    std::fs::write(
+        proxy.config_path(),
+        cfg.replace("name = \"sale\"", "name = \"sale2\""),
+    )
+    .unwrap();
+    proxy.signal("HUP");
+    let outcome = eventually(Duration::from_secs(10), "the reload judged", || async {
+        let v = admin_json(&proxy, "/readyz", TOKEN).await?;
+        let r = v["last_reload"].clone();
+        r.get("applied").is_some().then_some(r)
+    })
+    .await;
+    assert_eq!(outcome["applied"], false, "{outcome}");
+    assert!(
+        outcome
+            .to_string()
+            .contains("admitted visitors hold its sessions"),
+        "{outcome}"
+    );
+}

@@ -59,7 +59,17 @@ pub(super) async fn takeovers(old: &Shared, new: &config::Config) -> Vec<Takeove
             Ok(st) => (st.active, st.waiting),
             Err(e) => {
                 old.warn_store_error(&e);
-                (o.live.active(), o.live.waiting())
+                // As the last tick saw them, with what this instance let in since on its own:
+                // the walk-ins the store let in at once, and the `local` policy's admissions
+                // (found by re-review r90c: a rename during an outage, with a visitor let in
+                // locally or a walk-in within a tick of it, was applied, and that visitor was
+                // sent to the back of another room's line).
+                let now = old.clock.now_micros();
+                let since = o
+                    .recovery
+                    .entered_since_known()
+                    .saturating_add(o.local.active(now));
+                (o.live.active().saturating_add(since), o.live.waiting())
             }
         };
         let gone = !new.rooms.iter().any(|r| r.name() == o.name());
