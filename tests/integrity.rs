@@ -447,3 +447,37 @@ async fn a_visitor_back_after_the_claim_does_not_pass_a_full_room() {
     next.absorb(&resp);
     assert_eq!(shop.pages(), pages + 1);
 }
+
+/// An order that carries an admission while the room is switched off (everyone passes) uses it
+/// up: once the room is on again, the kept cookie orders no more (found by re-review r90c: one
+/// admission, three orders across an off and on).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_order_while_the_room_is_off_uses_its_admission() {
+    let shop = Shop::start().await;
+    let proxy = Proxy::start(&config(shop.addr, "", "max-active = 10"));
+    let mut jar = admitted(&proxy).await;
+    let mut kept = jar.clone();
+    let switch = |on: bool| {
+        let proxy = &proxy;
+        async move {
+            let (status, body) = admin_call(
+                proxy,
+                reqwest::Method::PATCH,
+                "/rooms/sale",
+                Some(TOKEN),
+                Some(serde_json::json!({ "enabled": on })),
+            )
+            .await;
+            assert_eq!(status, 200, "{body}");
+        }
+    };
+    switch(false).await;
+    assert_eq!(order(&proxy, &mut jar).await, 200, "the order while off");
+    assert!(
+        jar.get("anteroom_sale").is_none(),
+        "the order clears the cookie"
+    );
+    switch(true).await;
+    assert_eq!(order(&proxy, &mut kept).await, 409, "the kept cookie");
+    assert_eq!(shop.orders(), 1, "the shop saw one order");
+}
