@@ -577,3 +577,72 @@ async fn a_confirm_owed_through_a_loss_frees_its_slot() {
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
+
+/// An order with an admission while the room is switched off takes the admission in the store
+/// while it is in flight (as a consume does): switched on again meanwhile, the kept cookie
+/// orders through no other instance (found by re-review r91b: taken only by the origin's
+/// answer, a second order of the admission went through the other instance).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_order_in_flight_while_the_room_is_off_holds_its_admission_everywhere() {
+    const TOKEN: &str = "admin-token-for-tests-0123456789";
+    let redis = RedisServer::start();
+    let shop = Shop::start().await;
+    shop.script(&[Answer::Late(Duration::from_secs(3), 200)]);
+    let cfg = format!(
+        "[admin]\ntoken = \"{TOKEN}\"\n{}",
+        two_instances(&shop, &redis, "timeout = \"300ms\"")
+    );
+    let (one, two) = (Proxy::start(&cfg), Proxy::start(&cfg));
+    let mut jar = Jar::default();
+    let resp = client()
+        .get(one.url("/.anteroom/status?room=sale"))
+        .send()
+        .await
+        .unwrap();
+    jar.absorb(&resp);
+    assert!(jar.get("anteroom_sale").is_some(), "let in");
+    let switch = |on: bool| {
+        let (one, two) = (&one, &two);
+        async move {
+            let (status, body) = admin_call(
+                one,
+                reqwest::Method::PATCH,
+                "/rooms/sale",
+                Some(TOKEN),
+                Some(serde_json::json!({ "enabled": on })),
+            )
+            .await;
+            assert_eq!(status, 200, "{body}");
+            eventually(Duration::from_secs(10), "both instances see it", || async {
+                let a = admin_json(one, "/rooms/sale", TOKEN).await?;
+                let b = admin_json(two, "/rooms/sale", TOKEN).await?;
+                (a["enabled"] == on && b["enabled"] == on).then_some(())
+            })
+            .await;
+        }
+    };
+    switch(false).await;
+    let (url, cookie) = (one.url("/orders"), jar.header());
+    let first = tokio::spawn(async move {
+        let resp = client().post(url).header("cookie", cookie).send().await;
+        resp.map(|r| r.status().as_u16()).ok()
+    });
+    eventually(Duration::from_secs(5), "the shop has the order", || async {
+        (shop.orders() == 1).then_some(())
+    })
+    .await;
+    switch(true).await;
+    let resp = client()
+        .post(two.url("/orders"))
+        .header("cookie", jar.header())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        resp.status().as_u16(),
+        409,
+        "a second order through the other"
+    );
+    assert_eq!(first.await.unwrap(), Some(200), "the first order");
+    assert_eq!(shop.orders(), 1, "the shop saw one order");
+}

@@ -40,6 +40,59 @@ impl Proxy {
         ctx.consumed = Some(taken);
     }
 
+    /// An order with an admission while its room is switched off: it passes whatever the store
+    /// says (so does everyone), and takes the admission as a consume does when the store lets
+    /// it (won, or no answer: the origin's answer then confirms it, as under `open`). An
+    /// admission used, pending elsewhere or ended passes as no admission does.
+    pub(super) async fn order_while_off(
+        shared: &Shared,
+        ctx: &mut Ctx,
+        room: usize,
+        vid: VisitorId,
+        expires: u64,
+    ) {
+        let r = &shared.rooms[room];
+        let cookie_now = shared.cookie_secs(room);
+        let order = Order {
+            request: RequestId::random(),
+            grace: Self::order_grace(shared, room),
+            vouched: true,
+            cookie_life: std::time::Duration::from_secs(expires.saturating_sub(cookie_now)),
+            cookie_expires: expires,
+            generation: shared.seen_generation(room),
+        };
+        let won = match r.owed.holds(vid) {
+            Some(_) => Ok(Consumed::Used),
+            None => {
+                shared
+                    .store_call(
+                        "consume",
+                        r.name(),
+                        shared.store.consume(&r.cfg.params, vid, &order),
+                    )
+                    .await
+            }
+        };
+        if let Err(e) = &won {
+            shared.warn_store_error(e);
+        }
+        if matches!(won, Ok(Consumed::Won) | Err(_)) {
+            ctx.holder = Some(super::command::Holder {
+                vid,
+                expires,
+                receipt: false,
+            });
+            let taken = Taken {
+                room,
+                vid,
+                request: order.request,
+                grace: order.grace,
+                expires,
+            };
+            Self::order_goes_on(shared, ctx, room, taken);
+        }
+    }
+
     /// The answer to an order whose admission is used, or has an order on its way.
     fn refused(c: &Consumed) -> (u16, &'static str, &'static str, Option<u64>) {
         match c {

@@ -176,29 +176,18 @@ impl ProxyHttp for Proxy {
         });
         ctx.order = is_consume;
         if !r.live.enabled() {
-            // Everyone passes; an order that carries an admission uses it up, as one let
-            // through by `open` does (the origin's answer confirms it, the store never saw it):
-            // left unused, the admission ordered again once the room was switched back on
-            // (found by re-review r90c: one admission, three orders).
+            // Everyone passes; an order that carries an admission takes it (pending, so that no
+            // other instance takes it meanwhile) and uses it up by the origin's answer: left
+            // unused, the admission ordered again once the room was switched back on (found by
+            // re-review r90c: one admission, three orders; and r91b: taken only by the answer,
+            // a second order went through another instance while the first was in flight).
             if is_consume {
                 let cookie_now = r.events.store_now(shared.clock.now_micros()) / 1_000_000;
                 if let Some(v) = Self::admission(shared, req, room, cookie_now, true) {
                     if Self::wait_for_origin(shared, session, ctx, room).await? {
                         return Ok(true);
                     }
-                    ctx.holder = Some(command::Holder {
-                        vid: v.vid,
-                        expires: v.expires,
-                        receipt: false,
-                    });
-                    let taken = settle::Taken {
-                        room,
-                        vid: v.vid,
-                        request: crate::store::RequestId::random(),
-                        grace: Self::order_grace(shared, room),
-                        expires: v.expires,
-                    };
-                    Self::order_goes_on(shared, ctx, room, taken);
+                    Self::order_while_off(shared, ctx, room, v.vid, v.expires).await;
                     return Ok(false);
                 }
             }
