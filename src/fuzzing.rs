@@ -110,6 +110,19 @@ const KOREAN_PREFIX: &str = "/%EC%A3%BC%EB%AC%B8";
 /// capture: not resolved).
 fn origin_readings(path: &str) -> Vec<String> {
     let mut out = readings_at_the_origin(path);
+    // IIS as the hop: its `%u0025` is a `%` to the app behind, which decodes what follows.
+    let lower = path.to_ascii_lowercase();
+    if lower.contains("%u0025") {
+        let mut hop = String::new();
+        let mut rest = path;
+        while let Some(at) = rest.to_ascii_lowercase().find("%u0025") {
+            hop.push_str(&rest[..at]);
+            hop.push('%');
+            rest = &rest[at + 6..];
+        }
+        hop.push_str(rest);
+        out.extend(readings_at_the_origin(&hop));
+    }
     // A WSGI server's `PATH_INFO` (Django, Flask, gunicorn): every `%XX` decoded, UTF-8,
     // raw or escaped alike; what a NUL, `?` or `#` it decoded ends is not routed.
     let wsgi = hop_decoded(path);

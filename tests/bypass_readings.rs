@@ -245,6 +245,9 @@ consume = ["POST /%EC%A3%BC%EB%AC%B8"]
         // (found by re-review r90a).
         "/%25%45C%A3%BC%EB%AC%B8",
         "/%%45C%A3%BC%EB%AC%B8",
+        // IIS as the hop: `%u0025` is a `%` to the app behind (found by re-review r91a).
+        "/q%u00253Ar",
+        "/%u0025EC%u0025A3%u0025BC%u0025EB%u0025AC%u0025B8",
     ] {
         assert_held(
             &held,
@@ -269,6 +272,7 @@ consume = ["POST /%EC%A3%BC%EB%AC%B8"]
         "/주문",
         "/%ec%a3%bc%eb%ac%b8",
         "/%25%45C%A3%BC%EB%AC%B8",
+        "/%u0025EC%u0025A3%u0025BC%u0025EB%u0025AC%u0025B8",
     ] {
         let r = raw(&open, &order_request(again, &vid, &cookie)).await;
         assert_eq!(r.status, 409, "a second order as {again}: {r:?}");

@@ -15,8 +15,8 @@
 use std::borrow::Cow;
 
 use super::spelling::{
-    applicable, apply, decode_percent_escapes, hop_decoded, hop_resolved, keep_dots, routed_part,
-    trim_segments, COMBINED,
+    applicable, apply, decode_percent_escapes, hop_decoded, hop_resolved, iis_hop, keep_dots,
+    routed_part, trim_segments, COMBINED,
 };
 pub use super::spelling::{path_info, path_infos, transforms, Transform};
 pub(crate) use escapes::{bytes_as_path, plain_escapes};
@@ -288,7 +288,7 @@ impl<'a> Readings<'a> {
                     routed_part(&resolved).to_string(),
                 ]
             });
-            let once = std::iter::once(decode_percent_escapes(raw));
+            let once = std::iter::once(decode_percent_escapes(raw)).chain(iis_hop(raw));
             for once in once.chain(hops) {
                 let more = Readings::read(&once, false);
                 all.extend(
