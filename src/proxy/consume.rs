@@ -40,6 +40,19 @@ impl Proxy {
         ctx.consumed = Some(taken);
     }
 
+    /// A new order vouched by an admission cookie that runs until `expires` (the store's clock,
+    /// as this instance reads it at `cookie_now`).
+    fn vouched_order(shared: &Shared, room: usize, expires: u64, cookie_now: u64) -> Order {
+        Order {
+            request: RequestId::random(),
+            grace: Self::order_grace(shared, room),
+            vouched: true,
+            cookie_life: std::time::Duration::from_secs(expires.saturating_sub(cookie_now)),
+            cookie_expires: expires,
+            generation: shared.seen_generation(room),
+        }
+    }
+
     /// An order with an admission while its room is switched off: it passes whatever the store
     /// says (so does everyone), and takes the admission as a consume does when the store lets
     /// it (won, or no answer: the origin's answer then confirms it, as under `open`). An
@@ -52,15 +65,7 @@ impl Proxy {
         expires: u64,
     ) {
         let r = &shared.rooms[room];
-        let cookie_now = shared.cookie_secs(room);
-        let order = Order {
-            request: RequestId::random(),
-            grace: Self::order_grace(shared, room),
-            vouched: true,
-            cookie_life: std::time::Duration::from_secs(expires.saturating_sub(cookie_now)),
-            cookie_expires: expires,
-            generation: shared.seen_generation(room),
-        };
+        let order = Self::vouched_order(shared, room, expires, shared.cookie_secs(room));
         let won = match r.owed.holds(vid) {
             Some(_) => Ok(Consumed::Used),
             None => {
@@ -131,14 +136,7 @@ impl Proxy {
         tried: Vec<VisitorId>,
     ) -> Result<bool> {
         let r = &shared.rooms[room];
-        let order = Order {
-            request: RequestId::random(),
-            grace: Self::order_grace(shared, room),
-            vouched: true,
-            cookie_life: std::time::Duration::from_secs(cookie_expires.saturating_sub(cookie_now)),
-            cookie_expires,
-            generation: shared.seen_generation(room),
-        };
+        let order = Self::vouched_order(shared, room, cookie_expires, cookie_now);
         let call = || {
             shared.store_call(
                 "consume",
