@@ -74,6 +74,7 @@
 --          when an operator last changed its state ('st_at', µs; 0: never),
 --          the live instances disagree on the room's events (1, 'ev_mixed') plus 2 when the caller's
 --          draw commitment is not the one the event's pre-queue began with ('draw_commit'),
+--          the slots held back ('hold_back': the caller's, its hold-if-lost, or another's kept),
 --          line epoch, count of the numbers that follow (2 per point),
 --          rank1, offset1, rank2, offset2, ...   (the line sampled: src/store/line.rs)
 --          the last revocation number handed back, count of the numbers that follow (2 per
@@ -548,7 +549,7 @@ local reply = { admitted, abandoned, expired, n, redis.call('ZCARD', active), to
   random_recent and 1 or 0, string.format('%.0f', tick_hi), line_draw or '', draw_out and 1 or 0,
   line_draw and tonumber(h[7]) or 0, admits,
   tonumber(redis.call('HGET', room, 'st_at')) or 0, (mixed_events and 1 or 0) + (recommitted and 2 or 0),
-  #points > 0 and line_epoch or 0, #points }
+  hold_back, #points > 0 and line_epoch or 0, #points }
 for i = 1, #points do
   reply[#reply + 1] = points[i]
 end

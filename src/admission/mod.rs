@@ -135,11 +135,14 @@ async fn run_room(shared: Arc<Shared>, room: usize) {
                 pilot::learn(&shared, room, &report);
                 let p = &r.cfg.params;
                 m.admit_rate.set(p.rate(&report.state));
+                // What the store held back, not this caller's hold alone: the call that finds a
+                // loss holds back the forgotten sessions' slots at once (found by CI: the line
+                // moved "at the rate" into a full room until the next tick).
                 r.live.update(
                     &report,
                     p.rate(&report.state),
                     p.max_active(&report.state),
-                    ctx.hold_back,
+                    report.held_back,
                 );
                 let eta_rate = p.eta_rate(&report.state, report.measured_rate);
                 let rate = p.rate(&report.state);
@@ -156,7 +159,7 @@ async fn run_room(shared: Arc<Shared>, room: usize) {
                 });
                 r.line.update(crate::line::Snapshot::of(
                     &report,
-                    ctx.hold_back,
+                    report.held_back,
                     eta_rate,
                     rate,
                     p.burst(rate),
@@ -282,6 +285,21 @@ async fn generation_seen(shared: &Shared, room: usize, report: &AdmitReport) -> 
     };
     // Tickets given before now may name places the store no longer holds.
     r.line.note_loss(shared.clock.now_secs());
+    // The sessions the last tick counted, and the walk-ins since: held back from now on, also
+    // when the re-assertion below fails (found on CI: the store went away again before it,
+    // the instance knew of no loss, and `local` admitted into the forgotten sessions' slots).
+    // The retry at the next tick finds the loss again and keeps this window.
+    let old_active = last.active.saturating_add(r.recovery.entered_since_known());
+    let cap = usize::try_from(p.max_active(&last.state).saturating_mul(2))
+        .unwrap_or(usize::MAX)
+        .clamp(1024, 4_000_000);
+    r.recovery.open_window(
+        shared.clock.now_micros(),
+        p.session_ttl,
+        old_active,
+        cap,
+        &last.generation,
+    );
     let reasserted = shared
         .store_call(
             "room_state",
@@ -293,8 +311,6 @@ async fn generation_seen(shared: &Shared, room: usize, report: &AdmitReport) -> 
         .await;
     match reasserted {
         Ok(state) => {
-            // The sessions the last tick counted, and the walk-ins since.
-            let old_active = last.active.saturating_add(r.recovery.entered_since_known());
             tracing::warn!(
                 room = r.name(),
                 old_generation = %last.generation,
@@ -304,11 +320,6 @@ async fn generation_seen(shared: &Shared, room: usize, report: &AdmitReport) -> 
                 "the store lost this room's data: re-asserted the last runtime state seen; \
                  admitted visitors re-register their sessions for one session-ttl"
             );
-            let cap = usize::try_from(p.max_active(&state).saturating_mul(2))
-                .unwrap_or(usize::MAX)
-                .clamp(1024, 4_000_000);
-            r.recovery
-                .open_window(shared.clock.now_micros(), p.session_ttl, old_active, cap);
             // The store's record of the instances' ticks went with the loss: the slowest one
             // known before it may not have reported since (`longest_tick`).
             r.recovery.remember(Known {

@@ -73,6 +73,12 @@ pub struct AdmitReport {
     /// in the pre-queue the store places nobody in the draw meanwhile (`events_mixed` is set
     /// too). Always `false` for memory (its draws end with the process).
     pub draw_recommitted: bool,
+    /// The slots of `max-active` the call held back for sessions a store that lost its data
+    /// forgot: the caller's hold, what it holds should the call find the loss, or a larger
+    /// hold of another instance the store keeps. The line's snapshot counts these (found by
+    /// CI: the call that found a loss held back the forgotten sessions' slots, and until the
+    /// next tick the waiting page said the line moved at the rate into a full room).
+    pub held_back: u64,
 }
 
 /// What the caller of `admit` knows, from its own earlier ticks.

@@ -71,6 +71,7 @@ pub async fn hold_back_keeps_slots_of_max_active_free(h: &dyn Harness) {
     };
     let r = s.admit_with(&p, &ctx).await.unwrap();
     assert_eq!(r.admitted, 1, "3 - 2 held back");
+    assert_eq!(r.held_back, 2, "the call tells what it held back");
     h.advance(Duration::from_millis(100));
     assert_eq!(s.admit_with(&p, &ctx).await.unwrap().admitted, 0);
     h.advance(Duration::from_millis(100));
@@ -117,11 +118,16 @@ pub async fn a_loss_noticed_by_a_caller_that_knew_holds_the_line(h: &dyn Harness
     let ctx = AdmitContext {
         known_generation: Some(known.clone()),
         hold_back: 0,
+        hold_if_lost: 4,
         ..Default::default()
     };
     let r = s.admit_with(&p, &ctx).await.unwrap();
     assert!(r.new_generation && r.generation != known);
     assert!(r.state.queue_all, "held until the caller re-asserts");
+    // The slots of the sessions it forgot are held back from this call, and its answer says
+    // so: the caller's line counts them from now, not from its next tick (found on CI: the
+    // waiting page said the line moved at the rate into a full room).
+    assert_eq!(r.held_back, 4);
     let v = VisitorId::random();
     assert!(
         matches!(s.join(&p, v).await.unwrap(), Admission::Paused { .. }),

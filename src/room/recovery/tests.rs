@@ -137,7 +137,7 @@ fn each_visitor_is_claimed_once_per_window_and_the_set_is_bounded() {
         VisitorId::random(),
     );
     assert!(!r.claim(a, S, Duration::ZERO), "no window, no claim");
-    r.open_window(S, Duration::from_secs(10), 5, 2);
+    r.open_window(S, Duration::from_secs(10), 5, 2, "g1");
     assert!(r.claim(a, S, Duration::ZERO));
     assert!(!r.claim(a, 2 * S, Duration::ZERO), "once");
     r.release(a);
@@ -158,7 +158,7 @@ fn a_session_an_order_counted_again_is_held_back_no_longer() {
     let r = Recovery::default();
     let (a, b) = (VisitorId::random(), VisitorId::random());
     r.counted(a, S);
-    r.open_window(S, Duration::from_secs(600), 2, 1024);
+    r.open_window(S, Duration::from_secs(600), 2, 1024, "g1");
     assert_eq!(r.held_back(2 * S), 2);
     // Both forgotten sessions' first requests are their orders, within the loss's wait.
     r.counted(a, 2 * S);
@@ -170,21 +170,48 @@ fn a_session_an_order_counted_again_is_held_back_no_longer() {
 #[test]
 fn a_second_loss_carries_the_first_windows_hold_back() {
     let r = Recovery::default();
-    r.open_window(0, Duration::from_secs(100), 10, 1024);
+    r.open_window(0, Duration::from_secs(100), 10, 1024, "g0");
     for _ in 0..3 {
         assert!(r.claim(VisitorId::random(), S, Duration::ZERO));
     }
     assert_eq!(r.held_back(10 * S), 7, "10 known, 3 back");
     // The store, which counted those 3 again, loses its data again.
-    r.open_window(10 * S, Duration::from_secs(100), 3, 1024);
+    r.open_window(10 * S, Duration::from_secs(100), 3, 1024, "g1");
     assert_eq!(
         r.held_back(10 * S),
         10,
         "the 3 it counted and the 7 still out"
     );
     // After the first window's end, nothing of it is carried.
-    r.open_window(200 * S, Duration::from_secs(100), 2, 1024);
+    r.open_window(200 * S, Duration::from_secs(100), 2, 1024, "g2");
     assert_eq!(r.held_back(200 * S), 2);
+}
+
+/// A re-assertion that failed is retried at the next tick, which finds the loss again (or
+/// another one, the store lost twice meanwhile): the sessions held back are those of the same
+/// tick known before, and the window is kept, not opened again over itself (that held them
+/// back twice).
+#[test]
+fn a_loss_found_again_before_the_reassertion_keeps_its_window() {
+    let r = Recovery::default();
+    r.remember(known("g0"));
+    r.open_window(S, Duration::from_secs(100), 10, 1024, "g0");
+    assert!(r.claim(VisitorId::random(), 2 * S, Duration::ZERO));
+    // The retry's call is told to hold back those sessions once, were it to find a loss.
+    assert_eq!(r.context(3 * S).hold_if_lost, 9);
+    r.open_window(3 * S, Duration::from_secs(100), 10, 1024, "g0");
+    assert_eq!(r.held_back(3 * S), 9, "10 known, 1 back, held once");
+    assert!(r.loss_younger_than(3 * S, Duration::from_secs(5)));
+    assert!(
+        !r.loss_younger_than(7 * S, Duration::from_secs(5)),
+        "from the first finding"
+    );
+    // Walk-ins counted since: the larger count is held back.
+    r.open_window(4 * S, Duration::from_secs(100), 12, 1024, "g0");
+    assert_eq!(r.held_back(4 * S), 11);
+    // Once a re-assertion landed (another generation known), a loss carries the window.
+    r.remember(known("g1"));
+    assert_eq!(r.context(5 * S).hold_if_lost, 10 + 11);
 }
 
 /// Walk-ins are counted from before the admit call whose answer is remembered: one made while

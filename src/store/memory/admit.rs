@@ -147,6 +147,7 @@ impl RoomData {
             random_recent: r.random_until.is_some_and(|until| now < until),
             events_mixed: false,
             draw_recommitted: false,
+            held_back: r.hold_back,
             // One instance: its own.
             tick_hi: p.tick,
             line_draw,

@@ -35,8 +35,12 @@ const ST_AT: usize = 35;
 /// Whether the live instances disagree on the room's events (1; 'ev_mixed'), plus 2 when the
 /// caller's draw commitment is not the one its pre-queue began with ('draw_commit').
 const MIXED_AT: usize = 36;
+/// The slots of `max-active` this call held back for sessions a store that lost its data
+/// forgot: the caller's, what it holds should this call find the loss, or another instance's
+/// larger hold kept by the store.
+const HELD_BACK_AT: usize = 37;
 /// Where the line's sample starts: after the fixed fields (its epoch, then its length).
-const LINE_FROM: usize = 37;
+const LINE_FROM: usize = 38;
 
 /// `admit.lua`'s reply.
 #[derive(Debug, Clone, PartialEq)]
@@ -217,6 +221,7 @@ impl FromRedisValue for AdmitReply {
             random_recent: random_recent == 1,
             events_mixed: events_mixed & 1 != 0,
             draw_recommitted: events_mixed & 2 != 0,
+            held_back: item(&v, HELD_BACK_AT)?,
             tick_hi: Duration::from_micros(tick_hi.parse().unwrap_or(0)),
             line_draw: (!line_draw.is_empty()).then_some(LineDraw {
                 id: line_draw,
@@ -281,10 +286,11 @@ mod tests {
             int(1),
             int(777),
             // The room's 88th admit call; an operator's change at 1700000001000000; the
-            // instances disagree on the events.
+            // instances disagree on the events; 2 slots held back.
             int(88),
             int(1_700_000_001_000_000),
             int(1),
+            int(2),
             int(777),
             int(4),
             int(0),
@@ -317,6 +323,7 @@ mod tests {
         assert_eq!(r.admits, 88);
         assert_eq!(r.state.changed_at, 1_700_000_001_000_000);
         assert!(r.events_mixed && !r.draw_recommitted);
+        assert_eq!(r.held_back, 2);
         assert_eq!(d.name_and_start(), Some(("old", 1_700_000_000_000_000)));
         assert_eq!(r.line.epoch, 777);
         assert_eq!(r.line.points, vec![(0, 10), (3, 40)]);
