@@ -112,4 +112,10 @@ async fn a_rename_during_an_outage_is_refused_while_a_local_admission_holds_its_
             .contains("admitted visitors hold its sessions"),
         "{outcome}"
     );
+    // The fix tells that the counts stand until the store answers, not to wait a session-ttl
+    // (found by review r91b).
+    assert!(
+        outcome.to_string().contains("reload again once it does"),
+        "{outcome}"
+    );
 }

@@ -192,17 +192,18 @@ pub(super) fn frozen_changes(
                 t.at, t.room
             ),
         };
-        out.push(error(
-            key,
-            problem,
-            format!(
-                "leave {1} with room {0:?} until its sessions have ended and its line is empty (`anteroom room {0}` shows `active` and `waiting`; a session lasts session-ttl), then move it",
-                t.room, t.at
-            ),
-        ));
+        let wait = format!(
+            "leave {1} with room {0:?} until its sessions have ended and its line is empty (`anteroom room {0}` shows `active` and `waiting`; a session lasts session-ttl), then move it",
+            t.room, t.at
+        );
+        out.push(error(key, problem, unanswered_first(t.unanswered, wait)));
     }
     for (o, line) in gone(old, new).zip(lines) {
-        let &Line { waiting, held, .. } = line;
+        let &Line {
+            waiting,
+            held,
+            unanswered,
+        } = line;
         if waiting == 0 && !held {
             continue;
         }
@@ -217,19 +218,38 @@ pub(super) fn frozen_changes(
                 "room {:?} is gone from the file (removed or renamed) while {what}: they would lose their place, and its paths would open",
                 o.name()
             ),
-            format!(
-                "keep the room under its name until its line is empty and not held (`anteroom room {0} clear` empties it, `anteroom room {0} set queue_all=false` releases the hold), then remove or rename it",
-                o.name()
+            unanswered_first(
+                unanswered,
+                format!(
+                    "keep the room under its name until its line is empty and not held (`anteroom room {0} clear` empties it, `anteroom room {0} set queue_all=false` releases the hold), then remove or rename it",
+                    o.name()
+                ),
             ),
         ));
     }
     out
 }
 
+/// The fix of a refusal judged by counts the store did not give: they are the last tick's
+/// (and this instance's admissions since), which no session's end or operator's command
+/// changes until the store answers (found by review r91b: the fix told to wait a session-ttl,
+/// and the reload stayed refused for the whole outage).
+fn unanswered_first(unanswered: bool, fix: String) -> String {
+    if unanswered {
+        format!(
+            "the store does not answer, so these are the counts of the last tick and of this instance's admissions since, which do not change until it answers: reload again once it does; then {fix}"
+        )
+    } else {
+        fix
+    }
+}
+
 /// A room's line and sessions as a reload judges a room gone from the file.
 pub(super) struct Line {
     waiting: u64,
     held: bool,
+    /// The store did not answer: the last tick's figures.
+    unanswered: bool,
 }
 
 /// The line of each room [`gone`] from `new`, in its order: how many wait in it, whether it
@@ -246,12 +266,14 @@ pub(super) async fn lines_of_gone_rooms(old: &Shared, new: &config::Config) -> V
             Ok(st) => Line {
                 waiting: st.waiting,
                 held: st.state.queue_all,
+                unanswered: false,
             },
             Err(e) => {
                 old.warn_store_error(&e);
                 Line {
                     waiting: o.live.waiting(),
                     held: o.live.queue_all(),
+                    unanswered: true,
                 }
             }
         });

@@ -31,6 +31,9 @@ pub(super) struct Takeover {
     /// Waiting in its line (for a room that stays in the file; a gone room's line is judged
     /// apart).
     pub waiting: u64,
+    /// The store did not answer: the counts are the last tick's and this instance's
+    /// admissions since, which do not run down until it answers again.
+    pub unanswered: bool,
 }
 
 /// Every room of the running configuration that has admitted sessions or a line, and some of
@@ -52,11 +55,11 @@ pub(super) async fn takeovers(old: &Shared, new: &config::Config) -> Vec<Takeove
         let Some((by, at)) = taken_from(i, &before, &after) else {
             continue;
         };
-        let (active, waiting) = match old
+        let (active, waiting, unanswered) = match old
             .store_call("stats", o.name(), old.store.stats(&o.cfg.params))
             .await
         {
-            Ok(st) => (st.active, st.waiting),
+            Ok(st) => (st.active, st.waiting, false),
             Err(e) => {
                 old.warn_store_error(&e);
                 // As the last tick saw them, with what this instance let in since on its own:
@@ -69,7 +72,11 @@ pub(super) async fn takeovers(old: &Shared, new: &config::Config) -> Vec<Takeove
                     .recovery
                     .entered_since_known()
                     .saturating_add(o.local.active(now));
-                (o.live.active().saturating_add(since), o.live.waiting())
+                (
+                    o.live.active().saturating_add(since),
+                    o.live.waiting(),
+                    true,
+                )
             }
         };
         let gone = !new.rooms.iter().any(|r| r.name() == o.name());
@@ -82,6 +89,7 @@ pub(super) async fn takeovers(old: &Shared, new: &config::Config) -> Vec<Takeove
                 gone,
                 active,
                 waiting,
+                unanswered,
             });
         }
     }
