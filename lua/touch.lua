@@ -17,7 +17,11 @@
 -- store does not hold is not taken back while its generation is another, or younger than this
 -- ARGV[10] '1': a session the caller admitted on its own while the store was away (the `local`
 -- policy), taken back past max-active too; '' otherwise
--- Reply: 1 when the session is held (now extended), 0 when it is not renewed
+-- ARGV[11] the cookie's expiry (unix s, the store's clock as the proxy read it; 0 or absent: not
+-- known): a session taken back runs until then at least, and a cookie expired by this clock
+-- takes nothing back
+-- Reply: 1 when the session is held (now extended), 0 when it is not renewed, 2 when a session
+-- the store does not hold is not taken back only because a loss is young (ask again later)
 
 local active, room, marker = KEYS[1], KEYS[2], KEYS[3]
 local vid = ARGV[1]
@@ -35,8 +39,14 @@ end
 -- The store lost its data lately: an order of this admission may be in flight on an instance
 -- that has not seen the loss yet; taken back now, the session would let a second order win
 -- (found by re-review). As consume waits, so does the renewal.
-if not held and loss_too_recent(room, ARGV[8], tonumber(ARGV[9]) or 0, now) then
+local expires_us = (tonumber(ARGV[11]) or 0) * 1000000
+if not held and expires_us > 0 and expires_us <= now then
   return 0
+end
+-- Not final: the caller asks again once the loss is older (found by review r92a: taken as a
+-- refusal, a forgotten session counted as come back, and the line took its slot).
+if not held and loss_too_recent(room, ARGV[8], tonumber(ARGV[9]) or 0, now) then
+  return 2
 end
 local caps = redis.call('HMGET', room, 'max_active', 'ev_max')
 local max_active = tonumber(caps[1]) or tonumber(caps[2]) or tonumber(ARGV[3])
@@ -49,7 +59,11 @@ if held or (not session_ended(KEYS[5], vid, now)
   -- another instance's file) moved it below a cookie issued before, the marker of its order
   -- ran out first, and that cookie ordered again (found by review r89b: two orders of one
   -- admission).
-  redis.call('ZADD', active, renewed_deadline(held, now + tonumber(ARGV[2])), vid)
+  -- A session taken back runs as long as the cookie that vouched for it (found by review
+  -- r92a: taken back at now + a session-ttl a reload had lowered, it ran out while the cookie
+  -- ran on, and the line took its slot).
+  local wanted = math.max(now + tonumber(ARGV[2]), held and 0 or expires_us)
+  redis.call('ZADD', active, renewed_deadline(held, wanted), vid)
   redis.call('ZREM', KEYS[4], vid)
   return 1
 end

@@ -222,24 +222,6 @@ impl Room {
         self.cfg.name()
     }
 
-    /// The store answered the registration of `vid`'s local session with `held`: it is told
-    /// for good, unless the store refused it only because a loss is young (within twice
-    /// `quiet` of this instance seeing it: the store takes back no session it does not hold
-    /// meanwhile), when a later tick or request tells it again (found by re-review: after
-    /// Redis came back empty, the first tick's refusal was taken for a full room, and
-    /// max-active more were let in beside the local sessions).
-    pub fn local_told(
-        &self,
-        vid: crate::store::VisitorId,
-        held: bool,
-        now: Micros,
-        quiet: std::time::Duration,
-    ) {
-        if held || !self.recovery.loss_younger_than(now, quiet * 2) {
-            self.local.registered(vid);
-        }
-    }
-
     /// The room's parameters for a store call at `now`: as configured, but with an
     /// `abandon-after` a reload lowered still held ([`abandon_hold`]).
     pub fn params_at(&self, now: Micros) -> std::borrow::Cow<'_, crate::store::RoomParams> {

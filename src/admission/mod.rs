@@ -202,16 +202,18 @@ async fn register_local(shared: &Shared, room: usize) {
         // into their slots).
         let touch = shared
             .store
-            .register_local(&r.cfg.params, vid, seen.as_ref());
+            .register_local(&r.cfg.params, vid, seen.as_ref(), 0);
         async move { (vid, shared.store_call("touch", r.name(), touch).await) }
     });
-    let quiet = seen.as_ref().map_or(std::time::Duration::ZERO, |s| s.quiet);
     for (vid, told) in futures_util::future::join_all(calls).await {
         match told {
-            // `false` (an order of it used, a pre-queue ended it): as on the request path, the
-            // cookie runs out and the store is not asked again — unless a loss is young
-            // ([`Room::local_told`]).
-            Ok(held) => r.local_told(vid, held, shared.clock.now_micros(), quiet),
+            // Refused (an order of it used, a pre-queue ended it): as on the request path, the
+            // cookie runs out and the store is not asked again. Not while a loss is young: a
+            // later tick or request tells it again (found by re-review: after Redis came back
+            // empty, the first tick's refusal was taken for a full room, and max-active more
+            // were let in beside the local sessions).
+            Ok(crate::store::Touched::TooSoon) => {}
+            Ok(_) => r.local.registered(vid),
             Err(e) => shared.warn_store_error(&e),
         }
     }
@@ -298,7 +300,7 @@ async fn generation_seen(shared: &Shared, room: usize, report: &AdmitReport) -> 
         p.session_ttl,
         old_active,
         cap,
-        &last.generation,
+        (&last.generation, &report.generation),
     );
     let reasserted = shared
         .store_call(

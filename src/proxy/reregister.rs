@@ -7,7 +7,7 @@
 use super::{Ctx, Proxy};
 use crate::app::Shared;
 use crate::clock::Micros;
-use crate::store::VisitorId;
+use crate::store::{Touched, VisitorId};
 
 impl Proxy {
     /// Renews or re-registers the session of a visitor with a valid admission cookie (`now`:
@@ -41,19 +41,39 @@ impl Proxy {
         let touch = if local {
             shared
                 .store
-                .register_local(&r.cfg.params, vid, seen.as_ref())
+                .register_local(&r.cfg.params, vid, seen.as_ref(), expires)
         } else {
-            shared.store.touch_seen(&r.cfg.params, vid, seen.as_ref())
+            shared
+                .store
+                .touch_seen(&r.cfg.params, vid, seen.as_ref(), expires)
         };
         match shared.store_call("touch", r.name(), touch).await {
-            // `false`: max-active is reached (a session the store lost), or the admission was
+            // Refused: max-active is reached (a session the store lost), or the admission was
             // used or ended. The cookie stays valid until it runs out; the visitor is not asked
             // again (one call per visitor, not per request).
-            Ok(held) => {
+            Ok(Touched::Refused) => {
                 if local {
-                    r.local_told(vid, held, now, quiet);
+                    r.local.registered(vid);
                 }
-                if held && due {
+            }
+            // Not taken back while a loss is young: a later request asks again (found by
+            // review r92a: taken as final, the session counted as come back, and the line
+            // took its slot).
+            Ok(Touched::TooSoon) => {
+                if !local {
+                    r.recovery.release(vid);
+                }
+            }
+            Ok(Touched::Held) => {
+                if local {
+                    r.local.registered(vid);
+                } else {
+                    // In the store's count from now: a loss before the next tick forgets it
+                    // too (found by review r92a: a second loss as the sessions came back
+                    // held none of them back).
+                    r.recovery.note_entered();
+                }
+                if due {
                     Self::grant(shared, ctx, room, vid);
                 }
             }

@@ -471,10 +471,12 @@ impl Proxy {
             return;
         }
         let seen = shared.seen_generation(room);
-        let touch = shared.store.touch_seen(&r.cfg.params, vid, seen.as_ref());
+        let touch = shared
+            .store
+            .touch_seen(&r.cfg.params, vid, seen.as_ref(), expires);
         match shared.store_call("touch", r.name(), touch).await {
-            Ok(true) => Self::grant(shared, ctx, room, vid),
-            Ok(false) => {}
+            Ok(t) if t.held() => Self::grant(shared, ctx, room, vid),
+            Ok(_) => {}
             Err(e) => shared.warn_store_error(&e),
         }
     }

@@ -114,8 +114,10 @@ pub fn hold_back(old_active: u64, reregistered: u64, remaining: Micros, window: 
 
 #[derive(Debug)]
 struct Window {
-    /// The generation whose sessions it holds back (`open_window`).
+    /// The generation whose sessions it holds back, and the one the loss made
+    /// (`open_window`).
     from: String,
+    loss: String,
     started: Micros,
     until: Micros,
     old_active: u64,
@@ -263,7 +265,8 @@ impl Recovery {
     }
 
     /// With a window open of the sessions counted in `generation`: what it would hold back
-    /// were the loss found again with `counted` of them (`open_window` keeps it).
+    /// were a loss found again with `counted` of them (`open_window` keeps it), as if none had
+    /// come back, since the loss found may be another one.
     fn hold_if_found_again(
         &self,
         generation: Option<&str>,
@@ -274,12 +277,7 @@ impl Recovery {
         let w = window
             .as_ref()
             .filter(|w| now < w.until && Some(w.from.as_str()) == generation)?;
-        Some(hold_back(
-            w.old_active.max(counted),
-            w.done.len() as u64,
-            w.until.saturating_sub(now),
-            w.until - w.started,
-        ))
+        Some(w.old_active.max(counted))
     }
 
     /// What the next admit call is told.
@@ -350,23 +348,35 @@ impl Recovery {
     /// again, and `max-active` was passed by them); everyone re-registers again.
     ///
     /// `from`: the generation whose count `old_active` is (the last one this instance knew
-    /// before the loss). The window opens when the loss is found, before the room's state is
-    /// re-asserted (found on CI: a store that went away again before the re-assertion left no
-    /// window, and `local` admitted into the forgotten sessions' slots). Until a re-assertion
-    /// lands, every loss found (the same one again at the retry, or another) is of the
-    /// sessions counted in `from`: the window is kept, not opened again over itself, which
-    /// would hold them back twice.
+    /// before the loss); `loss`: the generation the loss made. The window opens when the loss
+    /// is found, before the room's state is re-asserted (found on CI: a store that went away
+    /// again before the re-assertion left no window, and `local` admitted into the forgotten
+    /// sessions' slots). Until a re-assertion lands, every loss found is of the sessions
+    /// counted in `from`, so they are not held back twice: the same loss found again (the
+    /// retry) keeps the window whole; another one (the store lost its data again meanwhile)
+    /// opens it again from now for those same sessions, everyone re-registering again (found
+    /// by review r92a: kept whole, the sessions that came back in between counted as back,
+    /// and the line took their slots).
     pub fn open_window(
         &self,
         now: Micros,
         session_ttl: Duration,
         old_active: u64,
         cap: usize,
-        from: &str,
+        (from, loss): (&str, &str),
     ) {
         let mut window = self.window.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(w) = window.as_mut().filter(|w| now < w.until && w.from == from) {
+        let open = window.as_mut().filter(|w| now < w.until && w.from == from);
+        if let Some(w) = open {
             w.old_active = w.old_active.max(old_active);
+            if w.loss != loss {
+                let until = now.saturating_add(micros(session_ttl));
+                w.loss = loss.to_string();
+                w.started = now;
+                w.until = until;
+                w.done.clear();
+                self.until.store(until, Ordering::Release);
+            }
             self.lost.notify_waiters();
             return;
         }
@@ -378,6 +388,7 @@ impl Recovery {
         let until = now.saturating_add(micros(session_ttl));
         *window = Some(Window {
             from: from.to_string(),
+            loss: loss.to_string(),
             started: now,
             until,
             old_active: old_active.saturating_add(carried),

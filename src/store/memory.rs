@@ -137,7 +137,24 @@ impl Store for MemoryStore {
 
     async fn touch(&self, p: &RoomParams, vid: VisitorId) -> Result<bool, StoreError> {
         let wall = self.clock.now_secs();
-        Ok(self.with(p, |r, now| r.renew_session(p, vid, now, wall, false)))
+        Ok(self
+            .with(p, |r, now| r.renew_session(p, vid, (now, wall), false, 0))
+            .held())
+    }
+
+    /// A memory store cannot lose its data alone: `seen` changes nothing.
+    async fn touch_seen(
+        &self,
+        p: &RoomParams,
+        vid: VisitorId,
+        seen: Option<&crate::store::SeenGeneration>,
+        expires: u64,
+    ) -> Result<Touched, StoreError> {
+        let _ = seen;
+        let wall = self.clock.now_secs();
+        Ok(self.with(p, |r, now| {
+            r.renew_session(p, vid, (now, wall), false, expires)
+        }))
     }
 
     async fn register_local(
@@ -145,10 +162,13 @@ impl Store for MemoryStore {
         p: &RoomParams,
         vid: VisitorId,
         seen: Option<&crate::store::SeenGeneration>,
-    ) -> Result<bool, StoreError> {
+        expires: u64,
+    ) -> Result<Touched, StoreError> {
         let _ = seen;
         let wall = self.clock.now_secs();
-        Ok(self.with(p, |r, now| r.renew_session(p, vid, now, wall, true)))
+        Ok(self.with(p, |r, now| {
+            r.renew_session(p, vid, (now, wall), true, expires)
+        }))
     }
 
     async fn consume(

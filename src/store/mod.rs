@@ -53,7 +53,7 @@ pub use admit::{AdmitContext, AdmitReport, AdmitStep, AdmittedVisitor};
 pub use event::{Draw, EventSeen, EventsArg, JoinContext, LineDraw};
 pub use finish::{Command, Ending, Revocation, Revocations};
 pub use line::{LineSample, Place};
-pub use order::{Consumed, Order, RequestId, SeenGeneration, Settle, Settled};
+pub use order::{Consumed, Order, RequestId, SeenGeneration, Settle, Settled, Touched};
 pub use room::{Queueing, RoomParams, RoomPatch, RoomState};
 
 use std::fmt;
@@ -298,20 +298,22 @@ pub trait Store: Send + Sync + 'static {
     /// admission that bought an order. A pending consume past its deadline is given back first.
     async fn touch(&self, room: &RoomParams, vid: VisitorId) -> Result<bool, StoreError>;
 
-    /// [`Store::touch`] by an instance that last saw the store's generation `seen`: a session
-    /// the store does not hold is not taken back while the store's generation is another, or
-    /// younger than `seen.quiet` (the wait of [`Store::consume`] after a data loss: found by
-    /// re-review, a GET's renewal brought the session back and a second order won at once). A
-    /// store that cannot lose its data alone (memory) renews as `touch` does.
+    /// [`Store::touch`] by an instance that last saw the store's generation `seen`, for a
+    /// cookie valid until `expires` (unix s, the store's clock as the proxy reads it; 0: not
+    /// known). A session the store does not hold is not taken back while the store's
+    /// generation is another, or younger than `seen.quiet` (the wait of [`Store::consume`]
+    /// after a data loss: found by re-review, a GET's renewal brought the session back and a
+    /// second order won at once): [`Touched::TooSoon`]. One taken back runs until the cookie's
+    /// expiry at least (found by review r92a: after a reload lowered `session-ttl`, sessions
+    /// taken back after a loss ran out in the store while their cookies ran on, and the line
+    /// took their slots); a cookie expired by the store's clock takes nothing back.
     async fn touch_seen(
         &self,
         room: &RoomParams,
         vid: VisitorId,
         seen: Option<&SeenGeneration>,
-    ) -> Result<bool, StoreError> {
-        let _ = seen;
-        self.touch(room, vid).await
-    }
+        expires: u64,
+    ) -> Result<Touched, StoreError>;
 
     /// [`Store::touch_seen`] of a session this instance admitted on its own while the store was
     /// away (the `local` policy): the store takes it back also past max-active. The visitor is
@@ -325,7 +327,8 @@ pub trait Store: Send + Sync + 'static {
         room: &RoomParams,
         vid: VisitorId,
         seen: Option<&SeenGeneration>,
-    ) -> Result<bool, StoreError>;
+        expires: u64,
+    ) -> Result<Touched, StoreError>;
 
     /// Takes an admission for an order. Of concurrent calls for one visitor exactly one wins;
     /// a call re-sent with the same request id wins again. The admission stays pending until

@@ -75,6 +75,27 @@ pub struct SeenGeneration {
     pub quiet: Duration,
 }
 
+/// The answer of a touch that may take a session the store does not hold back
+/// ([`crate::store::Store::touch_seen`], [`crate::store::Store::register_local`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Touched {
+    /// The session is held (renewed, or taken back).
+    Held,
+    /// Not held, and not to be asked again for this cookie: the room is full, the admission
+    /// was used or ended, or the cookie has run out by the store's clock.
+    Refused,
+    /// Not taken back only because the store lost its data lately, or since the caller last
+    /// saw it: asked again later it may be (found by review r92a: taken as final, a forgotten
+    /// session was counted as come back, its slot held back no longer, and the line filled it).
+    TooSoon,
+}
+
+impl Touched {
+    pub fn held(self) -> bool {
+        self == Touched::Held
+    }
+}
+
 /// What `consume` needs to know about the order.
 #[derive(Debug, Clone)]
 pub struct Order {

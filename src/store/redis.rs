@@ -46,7 +46,7 @@ use super::sentinel::SentinelConn;
 use super::{
     Admission, AdmitContext, AdmitReport, Consumed, Ending, EventChange, JoinContext, Order,
     RequestId, RoomParams, RoomPatch, RoomState, RoomStats, RuntimeEvents, Settle, Settled, Store,
-    StoreError, VisitorId,
+    StoreError, Touched, VisitorId,
 };
 
 /// A script: the prelude, then each named file of `lua/` in order (`admit` has its steps apart).
@@ -334,7 +334,7 @@ impl Store for RedisStore {
     }
 
     async fn touch(&self, p: &RoomParams, vid: VisitorId) -> Result<bool, StoreError> {
-        self.touch_call(p, vid, None, false).await
+        Ok(self.touch_call(p, vid, None, 0, false).await?.held())
     }
 
     async fn touch_seen(
@@ -342,8 +342,9 @@ impl Store for RedisStore {
         p: &RoomParams,
         vid: VisitorId,
         seen: Option<&crate::store::SeenGeneration>,
-    ) -> Result<bool, StoreError> {
-        self.touch_call(p, vid, seen, false).await
+        expires: u64,
+    ) -> Result<Touched, StoreError> {
+        self.touch_call(p, vid, seen, expires, false).await
     }
 
     async fn register_local(
@@ -351,8 +352,9 @@ impl Store for RedisStore {
         p: &RoomParams,
         vid: VisitorId,
         seen: Option<&crate::store::SeenGeneration>,
-    ) -> Result<bool, StoreError> {
-        self.touch_call(p, vid, seen, true).await
+        expires: u64,
+    ) -> Result<Touched, StoreError> {
+        self.touch_call(p, vid, seen, expires, true).await
     }
 
     async fn consume(

@@ -155,6 +155,7 @@ macro_rules! conformance_suite {
             a_marker_outlives_every_cookie_of_the_admission,
             a_renewal_under_a_lower_session_ttl_never_shortens_the_session,
             a_local_admission_is_counted_past_the_cap,
+            a_session_taken_back_runs_as_long_as_its_cookie,
             settling_twice_changes_nothing,
             a_confirm_of_an_order_the_store_never_saw_uses_the_admission_up,
             a_heartbeat_does_not_shorten_the_marker,

@@ -222,3 +222,46 @@ async fn an_orders_record_lives_abandon_after_and_outlives_the_marker() {
         );
     }
 }
+
+/// A session the store does not hold is not taken back while a loss is young, and the answer
+/// says so apart from a refusal, so the caller asks again later (found by review r92a: taken
+/// for a refusal, a forgotten session was counted as come back, and the line took its slot).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_touch_too_soon_after_a_loss_is_told_apart_from_a_refusal() {
+    use anteroom::store::{SeenGeneration, Touched};
+    let server = RedisServer::start();
+    let store = RedisStore::new(Target::Single(server.url()), Duration::from_secs(2)).unwrap();
+    let p = conformance::room("too-soon", 100.0, 10);
+    let before = store.admit(&p).await.unwrap().generation;
+    let v = conformance::occupy(&store, &p).await;
+    common::redis::raw(server.port, "FLUSHALL").expect("flushed");
+    let after = store.admit(&p).await.unwrap().generation;
+    assert_ne!(after, before);
+    let quiet = Duration::from_secs(30);
+    let seen_before = SeenGeneration { id: before, quiet };
+    assert_eq!(
+        store
+            .touch_seen(&p, v, Some(&seen_before), 0)
+            .await
+            .unwrap(),
+        Touched::TooSoon,
+        "the caller has not seen the loss"
+    );
+    let seen_after = SeenGeneration {
+        id: after.clone(),
+        quiet,
+    };
+    assert_eq!(
+        store.touch_seen(&p, v, Some(&seen_after), 0).await.unwrap(),
+        Touched::TooSoon,
+        "the loss is younger than the wait"
+    );
+    let waited = SeenGeneration {
+        id: after,
+        quiet: Duration::ZERO,
+    };
+    assert_eq!(
+        store.touch_seen(&p, v, Some(&waited), 0).await.unwrap(),
+        Touched::Held
+    );
+}

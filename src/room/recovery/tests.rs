@@ -137,7 +137,7 @@ fn each_visitor_is_claimed_once_per_window_and_the_set_is_bounded() {
         VisitorId::random(),
     );
     assert!(!r.claim(a, S, Duration::ZERO), "no window, no claim");
-    r.open_window(S, Duration::from_secs(10), 5, 2, "g1");
+    r.open_window(S, Duration::from_secs(10), 5, 2, ("g1", "g1-lost"));
     assert!(r.claim(a, S, Duration::ZERO));
     assert!(!r.claim(a, 2 * S, Duration::ZERO), "once");
     r.release(a);
@@ -158,7 +158,7 @@ fn a_session_an_order_counted_again_is_held_back_no_longer() {
     let r = Recovery::default();
     let (a, b) = (VisitorId::random(), VisitorId::random());
     r.counted(a, S);
-    r.open_window(S, Duration::from_secs(600), 2, 1024, "g1");
+    r.open_window(S, Duration::from_secs(600), 2, 1024, ("g1", "g1-lost"));
     assert_eq!(r.held_back(2 * S), 2);
     // Both forgotten sessions' first requests are their orders, within the loss's wait.
     r.counted(a, 2 * S);
@@ -170,20 +170,26 @@ fn a_session_an_order_counted_again_is_held_back_no_longer() {
 #[test]
 fn a_second_loss_carries_the_first_windows_hold_back() {
     let r = Recovery::default();
-    r.open_window(0, Duration::from_secs(100), 10, 1024, "g0");
+    r.open_window(0, Duration::from_secs(100), 10, 1024, ("g0", "g0-lost"));
     for _ in 0..3 {
         assert!(r.claim(VisitorId::random(), S, Duration::ZERO));
     }
     assert_eq!(r.held_back(10 * S), 7, "10 known, 3 back");
     // The store, which counted those 3 again, loses its data again.
-    r.open_window(10 * S, Duration::from_secs(100), 3, 1024, "g1");
+    r.open_window(10 * S, Duration::from_secs(100), 3, 1024, ("g1", "g1-lost"));
     assert_eq!(
         r.held_back(10 * S),
         10,
         "the 3 it counted and the 7 still out"
     );
     // After the first window's end, nothing of it is carried.
-    r.open_window(200 * S, Duration::from_secs(100), 2, 1024, "g2");
+    r.open_window(
+        200 * S,
+        Duration::from_secs(100),
+        2,
+        1024,
+        ("g2", "g2-lost"),
+    );
     assert_eq!(r.held_back(200 * S), 2);
 }
 
@@ -195,11 +201,12 @@ fn a_second_loss_carries_the_first_windows_hold_back() {
 fn a_loss_found_again_before_the_reassertion_keeps_its_window() {
     let r = Recovery::default();
     r.remember(known("g0"));
-    r.open_window(S, Duration::from_secs(100), 10, 1024, "g0");
+    r.open_window(S, Duration::from_secs(100), 10, 1024, ("g0", "g1"));
     assert!(r.claim(VisitorId::random(), 2 * S, Duration::ZERO));
-    // The retry's call is told to hold back those sessions once, were it to find a loss.
-    assert_eq!(r.context(3 * S).hold_if_lost, 9);
-    r.open_window(3 * S, Duration::from_secs(100), 10, 1024, "g0");
+    // The retry's call is told to hold back those sessions once, were it to find a loss (as
+    // if none had come back: the loss it finds may be another).
+    assert_eq!(r.context(3 * S).hold_if_lost, 10);
+    r.open_window(3 * S, Duration::from_secs(100), 10, 1024, ("g0", "g1"));
     assert_eq!(r.held_back(3 * S), 9, "10 known, 1 back, held once");
     assert!(r.loss_younger_than(3 * S, Duration::from_secs(5)));
     assert!(
@@ -207,11 +214,38 @@ fn a_loss_found_again_before_the_reassertion_keeps_its_window() {
         "from the first finding"
     );
     // Walk-ins counted since: the larger count is held back.
-    r.open_window(4 * S, Duration::from_secs(100), 12, 1024, "g0");
+    r.open_window(4 * S, Duration::from_secs(100), 12, 1024, ("g0", "g1"));
     assert_eq!(r.held_back(4 * S), 11);
     // Once a re-assertion landed (another generation known), a loss carries the window.
     r.remember(known("g1"));
     assert_eq!(r.context(5 * S).hold_if_lost, 10 + 11);
+}
+
+/// Another loss before the first one's re-assertion landed (the store lost its data again):
+/// the same sessions, none of them back in the store any more, and the wait before they may
+/// come back starts again (found by review r92a: the window was kept whole, the sessions that
+/// came back in between were counted as back, and the line took their slots).
+#[test]
+fn another_loss_before_the_reassertion_asks_everyone_again() {
+    let r = Recovery::default();
+    let a = VisitorId::random();
+    r.open_window(S, Duration::from_secs(100), 3, 1024, ("g0", "g1"));
+    assert!(r.claim(a, 2 * S, Duration::ZERO));
+    assert_eq!(r.held_back(2 * S), 2);
+    r.open_window(5 * S, Duration::from_secs(100), 3, 1024, ("g0", "g2"));
+    assert_eq!(r.held_back(5 * S), 3, "the same 3, none held by the store");
+    assert!(
+        r.loss_younger_than(6 * S, Duration::from_secs(5)),
+        "waits again"
+    );
+    assert!(
+        !r.claim(a, 6 * S, Duration::from_secs(5)),
+        "not within the wait"
+    );
+    assert!(
+        r.claim(a, 11 * S, Duration::from_secs(5)),
+        "asked again after it"
+    );
 }
 
 /// Walk-ins are counted from before the admit call whose answer is remembered: one made while

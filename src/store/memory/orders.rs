@@ -9,7 +9,7 @@ use crate::clock::{micros, Micros};
 use crate::store::liveness;
 use crate::store::marks::Mark;
 use crate::store::order::MARKER_MARGIN;
-use crate::store::{Consumed, Order, RequestId, RoomParams, Settle, Settled, VisitorId};
+use crate::store::{Consumed, Order, RequestId, RoomParams, Settle, Settled, Touched, VisitorId};
 
 /// The life of an admission from its order to its settlement; the same steps, in the same
 /// order, as `lua/consume.lua`, `lua/settle.lua` and `lua/touch.lua`.
@@ -68,32 +68,44 @@ impl RoomData {
 
     /// touch.lua's renewal; `past_cap`: a `local` admission, taken back past max-active too
     /// ([`crate::store::Store::register_local`]).
+    /// `expires`: the cookie's expiry (unix s, by `wall`'s clock; 0: not known), as in
+    /// touch.lua: a session taken back runs until then at least, and a cookie expired by
+    /// `wall` takes nothing back.
     pub(super) fn renew_session(
         &mut self,
         p: &RoomParams,
         vid: VisitorId,
-        now: Micros,
-        wall: u64,
+        (now, wall): (Micros, u64),
         past_cap: bool,
-    ) -> bool {
+        expires: u64,
+    ) -> Touched {
         let mark = self.settled_mark(p, vid, now, self.live_peek(p, now), wall);
         let held = self.active.contains_key(&vid);
         match mark {
-            Some(Mark::Pending { .. }) => return false,
-            Some(Mark::Confirmed(_)) if !held => return false,
+            Some(Mark::Pending { .. }) => return Touched::Refused,
+            Some(Mark::Confirmed(_)) if !held => return Touched::Refused,
             _ => {}
+        }
+        if !held && expires > 0 && expires <= wall {
+            return Touched::Refused;
         }
         if held
             || (!self.session_ended(vid, now)
                 && (past_cap || (self.active.len() as u64) < p.max_active(&self.state)))
         {
-            // Never shortened (as in touch.lua): every cookie of it was issued against it.
-            self.renew(vid, now + micros(p.session_ttl));
+            // Never shortened (as in touch.lua): every cookie of it was issued against it; one
+            // taken back runs as long as the cookie that vouched for it.
+            let cookie = if held {
+                0
+            } else {
+                now.saturating_add(expires.saturating_sub(wall).saturating_mul(1_000_000))
+            };
+            self.renew(vid, (now + micros(p.session_ttl)).max(cookie));
             // A session is not also a place in line (as in touch.lua).
             self.remove_waiter(vid);
-            true
+            Touched::Held
         } else {
-            false
+            Touched::Refused
         }
     }
 

@@ -7,8 +7,17 @@ use super::keys::{marker_key, marker_ms, ordered_key, Keys};
 use super::{micros, unavailable, RedisStore};
 use crate::store::order::MARKER_MARGIN;
 use crate::store::{
-    Consumed, Ending, Order, RequestId, RoomParams, Settle, Settled, StoreError, VisitorId,
+    Consumed, Ending, Order, RequestId, RoomParams, Settle, Settled, StoreError, Touched, VisitorId,
 };
+
+/// `touch.lua`'s reply: 1 held, 2 not taken back while a loss is young, else refused.
+fn touched_of(code: i64) -> Touched {
+    match code {
+        1 => Touched::Held,
+        2 => Touched::TooSoon,
+        _ => Touched::Refused,
+    }
+}
 
 impl RedisStore {
     pub(super) async fn touch_call(
@@ -16,8 +25,9 @@ impl RedisStore {
         p: &RoomParams,
         vid: VisitorId,
         seen: Option<&crate::store::SeenGeneration>,
+        expires: u64,
         past_cap: bool,
-    ) -> Result<bool, StoreError> {
+    ) -> Result<Touched, StoreError> {
         let k = Keys::of(&p.name);
         let mut inv = self.scripts.touch.prepare_invoke();
         inv.key(&k.active)
@@ -34,9 +44,10 @@ impl RedisStore {
             .arg(micros(p.claim_ttl))
             .arg(seen.map_or("", |g| g.id.as_str()))
             .arg(seen.map_or(0, |g| micros(g.quiet)))
-            .arg(if past_cap { "1" } else { "" });
-        let held: i64 = self.run("touch", &p.name, &inv).await?;
-        Ok(held == 1)
+            .arg(if past_cap { "1" } else { "" })
+            .arg(expires);
+        let code: i64 = self.run("touch", &p.name, &inv).await?;
+        Ok(touched_of(code))
     }
 
     pub(super) async fn consume_call(
