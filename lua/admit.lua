@@ -458,6 +458,17 @@ local tokens = refill(tonumber(h[5]) or 0, tonumber(h[6]), now, rate, burst)
 local recent, window = window_left(h[13], now, tonumber(ARGV[4]), burst)
 local out = {}
 local admitted = 0
+-- While a draw's places are in the line, it is let in from its front, in the draw's order,
+-- whatever the caller's method: `random` would draw from the whole line again, drawn and
+-- latecomers alike (found by review r92d: a reload to random, or one instance on random beside
+-- one on fifo, let newcomers in among the drawn registrants, and the published draw still
+-- verified). Once they are in, the room's method holds again.
+local method = ARGV[23]
+if method == 'random' and draw_base and redis.call('ZCOUNT', waiting,
+    string.format('%.17g', draw_base * SLOTS),
+    '(' .. string.format('%.17g', (draw_base + DRAW_SPAN) * SLOTS)) > 0 then
+  method = 'fifo'
+end
 if h[1] ~= '0' and h[2] ~= '1' and not stale and not in_pre and not stale_events
   and ARGV[23] ~= 'reject' and not unheard then
   local room_left = max_active - redis.call('ZCARD', active) - hold_back
@@ -466,7 +477,7 @@ if h[1] ~= '0' and h[2] ~= '1' and not stale and not in_pre and not stale_events
   local ended_any = redis.call('EXISTS', KEYS[8]) == 1
   while admitted < want do
     local head
-    if ARGV[23] == 'random' then
+    if method == 'random' then
       head = redis.call('ZRANDMEMBER', waiting, want - admitted, 'WITHSCORES')
     else
       head = redis.call('ZRANGE', waiting, 0, want - admitted - 1, 'WITHSCORES')
@@ -533,7 +544,7 @@ local points = sample_line(room, waiting, n, burst, line_epoch, now, tonumber(AR
 -- 'rand_until': until when the last draw's claims may be collected, by the drawing instance's
 -- claim-ttl (not the caller's), moved on by a gap as the claims are (forgive_gap).
 local rand_until = tonumber(redis.call('HGET', room, 'rand_until'))
-if ARGV[23] == 'random' and admitted > 0 then
+if method == 'random' and admitted > 0 then
   rand_until = math.max(rand_until or 0, now + tonumber(ARGV[3]) + 2 * tonumber(ARGV[4]))
   redis.call('HSET', room, 'rand_until', string.format('%.0f', rand_until))
 end

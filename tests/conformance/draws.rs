@@ -7,7 +7,9 @@ use std::time::Duration;
 
 use anteroom::event::draw::{self, RegTicket};
 use anteroom::event::Event;
-use anteroom::store::{Admission, Draw, EventsArg, JoinContext, LineDraw, RoomPatch, VisitorId};
+use anteroom::store::{
+    Admission, Draw, EventsArg, JoinContext, LineDraw, Queueing, RoomPatch, VisitorId,
+};
 
 use super::events::{admit, admit_all, event, holding, join, seed, S};
 use super::{room, Harness};
@@ -298,4 +300,60 @@ pub async fn a_line_holds_one_draw_and_a_second_queues_first_come_first_served(h
         } => {}
         other => panic!("the line holds the first draw: the second queues in order: {other:?}"),
     }
+}
+
+/// A draw's places are let in by the draw's order also by an admit whose room is on `random`
+/// (a reload that switched the method, or one instance on `random` beside one on `fifo`);
+/// after them, the room's method holds again (found by review r92d: `random` drew from the
+/// whole line, newcomers went in among the drawn registrants, and the published draw still
+/// verified).
+pub async fn a_draw_goes_in_by_its_order_whatever_the_method(h: &dyn Harness) {
+    let s = h.store();
+    let p = room("draw-random", 100.0, 1000);
+    let e = event(h, "spring-drop", 20, true);
+    let a = EventsArg::of(std::slice::from_ref(&e));
+    let registrants: Vec<VisitorId> = (0..25).map(|_| VisitorId::random()).collect();
+    for v in &registrants {
+        let joined = join(&*s, &p, &a, *v).await;
+        assert!(
+            matches!(joined, Admission::Registered { drawn: true, .. }),
+            "{joined:?}"
+        );
+    }
+    assert_eq!(admit(&*s, &p, &a).await.admitted, 0);
+    h.advance(Duration::from_secs(21));
+    let cap = |m: Option<u64>| RoomPatch {
+        max_active: Some(m),
+        ..Default::default()
+    };
+    s.update_room_state(&p, &cap(Some(0))).await.unwrap();
+    assert_eq!(admit(&*s, &p, &a).await.admitted, 0);
+    s.update_room_state(&p, &cap(None)).await.unwrap();
+    let later: Vec<VisitorId> = (0..15).map(|_| VisitorId::random()).collect();
+    for v in &later {
+        assert!(matches!(
+            join(&*s, &p, &a, *v).await,
+            Admission::Waiting { .. }
+        ));
+    }
+    let mut on_random = p.clone();
+    on_random.queueing = Queueing::Random;
+    let order = admit_all(h, &on_random, &a, 40, 60).await;
+    let sd = seed(&p, &e);
+    let mut drawn: Vec<(u64, RegTicket, VisitorId)> = registrants
+        .iter()
+        .map(|v| {
+            let t = draw::ticket(&p.name, &e.id(), *v);
+            (draw::key(&sd, &t), t, *v)
+        })
+        .collect();
+    drawn.sort();
+    let expected: Vec<VisitorId> = drawn.iter().map(|d| d.2).collect();
+    assert_eq!(order.len(), 40, "everyone in");
+    assert_eq!(order[..25], expected[..], "the draw's order first");
+    let mut rest = order[25..].to_vec();
+    let mut want = later.clone();
+    rest.sort();
+    want.sort();
+    assert_eq!(rest, want, "then the later arrivals");
 }

@@ -198,6 +198,7 @@ macro_rules! conformance_suite {
             a_prequeue_registers_and_admits_nobody_until_the_opening,
             a_passthrough_room_lets_nobody_past_a_hold_or_through_an_event,
             a_draw_places_registrants_by_their_keys_ahead_of_later_arrivals,
+            a_draw_goes_in_by_its_order_whatever_the_method,
             registrations_outlast_abandon_after_and_are_silent_from_the_opening,
             after_the_closing_newcomers_are_turned_away_and_the_line_is_kept_or_released,
             an_events_rate_and_cap_sit_between_an_override_and_the_autopilot,

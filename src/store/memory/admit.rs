@@ -85,8 +85,13 @@ impl RoomData {
                 .min(r.waiters.len() as u64)
                 .min(r.window_left(now, micros(p.tick), burst));
             let until = now + micros(p.claim_ttl);
+            // A draw's places in line go first, in its order, whatever the method (admit.lua).
+            let method = match p.queueing {
+                crate::store::Queueing::Random if r.drawn_in_line() => crate::store::Queueing::Fifo,
+                q => q,
+            };
             for _ in 0..n {
-                let Some(vid) = r.next_in(p.queueing) else {
+                let Some(vid) = r.next_in(method) else {
                     break;
                 };
                 let seq = r.waiters.get(&vid).map(|w| w.seq);
@@ -100,7 +105,7 @@ impl RoomData {
                     waited: Duration::from_micros(now.saturating_sub(from)),
                 });
             }
-            if p.queueing == crate::store::Queueing::Random && admitted > 0 {
+            if method == crate::store::Queueing::Random && admitted > 0 {
                 let until = now + micros(p.claim_ttl + p.tick * 2);
                 r.random_until = Some(r.random_until.map_or(until, |u| u.max(until)));
             }

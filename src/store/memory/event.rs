@@ -100,6 +100,14 @@ impl RoomData {
         })
     }
 
+    /// Whether a draw's places of the line's current epoch are in it still: it is let in from
+    /// its front meanwhile, whatever the room's method (as admit.lua; found by review r92d).
+    pub(super) fn drawn_in_line(&self) -> bool {
+        self.events.drawn.as_ref().is_some_and(|(_, base, epoch)| {
+            *epoch == self.epoch && self.order.range(*base..base + DRAW_SPAN).next().is_some()
+        })
+    }
+
     /// Whether the order of the line's draw is out (`out:<id>` in admit.lua): its places may be
     /// shown.
     pub(super) fn draw_out(&self) -> bool {
