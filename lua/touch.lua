@@ -20,8 +20,9 @@
 -- ARGV[11] the cookie's expiry (unix s, the store's clock as the proxy read it; 0 or absent: not
 -- known): a session taken back runs until then at least, and a cookie expired by this clock
 -- takes nothing back
--- Reply: 1 when the session is held (now extended), 0 when it is not renewed, 2 when a session
--- the store does not hold is not taken back only because a loss is young (ask again later)
+-- Reply: 1 when the session is held (now extended), 3 when the store did not hold it and took it
+-- back, 0 when it is not renewed, 2 when a session the store does not hold is not taken back
+-- only because a loss is young (ask again later)
 
 local active, room, marker = KEYS[1], KEYS[2], KEYS[3]
 local vid = ARGV[1]
@@ -65,6 +66,6 @@ if held or (not session_ended(KEYS[5], vid, now)
   local wanted = math.max(now + tonumber(ARGV[2]), held and 0 or expires_us)
   redis.call('ZADD', active, renewed_deadline(held, wanted), vid)
   redis.call('ZREM', KEYS[4], vid)
-  return 1
+  return held and 1 or 3
 end
 return 0

@@ -222,6 +222,17 @@ impl Room {
         self.cfg.name()
     }
 
+    /// A touch's answer: a session the store took back is in its count from now, which the
+    /// last tick's count did not hold, so a loss before the next tick forgets it too; it is
+    /// held back then as a walk-in is (found by review r92a: a second loss on the first
+    /// re-registration; r93a: a FLUSHALL just after the tick that registered `local`
+    /// admissions held back none of them, and newcomers took their slots).
+    pub fn note_taken_back(&self, touched: crate::store::Touched) {
+        if touched == crate::store::Touched::TakenBack {
+            self.recovery.note_entered();
+        }
+    }
+
     /// The room's parameters for a store call at `now`: as configured, but with an
     /// `abandon-after` a reload lowered still held ([`abandon_hold`]).
     pub fn params_at(&self, now: Micros) -> std::borrow::Cow<'_, crate::store::RoomParams> {

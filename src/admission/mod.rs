@@ -213,7 +213,10 @@ async fn register_local(shared: &Shared, room: usize) {
             // empty, the first tick's refusal was taken for a full room, and max-active more
             // were let in beside the local sessions).
             Ok(crate::store::Touched::TooSoon) => {}
-            Ok(_) => r.local.registered(vid),
+            Ok(t) => {
+                r.local.registered(vid);
+                r.note_taken_back(t);
+            }
             Err(e) => shared.warn_store_error(&e),
         }
     }

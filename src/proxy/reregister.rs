@@ -64,15 +64,11 @@ impl Proxy {
                     r.recovery.release(vid);
                 }
             }
-            Ok(Touched::Held) => {
+            Ok(held @ (Touched::Held | Touched::TakenBack)) => {
                 if local {
                     r.local.registered(vid);
-                } else {
-                    // In the store's count from now: a loss before the next tick forgets it
-                    // too (found by review r92a: a second loss as the sessions came back
-                    // held none of them back).
-                    r.recovery.note_entered();
                 }
+                r.note_taken_back(held);
                 if due {
                     Self::grant(shared, ctx, room, vid);
                 }

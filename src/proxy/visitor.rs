@@ -475,7 +475,10 @@ impl Proxy {
             .store
             .touch_seen(&r.cfg.params, vid, seen.as_ref(), expires);
         match shared.store_call("touch", r.name(), touch).await {
-            Ok(t) if t.held() => Self::grant(shared, ctx, room, vid),
+            Ok(t) if t.held() => {
+                r.note_taken_back(t);
+                Self::grant(shared, ctx, room, vid)
+            }
             Ok(_) => {}
             Err(e) => shared.warn_store_error(&e),
         }

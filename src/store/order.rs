@@ -79,8 +79,12 @@ pub struct SeenGeneration {
 /// ([`crate::store::Store::touch_seen`], [`crate::store::Store::register_local`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Touched {
-    /// The session is held (renewed, or taken back).
+    /// The session was held, and is renewed.
     Held,
+    /// The store did not hold the session and took it back: it is in the store's count from
+    /// now, which the last tick's count did not hold (a loss before the next tick forgets it
+    /// too: found by review r92a and r93a).
+    TakenBack,
     /// Not held, and not to be asked again for this cookie: the room is full, the admission
     /// was used or ended, or the cookie has run out by the store's clock.
     Refused,
@@ -91,8 +95,9 @@ pub enum Touched {
 }
 
 impl Touched {
+    /// Held now, renewed or taken back.
     pub fn held(self) -> bool {
-        self == Touched::Held
+        matches!(self, Touched::Held | Touched::TakenBack)
     }
 }
 

@@ -495,7 +495,13 @@ pub async fn a_session_taken_back_runs_as_long_as_its_cookie(h: &dyn Harness) {
     let cookie = h.wall_secs() + 60;
     assert_eq!(
         s.touch_seen(&p, v, None, cookie).await.unwrap(),
-        Touched::Held
+        Touched::TakenBack,
+        "not held: taken back"
+    );
+    assert_eq!(
+        s.touch_seen(&p, v, None, cookie).await.unwrap(),
+        Touched::Held,
+        "held: renewed"
     );
     live_for(h, &*s, &p, Duration::from_secs(30)).await;
     assert_eq!(

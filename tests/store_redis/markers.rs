@@ -262,6 +262,6 @@ async fn a_touch_too_soon_after_a_loss_is_told_apart_from_a_refusal() {
     };
     assert_eq!(
         store.touch_seen(&p, v, Some(&waited), 0).await.unwrap(),
-        Touched::Held
+        Touched::TakenBack
     );
 }

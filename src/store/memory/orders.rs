@@ -103,7 +103,11 @@ impl RoomData {
             self.renew(vid, (now + micros(p.session_ttl)).max(cookie));
             // A session is not also a place in line (as in touch.lua).
             self.remove_waiter(vid);
-            Touched::Held
+            if held {
+                Touched::Held
+            } else {
+                Touched::TakenBack
+            }
         } else {
             Touched::Refused
         }

@@ -10,10 +10,12 @@ use crate::store::{
     Consumed, Ending, Order, RequestId, RoomParams, Settle, Settled, StoreError, Touched, VisitorId,
 };
 
-/// `touch.lua`'s reply: 1 held, 2 not taken back while a loss is young, else refused.
+/// `touch.lua`'s reply: 1 renewed, 3 taken back, 2 not taken back while a loss is young, else
+/// refused.
 fn touched_of(code: i64) -> Touched {
     match code {
         1 => Touched::Held,
+        3 => Touched::TakenBack,
         2 => Touched::TooSoon,
         _ => Touched::Refused,
     }
