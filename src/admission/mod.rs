@@ -75,6 +75,7 @@ async fn run_room(shared: Arc<Shared>, room: usize) {
             }
         }
         let mut ctx = r.recovery.context(shared.clock.now_micros());
+        let changes = r.live.state_changes();
         // Old notes say nothing of a visitor now (see `line::note_max_age`).
         let max_age = crate::line::note_max_age(
             r.cfg.params.tick,
@@ -143,7 +144,12 @@ async fn run_room(shared: Arc<Shared>, room: usize) {
                     p.rate(&report.state),
                     p.max_active(&report.state),
                     report.held_back,
+                    changes,
                 );
+                // What this instance holds now: a change made through it since the call was
+                // sent wins over what the call tells (the line's answers go by it too).
+                report.state.enabled = r.live.enabled();
+                report.state.queue_all = r.live.queue_all();
                 let eta_rate = p.eta_rate(&report.state, report.measured_rate);
                 let rate = p.rate(&report.state);
                 let health = report.autopilot.as_ref().map(|a| a.health);

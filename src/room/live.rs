@@ -33,6 +33,11 @@ pub struct Live {
     refused: AtomicBool,
     /// The last tick said the live instances disagree on the room's events.
     events_mixed: AtomicBool,
+    /// Counts the state changes made through this instance ([`Self::set_state`]): a tick sent
+    /// before one tells the state from before it.
+    state_changes: AtomicU64,
+    /// Held while `enabled` and `queue_all` are written with `state_changes`.
+    state_lock: std::sync::Mutex<()>,
 }
 
 impl Default for Live {
@@ -52,18 +57,25 @@ impl Default for Live {
             heard_at: std::sync::Mutex::new(None),
             refused: AtomicBool::new(false),
             events_mixed: AtomicBool::new(false),
+            state_changes: AtomicU64::new(0),
+            state_lock: std::sync::Mutex::new(()),
         }
     }
 }
 
 impl Live {
-    /// `held_back`: the slots the tick's call held back (see the field).
+    /// `held_back`: the slots the tick's call held back (see the field); `changes`: what
+    /// [`Self::state_changes`] was when the call was sent. A tick sent before a state change
+    /// made through this instance does not undo it (found on CI: the room switched back on
+    /// through the admin API, a tick sent before then said it was off, and a visitor walked
+    /// past the held line to the shop until the next tick).
     pub fn update(
         &self,
         r: &AdmitReport,
         rate_in_force: f64,
         max_active_in_force: u64,
         held_back: u64,
+        changes: u64,
     ) {
         self.max_active_in_force
             .store(max_active_in_force, Ordering::Relaxed);
@@ -73,8 +85,13 @@ impl Live {
         self.rate_in_force_milli
             .store((rate_in_force * 1000.0).round() as u64, Ordering::Relaxed);
         self.instances.store(r.instances.max(1), Ordering::Relaxed);
-        self.enabled.store(r.state.enabled, Ordering::Relaxed);
-        self.queue_all.store(r.state.queue_all, Ordering::Relaxed);
+        {
+            let _held = self.state_lock.lock().unwrap_or_else(|e| e.into_inner());
+            if self.state_changes.load(Ordering::Acquire) == changes {
+                self.enabled.store(r.state.enabled, Ordering::Relaxed);
+                self.queue_all.store(r.state.queue_all, Ordering::Relaxed);
+            }
+        }
         self.events_mixed.store(r.events_mixed, Ordering::Relaxed);
         self.waiting.store(r.waiting, Ordering::Relaxed);
         self.active.store(r.active, Ordering::Relaxed);
@@ -105,8 +122,15 @@ impl Live {
 
     /// Applies a state change made through this instance at once (others follow at their tick).
     pub fn set_state(&self, s: &crate::store::RoomState) {
+        let _held = self.state_lock.lock().unwrap_or_else(|e| e.into_inner());
+        self.state_changes.fetch_add(1, Ordering::AcqRel);
         self.enabled.store(s.enabled, Ordering::Relaxed);
         self.queue_all.store(s.queue_all, Ordering::Relaxed);
+    }
+
+    /// How many state changes were made through this instance (see [`Self::update`]).
+    pub fn state_changes(&self) -> u64 {
+        self.state_changes.load(Ordering::Acquire)
     }
 
     pub fn enabled(&self) -> bool {
@@ -264,5 +288,32 @@ mod tests {
         l.active.store(7, Ordering::Relaxed);
         l.note_full();
         assert_eq!(l.active(), 7);
+    }
+
+    /// A tick sent before a state change made through this instance tells the state from
+    /// before it: it does not undo the change; a later tick's word holds again (found on CI:
+    /// the room switched back on let a visitor through to the shop until the next tick).
+    #[test]
+    fn a_tick_sent_before_a_change_does_not_undo_it() {
+        let l = Live::default();
+        let off = AdmitReport {
+            state: crate::store::RoomState {
+                enabled: false,
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        l.update(&off, 1.0, 10, 0, l.state_changes());
+        assert!(!l.enabled());
+        let sent = l.state_changes();
+        l.set_state(&crate::store::RoomState {
+            enabled: true,
+            queue_all: true,
+            ..Default::default()
+        });
+        l.update(&off, 1.0, 10, 0, sent);
+        assert!(l.enabled() && l.queue_all(), "the change holds");
+        l.update(&off, 1.0, 10, 0, l.state_changes());
+        assert!(!l.enabled(), "a tick sent after it tells the store's state");
     }
 }

@@ -16,7 +16,7 @@ pub struct AdmittedVisitor {
 }
 
 /// What one `admit` step did.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct AdmitReport {
     pub admitted: u64,
     /// Who was admitted, front of the line first.
