@@ -458,17 +458,24 @@ local tokens = refill(tonumber(h[5]) or 0, tonumber(h[6]), now, rate, burst)
 local recent, window = window_left(h[13], now, tonumber(ARGV[4]), burst)
 local out = {}
 local admitted = 0
--- While a draw's places are in the line, it is let in from its front, in the draw's order,
--- whatever the caller's method: `random` would draw from the whole line again, drawn and
--- latecomers alike (found by review r92d: a reload to random, or one instance on random beside
--- one on fifo, let newcomers in among the drawn registrants, and the published draw still
--- verified). Once they are in, the room's method holds again.
-local method = ARGV[23]
-if method == 'random' and draw_base and redis.call('ZCOUNT', waiting,
-    string.format('%.17g', draw_base * SLOTS),
-    '(' .. string.format('%.17g', (draw_base + DRAW_SPAN) * SLOTS)) > 0 then
-  method = 'fifo'
+-- While a draw's places are in the line, it is let in from its front up to the last of them, in
+-- the draw's order, whatever the caller's method: `random` would draw from the whole line again,
+-- drawn and latecomers alike (found by review r92d: a reload to random, or one instance on
+-- random beside one on fifo, let newcomers in among the drawn registrants, and the published
+-- draw still verified). The members up to the draw's last place while any is in line (0: none),
+-- and past them the room's method holds again, within a batch too (re-review r93b: the batch
+-- that let the last drawn in took the first newcomers by their order).
+local function drawn_ahead()
+  if ARGV[23] ~= 'random' or not draw_base then
+    return 0
+  end
+  local hi = '(' .. string.format('%.17g', (draw_base + DRAW_SPAN) * SLOTS)
+  if redis.call('ZCOUNT', waiting, string.format('%.17g', draw_base * SLOTS), hi) == 0 then
+    return 0
+  end
+  return redis.call('ZCOUNT', waiting, '-inf', hi)
 end
+local by_random = false
 if h[1] ~= '0' and h[2] ~= '1' and not stale and not in_pre and not stale_events
   and ARGV[23] ~= 'reject' and not unheard then
   local room_left = max_active - redis.call('ZCARD', active) - hold_back
@@ -477,10 +484,16 @@ if h[1] ~= '0' and h[2] ~= '1' and not stale and not in_pre and not stale_events
   local ended_any = redis.call('EXISTS', KEYS[8]) == 1
   while admitted < want do
     local head
-    if method == 'random' then
+    local ahead = drawn_ahead()
+    if ARGV[23] == 'random' and ahead == 0 then
+      by_random = true
       head = redis.call('ZRANDMEMBER', waiting, want - admitted, 'WITHSCORES')
     else
-      head = redis.call('ZRANGE', waiting, 0, want - admitted - 1, 'WITHSCORES')
+      local n = want - admitted
+      if ahead > 0 then
+        n = math.min(n, ahead)
+      end
+      head = redis.call('ZRANGE', waiting, 0, n - 1, 'WITHSCORES')
     end
     if #head == 0 then
       break
@@ -544,7 +557,7 @@ local points = sample_line(room, waiting, n, burst, line_epoch, now, tonumber(AR
 -- 'rand_until': until when the last draw's claims may be collected, by the drawing instance's
 -- claim-ttl (not the caller's), moved on by a gap as the claims are (forgive_gap).
 local rand_until = tonumber(redis.call('HGET', room, 'rand_until'))
-if method == 'random' and admitted > 0 then
+if by_random and admitted > 0 then
   rand_until = math.max(rand_until or 0, now + tonumber(ARGV[3]) + 2 * tonumber(ARGV[4]))
   redis.call('HSET', room, 'rand_until', string.format('%.0f', rand_until))
 end

@@ -85,12 +85,17 @@ impl RoomData {
                 .min(r.waiters.len() as u64)
                 .min(r.window_left(now, micros(p.tick), burst));
             let until = now + micros(p.claim_ttl);
-            // A draw's places in line go first, in its order, whatever the method (admit.lua).
-            let method = match p.queueing {
-                crate::store::Queueing::Random if r.drawn_in_line() => crate::store::Queueing::Fifo,
-                q => q,
-            };
+            // A draw's places in line go first, in its order, whatever the method; past them
+            // the method holds again, within a tick too (admit.lua).
+            let mut by_random = false;
             for _ in 0..n {
+                let method = match p.queueing {
+                    crate::store::Queueing::Random if r.drawn_in_line() => {
+                        crate::store::Queueing::Fifo
+                    }
+                    q => q,
+                };
+                by_random |= method == crate::store::Queueing::Random;
                 let Some(vid) = r.next_in(method) else {
                     break;
                 };
@@ -105,7 +110,7 @@ impl RoomData {
                     waited: Duration::from_micros(now.saturating_sub(from)),
                 });
             }
-            if method == crate::store::Queueing::Random && admitted > 0 {
+            if by_random && admitted > 0 {
                 let until = now + micros(p.claim_ttl + p.tick * 2);
                 r.random_until = Some(r.random_until.map_or(until, |u| u.max(until)));
             }
