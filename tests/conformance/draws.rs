@@ -8,11 +8,25 @@ use std::time::Duration;
 use anteroom::event::draw::{self, RegTicket};
 use anteroom::event::Event;
 use anteroom::store::{
-    Admission, Draw, EventsArg, JoinContext, LineDraw, Queueing, RoomPatch, VisitorId,
+    Admission, Draw, EventsArg, JoinContext, LineDraw, Queueing, RoomParams, RoomPatch, VisitorId,
 };
 
 use super::events::{admit, admit_all, event, holding, join, seed, S};
 use super::{room, Harness};
+
+/// The registrants in the order the draw gives them: by key, then by ticket.
+fn drawn_order(p: &RoomParams, e: &Event, registrants: &[VisitorId]) -> Vec<VisitorId> {
+    let sd = seed(p, e);
+    let mut drawn: Vec<(u64, RegTicket, VisitorId)> = registrants
+        .iter()
+        .map(|v| {
+            let t = draw::ticket(&p.name, &e.id(), *v);
+            (draw::key(&sd, &t), t, *v)
+        })
+        .collect();
+    drawn.sort();
+    drawn.into_iter().map(|d| d.2).collect()
+}
 
 pub async fn a_cancelled_draw_is_out_and_places_nobody_again(h: &dyn Harness) {
     let s = h.store();
@@ -67,23 +81,17 @@ pub async fn a_cancelled_draw_is_out_and_places_nobody_again(h: &dyn Harness) {
     // Cancelled again and the shop open: the registrants go in by the draw, then the newcomer.
     s.update_room_state(&p, &cap(None)).await.unwrap();
     let order = admit_all(h, &p, &none, 13, 60).await;
-    let sd = seed(&p, &e);
-    let mut drawn: Vec<(u64, RegTicket, VisitorId)> = registrants
-        .iter()
-        .map(|v| {
-            let t = draw::ticket(&p.name, &e.id(), *v);
-            (draw::key(&sd, &t), t, *v)
-        })
-        .collect();
-    drawn.sort();
-    let mut expected: Vec<VisitorId> = drawn.iter().map(|d| d.2).collect();
+    let mut expected = drawn_order(&p, &e, &registrants);
     expected.push(newcomer);
     assert_eq!(
         order, expected,
         "the cancelled draw's order, then the newcomer"
     );
     // Its list is the registrants' tickets in the draw's order.
-    let list: Vec<RegTicket> = drawn.iter().map(|d| d.1).collect();
+    let list: Vec<RegTicket> = expected[..registrants.len()]
+        .iter()
+        .map(|v| draw::ticket(&p.name, &e.id(), *v))
+        .collect();
     assert_eq!(s.draw_list(&p, &e.id(), 0, 100).await.unwrap(), list);
 
     // A later draw in the emptied line, cancelled too; then the first event back once more:
@@ -339,16 +347,7 @@ pub async fn a_draw_goes_in_by_its_order_whatever_the_method(h: &dyn Harness) {
     let mut on_random = p.clone();
     on_random.queueing = Queueing::Random;
     let order = admit_all(h, &on_random, &a, 40, 60).await;
-    let sd = seed(&p, &e);
-    let mut drawn: Vec<(u64, RegTicket, VisitorId)> = registrants
-        .iter()
-        .map(|v| {
-            let t = draw::ticket(&p.name, &e.id(), *v);
-            (draw::key(&sd, &t), t, *v)
-        })
-        .collect();
-    drawn.sort();
-    let expected: Vec<VisitorId> = drawn.iter().map(|d| d.2).collect();
+    let expected = drawn_order(&p, &e, &registrants);
     assert_eq!(order.len(), 40, "everyone in");
     assert_eq!(order[..25], expected[..], "the draw's order first");
     // Past the draw's places the method holds again, in the batch that took the last of them

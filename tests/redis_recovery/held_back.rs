@@ -273,10 +273,7 @@ async fn two_walk_ins_then_a_loss(proxy: &Proxy, url: &str) {
         let (admitted, state) = visit(proxy, &mut Jar::default(), "/products").await;
         assert!(admitted, "a walk-in: {state}");
     }
-    let _: () = ::redis::cmd("FLUSHALL")
-        .query_async(&mut conn(url).await)
-        .await
-        .unwrap();
+    flushall(url).await;
     eventually(
         Duration::from_secs(20),
         "the walk-ins' slots held back",
@@ -357,10 +354,7 @@ async fn the_slots_are_held_back_from_the_call_that_finds_the_loss() {
     assert!(admitted, "a walk-in: {state}");
     // A tick counts the session.
     a_tick_after(&url, redis_now(&url).await).await;
-    let _: () = ::redis::cmd("FLUSHALL")
-        .query_async(&mut conn(&url).await)
-        .await
-        .unwrap();
+    flushall(&url).await;
     eventually(Duration::from_secs(20), "the loss seen", || async {
         proxy
             .stderr()
@@ -370,6 +364,14 @@ async fn the_slots_are_held_back_from_the_call_that_finds_the_loss() {
     .await;
     let (admitted, state) = visit(&proxy, &mut Jar::default(), "/products").await;
     assert!(!admitted, "a newcomer before the next tick: {state}");
+}
+
+/// Redis loses its data (the test's FLUSHALL).
+async fn flushall(url: &str) {
+    let _: () = ::redis::cmd("FLUSHALL")
+        .query_async(&mut conn(url).await)
+        .await
+        .unwrap();
 }
 
 /// The store's count of active sessions.
@@ -404,13 +406,7 @@ async fn a_second_loss_as_a_session_comes_back_holds_it_back_again() {
         visit(&proxy, jar, "/products").await;
     }
     a_tick_after(&url, redis_now(&url).await).await;
-    let flush = || async {
-        let _: () = ::redis::cmd("FLUSHALL")
-            .query_async(&mut conn(&url).await)
-            .await
-            .unwrap();
-    };
-    flush().await;
+    flushall(&url).await;
     eventually(Duration::from_secs(10), "the loss seen", || async {
         let view = room(&proxy).await?;
         (view["held_back"] == 3).then_some(())
@@ -436,7 +432,7 @@ async fn a_second_loss_as_a_session_comes_back_holds_it_back_again() {
     )
     .await;
     // Lost again at once, before a tick could count it.
-    flush().await;
+    flushall(&url).await;
     a_tick_after(&url, 0).await;
     a_tick_after(&url, redis_now(&url).await).await;
     let view = room(&proxy).await.expect("the room's view");
@@ -494,10 +490,7 @@ async fn local_admissions_registered_since_the_last_count_are_held_back_after_a_
         },
     )
     .await;
-    let _: () = ::redis::cmd("FLUSHALL")
-        .query_async(&mut conn(&url).await)
-        .await
-        .unwrap();
+    flushall(&url).await;
     a_tick_after(&url, 0).await;
     a_tick_after(&url, redis_now(&url).await).await;
     let view = room(&proxy).await.expect("the room's view");
