@@ -215,7 +215,11 @@ impl Recovery {
     }
 
     /// Remembers what a tick reported, with the newest operator change this instance has
-    /// seen (a tick's state says nothing of when it was changed: [`RoomState::changed_at`]).
+    /// seen: a tick whose state is older than the one noted ([`Self::note_state`], by
+    /// [`RoomState::changed_at`]) was sent before that change, and its state is not kept
+    /// (found by review r94a: a tick sent before a change answered 200 replaced the noted
+    /// state with the one before it, stamped with the change's time, and a loss within the
+    /// next tick re-asserted that: the held line opened to everyone).
     pub fn remember(&self, mut k: Known) {
         let mut known = self.known.lock().unwrap_or_else(|e| e.into_inner());
         self.entered_at_known.store(
@@ -223,7 +227,9 @@ impl Recovery {
             Ordering::Release,
         );
         if let Some(old) = known.as_ref() {
-            k.state.changed_at = k.state.changed_at.max(old.state.changed_at);
+            if old.state.changed_at > k.state.changed_at {
+                k.state = old.state.clone();
+            }
         }
         *known = Some(k);
     }

@@ -104,6 +104,35 @@ fn the_newest_change_seen_is_kept_and_reasserted() {
     );
 }
 
+/// A tick sent before a change answered 200 tells the state from before it, older than the
+/// one noted: that state is not kept, so a loss within the next tick re-asserts the change
+/// (found by review r94a: the old state, stamped with the change's time, was re-asserted and
+/// the held line opened to everyone). A tick as new as the change is taken whole.
+#[test]
+fn a_tick_sent_before_a_change_does_not_replace_it() {
+    let r = Recovery::default();
+    let state = |enabled, queue_all, changed_at| RoomState {
+        enabled,
+        queue_all,
+        changed_at,
+        ..RoomState::default()
+    };
+    let tick = |s: RoomState| Known {
+        state: s,
+        ..known("g")
+    };
+    r.remember(tick(state(false, false, 10)));
+    r.note_state(&state(true, true, 42));
+    r.remember(tick(state(false, false, 10)));
+    assert_eq!(r.known().expect("known").state, state(true, true, 42));
+    r.remember(tick(state(true, false, 42)));
+    assert_eq!(
+        r.known().expect("known").state,
+        state(true, false, 42),
+        "as new as the change: the store's word"
+    );
+}
+
 #[test]
 fn hold_back_table() {
     let w = 600 * S;
