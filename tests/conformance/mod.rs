@@ -17,6 +17,7 @@ pub mod order_clocks;
 pub mod properties;
 pub mod queueing;
 pub mod recovery;
+pub mod taken_back;
 
 pub use recovery::{
     a_loss_noticed_by_a_caller_that_knew_holds_the_line,
@@ -40,6 +41,7 @@ pub use integrity::*;
 pub use liveness::*;
 pub use order_clocks::*;
 pub use queueing::*;
+pub use taken_back::*;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -11,6 +11,7 @@ use common::redis::RedisServer;
 use common::*;
 use serde_json::{json, Value};
 
+mod counted_again;
 mod held_back;
 mod older_data;
 
@@ -90,6 +91,23 @@ async fn room(proxy: &Proxy) -> Option<Value> {
         .ok()?;
     let v: Value = resp.json().await.ok()?;
     (v["stale"] != true).then_some(v)
+}
+
+/// Redis loses its data (the test's FLUSHALL).
+async fn flushall(url: &str) {
+    let _: () = ::redis::cmd("FLUSHALL")
+        .query_async(&mut conn(url).await)
+        .await
+        .unwrap();
+}
+
+/// The store's count of active sessions.
+async fn store_active(url: &str) -> u64 {
+    ::redis::cmd("ZCARD")
+        .arg("{anteroom:sale}:active")
+        .query_async(&mut conn(url).await)
+        .await
+        .unwrap_or(0)
 }
 
 /// A newcomer's (or a visitor's) request: `(got an admission now, state)`.
