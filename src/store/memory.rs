@@ -41,6 +41,20 @@ pub struct MemoryStore {
 }
 
 impl MemoryStore {
+    /// One `touch` (`RoomData::renew_session`), at the store's clocks.
+    fn renew_or_take_back(
+        &self,
+        p: &RoomParams,
+        vid: VisitorId,
+        past_cap: bool,
+        expires: u64,
+    ) -> Touched {
+        let wall = self.clock.now_secs();
+        self.with(p, |r, now| {
+            r.renew_session(p, vid, (now, wall), past_cap, expires)
+        })
+    }
+
     pub fn new(clock: Arc<dyn Clock>) -> Self {
         Self {
             clock,
@@ -136,10 +150,7 @@ impl Store for MemoryStore {
     }
 
     async fn touch(&self, p: &RoomParams, vid: VisitorId) -> Result<bool, StoreError> {
-        let wall = self.clock.now_secs();
-        Ok(self
-            .with(p, |r, now| r.renew_session(p, vid, (now, wall), false, 0))
-            .held())
+        Ok(self.renew_or_take_back(p, vid, false, 0).held())
     }
 
     /// A memory store cannot lose its data alone: `seen` changes nothing.
@@ -147,28 +158,20 @@ impl Store for MemoryStore {
         &self,
         p: &RoomParams,
         vid: VisitorId,
-        seen: Option<&crate::store::SeenGeneration>,
+        _seen: Option<&crate::store::SeenGeneration>,
         expires: u64,
     ) -> Result<Touched, StoreError> {
-        let _ = seen;
-        let wall = self.clock.now_secs();
-        Ok(self.with(p, |r, now| {
-            r.renew_session(p, vid, (now, wall), false, expires)
-        }))
+        Ok(self.renew_or_take_back(p, vid, false, expires))
     }
 
     async fn register_local(
         &self,
         p: &RoomParams,
         vid: VisitorId,
-        seen: Option<&crate::store::SeenGeneration>,
+        _seen: Option<&crate::store::SeenGeneration>,
         expires: u64,
     ) -> Result<Touched, StoreError> {
-        let _ = seen;
-        let wall = self.clock.now_secs();
-        Ok(self.with(p, |r, now| {
-            r.renew_session(p, vid, (now, wall), true, expires)
-        }))
+        Ok(self.renew_or_take_back(p, vid, true, expires))
     }
 
     async fn consume(

@@ -205,24 +205,18 @@ pub async fn a_draw_places_registrants_by_their_keys_ahead_of_later_arrivals(h: 
         );
     }
     let order = admit_all(h, &p, &a, 46, 60).await;
-    // The draw's order: by key, then by ticket.
-    let sd = seed(&p, &e);
-    let mut drawn: Vec<(u64, RegTicket, VisitorId)> = registrants
-        .iter()
-        .map(|v| {
-            let t = draw::ticket(&p.name, &e.id(), *v);
-            (draw::key(&sd, &t), t, *v)
-        })
-        .collect();
-    drawn.sort();
+    let drawn = drawn_order(&p, &e, &registrants);
     let mut expected = vec![early];
-    expected.extend(drawn.iter().map(|d| d.2));
+    expected.extend(&drawn);
     expected.extend(&later);
     assert_eq!(
         order, expected,
         "the one from before, the draw, then the later arrivals"
     );
-    let mut list: Vec<RegTicket> = drawn.iter().map(|d| d.1).collect();
+    let mut list: Vec<RegTicket> = drawn
+        .iter()
+        .map(|v| draw::ticket(&p.name, &e.id(), *v))
+        .collect();
     assert_eq!(
         s.draw_list(&p, &e.id(), 0, 1000).await.unwrap(),
         list,
@@ -233,6 +227,7 @@ pub async fn a_draw_places_registrants_by_their_keys_ahead_of_later_arrivals(h: 
         list[10..15].to_vec(),
         "a page of it"
     );
+    let sd = seed(&p, &e);
     draw::order(&sd, &mut list);
     assert_eq!(
         draw::verify(&draw::commitment(&sd), &sd, &list, &list[3]).map(|v| v.place),
