@@ -46,7 +46,12 @@
 --          16 hex digits of sha256(seed); src/admission/events.rs commitments)
 -- ARGV[30] the slots the caller holds back should this call find the store lost its data: the
 --          sessions its last tick counted and its walk-ins since (src/room/recovery.rs)
--- ARGV[31..] liveness batch: triples (visitor id, epoch, offset) of visitors polled through the
+-- ARGV[31] the sessions the caller admitted on its own (`local`) while the store was away and
+--          has not told it of yet (0: none)
+-- ARGV[32] '1': a call of the caller's admission loop failed since its last answered admit (the
+--          store was away from it, and may have been from others that admitted on their own)
+-- ARGV[33] '1': the caller runs the room with `on-store-error = "local"`
+-- ARGV[34..] liveness batch: triples (visitor id, epoch, offset) of visitors polled through the
 --            caller's queue tickets since its last call; each one still in line at that place
 --            is marked seen now (its score's low part), as a join would
 -- KEYS[8] ended ZSET (end_sessions in the prelude; who is admitted leaves it)
@@ -127,11 +132,35 @@ end
 if not late then
   redis.call('HSET', room, 'fresh:' .. ARGV[8], live)
 end
+-- Sessions an instance admitted on its own (`local`) while the store was away are in the shop
+-- before the store hears of them: a slot the store sees free may be one of theirs. After the
+-- store was away from an instance (its calls failed, or it has such sessions to tell:
+-- 'lc_since', on the liveness clock), nobody is let in (the line's turns, and join's fast path
+-- by 'lc_wait') until every live instance on `local` has told it of every such session since
+-- ('told:<id>', 0 while it has some to tell). Before (found by review r94a), a newcomer's join
+-- on any instance walked into their slots in the moments before their instance told the
+-- store: five in for a cap of three.
+local untold = tonumber(ARGV[31]) or 0
+if ARGV[32] == '1' then
+  redis.call('HSET', room, 'lc_since', live)
+elseif untold > 0 then
+  redis.call('HSETNX', room, 'lc_since', live)
+end
+if untold > 0 then
+  redis.call('HSET', room, 'told:' .. ARGV[8], 0)
+elseif ARGV[33] == '1' then
+  if not late then
+    redis.call('HSET', room, 'told:' .. ARGV[8], live)
+  end
+else
+  redis.call('HDEL', room, 'told:' .. ARGV[8])
+end
 
 -- The event in force, by this store's clock, and what follows from its phase.
 local events = parse_events(ARGV[24])
 local es = redis.call('HMGET', room, 'in_pre', 'open_live', 'opened', 'opened_us', 'released',
-  'draw_ev', 'draw_base', 'draw_epoch', 'gap', 'ev_ver', 'ev_max', 'ev_mixed', 'ev_wait')
+  'draw_ev', 'draw_base', 'draw_epoch', 'gap', 'ev_ver', 'ev_max', 'ev_mixed', 'ev_wait',
+  'lc_wait')
 local ev, phase = event_now(events, now, es[3])
 local in_pre = phase == 'pre'
 local open_live = tonumber(es[2])
@@ -155,6 +184,8 @@ local cfgs = redis.call('HGETALL', KEYS[5])
 local unheard_stall = unheard_since_stall(room, cfgs, live)
 unheard_stall = (unheard_stall and #events > 0) or after_loss(room, live, #events > 0)
 flag(room, 'ev_wait', unheard_stall, es[13] == '1')
+local untold_hold = untold_since_cut(room, cfgs, live)
+flag(room, 'lc_wait', untold_hold, es[14] == '1')
 local mixed_events = events_disagree(cfgs, mine_ev, live)
 -- The draw's commitment is the one its pre-queue began with: the store keeps it ('draw_commit',
 -- the event's id and the first 16 hex digits), and an instance whose `[draw] secret` gives
@@ -373,7 +404,7 @@ local seen_slot = in_pre and 0 or live_slot(live)
 -- not hear it (a store that answers the admission steps but not the polls; found by review:
 -- such visitors lost their turn after claim-ttl).
 local turns = {}
-for i = 31, #ARGV - 2, 3 do
+for i = 34, #ARGV - 2, 3 do
   local offset = tonumber(ARGV[i + 2])
   local score = redis.call('ZSCORE', waiting, ARGV[i])
   if score == false then
@@ -477,7 +508,7 @@ local function drawn_ahead()
 end
 local by_random = false
 if h[1] ~= '0' and h[2] ~= '1' and not stale and not in_pre and not stale_events
-  and ARGV[23] ~= 'reject' and not unheard then
+  and ARGV[23] ~= 'reject' and not unheard and not untold_hold then
   local room_left = max_active - redis.call('ZCARD', active) - hold_back
   local want = math.min(math.floor(tokens), room_left, window)
   local until_us = now + tonumber(ARGV[3])

@@ -30,23 +30,37 @@ local function flag(room, field, on, was)
   end
 end
 
--- After a stall ('stall_live', set by admit.lua), whether a live instance has made no call of
--- its own since ('fresh:<id>' older): one may have reloaded other events during the stall,
--- which the store cannot know yet. An instance of a version before this writes no 'fresh:' and
--- is not waited for. Once every live instance has been heard, the stall is over.
-local function unheard_since_stall(room, cfgs, live)
-  local stall_live = tonumber(redis.call('HGET', room, 'stall_live'))
-  if not stall_live then
+-- Whether a live instance has not been heard since the liveness clock stood at the room field
+-- `since` (absent: none is waited for): its mark (`prefix` .. its id) is older. An instance
+-- that writes no mark (a version before this, or one that has nothing to tell) is not waited
+-- for. Once every live instance has been heard, `since` is dropped.
+local function unheard_since(room, cfgs, live, since, prefix)
+  local from = tonumber(redis.call('HGET', room, since))
+  if not from then
     return false
   end
   for i = 1, #cfgs, 2 do
-    local fresh = tonumber(redis.call('HGET', room, 'fresh:' .. cfgs[i]))
-    if fresh and fresh < stall_live and is_live(cfgs, i, live) then
+    local mark = tonumber(redis.call('HGET', room, prefix .. cfgs[i]))
+    if mark and mark < from and is_live(cfgs, i, live) then
       return true
     end
   end
-  redis.call('HDEL', room, 'stall_live')
+  redis.call('HDEL', room, since)
   return false
+end
+
+-- After a stall ('stall_live', set by admit.lua), whether a live instance has made no call of
+-- its own since ('fresh:<id>' older): one may have reloaded other events during the stall,
+-- which the store cannot know yet. Once every live instance has been heard, the stall is over.
+local function unheard_since_stall(room, cfgs, live)
+  return unheard_since(room, cfgs, live, 'stall_live', 'fresh:')
+end
+
+-- After the store was away from an instance ('lc_since', set by admit.lua), whether a live
+-- instance on `local` has not told it yet of every session it admitted on its own meanwhile
+-- ('told:<id>' older, 0 while it has some to tell).
+local function untold_since_cut(room, cfgs, live)
+  return unheard_since(room, cfgs, live, 'lc_since', 'told:')
 end
 
 -- Whether a live instance other than the caller runs the room with other events than the
@@ -84,7 +98,7 @@ local function sweep_gone(room, cfgs, live)
     redis.call('HDEL', KEYS[5], unpack(gone))
     redis.call('ZREM', KEYS[4], unpack(gone))
     for _, id in ipairs(gone) do
-      redis.call('HDEL', room, 'step:' .. id, 'given:' .. id, 'fresh:' .. id)
+      redis.call('HDEL', room, 'step:' .. id, 'given:' .. id, 'fresh:' .. id, 'told:' .. id)
     end
   end
   return gone

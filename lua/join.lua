@@ -36,6 +36,10 @@
 --          tick; the visitor's next poll places them. So is a newcomer to a drawn pre-queue
 --          while live instances disagree on the events (ev_mixed): each would draw by its own
 --          seed.
+-- ARGV[16 + 2 * (number of events in ARGV[14])]: '1' when the caller has sessions it admitted on
+--          its own (`local`) that the store has not been told of, or its admission loop's calls
+--          failed since its last answer: nobody walks in at once (the newcomer queues), as while
+--          the room waits to be told of such sessions ('lc_wait', admit.lua)
 -- KEYS[5] ended ZSET (end_sessions in the prelude)   KEYS[6] the visitor's order record STRING (note_ordered)
 -- KEYS[7], KEYS[8], ... per event of ARGV[14], in order: its draw's list (registrations ZSET)
 --
@@ -66,14 +70,15 @@ local h_layout, h_live, h_live_at, h_forgave_at, h_ab_hi, h_ab_hi_until, h_hold_
   h_queue_all, h_rate, h_max_active, h_tokens, h_refilled, h_epoch, h_last_off, h_m_rate,
   h_recent, h_gen, h_ap_on, h_ap_rate, h_opened, h_open_live, h_draw_ev, h_draw_base,
   h_draw_epoch, h_gap, h_in_pre, h_ev_mixed, h_ev_ver,
-  h_mixed_draw, h_ev_wait = unpack(redis.call('HMGET', room,
+  h_mixed_draw, h_ev_wait, h_lc_wait = unpack(redis.call('HMGET', room,
   'layout', 'live', 'live_at', 'forgave_at', 'ab_hi', 'ab_hi_until', 'hold_back', 'enabled',
   'queue_all', 'rate', 'max_active', 'tokens', 'refilled', 'epoch', 'last_off', 'm_rate',
   'recent', 'gen', 'ap_on', 'ap_rate', 'opened', 'open_live', 'draw_ev', 'draw_base',
-  'draw_epoch', 'gap', 'in_pre', 'ev_mixed', 'ev_ver', 'mixed_draw', 'ev_wait'))
+  'draw_epoch', 'gap', 'in_pre', 'ev_mixed', 'ev_ver', 'mixed_draw', 'ev_wait', 'lc_wait'))
 -- The caller's events are older than the store's runtime changes (see ARGV[15 + 2n]).
 local events = parse_events(ARGV[14])
 local caller_ver = ARGV[15 + 2 * #events]
+local untold_near = ARGV[16 + 2 * #events]
 -- So are they while, after a stall, the store waits to hear each live instance again
 -- (admit.lua, 'ev_wait'): one may have reloaded other events during it.
 local stale_events = (caller_ver ~= nil and caller_ver ~= ''
@@ -188,6 +193,7 @@ local function fast_path()
   local hold_back = tonumber(h_hold_back) or 0
   local full = redis.call('ZCARD', active) + hold_back >= max_active
   local walks_in = not held and n == 0 and tokens >= 1 and window >= 1 and not full
+    and h_lc_wait ~= '1' and untold_near ~= '1'
   return walks_in, n, tokens, recent, full
 end
 

@@ -18,7 +18,12 @@
 --                                rollback shows as a count lower than one heard: admit.lua);
 --                                per instance, 'step:<id>' (the number of
 --                                its last admit step run) and 'given:<id>' (the turns that
---                                step gave, msgpack: see admit.lua), gone with the instance
+--                                step gave, msgpack: see admit.lua), gone with the instance;
+--                                after the store was away from an instance, 'lc_since' (the
+--                                liveness clock then), 'told:<id>' per instance on `local`
+--                                (the clock when it last had no session of its own to tell,
+--                                0 while it has) and 'lc_wait' ('1' while nobody is let in
+--                                until they have told: admit.lua)
 --   {anteroom:R}:ended     ZSET  member = visitor id, score = deadline of a session a pre-queue
 --                                ended (end_sessions), kept until its cookies have expired
 --   {anteroom:R}:consumed:<visitor hex>  STRING  the last order of this admission (see

@@ -83,6 +83,7 @@ async fn places_are_uncorrelated_with_arrival_and_everyone_is_placed_once() {
                             events: Some(arg),
                             draws: &d,
                             events_version: None,
+                            ..Default::default()
                         },
                     )
                     .await

@@ -130,6 +130,7 @@ impl Bench {
                         events: Some(&events),
                         draws: &d,
                         events_version: None,
+                        ..Default::default()
                     };
                     let t = Instant::now();
                     match store.join_with(&p, v.vid, &ctx).await {

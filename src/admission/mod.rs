@@ -91,6 +91,11 @@ async fn run_room(shared: Arc<Shared>, room: usize) {
         ctx.revoked_after = Some(r.revoked.last());
         ctx.events = events::prepare(&shared, room);
         ctx.draw_commitments = events::commitments(&shared, room, ctx.events.as_ref());
+        ctx.outage = crate::store::Outage {
+            untold: r.local.untold() as u64,
+            cut: r.live.cut(),
+            local: r.cfg.on_store_error == crate::config::StorePolicy::Local,
+        };
         ctx.events_config =
             crate::room::events_digest(ctx.events.as_ref(), r.events_secret.as_deref());
         match shared

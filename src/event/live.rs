@@ -34,6 +34,7 @@ impl JoinEvents {
             events: self.window.as_deref(),
             draws: &self.draws,
             events_version: self.version,
+            unsettled: false,
         }
     }
 }

@@ -233,7 +233,10 @@ impl Proxy {
         // A room with events passes them (the store decides the one in force by its clock), and
         // the visitor's place in each draw that has not opened.
         let events = r.events.for_join(vid, shared.clock.now_micros());
-        let join = events.context(gate);
+        let mut join = events.context(gate);
+        // Back from a time the store was away: nobody walks in at once through this instance
+        // until the store has heard of its own admissions meanwhile (see `Outage`).
+        join.unsettled = r.live.cut() || r.local.untold() > 0;
         // When the store just failed to answer about the request's identities, its error is
         // the join's answer (found by review: two tickets waited out two store timeouts while
         // Redis was frozen).

@@ -38,6 +38,10 @@ pub struct Live {
     state_changes: AtomicU64,
     /// Held while `enabled` and `queue_all` are written with `state_changes`.
     state_lock: std::sync::Mutex<()>,
+    /// A call of the admission loop failed since the last tick answered: the next admit says so
+    /// ([`crate::store::Outage::cut`]), and until it is answered nobody walks in through
+    /// this instance.
+    cut: AtomicBool,
 }
 
 impl Default for Live {
@@ -58,6 +62,7 @@ impl Default for Live {
             refused: AtomicBool::new(false),
             events_mixed: AtomicBool::new(false),
             state_changes: AtomicU64::new(0),
+            cut: AtomicBool::new(false),
             state_lock: std::sync::Mutex::new(()),
         }
     }
@@ -80,6 +85,7 @@ impl Live {
         self.max_active_in_force
             .store(max_active_in_force, Ordering::Relaxed);
         self.heard.store(true, Ordering::Release);
+        self.cut.store(false, Ordering::Release);
         self.refused.store(false, Ordering::Relaxed);
         *self.heard_at.lock().unwrap_or_else(|e| e.into_inner()) = Some(std::time::Instant::now());
         self.rate_in_force_milli
@@ -175,9 +181,15 @@ impl Live {
     /// A tick failed: a refusal of the key layout holds the room until a tick answers (a
     /// timeout in between says nothing about the layout).
     pub fn tick_failed(&self, e: &crate::store::StoreError) {
+        self.cut.store(true, Ordering::Release);
         if e.is_layout_refusal() {
             self.refused.store(true, Ordering::Relaxed);
         }
+    }
+
+    /// A call of the admission loop failed since the last tick answered.
+    pub fn cut(&self) -> bool {
+        self.cut.load(Ordering::Acquire)
     }
 
     pub fn refused(&self) -> bool {
@@ -237,6 +249,8 @@ impl Live {
         // A refusal of the key layout holds the room over a reload too (found by review: the
         // room opened until its next tick reached the store).
         self.refused.store(old.refused(), Ordering::Relaxed);
+        // And that a call failed since: the next admit after the reload says so.
+        self.cut.store(old.cut(), Ordering::Release);
     }
 
     /// When the store last answered a tick (`None`: never, in this process).
@@ -315,5 +329,24 @@ mod tests {
         assert!(l.enabled() && l.queue_all(), "the change holds");
         l.update(&off, 1.0, 10, 0, l.state_changes());
         assert!(!l.enabled(), "a tick sent after it tells the store's state");
+    }
+
+    /// A failed call of the admission loop is told by the next admit, over a reload too, and
+    /// the answered admit ends it (see [`crate::store::Outage`]).
+    #[test]
+    fn a_failed_tick_is_told_until_an_admit_is_answered() {
+        let l = Live::default();
+        assert!(!l.cut());
+        l.tick_failed(&crate::store::StoreError::Unavailable {
+            op: "admit",
+            room: "sale".into(),
+            reason: "down".into(),
+        });
+        assert!(l.cut());
+        let reloaded = Live::default();
+        reloaded.inherit(&l);
+        assert!(reloaded.cut(), "carried over a reload");
+        reloaded.update(&AdmitReport::default(), 1.0, 10, 0, 0);
+        assert!(!reloaded.cut(), "answered");
     }
 }

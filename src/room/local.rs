@@ -166,6 +166,11 @@ impl LocalBucket {
         inner.unregistered.contains(&vid)
     }
 
+    /// How many sessions admitted here the store has not been told of yet.
+    pub fn untold(&self) -> usize {
+        self.pending.load(Ordering::Acquire)
+    }
+
     /// Up to `n` of the sessions the store has not been told of yet (none without a lock when
     /// there are none).
     pub fn unregistered_some(&self, n: usize) -> Vec<VisitorId> {

@@ -344,6 +344,7 @@ impl Recovery {
                 heard: self.heard.load(Ordering::Acquire),
                 admits,
             },
+            outage: Default::default(),
         }
     }
 

@@ -122,6 +122,23 @@ pub struct AdmitContext {
     pub hold_if_lost: u64,
     /// This call's number and the last one whose answer the caller received.
     pub step: AdmitStep,
+    /// What the caller must settle after the store was away from it (see [`Outage`]).
+    pub outage: Outage,
+}
+
+/// What an admit call tells of the time the store was away from the caller. Sessions an
+/// instance admitted on its own (`local`) meanwhile are in the shop before the store hears of
+/// them; after the store was away from any instance, it lets nobody in until every live
+/// instance on `local` has told it of all of theirs (found by review r94a: a newcomer walked
+/// into their slots in the moments before, five in for a cap of three). Memory has no outage.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Outage {
+    /// Sessions the caller admitted on its own that the store has not been told of yet.
+    pub untold: u64,
+    /// A call of the caller's admission loop failed since its last answered admit.
+    pub cut: bool,
+    /// The caller runs the room with `on-store-error = "local"`.
+    pub local: bool,
 }
 
 /// An admit call's place among the caller's calls for a room. A call whose answer the caller

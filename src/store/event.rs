@@ -67,6 +67,10 @@ pub struct JoinContext<'a> {
     /// placed ([`super::Admission::Unplaced`]) and nothing is decided by them. `None`: not
     /// checked (tools, tests).
     pub events_version: Option<u64>,
+    /// The caller has sessions it admitted on its own (`local`) that the store has not been
+    /// told of, or its admission loop's calls failed since the last answer: nobody walks in at
+    /// once ([`super::Outage`]).
+    pub unsettled: bool,
 }
 
 /// The event in force as an admit call found it.

@@ -49,7 +49,7 @@ pub mod redis;
 mod room;
 pub mod sentinel;
 
-pub use admit::{AdmitContext, AdmitReport, AdmitStep, AdmittedVisitor};
+pub use admit::{AdmitContext, AdmitReport, AdmitStep, AdmittedVisitor, Outage};
 pub use event::{Draw, EventSeen, EventsArg, JoinContext, LineDraw};
 pub use finish::{Command, Ending, Revocation, Revocations};
 pub use line::{LineSample, Place};

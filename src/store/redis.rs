@@ -315,7 +315,10 @@ impl Store for RedisStore {
             .arg(ctx.step.heard)
             .arg(ctx.step.admits)
             .arg(&ctx.draw_commitments)
-            .arg(ctx.hold_if_lost);
+            .arg(ctx.hold_if_lost)
+            .arg(ctx.outage.untold)
+            .arg(if ctx.outage.cut { "1" } else { "" })
+            .arg(if ctx.outage.local { "1" } else { "" });
         for (vid, place) in &ctx.seen {
             inv.arg(&vid.as_bytes()[..]).arg(place.epoch).arg(place.key);
         }

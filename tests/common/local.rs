@@ -142,3 +142,42 @@ pub async fn hold_the_line(proxy: &Proxy) {
     )
     .await;
 }
+
+/// Redis `TIME` in µs, from a raw reply.
+fn redis_now(port: u16) -> u64 {
+    let reply = raw(port, "TIME").unwrap_or_default();
+    let nums: Vec<u64> = reply
+        .lines()
+        .filter_map(|l| l.trim().parse().ok())
+        .collect();
+    nums.first().copied().unwrap_or(0) * 1_000_000 + nums.get(1).copied().unwrap_or(0)
+}
+
+/// Waits until two instances have ticked since both were alive, so each knows there are two.
+pub async fn both_instances_known(redis: &RedisServer) {
+    eventually(Duration::from_secs(10), "two instances seen", || async {
+        raw(redis.port, "ZCARD {anteroom:sale}:instances")
+            .filter(|r| r.starts_with(":2"))
+            .map(|_| ())
+    })
+    .await;
+    let seen_both = redis_now(redis.port);
+    eventually(
+        Duration::from_secs(10),
+        "a tick of each after that",
+        || async {
+            let reply = raw(
+                redis.port,
+                "ZRANGE {anteroom:sale}:instances 0 -1 WITHSCORES",
+            )?;
+            let scores: Vec<u64> = reply
+                .lines()
+                .filter_map(|l| l.trim().parse::<f64>().ok())
+                .map(|f| f as u64)
+                .filter(|t| *t > 1_000_000_000)
+                .collect();
+            (scores.len() == 2 && scores.iter().all(|t| *t > seen_both)).then_some(())
+        },
+    )
+    .await;
+}

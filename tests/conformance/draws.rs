@@ -260,6 +260,7 @@ pub async fn registrants_with_one_key_keep_two_places_in_the_order_of_their_ids(
                     events: Some(&a),
                     draws: &d,
                     events_version: None,
+                    ..Default::default()
                 },
             )
             .await

@@ -69,6 +69,7 @@ pub(crate) async fn join(s: &dyn Store, p: &RoomParams, a: &EventsArg, v: Visito
             events: Some(a),
             draws: &draws,
             events_version: a.version,
+            ..Default::default()
         },
     )
     .await

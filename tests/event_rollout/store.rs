@@ -84,6 +84,7 @@ async fn newcomer(s: &RedisStore, p: &RoomParams, events: &EventsArg) -> Admissi
         events: Some(events),
         draws: &[],
         events_version: None,
+        ..Default::default()
     };
     s.join_with(p, VisitorId::random(), &ctx).await.unwrap()
 }

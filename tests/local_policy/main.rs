@@ -14,6 +14,7 @@ use common::*;
 use serde_json::Value;
 
 mod identities;
+mod told;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_held_line_stays_held_through_a_redis_outage() {
@@ -293,16 +294,6 @@ async fn sessions_admitted_locally_are_counted_after_redis_comes_back_empty() {
     .await;
 }
 
-/// Redis `TIME` in µs, from a raw reply.
-fn redis_now(port: u16) -> u64 {
-    let reply = raw(port, "TIME").unwrap_or_default();
-    let nums: Vec<u64> = reply
-        .lines()
-        .filter_map(|l| l.trim().parse().ok())
-        .collect();
-    nums.first().copied().unwrap_or(0) * 1_000_000 + nums.get(1).copied().unwrap_or(0)
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_instances_share_max_active_while_redis_is_down() {
     let mut redis = RedisServer::start();
@@ -311,31 +302,7 @@ async fn two_instances_share_max_active_while_redis_is_down() {
     let cfg = config(origin.addr, &redis.url(), 3, room);
     let proxies = [Proxy::start(&cfg), Proxy::start(&cfg)];
     // Both instances have ticked since both were alive, so each knows there are two.
-    eventually(Duration::from_secs(10), "two instances seen", || async {
-        raw(redis.port, "ZCARD {anteroom:sale}:instances")
-            .filter(|r| r.starts_with(":2"))
-            .map(|_| ())
-    })
-    .await;
-    let seen_both = redis_now(redis.port);
-    eventually(
-        Duration::from_secs(10),
-        "a tick of each after that",
-        || async {
-            let reply = raw(
-                redis.port,
-                "ZRANGE {anteroom:sale}:instances 0 -1 WITHSCORES",
-            )?;
-            let scores: Vec<u64> = reply
-                .lines()
-                .filter_map(|l| l.trim().parse::<f64>().ok())
-                .map(|f| f as u64)
-                .filter(|t| *t > 1_000_000_000)
-                .collect();
-            (scores.len() == 2 && scores.iter().all(|t| *t > seen_both)).then_some(())
-        },
-    )
-    .await;
+    both_instances_known(&redis).await;
     redis.kill();
     for p in &proxies {
         breaker_open(p).await;

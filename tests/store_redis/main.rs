@@ -14,6 +14,7 @@ use common::redis::{RedisCluster, RedisServer};
 
 mod connections;
 mod markers;
+mod outage;
 
 /// Kept only so the servers live (and are killed) with the harness.
 #[allow(dead_code)]

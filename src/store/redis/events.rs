@@ -18,7 +18,8 @@ pub(super) fn draw_key(room: &str, event: &str) -> String {
 }
 
 /// A join's events: the list's keys (KEYS[5..]), the events (ARGV[14]), the visitor's draw
-/// in each (ARGV[15..]) and, after them, the version of the runtime changes they come from.
+/// in each (ARGV[15..]) and, after them, the version of the runtime changes they come from and
+/// whether the caller is unsettled after an outage ([`JoinContext::unsettled`]).
 pub(super) fn join_args(inv: &mut ScriptInvocation<'_>, room: &str, ctx: &JoinContext<'_>) {
     if let Some(events) = ctx.events.filter(|e| !e.is_empty()) {
         inv.arg(&events.lua);
@@ -36,6 +37,7 @@ pub(super) fn join_args(inv: &mut ScriptInvocation<'_>, room: &str, ctx: &JoinCo
         Some(v) => inv.arg(v),
         None => inv.arg(""),
     };
+    inv.arg(if ctx.unsettled { "1" } else { "" });
 }
 
 /// An admit's events: ARGV[24] and their version ARGV[25] (before the liveness batch), and the

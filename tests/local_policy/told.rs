@@ -1,0 +1,94 @@
+//! After an outage: the sessions an instance admitted on its own are in the shop before the
+//! store hears of them, and nobody takes their slots meanwhile.
+
+use super::*;
+
+/// Once Redis answers again, nobody walks into the slots of the sessions an instance admitted
+/// on its own, through any instance, until that instance has told the store of them; then the
+/// line moves into the slots left (found by review r94a: newcomers through the other instance
+/// walked in at once, five in for a cap of three).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nobody_walks_into_the_slots_of_local_admissions_before_the_store_is_told() {
+    const PAUSE_MS: u64 = 2500;
+    const MAX_ACTIVE: usize = 4;
+    let redis = RedisServer::start();
+    let origin = Origin::start().await;
+    let room = "admit-per-second = 100\nmax-active = 4\nsession-ttl = \"10m\"";
+    let cfg = config(origin.addr, &redis.url(), 3, room);
+    // The first instance tries the store again later than the other: the other's newcomers
+    // reach the store before it can tell of its own admissions.
+    let slow = cfg.replace(
+        "breaker-cooldown = \"500ms\"",
+        "breaker-cooldown = \"2500ms\"",
+    );
+    assert_ne!(slow, cfg);
+    let proxies = [Proxy::start(&slow), Proxy::start(&cfg)];
+    both_instances_known(&redis).await;
+    // Down without losing data (a pause, or a partition of every instance).
+    let paused_at = Instant::now();
+    let pause = format!("CLIENT PAUSE {PAUSE_MS} ALL");
+    assert!(raw(redis.port, &pause).is_some_and(|r| r.starts_with("+OK")));
+    for p in &proxies {
+        breaker_open(p).await;
+    }
+    // Through the first instance only: its share of max-active, on its own.
+    let (local, states) = newcomers(&proxies[0], 4, 6).await;
+    assert!(
+        paused_at.elapsed() < Duration::from_millis(PAUSE_MS),
+        "admitted while Redis was still paused"
+    );
+    assert_eq!(
+        local,
+        MAX_ACTIVE / 2,
+        "the first instance's share: {states:?}"
+    );
+    // Newcomers through the other one from the moment it hears Redis again, polling on.
+    eventually(
+        Duration::from_secs(10),
+        "the other's breaker closed",
+        || async {
+            let r = client()
+                .get(proxies[1].admin_url("/readyz"))
+                .send()
+                .await
+                .ok()?;
+            (r.status() == 200).then_some(())
+        },
+    )
+    .await;
+    let mut jars = vec![Jar::default(); 6];
+    let mut through_other = 0;
+    let mut seen = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    // Until the line has taken the slots left, and a second past that.
+    let mut settled_at = None;
+    while settled_at.is_none_or(|t: Instant| t.elapsed() < Duration::from_secs(1)) {
+        assert!(
+            Instant::now() < deadline,
+            "the line never took the slots left: {through_other} in, {seen:?}"
+        );
+        for jar in jars.iter_mut() {
+            if jar.get("anteroom_sale").is_some() {
+                continue;
+            }
+            let (admitted, state) = visit(&proxies[1], jar).await;
+            through_other += usize::from(admitted);
+            seen.push(state);
+        }
+        assert!(
+            local + through_other <= MAX_ACTIVE,
+            "{local} admitted locally and {through_other} through the other instance, for a \
+             max-active of {MAX_ACTIVE}: {seen:?}"
+        );
+        if through_other == MAX_ACTIVE - local && settled_at.is_none() {
+            settled_at = Some(Instant::now());
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let active = raw(redis.port, "ZCARD {anteroom:sale}:active").unwrap_or_default();
+    assert_eq!(
+        active.trim(),
+        format!(":{MAX_ACTIVE}"),
+        "the store counts all of them"
+    );
+}

@@ -1,0 +1,82 @@
+//! After the store was away from an instance: sessions an instance on `local` admitted on its
+//! own meanwhile are in the shop before the store hears of them, so nobody is let in until
+//! every live instance on `local` has told it of theirs.
+
+use super::*;
+use anteroom::store::{Admission, AdmitContext, Outage, VisitorId};
+
+/// An admit that says its caller was cut off holds the line and join's fast path until the
+/// other live instance on `local` has told the store of its own admissions (an admit with none
+/// left to tell); one that leaves `local` is not waited for (found by review r94a: a newcomer
+/// walked into the slots of `local` admissions in the moments before their instance told the
+/// store).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_a_cut_nobody_is_let_in_until_every_local_instance_has_told() {
+    let server = RedisServer::start();
+    let a = RedisStore::new(Target::Single(server.url()), Duration::from_secs(2)).unwrap();
+    let b = RedisStore::new(Target::Single(server.url()), Duration::from_secs(2)).unwrap();
+    a.freeze_clock();
+    b.freeze_clock();
+    let mut p = conformance::room("told", 100.0, 3);
+    p.session_ttl = Duration::from_secs(3600);
+    p.claim_ttl = Duration::from_secs(3600);
+    let step = || {
+        a.shift_clock(Duration::from_millis(100));
+        b.shift_clock(Duration::from_millis(100));
+    };
+    let ctx = |outage: Outage| AdmitContext {
+        config: "digest".into(),
+        outage,
+        ..Default::default()
+    };
+    let local = Outage {
+        local: true,
+        ..Default::default()
+    };
+    let cut = Outage { cut: true, ..local };
+    a.admit_with(&p, &ctx(local)).await.unwrap();
+    b.admit_with(&p, &ctx(local)).await.unwrap();
+
+    // The store was away from b; a has not told it anything since.
+    step();
+    b.admit_with(&p, &ctx(cut)).await.unwrap();
+    let first = VisitorId::random();
+    assert!(
+        matches!(
+            b.join(&p, first).await.unwrap(),
+            Admission::Waiting { position: 1, .. }
+        ),
+        "nobody walks in at once"
+    );
+    step();
+    let r = b.admit_with(&p, &ctx(local)).await.unwrap();
+    assert_eq!(r.admitted, 0, "a may have admitted on its own");
+    // a comes back with two sessions to tell: still nobody.
+    step();
+    let r = a
+        .admit_with(&p, &ctx(Outage { untold: 2, ..local }))
+        .await
+        .unwrap();
+    assert_eq!(r.admitted, 0, "a has sessions to tell");
+    step();
+    assert_eq!(b.admit_with(&p, &ctx(local)).await.unwrap().admitted, 0);
+    // Told: the line moves.
+    step();
+    let r = a.admit_with(&p, &ctx(local)).await.unwrap();
+    assert_eq!(r.admitted, 1, "every instance on `local` has told");
+    assert_eq!(b.join(&p, first).await.unwrap(), Admission::Admitted);
+    let next = VisitorId::random();
+    assert_eq!(b.join(&p, next).await.unwrap(), Admission::Entered);
+
+    // Cut again; a leaves `local` (a reload): it has nothing to tell and is not waited for.
+    step();
+    b.admit_with(&p, &ctx(cut)).await.unwrap();
+    let last = VisitorId::random();
+    assert!(matches!(
+        a.join(&p, last).await.unwrap(),
+        Admission::Waiting { position: 1, .. }
+    ));
+    step();
+    let r = a.admit_with(&p, &ctx(Outage::default())).await.unwrap();
+    assert_eq!(r.admitted, 1, "a, off `local`, is not waited for");
+}
