@@ -192,8 +192,12 @@ async fn run_room(shared: Arc<Shared>, room: usize) {
     }
 }
 
-/// Sessions admitted locally told to the store per tick at most, in one round of calls.
-const REGISTER_PER_TICK: usize = 64;
+/// Sessions admitted locally told to the store in one round of calls.
+const REGISTER_PER_ROUND: usize = 64;
+
+/// Rounds of [`REGISTER_PER_ROUND`] a tick makes at most, within half a tick: while some are
+/// untold, the store lets nobody in (see [`crate::store::Outage`]).
+const REGISTER_ROUNDS: usize = 8;
 
 /// Tells the store of sessions this instance admitted on its own (`local`) while it could not
 /// answer, once it answers again, so that max-active counts them whichever instance their
@@ -202,10 +206,22 @@ const REGISTER_PER_TICK: usize = 64;
 /// and the store let `max-active` more in beside them). The first request through the instance
 /// that admitted them does the same, whichever comes first.
 async fn register_local(shared: &Shared, room: usize) {
+    let started = Instant::now();
+    let budget = shared.rooms[room].cfg.params.tick / 2;
+    for _ in 0..REGISTER_ROUNDS {
+        // Another round only after a whole one went through, within the budget.
+        if !register_round(shared, room).await || started.elapsed() >= budget {
+            return;
+        }
+    }
+}
+
+/// One round of [`register_local`]: whether it told a full batch, every one of them.
+async fn register_round(shared: &Shared, room: usize) -> bool {
     let r = &shared.rooms[room];
-    let batch = r.local.unregistered_some(REGISTER_PER_TICK);
+    let batch = r.local.unregistered_some(REGISTER_PER_ROUND);
     if batch.is_empty() {
-        return;
+        return false;
     }
     let seen = shared.seen_generation(room);
     let calls = batch.iter().map(|&vid| {
@@ -216,8 +232,9 @@ async fn register_local(shared: &Shared, room: usize) {
             .register_local(&r.cfg.params, vid, seen.as_ref(), 0);
         async move { (vid, shared.store_call("touch", r.name(), touch).await) }
     });
-    for (vid, told) in futures_util::future::join_all(calls).await {
-        match told {
+    let mut told = 0;
+    for (vid, answer) in futures_util::future::join_all(calls).await {
+        match answer {
             // Refused (an order of it used, a pre-queue ended it): as on the request path, the
             // cookie runs out and the store is not asked again. Not while a loss is young: a
             // later tick or request tells it again (found by re-review: after Redis came back
@@ -227,10 +244,12 @@ async fn register_local(shared: &Shared, room: usize) {
             Ok(t) => {
                 r.local.registered(vid);
                 r.note_taken_back(t);
+                told += 1;
             }
             Err(e) => shared.warn_store_error(&e),
         }
     }
+    told == REGISTER_PER_ROUND
 }
 
 /// How often at most a room's loop runs while this instance has an order the store may not
