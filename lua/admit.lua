@@ -51,7 +51,8 @@
 -- ARGV[32] '1': a call of the caller's admission loop failed since its last answered admit (the
 --          store was away from it, and may have been from others that admitted on their own)
 -- ARGV[33] '1': the caller runs the room with `on-store-error = "local"`
--- ARGV[34..] liveness batch: triples (visitor id, epoch, offset) of visitors polled through the
+-- ARGV[34] the live instances the caller's last answered admit counted
+-- ARGV[35..] liveness batch: triples (visitor id, epoch, offset) of visitors polled through the
 --            caller's queue tickets since its last call; each one still in line at that place
 --            is marked seen now (its score's low part), as a join would
 -- KEYS[8] ended ZSET (end_sessions in the prelude; who is admitted leaves it)
@@ -140,8 +141,23 @@ end
 -- ('told:<id>', 0 while it has some to tell). Before (found by review r94a), a newcomer's join
 -- on any instance walked into their slots in the moments before their instance told the
 -- store: five in for a cap of three.
+-- A store that lost its data lost these marks with it, and the instances it knew: the caller
+-- that finds the loss waits for as many instances as it last counted live ('lc_expect') to be
+-- heard again, for a heartbeat's life at most ('lc_until'), and for each to tell its own
+-- admissions as above (found by review r95a: after an empty restart, newcomers walked in at once
+-- beside the sessions another instance had admitted on its own, six in for a cap of four).
+-- An instance on `local` tells a heartbeat's life at least as long as it may be away after an
+-- outage before it tells the store (src/store/redis.rs; found by review r95a: a cooldown of 3 s
+-- kept one away past the five seconds, and the line took its sessions' slots).
 local untold = tonumber(ARGV[31]) or 0
-if ARGV[32] == '1' then
+if ARGV[33] == '1' and ARGV[10] ~= '' and ARGV[10] ~= redis.call('HGET', room, 'gen') then
+  local expect = tonumber(redis.call('HGET', room, 'lc_expect'))
+  if not expect then
+    redis.call('HSET', room, 'lc_since', live,
+      'lc_until', string.format('%.0f', live + tonumber(ARGV[9])))
+  end
+  redis.call('HSET', room, 'lc_expect', math.max(expect or 0, tonumber(ARGV[34]) or 0))
+elseif ARGV[32] == '1' then
   redis.call('HSET', room, 'lc_since', live)
 elseif untold > 0 then
   redis.call('HSETNX', room, 'lc_since', live)
@@ -184,7 +200,7 @@ local cfgs = redis.call('HGETALL', KEYS[5])
 local unheard_stall = unheard_since_stall(room, cfgs, live)
 unheard_stall = (unheard_stall and #events > 0) or after_loss(room, live, #events > 0)
 flag(room, 'ev_wait', unheard_stall, es[13] == '1')
-local untold_hold = untold_since_cut(room, cfgs, live)
+local untold_hold = untold_since_cut(room, cfgs, live, untold > 0)
 flag(room, 'lc_wait', untold_hold, es[14] == '1')
 local mixed_events = events_disagree(cfgs, mine_ev, live)
 -- The draw's commitment is the one its pre-queue began with: the store keeps it ('draw_commit',
@@ -404,7 +420,7 @@ local seen_slot = in_pre and 0 or live_slot(live)
 -- not hear it (a store that answers the admission steps but not the polls; found by review:
 -- such visitors lost their turn after claim-ttl).
 local turns = {}
-for i = 34, #ARGV - 2, 3 do
+for i = 35, #ARGV - 2, 3 do
   local offset = tonumber(ARGV[i + 2])
   local score = redis.call('ZSCORE', waiting, ARGV[i])
   if score == false then

@@ -30,37 +30,68 @@ local function flag(room, field, on, was)
   end
 end
 
--- Whether a live instance has not been heard since the liveness clock stood at the room field
--- `since` (absent: none is waited for): its mark (`prefix` .. its id) is older. An instance
--- that writes no mark (a version before this, or one that has nothing to tell) is not waited
--- for. Once every live instance has been heard, `since` is dropped.
-local function unheard_since(room, cfgs, live, since, prefix)
-  local from = tonumber(redis.call('HGET', room, since))
-  if not from then
+-- After a stall ('stall_live', set by admit.lua), whether a live instance has made no call of
+-- its own since ('fresh:<id>' older): one may have reloaded other events during the stall,
+-- which the store cannot know yet. An instance of a version before this writes no 'fresh:' and
+-- is not waited for. Once every live instance has been heard, the stall is over.
+local function unheard_since_stall(room, cfgs, live)
+  local stall_live = tonumber(redis.call('HGET', room, 'stall_live'))
+  if not stall_live then
     return false
   end
   for i = 1, #cfgs, 2 do
-    local mark = tonumber(redis.call('HGET', room, prefix .. cfgs[i]))
-    if mark and mark < from and is_live(cfgs, i, live) then
+    local fresh = tonumber(redis.call('HGET', room, 'fresh:' .. cfgs[i]))
+    if fresh and fresh < stall_live and is_live(cfgs, i, live) then
       return true
     end
   end
-  redis.call('HDEL', room, since)
+  redis.call('HDEL', room, 'stall_live')
   return false
-end
-
--- After a stall ('stall_live', set by admit.lua), whether a live instance has made no call of
--- its own since ('fresh:<id>' older): one may have reloaded other events during the stall,
--- which the store cannot know yet. Once every live instance has been heard, the stall is over.
-local function unheard_since_stall(room, cfgs, live)
-  return unheard_since(room, cfgs, live, 'stall_live', 'fresh:')
 end
 
 -- After the store was away from an instance ('lc_since', set by admit.lua), whether a live
 -- instance on `local` has not told it yet of every session it admitted on its own meanwhile
--- ('told:<id>' older, 0 while it has some to tell).
-local function untold_since_cut(room, cfgs, live)
-  return unheard_since(room, cfgs, live, 'lc_since', 'told:')
+-- ('told:<id>' older, 0 while it has some to tell); after a loss of the store's data, also
+-- whether fewer instances than the caller that found it counted have been heard since
+-- ('lc_expect'; the configs hash went with the data), until 'lc_until'. Once none is waited
+-- for, the fields are dropped. A caller with such sessions to tell (`mine_untold`) is waited for
+-- itself, whether or not the store knows it yet (found on the test of an empty restart: its own
+-- first call after the loss, before its configs entry was written, ended the wait).
+local function untold_since_cut(room, cfgs, live, mine_untold)
+  local lc = redis.call('HMGET', room, 'lc_since', 'lc_expect', 'lc_until')
+  local from = tonumber(lc[1])
+  if not from then
+    return false
+  end
+  if mine_untold then
+    return true
+  end
+  local expect, until_live = tonumber(lc[2]), tonumber(lc[3])
+  if expect and until_live and live < until_live then
+    local heard, me = 0, false
+    for i = 1, #cfgs, 2 do
+      if cfgs[i] == ARGV[8] then
+        me = true
+      end
+      if cfgs[i] == ARGV[8] or is_live(cfgs, i, live) then
+        heard = heard + 1
+      end
+    end
+    if not me then
+      heard = heard + 1
+    end
+    if heard < expect then
+      return true
+    end
+  end
+  for i = 1, #cfgs, 2 do
+    local mark = tonumber(redis.call('HGET', room, 'told:' .. cfgs[i]))
+    if mark and mark < from and is_live(cfgs, i, live) then
+      return true
+    end
+  end
+  redis.call('HDEL', room, 'lc_since', 'lc_expect', 'lc_until')
+  return false
 end
 
 -- Whether a live instance other than the caller runs the room with other events than the

@@ -91,10 +91,13 @@ async fn run_room(shared: Arc<Shared>, room: usize) {
         ctx.revoked_after = Some(r.revoked.last());
         ctx.events = events::prepare(&shared, room);
         ctx.draw_commitments = events::commitments(&shared, room, ctx.events.as_ref());
+        let store = &shared.config.store;
         ctx.outage = crate::store::Outage {
             untold: r.local.untold() as u64,
             cut: r.live.cut(),
             local: r.cfg.on_store_error == crate::config::StorePolicy::Local,
+            instances: r.live.instances(),
+            away: 2 * store.breaker_cooldown + store.timeout + 2 * tick,
         };
         ctx.events_config =
             crate::room::events_digest(ctx.events.as_ref(), r.events_secret.as_deref());

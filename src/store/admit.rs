@@ -139,6 +139,15 @@ pub struct Outage {
     pub cut: bool,
     /// The caller runs the room with `on-store-error = "local"`.
     pub local: bool,
+    /// The live instances the caller's last answered admit counted: the caller that finds the
+    /// store lost its data waits for as many to be heard again (the store lost its record of
+    /// them, and of what they have told).
+    pub instances: u64,
+    /// How long the caller may be away from the store after an outage before it tells it of its
+    /// own admissions (two breaker cooldowns, a timeout and two ticks): on `local`, its
+    /// heartbeat lives at least as long, so that it is waited for (found by review r95a: a
+    /// cooldown of 3 s kept an instance away past its heartbeat's five seconds).
+    pub away: std::time::Duration,
 }
 
 /// An admit call's place among the caller's calls for a room. A call whose answer the caller

@@ -279,7 +279,10 @@ impl Store for RedisStore {
     ) -> Result<AdmitReport, StoreError> {
         let k = Keys::of(&p.name);
         let mut inv = self.scripts.admit.prepare_invoke();
-        let heartbeat = micros((p.tick * 3).max(Duration::from_secs(5)));
+        let mut heartbeat = micros((p.tick * 3).max(Duration::from_secs(5)));
+        if ctx.outage.local {
+            heartbeat = heartbeat.max(micros(ctx.outage.away));
+        }
         inv.key(&k.waiting)
             .key(&k.active)
             .key(&k.room)
@@ -318,7 +321,8 @@ impl Store for RedisStore {
             .arg(ctx.hold_if_lost)
             .arg(ctx.outage.untold)
             .arg(if ctx.outage.cut { "1" } else { "" })
-            .arg(if ctx.outage.local { "1" } else { "" });
+            .arg(if ctx.outage.local { "1" } else { "" })
+            .arg(ctx.outage.instances);
         for (vid, place) in &ctx.seen {
             inv.arg(&vid.as_bytes()[..]).arg(place.epoch).arg(place.key);
         }

@@ -3,15 +3,36 @@
 
 use super::*;
 
+/// How the store goes away.
+#[derive(Clone, Copy, Debug)]
+enum Away {
+    /// Paused, its data kept (or a partition of every instance).
+    Paused,
+    /// Killed and started again empty.
+    Emptied,
+}
+
 /// Once Redis answers again, nobody walks into the slots of the sessions an instance admitted
 /// on its own, through any instance, until that instance has told the store of them; then the
 /// line moves into the slots left (found by review r94a: newcomers through the other instance
 /// walked in at once, five in for a cap of three).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn nobody_walks_into_the_slots_of_local_admissions_before_the_store_is_told() {
+    slots_of_local_admissions_kept(Away::Paused).await;
+}
+
+/// The same when Redis comes back empty: the store lost its record of the instances and of
+/// what they told, and waits for as many as the instance that finds the loss knew (found by
+/// review r95a: newcomers walked in at once, six in for a cap of four).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nobody_walks_into_the_slots_of_local_admissions_after_redis_comes_back_empty() {
+    slots_of_local_admissions_kept(Away::Emptied).await;
+}
+
+async fn slots_of_local_admissions_kept(away: Away) {
     const PAUSE_MS: u64 = 2500;
     const MAX_ACTIVE: usize = 4;
-    let redis = RedisServer::start();
+    let mut redis = RedisServer::start();
     let origin = Origin::start().await;
     let room = "admit-per-second = 100\nmax-active = 4\nsession-ttl = \"10m\"";
     let cfg = config(origin.addr, &redis.url(), 3, room);
@@ -24,17 +45,21 @@ async fn nobody_walks_into_the_slots_of_local_admissions_before_the_store_is_tol
     assert_ne!(slow, cfg);
     let proxies = [Proxy::start(&slow), Proxy::start(&cfg)];
     both_instances_known(&redis).await;
-    // Down without losing data (a pause, or a partition of every instance).
     let paused_at = Instant::now();
-    let pause = format!("CLIENT PAUSE {PAUSE_MS} ALL");
-    assert!(raw(redis.port, &pause).is_some_and(|r| r.starts_with("+OK")));
+    match away {
+        Away::Paused => {
+            let pause = format!("CLIENT PAUSE {PAUSE_MS} ALL");
+            assert!(raw(redis.port, &pause).is_some_and(|r| r.starts_with("+OK")));
+        }
+        Away::Emptied => redis.kill(),
+    }
     for p in &proxies {
         breaker_open(p).await;
     }
     // Through the first instance only: its share of max-active, on its own.
     let (local, states) = newcomers(&proxies[0], 4, 6).await;
     assert!(
-        paused_at.elapsed() < Duration::from_millis(PAUSE_MS),
+        matches!(away, Away::Emptied) || paused_at.elapsed() < Duration::from_millis(PAUSE_MS),
         "admitted while Redis was still paused"
     );
     assert_eq!(
@@ -42,6 +67,9 @@ async fn nobody_walks_into_the_slots_of_local_admissions_before_the_store_is_tol
         MAX_ACTIVE / 2,
         "the first instance's share: {states:?}"
     );
+    if let Away::Emptied = away {
+        redis.restart();
+    }
     // Newcomers through the other one from the moment it hears Redis again, polling on.
     eventually(
         Duration::from_secs(10),
@@ -59,7 +87,7 @@ async fn nobody_walks_into_the_slots_of_local_admissions_before_the_store_is_tol
     let mut jars = vec![Jar::default(); 6];
     let mut through_other = 0;
     let mut seen = Vec::new();
-    let deadline = Instant::now() + Duration::from_secs(10);
+    let deadline = Instant::now() + Duration::from_secs(20);
     // Until the line has taken the slots left, and a second past that.
     let mut settled_at = None;
     while settled_at.is_none_or(|t: Instant| t.elapsed() < Duration::from_secs(1)) {

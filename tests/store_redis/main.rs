@@ -15,6 +15,7 @@ use common::redis::{RedisCluster, RedisServer};
 mod connections;
 mod markers;
 mod outage;
+mod restart_probe;
 
 /// Kept only so the servers live (and are killed) with the harness.
 #[allow(dead_code)]

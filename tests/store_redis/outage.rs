@@ -26,6 +26,8 @@ async fn after_a_cut_nobody_is_let_in_until_every_local_instance_has_told() {
     };
     let ctx = |outage: Outage| AdmitContext {
         config: "digest".into(),
+        // As every instance tells them: with its events' digest, its heartbeat's life.
+        events_config: "e0".into(),
         outage,
         ..Default::default()
     };
@@ -79,4 +81,68 @@ async fn after_a_cut_nobody_is_let_in_until_every_local_instance_has_told() {
     step();
     let r = a.admit_with(&p, &ctx(Outage::default())).await.unwrap();
     assert_eq!(r.admitted, 1, "a, off `local`, is not waited for");
+}
+
+/// An instance on `local` that may be away longer than a heartbeat's five seconds after an
+/// outage (long breaker cooldowns) is waited for that long, then no longer (found by review
+/// r95a: a cooldown of 3 s kept an instance away past its heartbeat's life, and the line took
+/// the slots of its sessions before it could tell the store of them).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_instance_that_may_be_away_long_is_waited_for_that_long() {
+    let server = RedisServer::start();
+    let a = RedisStore::new(Target::Single(server.url()), Duration::from_secs(2)).unwrap();
+    let b = RedisStore::new(Target::Single(server.url()), Duration::from_secs(2)).unwrap();
+    a.freeze_clock();
+    b.freeze_clock();
+    let mut p = conformance::room("away", 100.0, 3);
+    p.session_ttl = Duration::from_secs(3600);
+    p.claim_ttl = Duration::from_secs(3600);
+    let step = || {
+        a.shift_clock(Duration::from_millis(100));
+        b.shift_clock(Duration::from_millis(100));
+    };
+    let ctx = |outage: Outage| AdmitContext {
+        config: "digest".into(),
+        // As every instance tells them: with its events' digest, its heartbeat's life.
+        events_config: "e0".into(),
+        outage,
+        ..Default::default()
+    };
+    let local = Outage {
+        local: true,
+        ..Default::default()
+    };
+    a.admit_with(
+        &p,
+        &ctx(Outage {
+            away: Duration::from_secs(8),
+            ..local
+        }),
+    )
+    .await
+    .unwrap();
+    b.admit_with(&p, &ctx(local)).await.unwrap();
+    // The store was away from b; a is not heard again.
+    step();
+    b.admit_with(&p, &ctx(Outage { cut: true, ..local }))
+        .await
+        .unwrap();
+    let waiting = VisitorId::random();
+    assert!(matches!(
+        b.join(&p, waiting).await.unwrap(),
+        Admission::Waiting { position: 1, .. }
+    ));
+    let mut admitted_at = None;
+    for i in 0..100 {
+        step();
+        if b.admit_with(&p, &ctx(local)).await.unwrap().admitted > 0 {
+            admitted_at = Some(i);
+            break;
+        }
+    }
+    let at = admitted_at.expect("let in once a can no longer come back");
+    assert!(
+        at >= 65,
+        "a was waited for only {at} ticks of 100 ms, not the 8 s it may be away"
+    );
 }

@@ -99,7 +99,18 @@ impl RedisStore {
             }
         };
         let result = match conn.clone() {
-            Conn::Single(mut c) => inv.invoke_async(&mut c).await,
+            Conn::Single(mut c) => match inv.invoke_async(&mut c).await {
+                // The client answers the first call after a reconnection that failed with that
+                // failure, however long ago it was, and only then connects again: one more try
+                // finds Redis if it is back (found by review r95a: after a restart, the
+                // breaker's probe failed on the refusal of a connection tried while Redis was
+                // down, and the instance stayed away another cooldown). Every script is safe to
+                // run again; the store's timeout bounds both tries.
+                Err(e) if e.is_connection_refusal() || e.is_connection_dropped() => {
+                    inv.invoke_async(&mut c).await
+                }
+                answered => answered,
+            },
             Conn::Cluster(mut c) => inv.invoke_async(&mut c).await,
             Conn::Sentinel(c) => c.invoke(inv).await,
         };
