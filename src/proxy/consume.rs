@@ -40,6 +40,23 @@ impl Proxy {
         ctx.consumed = Some(taken);
     }
 
+    /// An order let through without an admission (the store's `open` policy while it is away,
+    /// the room switched off) by the visitor `vid` the request names: the origin's answer
+    /// settles it as an admitted visitor's unseen order, whose confirm uses the admission up and
+    /// takes them out of the line. One place in line, one order: a visitor in line who ordered
+    /// so kept the place, and their turn bought a second order (found by re-review under
+    /// `open`; by review r95b with the room switched off).
+    pub(super) fn order_from_line(shared: &Shared, ctx: &mut Ctx, room: usize, vid: VisitorId) {
+        let taken = Taken {
+            room,
+            vid,
+            request: RequestId::random(),
+            grace: Self::order_grace(shared, room),
+            expires: 0,
+        };
+        Self::order_goes_on(shared, ctx, room, taken);
+    }
+
     /// A new order vouched by an admission cookie that runs until `expires` (the store's clock,
     /// as this instance reads it at `cookie_now`).
     fn vouched_order(shared: &Shared, room: usize, expires: u64, cookie_now: u64) -> Order {

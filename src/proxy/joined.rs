@@ -2,14 +2,13 @@
 //! limit, the end of a sale, or what the room's `on-store-error` policy decides when the store
 //! could not answer.
 
-use super::settle::Taken;
 use super::{Ctx, Proxy, Verdict};
 use crate::app::Shared;
 use crate::line::Ticket;
 use crate::page::{self, State, Status};
 use crate::room::policy::{self, Failure, OnError};
 use crate::room::LocalAdmit;
-use crate::store::{Admission, JoinGate, RequestId, StoreError, VisitorId};
+use crate::store::{Admission, JoinGate, StoreError, VisitorId};
 
 impl Proxy {
     /// The answer to the store's reply to `vid`'s join (`ticket`: the one the request carried
@@ -227,19 +226,9 @@ impl Proxy {
                 match decision {
                     OnError::Pass => {
                         // An order let through: the origin's answer settles it once the store
-                        // is back, as an admitted visitor's unseen order (a confirm the store
-                        // never saw uses the visitor's admission up and takes them out of the
-                        // line: a visitor in line who ordered here kept the place, and their
-                        // turn bought a second order; found by re-review).
+                        // is back (see `order_from_line`).
                         if ctx.order {
-                            let taken = Taken {
-                                room,
-                                vid,
-                                request: RequestId::random(),
-                                grace: Self::order_grace(shared, room),
-                                expires: 0,
-                            };
-                            Self::order_goes_on(shared, ctx, room, taken);
+                            Self::order_from_line(shared, ctx, room, vid);
                         }
                         Verdict::Pass { admitted: false }
                     }

@@ -190,6 +190,17 @@ impl ProxyHttp for Proxy {
                     Self::order_while_off(shared, ctx, room, v.vid, v.expires).await;
                     return Ok(false);
                 }
+                // Without one, by a visitor the request names (a queue ticket, an id): the
+                // order takes their place in line (found by review r95b: the place was kept,
+                // and its turn bought a second order once the room was back on).
+                let who = Self::visitor(shared, req, ctx, room);
+                if who.had_vid || who.ticket.is_some() {
+                    if Self::wait_for_origin(shared, session, ctx, room).await? {
+                        return Ok(true);
+                    }
+                    Self::order_from_line(shared, ctx, room, who.vid);
+                    return Ok(false);
+                }
             }
             return Self::wait_for_origin(shared, session, ctx, room).await;
         }
