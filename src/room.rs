@@ -21,7 +21,7 @@ pub mod series;
 pub mod share;
 
 pub use live::Live;
-pub use local::{LocalAdmit, LocalBucket};
+pub use local::{keep_unrenewed, LocalAdmit, LocalBucket};
 
 use crate::clock::Micros;
 use crate::config::RoomConfig;

@@ -63,6 +63,9 @@ impl Proxy {
                 if !local {
                     r.recovery.release(vid);
                 }
+                if due {
+                    Self::keep_unrenewed(shared, ctx, room, vid, expires, false);
+                }
             }
             Ok(held @ (Touched::Held | Touched::TakenBack)) => {
                 if local {
@@ -77,6 +80,12 @@ impl Proxy {
                 shared.warn_store_error(&e);
                 if !local {
                     r.recovery.release(vid);
+                }
+                // A session kept here while the store is away, due again: kept on.
+                if due {
+                    let away = crate::room::policy::Failure::of(&e)
+                        == crate::room::policy::Failure::BreakerOpen;
+                    Self::keep_unrenewed(shared, ctx, room, vid, expires, away);
                 }
             }
         }

@@ -477,13 +477,39 @@ impl Proxy {
         let touch = shared
             .store
             .touch_seen(&r.cfg.params, vid, seen.as_ref(), expires);
-        match shared.store_call("touch", r.name(), touch).await {
+        let breaker_open = match shared.store_call("touch", r.name(), touch).await {
             Ok(t) if t.held() => {
                 r.note_taken_back(t);
-                Self::grant(shared, ctx, room, vid)
+                return Self::grant(shared, ctx, room, vid);
             }
-            Ok(_) => {}
-            Err(e) => shared.warn_store_error(&e),
+            Ok(crate::store::Touched::TooSoon) => false,
+            Ok(_) => return,
+            Err(e) => {
+                shared.warn_store_error(&e);
+                crate::room::policy::Failure::of(&e) == crate::room::policy::Failure::BreakerOpen
+            }
+        };
+        Self::keep_unrenewed(shared, ctx, room, vid, expires, breaker_open);
+    }
+
+    /// The store could not renew the admission (`breaker_open`: it is away): kept running here
+    /// when [`crate::room::keep_unrenewed`] says so, its cookie given a new life, and told to
+    /// the store once it answers, counted past max-active (the visitor was in the shop before).
+    pub(super) fn keep_unrenewed(
+        shared: &Shared,
+        ctx: &mut Ctx,
+        room: usize,
+        vid: VisitorId,
+        expires: u64,
+        breaker_open: bool,
+    ) {
+        let r = &shared.rooms[room];
+        let ttl = r.cfg.params.session_ttl.as_secs().max(1);
+        let left = expires.saturating_sub(shared.cookie_secs(room));
+        if crate::room::keep_unrenewed(breaker_open, left, ttl) {
+            r.local
+                .keep(vid, shared.clock.now_micros(), r.cfg.params.session_ttl);
+            Self::grant(shared, ctx, room, vid);
         }
     }
 }

@@ -31,8 +31,9 @@ struct LocalInner {
     /// limiter started full, and an operator's or a tool's reloads during an outage each let a
     /// burst in (found by review: ten times the rate with a reload every 100 ms).
     limiter: Option<std::sync::Arc<Tokens>>,
-    /// When each locally admitted session runs out, oldest first (all last one session-ttl).
-    /// Never longer than the share of max-active, so bounded by max-active.
+    /// When each locally admitted or kept session runs out, oldest first (all last one
+    /// session-ttl; a session kept again is queued again, its earlier entry left to be pruned).
+    /// Bounded by the sessions admitted, kept and running.
     sessions: VecDeque<(Micros, VisitorId)>,
     /// The same sessions by visitor: each visitor holds at most one.
     running: HashMap<VisitorId, Micros>,
@@ -63,8 +64,12 @@ impl LocalInner {
                 break;
             }
             self.sessions.pop_front();
-            self.running.remove(&vid);
-            self.unregistered.remove(&vid);
+            // Not a session kept running since ([`LocalBucket::keep`]): its later end is
+            // queued behind.
+            if self.running.get(&vid) == Some(&end) {
+                self.running.remove(&vid);
+                self.unregistered.remove(&vid);
+            }
         }
     }
 }
@@ -115,7 +120,7 @@ impl LocalBucket {
                 fresh: false,
             });
         }
-        if inner.sessions.len() as u64 >= a.share {
+        if inner.running.len() as u64 >= a.share {
             return None;
         }
         let window = |g: &JoinGate, started: Micros| a.now < started.saturating_add(micros(g.per));
@@ -153,6 +158,21 @@ impl LocalBucket {
             life: a.session_ttl,
             fresh: true,
         })
+    }
+
+    /// Keeps the session of `vid`, admitted before, running on this instance from `now` for
+    /// `session_ttl` while the store cannot renew it: counted against the instance's share like
+    /// a local admission, and told to the store once it answers (counted past max-active: the
+    /// visitor was in the shop before; see [`crate::proxy`]'s renewal).
+    pub fn keep(&self, vid: VisitorId, now: Micros, session_ttl: Duration) {
+        let mut inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        inner.prune(now);
+        let end = now.saturating_add(micros(session_ttl));
+        inner.sessions.push_back((end, vid));
+        inner.running.insert(vid, end);
+        inner.unregistered.insert(vid);
+        self.pending
+            .store(inner.unregistered.len(), Ordering::Release);
     }
 
     /// Whether `vid` was admitted here while the store was away and the store has not been
@@ -217,7 +237,7 @@ impl LocalBucket {
         inner.prune(now);
         self.pending
             .store(inner.unregistered.len(), Ordering::Release);
-        inner.sessions.len() as u64
+        inner.running.len() as u64
     }
 
     /// A token of this instance's share of the rate. The bucket is made anew, empty, for a new
@@ -250,6 +270,16 @@ impl LocalBucket {
         }
         limiter.as_ref().is_some_and(|l| l.limiter.check().is_ok())
     }
+}
+
+/// Whether an admission whose sliding renewal the store could not make (`left` seconds of its
+/// cookie of a `ttl`-second session) is kept running on this instance ([`LocalBucket::keep`]):
+/// while the store is away (its breaker open), at once; when a call only failed, or a loss of
+/// the store's data is too young to take the session back, once less than a quarter of a
+/// session is left. Postponed, the renewal let the cookie run out during an outage longer than
+/// half a session, and the visitor went to the back of the line (found by review r95b).
+pub fn keep_unrenewed(breaker_open: bool, left: u64, ttl: u64) -> bool {
+    breaker_open || left < ttl / 4
 }
 
 #[cfg(test)]
@@ -296,6 +326,44 @@ mod tests {
         assert!(b.try_admit(&c, None).is_some());
         assert_eq!(b.active(1 + micros(Duration::from_secs(10))), 0);
         assert!(!b.unregistered(c.vid), "ran out: nothing to register");
+    }
+
+    /// A session kept running while the store cannot renew it counts once, is told to the
+    /// store, and runs to its new end, not its first one (found by review r95b: an admitted
+    /// visitor's cookie ran out during a long outage).
+    #[test]
+    fn a_kept_session_runs_to_its_new_end_and_is_told() {
+        let b = LocalBucket::default();
+        let a = admit(5, 1);
+        assert!(b.try_admit(&a, None).is_some());
+        b.registered(a.vid);
+        let ttl = Duration::from_secs(10);
+        let half = 1 + micros(ttl) / 2;
+        b.keep(a.vid, half, ttl);
+        assert!(b.unregistered(a.vid), "to be told");
+        assert_eq!(b.active(half), 1, "counted once");
+        let first_end = 1 + micros(ttl);
+        assert_eq!(b.active(first_end), 1, "runs past its first end");
+        assert!(b.unregistered(a.vid));
+        let kept = LocalBucket::default();
+        kept.keep(a.vid, 1, ttl);
+        assert_eq!(
+            kept.untold(),
+            1,
+            "a visitor admitted through the store, kept here"
+        );
+        assert_eq!(b.active(half + micros(ttl)), 0, "ran out at its new end");
+        assert!(!b.unregistered(a.vid));
+    }
+
+    #[test]
+    fn an_unrenewed_admission_is_kept_while_the_store_is_away_or_near_its_end() {
+        assert!(keep_unrenewed(true, 290, 600), "the breaker open");
+        assert!(
+            !keep_unrenewed(false, 290, 600),
+            "a failed call: asked again later"
+        );
+        assert!(keep_unrenewed(false, 149, 600), "under a quarter left");
     }
 
     /// A reload hands the rate's tokens over with the sessions: a new room's bucket started

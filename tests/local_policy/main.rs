@@ -14,6 +14,7 @@ use common::*;
 use serde_json::Value;
 
 mod identities;
+mod kept;
 mod told;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
