@@ -150,7 +150,16 @@ end
 -- outage before it tells the store (src/store/redis.rs; found by review r95a: a cooldown of 3 s
 -- kept one away past the five seconds, and the line took its sessions' slots).
 local untold = tonumber(ARGV[31]) or 0
-if ARGV[33] == '1' and ARGV[10] ~= '' and ARGV[10] ~= redis.call('HGET', room, 'gen') then
+-- Whatever the caller's own policy (found by re-review r96a: a finder on `closed` set nothing,
+-- and the line moved beside another's sessions); counted, each instance that finds the loss,
+-- so from before it ('lc_back:<id>'): not one started since (re-review r96a: a third instance
+-- started during the wait made up the count, and the line moved before the one away told).
+-- Once per loss: an instance that finds it after the wait for it ended ('lc_gen', the generation
+-- it ended in) starts none again, and tells its own sessions as any caller does.
+local gen_now = redis.call('HGET', room, 'gen')
+if ARGV[10] ~= '' and ARGV[10] ~= gen_now
+    and (not gen_now or gen_now ~= redis.call('HGET', room, 'lc_gen')) then
+  redis.call('HSET', room, 'lc_back:' .. ARGV[8], 1)
   local expect = tonumber(redis.call('HGET', room, 'lc_expect'))
   if not expect then
     redis.call('HSET', room, 'lc_since', live,

@@ -52,8 +52,9 @@ end
 -- After the store was away from an instance ('lc_since', set by admit.lua), whether a live
 -- instance on `local` has not told it yet of every session it admitted on its own meanwhile
 -- ('told:<id>' older, 0 while it has some to tell); after a loss of the store's data, also
--- whether fewer instances than the caller that found it counted have been heard since
--- ('lc_expect'; the configs hash went with the data), until 'lc_until'. Once none is waited
+-- whether fewer of the instances that found it (from before it: 'lc_back:<id>') have been
+-- heard than the first counted ('lc_expect'; the configs hash went with the data), until
+-- 'lc_until'. Once none is waited
 -- for, the fields are dropped. A caller with such sessions to tell (`mine_untold`) is waited for
 -- itself, whether or not the store knows it yet (found on the test of an empty restart: its own
 -- first call after the loss, before its configs entry was written, ended the wait).
@@ -67,17 +68,20 @@ local function untold_since_cut(room, cfgs, live, mine_untold)
     return true
   end
   local expect, until_live = tonumber(lc[2]), tonumber(lc[3])
+  local function back(id)
+    return redis.call('HEXISTS', room, 'lc_back:' .. id) == 1
+  end
   if expect and until_live and live < until_live then
     local heard, me = 0, false
     for i = 1, #cfgs, 2 do
       if cfgs[i] == ARGV[8] then
         me = true
       end
-      if cfgs[i] == ARGV[8] or is_live(cfgs, i, live) then
+      if back(cfgs[i]) and (cfgs[i] == ARGV[8] or is_live(cfgs, i, live)) then
         heard = heard + 1
       end
     end
-    if not me then
+    if not me and back(ARGV[8]) then
       heard = heard + 1
     end
     if heard < expect then
@@ -90,7 +94,13 @@ local function untold_since_cut(room, cfgs, live, mine_untold)
       return true
     end
   end
-  redis.call('HDEL', room, 'lc_since', 'lc_expect', 'lc_until')
+  if expect then
+    redis.call('HSET', room, 'lc_gen', redis.call('HGET', room, 'gen') or '')
+  end
+  redis.call('HDEL', room, 'lc_since', 'lc_expect', 'lc_until', 'lc_back:' .. ARGV[8])
+  for i = 1, #cfgs, 2 do
+    redis.call('HDEL', room, 'lc_back:' .. cfgs[i])
+  end
   return false
 end
 
@@ -129,7 +139,8 @@ local function sweep_gone(room, cfgs, live)
     redis.call('HDEL', KEYS[5], unpack(gone))
     redis.call('ZREM', KEYS[4], unpack(gone))
     for _, id in ipairs(gone) do
-      redis.call('HDEL', room, 'step:' .. id, 'given:' .. id, 'fresh:' .. id, 'told:' .. id)
+      redis.call('HDEL', room, 'step:' .. id, 'given:' .. id, 'fresh:' .. id, 'told:' .. id,
+        'lc_back:' .. id)
     end
   end
   return gone

@@ -178,6 +178,19 @@ async fn a_get_head_or_trace_with_a_body_is_refused() {
     assert_eq!(origin.reached("/products"), 1, "{:?}", origin.heads());
     assert_eq!(origin.reached("/public"), 0, "{:?}", origin.heads());
 
+    // A Content-Length that is a list, even of equal values, is refused before the shop
+    // (review r96b: passed on as it came, the shop answered 502), in a room or outside.
+    for target in ["/public", "/products/3"] {
+        let listed = format!(
+            "POST {target} HTTP/1.1\r\nHost: shop.test\r\nContent-Length: 5, 5\r\n\r\nhello"
+        );
+        let (status, answer) = exchange(&proxy, listed.as_bytes()).await;
+        assert_eq!(status, 400, "{answer}");
+        assert!(answer.contains("must be one number"), "{answer}");
+    }
+    assert_eq!(origin.reached("/products"), 1, "{:?}", origin.heads());
+    assert_eq!(origin.reached("/public"), 0, "{:?}", origin.heads());
+
     // No body, or an empty one: as ever.
     let empty = b"GET /public HTTP/1.1\r\nHost: shop.test\r\nContent-Length: 0\r\n\r\n";
     assert_eq!(exchange(&proxy, empty).await.0, 200);

@@ -77,7 +77,16 @@ impl Proxy {
                 Self::grant_for(shared, ctx, room, vid, p.fast_path_cookie_life());
                 Verdict::Pass { admitted: true }
             }
-            Ok(Admission::Open) => Verdict::Pass { admitted: false },
+            // The room switched off, as the store tells before this instance's next tick: an
+            // order takes the visitor's place as one while it knows the room is off does
+            // (found by re-review r96a: within that tick, the place was kept and bought a
+            // second order).
+            Ok(Admission::Open) => {
+                if ctx.order {
+                    Self::order_from_line(shared, ctx, room, vid);
+                }
+                Verdict::Pass { admitted: false }
+            }
             Ok(Admission::Waiting {
                 position,
                 waiting,

@@ -130,6 +130,10 @@ impl ProxyHttp for Proxy {
         let body_empty = session.is_body_empty();
         if !body_empty {
             let req = session.req_header();
+            if !method::one_length(req) {
+                Self::send_bad_request(shared, session, ctx, method::LENGTH_REFUSED).await?;
+                return Ok(true);
+            }
             let declared = req.headers.contains_key(http::header::CONTENT_LENGTH)
                 || req.headers.contains_key(http::header::TRANSFER_ENCODING);
             if method::takes_no_body(req) && (declared || !session.is_http2()) {

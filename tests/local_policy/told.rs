@@ -120,3 +120,66 @@ async fn slots_of_local_admissions_kept(away: Away) {
         "the store counts all of them"
     );
 }
+
+/// An order from the line through an instance that has not yet heard the room was switched off
+/// through another (the store tells it so at the join) takes the place as one through an
+/// instance that knows does (found by re-review r96a: within that instance's tick, the place
+/// was kept and bought a second order once the room was back on).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_order_from_the_line_just_after_the_room_is_switched_off_takes_the_place() {
+    let redis = RedisServer::start();
+    let origin = Origin::start().await;
+    let room = "admit-per-second = 50\nmax-active = 1\nsession-ttl = \"10m\"\n\
+                consume = [\"POST /products/order\"]";
+    let cfg = config(origin.addr, &redis.url(), 3, room);
+    let slow = cfg.replace("tick = \"100ms\"", "tick = \"3s\"");
+    assert_ne!(slow, cfg);
+    let (told, late) = (Proxy::start(&cfg), Proxy::start(&slow));
+    both_instances_known(&redis).await;
+    let (inside, _) = newcomers(&told, 1, 3).await;
+    assert_eq!(inside, 1);
+    let (mut first, mut second) = (Jar::default(), Jar::default());
+    for jar in [&mut first, &mut second] {
+        let (admitted, state) = visit(&told, jar).await;
+        assert!(!admitted && state == "waiting", "{state}");
+    }
+    let (status, body) = admin_call(
+        &told,
+        reqwest::Method::PATCH,
+        "/rooms/sale",
+        Some(TOKEN),
+        Some(serde_json::json!({ "enabled": false })),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let resp = client()
+        .post(late.url("/products/order"))
+        .header("cookie", first.header())
+        .send()
+        .await
+        .unwrap();
+    first.absorb(&resp);
+    let text = resp.text().await.unwrap_or_default();
+    assert!(text.starts_with("origin POST"), "everyone passes: {text}");
+    let (status, body) = admin_call(
+        &told,
+        reqwest::Method::PATCH,
+        "/rooms/sale",
+        Some(TOKEN),
+        Some(serde_json::json!({ "enabled": true })),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    eventually(Duration::from_secs(10), "the order settled", || {
+        let (told, mut second) = (&told, second.clone());
+        async move {
+            let v = get_json(told, "/.anteroom/status?room=sale", &mut second).await?;
+            (v["position"] == 1).then_some(())
+        }
+    })
+    .await;
+    let v = get_json(&told, "/.anteroom/status?room=sale", &mut first)
+        .await
+        .unwrap();
+    assert_ne!(v["position"], 1, "the place that bought the order: {v}");
+}
