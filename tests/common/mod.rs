@@ -338,6 +338,19 @@ pub async fn admin_call(
     (resp.status().as_u16(), resp.text().await.unwrap())
 }
 
+/// Switches the room `room` on or off through the admin API (`PATCH {"enabled": on}`).
+pub async fn switch_room(proxy: &Proxy, token: &str, room: &str, on: bool) {
+    let (status, body) = admin_call(
+        proxy,
+        reqwest::Method::PATCH,
+        &format!("/rooms/{room}"),
+        Some(token),
+        Some(serde_json::json!({ "enabled": on })),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+}
+
 /// An admin API answer as JSON (the admin token given); `None` when none came or it is not JSON.
 pub async fn admin_json(proxy: &Proxy, path: &str, token: &str) -> Option<serde_json::Value> {
     client()

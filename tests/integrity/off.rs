@@ -12,27 +12,13 @@ async fn an_order_while_the_room_is_off_uses_its_admission() {
     let proxy = Proxy::start(&config(shop.addr, "", "max-active = 10"));
     let mut jar = admitted(&proxy).await;
     let mut kept = jar.clone();
-    let switch = |on: bool| {
-        let proxy = &proxy;
-        async move {
-            let (status, body) = admin_call(
-                proxy,
-                reqwest::Method::PATCH,
-                "/rooms/sale",
-                Some(TOKEN),
-                Some(serde_json::json!({ "enabled": on })),
-            )
-            .await;
-            assert_eq!(status, 200, "{body}");
-        }
-    };
-    switch(false).await;
+    switch_room(&proxy, TOKEN, "sale", false).await;
     assert_eq!(order(&proxy, &mut jar).await, 200, "the order while off");
     assert!(
         jar.get("anteroom_sale").is_none(),
         "the order clears the cookie"
     );
-    switch(true).await;
+    switch_room(&proxy, TOKEN, "sale", true).await;
     assert_eq!(order(&proxy, &mut kept).await, 409, "the kept cookie");
     assert_eq!(shop.orders(), 1, "the shop saw one order");
 }
@@ -55,24 +41,10 @@ async fn an_order_from_the_line_while_the_room_is_off_takes_the_place() {
             .unwrap();
         assert_eq!(v["state"], "waiting", "the room is full: {v}");
     }
-    let switch = |on: bool| {
-        let proxy = &proxy;
-        async move {
-            let (status, body) = admin_call(
-                proxy,
-                reqwest::Method::PATCH,
-                "/rooms/sale",
-                Some(TOKEN),
-                Some(serde_json::json!({ "enabled": on })),
-            )
-            .await;
-            assert_eq!(status, 200, "{body}");
-        }
-    };
-    switch(false).await;
+    switch_room(&proxy, TOKEN, "sale", false).await;
     assert_eq!(order(&proxy, &mut first).await, 200, "everyone passes");
     assert_eq!(shop.orders(), 1);
-    switch(true).await;
+    switch_room(&proxy, TOKEN, "sale", true).await;
     // Settled by the shop's answer: the one who ordered is in line no more, the other is first.
     eventually(Duration::from_secs(10), "the order settled", || {
         let (proxy, mut second) = (&proxy, second.clone());

@@ -143,15 +143,7 @@ async fn an_order_from_the_line_just_after_the_room_is_switched_off_takes_the_pl
         let (admitted, state) = visit(&told, jar).await;
         assert!(!admitted && state == "waiting", "{state}");
     }
-    let (status, body) = admin_call(
-        &told,
-        reqwest::Method::PATCH,
-        "/rooms/sale",
-        Some(TOKEN),
-        Some(serde_json::json!({ "enabled": false })),
-    )
-    .await;
-    assert_eq!(status, 200, "{body}");
+    switch_room(&told, TOKEN, "sale", false).await;
     let resp = client()
         .post(late.url("/products/order"))
         .header("cookie", first.header())
@@ -161,15 +153,7 @@ async fn an_order_from_the_line_just_after_the_room_is_switched_off_takes_the_pl
     first.absorb(&resp);
     let text = resp.text().await.unwrap_or_default();
     assert!(text.starts_with("origin POST"), "everyone passes: {text}");
-    let (status, body) = admin_call(
-        &told,
-        reqwest::Method::PATCH,
-        "/rooms/sale",
-        Some(TOKEN),
-        Some(serde_json::json!({ "enabled": true })),
-    )
-    .await;
-    assert_eq!(status, 200, "{body}");
+    switch_room(&told, TOKEN, "sale", true).await;
     eventually(Duration::from_secs(10), "the order settled", || {
         let (told, mut second) = (&told, second.clone());
         async move {

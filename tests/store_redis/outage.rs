@@ -3,7 +3,49 @@
 //! every live instance on `local` has told it of theirs.
 
 use super::*;
-use anteroom::store::{Admission, AdmitContext, Outage, VisitorId};
+use anteroom::store::{Admission, AdmitContext, Outage, RoomParams, VisitorId};
+
+/// An instance of the room on `server`, its clock frozen (moved by [`step`]).
+fn instance(server: &RedisServer) -> RedisStore {
+    let s = RedisStore::new(Target::Single(server.url()), Duration::from_secs(2)).unwrap();
+    s.freeze_clock();
+    s
+}
+
+/// A room whose sessions and claims outlast the test.
+fn lasting_room(tag: &str, max_active: u64) -> RoomParams {
+    let mut p = conformance::room(tag, 100.0, max_active);
+    p.session_ttl = Duration::from_secs(3600);
+    p.claim_ttl = Duration::from_secs(3600);
+    p
+}
+
+/// A tick's time on every instance.
+fn step(instances: &[&RedisStore]) {
+    for s in instances {
+        s.shift_clock(Duration::from_millis(100));
+    }
+}
+
+/// An admit's context: the generation known, and what the caller tells of an outage.
+fn ctx(known: Option<String>, outage: Outage) -> AdmitContext {
+    AdmitContext {
+        config: "digest".into(),
+        // As every instance tells them: with its events' digest, its heartbeat's life.
+        events_config: "e0".into(),
+        known_generation: known,
+        outage,
+        ..Default::default()
+    }
+}
+
+const LOCAL: Outage = Outage {
+    untold: 0,
+    cut: false,
+    local: true,
+    instances: 0,
+    away: Duration::ZERO,
+};
 
 /// An admit that says its caller was cut off holds the line and join's fast path until the
 /// other live instance on `local` has told the store of its own admissions (an admit with none
@@ -13,28 +55,11 @@ use anteroom::store::{Admission, AdmitContext, Outage, VisitorId};
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn after_a_cut_nobody_is_let_in_until_every_local_instance_has_told() {
     let server = RedisServer::start();
-    let a = RedisStore::new(Target::Single(server.url()), Duration::from_secs(2)).unwrap();
-    let b = RedisStore::new(Target::Single(server.url()), Duration::from_secs(2)).unwrap();
-    a.freeze_clock();
-    b.freeze_clock();
-    let mut p = conformance::room("told", 100.0, 3);
-    p.session_ttl = Duration::from_secs(3600);
-    p.claim_ttl = Duration::from_secs(3600);
-    let step = || {
-        a.shift_clock(Duration::from_millis(100));
-        b.shift_clock(Duration::from_millis(100));
-    };
-    let ctx = |outage: Outage| AdmitContext {
-        config: "digest".into(),
-        // As every instance tells them: with its events' digest, its heartbeat's life.
-        events_config: "e0".into(),
-        outage,
-        ..Default::default()
-    };
-    let local = Outage {
-        local: true,
-        ..Default::default()
-    };
+    let (a, b) = (instance(&server), instance(&server));
+    let p = lasting_room("told", 3);
+    let step = || step(&[&a, &b]);
+    let ctx = |outage: Outage| ctx(None, outage);
+    let local = LOCAL;
     let cut = Outage { cut: true, ..local };
     a.admit_with(&p, &ctx(local)).await.unwrap();
     b.admit_with(&p, &ctx(local)).await.unwrap();
@@ -90,28 +115,11 @@ async fn after_a_cut_nobody_is_let_in_until_every_local_instance_has_told() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_instance_that_may_be_away_long_is_waited_for_that_long() {
     let server = RedisServer::start();
-    let a = RedisStore::new(Target::Single(server.url()), Duration::from_secs(2)).unwrap();
-    let b = RedisStore::new(Target::Single(server.url()), Duration::from_secs(2)).unwrap();
-    a.freeze_clock();
-    b.freeze_clock();
-    let mut p = conformance::room("away", 100.0, 3);
-    p.session_ttl = Duration::from_secs(3600);
-    p.claim_ttl = Duration::from_secs(3600);
-    let step = || {
-        a.shift_clock(Duration::from_millis(100));
-        b.shift_clock(Duration::from_millis(100));
-    };
-    let ctx = |outage: Outage| AdmitContext {
-        config: "digest".into(),
-        // As every instance tells them: with its events' digest, its heartbeat's life.
-        events_config: "e0".into(),
-        outage,
-        ..Default::default()
-    };
-    let local = Outage {
-        local: true,
-        ..Default::default()
-    };
+    let (a, b) = (instance(&server), instance(&server));
+    let p = lasting_room("away", 3);
+    let step = || step(&[&a, &b]);
+    let ctx = |outage: Outage| ctx(None, outage);
+    let local = LOCAL;
     a.admit_with(
         &p,
         &ctx(Outage {
@@ -155,30 +163,12 @@ async fn an_instance_that_may_be_away_long_is_waited_for_that_long() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn after_a_loss_the_instances_from_before_it_are_waited_for() {
     let server = RedisServer::start();
-    let store = || {
-        let s = RedisStore::new(Target::Single(server.url()), Duration::from_secs(2)).unwrap();
-        s.freeze_clock();
-        s
-    };
-    let (a, b, c) = (store(), store(), store());
-    let mut p = conformance::room("lost", 100.0, 4);
-    p.session_ttl = Duration::from_secs(3600);
-    let step = || {
-        for s in [&a, &b, &c] {
-            s.shift_clock(Duration::from_millis(100));
-        }
-    };
-    let ctx = |known: Option<String>, outage: Outage| AdmitContext {
-        config: "digest".into(),
-        events_config: "e0".into(),
-        known_generation: known,
-        outage,
-        ..Default::default()
-    };
+    let (a, b, c) = (instance(&server), instance(&server), instance(&server));
+    let p = lasting_room("lost", 4);
+    let step = || step(&[&a, &b, &c]);
     let local = Outage {
-        local: true,
         instances: 2,
-        ..Default::default()
+        ..LOCAL
     };
     let closed = Outage {
         local: false,
