@@ -64,7 +64,7 @@ impl Proxy {
                     r.recovery.release(vid);
                 }
                 if due {
-                    Self::keep_unrenewed(shared, ctx, room, vid, expires, false);
+                    Self::keep_unrenewed(shared, ctx, room, vid, expires, None);
                 }
             }
             Ok(held @ (Touched::Held | Touched::TakenBack)) => {
@@ -83,9 +83,7 @@ impl Proxy {
                 }
                 // A session kept here while the store is away, due again: kept on.
                 if due {
-                    let away = crate::room::policy::Failure::of(&e)
-                        == crate::room::policy::Failure::BreakerOpen;
-                    Self::keep_unrenewed(shared, ctx, room, vid, expires, away);
+                    Self::keep_unrenewed(shared, ctx, room, vid, expires, Some(&e));
                 }
             }
         }

@@ -477,32 +477,35 @@ impl Proxy {
         let touch = shared
             .store
             .touch_seen(&r.cfg.params, vid, seen.as_ref(), expires);
-        let breaker_open = match shared.store_call("touch", r.name(), touch).await {
+        let failed = match shared.store_call("touch", r.name(), touch).await {
             Ok(t) if t.held() => {
                 r.note_taken_back(t);
                 return Self::grant(shared, ctx, room, vid);
             }
-            Ok(crate::store::Touched::TooSoon) => false,
+            Ok(crate::store::Touched::TooSoon) => None,
             Ok(_) => return,
             Err(e) => {
                 shared.warn_store_error(&e);
-                crate::room::policy::Failure::of(&e) == crate::room::policy::Failure::BreakerOpen
+                Some(e)
             }
         };
-        Self::keep_unrenewed(shared, ctx, room, vid, expires, breaker_open);
+        Self::keep_unrenewed(shared, ctx, room, vid, expires, failed.as_ref());
     }
 
-    /// The store could not renew the admission (`breaker_open`: it is away): kept running here
-    /// when [`crate::room::keep_unrenewed`] says so, its cookie given a new life, and told to
-    /// the store once it answers, counted past max-active (the visitor was in the shop before).
+    /// The store could not renew the admission (`failed`: its error, `None` when a young loss
+    /// put it off): kept running here when [`crate::room::keep_unrenewed`] says so, its cookie
+    /// given a new life, and told to the store once it answers, counted past max-active (the
+    /// visitor was in the shop before).
     pub(super) fn keep_unrenewed(
         shared: &Shared,
         ctx: &mut Ctx,
         room: usize,
         vid: VisitorId,
         expires: u64,
-        breaker_open: bool,
+        failed: Option<&crate::store::StoreError>,
     ) {
+        use crate::room::policy::Failure;
+        let breaker_open = failed.is_some_and(|e| Failure::of(e) == Failure::BreakerOpen);
         let r = &shared.rooms[room];
         let ttl = r.cfg.params.session_ttl.as_secs().max(1);
         let left = expires.saturating_sub(shared.cookie_secs(room));
