@@ -14,13 +14,18 @@ use serde_json::Value;
 mod orders;
 
 fn config(origin: std::net::SocketAddr, redis: &str, room: &str) -> String {
+    config_breaker(origin, redis, 3, room)
+}
+
+/// [`config`] with the breaker opening after `failures` consecutive failures.
+fn config_breaker(origin: std::net::SocketAddr, redis: &str, failures: u32, room: &str) -> String {
     format!(
         r#"{base}
 [store]
 backend = "redis"
 redis-url = "{redis}"
 timeout = "200ms"
-breaker-failures = 3
+breaker-failures = {failures}
 breaker-cooldown = "500ms"
 
 [[room]]
