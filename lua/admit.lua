@@ -52,7 +52,9 @@
 --          store was away from it, and may have been from others that admitted on their own)
 -- ARGV[33] '1': the caller runs the room with `on-store-error = "local"`
 -- ARGV[34] the live instances the caller's last answered admit counted
--- ARGV[35..] liveness batch: triples (visitor id, epoch, offset) of visitors polled through the
+-- ARGV[35] the longest heartbeat life (µs) the store last told the caller an instance runs the
+--          room with ('hb_hi' in the reply, kept past a loss: admit_outage.lua), or ''
+-- ARGV[36..] liveness batch: triples (visitor id, epoch, offset) of visitors polled through the
 --            caller's queue tickets since its last call; each one still in line at that place
 --            is marked seen now (its score's low part), as a join would
 -- KEYS[8] ended ZSET (end_sessions in the prelude; who is admitted leaves it)
@@ -81,6 +83,7 @@
 --          the live instances disagree on the room's events (1, 'ev_mixed') plus 2 when the caller's
 --          draw commitment is not the one the event's pre-queue began with ('draw_commit'),
 --          the slots held back ('hold_back': the caller's, its hold-if-lost, or another's kept),
+--          the longest heartbeat life an instance runs the room with lately (µs, 'hb_hi'),
 --          line epoch, count of the numbers that follow (2 per point),
 --          rank1, offset1, rank2, offset2, ...   (the line sampled: src/store/line.rs)
 --          the last revocation number handed back, count of the numbers that follow (2 per
@@ -133,53 +136,8 @@ end
 if not late then
   redis.call('HSET', room, 'fresh:' .. ARGV[8], live)
 end
--- Sessions an instance admitted on its own (`local`) while the store was away are in the shop
--- before the store hears of them: a slot the store sees free may be one of theirs. After the
--- store was away from an instance (its calls failed, or it has such sessions to tell:
--- 'lc_since', on the liveness clock), nobody is let in (the line's turns, and join's fast path
--- by 'lc_wait') until every live instance on `local` has told it of every such session since
--- ('told:<id>', 0 while it has some to tell). Before (found by review r94a), a newcomer's join
--- on any instance walked into their slots in the moments before their instance told the
--- store: five in for a cap of three.
--- A store that lost its data lost these marks with it, and the instances it knew: the caller
--- that finds the loss waits for as many instances as it last counted live ('lc_expect') to be
--- heard again, for a heartbeat's life at most ('lc_until'), and for each to tell its own
--- admissions as above (found by review r95a: after an empty restart, newcomers walked in at once
--- beside the sessions another instance had admitted on its own, six in for a cap of four).
--- An instance on `local` tells a heartbeat's life at least as long as it may be away after an
--- outage before it tells the store (src/store/redis.rs; found by review r95a: a cooldown of 3 s
--- kept one away past the five seconds, and the line took its sessions' slots).
-local untold = tonumber(ARGV[31]) or 0
--- Whatever the caller's own policy (found by re-review r96a: a finder on `closed` set nothing,
--- and the line moved beside another's sessions); counted, each instance that finds the loss,
--- so from before it ('lc_back:<id>'): not one started since (re-review r96a: a third instance
--- started during the wait made up the count, and the line moved before the one away told).
--- Once per loss: an instance that finds it after the wait for it ended ('lc_gen', the generation
--- it ended in) starts none again, and tells its own sessions as any caller does.
-local gen_now = redis.call('HGET', room, 'gen')
-if ARGV[10] ~= '' and ARGV[10] ~= gen_now
-    and (not gen_now or gen_now ~= redis.call('HGET', room, 'lc_gen')) then
-  redis.call('HSET', room, 'lc_back:' .. ARGV[8], 1)
-  local expect = tonumber(redis.call('HGET', room, 'lc_expect'))
-  if not expect then
-    redis.call('HSET', room, 'lc_since', live,
-      'lc_until', string.format('%.0f', live + tonumber(ARGV[9])))
-  end
-  redis.call('HSET', room, 'lc_expect', math.max(expect or 0, tonumber(ARGV[34]) or 0))
-elseif ARGV[32] == '1' then
-  redis.call('HSET', room, 'lc_since', live)
-elseif untold > 0 then
-  redis.call('HSETNX', room, 'lc_since', live)
-end
-if untold > 0 then
-  redis.call('HSET', room, 'told:' .. ARGV[8], 0)
-elseif ARGV[33] == '1' then
-  if not late then
-    redis.call('HSET', room, 'told:' .. ARGV[8], live)
-  end
-else
-  redis.call('HDEL', room, 'told:' .. ARGV[8])
-end
+-- After the store was away from an instance (admit_outage.lua).
+local untold, hb_hi = note_outage(room, now, live, late)
 
 -- The event in force, by this store's clock, and what follows from its phase.
 local events = parse_events(ARGV[24])
@@ -429,7 +387,7 @@ local seen_slot = in_pre and 0 or live_slot(live)
 -- not hear it (a store that answers the admission steps but not the polls; found by review:
 -- such visitors lost their turn after claim-ttl).
 local turns = {}
-for i = 35, #ARGV - 2, 3 do
+for i = 36, #ARGV - 2, 3 do
   local offset = tonumber(ARGV[i + 2])
   local score = redis.call('ZSCORE', waiting, ARGV[i])
   if score == false then
@@ -629,7 +587,7 @@ local reply = { admitted, abandoned, expired, n, redis.call('ZCARD', active), to
   random_recent and 1 or 0, string.format('%.0f', tick_hi), line_draw or '', draw_out and 1 or 0,
   line_draw and tonumber(h[7]) or 0, admits,
   tonumber(redis.call('HGET', room, 'st_at')) or 0, (mixed_events and 1 or 0) + (recommitted and 2 or 0),
-  hold_back, #points > 0 and line_epoch or 0, #points }
+  hold_back, string.format('%.0f', hb_hi), #points > 0 and line_epoch or 0, #points }
 for i = 1, #points do
   reply[#reply + 1] = points[i]
 end

@@ -349,7 +349,7 @@ impl Shared {
         let r = &self.rooms[room];
         let s = &self.config.store;
         r.recovery.known().map(|k| {
-            let tick = r.cfg.params.tick.max(k.tick_hi);
+            let tick = r.cfg.params.tick.max(k.tick_hi.value);
             crate::store::SeenGeneration {
                 id: k.generation,
                 quiet: s.breaker_cooldown + s.timeout + tick * 2,

@@ -98,6 +98,10 @@ async fn run_room(shared: Arc<Shared>, room: usize) {
             local: r.cfg.on_store_error == crate::config::StorePolicy::Local,
             instances: r.live.instances(),
             away: 2 * store.breaker_cooldown + store.timeout + 2 * tick,
+            heartbeat_hi: r
+                .recovery
+                .known()
+                .map_or(std::time::Duration::ZERO, |k| k.heartbeat_hi.value),
         };
         ctx.events_config =
             crate::room::events_digest(ctx.events.as_ref(), r.events_secret.as_deref());
@@ -306,8 +310,13 @@ async fn generation_seen(shared: &Shared, room: usize, report: &AdmitReport) -> 
     let r = &shared.rooms[room];
     let p = &r.cfg.params;
     let known = r.recovery.known();
-    let (tick_hi, tick_hi_at) =
-        recovery::longest_tick(known.as_ref(), report.tick_hi, shared.clock.now_micros());
+    let now = shared.clock.now_micros();
+    let tick_hi = recovery::Longest::after(known.as_ref().map(|k| k.tick_hi), report.tick_hi, now);
+    let heartbeat_hi = recovery::Longest::after(
+        known.as_ref().map(|k| k.heartbeat_hi),
+        report.heartbeat_hi,
+        now,
+    );
     let last = match recovery::compare(known.as_ref(), &report.generation) {
         Seen::First | Seen::Same => {
             r.recovery.remember(Known {
@@ -315,7 +324,7 @@ async fn generation_seen(shared: &Shared, room: usize, report: &AdmitReport) -> 
                 state: report.state.clone(),
                 active: report.active,
                 tick_hi,
-                tick_hi_at,
+                heartbeat_hi,
             });
             return report.state.clone();
         }
@@ -359,13 +368,14 @@ async fn generation_seen(shared: &Shared, room: usize, report: &AdmitReport) -> 
                  admitted visitors re-register their sessions for one session-ttl"
             );
             // The store's record of the instances' ticks went with the loss: the slowest one
-            // known before it may not have reported since (`longest_tick`).
+            // known before it may not have reported since (`Longest::after`), nor the instance with
+            // the longest heartbeat.
             r.recovery.remember(Known {
                 generation: report.generation.clone(),
                 state: state.clone(),
                 active: report.active,
                 tick_hi,
-                tick_hi_at,
+                heartbeat_hi,
             });
             state
         }

@@ -62,6 +62,10 @@ pub struct AdmitReport {
     /// data loss, the wait before a cookie alone vouches for an order lets the slowest
     /// instance see the loss (see `Proxy::seen_generation`).
     pub tick_hi: Duration,
+    /// The longest heartbeat life an instance runs the room with lately (zero for memory):
+    /// kept by each instance past a loss, so that the finder of a loss makes the store wait as
+    /// long for the instances from before it ([`Outage::heartbeat_hi`]).
+    pub heartbeat_hi: Duration,
     /// The draw whose places the line holds (`None`: none in this line).
     pub line_draw: Option<LineDraw>,
     /// The live instances run the room with different events (a rolling reload under way):
@@ -148,6 +152,13 @@ pub struct Outage {
     /// heartbeat lives at least as long, so that it is waited for (found by review r95a: a
     /// cooldown of 3 s kept an instance away past its heartbeat's five seconds).
     pub away: std::time::Duration,
+    /// The longest heartbeat life an instance ran the room with lately, as the store last told
+    /// the caller ([`AdmitReport::heartbeat_hi`], kept past a loss): the caller that finds the
+    /// store lost its data makes it wait that long for the instances from before the loss, not
+    /// only its own heartbeat's life (found by re-review r96a: an instance with a longer
+    /// `breaker-cooldown` than the finder's told its own admissions after the wait had ended,
+    /// and the line moved beside them).
+    pub heartbeat_hi: std::time::Duration,
 }
 
 /// An admit call's place among the caller's calls for a room. A call whose answer the caller

@@ -80,7 +80,12 @@ impl Scripts {
     fn new() -> Self {
         Self {
             join: Script::new(lua!("join")),
-            admit: Script::new(lua!("admit_steps", "admit_instances", "admit")),
+            admit: Script::new(lua!(
+                "admit_steps",
+                "admit_instances",
+                "admit_outage",
+                "admit"
+            )),
             touch: Script::new(lua!("touch")),
             consume: Script::new(lua!("consume")),
             settle: Script::new(lua!("settle")),
@@ -322,7 +327,8 @@ impl Store for RedisStore {
             .arg(ctx.outage.untold)
             .arg(if ctx.outage.cut { "1" } else { "" })
             .arg(if ctx.outage.local { "1" } else { "" })
-            .arg(ctx.outage.instances);
+            .arg(ctx.outage.instances)
+            .arg(micros(ctx.outage.heartbeat_hi));
         for (vid, place) in &ctx.seen {
             inv.arg(&vid.as_bytes()[..]).arg(place.epoch).arg(place.key);
         }

@@ -45,6 +45,7 @@ const LOCAL: Outage = Outage {
     local: true,
     instances: 0,
     away: Duration::ZERO,
+    heartbeat_hi: Duration::ZERO,
 };
 
 /// An admit that says its caller was cut off holds the line and join's fast path until the
@@ -225,4 +226,70 @@ async fn after_a_loss_the_instances_from_before_it_are_waited_for() {
     step();
     a.admit_with(&p, &ctx(Some(after), closed)).await.unwrap();
     assert!(!held(), "told: {:?}", waiting());
+}
+
+/// The store tells the longest heartbeat life an instance runs the room with; the instance
+/// that finds a loss passes the one it was told before it, and the store waits that long for
+/// the instances from before the loss, not only the finder's own heartbeat's life (found by
+/// re-review r96a: an instance with a longer breaker-cooldown than the finder's told its own
+/// admissions after the wait had ended, and the line moved beside them).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_a_loss_the_longest_heartbeat_from_before_it_is_waited_for() {
+    let server = RedisServer::start();
+    let (a, b) = (instance(&server), instance(&server));
+    let p = lasting_room("longest", 3);
+    let step = || step(&[&a, &b]);
+    let local = Outage {
+        instances: 2,
+        ..LOCAL
+    };
+    let slow = Outage {
+        away: Duration::from_secs(12),
+        ..local
+    };
+    a.admit_with(&p, &ctx(None, local)).await.unwrap();
+    b.admit_with(&p, &ctx(None, slow)).await.unwrap();
+    step();
+    let told = a.admit_with(&p, &ctx(None, local)).await.unwrap();
+    assert_eq!(
+        told.heartbeat_hi,
+        Duration::from_secs(12),
+        "b's, the longest"
+    );
+    let flushed = common::redis::raw(server.port, "FLUSHALL");
+    assert!(flushed.is_some_and(|r| r.starts_with("+OK")));
+    // a finds the loss; b is away.
+    step();
+    let finding = Outage {
+        heartbeat_hi: told.heartbeat_hi,
+        ..local
+    };
+    let after = a
+        .admit_with(&p, &ctx(Some(told.generation.clone()), finding))
+        .await
+        .unwrap()
+        .generation;
+    assert_ne!(after, told.generation);
+    let room = format!("{{anteroom:{}}}:room", p.name);
+    let held = || {
+        common::redis::raw(server.port, &format!("HGET {room} lc_wait"))
+            .is_some_and(|r| r.ends_with("\r\n1\r\n"))
+    };
+    assert!(held(), "b from before the loss not heard yet");
+    let mut ended_at = None;
+    for i in 0..200 {
+        step();
+        a.admit_with(&p, &ctx(Some(after.clone()), local))
+            .await
+            .unwrap();
+        if !held() {
+            ended_at = Some(i);
+            break;
+        }
+    }
+    let at = ended_at.expect("the wait ends once b can no longer come back");
+    assert!(
+        (100..140).contains(&at),
+        "b was waited for {at} ticks of 100 ms, not the 12 s it may be away"
+    );
 }

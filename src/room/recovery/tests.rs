@@ -4,8 +4,8 @@ const S: Micros = 1_000_000;
 
 fn known(generation: &str) -> Known {
     Known {
-        tick_hi: std::time::Duration::ZERO,
-        tick_hi_at: 0,
+        tick_hi: Longest::default(),
+        heartbeat_hi: Longest::default(),
         generation: generation.into(),
         state: RoomState {
             queue_all: true,
@@ -16,34 +16,34 @@ fn known(generation: &str) -> Known {
 }
 
 #[test]
-fn a_longer_tick_is_kept_a_while_after_the_store_last_told_it() {
+fn a_longer_value_is_kept_a_while_after_the_store_last_told_it() {
     use std::time::Duration;
-    let slow = Known {
-        tick_hi: Duration::from_secs(3),
-        tick_hi_at: 100 * S,
-        ..known("a")
-    };
+    let slow = Some(Longest {
+        value: Duration::from_secs(3),
+        at: 100 * S,
+    });
+    let at = |value, at| Longest { value, at };
     // A longer or equal one is taken at once, and its time with it.
     assert_eq!(
-        longest_tick(Some(&slow), Duration::from_secs(5), 101 * S),
-        (Duration::from_secs(5), 101 * S)
+        Longest::after(slow, Duration::from_secs(5), 101 * S),
+        at(Duration::from_secs(5), 101 * S)
     );
     assert_eq!(
-        longest_tick(None, Duration::from_millis(100), 7),
-        (Duration::from_millis(100), 7)
+        Longest::after(slow, Duration::from_secs(3), 101 * S),
+        at(Duration::from_secs(3), 101 * S)
+    );
+    assert_eq!(
+        Longest::after(None, Duration::from_millis(100), 7),
+        at(Duration::from_millis(100), 7)
     );
     // A shorter one (the store lost the slow instance's report) waits.
     assert_eq!(
-        longest_tick(Some(&slow), Duration::from_millis(100), 130 * S),
-        (Duration::from_secs(3), 100 * S)
+        Longest::after(slow, Duration::from_millis(100), 130 * S),
+        at(Duration::from_secs(3), 100 * S)
     );
     assert_eq!(
-        longest_tick(
-            Some(&slow),
-            Duration::from_millis(100),
-            100 * S + TICK_HI_KEPT
-        ),
-        (Duration::from_millis(100), 100 * S + TICK_HI_KEPT)
+        Longest::after(slow, Duration::from_millis(100), 100 * S + LONGEST_KEPT),
+        at(Duration::from_millis(100), 100 * S + LONGEST_KEPT)
     );
 }
 

@@ -160,6 +160,8 @@ impl RoomData {
             held_back: r.hold_back,
             // One instance: its own.
             tick_hi: p.tick,
+            // One instance: nobody else to wait for after a loss (memory loses nothing alone).
+            heartbeat_hi: Duration::ZERO,
             line_draw,
         }
     }

@@ -39,8 +39,10 @@ const MIXED_AT: usize = 36;
 /// forgot: the caller's, what it holds should this call find the loss, or another instance's
 /// larger hold kept by the store.
 const HELD_BACK_AT: usize = 37;
+/// The longest heartbeat life an instance runs the room with lately (µs, 'hb_hi').
+const HEARTBEAT_HI_AT: usize = 38;
 /// Where the line's sample starts: after the fixed fields (its epoch, then its length).
-const LINE_FROM: usize = 38;
+const LINE_FROM: usize = 39;
 
 /// `admit.lua`'s reply.
 #[derive(Debug, Clone, PartialEq)]
@@ -159,6 +161,7 @@ impl FromRedisValue for AdmitReply {
         let (event, events_version) = event_of(&v)?;
         let random_recent: i64 = item(&v, RANDOM_AT)?;
         let tick_hi: String = item(&v, TICK_HI_AT)?;
+        let heartbeat_hi: String = item(&v, HEARTBEAT_HI_AT)?;
         let line_draw: String = item(&v, LINE_DRAW_AT)?;
         let draw_out: i64 = item(&v, LINE_DRAW_AT + 1)?;
         let draw_epoch: u64 = item(&v, LINE_DRAW_AT + 2)?;
@@ -223,6 +226,7 @@ impl FromRedisValue for AdmitReply {
             draw_recommitted: events_mixed & 2 != 0,
             held_back: item(&v, HELD_BACK_AT)?,
             tick_hi: Duration::from_micros(tick_hi.parse().unwrap_or(0)),
+            heartbeat_hi: Duration::from_micros(heartbeat_hi.parse().unwrap_or(0)),
             line_draw: (!line_draw.is_empty()).then_some(LineDraw {
                 id: line_draw,
                 out: draw_out == 1,
@@ -286,11 +290,12 @@ mod tests {
             int(1),
             int(777),
             // The room's 88th admit call; an operator's change at 1700000001000000; the
-            // instances disagree on the events; 2 slots held back.
+            // instances disagree on the events; 2 slots held back; the longest heartbeat 12 s.
             int(88),
             int(1_700_000_001_000_000),
             int(1),
             int(2),
+            text("12000000"),
             int(777),
             int(4),
             int(0),
@@ -324,6 +329,7 @@ mod tests {
         assert_eq!(r.state.changed_at, 1_700_000_001_000_000);
         assert!(r.events_mixed && !r.draw_recommitted);
         assert_eq!(r.held_back, 2);
+        assert_eq!(r.heartbeat_hi, Duration::from_secs(12));
         assert_eq!(d.name_and_start(), Some(("old", 1_700_000_000_000_000)));
         assert_eq!(r.line.epoch, 777);
         assert_eq!(r.line.points, vec![(0, 10), (3, 40)]);
