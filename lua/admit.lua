@@ -81,7 +81,8 @@
 --          the line's epoch it holds them in (0 without), the room's count of admit calls,
 --          when an operator last changed its state ('st_at', µs; 0: never),
 --          the live instances disagree on the room's events (1, 'ev_mixed') plus 2 when the caller's
---          draw commitment is not the one the event's pre-queue began with ('draw_commit'),
+--          draw commitment is not the one the event's pre-queue began with ('draw_commit'), plus
+--          4 while nobody is let in until instances on `local` have told ('lc_wait'),
 --          the slots held back ('hold_back': the caller's, its hold-if-lost, or another's kept),
 --          the longest heartbeat life an instance runs the room with lately (µs, 'hb_hi'),
 --          line epoch, count of the numbers that follow (2 per point),
@@ -586,7 +587,8 @@ local reply = { admitted, abandoned, expired, n, redis.call('ZCARD', active), to
   (ev and es[3] == ev.id) and es[4] or '', tonumber(es[10]) or 0,
   random_recent and 1 or 0, string.format('%.0f', tick_hi), line_draw or '', draw_out and 1 or 0,
   line_draw and tonumber(h[7]) or 0, admits,
-  tonumber(redis.call('HGET', room, 'st_at')) or 0, (mixed_events and 1 or 0) + (recommitted and 2 or 0),
+  tonumber(redis.call('HGET', room, 'st_at')) or 0, (mixed_events and 1 or 0) + (recommitted and 2 or 0)
+    + (untold_hold and 4 or 0),
   hold_back, string.format('%.0f', hb_hi), #points > 0 and line_epoch or 0, #points }
 for i = 1, #points do
   reply[#reply + 1] = points[i]

@@ -121,6 +121,7 @@ pub async fn room(s: &Shared, i: usize) -> Value {
                 waiting: st.waiting,
                 active: st.active.saturating_add(held_back),
                 max_active,
+                store_hold: r.live.untold_hold(),
             });
             // A room that rejects takes no newcomer at all: no wait to tell (found by review: it
             // said a newcomer walks in); nor does an event's pre-queue (a newcomer registers
@@ -197,7 +198,7 @@ fn held_while_away(
     match policy {
         _ if !enabled => None,
         StorePolicy::Closed if local == Some(HeldBy::Paused) => Some(HeldBy::Paused.as_str()),
-        StorePolicy::Closed => Some("store"),
+        StorePolicy::Closed => Some(HeldBy::Store.as_str()),
         StorePolicy::Open => None,
         StorePolicy::Local => local.map(HeldBy::as_str),
     }

@@ -18,6 +18,10 @@ pub enum HeldBy {
     MaxActive,
     /// The line is held (`queue_all`): nobody is admitted until it is released.
     Paused,
+    /// The store lets nobody in for now: it waits to be told of the sessions instances let in
+    /// on their own while it was away (`on-store-error = "local"`), or cannot be read under
+    /// `closed`.
+    Store,
 }
 
 impl HeldBy {
@@ -26,6 +30,7 @@ impl HeldBy {
             HeldBy::Rate => "rate",
             HeldBy::MaxActive => "max-active",
             HeldBy::Paused => "paused",
+            HeldBy::Store => "store",
         }
     }
 }
@@ -38,6 +43,9 @@ pub struct Figures {
     pub waiting: u64,
     pub active: u64,
     pub max_active: u64,
+    /// The store lets nobody in until instances that admitted on their own while it was away
+    /// have told it ([`crate::store::AdmitReport::untold_hold`]).
+    pub store_hold: bool,
 }
 
 /// What holds the line (or would hold a newcomer); `None` when nothing does: the room is off,
@@ -47,6 +55,10 @@ pub fn held_by(f: &Figures) -> Option<HeldBy> {
         None
     } else if f.queue_all {
         Some(HeldBy::Paused)
+    } else if f.store_hold {
+        // Not the rate: the line stands still until they have told (found by review r95a: the
+        // page and the admin API said `rate` meanwhile).
+        Some(HeldBy::Store)
     } else if f.active >= f.max_active {
         Some(HeldBy::MaxActive)
     } else if f.waiting > 0 {
@@ -66,7 +78,7 @@ pub fn held_by(f: &Figures) -> Option<HeldBy> {
 /// was told two seconds for a minute and more.
 pub fn eta_rate(held: Option<HeldBy>, eta_rate: f64, measured: f64) -> f64 {
     match held {
-        Some(HeldBy::Paused) => 0.0,
+        Some(HeldBy::Paused | HeldBy::Store) => 0.0,
         Some(HeldBy::MaxActive) if measured < MIN_MEASURED => 0.0,
         Some(HeldBy::MaxActive) => eta_rate.min(measured),
         _ => eta_rate,
@@ -84,7 +96,7 @@ pub fn new_visitor_wait(
 ) -> Option<u64> {
     match held {
         None => Some(0),
-        Some(HeldBy::Paused) => None,
+        Some(HeldBy::Paused | HeldBy::Store) => None,
         Some(_) => crate::page::eta_seconds(waiting + 1, eta_rate(held, eta, measured)),
     }
 }
@@ -111,6 +123,7 @@ mod tests {
             waiting,
             active,
             max_active: 3,
+            store_hold: false,
         }
     }
 
@@ -129,6 +142,25 @@ mod tests {
             ..figures(5, 3)
         };
         assert_eq!(held_by(&paused), Some(HeldBy::Paused));
+        let told = Figures {
+            store_hold: true,
+            ..figures(0, 0)
+        };
+        assert_eq!(
+            held_by(&told),
+            Some(HeldBy::Store),
+            "not even a newcomer walks in"
+        );
+        assert_eq!(
+            held_by(&Figures {
+                queue_all: true,
+                ..told
+            }),
+            Some(HeldBy::Paused),
+            "the operator's hold first"
+        );
+        assert_eq!(eta_rate(held_by(&told), 5.0, 5.0), 0.0, "not known");
+        assert_eq!(new_visitor_wait(held_by(&told), 0, 5.0, 5.0), None);
         let off = Figures {
             enabled: false,
             ..paused

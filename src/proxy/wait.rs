@@ -31,7 +31,7 @@ impl Proxy {
             retry_after_ms: page::poll_interval(&r.cfg.poll, u64::MAX).as_millis() as u64,
             // Held by the store's absence, not "not in line" (found by review: a visitor in
             // line was told `null`, as if they had no place).
-            held_by: Some("store"),
+            held_by: Some(HeldBy::Store.as_str()),
             event: None,
             placed_by: None,
         }

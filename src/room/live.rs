@@ -33,6 +33,9 @@ pub struct Live {
     refused: AtomicBool,
     /// The last tick said the live instances disagree on the room's events.
     events_mixed: AtomicBool,
+    /// The last tick said the store lets nobody in until instances that admitted on their own
+    /// while it was away have told it ([`crate::store::AdmitReport::untold_hold`]).
+    untold_hold: AtomicBool,
     /// Counts the state changes made through this instance ([`Self::set_state`]): a tick sent
     /// before one tells the state from before it.
     state_changes: AtomicU64,
@@ -61,6 +64,7 @@ impl Default for Live {
             heard_at: std::sync::Mutex::new(None),
             refused: AtomicBool::new(false),
             events_mixed: AtomicBool::new(false),
+            untold_hold: AtomicBool::new(false),
             state_changes: AtomicU64::new(0),
             cut: AtomicBool::new(false),
             state_lock: std::sync::Mutex::new(()),
@@ -99,6 +103,7 @@ impl Live {
             }
         }
         self.events_mixed.store(r.events_mixed, Ordering::Relaxed);
+        self.untold_hold.store(r.untold_hold, Ordering::Relaxed);
         self.waiting.store(r.waiting, Ordering::Relaxed);
         self.active.store(r.active, Ordering::Relaxed);
         self.held_back.store(held_back, Ordering::Relaxed);
@@ -222,7 +227,14 @@ impl Live {
             // full, the line was said to move at the rate while it stood still).
             active: self.taken(),
             max_active: self.max_active_in_force(),
+            store_hold: self.untold_hold(),
         })
+    }
+
+    /// The last tick said the store lets nobody in until instances that admitted on their own
+    /// while it was away have told it.
+    pub fn untold_hold(&self) -> bool {
+        self.untold_hold.load(Ordering::Relaxed)
     }
 
     /// Carries `old`'s last known figures over a reload (see `Room::inherit`).
@@ -233,6 +245,7 @@ impl Live {
         // policy admit as if they agreed (found by re-review: newcomers reached the shop).
         self.events_mixed
             .store(old.events_mixed(), Ordering::Relaxed);
+        self.untold_hold.store(old.untold_hold(), Ordering::Relaxed);
         self.waiting.store(old.waiting(), Ordering::Relaxed);
         self.active.store(old.active(), Ordering::Relaxed);
         self.held_back

@@ -66,6 +66,10 @@ pub struct AdmitReport {
     /// kept by each instance past a loss, so that the finder of a loss makes the store wait as
     /// long for the instances from before it ([`Outage::heartbeat_hi`]).
     pub heartbeat_hi: Duration,
+    /// The store lets nobody in for now (no turn, no walk-in): it waits for live instances on
+    /// `local` to tell it of the sessions they admitted on their own while it was away
+    /// (`lc_wait`; [`Outage`]). Never for memory.
+    pub untold_hold: bool,
     /// The draw whose places the line holds (`None`: none in this line).
     pub line_draw: Option<LineDraw>,
     /// The live instances run the room with different events (a rolling reload under way):

@@ -162,6 +162,7 @@ impl RoomData {
             tick_hi: p.tick,
             // One instance: nobody else to wait for after a loss (memory loses nothing alone).
             heartbeat_hi: Duration::ZERO,
+            untold_hold: false,
             line_draw,
         }
     }

@@ -33,7 +33,8 @@ const ADMITS_AT: usize = 34;
 /// restarted instance's re-assertion of a pause after a rollback lost to an older snapshot's).
 const ST_AT: usize = 35;
 /// Whether the live instances disagree on the room's events (1; 'ev_mixed'), plus 2 when the
-/// caller's draw commitment is not the one its pre-queue began with ('draw_commit').
+/// caller's draw commitment is not the one its pre-queue began with ('draw_commit'), plus 4
+/// while the store waits to be told of sessions admitted on their own ('lc_wait').
 const MIXED_AT: usize = 36;
 /// The slots of `max-active` this call held back for sessions a store that lost its data
 /// forgot: the caller's, what it holds should this call find the loss, or another instance's
@@ -224,6 +225,7 @@ impl FromRedisValue for AdmitReply {
             random_recent: random_recent == 1,
             events_mixed: events_mixed & 1 != 0,
             draw_recommitted: events_mixed & 2 != 0,
+            untold_hold: events_mixed & 4 != 0,
             held_back: item(&v, HELD_BACK_AT)?,
             tick_hi: Duration::from_micros(tick_hi.parse().unwrap_or(0)),
             heartbeat_hi: Duration::from_micros(heartbeat_hi.parse().unwrap_or(0)),
@@ -290,10 +292,11 @@ mod tests {
             int(1),
             int(777),
             // The room's 88th admit call; an operator's change at 1700000001000000; the
-            // instances disagree on the events; 2 slots held back; the longest heartbeat 12 s.
+            // instances disagree on the events, and the store waits to be told of local
+            // admissions; 2 slots held back; the longest heartbeat 12 s.
             int(88),
             int(1_700_000_001_000_000),
-            int(1),
+            int(5),
             int(2),
             text("12000000"),
             int(777),
@@ -327,7 +330,7 @@ mod tests {
         assert_eq!(d.epoch, 777);
         assert_eq!(r.admits, 88);
         assert_eq!(r.state.changed_at, 1_700_000_001_000_000);
-        assert!(r.events_mixed && !r.draw_recommitted);
+        assert!(r.events_mixed && !r.draw_recommitted && r.untold_hold);
         assert_eq!(r.held_back, 2);
         assert_eq!(r.heartbeat_hi, Duration::from_secs(12));
         assert_eq!(d.name_and_start(), Some(("old", 1_700_000_000_000_000)));
