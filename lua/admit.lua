@@ -50,11 +50,10 @@
 --          has not told it of yet (0: none)
 -- ARGV[32] '1': a call of the caller's admission loop failed since its last answered admit (the
 --          store was away from it, and may have been from others that admitted on their own)
--- ARGV[33] '1': the caller runs the room with `on-store-error = "local"`
--- ARGV[34] the live instances the caller's last answered admit counted
--- ARGV[35] the longest heartbeat life (µs) the store last told the caller an instance runs the
+-- ARGV[33] the live instances the caller's last answered admit counted
+-- ARGV[34] the longest heartbeat life (µs) the store last told the caller an instance runs the
 --          room with ('hb_hi' in the reply, kept past a loss: admit_outage.lua), or ''
--- ARGV[36..] liveness batch: triples (visitor id, epoch, offset) of visitors polled through the
+-- ARGV[35..] liveness batch: triples (visitor id, epoch, offset) of visitors polled through the
 --            caller's queue tickets since its last call; each one still in line at that place
 --            is marked seen now (its score's low part), as a join would
 -- KEYS[8] ended ZSET (end_sessions in the prelude; who is admitted leaves it)
@@ -388,7 +387,7 @@ local seen_slot = in_pre and 0 or live_slot(live)
 -- not hear it (a store that answers the admission steps but not the polls; found by review:
 -- such visitors lost their turn after claim-ttl).
 local turns = {}
-for i = 36, #ARGV - 2, 3 do
+for i = 35, #ARGV - 2, 3 do
   local offset = tonumber(ARGV[i + 2])
   local score = redis.call('ZSCORE', waiting, ARGV[i])
   if score == false then

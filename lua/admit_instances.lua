@@ -49,8 +49,8 @@ local function unheard_since_stall(room, cfgs, live)
   return false
 end
 
--- After the store was away from an instance ('lc_since', set by admit.lua), whether a live
--- instance on `local` has not told it yet of every session it admitted on its own meanwhile
+-- After the store was away from an instance ('lc_since', set by admit_outage.lua), whether a
+-- live instance has not told it yet of every session it admitted or kept on its own meanwhile
 -- ('told:<id>' older, 0 while it has some to tell); after a loss of the store's data, also
 -- whether fewer of the instances that found it (from before it: 'lc_back:<id>') have been
 -- heard than the first counted ('lc_expect'; the configs hash went with the data), until

@@ -3,11 +3,15 @@
 -- `lua!`); KEYS and ARGV as admit.lua documents them.
 --
 -- Sessions an instance admitted on its own (`local`) while the store was away are in the shop
--- before the store hears of them: a slot the store sees free may be one of theirs. After the
--- store was away from an instance (its calls failed, or it has such sessions to tell:
--- 'lc_since', on the liveness clock), nobody is let in (the line's turns, and join's fast path
--- by 'lc_wait') until every live instance on `local` has told it of every such session since
--- ('told:<id>', 0 while it has some to tell). Before (found by review r94a), a newcomer's join
+-- before the store hears of them: a slot the store sees free may be one of theirs. So are the
+-- sessions an instance kept running through the outage, under any policy, when their renewal
+-- came due (src/proxy/visitor.rs keep_unrenewed). After the store was away from an instance
+-- (its calls failed, or it has such sessions to tell: 'lc_since', on the liveness clock),
+-- nobody is let in (the line's turns, and join's fast path by 'lc_wait') until every live
+-- instance has told it of every such session since ('told:<id>', 0 while it has some to tell;
+-- every instance, whatever its policy: found by review r97a, an instance on `closed` with a
+-- long breaker-cooldown kept four sessions through a pause, and four newcomers walked in
+-- through the other beside them). Before (found by review r94a), a newcomer's join
 -- on any instance walked into their slots in the moments before their instance told the
 -- store: five in for a cap of three.
 -- A store that lost its data lost these marks with it, and the instances it knew: the caller
@@ -15,13 +19,13 @@
 -- heard again, for a heartbeat's life at most ('lc_until'), and for each to tell its own
 -- admissions as above (found by review r95a: after an empty restart, newcomers walked in at once
 -- beside the sessions another instance had admitted on its own, six in for a cap of four).
--- An instance on `local` tells a heartbeat's life at least as long as it may be away after an
--- outage before it tells the store (src/store/redis.rs; found by review r95a: a cooldown of 3 s
+-- An instance tells a heartbeat's life at least as long as it may be away after an outage
+-- before it tells the store (src/store/redis.rs; found by review r95a: a cooldown of 3 s
 -- kept one away past the five seconds, and the line took its sessions' slots).
 --
 -- The longest heartbeat life an instance runs the room with lately ('hb_hi', longest_lately)
 -- is told back to the instances, which keep it past a loss (src/room/recovery.rs) and pass it
--- as ARGV[35]: the finder of a loss waits at most that long, not only its own heartbeat's life
+-- as ARGV[34]: the finder of a loss waits at most that long, not only its own heartbeat's life
 -- (found by re-review r96a: after a loss, an instance with a longer breaker-cooldown than the
 -- finder's told its own admissions after the wait had ended, and the line moved beside them).
 -- `live`: the liveness clock now; `late`: the call runs past its caller's deadline (nothing it
@@ -31,7 +35,7 @@ local function note_outage(room, now, live, late)
   local untold = tonumber(ARGV[31]) or 0
   local life = tonumber(ARGV[9])
   local hb_hi = longest_lately(room, 'hb_hi', 'hb_hi_until', life, now, life)
-  local hb_known = tonumber(ARGV[35]) or 0
+  local hb_known = tonumber(ARGV[34]) or 0
   -- Whatever the caller's own policy (found by re-review r96a: a finder on `closed` set nothing,
   -- and the line moved beside another's sessions); counted, each instance that finds the loss,
   -- so from before it ('lc_back:<id>'): not one started since (re-review r96a: a third instance
@@ -47,7 +51,7 @@ local function note_outage(room, now, live, late)
       redis.call('HSET', room, 'lc_since', live,
         'lc_until', string.format('%.0f', live + math.max(life, hb_known)))
     end
-    redis.call('HSET', room, 'lc_expect', math.max(expect or 0, tonumber(ARGV[34]) or 0))
+    redis.call('HSET', room, 'lc_expect', math.max(expect or 0, tonumber(ARGV[33]) or 0))
   elseif ARGV[32] == '1' then
     redis.call('HSET', room, 'lc_since', live)
   elseif untold > 0 then
@@ -55,12 +59,8 @@ local function note_outage(room, now, live, late)
   end
   if untold > 0 then
     redis.call('HSET', room, 'told:' .. ARGV[8], 0)
-  elseif ARGV[33] == '1' then
-    if not late then
-      redis.call('HSET', room, 'told:' .. ARGV[8], live)
-    end
-  else
-    redis.call('HDEL', room, 'told:' .. ARGV[8])
+  elseif not late then
+    redis.call('HSET', room, 'told:' .. ARGV[8], live)
   end
   return untold, hb_hi
 end

@@ -95,7 +95,6 @@ async fn run_room(shared: Arc<Shared>, room: usize) {
         ctx.outage = crate::store::Outage {
             untold: r.local.untold() as u64,
             cut: r.live.cut(),
-            local: r.cfg.on_store_error == crate::config::StorePolicy::Local,
             instances: r.live.instances(),
             away: 2 * store.breaker_cooldown + store.timeout + 2 * tick,
             heartbeat_hi: r

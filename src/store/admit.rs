@@ -135,25 +135,25 @@ pub struct AdmitContext {
 }
 
 /// What an admit call tells of the time the store was away from the caller. Sessions an
-/// instance admitted on its own (`local`) meanwhile are in the shop before the store hears of
-/// them; after the store was away from any instance, it lets nobody in until every live
-/// instance on `local` has told it of all of theirs (found by review r94a: a newcomer walked
-/// into their slots in the moments before, five in for a cap of three). Memory has no outage.
+/// instance admitted on its own (`local`) meanwhile, or kept running when their renewal came
+/// due (under any policy), are in the shop before the store hears of them; after the store was
+/// away from any instance, it lets nobody in until every live instance has told it of all of
+/// theirs (found by review r94a: a newcomer walked into their slots in the moments before,
+/// five in for a cap of three; r97a: an instance on `closed` was not waited for, and the line
+/// moved beside the sessions it had kept). Memory has no outage.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Outage {
-    /// Sessions the caller admitted on its own that the store has not been told of yet.
+    /// Sessions the caller admitted or kept on its own that the store has not been told of yet.
     pub untold: u64,
     /// A call of the caller's admission loop failed since its last answered admit.
     pub cut: bool,
-    /// The caller runs the room with `on-store-error = "local"`.
-    pub local: bool,
     /// The live instances the caller's last answered admit counted: the caller that finds the
     /// store lost its data waits for as many to be heard again (the store lost its record of
     /// them, and of what they have told).
     pub instances: u64,
     /// How long the caller may be away from the store after an outage before it tells it of its
-    /// own admissions (two breaker cooldowns, a timeout and two ticks): on `local`, its
-    /// heartbeat lives at least as long, so that it is waited for (found by review r95a: a
+    /// own admissions (two breaker cooldowns, a timeout and two ticks): its heartbeat lives
+    /// at least as long, so that it is waited for (found by review r95a: a
     /// cooldown of 3 s kept an instance away past its heartbeat's five seconds).
     pub away: std::time::Duration,
     /// The longest heartbeat life an instance ran the room with lately, as the store last told

@@ -284,10 +284,13 @@ impl Store for RedisStore {
     ) -> Result<AdmitReport, StoreError> {
         let k = Keys::of(&p.name);
         let mut inv = self.scripts.admit.prepare_invoke();
-        let mut heartbeat = micros((p.tick * 3).max(Duration::from_secs(5)));
-        if ctx.outage.local {
-            heartbeat = heartbeat.max(micros(ctx.outage.away));
-        }
+        // At least as long as it may be away after an outage before it tells the store of the
+        // sessions it kept or admitted meanwhile (admit_outage.lua).
+        let heartbeat = micros(
+            (p.tick * 3)
+                .max(Duration::from_secs(5))
+                .max(ctx.outage.away),
+        );
         inv.key(&k.waiting)
             .key(&k.active)
             .key(&k.room)
@@ -326,7 +329,6 @@ impl Store for RedisStore {
             .arg(ctx.hold_if_lost)
             .arg(ctx.outage.untold)
             .arg(if ctx.outage.cut { "1" } else { "" })
-            .arg(if ctx.outage.local { "1" } else { "" })
             .arg(ctx.outage.instances)
             .arg(micros(ctx.outage.heartbeat_hi));
         for (vid, place) in &ctx.seen {

@@ -45,3 +45,79 @@ async fn an_admitted_visitor_browses_through_an_outage_longer_than_the_session()
     })
     .await;
 }
+
+/// Sessions kept through an outage by an instance on `closed` (any policy keeps them) are
+/// waited for as `local` admissions are: the line does not move into their slots, through
+/// another instance back sooner, before their instance has told the store (found by review
+/// r97a: the store waited only for instances on `local`, and four newcomers walked in beside
+/// four kept sessions for a max-active of four).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sessions_kept_under_closed_are_waited_for_after_an_outage() {
+    const PAUSE_MS: u64 = 6000;
+    const MAX_ACTIVE: usize = 2;
+    let redis = RedisServer::start();
+    let origin = Origin::start().await;
+    // Sessions the store forgets during the pause (their ends past a claim's life after its
+    // start are not moved on by it).
+    let room = "admit-per-second = 50\nmax-active = 2\nsession-ttl = \"4s\"\nclaim-ttl = \"2s\"";
+    let cfg = config(origin.addr, &redis.url(), 2, room)
+        .replace("on-store-error = \"local\"", "on-store-error = \"closed\"");
+    // The instance the admitted browse through tries the store again long after the other.
+    let slow = cfg.replace("breaker-cooldown = \"500ms\"", "breaker-cooldown = \"5s\"");
+    assert_ne!(slow, cfg);
+    let (fast, keeping) = (Proxy::start(&cfg), Proxy::start(&slow));
+    both_instances_known(&redis).await;
+    let (admitted, states, mut jars) = newcomers_kept(&fast, MAX_ACTIVE, 5).await;
+    assert_eq!(admitted, MAX_ACTIVE, "{states:?}");
+    // Their first return renews the walk-in's short cookie for a session.
+    for jar in jars.iter_mut() {
+        let (_, state) = visit(&keeping, jar).await;
+        assert!(state.starts_with("origin GET"), "{state}");
+    }
+    let pause = format!("CLIENT PAUSE {PAUSE_MS} ALL");
+    assert!(raw(redis.port, &pause).is_some_and(|r| r.starts_with("+OK")));
+    let paused_at = Instant::now();
+    breaker_open(&keeping).await;
+    let mut newcomers = vec![Jar::default(); 4];
+    let mut walked_in = 0;
+    let mut seen = Vec::new();
+    let mut told_at = None;
+    let deadline = paused_at + Duration::from_secs(30);
+    // Until a second after the keeping instance has told the store of both sessions; the other
+    // is back first.
+    while told_at.is_none_or(|t: Instant| t.elapsed() < Duration::from_secs(1)) {
+        assert!(Instant::now() < deadline, "never told: {seen:?}");
+        for jar in jars.iter_mut() {
+            let (_, state) = visit(&keeping, jar).await;
+            assert!(
+                state.starts_with("origin GET"),
+                "{:?} after the pause began: {state}",
+                paused_at.elapsed()
+            );
+        }
+        if paused_at.elapsed() > Duration::from_millis(PAUSE_MS) {
+            for jar in newcomers.iter_mut() {
+                if jar.get("anteroom_sale").is_none() {
+                    let (admitted, state) = visit(&fast, jar).await;
+                    walked_in += usize::from(admitted);
+                    seen.push(state);
+                }
+            }
+            // Told once the keeping instance is back and the store counts both.
+            let back = client()
+                .get(keeping.admin_url("/readyz"))
+                .send()
+                .await
+                .is_ok_and(|r| r.status() == 200);
+            let active = raw(redis.port, "ZCARD {anteroom:sale}:active").unwrap_or_default();
+            if back && active.trim() == format!(":{MAX_ACTIVE}") && told_at.is_none() {
+                told_at = Some(Instant::now());
+            }
+        }
+        assert_eq!(
+            walked_in, 0,
+            "{MAX_ACTIVE} sessions kept, and newcomers in beside them: {seen:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
