@@ -19,7 +19,8 @@
 -- policy), taken back past max-active too; '' otherwise
 -- ARGV[11] the cookie's expiry (unix s, the store's clock as the proxy read it; 0 or absent: not
 -- known): a session taken back runs until then at least, and a cookie expired by this clock
--- takes nothing back
+-- takes nothing back; a marker of an order of the admission is stretched to outlive it
+-- ARGV[12] the marker margin ms (src/store/order.rs MARKER_MARGIN)
 -- Reply: 1 when the session is held (now extended), 3 when the store did not hold it and took it
 -- back, 0 when it is not renewed, 2 when a session the store does not hold is not taken back
 -- only because a loss is young (ask again later)
@@ -33,14 +34,24 @@ redis.call('ZREMRANGEBYSCORE', active, '-inf', now)
 local m = settled_marker(active, marker, vid, now, tonumber(ARGV[2]), tonumber(ARGV[5]), KEYS[5],
   live)
 local held = redis.call('ZSCORE', active, vid)
+local expires_us = (tonumber(ARGV[11]) or 0) * 1000000
 if m and (m.kind == 'p' or (m.kind == 'c' and not held)) then
+  -- A cookie of a used (or ordering) admission that an instance gave a new life while the
+  -- store was away (a renewal kept it running: src/proxy/visitor.rs keep_unrenewed) verifies
+  -- until its own expiry: the marker outlives it by the margin, as it does every cookie the
+  -- store knew of, or that copy orders again once the marker runs out (found by review r97b).
+  if expires_us > now then
+    local want = math.ceil((expires_us - now) / 1000) + tonumber(ARGV[12])
+    if redis.call('PTTL', marker) < want then
+      redis.call('PEXPIRE', marker, want)
+    end
+  end
   return 0
 end
 -- The cap in force: an operator's, an event's (as the last admit saw it), the configured.
 -- The store lost its data lately: an order of this admission may be in flight on an instance
 -- that has not seen the loss yet; taken back now, the session would let a second order win
 -- (found by re-review). As consume waits, so does the renewal.
-local expires_us = (tonumber(ARGV[11]) or 0) * 1000000
 if not held and expires_us > 0 and expires_us <= now then
   return 0
 end

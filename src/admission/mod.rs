@@ -230,12 +230,20 @@ async fn register_round(shared: &Shared, room: usize) -> bool {
         return false;
     }
     let seen = shared.seen_generation(room);
-    let calls = batch.iter().map(|&vid| {
+    let (now, cookie_now) = (shared.clock.now_micros(), shared.cookie_secs(room));
+    let calls = batch.iter().map(|&(vid, end)| {
         // Counted past max-active too (found by review r89c: left out, the store let the line
-        // into their slots).
+        // into their slots). With its cookie's expiry (rounded up): a kept copy of a used
+        // admission's cookie outlived the marker of its order, and ordered again once it ran
+        // out (found by review r97b); the store stretches the marker past it.
+        let expires = if end > now {
+            cookie_now + (end - now).div_ceil(1_000_000)
+        } else {
+            0
+        };
         let touch = shared
             .store
-            .register_local(&r.cfg.params, vid, seen.as_ref(), 0);
+            .register_local(&r.cfg.params, vid, seen.as_ref(), expires);
         async move { (vid, shared.store_call("touch", r.name(), touch).await) }
     });
     let mut told = 0;

@@ -133,11 +133,16 @@ pub(super) fn settle_later(shared: Arc<Shared>, t: Taken, how: Settle) {
         let mut pause = Duration::from_millis(100);
         let mut told = false;
         let lost = &shared.rooms[t.room].recovery.lost;
+        let breaker = shared.breaker(shared.rooms[t.room].name());
         loop {
-            // Listening before the attempt: a loss seen while it runs wakes the next one.
+            // Listening before the attempt: a loss seen while it runs wakes the next one, and
+            // so does the store answering again.
             let woken = lost.notified();
             tokio::pin!(woken);
             woken.as_mut().enable();
+            let back = breaker.closed.notified();
+            tokio::pin!(back);
+            back.as_mut().enable();
             if settle_once(&shared, &t, how).await {
                 break;
             }
@@ -164,6 +169,7 @@ pub(super) fn settle_later(shared: Arc<Shared>, t: Taken, how: Settle) {
             tokio::select! {
                 _ = tokio::time::sleep(pause) => pause = (pause * 2).min(Duration::from_secs(2)),
                 _ = woken => pause = Duration::from_millis(100),
+                _ = back => pause = Duration::from_millis(100),
             }
         }
         if let Some(o) = owed {

@@ -197,14 +197,19 @@ impl LocalBucket {
         self.pending.load(Ordering::Acquire)
     }
 
-    /// Up to `n` of the sessions the store has not been told of yet (none without a lock when
-    /// there are none).
-    pub fn unregistered_some(&self, n: usize) -> Vec<VisitorId> {
+    /// Up to `n` of the sessions the store has not been told of yet, each with when it runs out
+    /// here (µs; 0 if not known), none without a lock when there are none.
+    pub fn unregistered_some(&self, n: usize) -> Vec<(VisitorId, Micros)> {
         if self.pending.load(Ordering::Acquire) == 0 {
             return Vec::new();
         }
         let inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
-        inner.unregistered.iter().take(n).copied().collect()
+        inner
+            .unregistered
+            .iter()
+            .take(n)
+            .map(|vid| (*vid, inner.running.get(vid).copied().unwrap_or(0)))
+            .collect()
     }
 
     /// The store was told of `vid`'s session (or has no room for it: then it is not asked again).

@@ -155,6 +155,7 @@ macro_rules! conformance_suite {
             an_order_takes_its_visitor_out_of_the_line,
             a_marker_outlives_the_cookie_that_ordered,
             a_marker_outlives_every_cookie_of_the_admission,
+            a_used_admissions_cookie_given_a_new_life_is_outlived_by_its_marker,
             a_renewal_under_a_lower_session_ttl_never_shortens_the_session,
             a_local_admission_is_counted_past_the_cap,
             a_session_taken_back_runs_as_long_as_its_cookie,

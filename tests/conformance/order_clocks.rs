@@ -149,6 +149,45 @@ pub async fn a_marker_outlives_every_cookie_of_the_admission(h: &dyn Harness) {
     assert!(!s.touch(&p, v).await.unwrap(), "not renewed");
 }
 
+/// A copy of a used admission's cookie that an instance gave a new life while the store was
+/// away (a renewal kept it running) is told to the store with its expiry once it answers; the
+/// order's marker is stretched to outlive it by the margin, so that the copy does not order
+/// again once the marker's first life has run (found by review r97b: a second order of one
+/// admission). (The Redis store's markers expire by Redis's own clock, which this suite does
+/// not move; `store_redis::kept_marker` reads their life there.)
+pub async fn a_used_admissions_cookie_given_a_new_life_is_outlived_by_its_marker(h: &dyn Harness) {
+    let s = h.store();
+    let mut p = room("kept-copy", 100.0, 10);
+    p.session_ttl = Duration::from_secs(100);
+    let v = occupy(&*s, &p).await;
+    let o = Order {
+        cookie_life: Duration::from_secs(100),
+        cookie_expires: 0,
+        generation: None,
+        ..order()
+    };
+    assert_eq!(s.consume(&p, v, &o).await.unwrap(), Consumed::Won);
+    let done = s.settle(&p, v, &o.request, Settle::Confirm).await.unwrap();
+    assert_eq!(done, Settled::Done);
+    // The kept copy: valid 1,000 s from now, told by its instance.
+    let kept_until = h.wall_secs() + 1000;
+    let told = s.register_local(&p, v, None, kept_until).await.unwrap();
+    assert!(!told.held(), "a used admission is not taken back: {told:?}");
+    // Past the marker's first life (100 + 60 s), inside the kept copy's.
+    h.advance(Duration::from_secs(600));
+    let replay = Order {
+        cookie_life: Duration::from_secs(400),
+        cookie_expires: kept_until,
+        generation: None,
+        ..order()
+    };
+    assert_eq!(
+        s.consume(&p, v, &replay).await.unwrap(),
+        Consumed::Used,
+        "the kept copy orders again"
+    );
+}
+
 /// A renewal under a lower `session-ttl` never shortens the session: a cookie issued before it,
 /// against the longer deadline, still finds the admission used once an order of a later cookie
 /// has settled (found by review r89b: the renewal moved the store's deadline below the earlier

@@ -57,6 +57,9 @@ fn a_kept_session_runs_to_its_new_end_and_is_told() {
     let half = 1 + micros(ttl) / 2;
     b.keep(a.vid, half, ttl);
     assert!(b.unregistered(a.vid), "to be told");
+    // Told with when it runs out here: the store stretches a used admission's marker past it
+    // (found by review r97b).
+    assert_eq!(b.unregistered_some(8), vec![(a.vid, half + micros(ttl))]);
     assert_eq!(b.active(half), 1, "counted once");
     let first_end = 1 + micros(ttl);
     assert_eq!(b.active(first_end), 1, "runs past its first end");

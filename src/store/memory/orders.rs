@@ -82,8 +82,21 @@ impl RoomData {
         let mark = self.settled_mark(p, vid, now, self.live_peek(p, now), wall);
         let held = self.active.contains_key(&vid);
         match mark {
-            Some(Mark::Pending { .. }) => return Touched::Refused,
-            Some(Mark::Confirmed(_)) if !held => return Touched::Refused,
+            Some(m @ (Mark::Pending { .. } | Mark::Confirmed(_)))
+                if matches!(m, Mark::Pending { .. }) || !held =>
+            {
+                // A cookie given a new life while the store was away outlives the marker by
+                // the margin, as in touch.lua (found by review r97b).
+                if expires > wall {
+                    let want = now
+                        .saturating_add((expires - wall).saturating_mul(1_000_000))
+                        .saturating_add(micros(crate::store::order::MARKER_MARGIN));
+                    if self.marks.until(&vid) < want {
+                        self.marks.set(vid, m, want);
+                    }
+                }
+                return Touched::Refused;
+            }
             _ => {}
         }
         if !held && expires > 0 && expires <= wall {

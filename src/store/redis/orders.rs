@@ -47,7 +47,8 @@ impl RedisStore {
             .arg(seen.map_or("", |g| g.id.as_str()))
             .arg(seen.map_or(0, |g| micros(g.quiet)))
             .arg(if past_cap { "1" } else { "" })
-            .arg(expires);
+            .arg(expires)
+            .arg(u64::try_from(MARKER_MARGIN.as_millis()).unwrap_or(u64::MAX));
         let code: i64 = self.run("touch", &p.name, &inv).await?;
         Ok(touched_of(code))
     }
