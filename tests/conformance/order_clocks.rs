@@ -84,22 +84,33 @@ pub async fn a_wall_clock_stepped_back_after_an_order_buys_no_second(h: &dyn Har
     );
 }
 
+/// A visitor admitted in `p` whose order, vouched by a cookie with `cookie_life` left, was
+/// taken and confirmed.
+async fn ordered(
+    s: &dyn anteroom::store::Store,
+    p: &RoomParams,
+    cookie_life: Duration,
+) -> VisitorId {
+    let v = occupy(s, p).await;
+    let o = Order {
+        cookie_life,
+        cookie_expires: 0,
+        generation: None,
+        ..order()
+    };
+    assert_eq!(s.consume(p, v, &o).await.unwrap(), Consumed::Won);
+    let done = s.settle(p, v, &o.request, Settle::Confirm).await.unwrap();
+    assert_eq!(done, Settled::Done);
+    v
+}
+
 /// The marker of a used admission outlives the cookie that vouched for the order, also when
 /// that cookie lives longer than today's `session-ttl` (a reload lowered it).
 pub async fn a_marker_outlives_the_cookie_that_ordered(h: &dyn Harness) {
     let s = h.store();
     let mut p = room("outlive", 100.0, 10);
     p.session_ttl = Duration::from_secs(300);
-    let v = occupy(&*s, &p).await;
-    let o = Order {
-        cookie_life: Duration::from_secs(900),
-        cookie_expires: 0,
-        generation: None,
-        ..order()
-    };
-    assert_eq!(s.consume(&p, v, &o).await.unwrap(), Consumed::Won);
-    let done = s.settle(&p, v, &o.request, Settle::Confirm).await.unwrap();
-    assert_eq!(done, Settled::Done);
+    let v = ordered(&*s, &p, Duration::from_secs(900)).await;
     // Past session-ttl + margin, still inside the cookie's life.
     h.advance(Duration::from_secs(600));
     assert!(!s.touch(&p, v).await.unwrap(), "not renewed");
@@ -159,16 +170,7 @@ pub async fn a_used_admissions_cookie_given_a_new_life_is_outlived_by_its_marker
     let s = h.store();
     let mut p = room("kept-copy", 100.0, 10);
     p.session_ttl = Duration::from_secs(100);
-    let v = occupy(&*s, &p).await;
-    let o = Order {
-        cookie_life: Duration::from_secs(100),
-        cookie_expires: 0,
-        generation: None,
-        ..order()
-    };
-    assert_eq!(s.consume(&p, v, &o).await.unwrap(), Consumed::Won);
-    let done = s.settle(&p, v, &o.request, Settle::Confirm).await.unwrap();
-    assert_eq!(done, Settled::Done);
+    let v = ordered(&*s, &p, Duration::from_secs(100)).await;
     // The kept copy: valid 1,000 s from now, told by its instance.
     let kept_until = h.wall_secs() + 1000;
     let told = s.register_local(&p, v, None, kept_until).await.unwrap();
