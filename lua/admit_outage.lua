@@ -52,14 +52,22 @@ local function note_outage(room, now, live, late)
         'lc_until', string.format('%.0f', live + math.max(life, hb_known)))
     end
     redis.call('HSET', room, 'lc_expect', math.max(expect or 0, tonumber(ARGV[33]) or 0))
+  elseif late then
+    -- A call past its caller's deadline is not its word (see the prelude): it starts no wait
+    -- and tells nothing (found by re-review r98a: an instance whose admits all reached Redis
+    -- late moved 'lc_since' on with each, never wrote its 'told' mark, and the line stood
+    -- still for every instance as long as that lasted). Its sessions to tell are told by its
+    -- own calls that are on time, or by their visitors' requests.
   elseif ARGV[32] == '1' then
     redis.call('HSET', room, 'lc_since', live)
   elseif untold > 0 then
     redis.call('HSETNX', room, 'lc_since', live)
   end
-  if untold > 0 then
+  if late then
+    -- Nothing (above).
+  elseif untold > 0 then
     redis.call('HSET', room, 'told:' .. ARGV[8], 0)
-  elseif not late then
+  else
     redis.call('HSET', room, 'told:' .. ARGV[8], live)
   end
   return untold, hb_hi

@@ -306,12 +306,17 @@ impl Front {
 /// with the process.
 pub struct SlowRequests {
     pub addr: std::net::SocketAddr,
+    /// The hold, ms: [`SlowRequests::set_delay`] changes it for the requests to come.
+    delay_ms: std::sync::Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl SlowRequests {
     pub fn start(port: u16, marks: &'static [&'static [u8]], delay: Duration) -> Self {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = listener.local_addr().unwrap();
+        let delay_ms =
+            std::sync::Arc::new(std::sync::atomic::AtomicU64::new(delay.as_millis() as u64));
+        let hold = delay_ms.clone();
         std::thread::spawn(move || {
             for client in listener.incoming() {
                 let Ok(client) = client else { return };
@@ -321,15 +326,17 @@ impl SlowRequests {
                 let (mut from_client, mut to_redis) =
                     (client.try_clone().unwrap(), redis.try_clone().unwrap());
                 let (mut from_redis, mut to_client) = (redis, client);
+                let hold = hold.clone();
                 std::thread::spawn(move || {
                     let mut buf = [0u8; 65536];
                     while let Ok(n @ 1..) = from_client.read(&mut buf) {
                         let marked = marks
                             .iter()
                             .any(|m| buf[..n].windows(m.len()).any(|w| w == *m));
-                        if marked {
+                        let delay = hold.load(std::sync::atomic::Ordering::SeqCst);
+                        if marked && delay > 0 {
                             // The fault injected: the request arrives late.
-                            std::thread::sleep(delay);
+                            std::thread::sleep(Duration::from_millis(delay));
                         }
                         if to_redis.write_all(&buf[..n]).is_err() {
                             return;
@@ -341,6 +348,14 @@ impl SlowRequests {
                 });
             }
         });
-        Self { addr }
+        Self { addr, delay_ms }
+    }
+
+    /// Holds the marked requests to come by `delay` (zero: none).
+    pub fn set_delay(&self, delay: Duration) {
+        self.delay_ms.store(
+            delay.as_millis() as u64,
+            std::sync::atomic::Ordering::SeqCst,
+        );
     }
 }

@@ -212,3 +212,50 @@ async fn held_by(proxy: &Proxy, jar: &Jar) -> Vec<String> {
     }
     told
 }
+
+/// An instance whose admission steps all reach Redis late (past their deadline: they run,
+/// their answers never come in time) says nothing by them: the line goes on through the other
+/// instance (found by re-review r98a: each late step, saying its instance was cut off, started
+/// the wait for every instance to tell again, and its own "told" was never written, so the
+/// line stood still for every instance as long as the fault lasted).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_instance_whose_steps_all_come_late_does_not_hold_the_line() {
+    let redis = RedisServer::start();
+    let origin = Origin::start().await;
+    let slow = common::faults::SlowRequests::start(redis.port, &[b"}:configs"], Duration::ZERO);
+    let room = "admit-per-second = 50\nmax-active = 100\nsession-ttl = \"10m\"";
+    let cfg = |url: &str| {
+        config(origin.addr, url, 3, room)
+            .replace("on-store-error = \"local\"", "on-store-error = \"closed\"")
+    };
+    let (on_time, late) = (
+        Proxy::start(&cfg(&redis.url())),
+        Proxy::start(&cfg(&format!("redis://{}", slow.addr))),
+    );
+    both_instances_known(&redis).await;
+    // From now on the second instance's steps reach Redis past their deadline (twice the
+    // 200 ms timeout).
+    slow.set_delay(Duration::from_millis(600));
+    breaker_open(&late).await;
+    // A newcomer every half second for eight seconds (the late steps keep coming meanwhile),
+    // each let in within three.
+    let started = Instant::now();
+    while started.elapsed() < Duration::from_secs(8) {
+        let mut jar = Jar::default();
+        let came = Instant::now();
+        loop {
+            let (admitted, state) = visit(&on_time, &mut jar).await;
+            if admitted {
+                break;
+            }
+            assert!(
+                came.elapsed() < Duration::from_secs(3),
+                "a newcomer {:?} in still waits: {state}",
+                started.elapsed()
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    drop(late);
+}
