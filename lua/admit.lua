@@ -57,7 +57,8 @@
 --            caller's queue tickets since its last call; each one still in line at that place
 --            is marked seen now (its score's low part), as a join would
 -- KEYS[8] ended ZSET (end_sessions in the prelude; who is admitted leaves it)
--- KEYS[9], KEYS[10], ... per event of ARGV[24], in order: its draw's list (registrations ZSET)
+-- KEYS[9] used ZSET (note_used in lua/markers.lua; who is admitted leaves it)
+-- KEYS[10], KEYS[11], ... per event of ARGV[24], in order: its draw's list (registrations ZSET)
 --
 -- Events: in a pre-queue nobody is admitted and registrations (slot 0) are not silent; the first
 -- call out of a pre-queue records the liveness clock ('open_live': registrations are silent from
@@ -496,6 +497,7 @@ if h[1] ~= '0' and h[2] ~= '1' and not stale and not in_pre and not stale_events
   local want = math.min(math.floor(tokens), room_left, window)
   local until_us = now + tonumber(ARGV[3])
   local ended_any = redis.call('EXISTS', KEYS[8]) == 1
+  local used_any = redis.call('EXISTS', KEYS[9]) == 1
   while admitted < want do
     local head
     local ahead = drawn_ahead()
@@ -521,6 +523,9 @@ if h[1] ~= '0' and h[2] ~= '1' and not stale and not in_pre and not stale_events
         redis.call('ZADD', active, until_us, vid)
         if ended_any then
           redis.call('ZREM', KEYS[8], vid)
+        end
+        if used_any then
+          redis.call('ZREM', KEYS[9], vid)
         end
         admitted = admitted + 1
         out[#out + 1] = vid
@@ -582,7 +587,7 @@ local reply = { admitted, abandoned, expired, n, redis.call('ZCARD', active), to
   (not ap_conf) and 0 or (ap_running and 2 or 1), ap[2] or '', ap[3] or '', ap[4] or '', ap[5] or '', ap[6] or '',
   ap_health[1], ap_health[2], ap_health[3], string.format('%.0f', now), ap[1] or '',
   ev and ev.id or '', phase or '',
-  (ev and ev.draw) and redis.call('ZCARD', KEYS[8 + ev.i]) or 0,
+  (ev and ev.draw) and redis.call('ZCARD', KEYS[9 + ev.i]) or 0,
   (ev and es[3] == ev.id) and es[4] or '', tonumber(es[10]) or 0,
   random_recent and 1 or 0, string.format('%.0f', tick_hi), line_draw or '', draw_out and 1 or 0,
   line_draw and tonumber(h[7]) or 0, admits,

@@ -14,7 +14,8 @@
 --
 -- KEYS[1] active ZSET   KEYS[2] consumed marker STRING for this visitor   KEYS[3] room HASH
 -- (read only: its key layout version and liveness clock)   KEYS[4] ended ZSET (end_sessions in the prelude)
--- KEYS[5] waiting ZSET
+-- KEYS[5] waiting ZSET   KEYS[6] used ZSET (note_used in lua/markers.lua: no cookie's word takes a
+-- used admission back, however long the store was away)
 -- ARGV[1] visitor id   ARGV[2] request id   ARGV[3] grace µs   ARGV[4] marker lifetime ms
 -- (session-ttl + margin)   ARGV[5] session-ttl µs   ARGV[6] vouched (1/0)   ARGV[7] clock (prelude `now_us`)
 -- ARGV[8] margin ms: the marker also outlives the session's deadline here by it — every cookie
@@ -53,7 +54,8 @@ if held and held <= now then
 end
 local expires_s = tonumber(ARGV[10]) or 0
 if not held then
-  if ARGV[6] ~= '1' or (m and m.kind == 'c') or (expires_s > 0 and expires_s * 1000000 <= now) then
+  if ARGV[6] ~= '1' or (m and m.kind == 'c') or (expires_s > 0 and expires_s * 1000000 <= now)
+      or used_lately(KEYS[6], vid, live) then
     return { 0, 0 }
   end
   if session_ended(KEYS[4], vid, now) then

@@ -14,18 +14,20 @@
 --
 -- KEYS[1] active ZSET   KEYS[2] consumed marker STRING for this visitor   KEYS[3] room HASH
 -- KEYS[4] waiting ZSET   KEYS[5] revoked ZSET   KEYS[6] the visitor's order record STRING
--- (note_ordered: the session the origin ended counts as ordered for join-limit)
+-- (note_ordered: the session the origin ended counts as ordered for join-limit)   KEYS[7] used
+-- ZSET (note_used: the admission is used on the liveness clock as long as its marker lives)
 -- ARGV[1] visitor id   ARGV[2] request id (names the marker)   ARGV[3] 'complete' | 'revoke'
 -- ARGV[4] marker lifetime ms (until the last cookie expires)   ARGV[5] until (unix s, the
 -- store's clock as the proxies read it: the revocation's end)   ARGV[6] clock (prelude `now_us`)
 -- ARGV[7] margin s past the session's deadline here (the other instances' clocks)
 -- ARGV[8] the caller's abandon-after µs (how long the order's record lives)
+-- ARGV[9] tick µs (the liveness clock's cap, read_live)
 -- Reply: the revocation's end as recorded (unix s): ARGV[5], or later by the session here
 
 local active, marker, room = KEYS[1], KEYS[2], KEYS[3]
-check_layout(room)
 local vid, req, how = ARGV[1], ARGV[2], ARGV[3]
 local now = now_us(ARGV[6])
+local live = read_live(room, now, tonumber(ARGV[9]) or 0)
 local life_ms, until_s = tonumber(ARGV[4]), tonumber(ARGV[5])
 -- `until` is on the store's clock (the proxies write cookies on it); the lifetime the caller
 -- worked out from its own clock is lengthened to reach it here.
@@ -39,7 +41,9 @@ end
 
 redis.call('ZREM', active, vid)
 redis.call('ZREM', KEYS[4], vid)
-redis.call('SET', marker, 'c ' .. req, 'PX', math.max(life_ms, redis.call('PTTL', marker)))
+life_ms = math.max(life_ms, redis.call('PTTL', marker))
+redis.call('SET', marker, 'c ' .. req, 'PX', life_ms)
+note_used(KEYS[7], vid, live, life_ms)
 note_ordered(KEYS[6], room, ARGV[8], now)
 local until_txt = string.format('%.0f', until_s)
 if how == 'revoke' then

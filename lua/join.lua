@@ -41,7 +41,8 @@
 --          failed since its last answer: nobody walks in at once (the newcomer queues), as while
 --          the room waits to be told of such sessions ('lc_wait', admit.lua)
 -- KEYS[5] ended ZSET (end_sessions in the prelude)   KEYS[6] the visitor's order record STRING (note_ordered)
--- KEYS[7], KEYS[8], ... per event of ARGV[14], in order: its draw's list (registrations ZSET)
+-- KEYS[7] used ZSET (note_used in lua/markers.lua: who walks in leaves it)
+-- KEYS[8], KEYS[9], ... per event of ARGV[14], in order: its draw's list (registrations ZSET)
 --
 -- Events: during a pre-queue nobody is let in and everyone in line is "registered" (slot 0: not
 -- silent before the opening); a newcomer to a drawn pre-queue is placed at its draw key in the
@@ -208,6 +209,7 @@ local function enter(walks_in, tokens, recent, newcomer)
   end
   redis.call('ZADD', active, now + math.min(tonumber(ARGV[11]), tonumber(ARGV[5])), vid)
   redis.call('ZREM', KEYS[5], vid)
+  redis.call('ZREM', KEYS[7], vid)
   redis.call('HINCRBY', room, 'admitted', 1)
   if newcomer then
     redis.call('HINCRBY', room, 'joined', 1)
@@ -352,7 +354,7 @@ if key then
     h_draw_ev, h_draw_base, h_draw_epoch = ev.id, base, epoch
   end
   offset = base + key
-  local list = KEYS[6 + ev.i]
+  local list = KEYS[7 + ev.i]
   redis.call('ZADD', list, 'NX', key, ARGV[14 + 2 * ev.i])
   local ends = ev.close or ev.open
   redis.call('PEXPIRE', list, math.max(1000, math.floor((ends - now) / 1000) + 30 * 86400000))

@@ -27,7 +27,12 @@
 --   {anteroom:R}:ended     ZSET  member = visitor id, score = deadline of a session a pre-queue
 --                                ended (end_sessions), kept until its cookies have expired
 --   {anteroom:R}:consumed:<visitor hex>  STRING  the last order of this admission (see
---                                read_marker); lives session-ttl + a margin after the consume
+--                                read_marker in lua/markers.lua); lives session-ttl + a margin after the consume
+--   {anteroom:R}:used      ZSET  member = visitor id (16 bytes), score = the liveness clock (µs)
+--                                until which a cookie of the visitor's used admission may still
+--                                verify, and the margin (note_used, lua/markers.lua): a consumed marker's
+--                                confirmed state, on the clock that stands still while the
+--                                store is away
 --   {anteroom:R}:ordered:<visitor hex>  STRING  '1': the visitor's order went through (or the
 --                                origin ended their session) and no join of theirs was counted
 --                                since; lives abandon-after + a margin (note_ordered), read and
@@ -361,100 +366,10 @@ local function session_ended(ended, vid, now)
   return s ~= nil and s + ENDED_MARGIN_US > now
 end
 
--- Consumed markers (consume, settle, touch). The value is "KIND REQUEST[@LIVE] [DEADLINE HELD]":
---   p  pending: taken by REQUEST, not settled; comes back once DEADLINE (µs, TIME) and LIVE
---      (µs, the liveness clock) have both passed (pending_left), with the session expiry HELD
---      it had before (or more). LIVE rides on the request id so that an older version, which
---      knows no LIVE, reads the marker as the pending order it is (TIME alone) and does not
---      take a second order under it; a marker it writes has no LIVE, and is read so here.
---      (A fifth field, the first try, read as a confirmed marker to an older version, whose
---      consume then took a second order while the session was held: found by review.)
---   c  confirmed: used up by REQUEST
---   g  given back by REQUEST
--- A bare request id (the marker of an older version) reads as confirmed.
-local function read_marker(v)
-  if not v then
-    return nil
-  end
-  local kind, req, deadline, held = string.match(v, '^(%a) (%S+) ?(%d*) ?(%d*)$')
-  if not kind then
-    return { kind = 'c', req = v }
-  end
-  local id, live = string.match(req, '^([^@]+)@(%d+)$')
-  return { kind = kind, req = id or req, deadline = tonumber(deadline), held = tonumber(held),
-    live_deadline = tonumber(live) }
-end
-
--- The liveness clock now, read without storing it (consume, settle, touch), with the key
--- layout check (one read of the room hash for both), and the clock's cap: the most one call
--- after a pause adds to it, which a pending order's grace period is given on top.
--- Whether the store lost its data too lately for a session it does not hold to be taken back
--- on a cookie's word (consume, touch): its generation is not `known`, the one the caller last
--- saw, or is younger than `quiet` µs (every instance's time to see the loss, after which their
--- heartbeats have written their orders' markers again). `known` '' (the caller never saw one):
--- not judged.
-local function loss_too_recent(room, known, quiet, now)
-  if (known or '') == '' then
-    return false
-  end
-  local gen = redis.call('HGET', room, 'gen')
-  local born = tonumber(string.match(gen or '', '^(%d+)-'))
-  return gen ~= known or not born or now - born < quiet
-end
-
-local function read_live(room, now, tick_us)
-  local layout, live, live_at = unpack(redis.call('HMGET', room, 'layout', 'live', 'live_at'))
-  check_layout(room, layout)
-  local cap = liveness_cap(tick_us)
-  return (liveness(live, live_at, now, cap, false)), cap
-end
-
--- µs until a pending order's grace period is up (0: it is). It runs on TIME and on the
--- liveness clock both, and is up only when both deadlines have passed: time in which no call
--- could reach the room (Redis paused or down, every instance cut off from it) does not run
--- it down. Before, an order that went through while Redis was paused for longer than the
--- grace period found its admission given back when Redis resumed, before its confirm could
--- land, and the kept cookie ordered again through another instance (found by review). The
--- liveness deadline is the grace period plus the clock's cap (read_live) from the consume or
--- the last beat: the first call after a pause moves the clock by up to the cap, which must not
--- eat the time the confirm has to land (found by review, with a tick of 3 s: a cap of 12 s).
-local function pending_left(m, now, live)
-  local left = m.deadline - now
-  if m.live_deadline then
-    left = math.max(left, m.live_deadline - live)
-  end
-  return math.max(0, left)
-end
-
-local function pending_marker(req, deadline, held, live_deadline)
-  return string.format('p %s@%.0f %.0f %.0f', req, live_deadline, deadline, held)
-end
-
 -- A held session's deadline renewed to `wanted`, never below what it was (`held`: its score, or
 -- nil/false for none): every cookie of the admission was issued against it (touch.lua).
 local function renewed_deadline(held, wanted)
   return math.max(tonumber(held) or 0, wanted)
-end
-
--- A pending consume that failed or was never settled: the same visitor holds the slot again,
--- whatever max-active says (it never left the count) — unless a pre-queue ended that session
--- meanwhile (end_sessions).
-local function give_back(active, marker, vid, m, now, session_us, marker_ms, ended)
-  if not session_ended(ended, vid, now) then
-    redis.call('ZADD', active, math.max(m.held or 0, now + session_us), vid)
-  end
-  redis.call('SET', marker, 'g ' .. m.req, 'PX', marker_ms)
-end
-
--- The marker, after giving back a pending consume whose grace period is up (`live`: the
--- liveness clock now, read_live).
-local function settled_marker(active, marker, vid, now, session_us, marker_ms, ended, live)
-  local m = read_marker(redis.call('GET', marker))
-  if m and m.kind == 'p' and pending_left(m, now, live) == 0 then
-    give_back(active, marker, vid, m, now, session_us, marker_ms, ended)
-    m = { kind = 'g', req = m.req }
-  end
-  return m
 end
 
 -- The revocation log (finish.lua writes it, admit.lua reads it; src/store/finish.rs). At most

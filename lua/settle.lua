@@ -11,6 +11,8 @@
 -- (a confirm that uses an admission up takes its visitor out of the line, as consume's does; a
 -- retried one that finds it done leaves a place taken since alone: found by re-review)
 -- KEYS[6] the visitor's order record STRING (note_ordered: a confirm records the order)
+-- KEYS[7] used ZSET (note_used: a confirm records the admission used on the liveness clock, for
+-- as long as its marker lives from now)
 -- Extend (a heartbeat while the order is in flight): a pending consume's deadline moves to
 -- now + ARGV[7], its slot held at least as long; a settled one is left alone (3); a marker the
 -- store lost is written again, pending.
@@ -44,6 +46,7 @@ if how == 'confirm' and (not m or (m.req ~= req and m.kind ~= 'p')) then
     life = math.max(life, math.ceil((held - now) / 1000) + marker_ms - math.floor(session_us / 1000))
   end
   redis.call('SET', marker, 'c ' .. req, 'PX', life)
+  note_used(KEYS[7], vid, live, life)
   note_ordered(KEYS[6], KEYS[3], ARGV[9], now)
   return 1
 end
@@ -87,7 +90,9 @@ if how == 'confirm' then
   redis.call('ZREM', active, vid)
   redis.call('ZREM', KEYS[5], vid)
   -- The marker keeps the life the consume gave it (past the cookie that vouched), if longer.
-  redis.call('SET', marker, 'c ' .. req, 'PX', math.max(marker_ms, redis.call('PTTL', marker)))
+  local life = math.max(marker_ms, redis.call('PTTL', marker))
+  redis.call('SET', marker, 'c ' .. req, 'PX', life)
+  note_used(KEYS[7], vid, live, life)
   note_ordered(KEYS[6], KEYS[3], ARGV[9], now)
   return 1
 end

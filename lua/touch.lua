@@ -10,7 +10,7 @@
 -- during an outage, re-registered; a session the store forgot) takes them out of it.
 --
 -- KEYS[1] active ZSET   KEYS[2] room HASH   KEYS[3] consumed marker STRING for this visitor
--- KEYS[4] waiting ZSET   KEYS[5] ended ZSET (end_sessions)
+-- KEYS[4] waiting ZSET   KEYS[5] ended ZSET (end_sessions)   KEYS[6] used ZSET (note_used)
 -- ARGV[1] visitor id   ARGV[2] session-ttl µs   ARGV[3] configured max-active   ARGV[4] clock (prelude `now_us`)
 -- ARGV[5] marker lifetime ms   ARGV[6] tick µs   ARGV[7] claim-ttl µs (for a gap, see the prelude)
 -- ARGV[8] the store generation the caller last saw ('' if none)   ARGV[9] µs: a session the
@@ -35,15 +35,21 @@ local m = settled_marker(active, marker, vid, now, tonumber(ARGV[2]), tonumber(A
   live)
 local held = redis.call('ZSCORE', active, vid)
 local expires_us = (tonumber(ARGV[11]) or 0) * 1000000
-if m and (m.kind == 'p' or (m.kind == 'c' and not held)) then
+local used = not held and used_lately(KEYS[6], vid, live)
+if used or (m and (m.kind == 'p' or (m.kind == 'c' and not held))) then
   -- A cookie of a used (or ordering) admission that an instance gave a new life while the
   -- store was away (a renewal kept it running: src/proxy/visitor.rs keep_unrenewed) verifies
   -- until its own expiry: the marker outlives it by the margin, as it does every cookie the
-  -- store knew of, or that copy orders again once the marker runs out (found by review r97b).
+  -- store knew of, or that copy orders again once the marker runs out (found by review r97b);
+  -- so does the record that the admission was used, which outlasts the marker when the
+  -- outage did (r98a).
   if expires_us > now then
     local want = math.ceil((expires_us - now) / 1000) + tonumber(ARGV[12])
-    if redis.call('PTTL', marker) < want then
+    if m and redis.call('PTTL', marker) < want then
       redis.call('PEXPIRE', marker, want)
+    end
+    if not held and (used or m.kind == 'c') then
+      note_used(KEYS[6], vid, live, want)
     end
   end
   return 0

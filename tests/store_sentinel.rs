@@ -46,6 +46,11 @@ impl conformance::Harness for Sentinel {
         self.store.shift_clock(by);
     }
 
+    fn let_time_pass(&self, by: Duration) {
+        self.store.shift_clock(by);
+        common::redis::age_keys(self._servers.primary.port, by);
+    }
+
     fn step_back(&self, by: Duration) {
         self.store.step_clock_back(by);
     }

@@ -4,7 +4,7 @@
 //! instance answers another order of that admission `409` itself, without asking the store —
 //! which, had its grace period run out, would give the admission back and let the kept cookie
 //! order again. The store's grace period does not run while no call can reach it (it runs on
-//! the liveness clock too, see `pending_left` in `lua/prelude.lua`), so instances that never
+//! the liveness clock too, see `pending_left` in `lua/markers.lua`), so instances that never
 //! saw the order find it pending until the confirm lands; what remains is an instance cut off
 //! from the store alone for longer than the grace period while the others are not.
 //!

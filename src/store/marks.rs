@@ -1,6 +1,6 @@
 //! The memory store's consumed markers: per visitor, the last order that took their admission
 //! and where it stands (the Redis store keeps the same in `{anteroom:R}:consumed:<vid>`, see
-//! `lua/prelude.lua`). Each marker expires on its own, like a Redis key with a `PX`.
+//! `lua/markers.lua`). Each marker expires on its own, like a Redis key with a `PX`.
 
 use std::collections::{BTreeSet, HashMap};
 
@@ -32,7 +32,7 @@ impl Mark {
     /// µs until a pending order's grace period is up (0: it is; and for any other mark), at
     /// store time `now` and liveness clock `live`: both deadlines must have passed, so time in
     /// which no call could reach the store does not run it down (as `pending_left` in
-    /// `lua/prelude.lua`).
+    /// `lua/markers.lua`).
     pub fn pending_left(&self, now: Micros, live: Micros) -> Micros {
         match self {
             Mark::Pending {
@@ -121,9 +121,72 @@ impl Marks {
     }
 }
 
+/// Used admissions on the liveness clock (the Redis store's `{anteroom:R}:used`, `note_used`
+/// in `lua/markers.lua`): a confirmed marker expires on the store's clock, which runs while no
+/// call reaches the store; this record stands still with the liveness clock, so that an
+/// outage longer than the marker's life does not let a kept copy of a used admission's cookie
+/// be taken back and order again (found by re-review r98a).
+#[derive(Debug, Default)]
+pub struct Used {
+    by_vid: HashMap<VisitorId, Micros>,
+    ends: BTreeSet<(Micros, VisitorId)>,
+}
+
+impl Used {
+    /// Records `vid`'s admission as used until liveness clock `until` (never shortened), and
+    /// forgets the records `live` has passed.
+    pub fn note(&mut self, vid: VisitorId, until: Micros, live: Micros) {
+        let had = self.by_vid.get(&vid).copied();
+        if had.is_none_or(|h| h < until) {
+            if let Some(h) = had {
+                self.ends.remove(&(h, vid));
+            }
+            self.by_vid.insert(vid, until);
+            self.ends.insert((until, vid));
+        }
+        while let Some(&(end, old)) = self.ends.first() {
+            if end > live {
+                break;
+            }
+            self.ends.pop_first();
+            self.by_vid.remove(&old);
+        }
+    }
+
+    /// Whether `vid`'s admission was used and a cookie of it may still verify at `live`.
+    pub fn holds(&self, vid: &VisitorId, live: Micros) -> bool {
+        self.by_vid.get(vid).is_some_and(|&until| until > live)
+    }
+
+    /// Admitted again: the record of an earlier admission no longer speaks for the visitor.
+    pub fn forget(&mut self, vid: &VisitorId) {
+        if let Some(until) = self.by_vid.remove(vid) {
+            self.ends.remove(&(until, *vid));
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A record lives until its end on the liveness clock, is never shortened, goes with a new
+    /// admission, and is forgotten once the clock has passed it.
+    #[test]
+    fn a_used_record_runs_on_the_liveness_clock() {
+        let mut u = Used::default();
+        let (a, b) = (VisitorId::random(), VisitorId::random());
+        u.note(a, 100, 0);
+        u.note(a, 50, 0);
+        assert!(u.holds(&a, 99));
+        assert!(!u.holds(&a, 100));
+        u.note(b, 300, 0);
+        u.forget(&b);
+        assert!(!u.holds(&b, 0));
+        u.note(b, 300, 150);
+        assert!(!u.by_vid.contains_key(&a), "passed by the clock: forgotten");
+        assert_eq!(u.ends.len(), 1);
+    }
 
     #[test]
     fn markers_expire_on_their_own() {

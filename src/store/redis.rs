@@ -86,10 +86,10 @@ impl Scripts {
                 "admit_outage",
                 "admit"
             )),
-            touch: Script::new(lua!("touch")),
-            consume: Script::new(lua!("consume")),
-            settle: Script::new(lua!("settle")),
-            finish: Script::new(lua!("finish")),
+            touch: Script::new(lua!("markers", "touch")),
+            consume: Script::new(lua!("markers", "consume")),
+            settle: Script::new(lua!("markers", "settle")),
+            finish: Script::new(lua!("markers", "finish")),
             room_state: Script::new(lua!("room_state")),
             clear_waiting: Script::new(lua!("clear_waiting")),
             changes: Script::new(lua!("changes")),
@@ -259,6 +259,7 @@ impl Store for RedisStore {
             .key(&client_key)
             .key(&k.ended)
             .key(keys::ordered_key(&p.name, vid))
+            .key(&k.used)
             .arg(&vid.as_bytes()[..])
             .arg(p.admit_per_second)
             .arg(p.max_active)
@@ -299,6 +300,7 @@ impl Store for RedisStore {
             .key(&k.health)
             .key(&k.revoked)
             .key(&k.ended)
+            .key(&k.used)
             .arg(p.admit_per_second)
             .arg(p.max_active)
             .arg(micros(p.claim_ttl))

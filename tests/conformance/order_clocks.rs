@@ -4,7 +4,9 @@
 
 use std::time::Duration;
 
-use anteroom::store::{Admission, Consumed, Order, RoomParams, Settle, Settled, VisitorId};
+use anteroom::store::{
+    Admission, Consumed, Order, RoomParams, Settle, Settled, Touched, VisitorId,
+};
 
 use super::integrity::{busy, order, take, GRACE};
 use super::{live_for, occupy, room, waiting_pos, Harness};
@@ -188,6 +190,91 @@ pub async fn a_used_admissions_cookie_given_a_new_life_is_outlived_by_its_marker
         Consumed::Used,
         "the kept copy orders again"
     );
+}
+
+/// A used admission stays used through an outage however long: a kept copy of its cookie (an
+/// instance gave it a new life while the store was away), told to the store once it answers,
+/// is not taken back and does not order, though the order's marker ran out meanwhile (found by
+/// re-review r98a: the marker's life runs on the store's own clock, outage or not; the record
+/// of the admission used runs on the liveness clock, which stands still while no call comes).
+/// The record is not kept for ever: once the clock has run past the kept copy's life and the
+/// margin, a cookie of the visitor vouches again (the store may have lost the session).
+pub async fn a_used_admission_stays_used_through_an_outage_longer_than_its_marker(h: &dyn Harness) {
+    let s = h.store();
+    let mut p = room("used-outage", 100.0, 10);
+    p.session_ttl = Duration::from_secs(100);
+    p.tick = Duration::from_secs(5);
+    let v = ordered(&*s, &p, Duration::from_secs(100)).await;
+    // Ten minutes in which nothing reaches the store: the marker's life (100 + 60 s) runs out.
+    h.let_time_pass(Duration::from_secs(600));
+    let kept_until = h.wall_secs() + 1000;
+    let told = s.register_local(&p, v, None, kept_until).await.unwrap();
+    assert!(
+        !told.held(),
+        "a used admission is taken back after an outage: {told:?}"
+    );
+    let replay = Order {
+        cookie_life: Duration::from_secs(1000),
+        cookie_expires: kept_until,
+        generation: None,
+        ..order()
+    };
+    assert_eq!(
+        s.consume(&p, v, &replay).await.unwrap(),
+        Consumed::Used,
+        "the kept copy orders again after an outage"
+    );
+    // The room's clock runs again (admit steps, 20 s each: the clock's cap at a 5 s tick) past
+    // the kept copy's life and the margin.
+    for _ in 0..56 {
+        h.let_time_pass(Duration::from_secs(20));
+        s.admit(&p).await.unwrap();
+    }
+    let fresh = h.wall_secs() + 100;
+    let told = s.register_local(&p, v, None, fresh).await.unwrap();
+    assert!(told.held(), "the record outlived its end: {told:?}");
+}
+
+/// The record of a used admission speaks for that admission only: a visitor admitted again
+/// (the line, the fast path) whose new session lapsed is taken back on a cookie's word as any
+/// visitor is, however recent the earlier order on the room's clock.
+pub async fn a_visitor_admitted_again_is_not_held_to_an_earlier_use(h: &dyn Harness) {
+    let s = h.store();
+    for through_line in [false, true] {
+        let mut p = room("used-again", 100.0, 1);
+        p.session_ttl = Duration::from_secs(100);
+        p.claim_ttl = Duration::from_secs(5);
+        let v = ordered(&*s, &p, Duration::from_secs(100)).await;
+        if through_line {
+            // Another visitor holds the one slot; v waits, and is let in once it is free.
+            let w = occupy(&*s, &p).await;
+            assert!(matches!(
+                s.join(&p, v).await.unwrap(),
+                Admission::Waiting { .. }
+            ));
+            assert!(s.use_up(&p, w).await.unwrap());
+            h.advance(Duration::from_secs(1));
+            let r = s.admit(&p).await.unwrap();
+            assert_eq!(r.admitted_visitors.first().map(|a| a.vid), Some(v));
+        } else {
+            assert_eq!(s.join(&p, v).await.unwrap(), Admission::Entered);
+        }
+        // An outage outlasts the order's marker; the claim then runs out on the room's clock.
+        h.let_time_pass(Duration::from_secs(600));
+        for _ in 0..10 {
+            h.let_time_pass(Duration::from_secs(1));
+            s.admit(&p).await.unwrap();
+        }
+        let told = s
+            .register_local(&p, v, None, h.wall_secs() + 100)
+            .await
+            .unwrap();
+        assert_eq!(
+            told,
+            Touched::TakenBack,
+            "held to the earlier order (through the line: {through_line})"
+        );
+    }
 }
 
 /// A renewal under a lower `session-ttl` never shortens the session: a cookie issued before it,

@@ -121,3 +121,80 @@ async fn sessions_kept_under_closed_are_waited_for_after_an_outage() {
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
+
+/// A kept copy of a used admission's cookie orders nothing after an outage that outlasted the
+/// order's marker (found by re-review r98a, with a 70 s session and Redis stopped for three
+/// minutes: the marker ran out on Redis's clock meanwhile, the instance that kept the copy told
+/// the store of a session it had no record of as used, and the copy ordered a second time).
+/// Here the marker is given a life shorter than the pause, as an outage longer than its life
+/// would leave it; the record of the admission used runs on the room's liveness clock.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kept_copy_of_a_used_cookie_orders_nothing_after_an_outage_longer_than_the_marker() {
+    const PAUSE_MS: u64 = 6000;
+    let redis = RedisServer::start();
+    let origin = Origin::start().await;
+    let room = "admit-per-second = 50\nmax-active = 10\nsession-ttl = \"4s\"\nclaim-ttl = \"4s\"\nconsume = [\"POST /products/order\"]";
+    let cfg = config(origin.addr, &redis.url(), 3, room);
+    let (ordering, keeping) = (Proxy::start(&cfg), Proxy::start(&cfg));
+    both_instances_known(&redis).await;
+    let (admitted, states, jars) = newcomers_kept(&ordering, 1, 3).await;
+    assert_eq!(admitted, 1, "let in through the store: {states:?}");
+    let mut jar = jars.into_iter().next().unwrap_or_default();
+    let (_, state) = visit(&ordering, &mut jar).await;
+    assert!(state.starts_with("origin GET"), "{state}");
+    let mut copy = jar.clone();
+    let order = |proxy: &Proxy, jar: &Jar| {
+        client()
+            .post(proxy.url("/products/order"))
+            .header("cookie", jar.header())
+            .header("accept", "application/json")
+            .send()
+    };
+    let first = order(&ordering, &jar).await.unwrap();
+    assert_eq!(first.status(), 200, "the order");
+    // Its marker confirmed; then a life shorter than the pause.
+    let marker = eventually(Duration::from_secs(5), "the order confirmed", || async {
+        let keys = raw(redis.port, "KEYS {anteroom:sale}:consumed:*")?;
+        let key = keys.lines().find(|l| l.contains(":consumed:"))?.to_string();
+        let value = raw(redis.port, &format!("GET {key}"))?;
+        value.contains("\nc ").then_some(key)
+    })
+    .await;
+    let shorten = format!("PEXPIRE {marker} 1500");
+    assert!(raw(redis.port, &shorten).is_some_and(|r| r.starts_with(":1")));
+    let pause = format!("CLIENT PAUSE {PAUSE_MS} ALL");
+    assert!(raw(redis.port, &pause).is_some_and(|r| r.starts_with("+OK")));
+    let paused_at = Instant::now();
+    breaker_open(&keeping).await;
+    // The copy browses through the pause, its renewals kept by the instance.
+    while paused_at.elapsed() < Duration::from_millis(PAUSE_MS - 500) {
+        let (_, state) = visit(&keeping, &mut copy).await;
+        assert!(state.starts_with("origin GET"), "{state}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let gone = eventually(Duration::from_secs(10), "the store back", || async {
+        let r = client()
+            .get(keeping.admin_url("/readyz"))
+            .send()
+            .await
+            .ok()?;
+        let marker = raw(redis.port, &format!("EXISTS {marker}"))?;
+        (r.status() == 200).then_some(marker.starts_with(":0"))
+    })
+    .await;
+    assert!(gone, "the marker outlived the pause");
+    // Through either instance, for a while after the store answers (the keeping instance
+    // tells it of the kept session on its next ticks).
+    for i in 0..10 {
+        for proxy in [&keeping, &ordering] {
+            let _ = order(proxy, &copy).await;
+        }
+        let orders = origin
+            .requests()
+            .iter()
+            .filter(|s| s.method == "POST")
+            .count();
+        assert_eq!(orders, 1, "the kept copy ordered again (round {i})");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}

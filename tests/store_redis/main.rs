@@ -52,6 +52,15 @@ impl Redis {
     }
 }
 
+impl Redis {
+    fn ports(&self) -> Vec<u16> {
+        match &self._servers {
+            Servers::Single(s) => vec![s.port],
+            Servers::Cluster(c) => c.nodes.iter().map(|n| n.port).collect(),
+        }
+    }
+}
+
 impl conformance::Harness for Redis {
     fn store(&self) -> Arc<dyn Store> {
         self.store.clone()
@@ -65,16 +74,19 @@ impl conformance::Harness for Redis {
         self.store.shift_clock(by);
     }
 
+    fn let_time_pass(&self, by: Duration) {
+        self.store.shift_clock(by);
+        for port in self.ports() {
+            common::redis::age_keys(port, by);
+        }
+    }
+
     fn step_back(&self, by: Duration) {
         self.store.step_clock_back(by);
     }
 
     fn wipe(&self) {
-        let ports: Vec<u16> = match &self._servers {
-            Servers::Single(s) => vec![s.port],
-            Servers::Cluster(c) => c.nodes.iter().map(|n| n.port).collect(),
-        };
-        for port in ports {
+        for port in self.ports() {
             let reply = common::redis::raw(port, "FLUSHALL");
             assert!(
                 reply.is_some_and(|r| r.starts_with("+OK")),

@@ -151,11 +151,12 @@ impl RoomData {
             .is_some_and(|until| until + micros(crate::store::order::MARKER_MARGIN) > now)
     }
 
-    /// Admitted again: no longer one of the sessions a pre-queue ended.
+    /// Admitted again: no longer one of the sessions a pre-queue ended, nor a used admission.
     pub(super) fn readmitted(&mut self, vid: VisitorId) {
         if !self.ended.is_empty() {
             self.ended.remove(&vid);
         }
+        self.used.forget(&vid);
     }
 
     /// A visitor in line is seen now; during a pre-queue that means registered.

@@ -36,10 +36,17 @@ impl RoomData {
             .set(vid, Mark::GivenBack(request), now + Self::marker_life(p));
     }
 
-    /// The liveness clock now, read without a step (as `read_live` in `lua/prelude.lua`): a
+    /// The liveness clock now, read without a step (as `read_live` in `lua/markers.lua`): a
     /// pending order's grace period runs on it too.
     fn live_peek(&self, p: &RoomParams, now: Micros) -> Micros {
         self.liveness.read(now, liveness::cap(p.tick), false).value
+    }
+
+    /// Records the admission used for `life` on the liveness clock from now (as `note_used` in
+    /// `lua/prelude.lua`).
+    pub(super) fn note_used(&mut self, p: &RoomParams, vid: VisitorId, now: Micros, life: Micros) {
+        let live = self.live_peek(p, now);
+        self.used.note(vid, live.saturating_add(life), live);
     }
 
     /// The marker, after giving back a pending consume whose grace period is up.
@@ -79,25 +86,32 @@ impl RoomData {
         past_cap: bool,
         expires: u64,
     ) -> Touched {
-        let mark = self.settled_mark(p, vid, now, self.live_peek(p, now), wall);
+        let live = self.live_peek(p, now);
+        let mark = self.settled_mark(p, vid, now, live, wall);
         let held = self.active.contains_key(&vid);
-        match mark {
-            Some(m @ (Mark::Pending { .. } | Mark::Confirmed(_)))
-                if matches!(m, Mark::Pending { .. }) || !held =>
-            {
-                // A cookie given a new life while the store was away outlives the marker by
-                // the margin, as in touch.lua (found by review r97b).
-                if expires > wall {
-                    let want = now
-                        .saturating_add((expires - wall).saturating_mul(1_000_000))
-                        .saturating_add(micros(crate::store::order::MARKER_MARGIN));
-                    if self.marks.until(&vid) < want {
-                        self.marks.set(vid, m, want);
-                    }
+        let used = !held && self.used.holds(&vid, live);
+        let marked = match &mark {
+            Some(Mark::Pending { .. }) => true,
+            Some(Mark::Confirmed(_)) => !held,
+            _ => false,
+        };
+        if used || marked {
+            // A cookie given a new life while the store was away outlives the marker by
+            // the margin, as in touch.lua (found by review r97b), and so does the record of the
+            // admission used (r98a).
+            if expires > wall {
+                let life = (expires - wall)
+                    .saturating_mul(1_000_000)
+                    .saturating_add(micros(MARKER_MARGIN));
+                let want = now.saturating_add(life);
+                if !held && (used || matches!(mark, Some(Mark::Confirmed(_)))) {
+                    self.note_used(p, vid, now, life);
                 }
-                return Touched::Refused;
+                if let Some(m) = mark.filter(|_| self.marks.until(&vid) < want) {
+                    self.marks.set(vid, m, want);
+                }
             }
-            _ => {}
+            return Touched::Refused;
         }
         if !held && expires > 0 && expires <= wall {
             return Touched::Refused;
@@ -157,7 +171,8 @@ impl RoomData {
             // Not a cookie expired by the store's wall clock (as in consume.lua).
             None if order.vouched
                 && (order.cookie_expires == 0 || order.cookie_expires > wall)
-                && !matches!(mark, Some(Mark::Confirmed(_))) =>
+                && !matches!(mark, Some(Mark::Confirmed(_)))
+                && !self.used.holds(&vid, live) =>
             {
                 if self.session_ended(vid, now) {
                     return Consumed::Ended;
@@ -228,6 +243,7 @@ impl RoomData {
             let until = (now + Self::marker_life(p))
                 .max(held.unwrap_or(0).saturating_add(micros(MARKER_MARGIN)));
             self.marks.set(vid, Mark::Confirmed(request.clone()), until);
+            self.note_used(p, vid, now, until - now);
             self.ordered.note(vid, now, p.abandon_after);
             return Settled::Done;
         }
@@ -299,6 +315,7 @@ impl RoomData {
                 // The marker keeps the life the consume gave it (past the cookie), if longer.
                 let until = self.marks.until(&vid).max(now + Self::marker_life(p));
                 self.marks.set(vid, Mark::Confirmed(request.clone()), until);
+                self.note_used(p, vid, now, until - now);
                 self.ordered.note(vid, now, p.abandon_after);
                 Settled::Done
             }

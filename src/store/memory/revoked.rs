@@ -101,6 +101,11 @@ impl RoomData {
             .set(vid, Mark::Confirmed(ending.request.clone()), until);
         // `ending.until` is on the wall clock, which may step back.
         self.marks.hold_until_wall(vid, ending.until);
+        // Used on the liveness clock as long, too (as in finish.lua).
+        let wall_left = micros(std::time::Duration::from_secs(
+            ending.until.saturating_sub(wall_secs),
+        ));
+        self.note_used(p, vid, now, (until - now).max(wall_left));
         // The session the origin ended counts as ordered for join-limit (as in finish.lua).
         self.ordered.note(vid, now, p.abandon_after);
         if ending.command == Command::Revoke {

@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 
 use super::super::liveness::{self, Liveness};
-use super::super::marks::Marks;
+use super::super::marks::{Marks, Used};
 use super::super::ranks::Ranks;
 use super::super::*;
 use super::{autopilot, event, revoked};
@@ -91,6 +91,8 @@ pub(super) struct RoomData {
     pub(super) joins_swept_at: Option<Micros>,
     /// Consumed markers: the last order of each admission (see [`super::order`]).
     pub(super) marks: Marks,
+    /// Used admissions on the liveness clock (the `c` state of `marks`, kept through an outage).
+    pub(super) used: Used,
     /// Who ordered lately, for join-limit's count ([`super::ordered`]).
     pub(super) ordered: super::ordered::Ordered,
     /// The store generation (see [`AdmitReport::generation`]); made by the first `admit`.

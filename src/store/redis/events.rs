@@ -17,7 +17,7 @@ pub(super) fn draw_key(room: &str, event: &str) -> String {
     format!("{{anteroom:{room}}}:drawn:{event}")
 }
 
-/// A join's events: the list's keys (KEYS[5..]), the events (ARGV[14]), the visitor's draw
+/// A join's events: the list's keys (KEYS[8..]), the events (ARGV[14]), the visitor's draw
 /// in each (ARGV[15..]) and, after them, the version of the runtime changes they come from and
 /// whether the caller is unsettled after an outage ([`JoinContext::unsettled`]).
 pub(super) fn join_args(inv: &mut ScriptInvocation<'_>, room: &str, ctx: &JoinContext<'_>) {
@@ -41,7 +41,7 @@ pub(super) fn join_args(inv: &mut ScriptInvocation<'_>, room: &str, ctx: &JoinCo
 }
 
 /// An admit's events: ARGV[24] and their version ARGV[25] (before the liveness batch), and the
-/// lists' keys (KEYS[8..]).
+/// lists' keys (KEYS[10..]).
 pub(super) fn admit_args(inv: &mut ScriptInvocation<'_>, room: &str, events: Option<&EventsArg>) {
     match events.filter(|e| !e.is_empty()) {
         None => {

@@ -22,6 +22,8 @@ pub(super) struct Keys {
     pub events: String,
     /// The sessions a pre-queue ended (`end_sessions` in `lua/prelude.lua`).
     pub ended: String,
+    /// The used admissions on the liveness clock (`note_used` in `lua/markers.lua`).
+    pub used: String,
 }
 
 impl Keys {
@@ -37,6 +39,7 @@ impl Keys {
             revoked: format!("{{anteroom:{room}}}:revoked"),
             events: format!("{{anteroom:{room}}}:events"),
             ended: format!("{{anteroom:{room}}}:ended"),
+            used: format!("{{anteroom:{room}}}:used"),
         }
     }
 }

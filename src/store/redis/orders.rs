@@ -37,6 +37,7 @@ impl RedisStore {
             .key(marker_key(&p.name, vid))
             .key(&k.waiting)
             .key(&k.ended)
+            .key(&k.used)
             .arg(&vid.as_bytes()[..])
             .arg(micros(p.session_ttl))
             .arg(p.max_active)
@@ -66,6 +67,7 @@ impl RedisStore {
             .key(&k.room)
             .key(&k.ended)
             .key(&k.waiting)
+            .key(&k.used)
             .arg(&vid.as_bytes()[..])
             .arg(order.request.as_str())
             .arg(micros(order.grace))
@@ -109,6 +111,7 @@ impl RedisStore {
             .key(&k.ended)
             .key(&k.waiting)
             .key(ordered_key(&p.name, vid))
+            .key(&k.used)
             .arg(&vid.as_bytes()[..])
             .arg(request.as_str())
             .arg(match how {
@@ -154,6 +157,7 @@ impl RedisStore {
             .key(&k.waiting)
             .key(&k.revoked)
             .key(ordered_key(&p.name, vid))
+            .key(&k.used)
             .arg(&vid.as_bytes()[..])
             .arg(ending.request.as_str())
             .arg(ending.command.as_str())
@@ -161,7 +165,8 @@ impl RedisStore {
             .arg(ending.until)
             .arg(self.clock_arg())
             .arg(MARKER_MARGIN.as_secs())
-            .arg(micros(p.abandon_after));
+            .arg(micros(p.abandon_after))
+            .arg(micros(p.tick));
         let until: String = self.run("finish", &p.name, &inv).await?;
         // An older script answers 1: the caller's own `until` then stands.
         Ok(until
