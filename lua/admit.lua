@@ -211,7 +211,7 @@ if in_pre then
   if es[1] ~= ev.id and not hold_events then
     redis.call('HSET', room, 'in_pre', ev.id, 'ended_for', ev.id)
     redis.call('HDEL', room, 'open_live')
-    end_sessions(active, KEYS[8], now)
+    end_sessions(active, KEYS[8], now, KEYS[9], live)
   end
   open_live = nil
 else
@@ -229,7 +229,7 @@ else
       -- No call reached the room during this event's pre-queue (Redis paused or every
       -- instance stopped for its length): its start is seen now (found by review).
       redis.call('HSET', room, 'ended_for', ev.id)
-      end_sessions(active, KEYS[8], now)
+      end_sessions(active, KEYS[8], now, KEYS[9], live)
     end
   end
 end
@@ -525,7 +525,7 @@ if h[1] ~= '0' and h[2] ~= '1' and not stale and not in_pre and not stale_events
           redis.call('ZREM', KEYS[8], vid)
         end
         if used_any then
-          redis.call('ZREM', KEYS[9], vid)
+          redis.call('ZREM', KEYS[9], vid, 'e' .. vid)
         end
         admitted = admitted + 1
         out[#out + 1] = vid

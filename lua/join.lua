@@ -119,7 +119,7 @@ if in_pre and h_in_pre ~= ev.id and not mixed_events then
   -- A pre-queue no admit has seen yet: its registrations are silent only from its opening.
   redis.call('HSET', room, 'in_pre', ev.id, 'ended_for', ev.id)
   redis.call('HDEL', room, 'open_live')
-  end_sessions(active, KEYS[5], now)
+  end_sessions(active, KEYS[5], now, KEYS[7], live)
 end
 if phase == 'open' and h_opened ~= ev.id and not mixed_events
     and redis.call('HGET', room, 'ended_for') ~= ev.id then
@@ -128,7 +128,7 @@ if phase == 'open' and h_opened ~= ev.id and not mixed_events
   -- opening. Before (found by review), the first call to reach the room after such an outage
   -- could be an order on a session from before the pre-queue, and it went through.
   redis.call('HSET', room, 'ended_for', ev.id)
-  end_sessions(active, KEYS[5], now)
+  end_sessions(active, KEYS[5], now, KEYS[7], live)
 end
 local open_live = (not in_pre) and tonumber(h_open_live) or nil
 local ev_on = ev and phase ~= 'closed'
@@ -209,7 +209,7 @@ local function enter(walks_in, tokens, recent, newcomer)
   end
   redis.call('ZADD', active, now + math.min(tonumber(ARGV[11]), tonumber(ARGV[5])), vid)
   redis.call('ZREM', KEYS[5], vid)
-  redis.call('ZREM', KEYS[7], vid)
+  redis.call('ZREM', KEYS[7], vid, 'e' .. vid)
   redis.call('HINCRBY', room, 'admitted', 1)
   if newcomer then
     redis.call('HINCRBY', room, 'joined', 1)

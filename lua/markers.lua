@@ -112,6 +112,13 @@ local function note_used(used, vid, live, life_ms)
   redis.call('ZREMRANGEBYSCORE', used, '-inf', string.format('%.0f', live))
 end
 
+-- Whether a pre-queue ended `vid`'s session and a cookie of it may still verify, on the
+-- liveness clock (end_sessions in the prelude; `live`: the clock now, read_live).
+local function ended_lately(used, vid, live)
+  local s = tonumber(redis.call('ZSCORE', used, 'e' .. vid))
+  return s ~= nil and s > live
+end
+
 -- Whether `vid`'s last admission was used and a cookie of it may still verify (`live`: the
 -- liveness clock now, read_live).
 local function used_lately(used, vid, live)

@@ -32,7 +32,9 @@
 --                                until which a cookie of the visitor's used admission may still
 --                                verify, and the margin (note_used, lua/markers.lua): a consumed marker's
 --                                confirmed state, on the clock that stands still while the
---                                store is away
+--                                store is away; and member 'e' .. visitor id, a session a
+--                                pre-queue ended, until its cookies can have expired
+--                                (end_sessions)
 --   {anteroom:R}:ordered:<visitor hex>  STRING  '1': the visitor's order went through (or the
 --                                origin ended their session) and no join of theirs was counted
 --                                since; lives abandon-after + a margin (note_ordered), read and
@@ -346,12 +348,27 @@ end
 -- admitted after the opening without a store session (the local policy) still vouches. Being
 -- admitted again (admit, the fast path) takes a visitor out of it. Room hash 'ended_for' names
 -- the event whose start ended them: an opening seen without its pre-queue (no call reached the
--- room for its length) ends them then.
+-- room for its length) ends them then. The set's life and scores run on Redis's clock, outage
+-- or not; each ended session is also kept in the 'used' set (member 'e' .. visitor id, score
+-- the liveness clock until its cookies can have expired: ended_lately in lua/markers.lua), which
+-- stands still while no call reaches the room, so that a copy of its cookie an instance kept
+-- running through an outage longer than the session is not taken back in the pre-queue (found
+-- beside re-review r98a). `used` and `live` (the liveness clock now): nil for none.
 local ENDED_MARGIN_US = 60000000
 
-local function end_sessions(active, ended, now)
+local function end_sessions(active, ended, now, used, live)
   if redis.call('EXISTS', active) == 0 then
     return
+  end
+  if used then
+    local all = redis.call('ZRANGE', active, 0, -1, 'WITHSCORES')
+    for i = 1, #all, 2 do
+      local want = live + math.max(0, tonumber(all[i + 1]) - now) + ENDED_MARGIN_US
+      local had = tonumber(redis.call('ZSCORE', used, 'e' .. all[i]))
+      if not had or had < want then
+        redis.call('ZADD', used, string.format('%.0f', want), 'e' .. all[i])
+      end
+    end
   end
   redis.call('ZUNIONSTORE', ended, 2, ended, active, 'AGGREGATE', 'MAX')
   redis.call('DEL', active)

@@ -70,7 +70,7 @@ local caps = redis.call('HMGET', room, 'max_active', 'ev_max')
 local max_active = tonumber(caps[1]) or tonumber(caps[2]) or tonumber(ARGV[3])
 -- A `local` admission (ARGV[10] = '1') is taken back past max-active: its visitor is in the
 -- shop on their cookie whatever this says (src/store/mod.rs register_local).
-if held or (not session_ended(KEYS[5], vid, now)
+if held or (not session_ended(KEYS[5], vid, now) and not ended_lately(KEYS[6], vid, live)
     and (ARGV[10] == '1' or redis.call('ZCARD', active) < max_active)) then
   -- Never shortened: every cookie of the admission was issued against the session's deadline,
   -- and a consumed marker is sized from it. A renewal under a lower session-ttl (a reload, or

@@ -125,7 +125,8 @@ impl Marks {
 /// in `lua/markers.lua`): a confirmed marker expires on the store's clock, which runs while no
 /// call reaches the store; this record stands still with the liveness clock, so that an
 /// outage longer than the marker's life does not let a kept copy of a used admission's cookie
-/// be taken back and order again (found by re-review r98a).
+/// be taken back and order again (found by re-review r98a). The memory store keeps the
+/// sessions a pre-queue ended in one too (`{anteroom:R}:used`'s 'e' members).
 #[derive(Debug, Default)]
 pub struct Used {
     by_vid: HashMap<VisitorId, Micros>,

@@ -221,6 +221,7 @@ macro_rules! conformance_suite {
             a_line_holds_one_draw_and_a_second_queues_first_come_first_served,
             an_admit_with_events_older_than_the_stores_makes_no_irreversible_step,
             a_prequeue_ends_the_sessions_admitted_before_it,
+            a_session_a_prequeue_ended_stays_ended_through_an_outage,
             an_opening_seen_without_its_prequeue_ends_the_sessions_before_it,
             a_cancelled_draw_is_out_and_places_nobody_again,
         );

@@ -125,19 +125,22 @@ impl RoomData {
                 self.events.in_pre = Some(e.id());
                 self.events.open_live = None;
                 self.events.ended_for = Some(e.id());
-                self.end_sessions(mono);
+                self.end_sessions(mono, self.live_now);
             }
         }
     }
 
     /// A pre-queue ends the sessions admitted before it; their visitors are kept as ended
-    /// until their cookies can have expired (the prelude's `end_sessions`).
-    pub(super) fn end_sessions(&mut self, now: Micros) {
+    /// until their cookies can have expired (the prelude's `end_sessions`), on the store's
+    /// clock and, through an outage, on the liveness clock (`live`: now).
+    pub(super) fn end_sessions(&mut self, now: Micros, live: Micros) {
         let margin = micros(crate::store::order::MARKER_MARGIN);
         self.ended.retain(|_, until| *until + margin > now);
         for (vid, until) in self.active.drain() {
             let e = self.ended.entry(vid).or_insert(until);
             *e = (*e).max(until);
+            let on_live = live + until.saturating_sub(now) + margin;
+            self.ended_live.note(vid, on_live, live);
         }
         self.expiries.clear();
     }
@@ -157,6 +160,7 @@ impl RoomData {
             self.ended.remove(&vid);
         }
         self.used.forget(&vid);
+        self.ended_live.forget(&vid);
     }
 
     /// A visitor in line is seen now; during a pre-queue that means registered.
@@ -272,7 +276,7 @@ impl RoomData {
                     self.events.in_pre = Some(e.id());
                     self.events.open_live = None;
                     self.events.ended_for = Some(e.id());
-                    self.end_sessions(mono);
+                    self.end_sessions(mono, live);
                 }
             }
             event => {
@@ -292,7 +296,7 @@ impl RoomData {
                             && self.events.ended_for.as_deref() != Some(e.id().as_str())
                         {
                             self.events.ended_for = Some(e.id());
-                            self.end_sessions(mono);
+                            self.end_sessions(mono, live);
                         }
                     }
                 }

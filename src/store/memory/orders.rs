@@ -118,6 +118,7 @@ impl RoomData {
         }
         if held
             || (!self.session_ended(vid, now)
+                && !self.ended_live.holds(&vid, live)
                 && (past_cap || (self.active.len() as u64) < p.max_active(&self.state)))
         {
             // Never shortened (as in touch.lua): every cookie of it was issued against it; one
@@ -174,7 +175,7 @@ impl RoomData {
                 && !matches!(mark, Some(Mark::Confirmed(_)))
                 && !self.used.holds(&vid, live) =>
             {
-                if self.session_ended(vid, now) {
+                if self.session_ended(vid, now) || self.ended_live.holds(&vid, live) {
                     return Consumed::Ended;
                 }
                 now

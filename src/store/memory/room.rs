@@ -93,6 +93,9 @@ pub(super) struct RoomData {
     pub(super) marks: Marks,
     /// Used admissions on the liveness clock (the `c` state of `marks`, kept through an outage).
     pub(super) used: Used,
+    /// The sessions a pre-queue ended, on the liveness clock (`ended`'s, kept through an
+    /// outage: the 'e' members of the Redis store's used set).
+    pub(super) ended_live: Used,
     /// Who ordered lately, for join-limit's count ([`super::ordered`]).
     pub(super) ordered: super::ordered::Ordered,
     /// The store generation (see [`AdmitReport::generation`]); made by the first `admit`.
