@@ -103,11 +103,15 @@ end
 -- be taken back on a cookie's word (consume, touch: used_lately); dropped for a visitor
 -- admitted again (admit, join's fast path), as 'ended' is; and trimmed here as the clock
 -- passes its entries.
-local function note_used(used, vid, live, life_ms)
-  local want = live + life_ms * 1000
-  local had = tonumber(redis.call('ZSCORE', used, vid))
+-- The record outlives that life by the longest an instance keeps an admission running on its
+-- own after the store last answered it (KEPT_AT_MOST_US in the prelude). `member`: the visitor
+-- id, or 'e' .. it for an ended session (end_sessions).
+local function note_used(used, vid, live, life_ms, member)
+  member = member or vid
+  local want = live + life_ms * 1000 + KEPT_AT_MOST_US
+  local had = tonumber(redis.call('ZSCORE', used, member))
   if not had or had < want then
-    redis.call('ZADD', used, string.format('%.0f', want), vid)
+    redis.call('ZADD', used, string.format('%.0f', want), member)
   end
   redis.call('ZREMRANGEBYSCORE', used, '-inf', string.format('%.0f', live))
 end

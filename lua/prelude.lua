@@ -356,6 +356,12 @@ end
 -- beside re-review r98a). `used` and `live` (the liveness clock now): nil for none.
 local ENDED_MARGIN_US = 60000000
 
+-- How long after the store last answered it an instance still keeps an admission running on its
+-- own (src/room/local.rs KEEP_AT_MOST): the used and ended records outlast their cookies by it,
+-- for an instance cut off alone keeps a copy of one alive that long while the others keep the
+-- liveness clock running (found by review r99a).
+local KEPT_AT_MOST_US = 3600000000
+
 local function end_sessions(active, ended, now, used, live)
   if redis.call('EXISTS', active) == 0 then
     return
@@ -364,6 +370,7 @@ local function end_sessions(active, ended, now, used, live)
     local all = redis.call('ZRANGE', active, 0, -1, 'WITHSCORES')
     for i = 1, #all, 2 do
       local want = live + math.max(0, tonumber(all[i + 1]) - now) + ENDED_MARGIN_US
+        + KEPT_AT_MOST_US
       local had = tonumber(redis.call('ZSCORE', used, 'e' .. all[i]))
       if not had or had < want then
         redis.call('ZADD', used, string.format('%.0f', want), 'e' .. all[i])

@@ -70,7 +70,14 @@ local caps = redis.call('HMGET', room, 'max_active', 'ev_max')
 local max_active = tonumber(caps[1]) or tonumber(caps[2]) or tonumber(ARGV[3])
 -- A `local` admission (ARGV[10] = '1') is taken back past max-active: its visitor is in the
 -- shop on their cookie whatever this says (src/store/mod.rs register_local).
-if held or (not session_ended(KEYS[5], vid, now) and not ended_lately(KEYS[6], vid, live)
+local ended = not held and (session_ended(KEYS[5], vid, now) or ended_lately(KEYS[6], vid, live))
+if ended and expires_us > now then
+  -- A copy of an ended session's cookie kept running while the store was away: the record
+  -- outlives it by the margin, as the used record does a kept copy's (found by review r99b).
+  note_used(KEYS[6], vid, live, math.ceil((expires_us - now) / 1000) + tonumber(ARGV[12]),
+    'e' .. vid)
+end
+if held or (not ended
     and (ARGV[10] == '1' or redis.call('ZCARD', active) < max_active)) then
   -- Never shortened: every cookie of the admission was issued against the session's deadline,
   -- and a consumed marker is sized from it. A renewal under a lower session-ttl (a reload, or

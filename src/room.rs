@@ -21,7 +21,7 @@ pub mod series;
 pub mod share;
 
 pub use live::Live;
-pub use local::{keep_unrenewed, LocalAdmit, LocalBucket};
+pub use local::{kept_life, LocalAdmit, LocalBucket, KEEP_AT_MOST};
 
 use crate::clock::Micros;
 use crate::config::RoomConfig;

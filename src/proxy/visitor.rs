@@ -493,9 +493,9 @@ impl Proxy {
     }
 
     /// The store could not renew the admission (`failed`: its error, `None` when a young loss
-    /// put it off): kept running here when [`crate::room::keep_unrenewed`] says so, its cookie
-    /// given a new life, and told to the store once it answers, counted past max-active (the
-    /// visitor was in the shop before).
+    /// put it off): kept running here when [`crate::room::kept_life`] says so, its cookie
+    /// given a new life (never past the bound after the store last answered), and told to the
+    /// store once it answers, counted past max-active (the visitor was in the shop before).
     pub(super) fn keep_unrenewed(
         shared: &Shared,
         ctx: &mut Ctx,
@@ -509,10 +509,11 @@ impl Proxy {
         let r = &shared.rooms[room];
         let ttl = r.cfg.params.session_ttl.as_secs().max(1);
         let left = expires.saturating_sub(shared.cookie_secs(room));
-        if crate::room::keep_unrenewed(breaker_open, left, ttl) {
-            r.local
-                .keep(vid, shared.clock.now_micros(), r.cfg.params.session_ttl);
-            Self::grant(shared, ctx, room, vid);
+        let away = r.live.heard_at().map(|t| t.elapsed());
+        if let Some(life) = crate::room::kept_life(breaker_open, left, ttl, away) {
+            let life = std::time::Duration::from_secs(life);
+            r.local.keep(vid, shared.clock.now_micros(), life);
+            Self::grant_for(shared, ctx, room, vid, life);
         }
     }
 }

@@ -283,14 +283,27 @@ impl LocalBucket {
     }
 }
 
-/// Whether an admission whose sliding renewal the store could not make (`left` seconds of its
-/// cookie of a `ttl`-second session) is kept running on this instance ([`LocalBucket::keep`]):
-/// while the store is away (its breaker open), at once; when a call only failed, or a loss of
-/// the store's data is too young to take the session back, once less than a quarter of a
-/// session is left. Postponed, the renewal let the cookie run out during an outage longer than
-/// half a session, and the visitor went to the back of the line (found by review r95b).
-pub fn keep_unrenewed(breaker_open: bool, left: u64, ttl: u64) -> bool {
-    breaker_open || left < ttl / 4
+/// How long after the store last answered this instance an admission is still kept running
+/// on it ([`kept_life`]). The store keeps a used admission's record (and a pre-queue's ended
+/// sessions) this long past the life of its cookies, on the room's liveness clock
+/// (`KEPT_AT_MOST_US` in `lua/prelude.lua`): an instance cut off from the store alone, while
+/// the others kept its clock running, kept a copy of a used cookie alive past the record, and
+/// once back, told the store of a session it had no record of as used, which took it back and
+/// let the copy order a second time (found by review r99a).
+pub const KEEP_AT_MOST: Duration = Duration::from_secs(3600);
+
+/// The life of the cookie an admission whose sliding renewal the store could not make (`left`
+/// seconds of its cookie of a `ttl`-second session) is given by keeping it running on this
+/// instance ([`LocalBucket::keep`]), or `None` if it is not kept: while the store is away (its
+/// breaker open), at once; when a call only failed, or a loss of the store's data is too young
+/// to take the session back, once less than a quarter of a session is left. Postponed, the
+/// renewal let the cookie run out during an outage longer than half a session, and the visitor
+/// went to the back of the line (found by review r95b). Never past [`KEEP_AT_MOST`] after the
+/// store last answered this instance for the room (`away`: how long ago; `None`: never since
+/// it started), which the store's records outlast.
+pub fn kept_life(breaker_open: bool, left: u64, ttl: u64, away: Option<Duration>) -> Option<u64> {
+    let remaining = KEEP_AT_MOST.checked_sub(away?)?.as_secs();
+    (remaining >= 1 && (breaker_open || left < ttl / 4)).then(|| ttl.min(remaining))
 }
 
 #[cfg(test)]

@@ -197,42 +197,55 @@ pub async fn a_used_admissions_cookie_given_a_new_life_is_outlived_by_its_marker
 /// is not taken back and does not order, though the order's marker ran out meanwhile (found by
 /// re-review r98a: the marker's life runs on the store's own clock, outage or not; the record
 /// of the admission used runs on the liveness clock, which stands still while no call comes).
-/// The record is not kept for ever: once the clock has run past the kept copy's life and the
-/// margin, a cookie of the visitor vouches again (the store may have lost the session).
+/// So too when only the instance that kept the copy was cut off, the others keeping the room's
+/// clock running: the record outlives the marker by the longest an instance keeps a session on
+/// its own (found by review r99a). It is not kept for ever: once the clock has run past the
+/// kept copy's life, the margin and that bound, a cookie of the visitor vouches again (the
+/// store may have lost the session).
 pub async fn a_used_admission_stays_used_through_an_outage_longer_than_its_marker(h: &dyn Harness) {
     let s = h.store();
-    let mut p = room("used-outage", 100.0, 10);
-    p.session_ttl = Duration::from_secs(100);
-    p.tick = Duration::from_secs(5);
-    let v = ordered(&*s, &p, Duration::from_secs(100)).await;
-    // Ten minutes in which nothing reaches the store: the marker's life (100 + 60 s) runs out.
-    h.let_time_pass(Duration::from_secs(600));
-    let kept_until = h.wall_secs() + 1000;
-    let told = s.register_local(&p, v, None, kept_until).await.unwrap();
-    assert!(
-        !told.held(),
-        "a used admission is taken back after an outage: {told:?}"
-    );
-    let replay = Order {
-        cookie_life: Duration::from_secs(1000),
-        cookie_expires: kept_until,
-        generation: None,
-        ..order()
-    };
-    assert_eq!(
-        s.consume(&p, v, &replay).await.unwrap(),
-        Consumed::Used,
-        "the kept copy orders again after an outage"
-    );
-    // The room's clock runs again (admit steps, 20 s each: the clock's cap at a 5 s tick) past
-    // the kept copy's life and the margin.
-    for _ in 0..56 {
-        h.let_time_pass(Duration::from_secs(20));
-        s.admit(&p).await.unwrap();
+    for cut_off_alone in [false, true] {
+        let mut p = room("used-outage", 100.0, 10);
+        p.session_ttl = Duration::from_secs(100);
+        // The liveness clock's cap: 120 s a step.
+        p.tick = Duration::from_secs(30);
+        let v = ordered(&*s, &p, Duration::from_secs(100)).await;
+        // Ten minutes: past the marker's life (100 + 60 s).
+        if cut_off_alone {
+            for _ in 0..10 {
+                h.let_time_pass(Duration::from_secs(60));
+                s.admit(&p).await.unwrap();
+            }
+        } else {
+            h.let_time_pass(Duration::from_secs(600));
+        }
+        let kept_until = h.wall_secs() + 1000;
+        let told = s.register_local(&p, v, None, kept_until).await.unwrap();
+        assert!(
+            !told.held(),
+            "a used admission is taken back (cut off alone: {cut_off_alone}): {told:?}"
+        );
+        let replay = Order {
+            cookie_life: Duration::from_secs(1000),
+            cookie_expires: kept_until,
+            generation: None,
+            ..order()
+        };
+        assert_eq!(
+            s.consume(&p, v, &replay).await.unwrap(),
+            Consumed::Used,
+            "the kept copy orders again (cut off alone: {cut_off_alone})"
+        );
+        // The room's clock runs (admit steps) past the kept copy's life, the margin and the
+        // bound on keeping (1,000 + 60 + 3,600 s).
+        for _ in 0..40 {
+            h.let_time_pass(Duration::from_secs(120));
+            s.admit(&p).await.unwrap();
+        }
+        let fresh = h.wall_secs() + 100;
+        let told = s.register_local(&p, v, None, fresh).await.unwrap();
+        assert!(told.held(), "the record outlived its end: {told:?}");
     }
-    let fresh = h.wall_secs() + 100;
-    let told = s.register_local(&p, v, None, fresh).await.unwrap();
-    assert!(told.held(), "the record outlived its end: {told:?}");
 }
 
 /// The record of a used admission speaks for that admission only: a visitor admitted again

@@ -85,12 +85,51 @@ fn a_kept_session_runs_to_its_new_end_and_is_told() {
 
 #[test]
 fn an_unrenewed_admission_is_kept_while_the_store_is_away_or_near_its_end() {
-    assert!(keep_unrenewed(true, 290, 600), "the breaker open");
-    assert!(
-        !keep_unrenewed(false, 290, 600),
+    let away = Some(Duration::from_secs(5));
+    assert_eq!(
+        kept_life(true, 290, 600, away),
+        Some(600),
+        "the breaker open"
+    );
+    assert_eq!(
+        kept_life(false, 290, 600, away),
+        None,
         "a failed call: asked again later"
     );
-    assert!(keep_unrenewed(false, 149, 600), "under a quarter left");
+    assert_eq!(
+        kept_life(false, 149, 600, away),
+        Some(600),
+        "under a quarter left"
+    );
+}
+
+/// No cookie kept running here outlives [`KEEP_AT_MOST`] after the store last answered, however
+/// long the store has been away and whatever the session's length; an instance that never
+/// heard from the store keeps nothing (found by review r99a: kept without end, a copy of a
+/// used cookie outlived the store's record of its use).
+#[test]
+fn a_kept_cookie_never_outlives_the_bound_after_the_store_last_answered() {
+    assert_eq!(kept_life(true, 10, 600, None), None, "never heard");
+    for away_s in [0, 1, 599, 3000, 3599, 3600, 3601, 100_000] {
+        for ttl in [1, 60, 600, 7200] {
+            let life = kept_life(true, 0, ttl, Some(Duration::from_secs(away_s)));
+            if let Some(life) = life {
+                assert!(
+                    life >= 1 && life <= ttl,
+                    "{away_s} s away, ttl {ttl}: {life}"
+                );
+                assert!(
+                    away_s + life <= KEEP_AT_MOST.as_secs(),
+                    "{away_s} s away, ttl {ttl}: kept {life} s"
+                );
+            } else {
+                assert!(
+                    away_s >= KEEP_AT_MOST.as_secs() - 1,
+                    "{away_s} s away: not kept"
+                );
+            }
+        }
+    }
 }
 
 /// A reload hands the rate's tokens over with the sessions: a new room's bucket started
@@ -252,5 +291,16 @@ fn a_clients_local_admissions_count_only_when_given() {
     assert!(
         b.try_admit(&ask(t + 70_000_000), Some(&gate)).is_some(),
         "a new window"
+    );
+}
+
+/// The store's records outlast their cookies by the same bound the instances keep sessions
+/// within (`KEPT_AT_MOST_US` in `lua/prelude.lua`).
+#[test]
+fn the_scripts_bound_is_the_instances() {
+    let line = format!("local KEPT_AT_MOST_US = {}\n", KEEP_AT_MOST.as_micros());
+    assert!(
+        include_str!("../../../lua/prelude.lua").contains(&line),
+        "{line}"
     );
 }

@@ -139,7 +139,8 @@ impl RoomData {
         for (vid, until) in self.active.drain() {
             let e = self.ended.entry(vid).or_insert(until);
             *e = (*e).max(until);
-            let on_live = live + until.saturating_sub(now) + margin;
+            let on_live =
+                live + until.saturating_sub(now) + margin + micros(crate::room::KEEP_AT_MOST);
             self.ended_live.note(vid, on_live, live);
         }
         self.expiries.clear();

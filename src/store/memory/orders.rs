@@ -42,11 +42,15 @@ impl RoomData {
         self.liveness.read(now, liveness::cap(p.tick), false).value
     }
 
-    /// Records the admission used for `life` on the liveness clock from now (as `note_used` in
-    /// `lua/prelude.lua`).
+    /// Records the admission used for `life` on the liveness clock from now, and the longest
+    /// an instance keeps an admission running on its own (as `note_used` in
+    /// `lua/markers.lua`).
     pub(super) fn note_used(&mut self, p: &RoomParams, vid: VisitorId, now: Micros, life: Micros) {
         let live = self.live_peek(p, now);
-        self.used.note(vid, live.saturating_add(life), live);
+        let until = live
+            .saturating_add(life)
+            .saturating_add(micros(crate::room::KEEP_AT_MOST));
+        self.used.note(vid, until, live);
     }
 
     /// The marker, after giving back a pending consume whose grace period is up.
@@ -116,10 +120,16 @@ impl RoomData {
         if !held && expires > 0 && expires <= wall {
             return Touched::Refused;
         }
-        if held
-            || (!self.session_ended(vid, now)
-                && !self.ended_live.holds(&vid, live)
-                && (past_cap || (self.active.len() as u64) < p.max_active(&self.state)))
+        let ended = !held && (self.session_ended(vid, now) || self.ended_live.holds(&vid, live));
+        if ended && expires > wall {
+            // A kept copy of an ended session's cookie: the record outlives it (as in touch.lua).
+            let life = (expires - wall)
+                .saturating_mul(1_000_000)
+                .saturating_add(micros(MARKER_MARGIN))
+                .saturating_add(micros(crate::room::KEEP_AT_MOST));
+            self.ended_live.note(vid, live.saturating_add(life), live);
+        }
+        if held || (!ended && (past_cap || (self.active.len() as u64) < p.max_active(&self.state)))
         {
             // Never shortened (as in touch.lua): every cookie of it was issued against it; one
             // taken back runs as long as the cookie that vouched for it.
