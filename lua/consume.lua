@@ -15,7 +15,8 @@
 -- KEYS[1] active ZSET   KEYS[2] consumed marker STRING for this visitor   KEYS[3] room HASH
 -- (read only: its key layout version and liveness clock)   KEYS[4] ended ZSET (end_sessions in the prelude)
 -- KEYS[5] waiting ZSET   KEYS[6] used ZSET (note_used in lua/markers.lua: no cookie's word takes a
--- used admission back, however long the store was away)
+-- used admission back, however long the store was away; note_pending: nor one whose order is in
+-- flight)
 -- ARGV[1] visitor id   ARGV[2] request id   ARGV[3] grace µs   ARGV[4] marker lifetime ms
 -- (session-ttl + margin)   ARGV[5] session-ttl µs   ARGV[6] vouched (1/0)   ARGV[7] clock (prelude `now_us`)
 -- ARGV[8] margin ms: the marker also outlives the session's deadline here by it — every cookie
@@ -45,7 +46,15 @@ if m and m.kind == 'p' then
     return { 2, math.ceil(left / 1000) }
   end
 end
-m = settled_marker(active, marker, vid, now, session_us, marker_ms, KEYS[4], live)
+if not m then
+  -- The marker ran out while an order of this admission is in flight (an outage longer than
+  -- its life): busy until the order is settled or its grace period is up on the liveness clock.
+  local left = pending_lately(KEYS[6], vid, live)
+  if left > 0 then
+    return { 2, math.ceil(left / 1000) }
+  end
+end
+m = settled_marker(active, marker, vid, now, session_us, marker_ms, KEYS[4], live, KEYS[6])
 
 local held = tonumber(redis.call('ZSCORE', active, vid))
 if held and held <= now then
@@ -80,5 +89,6 @@ local life_ms = math.max(marker_ms, math.ceil((held - now) / 1000) + tonumber(AR
 redis.call('ZADD', active, math.max(held, deadline), vid)
 redis.call('SET', marker, pending_marker(req, deadline, held, live + grace + cap),
   'PX', life_ms + math.ceil(grace / 1000))
+note_pending(KEYS[6], vid, live + grace + cap)
 redis.call('ZREM', KEYS[5], vid)
 return { 1, 0 }

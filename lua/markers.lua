@@ -74,7 +74,8 @@ end
 -- A pending consume that failed or was never settled: the same visitor holds the slot again,
 -- whatever max-active says (it never left the count) — unless a pre-queue ended that session
 -- meanwhile (end_sessions).
-local function give_back(active, marker, vid, m, now, session_us, marker_ms, ended)
+local function give_back(active, marker, vid, m, now, session_us, marker_ms, ended, used)
+  redis.call('ZREM', used, 'p' .. vid)
   if not session_ended(ended, vid, now) then
     redis.call('ZADD', active, math.max(m.held or 0, now + session_us), vid)
   end
@@ -83,10 +84,10 @@ end
 
 -- The marker, after giving back a pending consume whose grace period is up (`live`: the
 -- liveness clock now, read_live).
-local function settled_marker(active, marker, vid, now, session_us, marker_ms, ended, live)
+local function settled_marker(active, marker, vid, now, session_us, marker_ms, ended, live, used)
   local m = read_marker(redis.call('GET', marker))
   if m and m.kind == 'p' and pending_left(m, now, live) == 0 then
-    give_back(active, marker, vid, m, now, session_us, marker_ms, ended)
+    give_back(active, marker, vid, m, now, session_us, marker_ms, ended, used)
     m = { kind = 'g', req = m.req }
   end
   return m
@@ -128,4 +129,24 @@ end
 local function used_lately(used, vid, live)
   local s = tonumber(redis.call('ZSCORE', used, vid))
   return s ~= nil and s > live
+end
+
+-- An order in flight on the liveness clock (the used set's member 'p' .. visitor id, score the
+-- end of its grace period on that clock: the pending marker's LIVE). The pending marker is a
+-- key whose life runs on Redis's clock: an outage longer than it, an order in flight at its
+-- start, and once the store answered a copy of the cookie ordered through another instance
+-- before the owed confirm landed (found by reviews r99a and r99b). Written where a consume wins
+-- and a heartbeat beats, dropped where the order is settled (confirm, give back, the origin's
+-- word); read where no marker is found (consume: busy; touch: not taken back).
+local function note_pending(used, vid, live_deadline)
+  redis.call('ZADD', used, string.format('%.0f', live_deadline), 'p' .. vid)
+end
+
+-- µs until the grace period of `vid`'s order in flight is up on the liveness clock (0: none).
+local function pending_lately(used, vid, live)
+  local s = tonumber(redis.call('ZSCORE', used, 'p' .. vid))
+  if s and s > live then
+    return s - live
+  end
+  return 0
 end

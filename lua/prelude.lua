@@ -34,7 +34,8 @@
 --                                confirmed state, on the clock that stands still while the
 --                                store is away; and member 'e' .. visitor id, a session a
 --                                pre-queue ended, until its cookies can have expired
---                                (end_sessions)
+--                                (end_sessions); and member 'p' .. visitor id, an order in
+--                                flight, score the end of its grace on that clock (note_pending)
 --   {anteroom:R}:ordered:<visitor hex>  STRING  '1': the visitor's order went through (or the
 --                                origin ended their session) and no join of theirs was counted
 --                                since; lives abandon-after + a margin (note_ordered), read and

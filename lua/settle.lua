@@ -12,7 +12,7 @@
 -- retried one that finds it done leaves a place taken since alone: found by re-review)
 -- KEYS[6] the visitor's order record STRING (note_ordered: a confirm records the order)
 -- KEYS[7] used ZSET (note_used: a confirm records the admission used on the liveness clock, for
--- as long as its marker lives from now)
+-- as long as its marker lives from now; note_pending: a beat keeps the order in flight there)
 -- Extend (a heartbeat while the order is in flight): a pending consume's deadline moves to
 -- now + ARGV[7], its slot held at least as long; a settled one is left alone (3); a marker the
 -- store lost is written again, pending.
@@ -46,6 +46,7 @@ if how == 'confirm' and (not m or (m.req ~= req and m.kind ~= 'p')) then
     life = math.max(life, math.ceil((held - now) / 1000) + marker_ms - math.floor(session_us / 1000))
   end
   redis.call('SET', marker, 'c ' .. req, 'PX', life)
+  redis.call('ZREM', KEYS[7], 'p' .. vid)
   note_used(KEYS[7], vid, live, life)
   note_ordered(KEYS[6], KEYS[3], ARGV[9], now)
   return 1
@@ -63,6 +64,7 @@ if how == 'extend' and not m then
   end
   redis.call('SET', marker, pending_marker(req, deadline, 0, live + tonumber(ARGV[7]) + cap),
     'PX', marker_ms + math.ceil(tonumber(ARGV[7]) / 1000))
+  note_pending(KEYS[7], vid, live + tonumber(ARGV[7]) + cap)
   return 1
 end
 if not m or m.req ~= req then
@@ -81,6 +83,7 @@ if how == 'extend' then
   -- longer: a beat must not shorten it (found by review, after a reload lowered session-ttl).
   redis.call('SET', marker, pending_marker(req, deadline, m.held or 0, live + tonumber(ARGV[7]) + cap),
     'PX', math.max(marker_ms + math.ceil(tonumber(ARGV[7]) / 1000), redis.call('PTTL', marker)))
+  note_pending(KEYS[7], vid, live + tonumber(ARGV[7]) + cap)
   return 1
 end
 if how == 'confirm' then
@@ -92,6 +95,7 @@ if how == 'confirm' then
   -- The marker keeps the life the consume gave it (past the cookie that vouched), if longer.
   local life = math.max(marker_ms, redis.call('PTTL', marker))
   redis.call('SET', marker, 'c ' .. req, 'PX', life)
+  redis.call('ZREM', KEYS[7], 'p' .. vid)
   note_used(KEYS[7], vid, live, life)
   note_ordered(KEYS[6], KEYS[3], ARGV[9], now)
   return 1
@@ -102,5 +106,5 @@ end
 if m.kind == 'c' then
   return 3
 end
-give_back(active, marker, vid, m, now, session_us, marker_ms, KEYS[4])
+give_back(active, marker, vid, m, now, session_us, marker_ms, KEYS[4], KEYS[7])
 return 1

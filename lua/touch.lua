@@ -32,11 +32,13 @@ local live = read_live(room, now, tonumber(ARGV[6]))
 forgive_gap(room, active, now, liveness_cap(tonumber(ARGV[6])), tonumber(ARGV[7]))
 redis.call('ZREMRANGEBYSCORE', active, '-inf', now)
 local m = settled_marker(active, marker, vid, now, tonumber(ARGV[2]), tonumber(ARGV[5]), KEYS[5],
-  live)
+  live, KEYS[6])
 local held = redis.call('ZSCORE', active, vid)
 local expires_us = (tonumber(ARGV[11]) or 0) * 1000000
 local used = not held and used_lately(KEYS[6], vid, live)
-if used or (m and (m.kind == 'p' or (m.kind == 'c' and not held))) then
+-- An order in flight whose marker ran out during an outage (pending_lately): as while pending.
+local pending = not m and pending_lately(KEYS[6], vid, live) > 0
+if used or pending or (m and (m.kind == 'p' or (m.kind == 'c' and not held))) then
   -- A cookie of a used (or ordering) admission that an instance gave a new life while the
   -- store was away (a renewal kept it running: src/proxy/visitor.rs keep_unrenewed) verifies
   -- until its own expiry: the marker outlives it by the margin, as it does every cookie the
@@ -48,7 +50,7 @@ if used or (m and (m.kind == 'p' or (m.kind == 'c' and not held))) then
     if m and redis.call('PTTL', marker) < want then
       redis.call('PEXPIRE', marker, want)
     end
-    if not held and (used or m.kind == 'c') then
+    if not held and (used or (m and m.kind == 'c')) then
       note_used(KEYS[6], vid, live, want)
     end
   end

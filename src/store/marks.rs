@@ -156,7 +156,14 @@ impl Used {
 
     /// Whether `vid`'s admission was used and a cookie of it may still verify at `live`.
     pub fn holds(&self, vid: &VisitorId, live: Micros) -> bool {
-        self.by_vid.get(vid).is_some_and(|&until| until > live)
+        self.left(vid, live) > 0
+    }
+
+    /// How long `vid`'s record still runs at `live` (0: none).
+    pub fn left(&self, vid: &VisitorId, live: Micros) -> Micros {
+        self.by_vid
+            .get(vid)
+            .map_or(0, |&until| until.saturating_sub(live))
     }
 
     /// Admitted again: the record of an earlier admission no longer speaks for the visitor.

@@ -164,6 +164,7 @@ macro_rules! conformance_suite {
             a_used_admissions_cookie_given_a_new_life_is_outlived_by_its_marker,
             a_used_admission_stays_used_through_an_outage_longer_than_its_marker,
             a_visitor_admitted_again_is_not_held_to_an_earlier_use,
+            an_order_in_flight_holds_through_an_outage_longer_than_its_marker,
             a_renewal_under_a_lower_session_ttl_never_shortens_the_session,
             a_local_admission_is_counted_past_the_cap,
             a_session_taken_back_runs_as_long_as_its_cookie,

@@ -248,6 +248,57 @@ pub async fn a_used_admission_stays_used_through_an_outage_longer_than_its_marke
     }
 }
 
+/// An order in flight when an outage longer than its marker's life begins holds its admission
+/// until it is settled: once the store answers, a copy of the cookie neither orders nor is
+/// taken back before the owed confirm lands, which then uses the admission up (found by
+/// reviews r99a and r99b: the pending marker ran out on Redis's clock, and the copy ordered
+/// through another instance first). Once its grace period has run on the room's clock with no
+/// beat, it is given back as before.
+pub async fn an_order_in_flight_holds_through_an_outage_longer_than_its_marker(h: &dyn Harness) {
+    let s = h.store();
+    for settled in [true, false] {
+        let mut p = room("pending-outage", 100.0, 10);
+        p.session_ttl = Duration::from_secs(100);
+        let v = occupy(&*s, &p).await;
+        let (first, won) = take(&*s, &p, v).await;
+        assert_eq!(won, Consumed::Won);
+        // Twenty minutes in which nothing reaches the store: past the marker's life (the
+        // ordering cookie's 600 s and the margin).
+        h.let_time_pass(Duration::from_secs(1200));
+        let copy = Order {
+            cookie_expires: h.wall_secs() + 1000,
+            ..order()
+        };
+        let c = s.consume(&p, v, &copy).await.unwrap();
+        assert!(busy(&c), "the copy's order: {c:?}");
+        let told = s
+            .register_local(&p, v, None, h.wall_secs() + 1000)
+            .await
+            .unwrap();
+        assert_eq!(
+            told,
+            Touched::Refused,
+            "taken back while the order is in flight"
+        );
+        if settled {
+            let done = s.settle(&p, v, &first.request, Settle::Confirm).await;
+            assert_eq!(done.unwrap(), Settled::Done, "the owed confirm");
+            assert_eq!(s.consume(&p, v, &copy).await.unwrap(), Consumed::Used);
+        } else {
+            // No beat: the grace period runs out on the room's clock (admit steps).
+            for _ in 0..(GRACE.as_secs() + 5) {
+                h.let_time_pass(Duration::from_secs(1));
+                s.admit(&p).await.unwrap();
+            }
+            assert_eq!(
+                s.consume(&p, v, &copy).await.unwrap(),
+                Consumed::Won,
+                "given back once its grace has run"
+            );
+        }
+    }
+}
+
 /// The record of a used admission speaks for that admission only: a visitor admitted again
 /// (the line, the fast path) whose new session lapsed is taken back on a cookie's word as any
 /// visitor is, however recent the earlier order on the room's clock.

@@ -32,6 +32,7 @@ impl RoomData {
         if !self.session_ended(vid, now) {
             self.activate(vid, held.max(now + micros(p.session_ttl)));
         }
+        self.pending_live.forget(&vid);
         self.marks
             .set(vid, Mark::GivenBack(request), now + Self::marker_life(p));
     }
@@ -97,7 +98,9 @@ impl RoomData {
         let marked = match &mark {
             Some(Mark::Pending { .. }) => true,
             Some(Mark::Confirmed(_)) => !held,
-            _ => false,
+            Some(Mark::GivenBack(_)) => false,
+            // An order in flight whose marker ran out during an outage (as in touch.lua).
+            None => self.pending_live.holds(&vid, live),
         };
         if used || marked {
             // A cookie given a new life while the store was away outlives the marker by
@@ -174,6 +177,16 @@ impl RoomData {
             }
             _ => {}
         }
+        if self.marks.get(&vid).is_none() {
+            // The marker ran out while an order of this admission is in flight (as in
+            // consume.lua).
+            let left = self.pending_live.left(&vid, live);
+            if left > 0 {
+                return Consumed::Busy {
+                    retry_after: Duration::from_micros(left),
+                };
+            }
+        }
         let mark = self.settled_mark(p, vid, now, live, wall);
         let held = match self.active.get(&vid) {
             Some(&exp) => exp,
@@ -194,13 +207,15 @@ impl RoomData {
         };
         let deadline = now + micros(order.grace);
         self.activate(vid, held.max(deadline));
+        let live_deadline = live + micros(order.grace) + liveness::cap(p.tick);
+        self.pending_live.note(vid, live_deadline, live);
         self.marks.set(
             vid,
             Mark::Pending {
                 request: order.request.clone(),
                 deadline,
                 held_until: held,
-                live_deadline: live + micros(order.grace) + liveness::cap(p.tick),
+                live_deadline,
             },
             // Past every cookie of the admission: each was issued against the session's
             // deadline (as in consume.lua).
@@ -254,6 +269,7 @@ impl RoomData {
             let until = (now + Self::marker_life(p))
                 .max(held.unwrap_or(0).saturating_add(micros(MARKER_MARGIN)));
             self.marks.set(vid, Mark::Confirmed(request.clone()), until);
+            self.pending_live.forget(&vid);
             self.note_used(p, vid, now, until - now);
             self.ordered.note(vid, now, p.abandon_after);
             return Settled::Done;
@@ -263,7 +279,9 @@ impl RoomData {
                 // A marker the store lost under an order in flight: written again, pending (as
                 // in settle.lua). In memory only a test can lose it; Redis restarted empty can.
                 let deadline = now + micros(grace);
-                let live_deadline = self.live_peek(p, now) + micros(grace) + liveness::cap(p.tick);
+                let live = self.live_peek(p, now);
+                let live_deadline = live + micros(grace) + liveness::cap(p.tick);
+                self.pending_live.note(vid, live_deadline, live);
                 if !self.session_ended(vid, now) {
                     let exp = self.active.get(&vid).copied().unwrap_or(0);
                     self.activate(vid, exp.max(deadline));
@@ -293,7 +311,9 @@ impl RoomData {
                 },
             ) => {
                 let deadline = now + micros(grace);
-                let live_deadline = self.live_peek(p, now) + micros(grace) + liveness::cap(p.tick);
+                let live = self.live_peek(p, now);
+                let live_deadline = live + micros(grace) + liveness::cap(p.tick);
+                self.pending_live.note(vid, live_deadline, live);
                 if !self.session_ended(vid, now) {
                     let exp = self.active.get(&vid).copied().unwrap_or(0);
                     self.activate(vid, exp.max(deadline));
@@ -326,6 +346,7 @@ impl RoomData {
                 // The marker keeps the life the consume gave it (past the cookie), if longer.
                 let until = self.marks.until(&vid).max(now + Self::marker_life(p));
                 self.marks.set(vid, Mark::Confirmed(request.clone()), until);
+                self.pending_live.forget(&vid);
                 self.note_used(p, vid, now, until - now);
                 self.ordered.note(vid, now, p.abandon_after);
                 Settled::Done

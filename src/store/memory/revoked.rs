@@ -101,7 +101,9 @@ impl RoomData {
             .set(vid, Mark::Confirmed(ending.request.clone()), until);
         // `ending.until` is on the wall clock, which may step back.
         self.marks.hold_until_wall(vid, ending.until);
-        // Used on the liveness clock as long, too (as in finish.lua).
+        // The origin's word settles an order in flight, and the admission is used on the
+        // liveness clock as long as its marker lives, too (as in finish.lua).
+        self.pending_live.forget(&vid);
         let wall_left = micros(std::time::Duration::from_secs(
             ending.until.saturating_sub(wall_secs),
         ));

@@ -96,6 +96,9 @@ pub(super) struct RoomData {
     /// The sessions a pre-queue ended, on the liveness clock (`ended`'s, kept through an
     /// outage: the 'e' members of the Redis store's used set).
     pub(super) ended_live: Used,
+    /// Orders in flight, on the liveness clock: the end of each one's grace period there (the
+    /// 'p' members of the Redis store's used set, kept through an outage longer than `marks`).
+    pub(super) pending_live: Used,
     /// Who ordered lately, for join-limit's count ([`super::ordered`]).
     pub(super) ordered: super::ordered::Ordered,
     /// The store generation (see [`AdmitReport::generation`]); made by the first `admit`.
