@@ -525,7 +525,7 @@ if h[1] ~= '0' and h[2] ~= '1' and not stale and not in_pre and not stale_events
           redis.call('ZREM', KEYS[8], vid)
         end
         if used_any then
-          redis.call('ZREM', KEYS[9], vid, 'e' .. vid)
+          redis.call('ZREM', KEYS[9], vid, 'e' .. vid, 'p' .. vid)
         end
         admitted = admitted + 1
         out[#out + 1] = vid

@@ -89,6 +89,6 @@ local life_ms = math.max(marker_ms, math.ceil((held - now) / 1000) + tonumber(AR
 redis.call('ZADD', active, math.max(held, deadline), vid)
 redis.call('SET', marker, pending_marker(req, deadline, held, live + grace + cap),
   'PX', life_ms + math.ceil(grace / 1000))
-note_pending(KEYS[6], vid, live + grace + cap)
+note_pending(KEYS[6], vid, live + grace + cap, live)
 redis.call('ZREM', KEYS[5], vid)
 return { 1, 0 }

@@ -209,7 +209,7 @@ local function enter(walks_in, tokens, recent, newcomer)
   end
   redis.call('ZADD', active, now + math.min(tonumber(ARGV[11]), tonumber(ARGV[5])), vid)
   redis.call('ZREM', KEYS[5], vid)
-  redis.call('ZREM', KEYS[7], vid, 'e' .. vid)
+  redis.call('ZREM', KEYS[7], vid, 'e' .. vid, 'p' .. vid)
   redis.call('HINCRBY', room, 'admitted', 1)
   if newcomer then
     redis.call('HINCRBY', room, 'joined', 1)

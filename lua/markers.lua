@@ -138,8 +138,9 @@ end
 -- before the owed confirm landed (found by reviews r99a and r99b). Written where a consume wins
 -- and a heartbeat beats, dropped where the order is settled (confirm, give back, the origin's
 -- word); read where no marker is found (consume: busy; touch: not taken back).
-local function note_pending(used, vid, live_deadline)
+local function note_pending(used, vid, live_deadline, live)
   redis.call('ZADD', used, string.format('%.0f', live_deadline), 'p' .. vid)
+  redis.call('ZREMRANGEBYSCORE', used, '-inf', string.format('%.0f', live))
 end
 
 -- µs until the grace period of `vid`'s order in flight is up on the liveness clock (0: none).

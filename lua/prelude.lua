@@ -378,6 +378,9 @@ local function end_sessions(active, ended, now, used, live)
       end
     end
   end
+  if used then
+    redis.call('ZREMRANGEBYSCORE', used, '-inf', string.format('%.0f', live))
+  end
   redis.call('ZUNIONSTORE', ended, 2, ended, active, 'AGGREGATE', 'MAX')
   redis.call('DEL', active)
   local last = redis.call('ZRANGE', ended, -1, -1, 'WITHSCORES')

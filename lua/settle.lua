@@ -64,10 +64,16 @@ if how == 'extend' and not m then
   end
   redis.call('SET', marker, pending_marker(req, deadline, 0, live + tonumber(ARGV[7]) + cap),
     'PX', marker_ms + math.ceil(tonumber(ARGV[7]) / 1000))
-  note_pending(KEYS[7], vid, live + tonumber(ARGV[7]) + cap)
+  note_pending(KEYS[7], vid, live + tonumber(ARGV[7]) + cap, live)
   return 1
 end
 if not m or m.req ~= req then
+  if how == 'give_back' and not m then
+    -- The shop failed an order whose marker ran out during an outage: its record on the
+    -- liveness clock goes, or the admission stayed busy until its grace had run there (found
+    -- by re-review r100a).
+    redis.call('ZREM', KEYS[7], 'p' .. vid)
+  end
   return 0
 end
 if how == 'extend' then
@@ -83,7 +89,7 @@ if how == 'extend' then
   -- longer: a beat must not shorten it (found by review, after a reload lowered session-ttl).
   redis.call('SET', marker, pending_marker(req, deadline, m.held or 0, live + tonumber(ARGV[7]) + cap),
     'PX', math.max(marker_ms + math.ceil(tonumber(ARGV[7]) / 1000), redis.call('PTTL', marker)))
-  note_pending(KEYS[7], vid, live + tonumber(ARGV[7]) + cap)
+  note_pending(KEYS[7], vid, live + tonumber(ARGV[7]) + cap, live)
   return 1
 end
 if how == 'confirm' then

@@ -46,12 +46,12 @@ impl MemoryStore {
         &self,
         p: &RoomParams,
         vid: VisitorId,
-        past_cap: bool,
+        taking: crate::store::Taking,
         expires: u64,
     ) -> Touched {
         let wall = self.clock.now_secs();
         self.with(p, |r, now| {
-            r.renew_session(p, vid, (now, wall), past_cap, expires)
+            r.renew_session(p, vid, (now, wall), taking, expires)
         })
     }
 
@@ -150,7 +150,9 @@ impl Store for MemoryStore {
     }
 
     async fn touch(&self, p: &RoomParams, vid: VisitorId) -> Result<bool, StoreError> {
-        Ok(self.renew_or_take_back(p, vid, false, 0).held())
+        Ok(self
+            .renew_or_take_back(p, vid, crate::store::Taking::Renewal, 0)
+            .held())
     }
 
     /// A memory store cannot lose its data alone: `seen` changes nothing.
@@ -161,7 +163,7 @@ impl Store for MemoryStore {
         _seen: Option<&crate::store::SeenGeneration>,
         expires: u64,
     ) -> Result<Touched, StoreError> {
-        Ok(self.renew_or_take_back(p, vid, false, expires))
+        Ok(self.renew_or_take_back(p, vid, crate::store::Taking::Renewal, expires))
     }
 
     async fn register_local(
@@ -171,7 +173,17 @@ impl Store for MemoryStore {
         _seen: Option<&crate::store::SeenGeneration>,
         expires: u64,
     ) -> Result<Touched, StoreError> {
-        Ok(self.renew_or_take_back(p, vid, true, expires))
+        Ok(self.renew_or_take_back(p, vid, crate::store::Taking::Kept, expires))
+    }
+
+    async fn register_admitted(
+        &self,
+        p: &RoomParams,
+        vid: VisitorId,
+        _seen: Option<&crate::store::SeenGeneration>,
+        expires: u64,
+    ) -> Result<Touched, StoreError> {
+        Ok(self.renew_or_take_back(p, vid, crate::store::Taking::Admitted, expires))
     }
 
     async fn consume(

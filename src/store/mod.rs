@@ -53,7 +53,7 @@ pub use admit::{AdmitContext, AdmitReport, AdmitStep, AdmittedVisitor, Outage};
 pub use event::{Draw, EventSeen, EventsArg, JoinContext, LineDraw};
 pub use finish::{Command, Ending, Revocation, Revocations};
 pub use line::{LineSample, Place};
-pub use order::{Consumed, Order, RequestId, SeenGeneration, Settle, Settled, Touched};
+pub use order::{Consumed, Order, RequestId, SeenGeneration, Settle, Settled, Taking, Touched};
 pub use room::{Queueing, RoomParams, RoomPatch, RoomState};
 
 use std::fmt;
@@ -323,6 +323,20 @@ pub trait Store: Send + Sync + 'static {
     /// other's local admissions were never counted: four in for a max-active of three). Counted,
     /// the line waits until the count is below max-active again.
     async fn register_local(
+        &self,
+        room: &RoomParams,
+        vid: VisitorId,
+        seen: Option<&SeenGeneration>,
+        expires: u64,
+    ) -> Result<Touched, StoreError>;
+
+    /// [`Store::register_local`] for an admission the caller gave on its own (`local`) while
+    /// the store was away, rather than a session it kept: a new admission, so that a record of
+    /// an earlier admission of the visitor (used by an order, ended by a pre-queue) does not
+    /// refuse it, as it does not refuse one the store gives (found by review r99a: a visitor
+    /// who had ordered, came back and was let in locally during a long outage, was refused the
+    /// session and the order).
+    async fn register_admitted(
         &self,
         room: &RoomParams,
         vid: VisitorId,

@@ -46,7 +46,7 @@ use super::sentinel::SentinelConn;
 use super::{
     Admission, AdmitContext, AdmitReport, Consumed, Ending, EventChange, JoinContext, Order,
     RequestId, RoomParams, RoomPatch, RoomState, RoomStats, RuntimeEvents, Settle, Settled, Store,
-    StoreError, Touched, VisitorId,
+    StoreError, Taking, Touched, VisitorId,
 };
 
 /// A script: the prelude, then each named file of `lua/` in order (`admit` has its steps apart).
@@ -351,7 +351,10 @@ impl Store for RedisStore {
     }
 
     async fn touch(&self, p: &RoomParams, vid: VisitorId) -> Result<bool, StoreError> {
-        Ok(self.touch_call(p, vid, None, 0, false).await?.held())
+        Ok(self
+            .touch_call(p, vid, None, 0, Taking::Renewal)
+            .await?
+            .held())
     }
 
     async fn touch_seen(
@@ -361,7 +364,8 @@ impl Store for RedisStore {
         seen: Option<&crate::store::SeenGeneration>,
         expires: u64,
     ) -> Result<Touched, StoreError> {
-        self.touch_call(p, vid, seen, expires, false).await
+        self.touch_call(p, vid, seen, expires, Taking::Renewal)
+            .await
     }
 
     async fn register_local(
@@ -371,7 +375,18 @@ impl Store for RedisStore {
         seen: Option<&crate::store::SeenGeneration>,
         expires: u64,
     ) -> Result<Touched, StoreError> {
-        self.touch_call(p, vid, seen, expires, true).await
+        self.touch_call(p, vid, seen, expires, Taking::Kept).await
+    }
+
+    async fn register_admitted(
+        &self,
+        p: &RoomParams,
+        vid: VisitorId,
+        seen: Option<&crate::store::SeenGeneration>,
+        expires: u64,
+    ) -> Result<Touched, StoreError> {
+        self.touch_call(p, vid, seen, expires, Taking::Admitted)
+            .await
     }
 
     async fn consume(

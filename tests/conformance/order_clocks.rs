@@ -248,15 +248,42 @@ pub async fn a_used_admission_stays_used_through_an_outage_longer_than_its_marke
     }
 }
 
+/// An admission an instance gave on its own while the store was away (the `local` policy) is a
+/// new admission: the visitor's earlier one, used by an order, does not refuse it, however
+/// recent that order on the room's clock, and the new one orders (found by review r99a: a
+/// visitor who had ordered, came back and was let in locally during a long outage, was
+/// refused the session and the order). A session kept on its own is not a new admission.
+pub async fn a_local_admission_after_an_order_is_a_new_admission(h: &dyn Harness) {
+    let s = h.store();
+    let mut p = room("local-again", 100.0, 10);
+    p.session_ttl = Duration::from_secs(100);
+    let v = ordered(&*s, &p, Duration::from_secs(100)).await;
+    h.let_time_pass(Duration::from_secs(20));
+    let until = h.wall_secs() + 100;
+    let kept = s.register_local(&p, v, None, until).await.unwrap();
+    assert!(
+        !kept.held(),
+        "a kept copy of the used admission taken back: {kept:?}"
+    );
+    let told = s.register_admitted(&p, v, None, until).await.unwrap();
+    assert_eq!(told, Touched::TakenBack, "the local admission refused");
+    let o = Order {
+        cookie_expires: until,
+        ..order()
+    };
+    assert_eq!(s.consume(&p, v, &o).await.unwrap(), Consumed::Won);
+}
+
 /// An order in flight when an outage longer than its marker's life begins holds its admission
 /// until it is settled: once the store answers, a copy of the cookie neither orders nor is
 /// taken back before the owed confirm lands, which then uses the admission up (found by
 /// reviews r99a and r99b: the pending marker ran out on Redis's clock, and the copy ordered
-/// through another instance first). Once its grace period has run on the room's clock with no
-/// beat, it is given back as before.
+/// through another instance first). Given back by its instance (the shop failed it), or once its
+/// grace period has run on the room's clock with no beat, it is given back as before (found by
+/// re-review r100a: the shop's failure left it busy until its grace had run).
 pub async fn an_order_in_flight_holds_through_an_outage_longer_than_its_marker(h: &dyn Harness) {
     let s = h.store();
-    for settled in [true, false] {
+    for how in ["confirmed", "given back", "no beat"] {
         let mut p = room("pending-outage", 100.0, 10);
         p.session_ttl = Duration::from_secs(100);
         let v = occupy(&*s, &p).await;
@@ -280,10 +307,19 @@ pub async fn an_order_in_flight_holds_through_an_outage_longer_than_its_marker(h
             Touched::Refused,
             "taken back while the order is in flight"
         );
-        if settled {
+        if how == "confirmed" {
             let done = s.settle(&p, v, &first.request, Settle::Confirm).await;
             assert_eq!(done.unwrap(), Settled::Done, "the owed confirm");
             assert_eq!(s.consume(&p, v, &copy).await.unwrap(), Consumed::Used);
+        } else if how == "given back" {
+            s.settle(&p, v, &first.request, Settle::GiveBack)
+                .await
+                .unwrap();
+            assert_eq!(
+                s.consume(&p, v, &copy).await.unwrap(),
+                Consumed::Won,
+                "the admission given back by the shop's failure"
+            );
         } else {
             // No beat: the grace period runs out on the room's clock (admit steps).
             for _ in 0..(GRACE.as_secs() + 5) {

@@ -162,6 +162,7 @@ impl RoomData {
         }
         self.used.forget(&vid);
         self.ended_live.forget(&vid);
+        self.pending_live.forget(&vid);
     }
 
     /// A visitor in line is seen now; during a pre-queue that means registered.

@@ -7,7 +7,8 @@ use super::keys::{marker_key, marker_ms, ordered_key, Keys};
 use super::{micros, unavailable, RedisStore};
 use crate::store::order::MARKER_MARGIN;
 use crate::store::{
-    Consumed, Ending, Order, RequestId, RoomParams, Settle, Settled, StoreError, Touched, VisitorId,
+    Consumed, Ending, Order, RequestId, RoomParams, Settle, Settled, StoreError, Taking, Touched,
+    VisitorId,
 };
 
 /// `touch.lua`'s reply: 1 renewed, 3 taken back, 2 not taken back while a loss is young, else
@@ -28,7 +29,7 @@ impl RedisStore {
         vid: VisitorId,
         seen: Option<&crate::store::SeenGeneration>,
         expires: u64,
-        past_cap: bool,
+        taking: Taking,
     ) -> Result<Touched, StoreError> {
         let k = Keys::of(&p.name);
         let mut inv = self.scripts.touch.prepare_invoke();
@@ -47,9 +48,10 @@ impl RedisStore {
             .arg(micros(p.claim_ttl))
             .arg(seen.map_or("", |g| g.id.as_str()))
             .arg(seen.map_or(0, |g| micros(g.quiet)))
-            .arg(if past_cap { "1" } else { "" })
+            .arg(if taking.past_cap() { "1" } else { "" })
             .arg(expires)
-            .arg(u64::try_from(MARKER_MARGIN.as_millis()).unwrap_or(u64::MAX));
+            .arg(u64::try_from(MARKER_MARGIN.as_millis()).unwrap_or(u64::MAX))
+            .arg(if taking == Taking::Admitted { "1" } else { "" });
         let code: i64 = self.run("touch", &p.name, &inv).await?;
         Ok(touched_of(code))
     }
