@@ -71,12 +71,22 @@ local function pending_marker(req, deadline, held, live_deadline)
   return string.format('p %s@%.0f %.0f %.0f', req, live_deadline, deadline, held)
 end
 
+-- Whether a pre-queue ended `vid`'s session and a cookie of it may still verify, on the
+-- liveness clock (end_sessions in the prelude; `live`: the clock now, read_live).
+local function ended_lately(used, vid, live)
+  local s = tonumber(redis.call('ZSCORE', used, 'e' .. vid))
+  return s ~= nil and s > live
+end
+
 -- A pending consume that failed or was never settled: the same visitor holds the slot again,
 -- whatever max-active says (it never left the count) — unless a pre-queue ended that session
--- meanwhile (end_sessions).
-local function give_back(active, marker, vid, m, now, session_us, marker_ms, ended, used)
+-- meanwhile (end_sessions), by the ended set or, past its life on Redis's clock, on the liveness
+-- clock (`live`; found by review r100b: an order in flight at the pre-queue's start failed, its
+-- give-back landed after an outage longer than the ended set's life, and brought the session
+-- back, which ordered after the opening ahead of the registrants).
+local function give_back(active, marker, vid, m, now, session_us, marker_ms, ended, used, live)
   redis.call('ZREM', used, 'p' .. vid)
-  if not session_ended(ended, vid, now) then
+  if not session_ended(ended, vid, now) and not ended_lately(used, vid, live) then
     redis.call('ZADD', active, math.max(m.held or 0, now + session_us), vid)
   end
   redis.call('SET', marker, 'g ' .. m.req, 'PX', marker_ms)
@@ -87,7 +97,7 @@ end
 local function settled_marker(active, marker, vid, now, session_us, marker_ms, ended, live, used)
   local m = read_marker(redis.call('GET', marker))
   if m and m.kind == 'p' and pending_left(m, now, live) == 0 then
-    give_back(active, marker, vid, m, now, session_us, marker_ms, ended, used)
+    give_back(active, marker, vid, m, now, session_us, marker_ms, ended, used, live)
     m = { kind = 'g', req = m.req }
   end
   return m
@@ -115,13 +125,6 @@ local function note_used(used, vid, live, life_ms, member)
     redis.call('ZADD', used, string.format('%.0f', want), member)
   end
   redis.call('ZREMRANGEBYSCORE', used, '-inf', string.format('%.0f', live))
-end
-
--- Whether a pre-queue ended `vid`'s session and a cookie of it may still verify, on the
--- liveness clock (end_sessions in the prelude; `live`: the clock now, read_live).
-local function ended_lately(used, vid, live)
-  local s = tonumber(redis.call('ZSCORE', used, 'e' .. vid))
-  return s ~= nil and s > live
 end
 
 -- Whether `vid`'s last admission was used and a cookie of it may still verify (`live`: the

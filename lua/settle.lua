@@ -59,7 +59,8 @@ if how == 'extend' and not m then
   -- again as well.
   local deadline = now + tonumber(ARGV[7])
   local exp = tonumber(redis.call('ZSCORE', active, vid))
-  if (not exp or exp < deadline) and not session_ended(KEYS[4], vid, now) then
+  if (not exp or exp < deadline) and not session_ended(KEYS[4], vid, now)
+      and not ended_lately(KEYS[7], vid, live) then
     redis.call('ZADD', active, deadline, vid)
   end
   redis.call('SET', marker, pending_marker(req, deadline, 0, live + tonumber(ARGV[7]) + cap),
@@ -82,7 +83,8 @@ if how == 'extend' then
   end
   local deadline = now + tonumber(ARGV[7])
   local exp = tonumber(redis.call('ZSCORE', active, vid))
-  if (not exp or exp < deadline) and not session_ended(KEYS[4], vid, now) then
+  if (not exp or exp < deadline) and not session_ended(KEYS[4], vid, now)
+      and not ended_lately(KEYS[7], vid, live) then
     redis.call('ZADD', active, deadline, vid)
   end
   -- The marker keeps the life the consume gave it (past every cookie of the admission), if
@@ -112,5 +114,5 @@ end
 if m.kind == 'c' then
   return 3
 end
-give_back(active, marker, vid, m, now, session_us, marker_ms, KEYS[4], KEYS[7])
+give_back(active, marker, vid, m, now, session_us, marker_ms, KEYS[4], KEYS[7], live)
 return 1

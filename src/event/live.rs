@@ -366,7 +366,7 @@ impl RoomEvents {
         let now = self.store_now(local);
         match current(&s.events, now, opened_id(&seen)) {
             Some((_, _, Phase::Prequeue)) => true,
-            Some((_, event, Phase::Open)) => heard && order && unrecorded(&seen, event, true, now),
+            Some((_, event, Phase::Open)) => order && unrecorded(&seen, event, heard, now),
             _ => false,
         }
     }

@@ -75,7 +75,7 @@ pub struct SeenGeneration {
     pub quiet: Duration,
 }
 
-/// Who asks the store to count a session it may not hold (touch.lua's ARGV[10] and ARGV[13]).
+/// Who asks the store to count a session it may not hold (touch.lua's `ARGV[10]` and `ARGV[13]`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Taking {
     /// A sliding renewal: taken back only while max-active allows.

@@ -200,6 +200,49 @@ pub async fn a_session_a_prequeue_ended_stays_ended_through_an_outage(h: &dyn Ha
     );
 }
 
+/// An order in flight when a pre-queue ends its session, beaten for and then failed after an
+/// outage longer than the ended set's life, does not bring the session back: the record on the
+/// room's liveness clock still stands (found by review r100b: the give-back re-added the
+/// session, which ordered after the opening ahead of the registrants).
+pub async fn an_order_failed_after_an_outage_does_not_bring_an_ended_session_back(h: &dyn Harness) {
+    let s = h.store();
+    let mut p = room("ended-inflight", 100.0, 10);
+    p.session_ttl = Duration::from_secs(60);
+    let buying = occupy(&*s, &p).await;
+    let in_flight = order();
+    assert_eq!(
+        s.consume(&p, buying, &in_flight).await.unwrap(),
+        Consumed::Won
+    );
+    let a = EventsArg::of(&[event(h, "late-fail", 3600, false)]);
+    assert!(matches!(
+        join(&*s, &p, &a, VisitorId::random()).await,
+        Admission::Registered { .. }
+    ));
+    assert_eq!(s.stats(&p).await.unwrap().active, 0, "the session ended");
+    // Twenty minutes with no call: past the ended set's life and the order's marker.
+    h.let_time_pass(Duration::from_secs(1200));
+    let beat = s.settle(
+        &p,
+        buying,
+        &in_flight.request,
+        Settle::Extend(in_flight.grace),
+    );
+    assert_eq!(beat.await.unwrap(), Settled::Done);
+    let back = s.settle(&p, buying, &in_flight.request, Settle::GiveBack);
+    assert_eq!(back.await.unwrap(), Settled::Done);
+    assert_eq!(
+        s.stats(&p).await.unwrap().active,
+        0,
+        "the ended session came back"
+    );
+    let kept = anteroom::store::Order {
+        cookie_expires: h.wall_secs() + 600,
+        ..order()
+    };
+    assert_eq!(s.consume(&p, buying, &kept).await.unwrap(), Consumed::Ended);
+}
+
 /// An event whose pre-queue no call reached (Redis paused, or every instance stopped, for its
 /// length) ends the sessions from before it when the store first sees it open: else their
 /// cookies ordered after the opening (found by review).

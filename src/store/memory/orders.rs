@@ -29,12 +29,19 @@ impl RoomData {
         held: Micros,
         now: Micros,
     ) {
-        if !self.session_ended(vid, now) {
+        if !self.ended_by_prequeue(p, vid, now) {
             self.activate(vid, held.max(now + micros(p.session_ttl)));
         }
         self.pending_live.forget(&vid);
         self.marks
             .set(vid, Mark::GivenBack(request), now + Self::marker_life(p));
+    }
+
+    /// Whether a pre-queue ended `vid`'s session, by the ended set or on the liveness clock (an
+    /// order of it given back or beating does not bring it back: as in `lua/markers.lua`'s
+    /// give_back and settle.lua's extend).
+    fn ended_by_prequeue(&self, p: &RoomParams, vid: VisitorId, now: Micros) -> bool {
+        self.session_ended(vid, now) || self.ended_live.holds(&vid, self.live_peek(p, now))
     }
 
     /// The liveness clock now, read without a step (as `read_live` in `lua/markers.lua`): a
@@ -292,7 +299,7 @@ impl RoomData {
                 let live = self.live_peek(p, now);
                 let live_deadline = live + micros(grace) + liveness::cap(p.tick);
                 self.pending_live.note(vid, live_deadline, live);
-                if !self.session_ended(vid, now) {
+                if !self.ended_by_prequeue(p, vid, now) {
                     let exp = self.active.get(&vid).copied().unwrap_or(0);
                     self.activate(vid, exp.max(deadline));
                 }
@@ -328,7 +335,7 @@ impl RoomData {
                 let live = self.live_peek(p, now);
                 let live_deadline = live + micros(grace) + liveness::cap(p.tick);
                 self.pending_live.note(vid, live_deadline, live);
-                if !self.session_ended(vid, now) {
+                if !self.ended_by_prequeue(p, vid, now) {
                     let exp = self.active.get(&vid).copied().unwrap_or(0);
                     self.activate(vid, exp.max(deadline));
                 }
