@@ -371,6 +371,21 @@ impl RoomEvents {
         }
     }
 
+    /// Whole seconds from `local` until the next pre-queue begins by this instance's clock (the
+    /// store's as estimated here), if one is scheduled: a session kept running on this
+    /// instance alone is not kept past it (`crate::room::kept_life`), for the store cannot end a
+    /// session it no longer holds when the pre-queue begins (found by review r100b).
+    pub fn secs_to_next_prequeue(&self, local: Micros) -> Option<u64> {
+        let now = self.store_now(local);
+        self.schedule
+            .load()
+            .events
+            .iter()
+            .filter(|e| e.prequeue_from > now)
+            .map(|e| (e.prequeue_from - now) / 1_000_000)
+            .min()
+    }
+
     /// The event whose pre-queue runs now by this instance's clock, if one does.
     pub fn prequeue_view(&self, local: Micros) -> Option<View> {
         self.any()

@@ -510,7 +510,12 @@ impl Proxy {
         let ttl = r.cfg.params.session_ttl.as_secs().max(1);
         let left = expires.saturating_sub(shared.cookie_secs(room));
         let away = r.live.heard_at().map(|t| t.elapsed());
-        if let Some(life) = crate::room::kept_life(breaker_open, left, ttl, away) {
+        let prequeue_in = r
+            .events
+            .any()
+            .then(|| r.events.secs_to_next_prequeue(shared.clock.now_micros()))
+            .flatten();
+        if let Some(life) = crate::room::kept_life(breaker_open, left, ttl, away, prequeue_in) {
             let life = std::time::Duration::from_secs(life);
             r.local.keep(vid, shared.clock.now_micros(), life);
             Self::grant_for(shared, ctx, room, vid, life);

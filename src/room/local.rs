@@ -318,9 +318,21 @@ pub const KEEP_AT_MOST: Duration = Duration::from_secs(3600);
 /// renewal let the cookie run out during an outage longer than half a session, and the visitor
 /// went to the back of the line (found by review r95b). Never past [`KEEP_AT_MOST`] after the
 /// store last answered this instance for the room (`away`: how long ago; `None`: never since
-/// it started), which the store's records outlast.
-pub fn kept_life(breaker_open: bool, left: u64, ttl: u64, away: Option<Duration>) -> Option<u64> {
-    let remaining = KEEP_AT_MOST.checked_sub(away?)?.as_secs();
+/// it started), which the store's records outlast. Nor past the start of the next pre-queue
+/// (`prequeue_in`: seconds until it, if one is scheduled): the store ends the sessions it holds
+/// when one begins, and a session kept here alone meanwhile is not among them, so a cookie kept
+/// past it ordered after the opening, ahead of the registrants (found by review r100b).
+pub fn kept_life(
+    breaker_open: bool,
+    left: u64,
+    ttl: u64,
+    away: Option<Duration>,
+    prequeue_in: Option<u64>,
+) -> Option<u64> {
+    let remaining = KEEP_AT_MOST
+        .checked_sub(away?)?
+        .as_secs()
+        .min(prequeue_in.unwrap_or(u64::MAX));
     (remaining >= 1 && (breaker_open || left < ttl / 4)).then(|| ttl.min(remaining))
 }
 

@@ -14,6 +14,7 @@ use common::*;
 use serde_json::Value;
 
 mod after_opening;
+mod kept;
 
 const TOKEN: &str = "admin-token-for-tests-0123456789";
 

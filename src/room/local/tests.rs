@@ -91,17 +91,17 @@ fn a_kept_session_runs_to_its_new_end_and_is_told() {
 fn an_unrenewed_admission_is_kept_while_the_store_is_away_or_near_its_end() {
     let away = Some(Duration::from_secs(5));
     assert_eq!(
-        kept_life(true, 290, 600, away),
+        kept_life(true, 290, 600, away, None),
         Some(600),
         "the breaker open"
     );
     assert_eq!(
-        kept_life(false, 290, 600, away),
+        kept_life(false, 290, 600, away, None),
         None,
         "a failed call: asked again later"
     );
     assert_eq!(
-        kept_life(false, 149, 600, away),
+        kept_life(false, 149, 600, away, None),
         Some(600),
         "under a quarter left"
     );
@@ -113,10 +113,10 @@ fn an_unrenewed_admission_is_kept_while_the_store_is_away_or_near_its_end() {
 /// used cookie outlived the store's record of its use).
 #[test]
 fn a_kept_cookie_never_outlives_the_bound_after_the_store_last_answered() {
-    assert_eq!(kept_life(true, 10, 600, None), None, "never heard");
+    assert_eq!(kept_life(true, 10, 600, None, None), None, "never heard");
     for away_s in [0, 1, 599, 3000, 3599, 3600, 3601, 100_000] {
         for ttl in [1, 60, 600, 7200] {
-            let life = kept_life(true, 0, ttl, Some(Duration::from_secs(away_s)));
+            let life = kept_life(true, 0, ttl, Some(Duration::from_secs(away_s)), None);
             if let Some(life) = life {
                 assert!(
                     life >= 1 && life <= ttl,
@@ -324,4 +324,21 @@ fn an_admission_given_here_is_told_as_one() {
     let k = VisitorId::random();
     b.keep(k, 3, Duration::from_secs(10));
     assert!(!b.admitted_here(k), "kept only");
+}
+
+/// No cookie kept here alone outlives the start of the next pre-queue: the store ends the
+/// sessions it holds then, and not one kept here (review r100b); none is kept in its last second.
+#[test]
+fn a_kept_cookie_never_outlives_the_next_prequeue_start() {
+    let away = Some(Duration::from_secs(5));
+    assert_eq!(kept_life(true, 10, 600, away, Some(30)), Some(30));
+    assert_eq!(kept_life(true, 10, 600, away, Some(0)), None);
+    assert_eq!(kept_life(true, 10, 600, away, Some(5000)), Some(600));
+    for until in [1, 59, 600, 3599, 3600, 100_000] {
+        let life = kept_life(true, 0, 7200, away, Some(until)).unwrap_or(0);
+        assert!(
+            life <= until,
+            "kept {life} s with the pre-queue {until} s away"
+        );
+    }
 }
