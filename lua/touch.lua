@@ -21,10 +21,6 @@
 -- known): a session taken back runs until then at least, and a cookie expired by this clock
 -- takes nothing back; a marker of an order of the admission is stretched to outlive it
 -- ARGV[12] the marker margin ms (src/store/order.rs MARKER_MARGIN)
--- ARGV[13] '1': ARGV[10]'s session is an admission the caller gave on its own from its line, not
--- a session it kept (src/store/order.rs Taking::Admitted): a new admission, so that the records
--- of an earlier admission of the visitor (used, ended) no longer speak for them, as admit.lua
--- and join.lua drop them for one the store gives (found by review r99a); '' otherwise
 -- Reply: 1 when the session is held (now extended), 3 when the store did not hold it and took it
 -- back, 0 when it is not renewed, 2 when a session the store does not hold is not taken back
 -- only because a loss is young (ask again later)
@@ -37,13 +33,6 @@ forgive_gap(room, active, now, liveness_cap(tonumber(ARGV[6])), tonumber(ARGV[7]
 redis.call('ZREMRANGEBYSCORE', active, '-inf', now)
 local m = settled_marker(active, marker, vid, now, tonumber(ARGV[2]), tonumber(ARGV[5]), KEYS[5],
   live, KEYS[6])
-if ARGV[13] == '1' then
-  redis.call('ZREM', KEYS[6], vid, 'e' .. vid, 'p' .. vid)
-  redis.call('ZREM', KEYS[5], vid)
-  if m and m.kind == 'c' then
-    m = nil
-  end
-end
 local held = redis.call('ZSCORE', active, vid)
 local expires_us = (tonumber(ARGV[11]) or 0) * 1000000
 local used = not held and used_lately(KEYS[6], vid, live)

@@ -231,7 +231,7 @@ async fn register_round(shared: &Shared, room: usize) -> bool {
     }
     let seen = shared.seen_generation(room);
     let (now, cookie_now) = (shared.clock.now_micros(), shared.cookie_secs(room));
-    let calls = batch.iter().map(|&(vid, end, admitted_here)| {
+    let calls = batch.iter().map(|&(vid, end)| {
         // Counted past max-active too (found by review r89c: left out, the store let the line
         // into their slots). With its cookie's expiry (rounded up): a kept copy of a used
         // admission's cookie outlived the marker of its order, and ordered again once it ran
@@ -241,16 +241,9 @@ async fn register_round(shared: &Shared, room: usize) -> bool {
         } else {
             0
         };
-        // An admission given here is a new one; a session kept here is not (review r99a).
-        let touch = if admitted_here {
-            shared
-                .store
-                .register_admitted(&r.cfg.params, vid, seen.as_ref(), expires)
-        } else {
-            shared
-                .store
-                .register_local(&r.cfg.params, vid, seen.as_ref(), expires)
-        };
+        let touch = shared
+            .store
+            .register_local(&r.cfg.params, vid, seen.as_ref(), expires);
         async move { (vid, shared.store_call("touch", r.name(), touch).await) }
     });
     let mut told = 0;

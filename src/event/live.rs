@@ -434,6 +434,25 @@ mod tests {
         }
     }
 
+    /// The seconds to the next pre-queue's start, which no session kept or admitted on an
+    /// instance alone outlives (review r100b, r101a): none once the last has begun.
+    #[test]
+    fn the_next_prequeue_is_the_nearest_still_to_begin() {
+        let s = 1_000_000;
+        let events = RoomEvents::new(
+            "sale",
+            vec![
+                ev("a", 100 * s, 200 * s, Some(300 * s)),
+                ev("b", 400 * s, 500 * s, None),
+            ],
+            None,
+        );
+        assert_eq!(events.secs_to_next_prequeue(30 * s), Some(70));
+        assert_eq!(events.secs_to_next_prequeue(100 * s), Some(300));
+        assert_eq!(events.secs_to_next_prequeue(399 * s + 1), Some(0));
+        assert_eq!(events.secs_to_next_prequeue(400 * s), None);
+    }
+
     #[test]
     fn changes_made_before_the_first_tick_are_checked_at_it() {
         let events = RoomEvents::new("sale", vec![], None);

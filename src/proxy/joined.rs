@@ -222,6 +222,17 @@ impl Proxy {
                     Failure::of(&e),
                     &r.last_known(now),
                 );
+                // Not past the start of the room's next pre-queue: the store ends the sessions it
+                // holds then, and not one admitted here and not told yet (found by review r101a:
+                // such a cookie ordered after the opening, ahead of the registrants).
+                let session_ttl = r
+                    .events
+                    .any()
+                    .then(|| r.events.secs_to_next_prequeue(now))
+                    .flatten()
+                    .map_or(p.session_ttl, |s| {
+                        p.session_ttl.min(std::time::Duration::from_secs(s))
+                    });
                 let local = |share| LocalAdmit {
                     vid,
                     rate: r.live.rate_in_force().unwrap_or(p.admit_per_second),
@@ -229,7 +240,7 @@ impl Proxy {
                     tick: p.tick,
                     share,
                     now,
-                    session_ttl: p.session_ttl,
+                    session_ttl,
                     heard_at: r.live.heard_at(),
                 };
                 match decision {
@@ -248,6 +259,9 @@ impl Proxy {
                     // is no claim on an admission either: an address's tickets get at most its
                     // join-limit of local admissions in a window (found by review: stale
                     // tickets from one address took an outage's local admissions).
+                    OnError::Local { .. } if session_ttl.as_secs() == 0 => {
+                        Self::held_while_away(shared, room, ticket)
+                    }
                     OnError::Local { share } => match r.local.try_admit(&local(share), uncounted) {
                         Some(session) => {
                             if session.fresh {

@@ -38,12 +38,7 @@ impl Proxy {
         }
         // A local admission is counted past max-active: its visitor is in the shop whatever the
         // store says (found by review r89c).
-        let touch = if local && r.local.admitted_here(vid) {
-            // A new admission, not a session kept here (review r99a).
-            shared
-                .store
-                .register_admitted(&r.cfg.params, vid, seen.as_ref(), expires)
-        } else if local {
+        let touch = if local {
             shared
                 .store
                 .register_local(&r.cfg.params, vid, seen.as_ref(), expires)

@@ -47,9 +47,6 @@ struct LocalInner {
     per_client_swept_at: Option<Micros>,
     /// Of those, the ones the store has not been told of yet.
     unregistered: HashSet<VisitorId>,
-    /// Of those, the ones admitted here (not kept): new admissions, told as such
-    /// ([`crate::store::Store::register_admitted`]).
-    admitted: HashSet<VisitorId>,
 }
 
 /// The local bucket: made for a share of the rate (its key, in thousandths a second) in the
@@ -72,7 +69,6 @@ impl LocalInner {
             if self.running.get(&vid) == Some(&end) {
                 self.running.remove(&vid);
                 self.unregistered.remove(&vid);
-                self.admitted.remove(&vid);
             }
         }
     }
@@ -156,7 +152,6 @@ impl LocalBucket {
         inner.sessions.push_back((end, a.vid));
         inner.running.insert(a.vid, end);
         inner.unregistered.insert(a.vid);
-        inner.admitted.insert(a.vid);
         self.pending
             .store(inner.unregistered.len(), Ordering::Release);
         Some(LocalSession {
@@ -203,9 +198,8 @@ impl LocalBucket {
     }
 
     /// Up to `n` of the sessions the store has not been told of yet, each with when it runs out
-    /// here (µs; 0 if not known) and whether it was admitted here (not kept), none without a
-    /// lock when there are none.
-    pub fn unregistered_some(&self, n: usize) -> Vec<(VisitorId, Micros, bool)> {
+    /// here (µs; 0 if not known), none without a lock when there are none.
+    pub fn unregistered_some(&self, n: usize) -> Vec<(VisitorId, Micros)> {
         if self.pending.load(Ordering::Acquire) == 0 {
             return Vec::new();
         }
@@ -214,38 +208,27 @@ impl LocalBucket {
             .unregistered
             .iter()
             .take(n)
-            .map(|vid| {
-                let end = inner.running.get(vid).copied().unwrap_or(0);
-                (*vid, end, inner.admitted.contains(vid))
-            })
+            .map(|vid| (*vid, inner.running.get(vid).copied().unwrap_or(0)))
             .collect()
-    }
-
-    /// Whether `vid`'s session, not told to the store yet, was admitted here (not kept).
-    pub fn admitted_here(&self, vid: VisitorId) -> bool {
-        let inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
-        inner.admitted.contains(&vid)
     }
 
     /// The store was told of `vid`'s session (or has no room for it: then it is not asked again).
     pub fn registered(&self, vid: VisitorId) {
         let mut inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
         inner.unregistered.remove(&vid);
-        inner.admitted.remove(&vid);
         self.pending
             .store(inner.unregistered.len(), Ordering::Release);
     }
 
     /// Carries the local sessions over a reload.
     pub fn inherit(&self, old: &LocalBucket) {
-        let (sessions, running, per_client, unregistered, admitted, limiter) = {
+        let (sessions, running, per_client, unregistered, limiter) = {
             let o = old.inner.lock().unwrap_or_else(|e| e.into_inner());
             (
                 o.sessions.clone(),
                 o.running.clone(),
                 o.per_client.clone(),
                 o.unregistered.clone(),
-                o.admitted.clone(),
                 o.limiter.clone(),
             )
         };
@@ -254,7 +237,6 @@ impl LocalBucket {
         inner.running = running;
         inner.per_client = per_client;
         inner.unregistered = unregistered;
-        inner.admitted = admitted;
         inner.limiter = limiter;
         self.pending
             .store(inner.unregistered.len(), Ordering::Release);

@@ -176,16 +176,6 @@ impl Store for MemoryStore {
         Ok(self.renew_or_take_back(p, vid, crate::store::Taking::Kept, expires))
     }
 
-    async fn register_admitted(
-        &self,
-        p: &RoomParams,
-        vid: VisitorId,
-        _seen: Option<&crate::store::SeenGeneration>,
-        expires: u64,
-    ) -> Result<Touched, StoreError> {
-        Ok(self.renew_or_take_back(p, vid, crate::store::Taking::Admitted, expires))
-    }
-
     async fn consume(
         &self,
         p: &RoomParams,

@@ -330,20 +330,6 @@ pub trait Store: Send + Sync + 'static {
         expires: u64,
     ) -> Result<Touched, StoreError>;
 
-    /// [`Store::register_local`] for an admission the caller gave on its own (`local`) while
-    /// the store was away, rather than a session it kept: a new admission, so that a record of
-    /// an earlier admission of the visitor (used by an order, ended by a pre-queue) does not
-    /// refuse it, as it does not refuse one the store gives (found by review r99a: a visitor
-    /// who had ordered, came back and was let in locally during a long outage, was refused the
-    /// session and the order).
-    async fn register_admitted(
-        &self,
-        room: &RoomParams,
-        vid: VisitorId,
-        seen: Option<&SeenGeneration>,
-        expires: u64,
-    ) -> Result<Touched, StoreError>;
-
     /// Takes an admission for an order. Of concurrent calls for one visitor exactly one wins;
     /// a call re-sent with the same request id wins again. The admission stays pending until
     /// [`Store::settle`], or until `order.grace` has passed and the visitor is seen again.

@@ -75,19 +75,14 @@ pub struct SeenGeneration {
     pub quiet: Duration,
 }
 
-/// Who asks the store to count a session it may not hold (touch.lua's `ARGV[10]` and `ARGV[13]`).
+/// Who asks the store to count a session it may not hold (touch.lua's `ARGV[10]`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Taking {
     /// A sliding renewal: taken back only while max-active allows.
     Renewal,
-    /// A session an instance kept running on its own while the store was away: taken back
+    /// A session an instance kept running, or admitted, on its own while the store was away: taken back
     /// past max-active ([`crate::store::Store::register_local`]).
     Kept,
-    /// An admission an instance gave on its own (`local`) while the store was away: taken back
-    /// past max-active, and a new admission, so that the records of an earlier one of the
-    /// visitor (used, ended) no longer speak for them, as for one the store gives
-    /// ([`crate::store::Store::register_admitted`]).
-    Admitted,
 }
 
 impl Taking {

@@ -378,17 +378,6 @@ impl Store for RedisStore {
         self.touch_call(p, vid, seen, expires, Taking::Kept).await
     }
 
-    async fn register_admitted(
-        &self,
-        p: &RoomParams,
-        vid: VisitorId,
-        seen: Option<&crate::store::SeenGeneration>,
-        expires: u64,
-    ) -> Result<Touched, StoreError> {
-        self.touch_call(p, vid, seen, expires, Taking::Admitted)
-            .await
-    }
-
     async fn consume(
         &self,
         p: &RoomParams,

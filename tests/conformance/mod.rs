@@ -165,7 +165,7 @@ macro_rules! conformance_suite {
             a_used_admission_stays_used_through_an_outage_longer_than_its_marker,
             a_visitor_admitted_again_is_not_held_to_an_earlier_use,
             an_order_in_flight_holds_through_an_outage_longer_than_its_marker,
-            a_local_admission_after_an_order_is_a_new_admission,
+            a_local_admission_that_ordered_before_it_was_told_orders_once,
             a_renewal_under_a_lower_session_ttl_never_shortens_the_session,
             a_local_admission_is_counted_past_the_cap,
             a_session_taken_back_runs_as_long_as_its_cookie,

@@ -248,30 +248,31 @@ pub async fn a_used_admission_stays_used_through_an_outage_longer_than_its_marke
     }
 }
 
-/// An admission an instance gave on its own while the store was away (the `local` policy) is a
-/// new admission: the visitor's earlier one, used by an order, does not refuse it, however
-/// recent that order on the room's clock, and the new one orders (found by review r99a: a
-/// visitor who had ordered, came back and was let in locally during a long outage, was
-/// refused the session and the order). A session kept on its own is not a new admission.
-pub async fn a_local_admission_after_an_order_is_a_new_admission(h: &dyn Harness) {
+/// An admission an instance gave on its own while the store was away (the `local` policy),
+/// which orders through another instance before its own tells the store (the store takes the
+/// cookie's word), is used up: once told, the session is not taken back and the cookie does not
+/// order again (found by re-review r101a: told as a new admission, it dropped the record of
+/// its own order and ordered a second time; so the instance tells it as a session it kept).
+pub async fn a_local_admission_that_ordered_before_it_was_told_orders_once(h: &dyn Harness) {
     let s = h.store();
-    let mut p = room("local-again", 100.0, 10);
+    let mut p = room("local-once", 100.0, 10);
     p.session_ttl = Duration::from_secs(100);
-    let v = ordered(&*s, &p, Duration::from_secs(100)).await;
-    h.let_time_pass(Duration::from_secs(20));
+    let v = anteroom::store::VisitorId::random();
     let until = h.wall_secs() + 100;
-    let kept = s.register_local(&p, v, None, until).await.unwrap();
-    assert!(
-        !kept.held(),
-        "a kept copy of the used admission taken back: {kept:?}"
-    );
-    let told = s.register_admitted(&p, v, None, until).await.unwrap();
-    assert_eq!(told, Touched::TakenBack, "the local admission refused");
     let o = Order {
         cookie_expires: until,
         ..order()
     };
     assert_eq!(s.consume(&p, v, &o).await.unwrap(), Consumed::Won);
+    let done = s.settle(&p, v, &o.request, Settle::Confirm).await.unwrap();
+    assert_eq!(done, Settled::Done);
+    let told = s.register_local(&p, v, None, until).await.unwrap();
+    assert!(!told.held(), "a used local admission taken back: {told:?}");
+    let again = Order {
+        cookie_expires: until,
+        ..order()
+    };
+    assert_eq!(s.consume(&p, v, &again).await.unwrap(), Consumed::Used);
 }
 
 /// An order in flight when an outage longer than its marker's life begins holds its admission

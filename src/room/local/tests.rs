@@ -58,12 +58,8 @@ fn a_kept_session_runs_to_its_new_end_and_is_told() {
     b.keep(a.vid, half, ttl);
     assert!(b.unregistered(a.vid), "to be told");
     // Told with when it runs out here: the store stretches a used admission's marker past it
-    // (found by review r97b); as kept, not admitted here (review r99a).
-    assert_eq!(
-        b.unregistered_some(8),
-        vec![(a.vid, half + micros(ttl), false)]
-    );
-    assert!(!b.admitted_here(a.vid));
+    // (found by review r97b).
+    assert_eq!(b.unregistered_some(8), vec![(a.vid, half + micros(ttl))]);
     assert_eq!(b.active(half), 1, "counted once");
     let first_end = 1 + micros(ttl);
     assert_eq!(b.active(first_end), 1, "runs past its first end");
@@ -307,23 +303,6 @@ fn the_scripts_bound_is_the_instances() {
         include_str!("../../../lua/prelude.lua").contains(&line),
         "{line}"
     );
-}
-
-/// A session admitted here and not told yet is told as a new admission, kept again or not; one
-/// only kept here is not (review r99a).
-#[test]
-fn an_admission_given_here_is_told_as_one() {
-    let b = LocalBucket::default();
-    let c = admit(5, 1);
-    assert!(b.try_admit(&c, None).is_some());
-    b.keep(c.vid, 2, Duration::from_secs(10));
-    assert!(b.admitted_here(c.vid));
-    assert_eq!(b.unregistered_some(8).first().map(|u| u.2), Some(true));
-    b.registered(c.vid);
-    assert!(!b.admitted_here(c.vid), "told");
-    let k = VisitorId::random();
-    b.keep(k, 3, Duration::from_secs(10));
-    assert!(!b.admitted_here(k), "kept only");
 }
 
 /// No cookie kept here alone outlives the start of the next pre-queue: the store ends the

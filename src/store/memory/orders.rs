@@ -86,8 +86,7 @@ impl RoomData {
     }
 
     /// touch.lua's renewal; `taking`: a renewal, or a session an instance kept or admitted on
-    /// its own, taken back past max-active too ([`crate::store::Store::register_local`]); one
-    /// it admitted is a new admission ([`crate::store::Store::register_admitted`]).
+    /// its own, taken back past max-active too ([`crate::store::Store::register_local`]).
     /// `expires`: the cookie's expiry (unix s, by `wall`'s clock; 0: not known), as in
     /// touch.lua: a session taken back runs until then at least, and a cookie expired by
     /// `wall` takes nothing back.
@@ -100,16 +99,8 @@ impl RoomData {
         expires: u64,
     ) -> Touched {
         let past_cap = taking.past_cap();
-        if taking == crate::store::Taking::Admitted {
-            // A new admission: an earlier one's records no longer speak for the visitor (as
-            // touch.lua's ARGV[13]).
-            self.readmitted(vid);
-        }
         let live = self.live_peek(p, now);
-        let mark = self.settled_mark(p, vid, now, live, wall).filter(|m| {
-            // The used marker of an earlier admission, for a new one (as in touch.lua).
-            !(taking == crate::store::Taking::Admitted && matches!(m, Mark::Confirmed(_)))
-        });
+        let mark = self.settled_mark(p, vid, now, live, wall);
         let held = self.active.contains_key(&vid);
         let used = !held && self.used.holds(&vid, live);
         let marked = match &mark {

@@ -50,8 +50,7 @@ impl RedisStore {
             .arg(seen.map_or(0, |g| micros(g.quiet)))
             .arg(if taking.past_cap() { "1" } else { "" })
             .arg(expires)
-            .arg(u64::try_from(MARKER_MARGIN.as_millis()).unwrap_or(u64::MAX))
-            .arg(if taking == Taking::Admitted { "1" } else { "" });
+            .arg(u64::try_from(MARKER_MARGIN.as_millis()).unwrap_or(u64::MAX));
         let code: i64 = self.run("touch", &p.name, &inv).await?;
         Ok(touched_of(code))
     }
