@@ -14,6 +14,7 @@ pub mod history;
 pub mod integrity;
 pub mod liveness;
 pub mod order_clocks;
+pub mod outage_records;
 pub mod properties;
 pub mod queueing;
 pub mod recovery;
@@ -40,6 +41,7 @@ pub use history::*;
 pub use integrity::*;
 pub use liveness::*;
 pub use order_clocks::*;
+pub use outage_records::*;
 pub use queueing::*;
 pub use taken_back::*;
 

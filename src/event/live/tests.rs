@@ -1,0 +1,89 @@
+//! Tests of a room's events as an instance sees them.
+
+use super::*;
+use crate::event::tests::ev;
+
+#[test]
+fn the_phase_alone_is_the_views_phase() {
+    let events = RoomEvents::new(
+        "sale",
+        vec![ev("a", 100, 200, Some(300)), ev("b", 400, 500, None)],
+        None,
+    );
+    for t in (0..700).step_by(7) {
+        assert_eq!(events.phase(t), events.view(t).map(|v| v.phase), "{t}");
+    }
+}
+
+/// The seconds to the next pre-queue's start, which no session kept or admitted on an
+/// instance alone outlives (review r100b, r101a): none once the last has begun.
+#[test]
+fn the_next_prequeue_is_the_nearest_still_to_begin() {
+    let s = 1_000_000;
+    let events = RoomEvents::new(
+        "sale",
+        vec![
+            ev("a", 100 * s, 200 * s, Some(300 * s)),
+            ev("b", 400 * s, 500 * s, None),
+        ],
+        None,
+    );
+    assert_eq!(events.secs_to_next_prequeue(30 * s), Some(70));
+    assert_eq!(events.secs_to_next_prequeue(100 * s), Some(300));
+    assert_eq!(events.secs_to_next_prequeue(399 * s + 1), Some(0));
+    assert_eq!(events.secs_to_next_prequeue(400 * s), None);
+}
+
+#[test]
+fn changes_made_before_the_first_tick_are_checked_at_it() {
+    let events = RoomEvents::new("sale", vec![], None);
+    // Nothing changed here: the first generation is only noted.
+    assert!(!events.note_generation("g1"));
+    assert!(!events.note_generation("g1"));
+    assert!(events.note_generation("g2"));
+    // An event added through the admin API before this instance's first tick: the store
+    // may have lost it before that tick, whatever generation the tick reports.
+    let fresh = RoomEvents::new("sale", vec![], None);
+    let mut runtime = RuntimeEvents {
+        version: 1,
+        ..RuntimeEvents::default()
+    };
+    runtime.events.insert(
+        "kept".into(),
+        crate::event::schedule::Runtime {
+            event: Some(ev("kept", 100, 200, None)),
+            cancelled: false,
+        },
+    );
+    fresh.rebuild(&runtime);
+    assert!(fresh.note_generation("g1"));
+    assert!(!fresh.note_generation("g1"));
+}
+
+#[test]
+fn a_cancelled_draw_is_published_by_its_id_and_an_event_of_its_id_back_is_not_revealed() {
+    let secret: Option<Arc<[u8]>> = Some(Arc::from(&b"secret"[..]));
+    let events = RoomEvents::new("sale", vec![], secret.clone());
+    let gone = ev("drop", 100, 200, None);
+    let out = LineDraw {
+        id: gone.id(),
+        out: true,
+        epoch: 7,
+    };
+    events.learn(None, Some(&out), 150, 0, 150);
+    let c = events.cancelled_draw().expect("the cancelled draw");
+    assert_eq!(
+        (c.name.as_str(), c.prequeue_from, c.epoch),
+        ("drop", 100, 7)
+    );
+    assert_eq!(Some(c.seed), events.seed(&gone));
+    assert!(!events.line_sealed(150));
+    // The same event back in the file (the same id): not the cancelled one any more, and
+    // not revealed by the draw being out — it is in its pre-queue, places nobody by the
+    // draw, and does not claim to be open (found by re-review).
+    let back = RoomEvents::new("sale", vec![gone.clone()], secret);
+    back.learn(None, Some(&out), 150, 0, 150);
+    assert!(back.cancelled_draw().is_none());
+    assert!(!back.revealed(&gone));
+    assert_eq!(back.view(150).map(|v| v.phase), Some(Phase::Prequeue));
+}
