@@ -67,7 +67,7 @@ if not held then
       or used_lately(KEYS[6], vid, live) then
     return { 0, 0 }
   end
-  if session_ended(KEYS[4], vid, now) or ended_lately(KEYS[6], vid, live) then
+  if ended_either(KEYS[4], KEYS[6], vid, now, live) then
     return { 3, 0 }
   end
   -- The store lost its data since the caller last saw it (another generation, or none), or

@@ -78,6 +78,12 @@ local function ended_lately(used, vid, live)
   return s ~= nil and s > live
 end
 
+-- Whether a pre-queue ended `vid`'s session, by the ended set (Redis's clock) or its record on
+-- the liveness clock: every reader asks both.
+local function ended_either(ended, used, vid, now, live)
+  return session_ended(ended, vid, now) or ended_lately(used, vid, live)
+end
+
 -- A pending consume that failed or was never settled: the same visitor holds the slot again,
 -- whatever max-active says (it never left the count) — unless a pre-queue ended that session
 -- meanwhile (end_sessions), by the ended set or, past its life on Redis's clock, on the liveness
@@ -86,7 +92,7 @@ end
 -- back, which ordered after the opening ahead of the registrants).
 local function give_back(active, marker, vid, m, now, session_us, marker_ms, ended, used, live)
   redis.call('ZREM', used, 'p' .. vid)
-  if not session_ended(ended, vid, now) and not ended_lately(used, vid, live) then
+  if not ended_either(ended, used, vid, now, live) then
     redis.call('ZADD', active, math.max(m.held or 0, now + session_us), vid)
   end
   redis.call('SET', marker, 'g ' .. m.req, 'PX', marker_ms)

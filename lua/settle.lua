@@ -59,8 +59,7 @@ if how == 'extend' and not m then
   -- again as well.
   local deadline = now + tonumber(ARGV[7])
   local exp = tonumber(redis.call('ZSCORE', active, vid))
-  if (not exp or exp < deadline) and not session_ended(KEYS[4], vid, now)
-      and not ended_lately(KEYS[7], vid, live) then
+  if (not exp or exp < deadline) and not ended_either(KEYS[4], KEYS[7], vid, now, live) then
     redis.call('ZADD', active, deadline, vid)
   end
   redis.call('SET', marker, pending_marker(req, deadline, 0, live + tonumber(ARGV[7]) + cap),
@@ -83,8 +82,7 @@ if how == 'extend' then
   end
   local deadline = now + tonumber(ARGV[7])
   local exp = tonumber(redis.call('ZSCORE', active, vid))
-  if (not exp or exp < deadline) and not session_ended(KEYS[4], vid, now)
-      and not ended_lately(KEYS[7], vid, live) then
+  if (not exp or exp < deadline) and not ended_either(KEYS[4], KEYS[7], vid, now, live) then
     redis.call('ZADD', active, deadline, vid)
   end
   -- The marker keeps the life the consume gave it (past every cookie of the admission), if

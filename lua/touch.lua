@@ -72,7 +72,7 @@ local caps = redis.call('HMGET', room, 'max_active', 'ev_max')
 local max_active = tonumber(caps[1]) or tonumber(caps[2]) or tonumber(ARGV[3])
 -- A `local` admission (ARGV[10] = '1') is taken back past max-active: its visitor is in the
 -- shop on their cookie whatever this says (src/store/mod.rs register_local).
-local ended = not held and (session_ended(KEYS[5], vid, now) or ended_lately(KEYS[6], vid, live))
+local ended = not held and ended_either(KEYS[5], KEYS[6], vid, now, live)
 if ended and expires_us > now then
   -- A copy of an ended session's cookie kept running while the store was away: the record
   -- outlives it by the margin, as the used record does a kept copy's (found by review r99b).

@@ -29,7 +29,7 @@ impl RoomData {
         held: Micros,
         now: Micros,
     ) {
-        if !self.ended_by_prequeue(p, vid, now) {
+        if !self.ended_by_prequeue(vid, now, self.live_peek(p, now)) {
             self.activate(vid, held.max(now + micros(p.session_ttl)));
         }
         self.pending_live.forget(&vid);
@@ -40,8 +40,8 @@ impl RoomData {
     /// Whether a pre-queue ended `vid`'s session, by the ended set or on the liveness clock (an
     /// order of it given back or beating does not bring it back: as in `lua/markers.lua`'s
     /// give_back and settle.lua's extend).
-    fn ended_by_prequeue(&self, p: &RoomParams, vid: VisitorId, now: Micros) -> bool {
-        self.session_ended(vid, now) || self.ended_live.holds(&vid, self.live_peek(p, now))
+    fn ended_by_prequeue(&self, vid: VisitorId, now: Micros, live: Micros) -> bool {
+        self.session_ended(vid, now) || self.ended_live.holds(&vid, live)
     }
 
     /// The liveness clock now, read without a step (as `read_live` in `lua/markers.lua`): a
@@ -131,7 +131,7 @@ impl RoomData {
         if !held && expires > 0 && expires <= wall {
             return Touched::Refused;
         }
-        let ended = !held && (self.session_ended(vid, now) || self.ended_live.holds(&vid, live));
+        let ended = !held && self.ended_by_prequeue(vid, now, live);
         if ended && expires > wall {
             // A kept copy of an ended session's cookie: the record outlives it (as in touch.lua).
             let life = (expires - wall)
@@ -206,7 +206,7 @@ impl RoomData {
                 && !matches!(mark, Some(Mark::Confirmed(_)))
                 && !self.used.holds(&vid, live) =>
             {
-                if self.session_ended(vid, now) || self.ended_live.holds(&vid, live) {
+                if self.ended_by_prequeue(vid, now, live) {
                     return Consumed::Ended;
                 }
                 now
@@ -290,7 +290,7 @@ impl RoomData {
                 let live = self.live_peek(p, now);
                 let live_deadline = live + micros(grace) + liveness::cap(p.tick);
                 self.pending_live.note(vid, live_deadline, live);
-                if !self.ended_by_prequeue(p, vid, now) {
+                if !self.ended_by_prequeue(vid, now, self.live_peek(p, now)) {
                     let exp = self.active.get(&vid).copied().unwrap_or(0);
                     self.activate(vid, exp.max(deadline));
                 }
@@ -326,7 +326,7 @@ impl RoomData {
                 let live = self.live_peek(p, now);
                 let live_deadline = live + micros(grace) + liveness::cap(p.tick);
                 self.pending_live.note(vid, live_deadline, live);
-                if !self.ended_by_prequeue(p, vid, now) {
+                if !self.ended_by_prequeue(vid, now, self.live_peek(p, now)) {
                     let exp = self.active.get(&vid).copied().unwrap_or(0);
                     self.activate(vid, exp.max(deadline));
                 }
