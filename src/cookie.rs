@@ -236,14 +236,25 @@ pub fn values<'a, 'n, H: IntoIterator<Item = &'a [u8]>>(
     headers: H,
     name: &'n str,
 ) -> impl Iterator<Item = &'a str> + use<'a, 'n, H> {
-    headers
-        .into_iter()
-        .flat_map(pairs)
-        .filter_map(|pair| std::str::from_utf8(pair).ok())
-        .filter_map(move |pair| {
-            let v = pair.trim_start().strip_prefix(name)?.strip_prefix('=')?;
-            Some(v.trim_end())
-        })
+    headers.into_iter().flat_map(pairs).filter_map(move |pair| {
+        let rest = pair.trim_ascii_start();
+        if rest.first().is_some_and(|&b| solid(b)) {
+            // `str::trim_start` stops there too: the name is compared as bytes, and only a
+            // pair of that name is read as text (the pair is UTF-8 exactly when its value
+            // is: what comes before it is `str` already).
+            let v = rest.strip_prefix(name.as_bytes())?.strip_prefix(b"=")?;
+            return std::str::from_utf8(v).ok().map(str::trim_end);
+        }
+        let pair = std::str::from_utf8(pair).ok()?;
+        let v = pair.trim_start().strip_prefix(name)?.strip_prefix('=')?;
+        Some(v.trim_end())
+    })
+}
+
+/// A byte at which `str::trim` and `trim_ascii` both stop, whatever follows it: ASCII and not
+/// whitespace (`\x0b` is whitespace to the first and not to the second).
+fn solid(b: u8) -> bool {
+    b.is_ascii() && !char::from(b).is_whitespace()
 }
 
 /// The `;`-separated pairs of a `Cookie` header value, as sent (whitespace and all).
@@ -264,6 +275,14 @@ fn pairs(value: &[u8]) -> impl Iterator<Item = &[u8]> {
 /// A pair without the whitespace around it: as `str::trim` for a pair that is UTF-8, ASCII
 /// whitespace for one that is not.
 fn trimmed(pair: &[u8]) -> &[u8] {
+    // The common pair: ASCII whitespace around solid ends gives the same either way, and needs
+    // no UTF-8 check (which read every pair of every admitted request whole).
+    let inner = pair.trim_ascii();
+    match (inner.first(), inner.last()) {
+        (None, _) => return inner,
+        (Some(&a), Some(&z)) if solid(a) && solid(z) => return inner,
+        _ => {}
+    }
     match std::str::from_utf8(pair) {
         Ok(p) => p.trim().as_bytes(),
         Err(_) => pair.trim_ascii(),

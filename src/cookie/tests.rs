@@ -44,6 +44,9 @@ fn header() -> impl Strategy<Value = Vec<u8>> {
         Just(b" ".to_vec()),
         Just(b"\t".to_vec()),
         Just("\u{a0}".as_bytes().to_vec()),
+        Just(b"\x0b".to_vec()),
+        Just(b"\r\n".to_vec()),
+        Just(b"\xff".to_vec()),
         Just("é".as_bytes().to_vec()),
         Just(b"a".to_vec()),
         Just(b"b".to_vec()),
@@ -55,7 +58,22 @@ fn header() -> impl Strategy<Value = Vec<u8>> {
     prop::collection::vec(piece, 0..14).prop_map(|p| p.concat())
 }
 
+/// `trimmed` as it read every pair before its fast path: as text where the pair is UTF-8.
+fn trimmed_plainly(pair: &[u8]) -> &[u8] {
+    match std::str::from_utf8(pair) {
+        Ok(p) => p.trim().as_bytes(),
+        Err(_) => pair.trim_ascii(),
+    }
+}
+
 proptest! {
+    #[test]
+    fn a_pair_is_trimmed_as_it_was_read_as_text(h in header()) {
+        for pair in h.split(|&b| b == b';') {
+            prop_assert_eq!(trimmed(pair), trimmed_plainly(pair), "{:?}", pair);
+        }
+    }
+
     #[test]
     fn finding_a_cookie_answers_what_splitting_every_pair_answers(
         hs in prop::collection::vec(header(), 0..3),

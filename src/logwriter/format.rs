@@ -128,6 +128,8 @@ fn push_millis(out: &mut String, ms: f64) -> bool {
 
 /// `n` in decimal, zero-padded to `width` digits.
 fn push_padded(out: &mut String, n: u32, width: usize) {
+    // Ten digits at most, and the zeros in front are already there: written in one piece (a
+    // `char` at a time was a quarter of the access line's cost).
     let mut digits = [b'0'; 10];
     let mut i = digits.len();
     let mut n = n;
@@ -136,10 +138,11 @@ fn push_padded(out: &mut String, n: u32, width: usize) {
         digits[i] = b'0' + (n % 10) as u8;
         n /= 10;
     }
-    for _ in (digits.len() - i)..width {
+    let from = i.min(digits.len().saturating_sub(width));
+    for _ in digits.len()..width {
         out.push('0');
     }
-    out.extend(digits[i..].iter().map(|&b| b as char));
+    out.push_str(std::str::from_utf8(&digits[from..]).unwrap_or("0"));
 }
 
 /// A UTC second as RFC 3339 up to the fraction (`2026-12-01T11:12:52.`): the time `tracing`'s
@@ -290,6 +293,14 @@ mod tests {
             let mut p = String::new();
             push_padded(&mut p, micros, 6);
             prop_assert_eq!(p, format!("{micros:06}"));
+        }
+
+        /// Every figure at every width, as `format!` pads it.
+        #[test]
+        fn a_padded_figure_is_what_format_writes(n in any::<u32>(), width in 0usize..14) {
+            let mut p = String::from("x");
+            push_padded(&mut p, n, width);
+            prop_assert_eq!(p, format!("x{n:0width$}"));
         }
 
         /// Durations to the microsecond, written from integers, read as the float formatters

@@ -337,8 +337,12 @@ impl ProxyHttp for Proxy {
         ctx: &mut Ctx,
     ) -> Result<()> {
         command::on_response(session.req_header(), upstream_response, ctx).await;
-        // Only the admin listener answers as it (see `ADMIN_MARK`).
-        upstream_response.remove_header(crate::route::headers::ADMIN_MARK);
+        // Only the admin listener answers as it (see `ADMIN_MARK`). Looked for among the names
+        // first: a removal by a name given as text parses and hashes it on every answer.
+        let mark = crate::route::headers::ADMIN_MARK;
+        if upstream_response.headers.keys().any(|k| k.as_str() == mark) {
+            upstream_response.remove_header(mark);
+        }
         // An answer its head ends (no body follows) is whole here: Pingora calls no body
         // filter for it (found by re-review: an early 204 to a stalled HTTP/2 upload never
         // gave its slot back).

@@ -262,3 +262,18 @@ fn needing_normalizing_is_what_the_substring_tests_said() {
         assert_eq!(needs_normalizing(p), was, "{p:?}");
     }
 }
+
+proptest::proptest! {
+    /// The `/`-by-`/` search for `/_next/data/` finds what `str::find` found, in paths built
+    /// from its pieces (and a multi-byte letter, so a `/` after one is tried too).
+    #[test]
+    fn next_data_is_found_where_str_find_finds_it(
+        parts in proptest::collection::vec(
+            proptest::sample::select(vec!["/", "_next", "/data", "data/", "/_next/data/", "x", "é", ".json", "index"]),
+            0..10,
+        )
+    ) {
+        let path: String = parts.concat();
+        proptest::prop_assert_eq!(next_data_at(&path), path.find(NEXT_DATA));
+    }
+}
