@@ -62,7 +62,8 @@
 --   client; the eta field carries the milliseconds until the window ends), 7 registered (in
 --   line during a pre-queue, or at a draw's place whose order is not out yet; position 0 when
 --   drawn), 8 ended (the event closed: not added),
---   9 unplaced (a newcomer, not added: the caller's events are older than the store's)
+--   9 unplaced (a newcomer, not added: the caller's events are older than the store's),
+--   10 settling (a session whose order is in flight: no admission until it is settled)
 
 local waiting, active, room = KEYS[1], KEYS[2], KEYS[3]
 -- Every field of the room hash this script reads, read once (h_NAME): the hash is written below
@@ -275,6 +276,16 @@ end
 local exp = redis.call('ZSCORE', active, vid)
 if exp then
   if tonumber(exp) > now and (not in_pre or mixed_events) then
+    -- An order of this session in flight (the used set's 'p' member, on the liveness clock:
+    -- lua/markers.lua note_pending): the visitor asks again once it is settled. Renewed and
+    -- answered admitted here, the caller gave a new cookie of the session the order's confirm
+    -- then ended, and every order on it was refused as used until it ran out, a session-ttl
+    -- later, while its holder could not rejoin the line (found by review r102b: a poll or a
+    -- page just after an order's answer, before its confirm landed).
+    local p = tonumber(redis.call('ZSCORE', KEYS[7], 'p' .. vid))
+    if p and p > live then
+      return { 10, 0, redis.call('ZCARD', waiting), '0', 0 }
+    end
     redis.call('ZADD', active, renewed_deadline(exp, now + tonumber(ARGV[5])), vid)
     return { 0, 0, 0, '0', 0 }
   end

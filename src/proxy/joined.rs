@@ -146,13 +146,16 @@ impl Proxy {
                 },
             }),
             Ok(Admission::Ended) => Verdict::Ended,
-            // Not placed by events this instance has not read yet (changed a moment ago): on
-            // hold, back within a tick or two.
-            Ok(Admission::Unplaced { waiting }) => Verdict::Wait(Status {
-                waiting,
-                retry_after_ms: page::poll_interval(tiers, 1).as_millis() as u64,
-                ..Self::on_hold(shared, room)
-            }),
+            // Not placed by events this instance has not read yet (changed a moment ago), or
+            // an order of the visitor's session still in flight: on hold, back within a tick
+            // or two.
+            Ok(Admission::Unplaced { waiting } | Admission::Settling { waiting }) => {
+                Verdict::Wait(Status {
+                    waiting,
+                    retry_after_ms: page::poll_interval(tiers, 1).as_millis() as u64,
+                    ..Self::on_hold(shared, room)
+                })
+            }
             Ok(Admission::Full { waiting }) => Verdict::Wait(Status {
                 room: name,
                 state: State::Full,

@@ -166,6 +166,10 @@ pub enum Admission {
     /// (an operator changed them a moment ago), and where they would place the visitor is not
     /// known to it. Told to poll again: the instance reads the changes at its next tick.
     Unplaced { waiting: u64 },
+    /// A session whose order is in flight (taken, not yet settled): no admission is given on
+    /// it until the order is settled, since its confirm ends the session (a cookie given now
+    /// would be refused at every order). Told to poll again.
+    Settling { waiting: u64 },
 }
 
 /// A per-client limit on new joins: at most `limit` new visitors per `per` from `client`.

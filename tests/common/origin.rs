@@ -42,6 +42,8 @@ pub struct Origin {
     stop: tokio::sync::watch::Sender<bool>,
     /// Milliseconds every answer takes (a shop that slows down): see [`Origin::set_delay`].
     delay: Arc<std::sync::atomic::AtomicU64>,
+    /// Requests that have arrived, answered or not (`seen` has them once answered).
+    arrived: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 /// The body `/big` answers with: 2 MiB of a repeating pattern.
@@ -62,6 +64,8 @@ impl Origin {
         let log = seen.clone();
         let delay: Arc<std::sync::atomic::AtomicU64> = Arc::default();
         let slow = delay.clone();
+        let arrived: Arc<std::sync::atomic::AtomicUsize> = Arc::default();
+        let arriving = arrived.clone();
         let (stop, stopped) = tokio::sync::watch::channel(false);
         let task = tokio::spawn(async move {
             loop {
@@ -70,11 +74,13 @@ impl Origin {
                 };
                 let log = log.clone();
                 let slow = slow.clone();
+                let arriving = arriving.clone();
                 let mut stopped = stopped.clone();
                 tokio::spawn(async move {
                     let svc = service_fn(move |req: Request<Incoming>| {
                         let log = log.clone();
                         let ms = slow.load(std::sync::atomic::Ordering::Relaxed);
+                        arriving.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                         async move {
                             if ms > 0 {
                                 tokio::time::sleep(Duration::from_millis(ms)).await;
@@ -97,12 +103,18 @@ impl Origin {
             task,
             stop,
             delay,
+            arrived,
         }
     }
 
     /// From now on every answer takes `ms` milliseconds longer (0: as fast as it can).
     pub fn set_delay(&self, ms: u64) {
         self.delay.store(ms, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// How many requests have arrived, the ones still being answered (see `set_delay`) too.
+    pub fn arrived(&self) -> usize {
+        self.arrived.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     pub fn requests(&self) -> Vec<Seen> {

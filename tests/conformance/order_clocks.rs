@@ -331,3 +331,42 @@ pub async fn an_unsettled_order_comes_back_after_a_pause_once_its_grace_has_run(
     let done = s.settle(&p, v, &retry.request, Settle::Confirm).await;
     assert_eq!(done.unwrap(), Settled::Done);
 }
+
+/// A visitor who asks while their order is in flight (a page or a poll just after the order's
+/// answer cleared the cookie, before its confirm landed) is told to ask again, and given no
+/// admission of the session the confirm ends: given one, every order on it was refused as used
+/// for a whole session, while its holder could not rejoin the line (review r102b). Once the
+/// order is settled: a newcomer after a confirm, the session again after a give-back.
+pub async fn no_admission_is_given_on_a_session_whose_order_is_in_flight(h: &dyn Harness) {
+    let s = h.store();
+    for confirmed in [true, false] {
+        let p = room("settling", 100.0, 10);
+        let v = occupy(&*s, &p).await;
+        let (o, c) = take(&*s, &p, v).await;
+        assert_eq!(c, Consumed::Won);
+        assert!(
+            matches!(s.join(&p, v).await.unwrap(), Admission::Settling { .. }),
+            "asked while the order is in flight"
+        );
+        let settle = if confirmed {
+            Settle::Confirm
+        } else {
+            Settle::GiveBack
+        };
+        assert_eq!(
+            s.settle(&p, v, &o.request, settle).await.unwrap(),
+            Settled::Done
+        );
+        let again = s.join(&p, v).await.unwrap();
+        if confirmed {
+            // A new admission (nobody waits): it orders.
+            assert_eq!(again, Admission::Entered, "after the confirm");
+            let (_, c) = take(&*s, &p, v).await;
+            assert_eq!(c, Consumed::Won, "the new admission's order");
+        } else {
+            assert_eq!(again, Admission::Admitted, "after the give-back");
+            let (_, c) = take(&*s, &p, v).await;
+            assert_eq!(c, Consumed::Won, "the order again");
+        }
+    }
+}

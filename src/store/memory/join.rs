@@ -31,6 +31,14 @@ impl RoomData {
             // A pre-queue admits nobody: a session there (an order's, given back) ends, and
             // its holder registers (as in join.lua).
             if !in_pre {
+                // An order of this session in flight: no admission until it is settled (as in
+                // join.lua; review r102b).
+                let live = r.live_peek(p, now);
+                if r.pending_live.holds(&vid, live) {
+                    return Admission::Settling {
+                        waiting: r.waiters.len() as u64,
+                    };
+                }
                 r.renew(vid, now + micros(p.session_ttl));
                 return Admission::Admitted;
             }

@@ -46,7 +46,7 @@ impl RoomData {
 
     /// The liveness clock now, read without a step (as `read_live` in `lua/markers.lua`): a
     /// pending order's grace period runs on it too.
-    fn live_peek(&self, p: &RoomParams, now: Micros) -> Micros {
+    pub(super) fn live_peek(&self, p: &RoomParams, now: Micros) -> Micros {
         self.liveness.read(now, liveness::cap(p.tick), false).value
     }
 

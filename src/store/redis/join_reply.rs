@@ -71,6 +71,7 @@ impl FromRedisValue for JoinReply {
             }
             8 => Admission::Ended,
             9 => Admission::Unplaced { waiting },
+            10 => Admission::Settling { waiting },
             other => return Err(format!("join reply: unknown code {other}").into()),
         }))
     }
