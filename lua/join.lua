@@ -222,8 +222,22 @@ end
 -- data) nor through an event: those queue as in a line (found by review: a paused passthrough
 -- room let everyone in, and one reloaded to passthrough in a pre-queue let its registrants in
 -- before the opening).
+-- An order of the visitor's session in flight (the used set's 'p' member, on the liveness
+-- clock: lua/markers.lua note_pending): the visitor asks again once it is settled (code 10).
+-- Renewed and answered admitted, the caller gave a new cookie of the session the order's
+-- confirm then ended, and every order on it was refused as used until it ran out, a
+-- session-ttl later, while its holder could not rejoin the line (found by review r102b: a poll
+-- or a page just after an order's answer, before its confirm landed).
+local function order_in_flight()
+  local p = tonumber(redis.call('ZSCORE', KEYS[7], 'p' .. vid))
+  return p ~= nil and p > live
+end
+
 if ARGV[13] == 'passthrough' and not held and not ev then
   local exp = tonumber(redis.call('ZSCORE', active, vid))
+  if exp and exp > now and order_in_flight() then
+    return { 10, 0, redis.call('ZCARD', waiting), '0', 0 }
+  end
   if exp and exp > now then
     redis.call('ZADD', active, renewed_deadline(exp, now + tonumber(ARGV[5])), vid)
     return { 0, 0, 0, '0', 0 }
@@ -276,14 +290,7 @@ end
 local exp = redis.call('ZSCORE', active, vid)
 if exp then
   if tonumber(exp) > now and (not in_pre or mixed_events) then
-    -- An order of this session in flight (the used set's 'p' member, on the liveness clock:
-    -- lua/markers.lua note_pending): the visitor asks again once it is settled. Renewed and
-    -- answered admitted here, the caller gave a new cookie of the session the order's confirm
-    -- then ended, and every order on it was refused as used until it ran out, a session-ttl
-    -- later, while its holder could not rejoin the line (found by review r102b: a poll or a
-    -- page just after an order's answer, before its confirm landed).
-    local p = tonumber(redis.call('ZSCORE', KEYS[7], 'p' .. vid))
-    if p and p > live then
+    if order_in_flight() then
       return { 10, 0, redis.call('ZCARD', waiting), '0', 0 }
     end
     redis.call('ZADD', active, renewed_deadline(exp, now + tonumber(ARGV[5])), vid)

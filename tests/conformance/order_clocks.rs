@@ -4,7 +4,9 @@
 
 use std::time::Duration;
 
-use anteroom::store::{Admission, Consumed, Order, RoomParams, Settle, Settled, VisitorId};
+use anteroom::store::{
+    Admission, Consumed, Order, Queueing, RoomParams, Settle, Settled, VisitorId,
+};
 
 use super::integrity::{busy, order, take, GRACE};
 use super::{live_for, occupy, room, waiting_pos, Harness};
@@ -339,14 +341,19 @@ pub async fn an_unsettled_order_comes_back_after_a_pause_once_its_grace_has_run(
 /// order is settled: a newcomer after a confirm, the session again after a give-back.
 pub async fn no_admission_is_given_on_a_session_whose_order_is_in_flight(h: &dyn Harness) {
     let s = h.store();
-    for confirmed in [true, false] {
-        let p = room("settling", 100.0, 10);
+    let methods = [Queueing::Fifo, Queueing::Random, Queueing::Passthrough];
+    for (confirmed, queueing) in [true, false]
+        .into_iter()
+        .flat_map(|c| methods.map(|q| (c, q)))
+    {
+        let mut p = room("settling", 100.0, 10);
+        p.queueing = queueing;
         let v = occupy(&*s, &p).await;
         let (o, c) = take(&*s, &p, v).await;
         assert_eq!(c, Consumed::Won);
         assert!(
             matches!(s.join(&p, v).await.unwrap(), Admission::Settling { .. }),
-            "asked while the order is in flight"
+            "asked while the order is in flight ({queueing:?})"
         );
         let settle = if confirmed {
             Settle::Confirm
@@ -360,11 +367,19 @@ pub async fn no_admission_is_given_on_a_session_whose_order_is_in_flight(h: &dyn
         let again = s.join(&p, v).await.unwrap();
         if confirmed {
             // A new admission (nobody waits): it orders.
-            assert_eq!(again, Admission::Entered, "after the confirm");
+            assert_eq!(
+                again,
+                Admission::Entered,
+                "after the confirm ({queueing:?})"
+            );
             let (_, c) = take(&*s, &p, v).await;
             assert_eq!(c, Consumed::Won, "the new admission's order");
         } else {
-            assert_eq!(again, Admission::Admitted, "after the give-back");
+            assert_eq!(
+                again,
+                Admission::Admitted,
+                "after the give-back ({queueing:?})"
+            );
             let (_, c) = take(&*s, &p, v).await;
             assert_eq!(c, Consumed::Won, "the order again");
         }
