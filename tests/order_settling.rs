@@ -135,3 +135,64 @@ async fn asked_while_the_order_is_in_flight_on_redis() {
     );
     asked_while_the_order_is_in_flight(&store).await;
 }
+
+/// A used admission's cookie left in the browser (a renewal from another tab that landed after
+/// the order's answer cleared it) is cleared by the `409` that refuses its order, so its
+/// holder can join the line again as the page says: kept, it went on verifying, and they could
+/// not until it ran out.
+async fn a_used_cookie_is_cleared_by_its_refusal(store: &str) {
+    let origin = Origin::start().await;
+    let proxy = Proxy::start(&config(origin.addr, store));
+    let mut jar = Jar::default();
+    admitted(&proxy, &mut jar).await;
+    let mut other_tab = jar.clone();
+    assert_eq!(order(&proxy, &jar).await, 200, "the order");
+    // Until the order's confirm has landed (it is sent in the background), the copy is told
+    // the admission may have an order on its way (`409`, try again), as any copy is.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let resp = client()
+            .post(proxy.url("/products/order"))
+            .header("cookie", other_tab.header())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(
+            resp.status().as_u16(),
+            409,
+            "the used cookie orders nothing"
+        );
+        other_tab.absorb(&resp);
+        if other_tab.get("anteroom_sale").is_none() {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "cleared by the refusal once used"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // The line again (nobody waits: in at once), and a new order.
+    admitted(&proxy, &mut other_tab).await;
+    assert_eq!(
+        order(&proxy, &other_tab).await,
+        200,
+        "an order on the new admission"
+    );
+    assert_eq!(origin.count("/products/order"), 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_used_cookie_is_cleared_by_its_refusal_on_memory() {
+    a_used_cookie_is_cleared_by_its_refusal("[store]\nbackend = \"memory\"").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_used_cookie_is_cleared_by_its_refusal_on_redis() {
+    let redis = RedisServer::start();
+    let store = format!(
+        "[store]\nbackend = \"redis\"\nredis-url = \"{}\"",
+        redis.url()
+    );
+    a_used_cookie_is_cleared_by_its_refusal(&store).await;
+}

@@ -186,6 +186,7 @@ impl Proxy {
             grace: order.grace,
             expires: cookie_expires,
         };
+        let used = matches!(won, Ok(Consumed::Used));
         let (status, title, message, retry) = match won {
             Ok(Consumed::Won) => {
                 // The order goes to the shop whole: a visitor who closes their side now (HTTP/1.1
@@ -269,6 +270,16 @@ impl Proxy {
                 )
             }
         };
+        // Used up: the cookie that vouched for it buys nothing more, and is cleared with the
+        // answer, so the page's "join the line again" can be done. Kept, it went on verifying,
+        // every page went to the shop, and its holder could not rejoin the line until it ran
+        // out (found beside review r102b: a renewal from another tab that landed after the
+        // order's answer left a used cookie in the browser for a whole session).
+        if used && !ctx.hold_admission {
+            ctx.set_cookies.retain(|c| !cookie::sets(c, &r.cookie_name));
+            ctx.set_cookies
+                .push(cookie::clear_admission(r.name(), secure(shared, ctx)));
+        }
         // Not going to the origin: its slot goes to the next in line, not to this reply.
         ctx.origin_slot = None;
         let refusal = Refusal {
