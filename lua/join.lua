@@ -62,7 +62,8 @@
 --   client; the eta field carries the milliseconds until the window ends), 7 registered (in
 --   line during a pre-queue, or at a draw's place whose order is not out yet; position 0 when
 --   drawn), 8 ended (the event closed: not added),
---   9 unplaced (a newcomer, not added: the caller's events are older than the store's),
+--   9 unplaced (a newcomer, not added: the caller's events are older than the store's; or a
+--   session kept but not let in by such events, or in a pre-queue while instances disagree),
 --   10 settling (a session whose order is in flight: no admission until it is settled)
 
 local waiting, active, room = KEYS[1], KEYS[2], KEYS[3]
@@ -294,6 +295,15 @@ if exp then
       return { 10, 0, redis.call('ZCARD', waiting), '0', 0 }
     end
     redis.call('ZADD', active, renewed_deadline(exp, now + tonumber(ARGV[5])), vid)
+    -- Kept, but not let in (code 9: asked again once the caller has read the store's events)
+    -- by events older than the store's, nor in a pre-queue by the caller's while instances
+    -- disagree: the caller cannot tell whether a pre-queue has begun that ends the session,
+    -- and an order it asked about went on to the shop on that answer (found by review r103b:
+    -- an instance started while Redis was stopped, whose events lacked the operator's, let a
+    -- session from before the pre-queue order ahead of every registrant when Redis came back).
+    if stale_events or in_pre then
+      return { 9, 0, redis.call('ZCARD', waiting), '0', 0 }
+    end
     return { 0, 0, 0, '0', 0 }
   end
   redis.call('ZREM', active, vid)

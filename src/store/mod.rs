@@ -164,7 +164,9 @@ pub enum Admission {
     Ended,
     /// A newcomer not added: the caller's events are older than the store's runtime changes
     /// (an operator changed them a moment ago), and where they would place the visitor is not
-    /// known to it. Told to poll again: the instance reads the changes at its next tick.
+    /// known to it. Told to poll again: the instance reads the changes at its next tick. So is
+    /// a visitor holding a session, asked about by such events (or in a pre-queue while
+    /// instances disagree on the events): kept, not let in.
     Unplaced { waiting: u64 },
     /// A session whose order is in flight (taken, not yet settled): no admission is given on
     /// it until the order is settled, since its confirm ends the session (a cookie given now

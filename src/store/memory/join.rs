@@ -30,7 +30,7 @@ impl RoomData {
         if let Some(exp) = r.active.get(&vid).copied() {
             // A pre-queue admits nobody: a session there (an order's, given back) ends, and
             // its holder registers (as in join.lua).
-            if !in_pre {
+            if !in_pre || stale {
                 // An order of this session in flight: no admission until it is settled (as in
                 // join.lua; review r102b).
                 let live = r.live_peek(p, now);
@@ -40,6 +40,13 @@ impl RoomData {
                     };
                 }
                 r.renew(vid, now + micros(p.session_ttl));
+                // Kept, but not let in by events older than the store's (as in join.lua;
+                // review r103b).
+                if stale {
+                    return Admission::Unplaced {
+                        waiting: r.waiters.len() as u64,
+                    };
+                }
                 return Admission::Admitted;
             }
             r.active.remove(&vid);

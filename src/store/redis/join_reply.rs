@@ -128,7 +128,11 @@ mod tests {
             reply(vec![i(9), i(0), i(4), s("0"), i(0)]).unwrap(),
             Admission::Unplaced { waiting: 4 }
         );
-        assert!(reply(vec![i(10), i(0), i(0), s("0"), i(0)]).is_err());
+        assert_eq!(
+            reply(vec![i(10), i(0), i(3), s("0"), i(0)]).unwrap(),
+            Admission::Settling { waiting: 3 }
+        );
+        assert!(reply(vec![i(11), i(0), i(0), s("0"), i(0)]).is_err());
         // Registered: a draw's place has no position before the opening.
         assert_eq!(
             reply(vec![i(7), i(0), i(40), s("5"), i(1), i(77), i(6), i(1)]).unwrap(),
