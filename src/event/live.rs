@@ -101,6 +101,14 @@ fn unrecorded(seen: &Option<Arc<EventSeen>>, event: &Event, heard: bool, now: Mi
     }
 }
 
+/// Whether `now`, read on a clock never checked against the store's, may fall between `event`'s
+/// pre-queue and its opening: within [`UNHEARD_OPENING`] of them either way.
+fn near_unheard(event: &Event, now: Micros) -> bool {
+    let from = event.prequeue_from.min(event.opens_at);
+    from.saturating_sub(UNHEARD_OPENING) <= now
+        && now < event.opens_at.saturating_add(UNHEARD_OPENING)
+}
+
 /// The id of the event the store said it has seen open, if any.
 fn opened_id(seen: &Option<Arc<EventSeen>>) -> Option<&str> {
     seen.as_ref()
@@ -343,10 +351,18 @@ impl RoomEvents {
     /// not knows nothing of the store's record, and guesses the opening unrecorded only for
     /// [`UNHEARD_OPENING`] after it (re-review: an instance started during an outage held a
     /// sale opened an hour before for as long as the outage lasted).
+    ///
+    /// One that has not heard also reads its own clock, not the store's: from [`UNHEARD_OPENING`]
+    /// before an event's pre-queue to as long after its opening, its room is taken as not yet
+    /// open (found by review r103b: an instance five minutes behind, started while Redis was
+    /// down, put a pre-queue five minutes later and let everyone in under `open` meanwhile).
     pub fn opening_unconfirmed(&self, local: Micros, heard: bool) -> bool {
         let s = self.schedule.load();
         let seen = self.seen.load();
         let now = self.store_now(local);
+        if !heard && s.events.iter().any(|e| near_unheard(e, now)) {
+            return true;
+        }
         match current(&s.events, now, opened_id(&seen)) {
             Some((_, event, Phase::Open)) => unrecorded(&seen, event, heard, now),
             _ => false,

@@ -190,3 +190,25 @@ async fn a_visitor_let_in_at_the_opening_keeps_browsing_through_an_outage_after_
     }
     redis.signal(false);
 }
+
+/// An instance that has never heard from the store reads its own clock, which may be minutes
+/// off the store's: under `open` it holds the room from ten minutes before a pre-queue on (found
+/// by review r103b: five minutes behind and started during an outage, it put the pre-queue
+/// five minutes later and let everyone into the shop meanwhile, and at the opening).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sale_about_to_begin_is_held_by_an_instance_started_during_an_outage() {
+    let mut redis = RedisServer::start();
+    let origin = Origin::start().await;
+    let event = format!(
+        "[[room.event]]\nname = \"drop\"\nprequeue-from = \"{}\"\nopens-at = \"{}\"\n",
+        at(240),
+        at(360)
+    );
+    let room = "admit-per-second = 100\nmax-active = 100\non-store-error = \"open\"";
+    let conf = config(origin.addr, &redis, room, &event);
+    redis.kill();
+    let proxy = Proxy::start(&conf);
+    let answer = visit(&proxy, &mut Jar::default()).await;
+    assert!(!answer.starts_with("origin"), "{answer}");
+    assert!(origin.requests().is_empty(), "{:?}", origin.requests());
+}

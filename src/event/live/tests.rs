@@ -87,3 +87,29 @@ fn a_cancelled_draw_is_published_by_its_id_and_an_event_of_its_id_back_is_not_re
     assert!(!back.revealed(&gone));
     assert_eq!(back.view(150).map(|v| v.phase), Some(Phase::Prequeue));
 }
+
+/// An instance that has not heard from the store reads its own clock, which may be minutes off
+/// the store's: it takes the room as not yet open from ten minutes before the pre-queue to ten
+/// minutes after the opening (review r103b); one that has heard, by the store's clock only.
+#[test]
+fn an_unheard_instance_holds_ten_minutes_either_side_of_an_event() {
+    let m = 60_000_000;
+    let events = RoomEvents::new("sale", vec![ev("a", 100 * m, 110 * m, None)], None);
+    for (t, unheard) in [
+        (89 * m, false),
+        (91 * m, true),
+        (100 * m, true),
+        (109 * m, true),
+        (115 * m, true),
+        (121 * m, false),
+    ] {
+        assert_eq!(
+            events.opening_unconfirmed(t, false),
+            unheard,
+            "unheard, {t}"
+        );
+    }
+    // Heard: the pre-queue and the time before it are not an opening to confirm.
+    assert!(!events.opening_unconfirmed(91 * m, true));
+    assert!(!events.opening_unconfirmed(100 * m, true));
+}
