@@ -376,10 +376,17 @@ impl RoomEvents {
     /// session from after the opening order). Pages stay open to such a cookie, as after any
     /// opening: refusing them too held visitors admitted at the opening on an instance whose
     /// tick had not yet seen it, for as long as an outage that began then lasted (re-review).
+    ///
+    /// An order on an instance that has not heard from the store asks it near any event, by
+    /// [`Self::opening_unconfirmed`]'s window: its own clock may put a pre-queue that has begun
+    /// still to come (review r103b).
     pub fn refuses_cookies(&self, local: Micros, heard: bool, order: bool) -> bool {
         let s = self.schedule.load();
         let seen = self.seen.load();
         let now = self.store_now(local);
+        if order && !heard && s.events.iter().any(|e| near_unheard(e, now)) {
+            return true;
+        }
         match current(&s.events, now, opened_id(&seen)) {
             Some((_, _, Phase::Prequeue)) => true,
             Some((_, event, Phase::Open)) => order && unrecorded(&seen, event, heard, now),

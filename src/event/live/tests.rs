@@ -112,4 +112,9 @@ fn an_unheard_instance_holds_ten_minutes_either_side_of_an_event() {
     // Heard: the pre-queue and the time before it are not an opening to confirm.
     assert!(!events.opening_unconfirmed(91 * m, true));
     assert!(!events.opening_unconfirmed(100 * m, true));
+    // An order on an admission cookie asks the store in the same window; a page does not.
+    assert!(events.refuses_cookies(91 * m, false, true));
+    assert!(!events.refuses_cookies(91 * m, false, false));
+    assert!(!events.refuses_cookies(91 * m, true, true));
+    assert!(!events.refuses_cookies(89 * m, false, true));
 }
