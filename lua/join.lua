@@ -229,14 +229,24 @@ end
 -- confirm then ended, and every order on it was refused as used until it ran out, a
 -- session-ttl later, while its holder could not rejoin the line (found by review r102b: a poll
 -- or a page just after an order's answer, before its confirm landed).
-local function order_in_flight()
+-- The session is kept at least as long as that record (and a step of the liveness clock past
+-- it): not renewed here, it ran out first when the order's instance died, and the visitor's next
+-- join placed them at the back of the line instead of giving the session back (re-review r104a).
+local function order_in_flight(exp)
   local p = tonumber(redis.call('ZSCORE', KEYS[7], 'p' .. vid))
-  return p ~= nil and p > live
+  if p == nil or p <= live then
+    return false
+  end
+  local keep = now + (p - live) + liveness_cap(tonumber(ARGV[6]))
+  if exp < keep then
+    redis.call('ZADD', active, string.format('%.0f', keep), vid)
+  end
+  return true
 end
 
 if ARGV[13] == 'passthrough' and not held and not ev then
   local exp = tonumber(redis.call('ZSCORE', active, vid))
-  if exp and exp > now and order_in_flight() then
+  if exp and exp > now and order_in_flight(exp) then
     return { 10, 0, redis.call('ZCARD', waiting), '0', 0 }
   end
   if exp and exp > now then
@@ -291,7 +301,7 @@ end
 local exp = redis.call('ZSCORE', active, vid)
 if exp then
   if tonumber(exp) > now and (not in_pre or mixed_events) then
-    if order_in_flight() then
+    if order_in_flight(tonumber(exp)) then
       return { 10, 0, redis.call('ZCARD', waiting), '0', 0 }
     end
     redis.call('ZADD', active, renewed_deadline(exp, now + tonumber(ARGV[5])), vid)

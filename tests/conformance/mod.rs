@@ -178,6 +178,7 @@ macro_rules! conformance_suite {
             an_admission_survives_the_store_losing_its_data,
             a_cookie_expired_by_the_stores_clock_vouches_for_nothing,
             no_admission_is_given_on_a_session_whose_order_is_in_flight,
+            a_session_whose_orders_instance_died_comes_back,
             a_wall_clock_stepped_back_after_an_order_buys_no_second,
             a_fast_path_entry_holds_its_slot_for_claim_ttl,
             a_claim_outlives_a_pause_of_the_store,

@@ -385,3 +385,29 @@ pub async fn no_admission_is_given_on_a_session_whose_order_is_in_flight(h: &dyn
         }
     }
 }
+
+/// An order whose instance died, late in its session (the grace period outlives the session):
+/// asked about meanwhile without the cookie, the visitor is held, and once the grace period has
+/// run out they have their session back, not a newcomer's place (re-review r104a: the session
+/// ran out a step of the clock before the record of the order, and the next join placed them
+/// at the back of the line).
+pub async fn a_session_whose_orders_instance_died_comes_back(h: &dyn Harness) {
+    let s = h.store();
+    let mut p = room("settling-dead", 100.0, 10);
+    p.claim_ttl = Duration::from_secs(2);
+    let v = occupy(&*s, &p).await;
+    let (_, c) = take(&*s, &p, v).await;
+    assert_eq!(c, Consumed::Won);
+    // Nobody settles it; the room's clock runs (admit steps), and the visitor asks every half
+    // second until they are told something else than to wait for the order.
+    let mut answer = Admission::Settling { waiting: 0 };
+    for _ in 0..80 {
+        h.advance(Duration::from_millis(500));
+        s.admit(&p).await.unwrap();
+        answer = s.join(&p, v).await.unwrap();
+        if !matches!(answer, Admission::Settling { .. }) {
+            break;
+        }
+    }
+    assert_eq!(answer, Admission::Admitted, "the session back");
+}

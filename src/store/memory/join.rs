@@ -34,7 +34,14 @@ impl RoomData {
                 // An order of this session in flight: no admission until it is settled (as in
                 // join.lua; review r102b).
                 let live = r.live_peek(p, now);
-                if r.pending_live.holds(&vid, live) {
+                let left = r.pending_live.left(&vid, live);
+                if left > 0 {
+                    // Kept as long as the record and a step of the clock (as in join.lua;
+                    // re-review r104a).
+                    let keep = now + left + crate::store::liveness::cap(p.tick);
+                    if exp < keep {
+                        r.activate(vid, keep);
+                    }
                     return Admission::Settling {
                         waiting: r.waiters.len() as u64,
                     };
