@@ -15,17 +15,7 @@ use common::*;
 
 fn config(origin: SocketAddr, store: &str) -> String {
     format!(
-        r#"
-[cookie]
-keys = ["{KEY}"]
-
-[[upstream]]
-name = "shop"
-addr = "{origin}"
-
-[default]
-upstream = "shop"
-
+        r#"{base}
 {store}
 
 [[room]]
@@ -35,7 +25,8 @@ tick = "100ms"
 admit-per-second = 50
 max-active = 100
 consume = ["POST /products/order"]
-"#
+"#,
+        base = base_config(origin)
     )
 }
 
@@ -75,8 +66,7 @@ async fn order(proxy: &Proxy, jar: &Jar) -> u16 {
 async fn asked_while_the_order_is_in_flight(store: &str) {
     let origin = Origin::start().await;
     let proxy = Proxy::start(&config(origin.addr, store));
-    let mut jar = Jar::default();
-    admitted(&proxy, &mut jar).await;
+    let jar = admitted_at_once(&proxy, "sale").await;
     let vid = jar.get("anteroom_vid").expect("a visitor id").to_string();
     let before = origin.arrived();
     origin.set_delay(1500);
@@ -143,8 +133,7 @@ async fn asked_while_the_order_is_in_flight_on_redis() {
 async fn a_used_cookie_is_cleared_by_its_refusal(store: &str) {
     let origin = Origin::start().await;
     let proxy = Proxy::start(&config(origin.addr, store));
-    let mut jar = Jar::default();
-    admitted(&proxy, &mut jar).await;
+    let jar = admitted_at_once(&proxy, "sale").await;
     let mut other_tab = jar.clone();
     assert_eq!(order(&proxy, &jar).await, 200, "the order");
     // Until the order's confirm has landed (it is sent in the background), the copy is told

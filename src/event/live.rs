@@ -101,12 +101,16 @@ fn unrecorded(seen: &Option<Arc<EventSeen>>, event: &Event, heard: bool, now: Mi
     }
 }
 
-/// Whether `now`, read on a clock never checked against the store's, may fall between `event`'s
-/// pre-queue and its opening: within [`UNHEARD_OPENING`] of them either way.
-fn near_unheard(event: &Event, now: Micros) -> bool {
-    let from = event.prequeue_from.min(event.opens_at);
-    from.saturating_sub(UNHEARD_OPENING) <= now
-        && now < event.opens_at.saturating_add(UNHEARD_OPENING)
+/// Whether `now`, read by an instance that has not `heard` from the store (on a clock never
+/// checked against the store's), may fall between an event's pre-queue and its opening: within
+/// [`UNHEARD_OPENING`] of them either way.
+fn near_unheard(events: &[Event], heard: bool, now: Micros) -> bool {
+    !heard
+        && events.iter().any(|e| {
+            let from = e.prequeue_from.min(e.opens_at);
+            from.saturating_sub(UNHEARD_OPENING) <= now
+                && now < e.opens_at.saturating_add(UNHEARD_OPENING)
+        })
 }
 
 /// The id of the event the store said it has seen open, if any.
@@ -360,7 +364,7 @@ impl RoomEvents {
         let s = self.schedule.load();
         let seen = self.seen.load();
         let now = self.store_now(local);
-        if !heard && s.events.iter().any(|e| near_unheard(e, now)) {
+        if near_unheard(&s.events, heard, now) {
             return true;
         }
         match current(&s.events, now, opened_id(&seen)) {
@@ -384,7 +388,7 @@ impl RoomEvents {
         let s = self.schedule.load();
         let seen = self.seen.load();
         let now = self.store_now(local);
-        if order && !heard && s.events.iter().any(|e| near_unheard(e, now)) {
+        if order && near_unheard(&s.events, heard, now) {
             return true;
         }
         match current(&s.events, now, opened_id(&seen)) {

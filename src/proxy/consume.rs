@@ -29,15 +29,21 @@ impl Proxy {
     /// the origin's response (also when the store never saw the order: a kept cookie must not
     /// order again), and the order is kept pending by a heartbeat until the answer settles it.
     pub(super) fn order_goes_on(shared: &Shared, ctx: &mut Ctx, room: usize, taken: Taken) {
+        Self::clear_admission_cookie(shared, ctx, room);
+        ctx.outcome = Outcome::Consume;
+        ctx.heartbeat = Some(super::settle::Heartbeat::start(ctx.shared.arc(), &taken));
+        ctx.consumed = Some(taken);
+    }
+
+    /// The answer clears the room's admission cookie (and sets no other value of it), unless
+    /// the request carries several visitors' admissions (`Ctx::hold_admission`).
+    fn clear_admission_cookie(shared: &Shared, ctx: &mut Ctx, room: usize) {
         let r = &shared.rooms[room];
         ctx.set_cookies.retain(|c| !cookie::sets(c, &r.cookie_name));
         if !ctx.hold_admission {
             ctx.set_cookies
                 .push(cookie::clear_admission(r.name(), secure(shared, ctx)));
         }
-        ctx.outcome = Outcome::Consume;
-        ctx.heartbeat = Some(super::settle::Heartbeat::start(ctx.shared.arc(), &taken));
-        ctx.consumed = Some(taken);
     }
 
     /// An order let through without an admission (the store's `open` policy while it is away,
@@ -276,9 +282,7 @@ impl Proxy {
         // out (found beside review r102b: a renewal from another tab that landed after the
         // order's answer left a used cookie in the browser for a whole session).
         if used && !ctx.hold_admission {
-            ctx.set_cookies.retain(|c| !cookie::sets(c, &r.cookie_name));
-            ctx.set_cookies
-                .push(cookie::clear_admission(r.name(), secure(shared, ctx)));
+            Self::clear_admission_cookie(shared, ctx, room);
         }
         // Not going to the origin: its slot goes to the next in line, not to this reply.
         ctx.origin_slot = None;
