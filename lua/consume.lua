@@ -27,8 +27,11 @@
 -- expired by this clock vouches for nothing, and the marker lives past it by the margin
 -- ARGV[11] the store generation the caller last saw ('' if none)   ARGV[12] how long after a
 -- generation is born the wait below lasts (µs; at least three ticks): see it
+-- ARGV[13] the version of the runtime event changes the caller's events come from ('' unknown:
+-- not checked): see stale_events below
 -- Reply: { code, ms }  code 1 won, 0 used (or never admitted), 2 busy: another order of this
---   admission is pending, ms until its deadline, 3 a session a pre-queue ended (never used)
+--   admission is pending, ms until its deadline (or the caller's events are stale: a tick),
+--   3 a session a pre-queue ended (never used)
 
 local active, marker = KEYS[1], KEYS[2]
 local vid, req = ARGV[1], ARGV[2]
@@ -82,6 +85,19 @@ if not held then
     return { 2, math.max(1, math.ceil(quiet / 1000)) }
   end
   held = now
+end
+-- The caller's events are older than the store's runtime changes, or the store waits to hear
+-- every live instance after a stall ('ev_wait', admit.lua), or this call runs past its
+-- caller's deadline: the caller may not yet have read a pre-queue that has begun, whose first
+-- tick ends this session. Nothing is taken; the order is busy for a tick, and asked again by
+-- events read since (found by review r104a: through an instance that had not yet read a
+-- pre-queue added at run time to begin at once, a session from before it ordered in the
+-- pre-queue's first tick, ahead of every registrant). As a join by such events (join.lua).
+local caller_ver = ARGV[13] or ''
+local ev_ver, ev_wait = unpack(redis.call('HMGET', KEYS[3], 'ev_ver', 'ev_wait'))
+if (caller_ver ~= '' and tonumber(caller_ver) ~= (tonumber(ev_ver) or 0)) or ev_wait == '1'
+    or late_call(ARGV[7], now) then
+  return { 2, math.max(1, math.ceil(tonumber(ARGV[9]) / 1000)) }
 end
 local deadline = now + grace
 local life_ms = math.max(marker_ms, math.ceil((held - now) / 1000) + tonumber(ARGV[8]),

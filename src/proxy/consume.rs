@@ -73,6 +73,7 @@ impl Proxy {
             cookie_life: std::time::Duration::from_secs(expires.saturating_sub(cookie_now)),
             cookie_expires: expires,
             generation: shared.seen_generation(room),
+            events_version: shared.rooms[room].events.window().version,
         }
     }
 
@@ -127,7 +128,8 @@ impl Proxy {
             // Also the store's answer for a few seconds after it lost its data, while an order
             // of the admission may be on its way through an instance that has not yet seen the
             // loss: the page says both (found by review: it told of an order in another tab
-            // that did not exist).
+            // that did not exist). And for a tick while this instance's events are older
+            // than the store's (an event just added: review r104a).
             Consumed::Busy { retry_after } => (
                 409,
                 "Not just yet",

@@ -366,6 +366,7 @@ pub trait Store: Send + Sync + 'static {
             cookie_life: Duration::ZERO,
             cookie_expires: 0,
             generation: None,
+            events_version: None,
         };
         if self.consume(room, vid, &order).await? != Consumed::Won {
             return Ok(false);

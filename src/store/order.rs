@@ -145,6 +145,14 @@ pub struct Order {
     /// waits meanwhile (found by re-review: a second order won 30 ms after a FLUSHALL, the
     /// first still at the shop).
     pub generation: Option<SeenGeneration>,
+    /// The version of the runtime event changes the caller's events come from (`None`: not
+    /// checked). Older than the store's, or while the store waits to hear every instance after
+    /// a stall, or on a call that runs past its caller's deadline, nothing is taken: the caller
+    /// may not yet have read a pre-queue that has begun and ends the session this order would
+    /// use, and the order went to the shop ahead of every registrant in the pre-queue's first
+    /// tick (found by review r104a). The store answers busy for a tick, as a join by such
+    /// events places nobody ([`crate::store::JoinContext::events_version`]).
+    pub events_version: Option<u64>,
 }
 
 impl Order {

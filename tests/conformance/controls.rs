@@ -266,6 +266,7 @@ pub async fn a_ticket_kept_past_the_orders_marker_is_still_counted(h: &dyn Harne
         cookie_life: Duration::ZERO,
         cookie_expires: 0,
         generation: None,
+        events_version: None,
     };
     assert_eq!(s.consume(&p, failed, &order).await.unwrap(), Consumed::Won);
     let back = s.settle(&p, failed, &order.request, Settle::GiveBack).await;

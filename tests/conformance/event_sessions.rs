@@ -270,3 +270,52 @@ pub async fn an_opening_seen_without_its_prequeue_ends_the_sessions_before_it(h:
     admit(&*s, &p, &a).await;
     assert_eq!(s.stats(&p).await.unwrap().active, 1);
 }
+
+/// An order by events older than the store's runtime changes takes nothing: its caller may not
+/// yet have read a pre-queue that has begun, whose first tick ends the session the order would
+/// use (found by review r104a: an order on a kept cookie through an instance that had not yet
+/// read a pre-queue added at run time went to the shop in that pre-queue's first tick, ahead of
+/// every registrant). It is busy, and asked again by the events read since.
+pub async fn an_order_by_events_older_than_the_stores_takes_nothing(h: &dyn Harness) {
+    let s = h.store();
+    let p = room("stale-order", 100.0, 10);
+    let early = occupy(&*s, &p).await;
+    let other = occupy(&*s, &p).await;
+    let e = event(h, "added-now", 3600, false);
+    let by = Actor {
+        id: "stale-order-1".into(),
+        by: "ops".into(),
+        client: "127.0.0.1".into(),
+    };
+    let change = anteroom::event::schedule::Runtime {
+        event: Some(e.clone()),
+        cancelled: false,
+    };
+    let done = s.change_event(&p, "added-now", &change, 0, &serde_json::Value::Null, &by);
+    assert_eq!(done.await.unwrap(), EventChange::Done(1));
+    let by_version = |v: u64| anteroom::store::Order {
+        events_version: Some(v),
+        ..order()
+    };
+    for v in [early, other] {
+        let c = s.consume(&p, v, &by_version(0)).await.unwrap();
+        assert!(
+            matches!(c, Consumed::Busy { .. }),
+            "by the events from before: {c:?}"
+        );
+    }
+    // Nothing was taken: the admission is as free as before (a pending order would be busy).
+    assert_eq!(
+        s.consume(&p, other, &by_version(1)).await.unwrap(),
+        Consumed::Won,
+        "by the events read since"
+    );
+    // The pre-queue's first tick by the events read since ends the session from before it,
+    // and the order the stale events would have let through is refused.
+    admit(&*s, &p, &EventsArg::at(std::slice::from_ref(&e), 1)).await;
+    let c = s.consume(&p, early, &by_version(1)).await.unwrap();
+    assert!(
+        matches!(c, Consumed::Ended | Consumed::Used),
+        "an order in the pre-queue: {c:?}"
+    );
+}

@@ -35,6 +35,7 @@ fn order() -> Order {
         cookie_life: TTL,
         cookie_expires: 0,
         generation: None,
+        events_version: None,
     }
 }
 

@@ -23,6 +23,7 @@ pub(crate) fn order() -> Order {
         cookie_life: Duration::from_secs(600),
         cookie_expires: 0,
         generation: None,
+        events_version: None,
     }
 }
 
@@ -269,6 +270,7 @@ pub async fn a_heartbeat_does_not_shorten_the_marker(h: &dyn Harness) {
         cookie_life: Duration::from_secs(3600),
         cookie_expires: 0,
         generation: None,
+        events_version: None,
         ..order()
     };
     assert_eq!(s.consume(&p, v, &o).await.unwrap(), Consumed::Won);
@@ -283,6 +285,7 @@ pub async fn a_heartbeat_does_not_shorten_the_marker(h: &dyn Harness) {
         cookie_life: Duration::from_secs(2900),
         cookie_expires: 0,
         generation: None,
+        events_version: None,
         ..order()
     };
     assert_eq!(

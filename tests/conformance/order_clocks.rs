@@ -23,6 +23,7 @@ pub async fn a_cookie_expired_by_the_stores_clock_vouches_for_nothing(h: &dyn Ha
     let expired = Order {
         cookie_expires: h.wall_secs() - 1,
         generation: None,
+        events_version: None,
         ..order()
     };
     assert_eq!(s.consume(&p, v, &expired).await.unwrap(), Consumed::Used);
@@ -34,6 +35,7 @@ pub async fn a_cookie_expired_by_the_stores_clock_vouches_for_nothing(h: &dyn Ha
     let valid = Order {
         cookie_expires: h.wall_secs() + 900,
         generation: None,
+        events_version: None,
         cookie_life: Duration::from_secs(1),
         ..order()
     };
@@ -98,6 +100,7 @@ pub(crate) async fn ordered(
         cookie_life,
         cookie_expires: 0,
         generation: None,
+        events_version: None,
         ..order()
     };
     assert_eq!(s.consume(p, v, &o).await.unwrap(), Consumed::Won);
@@ -120,6 +123,7 @@ pub async fn a_marker_outlives_the_cookie_that_ordered(h: &dyn Harness) {
         cookie_life: Duration::from_secs(300),
         cookie_expires: 0,
         generation: None,
+        events_version: None,
         ..order()
     };
     assert_eq!(s.consume(&p, v, &replay).await.unwrap(), Consumed::Used);
@@ -141,6 +145,7 @@ pub async fn a_marker_outlives_every_cookie_of_the_admission(h: &dyn Harness) {
         cookie_life: Duration::from_secs(99),
         cookie_expires: 0,
         generation: None,
+        events_version: None,
         ..order()
     };
     assert_eq!(s.consume(&p, v, &o).await.unwrap(), Consumed::Won);
@@ -152,6 +157,7 @@ pub async fn a_marker_outlives_every_cookie_of_the_admission(h: &dyn Harness) {
         cookie_life: Duration::from_secs(19),
         cookie_expires: 0,
         generation: None,
+        events_version: None,
         ..order()
     };
     assert_eq!(
@@ -183,6 +189,7 @@ pub async fn a_used_admissions_cookie_given_a_new_life_is_outlived_by_its_marker
         cookie_life: Duration::from_secs(400),
         cookie_expires: kept_until,
         generation: None,
+        events_version: None,
         ..order()
     };
     assert_eq!(
@@ -211,6 +218,7 @@ pub async fn a_renewal_under_a_lower_session_ttl_never_shortens_the_session(h: &
         cookie_life: Duration::from_secs(20),
         cookie_expires: 0,
         generation: None,
+        events_version: None,
         ..order()
     };
     assert_eq!(s.consume(&p, v, &o).await.unwrap(), Consumed::Won);
@@ -222,6 +230,7 @@ pub async fn a_renewal_under_a_lower_session_ttl_never_shortens_the_session(h: &
         cookie_life: Duration::from_secs(400),
         cookie_expires: 0,
         generation: None,
+        events_version: None,
         ..order()
     };
     assert_eq!(

@@ -47,6 +47,7 @@ pub async fn a_used_admission_stays_used_through_an_outage_longer_than_its_marke
             cookie_life: Duration::from_secs(1000),
             cookie_expires: kept_until,
             generation: None,
+            events_version: None,
             ..order()
         };
         assert_eq!(

@@ -144,6 +144,7 @@ async fn run(
                     cookie_life: p.session_ttl,
                     cookie_expires: 0,
                     generation: None,
+                    events_version: None,
                 };
                 if store.consume(&p, ids[n], &order).await.unwrap() == Consumed::Won {
                     let how = Settle::Confirm;

@@ -17,6 +17,7 @@ use common::*;
 use serde_json::Value;
 
 mod admin_view;
+mod orders;
 mod recovery;
 mod runtime;
 

@@ -193,6 +193,7 @@ async fn a_room_in_another_key_layout_is_refused_loudly() {
         cookie_life: Duration::from_secs(600),
         cookie_expires: 0,
         generation: None,
+        events_version: None,
     };
     refused(store.consume(&p, v, &order).await.unwrap_err());
     let how = anteroom::store::Settle::Confirm;

@@ -44,6 +44,7 @@ async fn a_used_marker_lives_as_long_as_every_cookie_of_the_admission() {
         cookie_life: Duration::from_secs(99),
         cookie_expires: 0,
         generation: None,
+        events_version: None,
     };
     assert_eq!(store.consume(&p, v, &o).await.unwrap(), Consumed::Won);
     let done = store.settle(&p, v, &o.request, Settle::Confirm).await;
@@ -75,6 +76,7 @@ async fn a_renewal_under_a_lower_session_ttl_keeps_the_marker_past_every_cookie(
         cookie_life: Duration::from_secs(20),
         cookie_expires: 0,
         generation: None,
+        events_version: None,
     };
     assert_eq!(store.consume(&p, v, &o).await.unwrap(), Consumed::Won);
     let done = store.settle(&p, v, &o.request, Settle::Confirm).await;
@@ -103,6 +105,7 @@ async fn a_heartbeat_keeps_the_markers_life() {
         cookie_life: Duration::from_secs(3600),
         cookie_expires: 0,
         generation: None,
+        events_version: None,
     };
     assert_eq!(store.consume(&p, v, &o).await.unwrap(), Consumed::Won);
     let beat = store
@@ -135,6 +138,7 @@ async fn a_pending_marker_reads_as_pending_to_the_version_before() {
         cookie_life: Duration::from_secs(600),
         cookie_expires: 0,
         generation: None,
+        events_version: None,
     };
     assert_eq!(store.consume(&p, v, &o).await.unwrap(), Consumed::Won);
     let mut conn = common::redis::connect(&server.url()).await;
@@ -286,6 +290,7 @@ async fn a_kept_copy_of_a_used_cookie_stretches_the_marker() {
         cookie_life: Duration::from_secs(100),
         cookie_expires: 0,
         generation: None,
+        events_version: None,
     };
     assert_eq!(store.consume(&p, v, &o).await.unwrap(), Consumed::Won);
     let done = store.settle(&p, v, &o.request, Settle::Confirm).await;

@@ -213,6 +213,16 @@ impl RoomData {
             }
             None => return Consumed::Used,
         };
+        // By events older than the runtime changes kept here nothing is taken: busy for a tick
+        // (as in consume.lua; review r104a).
+        if order
+            .events_version
+            .is_some_and(|v| v != self.events_version())
+        {
+            return Consumed::Busy {
+                retry_after: p.tick.max(Duration::from_millis(1)),
+            };
+        }
         let deadline = now + micros(order.grace);
         self.activate(vid, held.max(deadline));
         let live_deadline = live + micros(order.grace) + liveness::cap(p.tick);

@@ -81,6 +81,10 @@ impl RedisStore {
             .arg(order.cookie_expires)
             .arg(order.generation.as_ref().map_or("", |g| g.id.as_str()))
             .arg(order.generation.as_ref().map_or(0, |g| micros(g.quiet)));
+        match order.events_version {
+            Some(v) => inv.arg(v),
+            None => inv.arg(""),
+        };
         let (code, ms): (i64, u64) = self.run("consume", &p.name, &inv).await?;
         match code {
             1 => Ok(Consumed::Won),
