@@ -10,6 +10,7 @@
 //!   kept out of shared caches ([`cache_safe`]).
 
 mod access;
+mod admitted;
 mod asset;
 mod cache_safe;
 mod challenge;
