@@ -302,9 +302,14 @@ impl Seen {
         false
     }
 
-    /// Takes up to [`FLUSH_MAX`] noted visitors for one call, dropping the notes older than
-    /// `max_age` at `now` ([`note_max_age`]): a note that could not be sent for that long (the
-    /// store away from this instance) no longer says the visitor is there.
+    /// Takes up to [`FLUSH_MAX`] noted visitors for one call, the oldest notes first, dropping
+    /// the notes older than `max_age` at `now` ([`note_max_age`]): a note that could not be
+    /// sent for that long (the store away from this instance) no longer says the visitor is
+    /// there. Oldest first, a note waits only for those noted before it, and a visitor noted
+    /// again moves behind the rest: taken in the map's order, the same visitors came last at
+    /// every tick of a flood of more than a batch of notes (replayed tickets), were dropped
+    /// for their age unsent while their tickets said they had been seen, and the store swept
+    /// their places (found by review r105b).
     pub fn take(&self, now: Micros, max_age: Duration) -> Vec<(VisitorId, Place, Micros)> {
         let mut m = self.noted.lock().unwrap_or_else(|e| e.into_inner());
         let oldest = now.saturating_sub(crate::clock::micros(max_age));
@@ -312,9 +317,12 @@ impl Seen {
         if m.len() <= FLUSH_MAX {
             return m.drain().map(|(v, (p, at))| (v, p, at)).collect();
         }
-        let keys: Vec<VisitorId> = m.keys().take(FLUSH_MAX).copied().collect();
-        keys.into_iter()
-            .filter_map(|k| m.remove(&k).map(|(p, at)| (k, p, at)))
+        let mut by_age: Vec<(Micros, VisitorId)> = m.iter().map(|(v, (_, at))| (*at, *v)).collect();
+        by_age.select_nth_unstable_by_key(FLUSH_MAX - 1, |(at, _)| *at);
+        by_age.truncate(FLUSH_MAX);
+        by_age
+            .into_iter()
+            .filter_map(|(_, k)| m.remove(&k).map(|(p, at)| (k, p, at)))
             .collect()
     }
 

@@ -270,6 +270,61 @@ fn a_failed_flush_is_kept_for_the_next() {
     );
 }
 
+/// A flood of more than a batch of notes each tick (tickets replayed, each noted again at
+/// every poll) delays nobody else's note past the next batch or two, and drops none of them
+/// for its age (found by review r105b: taken in the map's order, the same visitors came last
+/// every tick, and their notes were dropped unsent).
+#[test]
+fn a_flood_of_notes_drops_no_one_elses() {
+    let seen = Seen::default();
+    let p = Place { epoch: 1, key: 1 };
+    let tick = 100_000;
+    let max_age = Duration::from_micros(7 * tick);
+    let flood: Vec<VisitorId> = (0..FLUSH_MAX + FLUSH_MAX / 5)
+        .map(|_| VisitorId::random())
+        .collect();
+    let honest: Vec<VisitorId> = (0..1_000).map(|_| VisitorId::random()).collect();
+    let mut sent = std::collections::HashSet::new();
+    let mut t = 0;
+    for step in 0..40u64 {
+        // Within the tick, the flood's polls and a fifth of the honest visitors' interleave.
+        let mine = honest.iter().skip((step % 5) as usize).step_by(5);
+        let mut mine = mine.peekable();
+        for (i, v) in flood.iter().enumerate() {
+            t += 1;
+            assert!(seen.note(*v, p, t));
+            if i % 100 == 0 {
+                if let Some(h) = mine.next() {
+                    t += 1;
+                    assert!(seen.note(*h, p, t));
+                }
+            }
+        }
+        for h in mine {
+            t += 1;
+            assert!(seen.note(*h, p, t));
+        }
+        let batch = seen.take(t, max_age);
+        assert_eq!(batch.len(), FLUSH_MAX);
+        sent.extend(batch.into_iter().map(|(v, _, _)| v));
+        t += tick;
+    }
+    let missed = honest.iter().filter(|v| !sent.contains(v)).count();
+    assert_eq!(missed, 0, "honest visitors never sent");
+    // Oldest first: the batch is the notes before every newer one.
+    let seen = Seen::default();
+    let first = VisitorId::random();
+    assert!(seen.note(first, p, 1));
+    for (i, v) in flood.iter().enumerate() {
+        assert!(seen.note(*v, p, 2 + i as u64));
+    }
+    let batch = seen.take(3 + flood.len() as u64, max_age);
+    let newest = batch.iter().map(|(_, _, at)| *at).max().unwrap();
+    assert!(batch.iter().any(|(v, _, _)| *v == first));
+    assert_eq!(newest, FLUSH_MAX as u64);
+    assert_eq!(seen.len(), flood.len() + 1 - FLUSH_MAX);
+}
+
 #[test]
 fn a_note_waits_for_the_step_after_a_cooldown_and_no_longer() {
     let s = Duration::from_secs;
