@@ -207,15 +207,20 @@ if in_pre and ev.draw and not late then
 end
 local hold_events = mixed_events or late or unheard_stall
 stale_events = stale_events or hold_events
+-- Not by stale events either: a pre-queue entered ends every session, which no later tick
+-- gives back, and one cancelled or moved later a moment before it began was entered by an
+-- instance that had not yet read the change (found by review r105a: every admitted session
+-- ended, and the next tick gave their slots to the line); nor left (its registrations made
+-- silent) by events that lack one just added.
 if in_pre then
-  if es[1] ~= ev.id and not hold_events then
+  if es[1] ~= ev.id and not stale_events then
     redis.call('HSET', room, 'in_pre', ev.id, 'ended_for', ev.id)
     redis.call('HDEL', room, 'open_live')
     end_sessions(active, KEYS[8], now, KEYS[9], live)
   end
   open_live = nil
 else
-  if (es[1] or not open_live) and not hold_events then
+  if (es[1] or not open_live) and not stale_events then
     -- Out of a pre-queue (or the room's first call): registrations are silent from now on.
     open_live = live
     redis.call('HSET', room, 'open_live', live)

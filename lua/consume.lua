@@ -18,7 +18,8 @@
 -- used admission back, however long the store was away; note_pending: nor one whose order is in
 -- flight)
 -- ARGV[1] visitor id   ARGV[2] request id   ARGV[3] grace µs   ARGV[4] marker lifetime ms
--- (session-ttl + margin)   ARGV[5] session-ttl µs   ARGV[6] vouched (1/0)   ARGV[7] clock (prelude `now_us`)
+-- (session-ttl + margin)   ARGV[5] session-ttl µs   ARGV[6] vouched (1/0)   ARGV[7] clock (prelude
+-- `now_us`, with the caller's deadline: `late_call`)
 -- ARGV[8] margin ms: the marker also outlives the session's deadline here by it — every cookie
 -- of the admission was issued against that deadline (admission, renewal), also one issued
 -- under a longer session-ttl than the one in force now   ARGV[9] tick µs (the liveness clock's

@@ -150,8 +150,9 @@ pub struct Order {
     /// a stall, or on a call that runs past its caller's deadline, nothing is taken: the caller
     /// may not yet have read a pre-queue that has begun and ends the session this order would
     /// use, and the order went to the shop ahead of every registrant in the pre-queue's first
-    /// tick (found by review r104a). The store answers busy for a tick, as a join by such
-    /// events places nobody ([`crate::store::JoinContext::events_version`]).
+    /// tick (found by review r104a). The store answers busy (a tick or two: until the
+    /// caller's window is built from what it read), as a join by such events places nobody
+    /// ([`crate::store::JoinContext::events_version`]).
     pub events_version: Option<u64>,
 }
 

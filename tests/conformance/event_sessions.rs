@@ -319,3 +319,37 @@ pub async fn an_order_by_events_older_than_the_stores_takes_nothing(h: &dyn Harn
         "an order in the pre-queue: {c:?}"
     );
 }
+
+/// A pre-queue cancelled at run time, passed as begun by an admit that has not read the
+/// change, ends no session: a pre-queue entered ends every session, which no later tick gives
+/// back (found by review r105a: a cancel a moment before the start ended every admitted
+/// session, and the next tick gave their slots to the line).
+pub async fn a_prequeue_cancelled_before_an_admit_read_it_ends_no_session(h: &dyn Harness) {
+    let s = h.store();
+    let p = room("stale-cancel", 100.0, 10);
+    let early = occupy(&*s, &p).await;
+    let e = event(h, "called-off", 600, false);
+    let by = Actor {
+        id: "stale-cancel-1".into(),
+        by: "ops".into(),
+        client: "-".into(),
+    };
+    let cancel = anteroom::event::schedule::Runtime {
+        event: None,
+        cancelled: true,
+    };
+    let done = s.change_event(&p, "called-off", &cancel, 0, &serde_json::Value::Null, &by);
+    assert_eq!(done.await.unwrap(), EventChange::Done(1));
+    // An instance still at version 0, by whose events the pre-queue has begun.
+    let r = admit(&*s, &p, &EventsArg::at(std::slice::from_ref(&e), 0)).await;
+    assert_eq!(r.admitted, 0);
+    assert_eq!(s.stats(&p).await.unwrap().active, 1, "the session ended");
+    assert!(s.touch(&p, early).await.unwrap(), "the session renews");
+    // By the events read since (none), the session orders.
+    admit(&*s, &p, &EventsArg::at(&[], 1)).await;
+    let o = anteroom::store::Order {
+        events_version: Some(1),
+        ..order()
+    };
+    assert_eq!(s.consume(&p, early, &o).await.unwrap(), Consumed::Won);
+}

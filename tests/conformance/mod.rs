@@ -230,6 +230,7 @@ macro_rules! conformance_suite {
             a_session_a_prequeue_ended_stays_ended_through_an_outage,
             an_order_failed_after_an_outage_does_not_bring_an_ended_session_back,
             an_order_by_events_older_than_the_stores_takes_nothing,
+            a_prequeue_cancelled_before_an_admit_read_it_ends_no_session,
             an_opening_seen_without_its_prequeue_ends_the_sessions_before_it,
             a_cancelled_draw_is_out_and_places_nobody_again,
         );

@@ -307,3 +307,47 @@ async fn a_kept_copy_of_a_used_cookie_stretches_the_marker() {
     // The kept copy runs 1,000 s; the marker outlives it by the 60 s margin.
     assert!(stretched >= 1_058_000, "the marker lives {stretched} ms");
 }
+
+/// An order's consume that runs after its caller gave up on it (sent as Redis paused, run when
+/// it resumed) takes nothing: the caller answered without it, and the events it was judged by
+/// may have changed since. Before, it took the admission pending under a request nobody would
+/// settle, and the visitor's next order was busy until its grace period was up.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_consume_run_after_its_caller_gave_up_takes_nothing() {
+    use anteroom::store::{AdmitContext, Consumed, Order, RequestId};
+    let server = RedisServer::start();
+    let timeout = Duration::from_millis(200);
+    let store = RedisStore::new(Target::Single(server.url()), timeout).unwrap();
+    let p = conformance::room("late-consume", 100.0, 10);
+    let v = conformance::occupy(&store, &p).await;
+    // The first admit tells the instance how Redis's clock reads (the deadline's base).
+    store
+        .admit_with(&p, &AdmitContext::default())
+        .await
+        .unwrap();
+    let order = || Order {
+        request: RequestId::random(),
+        grace: Duration::from_secs(60),
+        vouched: true,
+        cookie_life: Duration::from_secs(600),
+        cookie_expires: 0,
+        generation: None,
+        events_version: None,
+    };
+    // Another visitor's order first: the script is loaded (a paused call that finds it not
+    // loaded runs nothing when Redis resumes).
+    let w = conformance::occupy(&store, &p).await;
+    assert_eq!(store.consume(&p, w, &order()).await.unwrap(), Consumed::Won);
+    server.signal(true);
+    let sent = store.consume(&p, v, &order()).await;
+    assert!(sent.is_err(), "Redis is paused: {sent:?}");
+    // Past the call's deadline (twice the timeout, and its slack) while Redis is paused: a
+    // wait for the clock, not for a condition.
+    tokio::time::sleep(timeout * 6).await;
+    server.signal(false);
+    assert_eq!(
+        store.consume(&p, v, &order()).await.unwrap(),
+        Consumed::Won,
+        "the order after the late one"
+    );
+}

@@ -273,6 +273,9 @@ impl RoomData {
         stale_events: bool,
     ) -> u64 {
         match now.event {
+            // By events older than the runtime changes kept here no pre-queue is entered or
+            // left (as in admit.lua; review r105a), nor an opening seen (below).
+            _ if stale_events => {}
             Some((e, Phase::Prequeue)) => {
                 if self.events.in_pre.as_deref() != Some(e.id().as_str()) {
                     self.events.in_pre = Some(e.id());

@@ -75,7 +75,7 @@ impl RedisStore {
             .arg(u64::try_from(order.marker_life(p.session_ttl).as_millis()).unwrap_or(u64::MAX))
             .arg(micros(p.session_ttl))
             .arg(u8::from(order.vouched))
-            .arg(self.clock_arg())
+            .arg(self.clock_arg_until(&p.name))
             .arg(u64::try_from(MARKER_MARGIN.as_millis()).unwrap_or(u64::MAX))
             .arg(micros(p.tick))
             .arg(order.cookie_expires)
