@@ -468,3 +468,38 @@ async fn a_complete_during_a_store_outage_buys_no_order_when_the_store_is_back()
     .await;
     assert_eq!(origin.count("/orders"), 0, "no order reached the shop");
 }
+
+/// A visitor's own `Anteroom-Command` (under any spelling CGI-style servers read alike) never
+/// reaches the origin: a shop that echoes request headers in its answer would otherwise let
+/// the visitor speak for it (found by review r106a: an echoed `revoke` was obeyed).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_visitors_own_command_never_reaches_the_origin() {
+    let origin = Origin::start().await;
+    let proxy = Proxy::start(&config(origin.addr, "", ON));
+    let a = admitted(&proxy).await;
+    for path in ["/products/echo", "/outside/echo"] {
+        let resp = client()
+            .get(proxy.url(path))
+            .header("cookie", a.header())
+            .header("Anteroom-Command", "revoke")
+            .header("anteroom_command", "complete")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), 200, "{path}");
+        let seen = origin.requests();
+        let last = seen.last().expect("the origin saw the request");
+        assert!(
+            !last
+                .headers
+                .iter()
+                .any(|(k, _)| k.to_ascii_lowercase().replace('_', "-") == "anteroom-command"),
+            "{path}: {:?}",
+            last.headers
+        );
+    }
+    assert!(
+        reaches_origin(&proxy, "/products", &a).await,
+        "still admitted"
+    );
+}

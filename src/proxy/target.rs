@@ -14,7 +14,7 @@ use super::{wants_json, Ctx, Outcome, Proxy};
 use crate::app::Shared;
 use crate::metrics::Reject;
 use crate::page::MessageView;
-use crate::route::headers::{named, PATH_OVERRIDES, SPOOFABLE, UPGRADE_HEADERS};
+use crate::route::headers::{named, OWN_HEADERS, PATH_OVERRIDES, SPOOFABLE, UPGRADE_HEADERS};
 use crate::route::{normalize_host, Readings, Router, Routing};
 
 /// At most this many host readings are kept (Host, plus a trusted proxy's reports).
@@ -235,18 +235,23 @@ fn form(req: &RequestHeader) -> Result<Form, &'static str> {
 }
 
 /// Whether the request carries a header a client could steer the origin with (see
-/// [`SPOOFABLE`], [`PATH_OVERRIDES`], [`UPGRADE_HEADERS`]); checked before anything is removed,
+/// [`SPOOFABLE`], [`PATH_OVERRIDES`], [`UPGRADE_HEADERS`], [`OWN_HEADERS`]); checked before anything is removed,
 /// so the common request costs a scan of its header names and nothing else.
 pub fn has_spoofable(req: &RequestHeader) -> bool {
     req.headers.keys().any(|k| {
         let k = k.as_str();
-        [&SPOOFABLE[..], &PATH_OVERRIDES, &UPGRADE_HEADERS]
-            .iter()
-            .any(|list| list.iter().any(|l| named(k, l)))
+        [
+            &SPOOFABLE[..],
+            &PATH_OVERRIDES,
+            &UPGRADE_HEADERS,
+            &OWN_HEADERS,
+        ]
+        .iter()
+        .any(|list| list.iter().any(|l| named(k, l)))
     })
 }
 
-/// Removes what [`has_spoofable`] found: path overrides always, a non-WebSocket upgrade always,
+/// Removes what [`has_spoofable`] found: path overrides and anteroom's own always, a non-WebSocket upgrade always,
 /// host headers unless a trusted proxy sent them. Each under any spelling with `_` for `-`.
 pub fn strip_spoofable(req: &mut RequestHeader, trusted_peer: bool) {
     let remove = |names: &[&'static str], req: &mut RequestHeader| {
@@ -261,6 +266,7 @@ pub fn strip_spoofable(req: &mut RequestHeader, trusted_peer: bool) {
         }
     };
     remove(&PATH_OVERRIDES, req);
+    remove(&OWN_HEADERS, req);
     if !trusted_peer {
         remove(&SPOOFABLE, req);
     }

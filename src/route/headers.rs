@@ -47,8 +47,15 @@ pub fn named(name: &str, listed: &str) -> bool {
 /// header (and `HTTP2-Settings`) is removed, and the origin answers in HTTP/1.1.
 pub const UPGRADE_HEADERS: [&str; 2] = ["upgrade", "http2-settings"];
 
+/// The origin's word to anteroom (`Anteroom-Command`, `origin-commands`): removed from every
+/// request, a trusted proxy's too, so that a shop that echoes request headers in its answer
+/// does not let a visitor speak for it (found by review r106a: a visitor's own
+/// `Anteroom-Command: revoke`, echoed, was obeyed).
+pub const OWN_HEADERS: [&str; 1] = ["anteroom-command"];
+
 /// Every header `strip_spoofable` (src/proxy/target.rs) may remove (a header of anteroom's own must not be one).
-pub const STRIPPED_HEADERS: [&[&str]; 3] = [&SPOOFABLE, &PATH_OVERRIDES, &UPGRADE_HEADERS];
+pub const STRIPPED_HEADERS: [&[&str]; 4] =
+    [&SPOOFABLE, &PATH_OVERRIDES, &UPGRADE_HEADERS, &OWN_HEADERS];
 
 /// The header every answer of the admin listener carries (`Anteroom-Admin: 1`): the CLI sends
 /// its token only to a server that answers with it. The public listener removes it from the
