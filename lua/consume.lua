@@ -94,10 +94,16 @@ end
 -- events read since (found by review r104a: through an instance that had not yet read a
 -- pre-queue added at run time to begin at once, a session from before it ordered in the
 -- pre-queue's first tick, ahead of every registrant). As a join by such events (join.lua).
+-- So while live instances run the room with different events in their files ('ev_mixed',
+-- admit.lua): one may be in a pre-queue the caller's file lacks, which no tick enters until
+-- they agree (found by re-review r107a: during a rolling reload that added a drawn pre-queue,
+-- sessions from before it ordered through the instances not yet reloaded, for as long as the
+-- rollout took).
 local caller_ver = ARGV[13] or ''
-local ev_ver, ev_wait = unpack(redis.call('HMGET', KEYS[3], 'ev_ver', 'ev_wait'))
+local ev_ver, ev_wait, ev_mixed = unpack(redis.call('HMGET', KEYS[3], 'ev_ver', 'ev_wait',
+  'ev_mixed'))
 if (caller_ver ~= '' and tonumber(caller_ver) ~= (tonumber(ev_ver) or 0)) or ev_wait == '1'
-    or late_call(ARGV[7], now) then
+    or ev_mixed == '1' or late_call(ARGV[7], now) then
   return { 2, math.max(1, math.ceil(tonumber(ARGV[9]) / 1000)) }
 end
 local deadline = now + grace

@@ -403,3 +403,60 @@ async fn after_a_pause_a_room_without_events_places_newcomers() {
         "A not heard yet: {joined:?}"
     );
 }
+
+/// While the instances run the room with different events in their files (a rolling reload
+/// that adds a drawn pre-queue), an order of a session from before it takes nothing through
+/// the instance not yet reloaded: no tick enters the pre-queue until they agree, and the order
+/// would reach the shop ahead of every registrant (found by re-review r107a: five orders went
+/// through during the rollout). Once they agree, the pre-queue ends the session.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn while_the_instances_disagree_a_session_from_before_orders_nothing() {
+    use anteroom::store::{Consumed, Order, RequestId};
+    let pair = Pair::start("rollout-order");
+    let (a, b, p) = (&pair.a, &pair.b, &pair.p);
+    let none = EventsArg::of(&[]);
+    let early = VisitorId::random();
+    let ctx_none = JoinContext {
+        events: Some(&none),
+        ..Default::default()
+    };
+    let first = b.join_with(p, early, &ctx_none).await.unwrap();
+    assert_eq!(first, Admission::Entered);
+    let now = now_us();
+    let drawn = EventsArg::of(&[drop_event(now, now + 600_000_000, true)]);
+    // B has told the store of its file before A steps by its own.
+    for _ in 0..3 {
+        pair.step(Duration::from_millis(100));
+        b.admit_with(p, &ctx("none", Some(none.clone())))
+            .await
+            .unwrap();
+        a.admit_with(p, &ctx("drawn", Some(drawn.clone())))
+            .await
+            .unwrap();
+    }
+    let order = || Order {
+        request: RequestId::random(),
+        grace: Duration::from_secs(30),
+        vouched: true,
+        cookie_life: Duration::from_secs(600),
+        cookie_expires: 0,
+        generation: None,
+        events_version: None,
+    };
+    let c = b.consume(p, early, &order()).await.unwrap();
+    assert!(
+        matches!(c, Consumed::Busy { .. }),
+        "while they disagree: {c:?}"
+    );
+    // B reloaded: they agree, the pre-queue begins and ends the session.
+    for _ in 0..3 {
+        pair.step(Duration::from_millis(100));
+        for s in [a, b] {
+            s.admit_with(p, &ctx("drawn", Some(drawn.clone())))
+                .await
+                .unwrap();
+        }
+    }
+    let c = b.consume(p, early, &order()).await.unwrap();
+    assert_eq!(c, Consumed::Ended, "in the pre-queue");
+}
