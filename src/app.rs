@@ -452,7 +452,9 @@ impl Shared {
 
     /// Whether the store answered recently and the breaker is closed: not while it is half
     /// open, trying whether the store is back (found by review: `/readyz` said ready for a
-    /// moment each cooldown while Redis was frozen, and a load balancer's check flapped).
+    /// moment each cooldown while Redis was frozen, and a load balancer's check flapped). Nor
+    /// while a room's runtime event changes in the store stand unread here for as long
+    /// ([`crate::event::live::RoomEvents::unread_for`]): its orders and newcomers are held meanwhile.
     pub fn store_healthy(&self) -> bool {
         let now = self.clock.now_micros();
         let slowest_tick = self
@@ -462,9 +464,13 @@ impl Shared {
             .max()
             .unwrap_or_default();
         let fresh = std::time::Duration::from_secs(5).max(slowest_tick * 2);
+        let fresh = crate::clock::micros(fresh);
         self.breaker_state() == BreakerState::Closed
-            && now.saturating_sub(self.store_ok_at.load(Ordering::Relaxed))
-                <= crate::clock::micros(fresh)
+            && now.saturating_sub(self.store_ok_at.load(Ordering::Relaxed)) <= fresh
+            && self
+                .rooms
+                .iter()
+                .all(|r| r.events.unread_for(now).is_none_or(|t| t <= fresh))
     }
 
     /// The least healthy of the rooms' breakers: `/readyz` and the metrics tell it.

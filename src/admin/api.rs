@@ -2,7 +2,8 @@
 //!
 //! - `GET /`: the dashboard (a page that asks for a token; no token needed to load it).
 //! - `GET /healthz`: the process is alive (no token needed, for probes).
-//! - `GET /readyz`: config loaded and store reachable (breaker closed, a recent success);
+//! - `GET /readyz`: config loaded and store reachable (breaker closed, a recent success, every
+//!   room's runtime event changes read);
 //!   503 otherwise (no token needed).
 //! - Everything else needs `Authorization: Bearer <token>` of one of `admin.tokens` (or the
 //!   single `admin.token`), compared in constant time; 401 without it, with a wrong one, or

@@ -90,9 +90,15 @@ pub async fn learn(shared: &Arc<Shared>, room: usize, report: &AdmitReport) {
                 for w in r.events.rebuild(&runtime) {
                     tracing::warn!(room = r.name(), "{w}");
                 }
+                r.events.note_read(true, shared.clock.now_micros());
             }
-            Err(e) => shared.warn_store_error(&e),
+            Err(e) => {
+                shared.warn_store_error(&e);
+                r.events.note_read(!moved, shared.clock.now_micros());
+            }
         }
+    } else {
+        r.events.note_read(true, shared.clock.now_micros());
     }
     // The list of a draw that opened is read once (this tick's event), and of any other a
     // request asked for (an older event, by name); lists are known by the event's id.

@@ -3,7 +3,7 @@
 //! as seen from here. The proxy reads it on every request of a room with events; the admission
 //! loop writes it once a tick (no store call of its own).
 
-use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use arc_swap::{ArcSwap, ArcSwapOption};
@@ -73,6 +73,9 @@ pub struct RoomEvents {
     /// one its pre-queue began with ([`crate::store::AdmitReport::draw_recommitted`]): none is
     /// published here meanwhile.
     recommitted: AtomicBool,
+    /// Since when (this instance's µs, 0: not) the store has runtime changes newer than this
+    /// instance's that it could not read: see [`RoomEvents::unread_for`].
+    unread_since: AtomicU64,
 }
 
 /// What a request sees of the room's event.
@@ -142,7 +145,33 @@ impl RoomEvents {
             wanted: Mutex::new(Vec::new()),
             generation: Mutex::new(String::new()),
             recommitted: AtomicBool::new(false),
+            unread_since: AtomicU64::new(0),
         }
+    }
+
+    /// Notes at `now` (µs) whether this instance holds the store's runtime changes (`read`),
+    /// or could not read newer ones.
+    pub fn note_read(&self, read: bool, now: Micros) {
+        if read {
+            self.unread_since.store(0, Ordering::Relaxed);
+        } else {
+            let _ = self.unread_since.compare_exchange(
+                0,
+                now.max(1),
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            );
+        }
+    }
+
+    /// How long at `now` the store's runtime changes have been newer here than what this
+    /// instance could read (`None`: it holds them). Meanwhile every order and newcomer through
+    /// it is held (its events are stale), so it is not ready for as long as that lasts (found
+    /// by re-review r107a: an instance whose reads of them failed answered every order "not
+    /// just yet" for good while it looked healthy).
+    pub fn unread_for(&self, now: Micros) -> Option<Micros> {
+        let since = self.unread_since.load(Ordering::Relaxed);
+        (since != 0).then(|| now.saturating_sub(since))
     }
 
     /// Over a reload: the runtime changes, the store's word and clock, the list, with the new

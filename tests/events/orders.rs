@@ -1,4 +1,5 @@
-//! Orders on sessions from before an event added at run time.
+//! Orders on sessions from before an event added at run time, and an instance that cannot
+//! read such a change (its orders are held: it is not ready).
 
 use super::*;
 
@@ -61,4 +62,58 @@ async fn an_order_from_before_an_event_added_at_run_time_waits_for_it() {
         reached, 0,
         "orders in the pre-queue reached the shop: {answers:?}"
     );
+}
+
+/// An instance that cannot read the room's runtime event changes holds every order and
+/// newcomer through it (its events are stale), so it says it is not ready for as long as
+/// that lasts, and a load balancer takes it out (found by re-review r107a: it answered every
+/// order "not just yet" for good while `/readyz` said ready). Here a Redis user that may not
+/// read the room's events key.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_instance_that_cannot_read_the_events_is_not_ready() {
+    let redis = RedisServer::start();
+    let acl = "ACL SETUSER blind on >blind-pw +@all ~[^{]* ~{anteroom:sale}:[^e]* ~{anteroom:sale}:e[^v]* &*";
+    let set = common::redis::raw(redis.port, acl).unwrap_or_default();
+    assert!(set.starts_with("+OK"), "{set}");
+    let origin = Origin::start().await;
+    let room = "admit-per-second = 10\nmax-active = 10\ntick = \"500ms\"";
+    let a = Proxy::start(&config(
+        origin.addr,
+        &redis_store(&redis, "500ms"),
+        room,
+        "",
+    ));
+    let blind_store = format!(
+        "[store]\nbackend = \"redis\"\nredis-url = \"redis://blind:blind-pw@127.0.0.1:{}\"\ntimeout = \"500ms\"",
+        redis.port
+    );
+    let b = Proxy::start(&config(origin.addr, &blind_store, room, ""));
+    let ready = |proxy: &Proxy| {
+        let url = proxy.admin_url("/readyz");
+        async move {
+            client()
+                .get(url)
+                .send()
+                .await
+                .map(|r| r.status().as_u16())
+                .unwrap_or(0)
+        }
+    };
+    for p in [&a, &b] {
+        eventually(Duration::from_secs(15), "ready", || async {
+            (ready(p).await == 200).then_some(())
+        })
+        .await;
+    }
+    // An event a month away: every instance's events near now stay the same.
+    post_event(
+        &a,
+        serde_json::json!({ "name": "later", "prequeue_from": at(30 * 86_400), "opens_at": at(30 * 86_400 + 600) }),
+    )
+    .await;
+    eventually(Duration::from_secs(20), "b not ready", || async {
+        (ready(&b).await == 503).then_some(())
+    })
+    .await;
+    assert_eq!(ready(&a).await, 200, "the instance that reads them");
 }
