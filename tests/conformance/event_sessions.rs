@@ -3,9 +3,11 @@
 
 use std::time::Duration;
 
-use anteroom::event::Phase;
+use anteroom::event::{Event, Phase};
 use anteroom::store::history::Actor;
-use anteroom::store::{Admission, Consumed, EventChange, EventsArg, Settle, Settled, VisitorId};
+use anteroom::store::{
+    Admission, Consumed, EventChange, EventsArg, RoomParams, Settle, Settled, Store, VisitorId,
+};
 
 use super::events::{admit, admit_all, event, join, S};
 use super::integrity::order;
@@ -271,6 +273,22 @@ pub async fn an_opening_seen_without_its_prequeue_ends_the_sessions_before_it(h:
     assert_eq!(s.stats(&p).await.unwrap().active, 1);
 }
 
+/// The room's first runtime change (version 0 to 1), by an operator: event `name` added or
+/// changed to `event`, or cancelled (`None`).
+async fn first_change(s: &dyn Store, p: &RoomParams, name: &str, event: Option<Event>) {
+    let by = Actor {
+        id: format!("{}-{name}", p.name),
+        by: "ops".into(),
+        client: "127.0.0.1".into(),
+    };
+    let change = anteroom::event::schedule::Runtime {
+        cancelled: event.is_none(),
+        event,
+    };
+    let done = s.change_event(p, name, &change, 0, &serde_json::Value::Null, &by);
+    assert_eq!(done.await.unwrap(), EventChange::Done(1));
+}
+
 /// An order by events older than the store's runtime changes takes nothing: its caller may not
 /// yet have read a pre-queue that has begun, whose first tick ends the session the order would
 /// use (found by review r104a: an order on a kept cookie through an instance that had not yet
@@ -282,17 +300,7 @@ pub async fn an_order_by_events_older_than_the_stores_takes_nothing(h: &dyn Harn
     let early = occupy(&*s, &p).await;
     let other = occupy(&*s, &p).await;
     let e = event(h, "added-now", 3600, false);
-    let by = Actor {
-        id: "stale-order-1".into(),
-        by: "ops".into(),
-        client: "127.0.0.1".into(),
-    };
-    let change = anteroom::event::schedule::Runtime {
-        event: Some(e.clone()),
-        cancelled: false,
-    };
-    let done = s.change_event(&p, "added-now", &change, 0, &serde_json::Value::Null, &by);
-    assert_eq!(done.await.unwrap(), EventChange::Done(1));
+    first_change(&*s, &p, "added-now", Some(e.clone())).await;
     let by_version = |v: u64| anteroom::store::Order {
         events_version: Some(v),
         ..order()
@@ -329,17 +337,7 @@ pub async fn a_prequeue_cancelled_before_an_admit_read_it_ends_no_session(h: &dy
     let p = room("stale-cancel", 100.0, 10);
     let early = occupy(&*s, &p).await;
     let e = event(h, "called-off", 600, false);
-    let by = Actor {
-        id: "stale-cancel-1".into(),
-        by: "ops".into(),
-        client: "-".into(),
-    };
-    let cancel = anteroom::event::schedule::Runtime {
-        event: None,
-        cancelled: true,
-    };
-    let done = s.change_event(&p, "called-off", &cancel, 0, &serde_json::Value::Null, &by);
-    assert_eq!(done.await.unwrap(), EventChange::Done(1));
+    first_change(&*s, &p, "called-off", None).await;
     // An instance still at version 0, by whose events the pre-queue has begun.
     let r = admit(&*s, &p, &EventsArg::at(std::slice::from_ref(&e), 0)).await;
     assert_eq!(r.admitted, 0);
