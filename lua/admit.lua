@@ -152,6 +152,12 @@ local open_live = tonumber(es[2])
 -- an opening postponed): this call makes no irreversible step by them (an opening recorded,
 -- a line released) and admits nobody; the caller reads the changes and the next tick decides.
 local stale_events = ARGV[25] ~= '' and tonumber(ARGV[25]) ~= (tonumber(es[10]) or 0)
+-- Such a caller's events say nothing of the room's either: its digest is not counted against
+-- the others' (recorded without it, below), nor does it set or clear 'ev_mixed'. Counted, the
+-- file-only events of an instance that had not yet read the runtime changes (its first tick
+-- after a start, or one whose reads of them fail) held every order and newcomer on every
+-- instance (found by re-review r108a: for good, through an instance that could not read them).
+local stale_version = stale_events
 -- Live instances that run this room with other events (a rolling change of the file, a SIGHUP
 -- that reached some of them): the store cannot tell whose events are the room's, so while they
 -- disagree no event step is taken (a pre-queue entered or left, an opening recorded, a line
@@ -192,7 +198,7 @@ if ev and ev.draw and commits[ev.id] and not late then
   end
 end
 mixed_events = mixed_events or (recommitted and in_pre)
-if not late then
+if not late and not stale_version then
   flag(room, 'ev_mixed', mixed_events, es[12] == '1')
 end
 -- An instance whose events make this a drawn pre-queue says so for its heartbeat's lifetime:
@@ -370,7 +376,12 @@ redis.call('ZADD', KEYS[4], live, ARGV[8])
 local gone = sweep_gone(room, cfgs, live)
 if ARGV[12] ~= '' and not late then
   -- With the events digest (a caller of this version), its lifetime too.
-  redis.call('HSET', KEYS[5], ARGV[8], mine_ev and (ARGV[12] .. ' ' .. ARGV[9]) or ARGV[12])
+  -- A caller whose events are older than the store's records none (see stale_version).
+  local said = ARGV[12]
+  if stale_version and mine_ev then
+    said = string.match(ARGV[12], '^(%S*)') .. ' '
+  end
+  redis.call('HSET', KEYS[5], ARGV[8], mine_ev and (said .. ' ' .. ARGV[9]) or said)
 end
 local instances = redis.call('ZCARD', KEYS[4])
 

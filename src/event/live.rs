@@ -192,6 +192,10 @@ impl RoomEvents {
         *self.generation.lock().unwrap_or_else(|e| e.into_inner()) = generation;
         self.recommitted
             .store(old.recommitted.load(Ordering::Relaxed), Ordering::Relaxed);
+        // Still unread since then: a reload does not make the instance ready (found by
+        // re-review r108a: `/readyz` said ready for five seconds after each SIGHUP).
+        self.unread_since
+            .store(old.unread_since.load(Ordering::Relaxed), Ordering::Relaxed);
         // The joins until the next tick carry the new schedule's events, with its version.
         self.tick_args(local);
     }

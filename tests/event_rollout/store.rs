@@ -460,3 +460,60 @@ async fn while_the_instances_disagree_a_session_from_before_orders_nothing() {
     let c = b.consume(p, early, &order()).await.unwrap();
     assert_eq!(c, Consumed::Ended, "in the pre-queue");
 }
+
+/// An instance whose events are older than the store's runtime changes (its first tick after a
+/// start, or one whose reads of them fail) is not counted against the others' events: its
+/// file-only digest set 'ev_mixed', and every order and newcomer through every instance was
+/// held, for good through an instance that could not read the changes (found by re-review
+/// r108a). Its own joins and orders are held by its version meanwhile.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_instance_behind_the_runtime_changes_holds_nobody_elsewhere() {
+    use anteroom::store::history::Actor;
+    use anteroom::store::{Consumed, EventChange, Order, RequestId};
+    let pair = Pair::start("behind");
+    let (a, b, p) = (&pair.a, &pair.b, &pair.p);
+    let now = now_us();
+    let mut later = drop_event(now, now + 5 * 3_600_000_000, false);
+    later.prequeue_from = now + 4 * 3_600_000_000;
+    let by = Actor {
+        id: "behind-1".into(),
+        by: "ops".into(),
+        client: "127.0.0.1".into(),
+    };
+    let change = anteroom::event::schedule::Runtime {
+        event: Some(later.clone()),
+        cancelled: false,
+    };
+    let done = a.change_event(p, "drop", &change, 0, &serde_json::Value::Null, &by);
+    assert_eq!(done.await.unwrap(), EventChange::Done(1));
+    // A has read the change; B has not (its window is its file's alone, at version 0).
+    let read = EventsArg::at(std::slice::from_ref(&later), 1);
+    let behind = EventsArg::at(&[], 0);
+    for _ in 0..3 {
+        pair.step(Duration::from_millis(100));
+        a.admit_with(p, &ctx("with-drop", Some(read.clone())))
+            .await
+            .unwrap();
+        b.admit_with(p, &ctx("file-only", Some(behind.clone())))
+            .await
+            .unwrap();
+    }
+    let v = VisitorId::random();
+    let through_a = JoinContext {
+        events: Some(&read),
+        events_version: Some(1),
+        ..Default::default()
+    };
+    let joined = a.join_with(p, v, &through_a).await.unwrap();
+    assert_eq!(joined, Admission::Entered, "a newcomer through A");
+    let order = Order {
+        request: RequestId::random(),
+        grace: Duration::from_secs(30),
+        vouched: true,
+        cookie_life: Duration::from_secs(600),
+        cookie_expires: 0,
+        generation: None,
+        events_version: Some(1),
+    };
+    assert_eq!(a.consume(p, v, &order).await.unwrap(), Consumed::Won);
+}

@@ -118,3 +118,20 @@ fn an_unheard_instance_holds_ten_minutes_either_side_of_an_event() {
     assert!(!events.refuses_cookies(91 * m, true, true));
     assert!(!events.refuses_cookies(89 * m, false, true));
 }
+
+/// Runtime changes that could not be read stand unread from the first failure until a read,
+/// over a reload too (found by re-review r108a: a SIGHUP made an instance that could not read
+/// them say it was ready for five seconds).
+#[test]
+fn unread_changes_stand_until_read_over_a_reload() {
+    let events = RoomEvents::new("sale", vec![], None);
+    assert_eq!(events.unread_for(50), None);
+    events.note_read(false, 100);
+    events.note_read(false, 150);
+    assert_eq!(events.unread_for(400), Some(300), "from the first failure");
+    let reloaded = RoomEvents::new("sale", vec![], None);
+    reloaded.inherit(&events, 400);
+    assert_eq!(reloaded.unread_for(500), Some(400));
+    reloaded.note_read(true, 600);
+    assert_eq!(reloaded.unread_for(700), None);
+}

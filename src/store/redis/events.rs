@@ -41,14 +41,21 @@ pub(super) fn join_args(inv: &mut ScriptInvocation<'_>, room: &str, ctx: &JoinCo
 }
 
 /// An admit's events: ARGV[24] and their version ARGV[25] (before the liveness batch), and the
-/// lists' keys (KEYS[10..]).
+/// lists' keys (KEYS[10..]). The version goes also with no events near now: an instance that
+/// has not read the store's runtime changes says so, and its events are not counted against
+/// the others' (found by re-review r108a: the file-only window of one that could not read them
+/// held the room on every instance).
 pub(super) fn admit_args(inv: &mut ScriptInvocation<'_>, room: &str, events: Option<&EventsArg>) {
-    match events.filter(|e| !e.is_empty()) {
+    match events {
         None => {
             inv.arg("").arg("");
         }
         Some(events) => {
-            inv.arg(&events.lua);
+            inv.arg(if events.is_empty() {
+                ""
+            } else {
+                events.lua.as_str()
+            });
             match events.version {
                 Some(v) => inv.arg(v),
                 None => inv.arg(""),
