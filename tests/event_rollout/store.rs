@@ -411,7 +411,7 @@ async fn after_a_pause_a_room_without_events_places_newcomers() {
 /// through during the rollout). Once they agree, the pre-queue ends the session.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn while_the_instances_disagree_a_session_from_before_orders_nothing() {
-    use anteroom::store::{Consumed, Order, RequestId};
+    use anteroom::store::Consumed;
     let pair = Pair::start("rollout-order");
     let (a, b, p) = (&pair.a, &pair.b, &pair.p);
     let none = EventsArg::of(&[]);
@@ -434,15 +434,7 @@ async fn while_the_instances_disagree_a_session_from_before_orders_nothing() {
             .await
             .unwrap();
     }
-    let order = || Order {
-        request: RequestId::random(),
-        grace: Duration::from_secs(30),
-        vouched: true,
-        cookie_life: Duration::from_secs(600),
-        cookie_expires: 0,
-        generation: None,
-        events_version: None,
-    };
+    let order = || order_by(None);
     let c = b.consume(p, early, &order()).await.unwrap();
     assert!(
         matches!(c, Consumed::Busy { .. }),
@@ -469,7 +461,7 @@ async fn while_the_instances_disagree_a_session_from_before_orders_nothing() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_instance_behind_the_runtime_changes_holds_nobody_elsewhere() {
     use anteroom::store::history::Actor;
-    use anteroom::store::{Consumed, EventChange, Order, RequestId};
+    use anteroom::store::{Consumed, EventChange};
     let pair = Pair::start("behind");
     let (a, b, p) = (&pair.a, &pair.b, &pair.p);
     let now = now_us();
@@ -506,14 +498,19 @@ async fn an_instance_behind_the_runtime_changes_holds_nobody_elsewhere() {
     };
     let joined = a.join_with(p, v, &through_a).await.unwrap();
     assert_eq!(joined, Admission::Entered, "a newcomer through A");
-    let order = Order {
-        request: RequestId::random(),
+    let order = order_by(Some(1));
+    assert_eq!(a.consume(p, v, &order).await.unwrap(), Consumed::Won);
+}
+
+/// A new order vouched by an admission cookie, by events of `events_version`.
+fn order_by(events_version: Option<u64>) -> anteroom::store::Order {
+    anteroom::store::Order {
+        request: anteroom::store::RequestId::random(),
         grace: Duration::from_secs(30),
         vouched: true,
         cookie_life: Duration::from_secs(600),
         cookie_expires: 0,
         generation: None,
-        events_version: Some(1),
-    };
-    assert_eq!(a.consume(p, v, &order).await.unwrap(), Consumed::Won);
+        events_version,
+    }
 }
